@@ -1,0 +1,1 @@
+//! lintel: a push-dispatch message-bus node.

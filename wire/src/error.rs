@@ -1,0 +1,74 @@
+//! Errors of the framing layer, one enum per direction.
+
+use crate::frame::FrameKind;
+use crate::message::ErrorCode;
+
+/// Why bytes from the network are not a frame.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The length prefix exceeds the maximum; nothing was allocated for it.
+    #[error("frame body of {len} bytes exceeds the maximum of {max}")]
+    Oversize { len: usize, max: usize },
+    /// The body is empty or does not start with a valid varint.
+    #[error("frame body has no valid frame kind")]
+    MissingKind,
+    /// The frame kind is not one this version knows.
+    #[error("unknown frame kind {discriminant}")]
+    UnknownKind { discriminant: u32 },
+    /// The body of a known kind did not decode.
+    #[error("malformed {kind} frame: {source}")]
+    Malformed {
+        kind: FrameKind,
+        #[source]
+        source: postcard::Error,
+    },
+    /// The body decoded but bytes were left over.
+    #[error("{kind} frame has {extra} trailing bytes")]
+    TrailingBytes { kind: FrameKind, extra: usize },
+}
+
+impl DecodeError {
+    /// The code a node sends in its `Error` frame before closing.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            DecodeError::Oversize { .. } => ErrorCode::Oversize,
+            DecodeError::UnknownKind { .. } => ErrorCode::UnknownFrameKind,
+            DecodeError::MissingKind
+            | DecodeError::Malformed { .. }
+            | DecodeError::TrailingBytes { .. } => ErrorCode::Malformed,
+        }
+    }
+}
+
+/// Why a frame could not be encoded.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    /// The encoded body would exceed the maximum frame length.
+    #[error("encoded {kind} frame of {len} bytes exceeds the maximum of {max}")]
+    Oversize {
+        kind: FrameKind,
+        len: usize,
+        max: usize,
+    },
+    /// Serialization failed.
+    #[error("cannot encode {kind} frame: {source}")]
+    Serialize {
+        kind: FrameKind,
+        #[source]
+        source: postcard::Error,
+    },
+}
+
+/// Errors of the `tokio_util` codec: framing errors plus the transport's I/O errors.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// The stream ended in the middle of a frame.
+    #[error("stream ended mid-frame with {buffered} bytes buffered")]
+    Truncated { buffered: usize },
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}

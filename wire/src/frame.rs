@@ -1,0 +1,182 @@
+//! The message set: one top-level [`Frame`] enum whose variant order is frozen.
+//!
+//! Postcard encodes a variant as its index (a varint), so a variant is never
+//! reordered or removed; new kinds are appended and only sent to a peer whose
+//! negotiated version knows them (see `PROTOCOL.md`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{
+    Cancel, CapacityUpdate, Drain, Drained, ErrorFrame, Goodbye, Hello, OutcomeFrame, Ping, Pong,
+    Push, Refusal, Register, Registered, Reply, StatusQuery, StatusReport, Submit, Welcome,
+};
+
+/// One frame body. The discriminant is the frame kind on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Frame {
+    /// Client to node, first frame of every connection.
+    Hello(Hello),
+    /// Node to client: the handshake succeeded.
+    Welcome(Welcome),
+    /// Node to client: the handshake failed; the node closes after sending it.
+    HelloRefused(Refusal),
+    /// Worker to node: join pools.
+    Register(Register),
+    /// Node to worker: the registration was admitted.
+    Registered(Registered),
+    /// Node to worker: the registration was refused; the connection stays usable.
+    RegisterRefused(Refusal),
+    /// Worker to node: new `max_concurrency`, effective on the next selection.
+    CapacityUpdate(CapacityUpdate),
+    /// Node to worker: execute this request and reply with the same correlation id.
+    Push(Push),
+    /// Worker to node: the answer to a push.
+    Reply(Reply),
+    /// Producer to node: dispatch a request.
+    Submit(Submit),
+    /// Node to producer: how a submission ended.
+    Outcome(OutcomeFrame),
+    /// Producer to node, or node to worker: abandon an in-flight request.
+    Cancel(Cancel),
+    /// Either direction: liveness probe.
+    Ping(Ping),
+    /// Either direction: answer to a ping, echoing its nonce.
+    Pong(Pong),
+    /// Node to worker: finish in-flight work and take no more. Worker to node: stop selecting me.
+    Drain(Drain),
+    /// Worker to node: in-flight work is finished after a drain.
+    Drained(Drained),
+    /// Either direction: a clean close follows.
+    Goodbye(Goodbye),
+    /// Either direction: a protocol violation; the sender closes after it.
+    Error(ErrorFrame),
+    /// Producer to node: ask for the node's status.
+    StatusQuery(StatusQuery),
+    /// Node to producer: the answer to a status query.
+    Status(StatusReport),
+}
+
+/// The kind of a frame: its wire discriminant, without the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FrameKind {
+    Hello = 0,
+    Welcome = 1,
+    HelloRefused = 2,
+    Register = 3,
+    Registered = 4,
+    RegisterRefused = 5,
+    CapacityUpdate = 6,
+    Push = 7,
+    Reply = 8,
+    Submit = 9,
+    Outcome = 10,
+    Cancel = 11,
+    Ping = 12,
+    Pong = 13,
+    Drain = 14,
+    Drained = 15,
+    Goodbye = 16,
+    Error = 17,
+    StatusQuery = 18,
+    Status = 19,
+}
+
+impl FrameKind {
+    /// Every kind, in wire order.
+    pub const ALL: [FrameKind; 20] = [
+        FrameKind::Hello,
+        FrameKind::Welcome,
+        FrameKind::HelloRefused,
+        FrameKind::Register,
+        FrameKind::Registered,
+        FrameKind::RegisterRefused,
+        FrameKind::CapacityUpdate,
+        FrameKind::Push,
+        FrameKind::Reply,
+        FrameKind::Submit,
+        FrameKind::Outcome,
+        FrameKind::Cancel,
+        FrameKind::Ping,
+        FrameKind::Pong,
+        FrameKind::Drain,
+        FrameKind::Drained,
+        FrameKind::Goodbye,
+        FrameKind::Error,
+        FrameKind::StatusQuery,
+        FrameKind::Status,
+    ];
+
+    /// The kind with this wire discriminant, if this version knows it.
+    pub fn from_discriminant(value: u32) -> Option<FrameKind> {
+        usize::try_from(value)
+            .ok()
+            .and_then(|index| Self::ALL.get(index))
+            .copied()
+    }
+
+    /// The wire discriminant.
+    pub fn discriminant(self) -> u32 {
+        self as u32
+    }
+
+    /// The name used in `PROTOCOL.md` and in error reasons.
+    pub fn name(self) -> &'static str {
+        match self {
+            FrameKind::Hello => "Hello",
+            FrameKind::Welcome => "Welcome",
+            FrameKind::HelloRefused => "HelloRefused",
+            FrameKind::Register => "Register",
+            FrameKind::Registered => "Registered",
+            FrameKind::RegisterRefused => "RegisterRefused",
+            FrameKind::CapacityUpdate => "CapacityUpdate",
+            FrameKind::Push => "Push",
+            FrameKind::Reply => "Reply",
+            FrameKind::Submit => "Submit",
+            FrameKind::Outcome => "Outcome",
+            FrameKind::Cancel => "Cancel",
+            FrameKind::Ping => "Ping",
+            FrameKind::Pong => "Pong",
+            FrameKind::Drain => "Drain",
+            FrameKind::Drained => "Drained",
+            FrameKind::Goodbye => "Goodbye",
+            FrameKind::Error => "Error",
+            FrameKind::StatusQuery => "StatusQuery",
+            FrameKind::Status => "Status",
+        }
+    }
+}
+
+impl std::fmt::Display for FrameKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Frame {
+    /// This frame's kind.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Frame::Hello(_) => FrameKind::Hello,
+            Frame::Welcome(_) => FrameKind::Welcome,
+            Frame::HelloRefused(_) => FrameKind::HelloRefused,
+            Frame::Register(_) => FrameKind::Register,
+            Frame::Registered(_) => FrameKind::Registered,
+            Frame::RegisterRefused(_) => FrameKind::RegisterRefused,
+            Frame::CapacityUpdate(_) => FrameKind::CapacityUpdate,
+            Frame::Push(_) => FrameKind::Push,
+            Frame::Reply(_) => FrameKind::Reply,
+            Frame::Submit(_) => FrameKind::Submit,
+            Frame::Outcome(_) => FrameKind::Outcome,
+            Frame::Cancel(_) => FrameKind::Cancel,
+            Frame::Ping(_) => FrameKind::Ping,
+            Frame::Pong(_) => FrameKind::Pong,
+            Frame::Drain(_) => FrameKind::Drain,
+            Frame::Drained(_) => FrameKind::Drained,
+            Frame::Goodbye(_) => FrameKind::Goodbye,
+            Frame::Error(_) => FrameKind::Error,
+            Frame::StatusQuery(_) => FrameKind::StatusQuery,
+            Frame::Status(_) => FrameKind::Status,
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Pure framing over byte buffers: a 4-byte big-endian body length, then a postcard body.
+//!
+//! No I/O here; [`crate::codec`] adapts these functions to `tokio_util`.
+
+use bytes::{Buf, BufMut, BytesMut};
+
+use crate::error::{DecodeError, EncodeError};
+use crate::frame::{Frame, FrameKind};
+
+/// Bytes in the length prefix.
+pub const LENGTH_PREFIX_LEN: usize = 4;
+
+/// Default largest frame body: 4 MiB.
+pub const DEFAULT_MAX_FRAME_LEN: usize = 4 * 1024 * 1024;
+
+/// Appends `frame` to `dst` as one length-prefixed frame.
+///
+/// # Errors
+/// [`EncodeError::Oversize`] when the body exceeds `max_frame_len`; `dst` is then unchanged.
+pub fn encode_frame(
+    frame: &Frame,
+    dst: &mut BytesMut,
+    max_frame_len: usize,
+) -> Result<(), EncodeError> {
+    let start = dst.len();
+    dst.put_u32(0);
+    let kind = frame.kind();
+    if let Err(source) = postcard::serialize_with_flavor(frame, BytesMutFlavor { buf: dst }) {
+        dst.truncate(start);
+        return Err(EncodeError::Serialize { kind, source });
+    }
+    let len = dst.len() - start - LENGTH_PREFIX_LEN;
+    let prefix = match u32::try_from(len) {
+        Ok(prefix) if len <= max_frame_len => prefix,
+        _ => {
+            dst.truncate(start);
+            return Err(EncodeError::Oversize {
+                kind,
+                len,
+                max: max_frame_len,
+            });
+        }
+    };
+    if let Some(slot) = dst.get_mut(start..start + LENGTH_PREFIX_LEN) {
+        slot.copy_from_slice(&prefix.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// Takes one frame off the front of `src`, or `Ok(None)` when more bytes are needed.
+///
+/// A length over `max_frame_len` is refused before anything is reserved for it;
+/// a partial frame reserves at most its own stated length.
+///
+/// # Errors
+/// A [`DecodeError`] naming why the bytes are not a frame. The frame's bytes are consumed.
+pub fn decode_frame(
+    src: &mut BytesMut,
+    max_frame_len: usize,
+) -> Result<Option<Frame>, DecodeError> {
+    let Some(prefix) = src.get(..LENGTH_PREFIX_LEN) else {
+        return Ok(None);
+    };
+    let mut len_bytes = [0u8; LENGTH_PREFIX_LEN];
+    len_bytes.copy_from_slice(prefix);
+    let len = u32::from_be_bytes(len_bytes) as usize;
+    if len > max_frame_len {
+        return Err(DecodeError::Oversize {
+            len,
+            max: max_frame_len,
+        });
+    }
+    let total = LENGTH_PREFIX_LEN + len;
+    if src.len() < total {
+        src.reserve(total - src.len());
+        return Ok(None);
+    }
+    src.advance(LENGTH_PREFIX_LEN);
+    let body = src.split_to(len);
+    decode_body(&body).map(Some)
+}
+
+/// Decodes one frame body (without its length prefix), requiring every byte be used.
+///
+/// # Errors
+/// [`DecodeError::MissingKind`], [`DecodeError::UnknownKind`], [`DecodeError::Malformed`]
+/// or [`DecodeError::TrailingBytes`].
+pub fn decode_body(body: &[u8]) -> Result<Frame, DecodeError> {
+    let discriminant = read_varint_u32(body).ok_or(DecodeError::MissingKind)?;
+    let kind = FrameKind::from_discriminant(discriminant)
+        .ok_or(DecodeError::UnknownKind { discriminant })?;
+    match postcard::take_from_bytes::<Frame>(body) {
+        Ok((frame, [])) => Ok(frame),
+        Ok((_, rest)) => Err(DecodeError::TrailingBytes {
+            kind,
+            extra: rest.len(),
+        }),
+        Err(source) => Err(DecodeError::Malformed { kind, source }),
+    }
+}
+
+/// Reads a canonical LEB128 `u32` from the start of `bytes`.
+fn read_varint_u32(bytes: &[u8]) -> Option<u32> {
+    let mut value: u32 = 0;
+    for (index, byte) in bytes.iter().take(5).enumerate() {
+        let bits = u32::from(byte & 0x7f);
+        let shift = 7 * index as u32;
+        if index == 4 && bits > 0x0f {
+            return None;
+        }
+        value |= bits << shift;
+        if byte & 0x80 == 0 {
+            if index > 0 && bits == 0 {
+                return None;
+            }
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// A postcard flavor that appends straight into a `BytesMut`.
+struct BytesMutFlavor<'a> {
+    buf: &'a mut BytesMut,
+}
+
+impl postcard::ser_flavors::Flavor for BytesMutFlavor<'_> {
+    type Output = ();
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.buf.put_u8(data);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Ping, Pong};
+
+    fn encoded(frame: &Frame) -> BytesMut {
+        let mut buf = BytesMut::new();
+        assert!(encode_frame(frame, &mut buf, DEFAULT_MAX_FRAME_LEN).is_ok());
+        buf
+    }
+
+    #[test]
+    fn a_ping_is_prefix_kind_and_nonce() {
+        let buf = encoded(&Frame::Ping(Ping { nonce: 300 }));
+        assert_eq!(&buf[..], &[0, 0, 0, 3, 12, 0xac, 0x02]);
+    }
+
+    #[test]
+    fn a_partial_frame_waits_for_more_bytes() {
+        let whole = encoded(&Frame::Pong(Pong { nonce: 7 }));
+        for cut in 0..whole.len() {
+            let mut part = BytesMut::from(&whole[..cut]);
+            assert!(
+                matches!(decode_frame(&mut part, 64), Ok(None)),
+                "cut at {cut}"
+            );
+            assert_eq!(part.len(), cut, "a partial frame consumes nothing");
+        }
+        let mut all = whole.clone();
+        assert_eq!(
+            decode_frame(&mut all, 64).ok().flatten(),
+            Some(Frame::Pong(Pong { nonce: 7 }))
+        );
+        assert!(all.is_empty());
+    }
+
+    #[test]
+    fn an_oversize_prefix_is_refused_before_allocating() {
+        let mut buf = BytesMut::from(&[0xff, 0xff, 0xff, 0xff, 1][..]);
+        let before = buf.capacity();
+        let result = decode_frame(&mut buf, 1024);
+        assert!(matches!(
+            result,
+            Err(DecodeError::Oversize {
+                len: 0xffff_ffff,
+                max: 1024
+            })
+        ));
+        assert_eq!(buf.capacity(), before);
+    }
+
+    #[test]
+    fn an_unknown_kind_is_named() {
+        let mut buf = BytesMut::from(&[0, 0, 0, 1, 100][..]);
+        assert!(matches!(
+            decode_frame(&mut buf, 64),
+            Err(DecodeError::UnknownKind { discriminant: 100 })
+        ));
+    }
+
+    #[test]
+    fn an_empty_body_has_no_kind() {
+        let mut buf = BytesMut::from(&[0, 0, 0, 0][..]);
+        assert!(matches!(
+            decode_frame(&mut buf, 64),
+            Err(DecodeError::MissingKind)
+        ));
+    }
+
+    #[test]
+    fn a_truncated_body_is_malformed() {
+        // Ping with a varint nonce that never ends.
+        let mut buf = BytesMut::from(&[0, 0, 0, 2, 12, 0x80][..]);
+        assert!(matches!(
+            decode_frame(&mut buf, 64),
+            Err(DecodeError::Malformed {
+                kind: FrameKind::Ping,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn trailing_bytes_are_refused() {
+        let mut buf = BytesMut::from(&[0, 0, 0, 3, 12, 1, 9][..]);
+        assert!(matches!(
+            decode_frame(&mut buf, 64),
+            Err(DecodeError::TrailingBytes {
+                kind: FrameKind::Ping,
+                extra: 1
+            })
+        ));
+    }
+
+    #[test]
+    fn an_oversize_frame_is_not_encoded() {
+        let mut buf = BytesMut::from(&b"keep"[..]);
+        let result = encode_frame(&Frame::Ping(Ping { nonce: u64::MAX }), &mut buf, 4);
+        assert!(matches!(result, Err(EncodeError::Oversize { .. })));
+        assert_eq!(&buf[..], b"keep");
+    }
+
+    #[test]
+    fn non_canonical_kind_varints_are_refused() {
+        assert_eq!(read_varint_u32(&[0x8c, 0x00]), None);
+        assert_eq!(read_varint_u32(&[0x0c]), Some(12));
+        assert_eq!(
+            read_varint_u32(&[0xff, 0xff, 0xff, 0xff, 0x0f]),
+            Some(u32::MAX)
+        );
+        assert_eq!(read_varint_u32(&[0xff, 0xff, 0xff, 0xff, 0x1f]), None);
+    }
+}

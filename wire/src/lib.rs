@@ -1,0 +1,25 @@
+//! `lintel-wire`: the wire protocol of the lintel push-dispatch bus.
+//!
+//! # Layout
+//! - [`frame`]: the top-level [`Frame`] enum and its frozen kind order.
+//! - [`message`]: frame bodies (handshake, registration, dispatch, control, status).
+//! - [`framing`]: pure encode/decode of length-prefixed frames over `BytesMut`, no I/O.
+//! - [`codec`]: the `tokio_util::codec` adapter over [`framing`].
+//! - [`channel`]: injective, invertible channel names for pools.
+//! - [`error`]: typed errors of each layer.
+//!
+//! `PROTOCOL.md` beside this crate documents every byte.
+#![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
+
+pub mod channel;
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod framing;
+pub mod message;
+
+pub use codec::FrameCodec;
+pub use error::{CodecError, DecodeError, EncodeError};
+pub use frame::{Frame, FrameKind};
+pub use framing::{decode_body, decode_frame, encode_frame, DEFAULT_MAX_FRAME_LEN};
+pub use message::*;

@@ -1,0 +1,70 @@
+//! Liveness, cancel, drain, close and protocol errors.
+
+use serde::{Deserialize, Serialize};
+
+/// Abandon the request with this correlation id on this connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cancel {
+    pub correlation: u64,
+}
+
+/// Liveness probe; the receiver answers `Pong` with the same nonce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ping {
+    pub nonce: u64,
+}
+
+/// Answer to a `Ping`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pong {
+    pub nonce: u64,
+}
+
+/// Finish in-flight work within `grace_ms` and take no more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drain {
+    pub grace_ms: u64,
+}
+
+/// A draining worker has no work in flight any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drained {
+    /// Replies the worker sent while draining.
+    pub completed: u64,
+}
+
+/// The sender is closing cleanly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Goodbye {
+    pub reason: String,
+}
+
+/// Why a side closes a connection. Codes are appended, never renumbered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// A frame body did not decode.
+    Malformed,
+    /// A length prefix exceeded the maximum frame length.
+    Oversize,
+    /// A frame kind this side does not know.
+    UnknownFrameKind,
+    /// A frame not allowed in the connection's role or state.
+    UnexpectedFrame,
+    /// No `Hello` arrived within the handshake timeout.
+    HandshakeTimeout,
+    /// Too many pings went unanswered.
+    LivenessTimeout,
+    /// A capacity update stated zero.
+    ZeroCapacity,
+    /// The node is shutting down.
+    ShuttingDown,
+    /// A peer exceeded a bound the node enforces (queue, in-flight, table).
+    LimitExceeded,
+}
+
+/// A protocol violation; the sender closes the connection after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorFrame {
+    pub code: ErrorCode,
+    pub reason: String,
+}

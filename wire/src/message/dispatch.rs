@@ -1,0 +1,157 @@
+//! Dispatch: the request, the worker's response, the producer's submission and its outcome.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// One unit of work for a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchRequest {
+    pub namespace: String,
+    /// Empty means `default`.
+    pub task_queue: String,
+    pub activity_type: String,
+    /// Require this node; `None` or empty means any node.
+    pub node: Option<String>,
+    pub workflow_id: String,
+    pub ordinal: u64,
+    pub run_id: Option<String>,
+    /// One-based attempt number.
+    pub attempt: u32,
+    /// Opaque to the node.
+    pub input: Bytes,
+    /// Wall-clock deadline, milliseconds since the Unix epoch; advisory for the worker.
+    pub deadline_unix_ms: Option<u64>,
+}
+
+/// What an activity produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ActivityOutcome {
+    /// Result bytes, opaque to the node.
+    Success(Bytes),
+    /// The activity failed; `retryable` tells the engine whether another attempt may help.
+    Failure { message: String, retryable: bool },
+}
+
+/// A worker's answer to a request, echoing its identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchResponse {
+    pub workflow_id: String,
+    pub ordinal: u64,
+    pub run_id: Option<String>,
+    pub outcome: ActivityOutcome,
+}
+
+/// Node to worker: execute `request` and reply with `correlation`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Push {
+    /// Unique among this connection's pushes.
+    pub correlation: u64,
+    pub request: DispatchRequest,
+}
+
+/// Worker to node: the response to the push with `correlation`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reply {
+    pub correlation: u64,
+    pub response: DispatchResponse,
+}
+
+/// Which nodes may serve a dispatch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeRouting {
+    /// Any worker in the pool; a `node` in the request pins it instead.
+    #[default]
+    Any,
+    /// Only workers on this node.
+    Pin(String),
+    /// Try each node in order, then spill to any worker in the pool.
+    Prefer(Vec<String>),
+    /// Only workers on one of these nodes, never spilling.
+    Require(Vec<String>),
+}
+
+/// Producer to node: dispatch `request`; answered by an `Outcome` with the same correlation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submit {
+    /// Unique among this connection's submissions in flight.
+    pub correlation: u64,
+    pub request: DispatchRequest,
+    /// How long to wait for an eligible worker; `None` fails at once with `NoWorker`.
+    pub wait_for_worker_ms: Option<u64>,
+    /// How long to wait for the reply once pushed; `None` takes the node's default.
+    pub reply_timeout_ms: Option<u64>,
+    pub routing: NodeRouting,
+}
+
+/// Why no worker was selected, as far as the node knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NoWorkerReason {
+    /// No worker is registered in the pool.
+    PoolEmpty,
+    /// Workers are in the pool but none serves the activity type.
+    NoActivityMatch,
+    /// Workers serve the activity but none on an allowed node.
+    NodeFilterMatchedNobody,
+    /// Every compatible worker is at its capacity.
+    AllAtCapacity,
+    /// Every compatible worker is excluded from selection (draining).
+    AllExcluded,
+}
+
+/// What the node knew about an address when it found no eligible worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Census {
+    pub reason: NoWorkerReason,
+    /// Workers in the pool, whatever their activity types.
+    pub pool_workers: u32,
+    /// Workers serving the activity type on an allowed node.
+    pub compatible_workers: u32,
+    /// Milliseconds since a compatible worker last left, if one has.
+    pub last_departure_ms_ago: Option<u64>,
+}
+
+/// Why the node refused a dispatch without running it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RefusedReason {
+    /// The request is malformed (empty namespace or activity type, too-long field).
+    InvalidRequest,
+    /// The selected worker's outbound queue is full; it stays registered.
+    WorkerBackpressure,
+    /// The producer connection has too many submissions in flight.
+    TooManyInFlight,
+    /// The correlation id is already in flight on this connection.
+    DuplicateCorrelation,
+}
+
+/// A refused dispatch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedDispatch {
+    pub reason: RefusedReason,
+    pub detail: String,
+}
+
+/// How a dispatch ended; exactly one per submission.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DispatchResult {
+    /// The worker replied.
+    Completed(DispatchResponse),
+    /// No eligible worker within the wait.
+    NoWorker(Census),
+    /// The worker's connection closed before it replied.
+    WorkerLost { worker_id: u64 },
+    /// The worker was alive but did not reply in time.
+    Timeout { worker_id: u64, after_ms: u64 },
+    /// The node would not run the dispatch.
+    Refused(RefusedDispatch),
+    /// The producer cancelled it.
+    Cancelled,
+    /// The node is draining and takes no new work.
+    Draining,
+}
+
+/// Node to producer: the result of the submission with `correlation`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeFrame {
+    pub correlation: u64,
+    pub result: DispatchResult,
+}

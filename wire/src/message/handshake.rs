@@ -1,0 +1,93 @@
+//! The handshake: `Hello`, then `Welcome` or `HelloRefused`.
+
+use serde::{Deserialize, Serialize};
+
+/// The highest protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// What a connection is for; fixes which frames it may send afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Role {
+    /// Registers and executes pushed requests.
+    Worker,
+    /// Submits requests and reads their outcomes.
+    Producer,
+    /// Another node relaying dispatches.
+    Peer,
+}
+
+/// First frame from a client: the versions it speaks and who it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Lowest protocol version the client accepts.
+    pub min_version: u16,
+    /// Highest protocol version the client speaks.
+    pub max_version: u16,
+    pub role: Role,
+    /// Free-form client name, for logs and status.
+    pub name: String,
+    /// Shared secret, checked when the node is configured with one.
+    pub auth_token: Option<String>,
+}
+
+/// Limits the node enforces on this connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Largest frame body the node accepts, in bytes.
+    pub max_frame_len: u32,
+    /// Most submissions a producer connection may have in flight.
+    pub max_in_flight: u32,
+    /// How often the node pings a worker, in milliseconds.
+    pub ping_interval_ms: u64,
+    /// Consecutive unanswered pings after which the node closes the connection.
+    pub max_missed_pings: u32,
+    /// Longest namespace, task queue, node, activity type or identity, in bytes.
+    pub max_name_len: u32,
+    /// Most namespaces or activity types in one registration.
+    pub max_set_len: u32,
+}
+
+/// The handshake succeeded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The negotiated version: the highest both sides speak.
+    pub version: u16,
+    pub node_id: String,
+    /// The node's id for this connection, unique for the node's lifetime.
+    pub pid: u64,
+    pub limits: Limits,
+}
+
+/// Why a handshake or registration was refused. Codes are appended, never renumbered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RefusalCode {
+    /// No version lies in both the client's and the node's range.
+    VersionMismatch,
+    /// The auth token is missing or wrong.
+    Unauthorized,
+    /// The node does not serve this role.
+    RoleNotSupported,
+    /// The node is at its connection limit.
+    TooManyConnections,
+    /// The node is draining and admits nothing new.
+    Draining,
+    /// A registration named no namespace.
+    EmptyNamespaces,
+    /// A registration named no activity type.
+    EmptyActivityTypes,
+    /// A registration stated `max_concurrency` zero.
+    ZeroCapacity,
+    /// A field is empty where it must not be, or too long.
+    InvalidField,
+    /// A set is larger than the node's `max_set_len`.
+    LimitExceeded,
+    /// The connection notifier refused the registration.
+    Rejected,
+}
+
+/// A refusal: a code to match on and a reason for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub code: RefusalCode,
+    pub reason: String,
+}

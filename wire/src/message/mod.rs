@@ -1,0 +1,18 @@
+//! Frame bodies, grouped by the conversation they belong to.
+
+mod control;
+mod dispatch;
+mod handshake;
+mod registration;
+mod status;
+
+pub use control::{Cancel, Drain, Drained, ErrorCode, ErrorFrame, Goodbye, Ping, Pong};
+pub use dispatch::{
+    ActivityOutcome, Census, DispatchRequest, DispatchResponse, DispatchResult, NoWorkerReason,
+    NodeRouting, OutcomeFrame, Push, RefusedDispatch, RefusedReason, Reply, Submit,
+};
+pub use handshake::{Hello, Limits, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
+pub use registration::{CapacityUpdate, Register, Registered};
+pub use status::{
+    Counters, NodeStatus, PoolStatus, StatusQuery, StatusReport, WaitingStatus, WorkerStatus,
+};

@@ -1,0 +1,78 @@
+//! Status: a point-in-time view of a node for operators.
+
+use serde::{Deserialize, Serialize};
+
+use super::dispatch::Census;
+
+/// Producer to node: report your status, tagged with `correlation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusQuery {
+    pub correlation: u64,
+}
+
+/// Node to producer: the status for the query with `correlation`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub correlation: u64,
+    pub status: NodeStatus,
+}
+
+/// A node's pools, workers and waiting dispatches.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub node_id: String,
+    pub uptime_ms: u64,
+    pub connections: u32,
+    pub draining: bool,
+    pub pools: Vec<PoolStatus>,
+    pub waiting: Vec<WaitingStatus>,
+    pub counters: Counters,
+}
+
+/// One pool `(namespace, task_queue)` and its workers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStatus {
+    pub namespace: String,
+    pub task_queue: String,
+    /// The pool's channel name.
+    pub channel: String,
+    pub workers: Vec<WorkerStatus>,
+}
+
+/// One registered worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerStatus {
+    pub worker_id: u64,
+    pub pid: u64,
+    pub identity: String,
+    pub node: Option<String>,
+    pub activity_types: Vec<String>,
+    pub max_concurrency: u32,
+    pub in_flight: u32,
+    pub draining: bool,
+}
+
+/// Dispatches waiting for a worker at one address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitingStatus {
+    pub namespace: String,
+    pub task_queue: String,
+    pub activity_type: String,
+    pub waiting: u32,
+    pub census: Census,
+}
+
+/// Totals since the node started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub dispatched: u64,
+    pub completed: u64,
+    pub no_worker: u64,
+    pub worker_lost: u64,
+    pub timed_out: u64,
+    pub refused: u64,
+    pub cancelled: u64,
+    pub draining: u64,
+    /// Replies whose correlation id matched nothing in flight on their connection.
+    pub dropped_replies: u64,
+}
