@@ -104,8 +104,14 @@ pub struct Census {
     pub reason: NoWorkerReason,
     /// Workers in the pool, whatever their activity types.
     pub pool_workers: u32,
+    /// Workers in the pool serving the activity type, on any node.
+    pub serving_activity: u32,
     /// Workers serving the activity type on an allowed node.
     pub compatible_workers: u32,
+    /// Compatible workers with every slot taken.
+    pub at_capacity: u32,
+    /// Compatible workers excluded from selection (draining).
+    pub excluded: u32,
     /// Milliseconds since a compatible worker last left, if one has.
     pub last_departure_ms_ago: Option<u64>,
 }
