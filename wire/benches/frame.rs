@@ -1,0 +1,96 @@
+//! Encode and decode of a `Push` frame carrying a realistic `DispatchRequest`.
+//!
+//! Throughput is the whole encoded frame, length prefix included: the bytes that cross the wire.
+
+use bytes::{Bytes, BytesMut};
+use criterion::{black_box, criterion_group, BatchSize, BenchmarkId, Criterion, Throughput};
+use lintel_wire::{decode_frame, encode_frame, DispatchRequest, Frame, Push};
+
+/// Input payload sizes: a small argument, a page, a large blob.
+const PAYLOADS: [(&str, usize); 3] = [("64B", 64), ("4KiB", 4 * 1024), ("1MiB", 1024 * 1024)];
+
+/// Large enough for the biggest payload plus the request's fields, whatever the crate default.
+const MAX_FRAME_LEN: usize = 2 * 1024 * 1024;
+
+/// Above this encoded size a batch of fresh copies is held in memory one at a time.
+const LARGE_INPUT: usize = 64 * 1024;
+
+fn push_frame(payload_len: usize) -> Frame {
+    let input: Vec<u8> = (0..payload_len).map(|i| (i % 251) as u8).collect();
+    Frame::Push(Push {
+        correlation: 1_048_577,
+        request: DispatchRequest {
+            namespace: "remote".to_owned(),
+            task_queue: "gpu".to_owned(),
+            activity_type: "render_thumbnail".to_owned(),
+            node: None,
+            workflow_id: "order-fulfilment-7f3c9a2e-5b1d-4e8f-9a60-2c4d8e1f0b37".to_owned(),
+            ordinal: 42,
+            run_id: Some("01J9Z8Q4K7M2N5P8R1T4V7X0YB".to_owned()),
+            attempt: 1,
+            input: Bytes::from(input),
+            deadline_unix_ms: Some(1_767_225_600_000),
+        },
+    })
+}
+
+fn encoded(frame: &Frame) -> BytesMut {
+    let mut buf = BytesMut::new();
+    if let Err(error) = encode_frame(frame, &mut buf, MAX_FRAME_LEN) {
+        panic!("bench frame does not encode: {error}");
+    }
+    buf
+}
+
+fn batch_size(encoded_len: usize) -> BatchSize {
+    if encoded_len > LARGE_INPUT {
+        BatchSize::LargeInput
+    } else {
+        BatchSize::SmallInput
+    }
+}
+
+fn push_encode(c: &mut Criterion) {
+    let mut group = c.benchmark_group("push_encode");
+    for (label, payload_len) in PAYLOADS {
+        let frame = push_frame(payload_len);
+        let frame_len = encoded(&frame).len();
+        group.throughput(Throughput::Bytes(frame_len as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(label), &frame, |b, frame| {
+            let mut buf = BytesMut::with_capacity(frame_len);
+            b.iter(|| {
+                buf.clear();
+                let result = encode_frame(black_box(frame), &mut buf, MAX_FRAME_LEN);
+                black_box(&buf);
+                result
+            });
+        });
+    }
+    group.finish();
+}
+
+fn push_decode(c: &mut Criterion) {
+    let mut group = c.benchmark_group("push_decode");
+    for (label, payload_len) in PAYLOADS {
+        let frame = push_frame(payload_len);
+        let bytes = encoded(&frame).freeze();
+        // Sanity: the bench decodes what it encoded, fully.
+        let mut check = BytesMut::from(&bytes[..]);
+        match decode_frame(&mut check, MAX_FRAME_LEN) {
+            Ok(Some(decoded)) if decoded == frame && check.is_empty() => {}
+            other => panic!("bench frame does not round-trip: {other:?}"),
+        }
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(label), &bytes, |b, bytes| {
+            // The copy is made and dropped outside the timed routine.
+            b.iter_batched_ref(
+                || BytesMut::from(&bytes[..]),
+                |src| decode_frame(black_box(src), MAX_FRAME_LEN),
+                batch_size(bytes.len()),
+            );
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(frame, push_encode, push_decode);
