@@ -21,7 +21,8 @@ const WRITE_BATCH_BYTES: usize = 64 * 1024;
 /// What the writer task is asked to do.
 #[derive(Debug)]
 enum Command {
-    Send(Frame),
+    /// Boxed so an idle queue's slots stay small.
+    Send(Box<Frame>),
     /// Write everything queued so far, then shut the socket's write side.
     Close,
 }
@@ -50,7 +51,7 @@ impl Outbound {
     /// [`SendError::Full`] when the queue is full, [`SendError::Closed`] when the writer stopped.
     pub fn try_send(&self, frame: Frame) -> Result<(), SendError> {
         self.tx
-            .try_send(Command::Send(frame))
+            .try_send(Command::Send(Box::new(frame)))
             .map_err(|err| match err {
                 mpsc::error::TrySendError::Full(_) => SendError::Full,
                 mpsc::error::TrySendError::Closed(_) => SendError::Closed,
@@ -63,14 +64,14 @@ impl Outbound {
     /// [`SendError::Closed`] when the writer stopped.
     pub async fn send(&self, frame: Frame) -> Result<(), SendError> {
         self.tx
-            .send(Command::Send(frame))
+            .send(Command::Send(Box::new(frame)))
             .await
             .map_err(|_| SendError::Closed)
     }
 
     /// Queues `frame` and then a close: the writer sends both, in order, then shuts its side.
     pub async fn close_with(&self, frame: Frame) {
-        if self.tx.send(Command::Send(frame)).await.is_ok() {
+        if self.tx.send(Command::Send(Box::new(frame))).await.is_ok() {
             self.close().await;
         }
     }

@@ -1,5 +1,11 @@
-//! The dispatcher: select a worker, push, await the correlated reply, end in one outcome.
+//! Dispatch: select a worker, push on its link, await the correlated reply, end in one outcome.
 
+mod counters;
+mod dispatcher;
+mod link;
 mod options;
 
+pub use counters::DispatchCounters;
+pub use dispatcher::{DispatchLimits, Dispatcher};
+pub use link::{LinkClosed, PendingReply, PushError, WorkerLink};
 pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};

@@ -1,0 +1,259 @@
+//! The one dispatcher behind the in-process API and producers' submissions.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lintel_wire::{DispatchRequest, DispatchResult, RefusedDispatch, RefusedReason};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::counters::DispatchCounters;
+use super::link::{LinkClosed, PushError};
+use super::options::DispatchOptions;
+use crate::registry::{normalize_task_queue, Address, Registry, Selection};
+
+/// Bytes a push frame may add around its request's input.
+const PUSH_OVERHEAD: usize = 16 * 1024;
+
+/// Bounds the dispatcher applies to every request.
+#[derive(Debug, Clone, Copy)]
+pub struct DispatchLimits {
+    /// Reply timeout when a dispatch states none.
+    pub default_reply_timeout: Duration,
+    /// Longest namespace, task queue, activity type or node, in bytes.
+    pub max_name_len: usize,
+    /// Largest frame the node sends; a request must fit a push frame.
+    pub max_frame_len: usize,
+}
+
+/// Selects a worker, pushes, awaits the correlated reply; every dispatch ends in one result.
+#[derive(Debug)]
+pub struct Dispatcher {
+    registry: Arc<Registry>,
+    counters: Arc<DispatchCounters>,
+    limits: DispatchLimits,
+    draining: CancellationToken,
+    active: AtomicUsize,
+    idle: Notify,
+}
+
+impl Dispatcher {
+    /// A dispatcher over `registry`.
+    pub fn new(registry: Arc<Registry>, limits: DispatchLimits) -> Arc<Self> {
+        Arc::new(Self {
+            registry,
+            counters: Arc::new(DispatchCounters::default()),
+            limits,
+            draining: CancellationToken::new(),
+            active: AtomicUsize::new(0),
+            idle: Notify::new(),
+        })
+    }
+
+    /// The registry it selects from.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Outcome totals.
+    pub fn counters(&self) -> &Arc<DispatchCounters> {
+        &self.counters
+    }
+
+    /// Dispatches `request`. Dropping the future abandons it and cancels it on the worker.
+    pub async fn dispatch(
+        &self,
+        request: DispatchRequest,
+        options: &DispatchOptions,
+    ) -> DispatchResult {
+        self.run(request, options, std::future::pending()).await
+    }
+
+    /// Dispatches `request`, ending it as cancelled when `cancel` fires.
+    pub async fn dispatch_cancellable(
+        &self,
+        request: DispatchRequest,
+        options: &DispatchOptions,
+        cancel: &CancellationToken,
+    ) -> DispatchResult {
+        self.run(request, options, cancel.cancelled()).await
+    }
+
+    /// Stops taking work: workers leave selection, waiting and new dispatches end as draining.
+    pub fn drain(&self) {
+        self.registry.drain();
+        self.draining.cancel();
+    }
+
+    /// True once [`Dispatcher::drain`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining.is_cancelled()
+    }
+
+    /// Dispatches not yet ended.
+    pub fn active(&self) -> usize {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// Resolves when no dispatch is active.
+    pub async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.active() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    async fn run(
+        &self,
+        request: DispatchRequest,
+        options: &DispatchOptions,
+        cancelled: impl Future<Output = ()>,
+    ) -> DispatchResult {
+        let _active = Active::enter(self);
+        self.counters.started();
+        let result = self.select_and_push(request, options, cancelled).await;
+        self.counters.ended(&result);
+        result
+    }
+
+    async fn select_and_push(
+        &self,
+        request: DispatchRequest,
+        options: &DispatchOptions,
+        cancelled: impl Future<Output = ()>,
+    ) -> DispatchResult {
+        tokio::pin!(cancelled);
+        if let Err(detail) = self.check(&request) {
+            return refused(RefusedReason::InvalidRequest, detail);
+        }
+        if self.is_draining() {
+            return DispatchResult::Draining;
+        }
+        let address = Address {
+            namespace: &request.namespace,
+            task_queue: normalize_task_queue(&request.task_queue),
+            activity_type: &request.activity_type,
+            node: request.node.as_deref(),
+        };
+        let deadline = options.wait_for_worker.map(|wait| Instant::now() + wait);
+        // Subscribe before looking, so a wake between the miss and the park is kept.
+        let mut wake = deadline.map(|_| self.registry.subscribe());
+        let mut park = None;
+        let reservation = loop {
+            let want_park = wake.is_some() && park.is_none();
+            match self.registry.select(address, &options.routing, want_park) {
+                Selection::Reserved(reservation) => break reservation,
+                Selection::Miss {
+                    census,
+                    park: parked,
+                } => {
+                    park = park.or(parked);
+                    let (Some(deadline), Some(wake)) = (deadline, wake.as_mut()) else {
+                        return DispatchResult::NoWorker(census);
+                    };
+                    // All branches are cancel-safe: `changed` only marks the epoch seen.
+                    tokio::select! {
+                        biased;
+                        () = &mut cancelled => return DispatchResult::Cancelled,
+                        () = self.draining.cancelled() => return DispatchResult::Draining,
+                        changed = wake.changed() => if changed.is_err() {
+                            return DispatchResult::NoWorker(census);
+                        },
+                        () = tokio::time::sleep_until(deadline) => {
+                            return DispatchResult::NoWorker(
+                                self.registry.census(address, &options.routing),
+                            );
+                        }
+                    }
+                }
+            }
+        };
+        drop(park);
+        let worker_id = reservation.worker_id();
+        let mut pending = match reservation.link().push(request) {
+            Ok(pending) => pending,
+            Err(PushError::Backpressure) => {
+                return refused(
+                    RefusedReason::WorkerBackpressure,
+                    format!("worker {worker_id} outbound queue is full"),
+                );
+            }
+            Err(PushError::Closed) => return DispatchResult::WorkerLost { worker_id },
+        };
+        let timeout = options
+            .reply_timeout
+            .unwrap_or(self.limits.default_reply_timeout);
+        // `recv` is cancel-safe; losing the race drops `pending`, which cancels on the worker.
+        tokio::select! {
+            biased;
+            reply = pending.recv() => match reply {
+                Ok(response) => DispatchResult::Completed(response),
+                Err(LinkClosed) => DispatchResult::WorkerLost { worker_id },
+            },
+            () = &mut cancelled => DispatchResult::Cancelled,
+            () = tokio::time::sleep(timeout) => DispatchResult::Timeout {
+                worker_id,
+                after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            },
+        }
+    }
+
+    fn check(&self, request: &DispatchRequest) -> Result<(), String> {
+        let max = self.limits.max_name_len;
+        if request.namespace.is_empty() {
+            return Err("empty namespace".into());
+        }
+        if request.activity_type.is_empty() {
+            return Err("empty activity type".into());
+        }
+        let bounded = [
+            ("namespace", request.namespace.as_str()),
+            ("task queue", request.task_queue.as_str()),
+            ("activity type", request.activity_type.as_str()),
+            ("node", request.node.as_deref().unwrap_or_default()),
+        ];
+        for (what, value) in bounded {
+            if value.len() > max {
+                return Err(format!("{what} is longer than {max} bytes"));
+            }
+        }
+        let max_input = self.limits.max_frame_len.saturating_sub(PUSH_OVERHEAD);
+        if request.input.len() > max_input {
+            return Err(format!(
+                "input of {} bytes exceeds the {max_input} a push can carry",
+                request.input.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn refused(reason: RefusedReason, detail: String) -> DispatchResult {
+    DispatchResult::Refused(RefusedDispatch { reason, detail })
+}
+
+/// Counts one active dispatch; the last to leave wakes [`Dispatcher::wait_idle`].
+struct Active<'a>(&'a Dispatcher);
+
+impl<'a> Active<'a> {
+    fn enter(dispatcher: &'a Dispatcher) -> Self {
+        dispatcher.active.fetch_add(1, Ordering::AcqRel);
+        Self(dispatcher)
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        if self.0.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
