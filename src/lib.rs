@@ -1,15 +1,28 @@
 //! lintel: a push-dispatch message-bus node.
 //!
 //! # Layout
+//! - [`node`]: the accept loop, connection limit and drain-then-close shutdown; [`serve`].
+//! - [`listener`]: binding and socket tuning through socket2.
+//! - `connection`: one accepted connection: handshake, then the worker or producer role.
+//! - [`notifier`]: maps a connection's pid to its registry entry for the connection's life.
+//! - [`config`]: [`NodeConfig`], its defaults, file and validation.
 //! - [`transport`]: a framed TCP connection, a reader plus a writer task behind a bounded queue.
 //! - [`registry`]: pools of connected workers, selection with reserved capacity, census.
 //! - [`dispatch`]: the dispatcher, its options and typed outcomes.
 //! - [`sdk`]: the worker and producer SDKs.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
 
+pub mod config;
+mod connection;
 pub mod dispatch;
+pub mod listener;
+pub mod node;
+pub mod notifier;
 pub mod registry;
 pub mod sdk;
 pub mod transport;
+
+pub use config::NodeConfig;
+pub use node::{serve, Node, ServeError};
 
 pub use lintel_wire as wire;

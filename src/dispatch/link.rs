@@ -32,6 +32,8 @@ pub struct LinkClosed;
 struct Table {
     next_correlation: u64,
     pending: HashMap<u64, oneshot::Sender<DispatchResponse>>,
+    /// Pushes held until [`WorkerLink::open`], so they follow the `Registered` frame.
+    held: Option<Vec<Frame>>,
     closed: bool,
 }
 
@@ -51,12 +53,36 @@ pub struct WorkerLink {
 impl WorkerLink {
     /// A link for the connection `pid` whose frames go to `outbound`.
     pub fn new(pid: u64, outbound: Outbound) -> Self {
+        Self::with_table(pid, outbound, Table::default())
+    }
+
+    /// A link that holds pushes until [`WorkerLink::open`]; a registering connection uses it
+    /// so no push overtakes the `Registered` frame.
+    pub fn held(pid: u64, outbound: Outbound) -> Self {
+        let table = Table {
+            held: Some(Vec::new()),
+            ..Table::default()
+        };
+        Self::with_table(pid, outbound, table)
+    }
+
+    fn with_table(pid: u64, outbound: Outbound, table: Table) -> Self {
         Self {
             inner: Arc::new(Inner {
                 pid,
                 outbound,
-                table: Mutex::new(Table::default()),
+                table: Mutex::new(table),
             }),
+        }
+    }
+
+    /// Releases held pushes in order, waiting for queue room, and sends later pushes directly.
+    pub async fn open(&self) {
+        let held = self.table().held.take().unwrap_or_default();
+        for frame in held {
+            if self.inner.outbound.send(frame).await.is_err() {
+                return;
+            }
         }
     }
 
@@ -72,7 +98,7 @@ impl WorkerLink {
     /// queue is full; neither leaves an entry behind.
     pub fn push(&self, request: DispatchRequest) -> Result<PendingReply, PushError> {
         let (tx, rx) = oneshot::channel();
-        let correlation = {
+        let (correlation, frame) = {
             let mut table = self.table();
             if table.closed {
                 return Err(PushError::Closed);
@@ -80,25 +106,38 @@ impl WorkerLink {
             table.next_correlation = table.next_correlation.wrapping_add(1);
             let correlation = table.next_correlation;
             table.pending.insert(correlation, tx);
-            correlation
+            let frame = Frame::Push(Push {
+                correlation,
+                request,
+            });
+            let direct = match table.held.as_mut() {
+                Some(held) => {
+                    held.push(frame);
+                    None
+                }
+                None => Some(frame),
+            };
+            (correlation, direct)
         };
-        let frame = Frame::Push(Push {
+        let pending = PendingReply {
+            link: self.clone(),
             correlation,
-            request,
-        });
+            rx,
+            settled: false,
+        };
+        let Some(frame) = frame else {
+            return Ok(pending);
+        };
         if let Err(err) = self.inner.outbound.try_send(frame) {
+            let mut pending = pending;
+            pending.settled = true;
             self.table().pending.remove(&correlation);
             return Err(match err {
                 SendError::Full => PushError::Backpressure,
                 SendError::Closed => PushError::Closed,
             });
         }
-        Ok(PendingReply {
-            link: self.clone(),
-            correlation,
-            rx,
-            settled: false,
-        })
+        Ok(pending)
     }
 
     /// Hands a worker's reply to its waiter; `false` when nothing waits on `correlation`.

@@ -1,0 +1,213 @@
+//! Node configuration: defaults that work with no setup, a TOML file, then overrides.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::dispatch::{DispatchLimits, DEFAULT_REPLY_TIMEOUT};
+use crate::registry::AdmissionLimits;
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        path: String,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error("invalid setting {name}: {reason}")]
+    Invalid { name: &'static str, reason: String },
+}
+
+/// Everything a node needs to run. Every field has a working default.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Address the listener binds.
+    pub listen: SocketAddr,
+    /// The node's name in welcomes and status; empty means `lintel-<port>`.
+    pub node_id: String,
+    /// Listen backlog.
+    pub backlog: u32,
+    /// Most connections at once; more are refused with `TooManyConnections`.
+    pub max_connections: usize,
+    /// A connection must say hello within this many milliseconds.
+    pub handshake_timeout_ms: u64,
+    /// The node pings each worker this often.
+    pub ping_interval_ms: u64,
+    /// Consecutive unanswered pings before a worker's connection is closed.
+    pub max_missed_pings: u32,
+    /// Reply timeout for dispatches that state none.
+    pub reply_timeout_ms: u64,
+    /// On shutdown, how long in-flight dispatches may take before connections close.
+    pub drain_timeout_ms: u64,
+    /// Frames queued per connection before pushes see back-pressure.
+    pub outbound_queue: usize,
+    /// Largest frame body accepted or sent.
+    pub max_frame_len: usize,
+    /// Most submissions a producer connection may have in flight.
+    pub max_in_flight_per_producer: u32,
+    /// Longest name in a registration or request.
+    pub max_name_len: usize,
+    /// Most namespaces or activity types in a registration.
+    pub max_set_len: usize,
+    /// When set, every hello must carry this token.
+    pub auth_token: Option<String>,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7400)),
+            node_id: String::new(),
+            backlog: 1024,
+            max_connections: 16_384,
+            handshake_timeout_ms: 5_000,
+            ping_interval_ms: 5_000,
+            max_missed_pings: 3,
+            reply_timeout_ms: u64::try_from(DEFAULT_REPLY_TIMEOUT.as_millis()).unwrap_or(30_000),
+            drain_timeout_ms: 10_000,
+            outbound_queue: 1_024,
+            max_frame_len: lintel_wire::DEFAULT_MAX_FRAME_LEN,
+            max_in_flight_per_producer: 65_536,
+            max_name_len: 256,
+            max_set_len: 64,
+            auth_token: None,
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Reads a TOML file; keys left out keep their defaults.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] or [`ConfigError::Parse`].
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Checks settings that would make the node unusable.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the setting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("max_connections", self.max_connections as u64),
+            ("handshake_timeout_ms", self.handshake_timeout_ms),
+            ("ping_interval_ms", self.ping_interval_ms),
+            ("max_missed_pings", u64::from(self.max_missed_pings)),
+            ("outbound_queue", self.outbound_queue as u64),
+            (
+                "max_in_flight_per_producer",
+                u64::from(self.max_in_flight_per_producer),
+            ),
+            ("max_name_len", self.max_name_len as u64),
+            ("max_set_len", self.max_set_len as u64),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(ConfigError::Invalid {
+                    name,
+                    reason: "must be at least 1".into(),
+                });
+            }
+        }
+        if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {
+            return Err(ConfigError::Invalid {
+                name: "max_frame_len",
+                reason: "must be between 64 KiB and 4 GiB".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The node id, or `lintel-<port>` when none was set.
+    pub fn effective_node_id(&self, port: u16) -> String {
+        if self.node_id.is_empty() {
+            format!("lintel-{port}")
+        } else {
+            self.node_id.clone()
+        }
+    }
+
+    pub fn handshake_timeout(&self) -> Duration {
+        Duration::from_millis(self.handshake_timeout_ms)
+    }
+
+    pub fn ping_interval(&self) -> Duration {
+        Duration::from_millis(self.ping_interval_ms)
+    }
+
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_millis(self.drain_timeout_ms)
+    }
+
+    /// The registry's admission limits.
+    pub fn admission_limits(&self) -> AdmissionLimits {
+        AdmissionLimits {
+            max_name_len: self.max_name_len,
+            max_set_len: self.max_set_len,
+        }
+    }
+
+    /// The dispatcher's limits.
+    pub fn dispatch_limits(&self) -> DispatchLimits {
+        DispatchLimits {
+            default_reply_timeout: Duration::from_millis(self.reply_timeout_ms),
+            max_name_len: self.max_name_len,
+            max_frame_len: self.max_frame_len,
+        }
+    }
+
+    /// The limits announced in every welcome.
+    pub fn wire_limits(&self) -> lintel_wire::Limits {
+        lintel_wire::Limits {
+            max_frame_len: u32::try_from(self.max_frame_len).unwrap_or(u32::MAX),
+            max_in_flight: self.max_in_flight_per_producer,
+            ping_interval_ms: self.ping_interval_ms,
+            max_missed_pings: self.max_missed_pings,
+            max_name_len: u32::try_from(self.max_name_len).unwrap_or(u32::MAX),
+            max_set_len: u32::try_from(self.max_set_len).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_config_is_valid() {
+        assert!(NodeConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn a_partial_file_keeps_the_other_defaults() {
+        let config: NodeConfig =
+            toml::from_str("listen = \"127.0.0.1:9000\"\nmax_missed_pings = 5\n").unwrap();
+        assert_eq!(config.listen.port(), 9000);
+        assert_eq!(config.max_missed_pings, 5);
+        assert_eq!(config.backlog, NodeConfig::default().backlog);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        assert!(toml::from_str::<NodeConfig>("listn = \"x\"").is_err());
+    }
+}

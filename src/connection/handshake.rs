@@ -1,0 +1,129 @@
+//! The node's side of the handshake: the first frame must be a `Hello` we can accept.
+
+use futures_util::StreamExt;
+use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
+
+use super::Close;
+use crate::node::Shared;
+use crate::transport::{FrameReader, Outbound};
+
+/// The lowest protocol version this node speaks.
+const MIN_VERSION: u16 = 1;
+
+/// Reads the hello and answers it; `Ok` carries the role the connection now has.
+pub(super) async fn accept(
+    shared: &Shared,
+    reader: &mut FrameReader,
+    outbound: &Outbound,
+    pid: u64,
+) -> Result<Role, Close> {
+    let timeout = shared.config.handshake_timeout();
+    let first = tokio::select! {
+        first = tokio::time::timeout(timeout, reader.next()) => first,
+        () = shared.closing.cancelled() => return Err(Close::goodbye("node shutting down")),
+    };
+    let hello = match first {
+        Err(_) => {
+            return Err(Close::error(
+                ErrorCode::HandshakeTimeout,
+                format!("no Hello within {} ms", timeout.as_millis()),
+            ))
+        }
+        Ok(None) => return Err(Close::Quietly),
+        Ok(Some(Err(err))) => return Err(Close::read_failed(err)),
+        Ok(Some(Ok(Frame::Hello(hello)))) => hello,
+        Ok(Some(Ok(other))) => return Err(Close::unexpected(other.kind(), "before Hello")),
+    };
+    let version = negotiate(&hello).map_err(refuse)?;
+    check(shared, &hello).map_err(refuse)?;
+    let welcome = Frame::Welcome(Welcome {
+        version,
+        node_id: shared.node_id().to_owned(),
+        pid,
+        limits: shared.config.wire_limits(),
+    });
+    outbound.send(welcome).await.map_err(|_| Close::Quietly)?;
+    tracing::debug!(pid, role = ?hello.role, name = %hello.name, "connection welcomed");
+    Ok(hello.role)
+}
+
+/// The highest version both sides speak.
+fn negotiate(hello: &Hello) -> Result<u16, Refusal> {
+    let version = hello.max_version.min(PROTOCOL_VERSION);
+    if hello.min_version > hello.max_version || version < hello.min_version.max(MIN_VERSION) {
+        return Err(Refusal {
+            code: RefusalCode::VersionMismatch,
+            reason: format!(
+                "client speaks {}..={}, node speaks {MIN_VERSION}..={PROTOCOL_VERSION}",
+                hello.min_version, hello.max_version
+            ),
+        });
+    }
+    Ok(version)
+}
+
+fn check(shared: &Shared, hello: &Hello) -> Result<(), Refusal> {
+    if let Some(token) = &shared.config.auth_token {
+        let presented = hello.auth_token.as_deref().unwrap_or_default();
+        if !constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+            return Err(Refusal {
+                code: RefusalCode::Unauthorized,
+                reason: "missing or wrong auth token".into(),
+            });
+        }
+    }
+    if hello.role == Role::Peer {
+        return Err(Refusal {
+            code: RefusalCode::RoleNotSupported,
+            reason: "this node does not accept peers".into(),
+        });
+    }
+    if shared.dispatcher.is_draining() {
+        return Err(Refusal {
+            code: RefusalCode::Draining,
+            reason: "node is draining".into(),
+        });
+    }
+    Ok(())
+}
+
+fn refuse(refusal: Refusal) -> Close {
+    Close::With(Box::new(Frame::HelloRefused(refusal)))
+}
+
+/// Compares without an early exit, so timing does not reveal a matching prefix.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(min_version: u16, max_version: u16) -> Hello {
+        Hello {
+            min_version,
+            max_version,
+            role: Role::Worker,
+            name: String::new(),
+            auth_token: None,
+        }
+    }
+
+    #[test]
+    fn the_highest_common_version_is_chosen() {
+        assert_eq!(negotiate(&hello(1, 9)), Ok(PROTOCOL_VERSION));
+        assert_eq!(negotiate(&hello(1, 1)), Ok(1));
+    }
+
+    #[test]
+    fn disjoint_or_inverted_ranges_are_refused() {
+        for (min, max) in [(2, 9), (0, 0), (3, 2)] {
+            assert_eq!(
+                negotiate(&hello(min, max)).map_err(|r| r.code),
+                Err(RefusalCode::VersionMismatch),
+                "{min}..={max}"
+            );
+        }
+    }
+}

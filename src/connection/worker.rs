@@ -1,0 +1,179 @@
+//! A worker connection: registration, replies, capacity, liveness and drain.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use lintel_wire::{
+    Drain, ErrorCode, Frame, FrameKind, Ping, Pong, Register, Registered as RegisteredFrame,
+};
+use tokio::time::MissedTickBehavior;
+
+use super::Close;
+use crate::dispatch::WorkerLink;
+use crate::node::Shared;
+use crate::notifier::Registered;
+use crate::transport::{FrameReader, Outbound};
+
+/// Runs the worker role until the connection should close.
+pub(super) async fn serve(
+    shared: &Arc<Shared>,
+    pid: u64,
+    reader: &mut FrameReader,
+    outbound: &Outbound,
+) -> Close {
+    let mut conn = WorkerConn {
+        shared,
+        pid,
+        outbound,
+        registered: None,
+        missed_pings: 0,
+        last_nonce: 0,
+    };
+    let period = shared.config.ping_interval();
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut drain_sent = false;
+    // Every branch is cancel-safe: `FramedRead::next`, `Interval::tick` and token waits
+    // lose nothing when another branch wins.
+    let close = loop {
+        tokio::select! {
+            frame = reader.next() => {
+                let step = match frame {
+                    None => Err(Close::Quietly),
+                    Some(Err(err)) => Err(Close::read_failed(err)),
+                    Some(Ok(frame)) => conn.handle(frame).await,
+                };
+                if let Err(close) = step {
+                    break close;
+                }
+            }
+            _ = ping.tick() => {
+                if let Err(close) = conn.ping() {
+                    break close;
+                }
+            }
+            () = shared.draining.cancelled(), if !drain_sent => {
+                drain_sent = true;
+                if conn.registered.is_none() {
+                    break Close::goodbye("node is draining");
+                }
+                let grace_ms = shared.config.drain_timeout_ms;
+                let _ = outbound.try_send(Frame::Drain(Drain { grace_ms }));
+            }
+            () = shared.closing.cancelled() => break Close::goodbye("node shutting down"),
+        }
+    };
+    // Deregister before the close frame goes out: nothing selects a closing worker.
+    drop(conn.registered.take());
+    close
+}
+
+struct WorkerConn<'a> {
+    shared: &'a Arc<Shared>,
+    pid: u64,
+    outbound: &'a Outbound,
+    registered: Option<Registered>,
+    missed_pings: u32,
+    last_nonce: u64,
+}
+
+impl WorkerConn<'_> {
+    async fn handle(&mut self, frame: Frame) -> Result<(), Close> {
+        match frame {
+            Frame::Register(register) => self.register(register).await,
+            Frame::Reply(reply) => {
+                let registered = self.registered(FrameKind::Reply)?;
+                if !registered.link.complete(reply.correlation, reply.response) {
+                    self.shared.dispatcher.counters().reply_dropped();
+                    tracing::debug!(
+                        pid = self.pid,
+                        correlation = reply.correlation,
+                        "reply dropped"
+                    );
+                }
+                Ok(())
+            }
+            Frame::CapacityUpdate(update) => {
+                let worker_id = self.registered(frame.kind())?.worker_id;
+                self.shared
+                    .dispatcher
+                    .registry()
+                    .set_capacity(worker_id, update.max_concurrency)
+                    .map_err(|refusal| Close::error(ErrorCode::ZeroCapacity, refusal.reason))
+            }
+            Frame::Drain(_) => {
+                let worker_id = self.registered(frame.kind())?.worker_id;
+                self.shared
+                    .dispatcher
+                    .registry()
+                    .set_excluded(worker_id, true);
+                Ok(())
+            }
+            Frame::Drained(_) => {
+                self.registered(frame.kind())?;
+                Ok(())
+            }
+            Frame::Ping(Ping { nonce }) => {
+                let _ = self.outbound.try_send(Frame::Pong(Pong { nonce }));
+                Ok(())
+            }
+            Frame::Pong(Pong { nonce }) => {
+                if nonce == self.last_nonce {
+                    self.missed_pings = 0;
+                }
+                Ok(())
+            }
+            Frame::Goodbye(_) => Err(Close::Quietly),
+            other => Err(Close::unexpected(other.kind(), "on a worker connection")),
+        }
+    }
+
+    async fn register(&mut self, register: Register) -> Result<(), Close> {
+        if self.registered.is_some() {
+            return Err(Close::unexpected(FrameKind::Register, "once registered"));
+        }
+        let link = WorkerLink::held(self.pid, self.outbound.clone());
+        let notifier = Arc::clone(&self.shared.notifier);
+        match notifier.on_worker_registered(self.pid, &register, link.clone()) {
+            Ok(worker_id) => {
+                self.registered =
+                    Some(Registered::new(notifier, self.pid, worker_id, link.clone()));
+                let ack = Frame::Registered(RegisteredFrame { worker_id });
+                self.outbound.send(ack).await.map_err(|_| Close::Quietly)?;
+                link.open().await;
+                tracing::debug!(pid = self.pid, worker_id, "worker registered");
+            }
+            Err(refusal) => {
+                tracing::debug!(pid = self.pid, code = ?refusal.code, "registration refused");
+                let refused = Frame::RegisterRefused(refusal);
+                self.outbound
+                    .send(refused)
+                    .await
+                    .map_err(|_| Close::Quietly)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn registered(&self, kind: FrameKind) -> Result<&Registered, Close> {
+        self.registered
+            .as_ref()
+            .ok_or_else(|| Close::unexpected(kind, "before Registered"))
+    }
+
+    fn ping(&mut self) -> Result<(), Close> {
+        let max = self.shared.config.max_missed_pings;
+        if self.missed_pings >= max {
+            return Err(Close::error(
+                ErrorCode::LivenessTimeout,
+                format!("{max} pings in a row went unanswered"),
+            ));
+        }
+        self.missed_pings += 1;
+        self.last_nonce = self.last_nonce.wrapping_add(1);
+        let _ = self.outbound.try_send(Frame::Ping(Ping {
+            nonce: self.last_nonce,
+        }));
+        Ok(())
+    }
+}

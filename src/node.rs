@@ -1,0 +1,246 @@
+//! The node: accept loop, connection limit, and the drain-then-close shutdown.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use lintel_wire::{Frame, NodeStatus, Refusal, RefusalCode};
+use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{ConfigError, NodeConfig};
+use crate::connection;
+use crate::dispatch::Dispatcher;
+use crate::listener;
+use crate::notifier::{ConnectionNotifier, RegistryNotifier};
+use crate::registry::Registry;
+use crate::transport;
+
+/// Connections refused for the limit that may be answering at once; beyond it they are dropped.
+const REFUSAL_LANE: usize = 64;
+
+/// Longest pause after an accept error.
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Why serving stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("listener error: {0}")]
+    Listener(#[from] std::io::Error),
+}
+
+/// State every connection task shares.
+pub(crate) struct Shared {
+    pub(crate) config: NodeConfig,
+    pub(crate) dispatcher: Arc<Dispatcher>,
+    pub(crate) notifier: Arc<dyn ConnectionNotifier>,
+    /// Fires first on shutdown: workers are told to drain.
+    pub(crate) draining: CancellationToken,
+    /// Fires after the drain: every connection closes.
+    pub(crate) closing: CancellationToken,
+    node_id: OnceLock<String>,
+    started: Instant,
+    connections: AtomicU32,
+}
+
+impl Shared {
+    pub(crate) fn node_id(&self) -> &str {
+        self.node_id.get().map_or("lintel", String::as_str)
+    }
+
+    pub(crate) fn status(&self) -> NodeStatus {
+        let (pools, waiting) = self.dispatcher.registry().snapshot();
+        NodeStatus {
+            node_id: self.node_id().to_owned(),
+            uptime_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            connections: self.connections.load(Ordering::Relaxed),
+            draining: self.dispatcher.is_draining(),
+            pools,
+            waiting,
+            counters: self.dispatcher.counters().snapshot(),
+        }
+    }
+}
+
+/// A lintel node. Embed it to dispatch in-process, and [`Node::serve`] it to accept connections.
+pub struct Node {
+    shared: Arc<Shared>,
+}
+
+impl Node {
+    /// A node with the default notifier.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an unusable configuration.
+    pub fn new(config: NodeConfig) -> Result<Self, ConfigError> {
+        Self::with_notifier(config, |registry| Arc::new(RegistryNotifier::new(registry)))
+    }
+
+    /// A node whose registrations go through the notifier `make` builds over the registry.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an unusable configuration.
+    pub fn with_notifier(
+        config: NodeConfig,
+        make: impl FnOnce(Arc<Registry>) -> Arc<dyn ConnectionNotifier>,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let registry = Registry::new(config.admission_limits());
+        let dispatcher = Dispatcher::new(Arc::clone(&registry), config.dispatch_limits());
+        let notifier = make(registry);
+        Ok(Self {
+            shared: Arc::new(Shared {
+                config,
+                dispatcher,
+                notifier,
+                draining: CancellationToken::new(),
+                closing: CancellationToken::new(),
+                node_id: OnceLock::new(),
+                started: Instant::now(),
+                connections: AtomicU32::new(0),
+            }),
+        })
+    }
+
+    /// The dispatcher, for in-process producers.
+    pub fn dispatcher(&self) -> &Arc<Dispatcher> {
+        &self.shared.dispatcher
+    }
+
+    /// The registry of connected workers.
+    pub fn registry(&self) -> &Arc<Registry> {
+        self.shared.dispatcher.registry()
+    }
+
+    /// The node's status now.
+    pub fn status(&self) -> NodeStatus {
+        self.shared.status()
+    }
+
+    /// Accepts connections on `listener` until `shutdown` resolves, then drains: stops
+    /// accepting, takes workers out of selection, tells them to drain, waits for in-flight
+    /// dispatches up to the drain timeout, closes every connection and waits for its task.
+    ///
+    /// # Errors
+    /// [`ServeError::Listener`] when the listener's address cannot be read.
+    pub async fn serve(
+        &self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ServeError> {
+        let shared = &self.shared;
+        let local = listener.local_addr()?;
+        let _ = shared
+            .node_id
+            .set(shared.config.effective_node_id(local.port()));
+        tracing::info!(addr = %local, node_id = shared.node_id(), "listening");
+        let limit = Arc::new(Semaphore::new(shared.config.max_connections));
+        let refusals = Arc::new(Semaphore::new(REFUSAL_LANE));
+        let tasks = TaskTracker::new();
+        let next_pid = AtomicU64::new(1);
+        let mut backoff = Duration::from_millis(5);
+        tokio::pin!(shutdown);
+        loop {
+            // `accept` is cancel-safe: losing the race to shutdown loses no connection.
+            let accepted = tokio::select! {
+                () = &mut shutdown => break,
+                accepted = listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    tracing::warn!(error = %err, "accept failed; backing off");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
+                    continue;
+                }
+            };
+            backoff = Duration::from_millis(5);
+            listener::tune(&stream);
+            let pid = next_pid.fetch_add(1, Ordering::Relaxed);
+            match Arc::clone(&limit).try_acquire_owned() {
+                Ok(permit) => {
+                    tasks.spawn(run_connection(Arc::clone(shared), stream, pid, permit));
+                }
+                Err(_) => {
+                    if let Ok(permit) = Arc::clone(&refusals).try_acquire_owned() {
+                        tasks.spawn(refuse_connection(Arc::clone(shared), stream, permit));
+                    }
+                }
+            }
+        }
+        drop(listener);
+        self.drain(&tasks).await;
+        Ok(())
+    }
+
+    async fn drain(&self, tasks: &TaskTracker) {
+        let shared = &self.shared;
+        tracing::info!(active = shared.dispatcher.active(), "draining");
+        shared.dispatcher.drain();
+        shared.draining.cancel();
+        let drain_timeout = shared.config.drain_timeout();
+        if tokio::time::timeout(drain_timeout, shared.dispatcher.wait_idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                active = shared.dispatcher.active(),
+                "drain timeout; closing anyway"
+            );
+        }
+        shared.closing.cancel();
+        tasks.close();
+        let _ = tokio::time::timeout(drain_timeout, tasks.wait()).await;
+        tracing::info!("node stopped");
+    }
+}
+
+/// Binds `config.listen` and serves until `shutdown` resolves.
+///
+/// # Errors
+/// [`ServeError`] for a bad configuration or a listener that cannot bind.
+pub async fn serve(
+    config: NodeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let listener = listener::bind(config.listen, config.backlog)?;
+    Node::new(config)?.serve(listener, shutdown).await
+}
+
+async fn run_connection(
+    shared: Arc<Shared>,
+    stream: tokio::net::TcpStream,
+    pid: u64,
+    permit: OwnedSemaphorePermit,
+) {
+    shared.connections.fetch_add(1, Ordering::Relaxed);
+    connection::serve(Arc::clone(&shared), stream, pid).await;
+    shared.connections.fetch_sub(1, Ordering::Relaxed);
+    drop(permit);
+}
+
+/// Tells a connection over the limit why it is refused, then closes it.
+async fn refuse_connection(
+    shared: Arc<Shared>,
+    stream: tokio::net::TcpStream,
+    permit: OwnedSemaphorePermit,
+) {
+    let (_reader, outbound, writer) = transport::split(stream, shared.config.max_frame_len, 1);
+    let refusal = Frame::HelloRefused(Refusal {
+        code: RefusalCode::TooManyConnections,
+        reason: format!(
+            "node is at its limit of {} connections",
+            shared.config.max_connections
+        ),
+    });
+    outbound.close_with(refusal).await;
+    drop(outbound);
+    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    drop(permit);
+}

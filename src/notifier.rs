@@ -1,0 +1,112 @@
+//! The connection notifier: maps a connection's pid to its registry entry for as long as
+//! the connection lives.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use lintel_wire::{Refusal, RefusalCode, Register};
+
+use crate::dispatch::WorkerLink;
+use crate::registry::{RegistrationGuard, Registry, WorkerId};
+
+/// Told when a worker connection registers and when it goes.
+pub trait ConnectionNotifier: Send + Sync + 'static {
+    /// Admits the registration of connection `pid`, whose pushes go to `link`.
+    ///
+    /// # Errors
+    /// A [`Refusal`] sent back to the worker; nothing stays registered.
+    fn on_worker_registered(
+        &self,
+        pid: u64,
+        registration: &Register,
+        link: WorkerLink,
+    ) -> Result<WorkerId, Refusal>;
+
+    /// Connection `pid`, registered earlier, is closed. Called exactly once per registration.
+    fn on_worker_unregistered(&self, pid: u64);
+}
+
+/// The default notifier: owns each connection's [`RegistrationGuard`], keyed by pid.
+#[derive(Debug)]
+pub struct RegistryNotifier {
+    registry: Arc<Registry>,
+    guards: Mutex<HashMap<u64, RegistrationGuard>>,
+}
+
+impl RegistryNotifier {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self {
+            registry,
+            guards: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Connections currently holding a registration.
+    pub fn registered(&self) -> usize {
+        self.guards().len()
+    }
+
+    fn guards(&self) -> MutexGuard<'_, HashMap<u64, RegistrationGuard>> {
+        self.guards
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl ConnectionNotifier for RegistryNotifier {
+    fn on_worker_registered(
+        &self,
+        pid: u64,
+        registration: &Register,
+        link: WorkerLink,
+    ) -> Result<WorkerId, Refusal> {
+        if self.guards().contains_key(&pid) {
+            return Err(Refusal {
+                code: RefusalCode::Rejected,
+                reason: format!("connection {pid} is already registered"),
+            });
+        }
+        let guard = self.registry.admit(pid, registration, link)?;
+        let worker_id = guard.worker_id();
+        self.guards().insert(pid, guard);
+        Ok(worker_id)
+    }
+
+    fn on_worker_unregistered(&self, pid: u64) {
+        // Drop outside the map's lock: the guard takes the registry's lock.
+        let guard = self.guards().remove(&pid);
+        drop(guard);
+    }
+}
+
+/// Held by a registered connection; dropping it calls `on_worker_unregistered` once.
+pub(crate) struct Registered {
+    notifier: Arc<dyn ConnectionNotifier>,
+    pid: u64,
+    pub(crate) worker_id: WorkerId,
+    pub(crate) link: WorkerLink,
+}
+
+impl Registered {
+    pub(crate) fn new(
+        notifier: Arc<dyn ConnectionNotifier>,
+        pid: u64,
+        worker_id: WorkerId,
+        link: WorkerLink,
+    ) -> Self {
+        Self {
+            notifier,
+            pid,
+            worker_id,
+            link,
+        }
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.notifier.on_worker_unregistered(self.pid);
+        // Deregistered first so nothing new selects it; then every waiter hears "lost".
+        self.link.close();
+    }
+}
