@@ -1,0 +1,1549 @@
+//! Keeps `PROTOCOL.md` true. Its hex dumps, byte breakdowns, varint and channel examples
+//! are generated here; its frame, struct and enum tables are compared with the serde shape
+//! and postcard indices of the real types; its decoding rules are exercised.
+//!
+//! Generated blocks sit between `<!-- hex:NAME -->` (or `bytes:`, `text:`) and
+//! `<!-- /hex:NAME -->` markers, each holding one fenced `text` block. On a mismatch the
+//! test prints the expected block. To rewrite every generated block in place:
+//!
+//! ```text
+//! UPDATE_PROTOCOL_DOC=1 cargo test -p lintel-wire --test protocol_doc
+//! ```
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use bytes::{Bytes, BytesMut};
+use lintel_wire::channel::dispatch_channel_name;
+use lintel_wire::{
+    decode_body, decode_frame, encode_frame, ActivityOutcome, Cancel, CapacityUpdate, Census,
+    Counters, DecodeError, DispatchRequest, DispatchResponse, DispatchResult, Drain, Drained,
+    ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Hello, Limits, NoWorkerReason, NodeRouting,
+    NodeStatus, OutcomeFrame, Ping, Pong, PoolStatus, Push, Refusal, RefusalCode, RefusedDispatch,
+    RefusedReason, Register, Registered, Reply, Role, StatusQuery, StatusReport, Submit,
+    WaitingStatus, Welcome, WorkerStatus, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+};
+
+/// Bytes per line of a hex dump.
+const HEX_LINE_BYTES: usize = 16;
+/// Bytes per line of a breakdown's byte column.
+const BREAKDOWN_LINE_BYTES: usize = 8;
+const UPDATE_ENV: &str = "UPDATE_PROTOCOL_DOC";
+/// Kinds of generated block; a marker of another kind is not checked by this file.
+const BLOCK_KINDS: [&str; 3] = ["hex", "bytes", "text"];
+
+fn doc_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("PROTOCOL.md")
+}
+
+fn read_doc() -> String {
+    let path = doc_path();
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()))
+}
+
+// ---------------------------------------------------------------------------------------
+// Example frames
+// ---------------------------------------------------------------------------------------
+
+fn hello() -> Frame {
+    Frame::Hello(Hello {
+        min_version: 1,
+        max_version: 1,
+        role: Role::Worker,
+        name: "gpu-worker".to_owned(),
+        auth_token: Some("s3cret".to_owned()),
+    })
+}
+
+fn welcome() -> Frame {
+    Frame::Welcome(Welcome {
+        version: 1,
+        node_id: "node-a".to_owned(),
+        pid: 7,
+        limits: Limits {
+            max_frame_len: 4_194_304,
+            max_in_flight: 1024,
+            ping_interval_ms: 10_000,
+            max_missed_pings: 3,
+            max_name_len: 255,
+            max_set_len: 64,
+        },
+    })
+}
+
+fn hello_refused() -> Frame {
+    Frame::HelloRefused(Refusal {
+        code: RefusalCode::VersionMismatch,
+        reason: "need 2..3".to_owned(),
+    })
+}
+
+fn register() -> Frame {
+    Frame::Register(Register {
+        namespaces: vec!["remote".to_owned()],
+        task_queue: "gpu".to_owned(),
+        node: Some("box-7".to_owned()),
+        activity_types: vec!["render".to_owned(), "encode".to_owned()],
+        identity: "w1".to_owned(),
+        max_concurrency: 300,
+    })
+}
+
+fn registered() -> Frame {
+    Frame::Registered(Registered { worker_id: 42 })
+}
+
+fn request() -> DispatchRequest {
+    DispatchRequest {
+        namespace: "remote".to_owned(),
+        task_queue: "gpu".to_owned(),
+        activity_type: "render".to_owned(),
+        node: None,
+        workflow_id: "wf-1".to_owned(),
+        ordinal: 3,
+        run_id: Some("r1".to_owned()),
+        attempt: 1,
+        input: Bytes::from_static(&[0x01, 0x02, 0x03]),
+        deadline_unix_ms: Some(1_700_000_000_000),
+    }
+}
+
+fn response() -> DispatchResponse {
+    DispatchResponse {
+        workflow_id: "wf-1".to_owned(),
+        ordinal: 3,
+        run_id: Some("r1".to_owned()),
+        outcome: ActivityOutcome::Success(Bytes::from_static(b"ok")),
+    }
+}
+
+fn push() -> Frame {
+    Frame::Push(Push {
+        correlation: 1000,
+        request: request(),
+    })
+}
+
+fn reply() -> Frame {
+    Frame::Reply(Reply {
+        correlation: 1000,
+        response: response(),
+    })
+}
+
+fn submit() -> Frame {
+    Frame::Submit(Submit {
+        correlation: 5,
+        request: request(),
+        wait_for_worker_ms: Some(2000),
+        reply_timeout_ms: None,
+        routing: NodeRouting::Prefer(vec!["box-7".to_owned(), "box-9".to_owned()]),
+    })
+}
+
+fn outcome() -> Frame {
+    Frame::Outcome(OutcomeFrame {
+        correlation: 5,
+        result: DispatchResult::Completed(response()),
+    })
+}
+
+fn outcome_no_worker() -> Frame {
+    Frame::Outcome(OutcomeFrame {
+        correlation: 6,
+        result: DispatchResult::NoWorker(Census {
+            reason: NoWorkerReason::AllAtCapacity,
+            pool_workers: 3,
+            serving_activity: 2,
+            compatible_workers: 1,
+            at_capacity: 1,
+            excluded: 0,
+            last_departure_ms_ago: None,
+        }),
+    })
+}
+
+fn error() -> Frame {
+    Frame::Error(ErrorFrame {
+        code: ErrorCode::UnexpectedFrame,
+        reason: "Submit".to_owned(),
+    })
+}
+
+/// Every example with a hex dump in the doc, by marker name.
+fn examples() -> Vec<(&'static str, Frame)> {
+    vec![
+        ("hello", hello()),
+        ("welcome", welcome()),
+        ("hello-refused", hello_refused()),
+        ("register", register()),
+        ("registered", registered()),
+        ("push", push()),
+        ("reply", reply()),
+        ("submit", submit()),
+        ("outcome", outcome()),
+        ("outcome-no-worker", outcome_no_worker()),
+        ("error", error()),
+    ]
+}
+
+fn encode(frame: &Frame) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    if let Err(error) = encode_frame(frame, &mut buf, DEFAULT_MAX_FRAME_LEN) {
+        panic!("cannot encode {:?}: {error}", frame.kind());
+    }
+    buf.to_vec()
+}
+
+fn hex_line(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn hex_dump(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for line in bytes.chunks(HEX_LINE_BYTES) {
+        out.push_str(&hex_line(line));
+        out.push('\n');
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Byte-by-byte breakdowns
+// ---------------------------------------------------------------------------------------
+
+/// An independent LEB128 encoder: the breakdowns are built with it and must add up to
+/// what the crate's encoder produced.
+fn leb128(mut value: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let low = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(low);
+            return out;
+        }
+        out.push(low | 0x80);
+    }
+}
+
+/// The pieces of one frame body, each with what it means.
+#[derive(Default)]
+struct Breakdown {
+    pieces: Vec<(Vec<u8>, String)>,
+}
+
+impl Breakdown {
+    fn piece(&mut self, bytes: Vec<u8>, label: String) -> &mut Self {
+        self.pieces.push((bytes, label));
+        self
+    }
+
+    fn kind(&mut self, kind: FrameKind) -> &mut Self {
+        let index = kind.discriminant();
+        self.piece(
+            leb128(u64::from(index)),
+            format!("kind: varint {index} = {kind}"),
+        )
+    }
+
+    fn uint(&mut self, field: &str, ty: &str, value: u64) -> &mut Self {
+        self.piece(leb128(value), format!("{field}: {ty} varint = {value}"))
+    }
+
+    fn variant(&mut self, field: &str, ty: &str, index: u32, name: &str) -> &mut Self {
+        self.piece(
+            leb128(u64::from(index)),
+            format!("{field}: {ty} variant {index} = {name}"),
+        )
+    }
+
+    fn string(&mut self, field: &str, value: &str) -> &mut Self {
+        self.piece(
+            leb128(value.len() as u64),
+            format!("{field}: String, length {}", value.len()),
+        );
+        self.piece(value.as_bytes().to_vec(), format!("  UTF-8 {value:?}"))
+    }
+
+    fn byte_array(&mut self, field: &str, value: &[u8]) -> &mut Self {
+        self.piece(
+            leb128(value.len() as u64),
+            format!("{field}: bytes, length {}", value.len()),
+        );
+        self.piece(value.to_vec(), "  raw bytes".to_owned())
+    }
+
+    fn some(&mut self, field: &str) -> &mut Self {
+        self.piece(vec![0x01], format!("{field}: Option tag 0x01 = Some"))
+    }
+
+    fn none(&mut self, field: &str) -> &mut Self {
+        self.piece(vec![0x00], format!("{field}: Option tag 0x00 = None"))
+    }
+
+    fn seq(&mut self, field: &str, ty: &str, count: u64) -> &mut Self {
+        self.piece(leb128(count), format!("{field}: {ty}, count {count}"))
+    }
+
+    /// Renders the breakdown after checking it adds up to the encoded `frame`.
+    fn render(&self, name: &str, frame: &Frame) -> String {
+        let encoded = encode(frame);
+        let body: Vec<u8> = self
+            .pieces
+            .iter()
+            .flat_map(|(bytes, _)| bytes.iter().copied())
+            .collect();
+        assert_eq!(
+            encoded.get(4..),
+            Some(&body[..]),
+            "the breakdown of `{name}` does not add up to the encoded frame"
+        );
+        let prefix = encoded.get(..4).unwrap_or_default().to_vec();
+        let mut rows = vec![(
+            prefix,
+            format!("length prefix: u32 big-endian = {}", body.len()),
+        )];
+        rows.extend(self.pieces.iter().cloned());
+
+        let width = BREAKDOWN_LINE_BYTES * 3 - 1;
+        let mut out = format!("{:>4}  {:<width$}  meaning\n", "off", "bytes");
+        let mut offset = 0;
+        for (bytes, label) in rows {
+            for (line, chunk) in bytes.chunks(BREAKDOWN_LINE_BYTES).enumerate() {
+                let hex = hex_line(chunk);
+                if line == 0 {
+                    let row = format!("{offset:>4}  {hex:<width$}  {label}");
+                    out.push_str(row.trim_end());
+                } else {
+                    out.push_str(&format!("{:>4}  {hex}", ""));
+                }
+                out.push('\n');
+            }
+            offset += bytes.len();
+        }
+        out
+    }
+}
+
+fn hello_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Hello)
+        .uint("min_version", "u16", 1)
+        .uint("max_version", "u16", 1)
+        .variant("role", "Role", 0, "Worker")
+        .string("name", "gpu-worker")
+        .some("auth_token")
+        .string("auth_token.0", "s3cret");
+    b.render("hello", &hello())
+}
+
+fn register_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Register)
+        .seq("namespaces", "Vec<String>", 1)
+        .string("namespaces[0]", "remote")
+        .string("task_queue", "gpu")
+        .some("node")
+        .string("node.0", "box-7")
+        .seq("activity_types", "Vec<String>", 2)
+        .string("activity_types[0]", "render")
+        .string("activity_types[1]", "encode")
+        .string("identity", "w1")
+        .uint("max_concurrency", "u32", 300);
+    b.render("register", &register())
+}
+
+/// The pieces of the examples' `DispatchRequest`, labelled under `field`.
+fn request_pieces(b: &mut Breakdown, field: &str) {
+    let f = |name: &str| format!("{field}.{name}");
+    b.string(&f("namespace"), "remote")
+        .string(&f("task_queue"), "gpu")
+        .string(&f("activity_type"), "render")
+        .none(&f("node"))
+        .string(&f("workflow_id"), "wf-1")
+        .uint(&f("ordinal"), "u64", 3)
+        .some(&f("run_id"))
+        .string(&f("run_id.0"), "r1")
+        .uint(&f("attempt"), "u32", 1)
+        .byte_array(&f("input"), &[0x01, 0x02, 0x03])
+        .some(&f("deadline_unix_ms"))
+        .uint(&f("deadline_unix_ms.0"), "u64", 1_700_000_000_000);
+}
+
+fn push_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Push).uint("correlation", "u64", 1000);
+    request_pieces(&mut b, "request");
+    b.render("push", &push())
+}
+
+fn welcome_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Welcome)
+        .uint("version", "u16", 1)
+        .string("node_id", "node-a")
+        .uint("pid", "u64", 7)
+        .uint("limits.max_frame_len", "u32", 4_194_304)
+        .uint("limits.max_in_flight", "u32", 1024)
+        .uint("limits.ping_interval_ms", "u64", 10_000)
+        .uint("limits.max_missed_pings", "u32", 3)
+        .uint("limits.max_name_len", "u32", 255)
+        .uint("limits.max_set_len", "u32", 64);
+    b.render("welcome", &welcome())
+}
+
+fn submit_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Submit).uint("correlation", "u64", 5);
+    request_pieces(&mut b, "request");
+    b.some("wait_for_worker_ms")
+        .uint("wait_for_worker_ms.0", "u64", 2000)
+        .none("reply_timeout_ms")
+        .variant("routing", "NodeRouting", 2, "Prefer")
+        .seq("routing.0", "Vec<String>", 2)
+        .string("routing.0[0]", "box-7")
+        .string("routing.0[1]", "box-9");
+    b.render("submit", &submit())
+}
+
+fn outcome_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Outcome)
+        .uint("correlation", "u64", 5)
+        .variant("result", "DispatchResult", 0, "Completed")
+        .string("result.0.workflow_id", "wf-1")
+        .uint("result.0.ordinal", "u64", 3)
+        .some("result.0.run_id")
+        .string("result.0.run_id.0", "r1")
+        .variant("result.0.outcome", "ActivityOutcome", 0, "Success")
+        .byte_array("result.0.outcome.0", b"ok");
+    b.render("outcome", &outcome())
+}
+
+// ---------------------------------------------------------------------------------------
+// Varint examples
+// ---------------------------------------------------------------------------------------
+
+fn varint_examples() -> String {
+    fn row<T: serde::Serialize + std::fmt::Display>(ty: &str, value: T) -> String {
+        let encoded = postcard::to_stdvec(&value).unwrap_or_default();
+        format!("{value:>20}  {ty:<4}  {}\n", hex_line(&encoded))
+    }
+    let mut out = format!("{:>20}  {:<4}  bytes\n", "value", "type");
+    out.push_str(&row("u16", 0u16));
+    out.push_str(&row("u16", 127u16));
+    out.push_str(&row("u16", 128u16));
+    out.push_str(&row("u32", 300u32));
+    out.push_str(&row("u64", 1000u64));
+    out.push_str(&row("u16", 16_384u16));
+    out.push_str(&row("u16", u16::MAX));
+    out.push_str(&row("u32", 4_194_304u32));
+    out.push_str(&row("u32", u32::MAX));
+    out.push_str(&row("u64", 1_700_000_000_000u64));
+    out.push_str(&row("u64", u64::MAX));
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Channel examples
+// ---------------------------------------------------------------------------------------
+
+fn channel_examples() -> String {
+    let cases: [(&str, &str, Option<&str>); 6] = [
+        ("remote", "gpu", None),
+        ("remote", "gpu", Some("box-7")),
+        ("a.b", "%", None),
+        ("%2E", "x", None),
+        ("a", "b.c", None),
+        ("a", "b", Some("c")),
+    ];
+    let rows: Vec<(String, String)> = cases
+        .iter()
+        .map(|&(namespace, task_queue, node)| {
+            let shown = node.map_or_else(|| "none".to_owned(), |node| format!("{node:?}"));
+            (
+                format!("{namespace:?}, {task_queue:?}, {shown}"),
+                dispatch_channel_name(namespace, task_queue, node),
+            )
+        })
+        .collect();
+    let width = rows.iter().map(|(input, _)| input.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (input, name) in rows {
+        let _ = writeln!(out, "{input:<width$}  ->  {name}");
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Generated blocks
+// ---------------------------------------------------------------------------------------
+
+/// Every generated block: (marker, content without the fence).
+fn generated_blocks() -> Vec<(String, String)> {
+    let mut blocks: Vec<(String, String)> = examples()
+        .into_iter()
+        .map(|(name, frame)| (format!("hex:{name}"), hex_dump(&encode(&frame))))
+        .collect();
+    blocks.push(("bytes:hello".to_owned(), hello_breakdown()));
+    blocks.push(("bytes:welcome".to_owned(), welcome_breakdown()));
+    blocks.push(("bytes:register".to_owned(), register_breakdown()));
+    blocks.push(("bytes:push".to_owned(), push_breakdown()));
+    blocks.push(("bytes:submit".to_owned(), submit_breakdown()));
+    blocks.push(("bytes:outcome".to_owned(), outcome_breakdown()));
+    blocks.push(("text:varints".to_owned(), varint_examples()));
+    blocks.push(("text:channels".to_owned(), channel_examples()));
+    blocks
+}
+
+fn open_marker(marker: &str) -> String {
+    format!("<!-- {marker} -->")
+}
+
+fn close_marker(marker: &str) -> String {
+    format!("<!-- /{marker} -->")
+}
+
+/// What sits between a block's markers.
+fn fenced(content: &str) -> String {
+    format!("\n```text\n{content}```\n")
+}
+
+/// The byte range between a block's open and close markers.
+fn block_range(doc: &str, marker: &str) -> Option<std::ops::Range<usize>> {
+    let open = open_marker(marker);
+    let start = doc.find(&open)? + open.len();
+    let end = start + doc.get(start..)?.find(&close_marker(marker))?;
+    Some(start..end)
+}
+
+#[test]
+fn generated_blocks_match_the_encoder() {
+    let mut doc = read_doc();
+    let update = std::env::var_os(UPDATE_ENV).is_some_and(|value| value == "1");
+    let mut stale = Vec::new();
+    let mut missing = Vec::new();
+    for (marker, content) in generated_blocks() {
+        let expected = fenced(&content);
+        let Some(range) = block_range(&doc, &marker) else {
+            eprintln!(
+                "PROTOCOL.md has no `{}` ... `{}` block; add:\n{}{expected}{}\n",
+                open_marker(&marker),
+                close_marker(&marker),
+                open_marker(&marker),
+                close_marker(&marker),
+            );
+            missing.push(marker);
+            continue;
+        };
+        if doc.get(range.clone()) == Some(expected.as_str()) {
+            continue;
+        }
+        if update {
+            doc.replace_range(range, &expected);
+        } else {
+            eprintln!(
+                "PROTOCOL.md block `{marker}` is stale; expected:\n{}{expected}{}\n",
+                open_marker(&marker),
+                close_marker(&marker),
+            );
+            stale.push(marker);
+        }
+    }
+    if update {
+        // Write beside the doc and rename, so tests reading it in parallel never see a
+        // half-written file.
+        let path = doc_path();
+        let staged = path.with_extension("md.update");
+        if let Err(error) =
+            std::fs::write(&staged, &doc).and_then(|()| std::fs::rename(&staged, &path))
+        {
+            panic!("cannot write {}: {error}", path.display());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "blocks missing from PROTOCOL.md: {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "stale blocks in PROTOCOL.md: {stale:?}; paste the blocks printed above or run \
+         `{UPDATE_ENV}=1 cargo test -p lintel-wire --test protocol_doc`"
+    );
+}
+
+#[test]
+fn every_generated_block_in_the_doc_is_checked() {
+    let doc = read_doc();
+    let known: Vec<String> = generated_blocks()
+        .into_iter()
+        .map(|(marker, _)| marker)
+        .collect();
+    for kind in BLOCK_KINDS {
+        let open = format!("<!-- {kind}:");
+        for (at, _) in doc.match_indices(&open) {
+            let rest = doc.get(at + 5..).unwrap_or_default();
+            let marker = rest.split(" -->").next().unwrap_or_default();
+            assert!(
+                known.iter().any(|known| known == marker),
+                "PROTOCOL.md has a `{marker}` block this test does not generate"
+            );
+        }
+    }
+}
+// ---------------------------------------------------------------------------------------
+// Shapes: field names and types, read from the serde impls
+// ---------------------------------------------------------------------------------------
+
+/// The serde shape of a value: what a table in the doc must say about its type.
+#[derive(Debug, Clone, PartialEq)]
+enum Shape {
+    /// A primitive (`u16`, `bool`, `String`, `bytes`, ...).
+    Leaf(&'static str),
+    Option(Box<Shape>),
+    Seq(Box<Shape>),
+    Struct {
+        name: &'static str,
+        fields: Vec<(&'static str, Shape)>,
+    },
+    Variant {
+        enum_name: &'static str,
+        variant: &'static str,
+        payload: Payload,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Payload {
+    Unit,
+    Newtype(Box<Shape>),
+    Struct(Vec<(&'static str, Shape)>),
+}
+
+impl Shape {
+    /// The type as the doc writes it: `u64`, `Option<String>`, `Vec<String>`, `Limits`.
+    fn type_name(&self) -> String {
+        match self {
+            Shape::Leaf(name) => (*name).to_owned(),
+            Shape::Option(inner) => format!("Option<{}>", inner.type_name()),
+            Shape::Seq(inner) => format!("Vec<{}>", inner.type_name()),
+            Shape::Struct { name, .. } => (*name).to_owned(),
+            Shape::Variant { enum_name, .. } => (*enum_name).to_owned(),
+        }
+    }
+
+    /// The fields of a struct, or of the struct inside a newtype variant (a frame body).
+    fn fields(&self) -> Vec<(&'static str, Shape)> {
+        match self {
+            Shape::Struct { fields, .. } => fields.clone(),
+            Shape::Variant {
+                payload: Payload::Newtype(inner),
+                ..
+            } => inner.fields(),
+            other => panic!("{other:?} has no fields"),
+        }
+    }
+
+    /// A variant's payload as the doc writes it: `—`, a type, or `{ field: Type, ... }`.
+    fn payload(&self) -> String {
+        match self {
+            Shape::Variant { payload, .. } => match payload {
+                Payload::Unit => "—".to_owned(),
+                Payload::Newtype(inner) => inner.type_name(),
+                Payload::Struct(fields) => format!("{{ {} }}", field_list(fields)),
+            },
+            other => panic!("{other:?} is not an enum variant"),
+        }
+    }
+}
+
+/// `name: Type, name: Type`, as in the frame table's body column.
+fn field_list(fields: &[(&'static str, Shape)]) -> String {
+    fields
+        .iter()
+        .map(|(name, shape)| format!("{name}: {}", shape.type_name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[derive(Debug)]
+struct ShapeError(String);
+
+impl std::fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+impl serde::ser::Error for ShapeError {
+    fn custom<T: std::fmt::Display>(msg: T) -> Self {
+        ShapeError(msg.to_string())
+    }
+}
+
+fn unsupported<T>(what: &str) -> Result<T, ShapeError> {
+    Err(ShapeError(format!("{what} is not used by the protocol")))
+}
+
+/// A serializer that records shapes instead of bytes. Samples must hold `Some` in every
+/// option and at least one element in every sequence, or the inner type is unknown.
+struct Describe;
+
+fn shape_of<T: serde::Serialize + ?Sized>(value: &T) -> Shape {
+    value
+        .serialize(Describe)
+        .unwrap_or_else(|error| panic!("cannot describe a sample: {error}"))
+}
+
+struct SeqShape(Option<Shape>);
+
+struct StructShape {
+    name: &'static str,
+    fields: Vec<(&'static str, Shape)>,
+}
+
+struct VariantShape {
+    enum_name: &'static str,
+    variant: &'static str,
+    fields: Vec<(&'static str, Shape)>,
+}
+
+impl serde::Serializer for Describe {
+    type Ok = Shape;
+    type Error = ShapeError;
+    type SerializeSeq = SeqShape;
+    type SerializeTuple = serde::ser::Impossible<Shape, ShapeError>;
+    type SerializeTupleStruct = serde::ser::Impossible<Shape, ShapeError>;
+    type SerializeTupleVariant = serde::ser::Impossible<Shape, ShapeError>;
+    type SerializeMap = serde::ser::Impossible<Shape, ShapeError>;
+    type SerializeStruct = StructShape;
+    type SerializeStructVariant = VariantShape;
+
+    fn serialize_bool(self, _: bool) -> Result<Shape, ShapeError> {
+        Ok(Shape::Leaf("bool"))
+    }
+    fn serialize_i8(self, _: i8) -> Result<Shape, ShapeError> {
+        unsupported("i8")
+    }
+    fn serialize_i16(self, _: i16) -> Result<Shape, ShapeError> {
+        unsupported("i16")
+    }
+    fn serialize_i32(self, _: i32) -> Result<Shape, ShapeError> {
+        unsupported("i32")
+    }
+    fn serialize_i64(self, _: i64) -> Result<Shape, ShapeError> {
+        unsupported("i64")
+    }
+    fn serialize_u8(self, _: u8) -> Result<Shape, ShapeError> {
+        Ok(Shape::Leaf("u8"))
+    }
+    fn serialize_u16(self, _: u16) -> Result<Shape, ShapeError> {
+        Ok(Shape::Leaf("u16"))
+    }
+    fn serialize_u32(self, _: u32) -> Result<Shape, ShapeError> {
+        Ok(Shape::Leaf("u32"))
+    }
+    fn serialize_u64(self, _: u64) -> Result<Shape, ShapeError> {
+        Ok(Shape::Leaf("u64"))
+    }
+    fn serialize_f32(self, _: f32) -> Result<Shape, ShapeError> {
+        unsupported("f32")
+    }
+    fn serialize_f64(self, _: f64) -> Result<Shape, ShapeError> {
+        unsupported("f64")
+    }
+    fn serialize_char(self, _: char) -> Result<Shape, ShapeError> {
+        unsupported("char")
+    }
+    fn serialize_str(self, _: &str) -> Result<Shape, ShapeError> {
+        Ok(Shape::Leaf("String"))
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result<Shape, ShapeError> {
+        Ok(Shape::Leaf("bytes"))
+    }
+    fn serialize_none(self) -> Result<Shape, ShapeError> {
+        unsupported("a None sample (its inner type is unknown)")
+    }
+    fn serialize_some<T: serde::Serialize + ?Sized>(self, value: &T) -> Result<Shape, ShapeError> {
+        Ok(Shape::Option(Box::new(value.serialize(Describe)?)))
+    }
+    fn serialize_unit(self) -> Result<Shape, ShapeError> {
+        unsupported("unit")
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<Shape, ShapeError> {
+        unsupported("a unit struct")
+    }
+    fn serialize_unit_variant(
+        self,
+        enum_name: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<Shape, ShapeError> {
+        Ok(Shape::Variant {
+            enum_name,
+            variant,
+            payload: Payload::Unit,
+        })
+    }
+    fn serialize_newtype_struct<T: serde::Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: &T,
+    ) -> Result<Shape, ShapeError> {
+        unsupported("a newtype struct")
+    }
+    fn serialize_newtype_variant<T: serde::Serialize + ?Sized>(
+        self,
+        enum_name: &'static str,
+        _: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<Shape, ShapeError> {
+        Ok(Shape::Variant {
+            enum_name,
+            variant,
+            payload: Payload::Newtype(Box::new(value.serialize(Describe)?)),
+        })
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<SeqShape, ShapeError> {
+        Ok(SeqShape(None))
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, ShapeError> {
+        unsupported("a tuple")
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct, ShapeError> {
+        unsupported("a tuple struct")
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, ShapeError> {
+        unsupported("a tuple variant")
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, ShapeError> {
+        unsupported("a map")
+    }
+    fn serialize_struct(self, name: &'static str, _: usize) -> Result<StructShape, ShapeError> {
+        Ok(StructShape {
+            name,
+            fields: Vec::new(),
+        })
+    }
+    fn serialize_struct_variant(
+        self,
+        enum_name: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<VariantShape, ShapeError> {
+        Ok(VariantShape {
+            enum_name,
+            variant,
+            fields: Vec::new(),
+        })
+    }
+}
+
+impl serde::ser::SerializeSeq for SeqShape {
+    type Ok = Shape;
+    type Error = ShapeError;
+
+    fn serialize_element<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+    ) -> Result<(), ShapeError> {
+        if self.0.is_none() {
+            self.0 = Some(value.serialize(Describe)?);
+        }
+        Ok(())
+    }
+
+    fn end(self) -> Result<Shape, ShapeError> {
+        match self.0 {
+            Some(element) => Ok(Shape::Seq(Box::new(element))),
+            None => unsupported("an empty sequence sample (its element type is unknown)"),
+        }
+    }
+}
+
+impl serde::ser::SerializeStruct for StructShape {
+    type Ok = Shape;
+    type Error = ShapeError;
+
+    fn serialize_field<T: serde::Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), ShapeError> {
+        self.fields.push((key, value.serialize(Describe)?));
+        Ok(())
+    }
+
+    fn end(self) -> Result<Shape, ShapeError> {
+        Ok(Shape::Struct {
+            name: self.name,
+            fields: self.fields,
+        })
+    }
+}
+
+impl serde::ser::SerializeStructVariant for VariantShape {
+    type Ok = Shape;
+    type Error = ShapeError;
+
+    fn serialize_field<T: serde::Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), ShapeError> {
+        self.fields.push((key, value.serialize(Describe)?));
+        Ok(())
+    }
+
+    fn end(self) -> Result<Shape, ShapeError> {
+        Ok(Shape::Variant {
+            enum_name: self.enum_name,
+            variant: self.variant,
+            payload: Payload::Struct(self.fields),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Samples: one value of every frame kind, struct and variant, with every option `Some`
+// and every sequence non-empty
+// ---------------------------------------------------------------------------------------
+
+fn full_request() -> DispatchRequest {
+    DispatchRequest {
+        node: Some("box-7".to_owned()),
+        ..request()
+    }
+}
+
+fn full_census() -> Census {
+    Census {
+        reason: NoWorkerReason::PoolEmpty,
+        pool_workers: 0,
+        serving_activity: 0,
+        compatible_workers: 0,
+        at_capacity: 0,
+        excluded: 0,
+        last_departure_ms_ago: Some(0),
+    }
+}
+
+fn full_limits() -> Limits {
+    match welcome() {
+        Frame::Welcome(welcome) => welcome.limits,
+        other => panic!("welcome() built {:?}", other.kind()),
+    }
+}
+
+fn worker_status() -> WorkerStatus {
+    WorkerStatus {
+        worker_id: 1,
+        pid: 1,
+        identity: "w1".to_owned(),
+        node: Some("box-7".to_owned()),
+        activity_types: vec!["render".to_owned()],
+        max_concurrency: 1,
+        in_flight: 0,
+        draining: false,
+    }
+}
+
+fn pool_status() -> PoolStatus {
+    PoolStatus {
+        namespace: "remote".to_owned(),
+        task_queue: "gpu".to_owned(),
+        channel: "aion.dispatch.remote.gpu".to_owned(),
+        workers: vec![worker_status()],
+    }
+}
+
+fn waiting_status() -> WaitingStatus {
+    WaitingStatus {
+        namespace: "remote".to_owned(),
+        task_queue: "gpu".to_owned(),
+        activity_type: "render".to_owned(),
+        waiting: 1,
+        census: full_census(),
+    }
+}
+
+fn node_status() -> NodeStatus {
+    NodeStatus {
+        node_id: "node-a".to_owned(),
+        uptime_ms: 0,
+        connections: 0,
+        draining: false,
+        pools: vec![pool_status()],
+        waiting: vec![waiting_status()],
+        counters: Counters::default(),
+    }
+}
+
+fn refusal() -> Refusal {
+    Refusal {
+        code: RefusalCode::Rejected,
+        reason: String::new(),
+    }
+}
+
+/// One frame of every kind, in wire order.
+fn frame_samples() -> Vec<Frame> {
+    vec![
+        hello(),
+        welcome(),
+        Frame::HelloRefused(refusal()),
+        register(),
+        registered(),
+        Frame::RegisterRefused(refusal()),
+        Frame::CapacityUpdate(CapacityUpdate { max_concurrency: 1 }),
+        Frame::Push(Push {
+            correlation: 1,
+            request: full_request(),
+        }),
+        reply(),
+        Frame::Submit(Submit {
+            correlation: 1,
+            request: full_request(),
+            wait_for_worker_ms: Some(0),
+            reply_timeout_ms: Some(0),
+            routing: NodeRouting::Any,
+        }),
+        outcome(),
+        Frame::Cancel(Cancel { correlation: 1 }),
+        Frame::Ping(Ping { nonce: 1 }),
+        Frame::Pong(Pong { nonce: 1 }),
+        Frame::Drain(Drain { grace_ms: 1 }),
+        Frame::Drained(Drained { completed: 1 }),
+        Frame::Goodbye(Goodbye {
+            reason: String::new(),
+        }),
+        error(),
+        Frame::StatusQuery(StatusQuery { correlation: 1 }),
+        Frame::Status(StatusReport {
+            correlation: 1,
+            status: node_status(),
+        }),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------
+// Tables
+// ---------------------------------------------------------------------------------------
+
+/// Cells of every table row between `<!-- table:NAME -->` markers whose first cell is a
+/// number; backticks are dropped and cells trimmed.
+fn table_rows(doc: &str, table: &str) -> Vec<(u32, Vec<String>)> {
+    let marker = format!("table:{table}");
+    let Some(range) = block_range(doc, &marker) else {
+        panic!("PROTOCOL.md has no `{}` table", open_marker(&marker));
+    };
+    doc.get(range)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim().strip_prefix('|')?.strip_suffix('|')?;
+            let mut cells = line
+                .split('|')
+                .map(|cell| cell.replace('`', "").trim().to_owned());
+            let index = cells.next()?.parse().ok()?;
+            Some((index, cells.collect()))
+        })
+        .collect()
+}
+
+/// The first `columns` cells of each row, with its index.
+fn leading_cells(doc: &str, table: &str, columns: usize) -> Vec<(u32, Vec<String>)> {
+    table_rows(doc, table)
+        .into_iter()
+        .map(|(index, cells)| (index, cells.into_iter().take(columns).collect()))
+        .collect()
+}
+
+/// Every `<!-- table:NAME -->` the tests below check.
+const CHECKED_TABLES: [&str; 19] = [
+    "frames",
+    "Role",
+    "RefusalCode",
+    "ErrorCode",
+    "NodeRouting",
+    "ActivityOutcome",
+    "DispatchResult",
+    "NoWorkerReason",
+    "RefusedReason",
+    "Limits",
+    "DispatchRequest",
+    "DispatchResponse",
+    "Census",
+    "RefusedDispatch",
+    "NodeStatus",
+    "PoolStatus",
+    "WorkerStatus",
+    "WaitingStatus",
+    "Counters",
+];
+
+#[test]
+fn every_table_in_the_doc_is_checked() {
+    let doc = read_doc();
+    let open = "<!-- table:";
+    let mut found: Vec<&str> = doc
+        .match_indices(open)
+        .filter_map(|(at, _)| doc.get(at + open.len()..)?.split(" -->").next())
+        .collect();
+    found.sort_unstable();
+    let mut checked = CHECKED_TABLES.to_vec();
+    checked.sort_unstable();
+    assert_eq!(
+        found, checked,
+        "tables in PROTOCOL.md vs tables this test checks"
+    );
+}
+
+#[test]
+fn the_frame_table_matches_frame_kinds_and_bodies() {
+    let doc = read_doc();
+    let samples = frame_samples();
+    let sample_kinds: Vec<FrameKind> = samples.iter().map(Frame::kind).collect();
+    assert_eq!(
+        sample_kinds,
+        FrameKind::ALL,
+        "frame_samples() is out of order"
+    );
+    let expected: Vec<(u32, Vec<String>)> = samples
+        .iter()
+        .map(|frame| {
+            let kind = frame.kind();
+            let shape = shape_of(frame);
+            let Shape::Variant { variant, .. } = &shape else {
+                panic!("{kind} is not an enum variant");
+            };
+            assert_eq!(*variant, kind.name(), "FrameKind name of {variant}");
+            let body = field_list(&shape.fields());
+            (kind.discriminant(), vec![kind.name().to_owned(), body])
+        })
+        .collect();
+    // Columns: kind, frame, direction (prose, not checked), body fields.
+    let found: Vec<(u32, Vec<String>)> = leading_cells(&doc, "frames", 3)
+        .into_iter()
+        .map(|(index, cells)| {
+            let cells = cells
+                .into_iter()
+                .enumerate()
+                .filter_map(|(column, cell)| (column != 1).then_some(cell))
+                .collect();
+            (index, cells)
+        })
+        .collect();
+    assert_eq!(found, expected, "table `frames`");
+}
+
+/// `(wire index, [variant, payload?])` of each value: the index from its postcard
+/// encoding, the names from its serde shape.
+fn variant_rows<T: serde::Serialize + std::fmt::Debug>(
+    values: &[T],
+    with_payload: bool,
+) -> Vec<(u32, Vec<String>)> {
+    values
+        .iter()
+        .map(|value| {
+            let encoded = postcard::to_stdvec(value).unwrap_or_default();
+            let (index, _) = postcard::take_from_bytes::<u32>(&encoded)
+                .unwrap_or_else(|error| panic!("{value:?} has no variant index: {error}"));
+            let shape = shape_of(value);
+            let Shape::Variant { variant, .. } = &shape else {
+                panic!("{value:?} is not an enum variant");
+            };
+            let mut cells = vec![(*variant).to_owned()];
+            if with_payload {
+                cells.push(shape.payload());
+            }
+            (index, cells)
+        })
+        .collect()
+}
+
+/// Checks a doc table (index, variant[, payload], ...) against values covering every
+/// variant in wire order.
+fn check_enum_table<T: serde::Serialize + std::fmt::Debug>(
+    doc: &str,
+    table: &str,
+    values: &[T],
+    with_payload: bool,
+) {
+    let expected = variant_rows(values, with_payload);
+    let indices: Vec<u32> = expected.iter().map(|(index, _)| *index).collect();
+    let contiguous: Vec<u32> = (0..).take(values.len()).collect();
+    assert_eq!(
+        indices, contiguous,
+        "{table}: the test's value list has gaps"
+    );
+    let columns = if with_payload { 2 } else { 1 };
+    assert_eq!(
+        leading_cells(doc, table, columns),
+        expected,
+        "table `{table}`"
+    );
+}
+
+/// Checks a doc table (#, field, type, ...) against a sample's serde shape.
+fn check_struct_table<T: serde::Serialize>(doc: &str, value: &T) {
+    let shape = shape_of(value);
+    let Shape::Struct { name, fields } = &shape else {
+        panic!("{shape:?} is not a struct");
+    };
+    let expected: Vec<(u32, Vec<String>)> = (1..)
+        .zip(fields)
+        .map(|(index, (field, shape))| (index, vec![(*field).to_owned(), shape.type_name()]))
+        .collect();
+    assert_eq!(leading_cells(doc, name, 2), expected, "table `{name}`");
+}
+
+#[test]
+fn struct_tables_match_the_types() {
+    let doc = read_doc();
+    check_struct_table(&doc, &full_limits());
+    check_struct_table(&doc, &full_request());
+    check_struct_table(&doc, &response());
+    check_struct_table(&doc, &full_census());
+    check_struct_table(
+        &doc,
+        &RefusedDispatch {
+            reason: RefusedReason::InvalidRequest,
+            detail: String::new(),
+        },
+    );
+    check_struct_table(&doc, &node_status());
+    check_struct_table(&doc, &pool_status());
+    check_struct_table(&doc, &worker_status());
+    check_struct_table(&doc, &waiting_status());
+    check_struct_table(&doc, &Counters::default());
+}
+
+// Each `*_values` function lists every variant once, in wire order. The `match` makes a
+// new variant a compile error here until it is added to the list and to PROTOCOL.md.
+
+fn role_values() -> Vec<Role> {
+    let all = vec![Role::Worker, Role::Producer, Role::Peer];
+    for value in &all {
+        match value {
+            Role::Worker | Role::Producer | Role::Peer => {}
+        }
+    }
+    all
+}
+
+fn refusal_code_values() -> Vec<RefusalCode> {
+    use RefusalCode::*;
+    let all = vec![
+        VersionMismatch,
+        Unauthorized,
+        RoleNotSupported,
+        TooManyConnections,
+        Draining,
+        EmptyNamespaces,
+        EmptyActivityTypes,
+        ZeroCapacity,
+        InvalidField,
+        LimitExceeded,
+        Rejected,
+    ];
+    for value in &all {
+        match value {
+            VersionMismatch | Unauthorized | RoleNotSupported | TooManyConnections | Draining
+            | EmptyNamespaces | EmptyActivityTypes | ZeroCapacity | InvalidField
+            | LimitExceeded | Rejected => {}
+        }
+    }
+    all
+}
+
+fn error_code_values() -> Vec<ErrorCode> {
+    use ErrorCode::*;
+    let all = vec![
+        Malformed,
+        Oversize,
+        UnknownFrameKind,
+        UnexpectedFrame,
+        HandshakeTimeout,
+        LivenessTimeout,
+        ZeroCapacity,
+        ShuttingDown,
+        LimitExceeded,
+    ];
+    for value in &all {
+        match value {
+            Malformed | Oversize | UnknownFrameKind | UnexpectedFrame | HandshakeTimeout
+            | LivenessTimeout | ZeroCapacity | ShuttingDown | LimitExceeded => {}
+        }
+    }
+    all
+}
+
+fn node_routing_values() -> Vec<NodeRouting> {
+    let nodes = vec!["box-7".to_owned()];
+    let all = vec![
+        NodeRouting::Any,
+        NodeRouting::Pin("box-7".to_owned()),
+        NodeRouting::Prefer(nodes.clone()),
+        NodeRouting::Require(nodes),
+    ];
+    for value in &all {
+        match value {
+            NodeRouting::Any
+            | NodeRouting::Pin(_)
+            | NodeRouting::Prefer(_)
+            | NodeRouting::Require(_) => {}
+        }
+    }
+    all
+}
+
+fn activity_outcome_values() -> Vec<ActivityOutcome> {
+    let all = vec![
+        ActivityOutcome::Success(Bytes::new()),
+        ActivityOutcome::Failure {
+            message: String::new(),
+            retryable: false,
+        },
+    ];
+    for value in &all {
+        match value {
+            ActivityOutcome::Success(_) | ActivityOutcome::Failure { .. } => {}
+        }
+    }
+    all
+}
+
+fn dispatch_result_values() -> Vec<DispatchResult> {
+    let all = vec![
+        DispatchResult::Completed(response()),
+        DispatchResult::NoWorker(full_census()),
+        DispatchResult::WorkerLost { worker_id: 0 },
+        DispatchResult::Timeout {
+            worker_id: 0,
+            after_ms: 0,
+        },
+        DispatchResult::Refused(RefusedDispatch {
+            reason: RefusedReason::InvalidRequest,
+            detail: String::new(),
+        }),
+        DispatchResult::Cancelled,
+        DispatchResult::Draining,
+    ];
+    for value in &all {
+        match value {
+            DispatchResult::Completed(_)
+            | DispatchResult::NoWorker(_)
+            | DispatchResult::WorkerLost { .. }
+            | DispatchResult::Timeout { .. }
+            | DispatchResult::Refused(_)
+            | DispatchResult::Cancelled
+            | DispatchResult::Draining => {}
+        }
+    }
+    all
+}
+
+fn no_worker_reason_values() -> Vec<NoWorkerReason> {
+    use NoWorkerReason::*;
+    let all = vec![
+        PoolEmpty,
+        NoActivityMatch,
+        NodeFilterMatchedNobody,
+        AllAtCapacity,
+        AllExcluded,
+    ];
+    for value in &all {
+        match value {
+            PoolEmpty | NoActivityMatch | NodeFilterMatchedNobody | AllAtCapacity | AllExcluded => {
+            }
+        }
+    }
+    all
+}
+
+fn refused_reason_values() -> Vec<RefusedReason> {
+    use RefusedReason::*;
+    let all = vec![
+        InvalidRequest,
+        WorkerBackpressure,
+        TooManyInFlight,
+        DuplicateCorrelation,
+    ];
+    for value in &all {
+        match value {
+            InvalidRequest | WorkerBackpressure | TooManyInFlight | DuplicateCorrelation => {}
+        }
+    }
+    all
+}
+
+#[test]
+fn enum_tables_match_variant_indices() {
+    let doc = read_doc();
+    check_enum_table(&doc, "Role", &role_values(), false);
+    check_enum_table(&doc, "RefusalCode", &refusal_code_values(), false);
+    check_enum_table(&doc, "ErrorCode", &error_code_values(), false);
+    check_enum_table(&doc, "NodeRouting", &node_routing_values(), true);
+    check_enum_table(&doc, "ActivityOutcome", &activity_outcome_values(), true);
+    check_enum_table(&doc, "DispatchResult", &dispatch_result_values(), true);
+    check_enum_table(&doc, "NoWorkerReason", &no_worker_reason_values(), false);
+    check_enum_table(&doc, "RefusedReason", &refused_reason_values(), false);
+}
+
+#[test]
+fn the_doc_names_every_error_and_refusal_code() {
+    let doc = read_doc();
+    let names = error_code_values()
+        .into_iter()
+        .map(|code| format!("{code:?}"))
+        .chain(
+            refusal_code_values()
+                .into_iter()
+                .map(|code| format!("{code:?}")),
+        );
+    for name in names {
+        assert!(
+            doc.contains(&format!("`{name}`")),
+            "PROTOCOL.md never names `{name}`"
+        );
+    }
+}
+
+#[test]
+fn the_doc_states_the_current_constants() {
+    let doc = read_doc();
+    for fact in [
+        format!("`PROTOCOL_VERSION` = {PROTOCOL_VERSION}"),
+        format!("`DEFAULT_MAX_FRAME_LEN` = {DEFAULT_MAX_FRAME_LEN}"),
+    ] {
+        assert!(doc.contains(&fact), "PROTOCOL.md does not state `{fact}`");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Claims of sections 1 and 2
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn every_example_decodes_back() {
+    for (name, frame) in examples() {
+        let mut buf = BytesMut::from(&encode(&frame)[..]);
+        let decoded = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN);
+        assert_eq!(decoded.ok().flatten(), Some(frame), "example `{name}`");
+        assert!(buf.is_empty(), "example `{name}` left bytes behind");
+    }
+}
+
+#[test]
+fn the_decoding_rules_of_sections_1_and_2_hold() {
+    use DecodeError::*;
+    // Hello with every field minimal: versions 1..=1, Worker, empty name, no token.
+    let hello = |tail: &[u8]| [&[0x00, 0x01, 0x01, 0x00, 0x00][..], tail].concat();
+    type Check = fn(&Result<Frame, DecodeError>) -> bool;
+    let cases: Vec<(&str, Vec<u8>, Check)> = vec![
+        ("minimal Hello", hello(&[0x00]), |r| r.is_ok()),
+        ("empty body", vec![], |r| matches!(r, Err(MissingKind))),
+        ("overlong kind", vec![0x8c, 0x00, 0x00], |r| {
+            matches!(r, Err(MissingKind))
+        }),
+        ("truncated kind", vec![0x80], |r| {
+            matches!(r, Err(MissingKind))
+        }),
+        ("unknown kind", vec![0x14], |r| {
+            matches!(r, Err(UnknownKind { discriminant: 20 }))
+        }),
+        ("overlong body varint", vec![0x0c, 0x80, 0x00], |r| {
+            matches!(r, Ok(Frame::Ping(Ping { nonce: 0 })))
+        }),
+        (
+            "u16 at its limit",
+            vec![0x00, 0xff, 0xff, 0x03, 0x01, 0x00, 0x00, 0x00],
+            |r| {
+                matches!(
+                    r,
+                    Ok(Frame::Hello(Hello {
+                        min_version: u16::MAX,
+                        ..
+                    }))
+                )
+            },
+        ),
+        (
+            "u16 last byte too big",
+            vec![0x00, 0xff, 0xff, 0x04, 0x01, 0x00, 0x00, 0x00],
+            |r| matches!(r, Err(Malformed { .. })),
+        ),
+        (
+            "u16 too long",
+            vec![0x00, 0x80, 0x80, 0x80, 0x00, 0x01, 0x00, 0x00, 0x00],
+            |r| matches!(r, Err(Malformed { .. })),
+        ),
+        ("option tag 2", hello(&[0x02]), |r| {
+            matches!(r, Err(Malformed { .. }))
+        }),
+        (
+            "unknown nested variant",
+            vec![0x00, 0x01, 0x01, 0x03, 0x00, 0x00],
+            |r| matches!(r, Err(Malformed { .. })),
+        ),
+        (
+            "invalid UTF-8",
+            vec![0x00, 0x01, 0x01, 0x00, 0x01, 0xff, 0x00],
+            |r| matches!(r, Err(Malformed { .. })),
+        ),
+        // Reply whose outcome is Failure { message: "", retryable: 2 }.
+        (
+            "bool byte 2",
+            vec![0x08, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02],
+            |r| matches!(r, Err(Malformed { .. })),
+        ),
+        ("truncated body", vec![0x0c], |r| {
+            matches!(r, Err(Malformed { .. }))
+        }),
+        ("trailing bytes", vec![0x0c, 0x01, 0x00], |r| {
+            matches!(r, Err(TrailingBytes { extra: 1, .. }))
+        }),
+    ];
+    for (what, body, expected) in cases {
+        let result = decode_body(&body);
+        assert!(expected(&result), "{what}: {result:?}");
+    }
+}
+
+#[test]
+fn an_oversize_prefix_is_refused_and_a_partial_frame_waits() {
+    let mut oversize = BytesMut::from(&[0x00, 0x40, 0x00, 0x01][..]);
+    assert!(matches!(
+        decode_frame(&mut oversize, DEFAULT_MAX_FRAME_LEN),
+        Err(DecodeError::Oversize { len: 4_194_305, .. })
+    ));
+    let whole = encode(&registered());
+    for cut in 0..whole.len() {
+        let mut part = BytesMut::from(&whole[..cut]);
+        assert!(matches!(
+            decode_frame(&mut part, DEFAULT_MAX_FRAME_LEN),
+            Ok(None)
+        ));
+    }
+}
