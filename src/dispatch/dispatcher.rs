@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{DispatchRequest, DispatchResult, RefusedDispatch, RefusedReason};
+use lintel_wire::{
+    ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, RefusedDispatch,
+    RefusedReason,
+};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -15,8 +18,9 @@ use super::link::{LinkClosed, PushError};
 use super::options::DispatchOptions;
 use crate::registry::{normalize_task_queue, Address, Registry, Selection};
 
-/// Bytes a push frame may add around its request's input.
-const PUSH_OVERHEAD: usize = 16 * 1024;
+/// Bytes a push or outcome frame may add around its input or result; names are bounded,
+/// so this covers the envelope with room to spare.
+const FRAME_OVERHEAD: usize = 16 * 1024;
 
 /// Bounds the dispatcher applies to every request.
 #[derive(Debug, Clone, Copy)]
@@ -195,7 +199,7 @@ impl Dispatcher {
         tokio::select! {
             biased;
             reply = pending.recv() => match reply {
-                Ok(response) => DispatchResult::Completed(response),
+                Ok(response) => DispatchResult::Completed(self.fit(response)),
                 Err(LinkClosed) => DispatchResult::WorkerLost { worker_id },
             },
             () = &mut cancelled => DispatchResult::Cancelled,
@@ -225,7 +229,7 @@ impl Dispatcher {
                 return Err(format!("{what} is longer than {max} bytes"));
             }
         }
-        let max_input = self.limits.max_frame_len.saturating_sub(PUSH_OVERHEAD);
+        let max_input = self.max_payload();
         if request.input.len() > max_input {
             return Err(format!(
                 "input of {} bytes exceeds the {max_input} a push can carry",
@@ -233,6 +237,32 @@ impl Dispatcher {
             ));
         }
         Ok(())
+    }
+}
+
+impl Dispatcher {
+    /// Largest input or result a frame carries with room for its envelope.
+    fn max_payload(&self) -> usize {
+        self.limits.max_frame_len.saturating_sub(FRAME_OVERHEAD)
+    }
+
+    /// A result too large to travel on in an outcome becomes a non-retryable failure,
+    /// so the producer still gets exactly one outcome.
+    fn fit(&self, mut response: DispatchResponse) -> DispatchResponse {
+        let max = self.max_payload();
+        if let ActivityOutcome::Success(bytes) = &response.outcome {
+            if bytes.len() > max {
+                let message = format!(
+                    "result of {} bytes exceeds the {max} an outcome can carry",
+                    bytes.len()
+                );
+                response.outcome = ActivityOutcome::Failure {
+                    message,
+                    retryable: false,
+                };
+            }
+        }
+        response
     }
 }
 

@@ -4,6 +4,7 @@ mod counters;
 mod dispatcher;
 mod link;
 mod options;
+pub mod outcome;
 
 pub use counters::DispatchCounters;
 pub use dispatcher::{DispatchLimits, Dispatcher};

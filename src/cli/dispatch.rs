@@ -1,0 +1,112 @@
+//! `lintel dispatch`: submit one request, print its result bytes, exit by outcome class.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use bytes::Bytes;
+use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult};
+
+use crate::dispatch::{outcome, DispatchOptions};
+use crate::sdk::{Client, ClientConfig};
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// Node address.
+    #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
+    connect: String,
+    #[arg(long)]
+    namespace: String,
+    /// Task queue [default: default].
+    #[arg(long, default_value = "")]
+    task_queue: String,
+    /// Activity type, e.g. `echo` or `sleep`.
+    #[arg(long)]
+    activity: String,
+    /// Only workers on this node.
+    #[arg(long)]
+    node: Option<String>,
+    /// How long to wait for a worker; without it, no eligible worker fails at once.
+    #[arg(long)]
+    wait_ms: Option<u64>,
+    /// How long to wait for the reply [node default: 30000].
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// The request's input, sent as UTF-8 bytes.
+    #[arg(long)]
+    input: String,
+    /// Auth token for nodes that require one.
+    #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+}
+
+/// Exit codes per outcome class; 0 is a successful completion.
+fn exit_code(result: &DispatchResult) -> u8 {
+    match result {
+        DispatchResult::Completed(response) => match response.outcome {
+            ActivityOutcome::Success(_) => 0,
+            ActivityOutcome::Failure { .. } => 10,
+        },
+        DispatchResult::NoWorker(_) => 11,
+        DispatchResult::WorkerLost { .. } => 12,
+        DispatchResult::Timeout { .. } => 13,
+        DispatchResult::Refused(_) => 14,
+        DispatchResult::Cancelled => 15,
+        DispatchResult::Draining => 16,
+    }
+}
+
+pub(super) async fn run(args: Args) -> ExitCode {
+    let config = ClientConfig {
+        name: "lintel-dispatch".into(),
+        auth_token: args.auth_token,
+        ..ClientConfig::default()
+    };
+    let client = match Client::connect(args.connect.as_str(), config).await {
+        Ok(client) => client,
+        Err(err) => return super::fail(format!("cannot connect to {}: {err}", args.connect)),
+    };
+    let request = DispatchRequest {
+        namespace: args.namespace,
+        task_queue: args.task_queue,
+        activity_type: args.activity,
+        node: None,
+        workflow_id: format!("cli-{}", std::process::id()),
+        ordinal: 1,
+        run_id: None,
+        attempt: 1,
+        input: Bytes::from(args.input),
+        deadline_unix_ms: None,
+    };
+    let mut options = DispatchOptions {
+        wait_for_worker: args.wait_ms.map(Duration::from_millis),
+        reply_timeout: args.timeout_ms.map(Duration::from_millis),
+        ..DispatchOptions::default()
+    };
+    if let Some(node) = args.node {
+        options = options.pin(node);
+    }
+    let result = match client.dispatch(request, &options).await {
+        Ok(result) => result,
+        Err(err) => return super::fail(format!("connection lost: {err}")),
+    };
+    client.close().await;
+    if let DispatchResult::Completed(response) = &result {
+        if let ActivityOutcome::Success(bytes) = &response.outcome {
+            use std::io::Write;
+            let mut stdout = std::io::stdout();
+            let _ = stdout
+                .write_all(bytes)
+                .and_then(|()| stdout.write_all(b"\n"));
+            return ExitCode::SUCCESS;
+        }
+    }
+    eprintln!("{}: {}", class_of(&result), outcome::describe(&result));
+    ExitCode::from(exit_code(&result))
+}
+
+fn class_of(result: &DispatchResult) -> &'static str {
+    match result {
+        DispatchResult::Completed(_) => "activity-failed",
+        other => outcome::class(other),
+    }
+}

@@ -1,0 +1,70 @@
+//! `lintel serve`: defaults, then a config file, then environment, then flags.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::config::NodeConfig;
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// Address to listen on [default: 127.0.0.1:7400].
+    #[arg(long, env = "LINTEL_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// TOML config file; flags and LINTEL_* variables override it.
+    #[arg(long, env = "LINTEL_CONFIG")]
+    config: Option<PathBuf>,
+    /// Node id in welcomes and status [default: lintel-<port>].
+    #[arg(long, env = "LINTEL_NODE_ID")]
+    node_id: Option<String>,
+    /// Most connections at once.
+    #[arg(long, env = "LINTEL_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Require this token in every hello.
+    #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+    /// How often to ping workers, in milliseconds.
+    #[arg(long, env = "LINTEL_PING_INTERVAL_MS")]
+    ping_interval_ms: Option<u64>,
+    /// Default reply timeout, in milliseconds.
+    #[arg(long, env = "LINTEL_REPLY_TIMEOUT_MS")]
+    reply_timeout_ms: Option<u64>,
+    /// How long shutdown waits for in-flight dispatches, in milliseconds.
+    #[arg(long, env = "LINTEL_DRAIN_TIMEOUT_MS")]
+    drain_timeout_ms: Option<u64>,
+}
+
+pub(super) async fn run(args: Args) -> ExitCode {
+    let mut config = match &args.config {
+        Some(path) => match NodeConfig::from_file(path) {
+            Ok(config) => config,
+            Err(err) => return super::fail(err),
+        },
+        None => NodeConfig::default(),
+    };
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if let Some(node_id) = args.node_id {
+        config.node_id = node_id;
+    }
+    if let Some(max) = args.max_connections {
+        config.max_connections = max;
+    }
+    if let Some(token) = args.auth_token {
+        config.auth_token = Some(token);
+    }
+    if let Some(ms) = args.ping_interval_ms {
+        config.ping_interval_ms = ms;
+    }
+    if let Some(ms) = args.reply_timeout_ms {
+        config.reply_timeout_ms = ms;
+    }
+    if let Some(ms) = args.drain_timeout_ms {
+        config.drain_timeout_ms = ms;
+    }
+    match crate::node::serve(config, super::shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => super::fail(err),
+    }
+}

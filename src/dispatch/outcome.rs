@@ -1,0 +1,56 @@
+//! Names and descriptions of outcome classes, for people and exit codes.
+
+use lintel_wire::{ActivityOutcome, DispatchResult};
+
+/// The class of an outcome: `completed`, `no-worker`, `worker-lost`, `timeout`, `refused`,
+/// `cancelled` or `draining`.
+pub fn class(result: &DispatchResult) -> &'static str {
+    match result {
+        DispatchResult::Completed(_) => "completed",
+        DispatchResult::NoWorker(_) => "no-worker",
+        DispatchResult::WorkerLost { .. } => "worker-lost",
+        DispatchResult::Timeout { .. } => "timeout",
+        DispatchResult::Refused(_) => "refused",
+        DispatchResult::Cancelled => "cancelled",
+        DispatchResult::Draining => "draining",
+    }
+}
+
+/// One line saying what happened, without the result bytes.
+pub fn describe(result: &DispatchResult) -> String {
+    match result {
+        DispatchResult::Completed(response) => match &response.outcome {
+            ActivityOutcome::Success(bytes) => format!("completed with {} bytes", bytes.len()),
+            ActivityOutcome::Failure { message, retryable } => {
+                format!("activity failed (retryable: {retryable}): {message}")
+            }
+        },
+        DispatchResult::NoWorker(census) => {
+            let left = census
+                .last_departure_ms_ago
+                .map(|ms| format!(", a compatible worker left {ms} ms ago"))
+                .unwrap_or_default();
+            format!(
+                "{:?}: {} in pool, {} serve the activity, {} on an allowed node, {} at capacity, {} excluded{left}",
+                census.reason,
+                census.pool_workers,
+                census.serving_activity,
+                census.compatible_workers,
+                census.at_capacity,
+                census.excluded,
+            )
+        }
+        DispatchResult::WorkerLost { worker_id } => {
+            format!("worker {worker_id} disconnected before replying")
+        }
+        DispatchResult::Timeout {
+            worker_id,
+            after_ms,
+        } => {
+            format!("worker {worker_id} did not reply within {after_ms} ms")
+        }
+        DispatchResult::Refused(refused) => format!("{:?}: {}", refused.reason, refused.detail),
+        DispatchResult::Cancelled => "cancelled".into(),
+        DispatchResult::Draining => "the node is draining".into(),
+    }
+}
