@@ -229,11 +229,13 @@ impl Dispatcher {
                 return Err(format!("{what} is longer than {max} bytes"));
             }
         }
-        let max_input = self.max_payload();
-        if request.input.len() > max_input {
+        let max = self.max_payload();
+        let carried = request.input.len()
+            + request.workflow_id.len()
+            + request.run_id.as_deref().map_or(0, str::len);
+        if carried > max {
             return Err(format!(
-                "input of {} bytes exceeds the {max_input} a push can carry",
-                request.input.len()
+                "input and ids of {carried} bytes exceed the {max} a push can carry"
             ));
         }
         Ok(())
@@ -250,17 +252,19 @@ impl Dispatcher {
     /// so the producer still gets exactly one outcome.
     fn fit(&self, mut response: DispatchResponse) -> DispatchResponse {
         let max = self.max_payload();
-        if let ActivityOutcome::Success(bytes) = &response.outcome {
-            if bytes.len() > max {
-                let message = format!(
-                    "result of {} bytes exceeds the {max} an outcome can carry",
-                    bytes.len()
-                );
-                response.outcome = ActivityOutcome::Failure {
-                    message,
-                    retryable: false,
-                };
-            }
+        let body = match &response.outcome {
+            ActivityOutcome::Success(bytes) => bytes.len(),
+            ActivityOutcome::Failure { message, .. } => message.len(),
+        };
+        let carried =
+            body + response.workflow_id.len() + response.run_id.as_deref().map_or(0, str::len);
+        if carried > max {
+            let message =
+                format!("reply of {carried} bytes exceeds the {max} an outcome can carry");
+            response.outcome = ActivityOutcome::Failure {
+                message,
+                retryable: false,
+            };
         }
         response
     }
