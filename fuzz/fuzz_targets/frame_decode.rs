@@ -1,0 +1,114 @@
+//! The frame decoder on an arbitrary byte stream, fed through `FrameCodec` in arbitrary chunks.
+//!
+//! Input layout: two bytes of maximum body length (big-endian), one byte `c` giving
+//! `c % 16 + 1` chunk sizes, then that many bytes each giving a chunk size of `byte + 1`
+//! (cycled), then the stream itself.
+//!
+//! Asserted: no panic; a refused length reserves nothing and a partial frame consumes
+//! nothing; the buffer's capacity stays within `4 * max(4 + max_len, bytes fed) + 8` (the
+//! decoder reserves at most one admissible frame, and `BytesMut` at most doubles an
+//! allocation, see `wire/tests/properties.rs`); every decoded frame re-encodes within the
+//! same limit, in no more bytes, and decodes back to itself; the end of the stream is clean
+//! exactly when nothing is buffered.
+#![no_main]
+
+use bytes::BytesMut;
+use libfuzzer_sys::fuzz_target;
+use lintel_wire::framing::LENGTH_PREFIX_LEN;
+use lintel_wire::{decode_frame, encode_frame, CodecError, DecodeError, FrameCodec};
+use tokio_util::codec::Decoder;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((max, chunk_sizes, stream)) = split_input(data) else {
+        return;
+    };
+    run(max, &chunk_sizes, stream);
+});
+
+fn split_input(data: &[u8]) -> Option<(usize, Vec<usize>, &[u8])> {
+    let (&[hi, lo, count], rest) = data.split_first_chunk::<3>()?;
+    let count = usize::from(count % 16) + 1;
+    let sizes = rest.get(..count)?;
+    let stream = rest.get(count..)?;
+    let sizes = sizes.iter().map(|&b| usize::from(b) + 1).collect();
+    Some((usize::from(u16::from_be_bytes([hi, lo])), sizes, stream))
+}
+
+fn capacity_bound(max: usize, fed: usize) -> usize {
+    4 * (LENGTH_PREFIX_LEN + max).max(fed) + 8
+}
+
+fn run(max: usize, chunk_sizes: &[usize], stream: &[u8]) {
+    let mut codec = FrameCodec::new(max);
+    let mut buf = BytesMut::new();
+    let mut fed = 0;
+    let mut rest = stream;
+    for &size in chunk_sizes.iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let (chunk, tail) = rest.split_at(size.min(rest.len()));
+        rest = tail;
+        buf.extend_from_slice(chunk);
+        fed += chunk.len();
+        loop {
+            let stated = stated_len(&buf);
+            let (len_before, capacity_before) = (buf.len(), buf.capacity());
+            let result = codec.decode(&mut buf);
+            assert!(
+                buf.capacity() <= capacity_bound(max, fed),
+                "capacity {} after feeding {fed} with max {max}",
+                buf.capacity()
+            );
+            match result {
+                Ok(Some(frame)) => {
+                    let body_len = stated.expect("a frame has a prefix");
+                    assert!(body_len <= max);
+                    assert_eq!(buf.len(), len_before - LENGTH_PREFIX_LEN - body_len);
+                    let mut again = BytesMut::new();
+                    encode_frame(&frame, &mut again, max).expect("a decoded frame re-encodes");
+                    assert!(again.len() <= LENGTH_PREFIX_LEN + body_len);
+                    let back = decode_frame(&mut again, max).expect("re-encoding decodes");
+                    assert_eq!(back, Some(frame));
+                    assert!(again.is_empty());
+                }
+                Ok(None) => {
+                    assert_eq!(buf.len(), len_before, "a partial frame consumes nothing");
+                    if let Some(body_len) = stated {
+                        assert!(body_len <= max && len_before < LENGTH_PREFIX_LEN + body_len);
+                    }
+                    break;
+                }
+                Err(CodecError::Decode(DecodeError::Oversize { len, max: limit })) => {
+                    assert_eq!((Some(len), limit), (stated, max));
+                    assert!(len > max);
+                    assert_eq!(
+                        buf.capacity(),
+                        capacity_before,
+                        "a refusal reserves nothing"
+                    );
+                    return;
+                }
+                Err(CodecError::Decode(_)) => {
+                    let body_len = stated.expect("a body error has a prefix");
+                    assert!(body_len <= max);
+                    assert_eq!(buf.len(), len_before - LENGTH_PREFIX_LEN - body_len);
+                    return;
+                }
+                Err(other) => panic!("decode produced a non-decode error: {other:?}"),
+            }
+        }
+    }
+    // Every whole frame was taken above, so the end is clean exactly when nothing is left.
+    let buffered = buf.len();
+    match codec.decode_eof(&mut buf) {
+        Ok(None) => assert_eq!(buffered, 0),
+        Err(CodecError::Truncated { buffered: n }) => assert!(n == buffered && n > 0),
+        other => panic!("end of stream after {buffered} leftover bytes gave {other:?}"),
+    }
+}
+
+fn stated_len(buf: &[u8]) -> Option<usize> {
+    let prefix: [u8; LENGTH_PREFIX_LEN] = buf.get(..LENGTH_PREFIX_LEN)?.try_into().ok()?;
+    Some(u32::from_be_bytes(prefix) as usize)
+}

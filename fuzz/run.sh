@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs the wire fuzz targets: all of them, or the one named as $1, each for
+# ${FUZZ_SECONDS:-60} seconds. New corpus entries land in fuzz/corpus/<target>/ under
+# hash names and crashes in fuzz/artifacts/<target>/; both are gitignored, only seed-*
+# files are committed.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+seconds="${FUZZ_SECONDS:-60}"
+all_targets=(channel_codec frame_decode)
+if [[ $# -gt 0 ]]; then
+    targets=("$1")
+else
+    targets=("${all_targets[@]}")
+fi
+
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked
+fi
+
+# cargo-fuzz needs nightly-only flags (sanitizers); this lets a stable toolchain accept them.
+export RUSTC_BOOTSTRAP=1
+
+failed=()
+for target in "${targets[@]}"; do
+    echo "== fuzzing ${target} for ${seconds}s"
+    if ! cargo fuzz run --debug-assertions "${target}" "fuzz/corpus/${target}" -- \
+        -max_total_time="${seconds}" -print_final_stats=1; then
+        failed+=("${target}")
+    fi
+done
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "findings in: ${failed[*]} (inputs under fuzz/artifacts/)" >&2
+    exit 1
+fi

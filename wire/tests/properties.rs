@@ -1,0 +1,883 @@
+//! Properties of the wire crate: every frame kind round-trips through the pure framing
+//! functions and through `FrameCodec` however the stream is chunked; the decoder never panics
+//! and never lets its buffer grow past a bound set by the maximum frame length; channel names
+//! are injective and exactly invertible.
+//!
+//! Each vacuity risk (a strategy that never reaches some case) has its own coverage test
+//! that samples the strategy with a deterministic runner and fails if a case is never hit.
+
+use std::collections::{BTreeSet, HashSet};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use lintel_wire::channel::{dispatch_channel_name, parse_channel_name, ChannelAddress};
+use lintel_wire::error::{CodecError, DecodeError};
+use lintel_wire::framing::LENGTH_PREFIX_LEN;
+use lintel_wire::*;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::TestRunner;
+use tokio_util::codec::Decoder;
+
+/// Enough cases to shake out shallow bugs while the whole file runs in a few seconds in debug.
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: 256,
+        ..ProptestConfig::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strategies for the message set
+// ---------------------------------------------------------------------------------------------
+
+/// Any Unicode scalar values, control characters and `\0` included.
+fn text() -> impl Strategy<Value = String> {
+    prop::collection::vec(any::<char>(), 0..12).prop_map(String::from_iter)
+}
+
+fn opt_text() -> impl Strategy<Value = Option<String>> {
+    prop::option::of(text())
+}
+
+fn texts() -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec(text(), 0..4)
+}
+
+fn blob() -> impl Strategy<Value = Bytes> {
+    prop::collection::vec(any::<u8>(), 0..48).prop_map(Bytes::from)
+}
+
+/// Varint edges (one byte, two bytes, the maximum) as well as uniform values.
+fn n64() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0), Just(u64::MAX), 0..300u64, any::<u64>()]
+}
+
+fn n32() -> impl Strategy<Value = u32> {
+    prop_oneof![Just(0), Just(u32::MAX), 0..300u32, any::<u32>()]
+}
+
+fn n16() -> impl Strategy<Value = u16> {
+    prop_oneof![Just(0), Just(u16::MAX), 0..300u16, any::<u16>()]
+}
+
+fn role() -> impl Strategy<Value = Role> {
+    prop::sample::select(vec![Role::Worker, Role::Producer, Role::Peer])
+}
+
+fn refusal_code() -> impl Strategy<Value = RefusalCode> {
+    use RefusalCode::*;
+    prop::sample::select(vec![
+        VersionMismatch,
+        Unauthorized,
+        RoleNotSupported,
+        TooManyConnections,
+        Draining,
+        EmptyNamespaces,
+        EmptyActivityTypes,
+        ZeroCapacity,
+        InvalidField,
+        LimitExceeded,
+        Rejected,
+    ])
+}
+
+fn error_code() -> impl Strategy<Value = ErrorCode> {
+    use ErrorCode::*;
+    prop::sample::select(vec![
+        Malformed,
+        Oversize,
+        UnknownFrameKind,
+        UnexpectedFrame,
+        HandshakeTimeout,
+        LivenessTimeout,
+        ZeroCapacity,
+        ShuttingDown,
+        LimitExceeded,
+    ])
+}
+
+fn no_worker_reason() -> impl Strategy<Value = NoWorkerReason> {
+    use NoWorkerReason::*;
+    prop::sample::select(vec![
+        PoolEmpty,
+        NoActivityMatch,
+        NodeFilterMatchedNobody,
+        AllAtCapacity,
+        AllExcluded,
+    ])
+}
+
+fn refused_reason() -> impl Strategy<Value = RefusedReason> {
+    use RefusedReason::*;
+    prop::sample::select(vec![
+        InvalidRequest,
+        WorkerBackpressure,
+        TooManyInFlight,
+        DuplicateCorrelation,
+    ])
+}
+
+prop_compose! {
+    fn hello()(
+        min_version in n16(),
+        max_version in n16(),
+        role in role(),
+        name in text(),
+        auth_token in opt_text(),
+    ) -> Hello {
+        Hello { min_version, max_version, role, name, auth_token }
+    }
+}
+
+prop_compose! {
+    fn limits()(
+        max_frame_len in n32(),
+        max_in_flight in n32(),
+        ping_interval_ms in n64(),
+        max_missed_pings in n32(),
+        max_name_len in n32(),
+        max_set_len in n32(),
+    ) -> Limits {
+        Limits {
+            max_frame_len,
+            max_in_flight,
+            ping_interval_ms,
+            max_missed_pings,
+            max_name_len,
+            max_set_len,
+        }
+    }
+}
+
+prop_compose! {
+    fn welcome()(version in n16(), node_id in text(), pid in n64(), limits in limits())
+        -> Welcome {
+        Welcome { version, node_id, pid, limits }
+    }
+}
+
+prop_compose! {
+    fn refusal()(code in refusal_code(), reason in text()) -> Refusal {
+        Refusal { code, reason }
+    }
+}
+
+prop_compose! {
+    fn register()(
+        namespaces in texts(),
+        task_queue in text(),
+        node in opt_text(),
+        activity_types in texts(),
+        identity in text(),
+        max_concurrency in n32(),
+    ) -> Register {
+        Register { namespaces, task_queue, node, activity_types, identity, max_concurrency }
+    }
+}
+
+prop_compose! {
+    fn dispatch_request()(
+        (namespace, task_queue, activity_type, node) in (text(), text(), text(), opt_text()),
+        (workflow_id, ordinal, run_id, attempt) in (text(), n64(), opt_text(), n32()),
+        input in blob(),
+        deadline_unix_ms in prop::option::of(n64()),
+    ) -> DispatchRequest {
+        DispatchRequest {
+            namespace,
+            task_queue,
+            activity_type,
+            node,
+            workflow_id,
+            ordinal,
+            run_id,
+            attempt,
+            input,
+            deadline_unix_ms,
+        }
+    }
+}
+
+fn activity_outcome() -> impl Strategy<Value = ActivityOutcome> {
+    prop_oneof![
+        blob().prop_map(ActivityOutcome::Success),
+        (text(), any::<bool>())
+            .prop_map(|(message, retryable)| ActivityOutcome::Failure { message, retryable }),
+    ]
+}
+
+prop_compose! {
+    fn dispatch_response()(
+        workflow_id in text(),
+        ordinal in n64(),
+        run_id in opt_text(),
+        outcome in activity_outcome(),
+    ) -> DispatchResponse {
+        DispatchResponse { workflow_id, ordinal, run_id, outcome }
+    }
+}
+
+prop_compose! {
+    fn push()(correlation in n64(), request in dispatch_request()) -> Push {
+        Push { correlation, request }
+    }
+}
+
+prop_compose! {
+    fn reply()(correlation in n64(), response in dispatch_response()) -> Reply {
+        Reply { correlation, response }
+    }
+}
+
+fn node_routing() -> impl Strategy<Value = NodeRouting> {
+    prop_oneof![
+        Just(NodeRouting::Any),
+        text().prop_map(NodeRouting::Pin),
+        texts().prop_map(NodeRouting::Prefer),
+        texts().prop_map(NodeRouting::Require),
+    ]
+}
+
+prop_compose! {
+    fn submit()(
+        correlation in n64(),
+        request in dispatch_request(),
+        wait_for_worker_ms in prop::option::of(n64()),
+        reply_timeout_ms in prop::option::of(n64()),
+        routing in node_routing(),
+    ) -> Submit {
+        Submit { correlation, request, wait_for_worker_ms, reply_timeout_ms, routing }
+    }
+}
+
+prop_compose! {
+    fn census()(
+        reason in no_worker_reason(),
+        (pool_workers, serving_activity, compatible_workers) in (n32(), n32(), n32()),
+        (at_capacity, excluded) in (n32(), n32()),
+        last_departure_ms_ago in prop::option::of(n64()),
+    ) -> Census {
+        Census {
+            reason,
+            pool_workers,
+            serving_activity,
+            compatible_workers,
+            at_capacity,
+            excluded,
+            last_departure_ms_ago,
+        }
+    }
+}
+
+fn dispatch_result() -> impl Strategy<Value = DispatchResult> {
+    prop_oneof![
+        dispatch_response().prop_map(DispatchResult::Completed),
+        census().prop_map(DispatchResult::NoWorker),
+        n64().prop_map(|worker_id| DispatchResult::WorkerLost { worker_id }),
+        (n64(), n64()).prop_map(|(worker_id, after_ms)| DispatchResult::Timeout {
+            worker_id,
+            after_ms
+        }),
+        (refused_reason(), text()).prop_map(|(reason, detail)| DispatchResult::Refused(
+            RefusedDispatch { reason, detail }
+        )),
+        Just(DispatchResult::Cancelled),
+        Just(DispatchResult::Draining),
+    ]
+}
+
+prop_compose! {
+    fn outcome()(correlation in n64(), result in dispatch_result()) -> OutcomeFrame {
+        OutcomeFrame { correlation, result }
+    }
+}
+
+prop_compose! {
+    fn worker_status()(
+        (worker_id, pid, identity, node) in (n64(), n64(), text(), opt_text()),
+        (activity_types, max_concurrency, in_flight, draining)
+            in (texts(), n32(), n32(), any::<bool>()),
+    ) -> WorkerStatus {
+        WorkerStatus {
+            worker_id,
+            pid,
+            identity,
+            node,
+            activity_types,
+            max_concurrency,
+            in_flight,
+            draining,
+        }
+    }
+}
+
+prop_compose! {
+    fn pool_status()(
+        namespace in text(),
+        task_queue in text(),
+        channel in text(),
+        workers in prop::collection::vec(worker_status(), 0..3),
+    ) -> PoolStatus {
+        PoolStatus { namespace, task_queue, channel, workers }
+    }
+}
+
+prop_compose! {
+    fn waiting_status()(
+        namespace in text(),
+        task_queue in text(),
+        activity_type in text(),
+        waiting in n32(),
+        census in census(),
+    ) -> WaitingStatus {
+        WaitingStatus { namespace, task_queue, activity_type, waiting, census }
+    }
+}
+
+prop_compose! {
+    fn counters()(
+        (dispatched, completed, no_worker, worker_lost, timed_out)
+            in (n64(), n64(), n64(), n64(), n64()),
+        (refused, cancelled, draining, dropped_replies) in (n64(), n64(), n64(), n64()),
+    ) -> Counters {
+        Counters {
+            dispatched,
+            completed,
+            no_worker,
+            worker_lost,
+            timed_out,
+            refused,
+            cancelled,
+            draining,
+            dropped_replies,
+        }
+    }
+}
+
+prop_compose! {
+    fn node_status()(
+        (node_id, uptime_ms, connections, draining) in (text(), n64(), n32(), any::<bool>()),
+        pools in prop::collection::vec(pool_status(), 0..3),
+        waiting in prop::collection::vec(waiting_status(), 0..3),
+        counters in counters(),
+    ) -> NodeStatus {
+        NodeStatus { node_id, uptime_ms, connections, draining, pools, waiting, counters }
+    }
+}
+
+prop_compose! {
+    fn status_report()(correlation in n64(), status in node_status()) -> StatusReport {
+        StatusReport { correlation, status }
+    }
+}
+
+/// Every one of the 20 frame kinds, with equal weight.
+fn frame() -> impl Strategy<Value = Frame> {
+    prop_oneof![
+        hello().prop_map(Frame::Hello),
+        welcome().prop_map(Frame::Welcome),
+        refusal().prop_map(Frame::HelloRefused),
+        register().prop_map(Frame::Register),
+        n64().prop_map(|worker_id| Frame::Registered(Registered { worker_id })),
+        refusal().prop_map(Frame::RegisterRefused),
+        n32().prop_map(|max_concurrency| Frame::CapacityUpdate(CapacityUpdate { max_concurrency })),
+        push().prop_map(Frame::Push),
+        reply().prop_map(Frame::Reply),
+        submit().prop_map(Frame::Submit),
+        outcome().prop_map(Frame::Outcome),
+        n64().prop_map(|correlation| Frame::Cancel(Cancel { correlation })),
+        n64().prop_map(|nonce| Frame::Ping(Ping { nonce })),
+        n64().prop_map(|nonce| Frame::Pong(Pong { nonce })),
+        n64().prop_map(|grace_ms| Frame::Drain(Drain { grace_ms })),
+        n64().prop_map(|completed| Frame::Drained(Drained { completed })),
+        text().prop_map(|reason| Frame::Goodbye(Goodbye { reason })),
+        (error_code(), text()).prop_map(|(code, reason)| Frame::Error(ErrorFrame { code, reason })),
+        n64().prop_map(|correlation| Frame::StatusQuery(StatusQuery { correlation })),
+        status_report().prop_map(Frame::Status),
+    ]
+}
+
+/// Draws `count` values from `strategy` with a fixed seed, for coverage checks.
+fn sample<S: Strategy>(strategy: S, count: usize) -> Vec<S::Value> {
+    let mut runner = TestRunner::deterministic();
+    (0..count)
+        .map(|_| {
+            strategy
+                .new_tree(&mut runner)
+                .expect("strategy generates")
+                .current()
+        })
+        .collect()
+}
+
+fn encode(frame: &Frame) -> BytesMut {
+    let mut buf = BytesMut::new();
+    encode_frame(frame, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
+    buf
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn the_frame_strategy_reaches_every_kind() {
+    let kinds: HashSet<FrameKind> = sample(frame(), 1000).iter().map(Frame::kind).collect();
+    for kind in FrameKind::ALL {
+        assert!(kinds.contains(&kind), "{kind} is never generated");
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn every_frame_kind_round_trips(frame in frame()) {
+        let mut buf = encode(&frame);
+        let encoded_len = buf.len();
+
+        // The prefix states the body length and the body starts with the kind.
+        let prefix = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        prop_assert_eq!(prefix, encoded_len - LENGTH_PREFIX_LEN);
+        prop_assert_eq!(u32::from(buf[LENGTH_PREFIX_LEN]), frame.kind().discriminant());
+        prop_assert_eq!(
+            decode_body(&buf[LENGTH_PREFIX_LEN..]).ok(),
+            Some(frame.clone())
+        );
+
+        let decoded = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN);
+        prop_assert!(matches!(&decoded, Ok(Some(f)) if *f == frame), "{decoded:?}");
+        prop_assert!(buf.is_empty(), "{} bytes left over", buf.len());
+    }
+
+    #[test]
+    fn encoding_honours_the_maximum_exactly(frame in frame(), slack in 0usize..3) {
+        let body_len = encode(&frame).len() - LENGTH_PREFIX_LEN;
+        // At the exact body length and above it encodes; one below, it is refused untouched.
+        let mut buf = BytesMut::from(&b"kept"[..]);
+        prop_assert!(encode_frame(&frame, &mut buf, body_len + slack).is_ok());
+        prop_assert_eq!(
+            decode_frame(&mut buf.split_off(4), body_len).ok().flatten(),
+            Some(frame.clone())
+        );
+        let mut buf = BytesMut::from(&b"kept"[..]);
+        prop_assert!(encode_frame(&frame, &mut buf, body_len - 1).is_err());
+        prop_assert_eq!(&buf[..], b"kept");
+    }
+
+    #[test]
+    fn chunked_streams_decode_to_the_same_frames_in_order(
+        frames in prop::collection::vec(frame(), 0..6),
+        chunk_sizes in prop::collection::vec(1usize..64, 1..16),
+    ) {
+        let mut stream = BytesMut::new();
+        for frame in &frames {
+            stream.extend_from_slice(&encode(frame));
+        }
+
+        let mut codec = FrameCodec::default();
+        let mut buf = BytesMut::new();
+        let mut decoded = Vec::new();
+        let mut rest = &stream[..];
+        for &size in chunk_sizes.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (chunk, tail) = rest.split_at(size.min(rest.len()));
+            rest = tail;
+            buf.extend_from_slice(chunk);
+            while let Some(frame) = codec.decode(&mut buf).expect("valid stream") {
+                decoded.push(frame);
+            }
+        }
+        while let Some(frame) = codec.decode_eof(&mut buf).expect("clean end of stream") {
+            decoded.push(frame);
+        }
+        prop_assert_eq!(decoded, frames);
+        prop_assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn a_body_with_bytes_after_the_frame_is_refused(
+        frame in frame(),
+        extra in prop::collection::vec(any::<u8>(), 1..8),
+    ) {
+        let mut body = encode(&frame).split_off(LENGTH_PREFIX_LEN).to_vec();
+        body.extend_from_slice(&extra);
+        let result = decode_body(&body);
+        prop_assert!(
+            matches!(
+                result,
+                Err(DecodeError::TrailingBytes { kind, extra: n }) if kind == frame.kind() && n == extra.len()
+            ),
+            "{result:?}"
+        );
+    }
+
+    #[test]
+    fn a_body_cut_short_is_refused(frame in frame(), cut in any::<prop::sample::Index>()) {
+        // Postcard is self-delimiting, so no strict prefix of a frame body is a frame body.
+        let body = encode(&frame).split_off(LENGTH_PREFIX_LEN);
+        let cut = cut.index(body.len());
+        let result = decode_body(&body[..cut]);
+        if cut == 0 {
+            prop_assert!(matches!(result, Err(DecodeError::MissingKind)), "{result:?}");
+        } else {
+            prop_assert!(
+                matches!(result, Err(DecodeError::Malformed { kind, .. }) if kind == frame.kind()),
+                "{result:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stream_cut_mid_frame_ends_truncated(
+        frames in prop::collection::vec(frame(), 1..5),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut stream = BytesMut::new();
+        let mut boundaries = vec![0];
+        for frame in &frames {
+            stream.extend_from_slice(&encode(frame));
+            boundaries.push(stream.len());
+        }
+        let cut = cut.index(stream.len() + 1);
+        let whole = boundaries.iter().filter(|&&b| b <= cut).count() - 1;
+        let last_boundary = boundaries[whole];
+
+        let mut codec = FrameCodec::default();
+        let mut buf = BytesMut::from(&stream[..cut]);
+        let mut decoded = Vec::new();
+        let end = loop {
+            match codec.decode_eof(&mut buf) {
+                Ok(Some(frame)) => decoded.push(frame),
+                other => break other,
+            }
+        };
+        prop_assert_eq!(&decoded[..], &frames[..whole]);
+        if cut == last_boundary {
+            prop_assert!(matches!(end, Ok(None)), "{end:?}");
+        } else {
+            let expected = cut - last_boundary;
+            prop_assert!(
+                matches!(end, Err(CodecError::Truncated { buffered }) if buffered == expected),
+                "{end:?}"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The decoder on hostile input
+// ---------------------------------------------------------------------------------------------
+
+/// A piece of a hostile stream. Uniform random bytes nearly always start with an oversize
+/// prefix, so most pieces are shaped to get past the length check first.
+fn noise_piece() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        // Raw noise.
+        prop::collection::vec(any::<u8>(), 0..32),
+        // A small stated length, a plausible kind, then arbitrary (often too few) bytes.
+        (0u32..96, 0u8..24, prop::collection::vec(any::<u8>(), 0..64)).prop_map(
+            |(len, kind, body)| {
+                let mut piece = len.to_be_bytes().to_vec();
+                piece.push(kind);
+                piece.extend(body);
+                piece
+            }
+        ),
+        // A valid frame with one byte overwritten.
+        (frame(), any::<prop::sample::Index>(), any::<u8>()).prop_map(|(frame, at, byte)| {
+            let mut piece = encode(&frame).to_vec();
+            let at = at.index(piece.len());
+            piece[at] = byte;
+            piece
+        }),
+        // A valid frame.
+        frame().prop_map(|frame| encode(&frame).to_vec()),
+    ]
+}
+
+fn noisy_stream() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(noise_piece(), 0..8).prop_map(|pieces| pieces.concat())
+}
+
+/// How one call to `decode_frame` ended, for coverage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    Frame,
+    NeedMore,
+    Oversize,
+    MissingKind,
+    UnknownKind,
+    Malformed,
+    TrailingBytes,
+}
+
+/// An upper bound on `buf.capacity()` after `fed` bytes of a stream have been appended and
+/// decoded with `max`.
+///
+/// The decoder's only allocation decision is to reserve the missing part of a partial frame
+/// whose stated length already passed the limit, so it never asks for more than
+/// `LENGTH_PREFIX_LEN + max` bytes in all; our appends never ask for more than `fed`. Let
+/// `n = max(LENGTH_PREFIX_LEN + max, fed)`. `BytesMut` grows amortized: a new allocation is
+/// the larger of twice the old one and what was asked for (offset included, itself at most
+/// `fed`), and it only reallocates when the old allocation was smaller than `2 * n` (it
+/// reuses the old one by shifting data back when the consumed prefix is at least the live
+/// data). Hence no allocation exceeds `4 * n`, plus `Vec`'s minimum of 8 bytes. A decoder
+/// reserving a stated length before checking it against `max` breaks this at once.
+///
+/// A per-call bound (capacity before the call, or the frame's own size) does NOT hold:
+/// `reserve` may double an allocation, and reclaiming the consumed prefix raises
+/// `capacity()` to the whole old allocation without allocating anything.
+fn capacity_bound(max: usize, fed: usize) -> usize {
+    4 * (LENGTH_PREFIX_LEN + max).max(fed) + 8
+}
+
+/// Feeds `stream` to `decode_frame` in chunks and checks each call against the contract:
+/// what it consumes, when it waits, what it refuses, and the capacity bound above.
+/// Stops at the first error, as a connection would.
+fn feed(stream: &[u8], chunk_sizes: &[usize], max: usize) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
+    let mut buf = BytesMut::new();
+    let mut fed = 0;
+    let mut rest = stream;
+    let mut sizes = chunk_sizes.iter().cycle();
+    loop {
+        match sizes.next() {
+            Some(&size) if !rest.is_empty() => {
+                let (chunk, tail) = rest.split_at(size.min(rest.len()));
+                rest = tail;
+                buf.extend_from_slice(chunk);
+                fed += chunk.len();
+            }
+            _ => return outcomes,
+        }
+        loop {
+            let capacity_before = buf.capacity();
+            let len_before = buf.len();
+            let stated = buf
+                .get(..LENGTH_PREFIX_LEN)
+                .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize);
+            let whole_frame = stated.filter(|&s| s <= max && len_before >= LENGTH_PREFIX_LEN + s);
+            let result = decode_frame(&mut buf, max);
+
+            assert!(
+                buf.capacity() <= capacity_bound(max, fed),
+                "capacity {} > bound {} (max {max}, fed {fed}, before {capacity_before})",
+                buf.capacity(),
+                capacity_bound(max, fed),
+            );
+            let outcome = match &result {
+                Ok(Some(_)) => Outcome::Frame,
+                Ok(None) => Outcome::NeedMore,
+                Err(DecodeError::Oversize { .. }) => Outcome::Oversize,
+                Err(DecodeError::MissingKind) => Outcome::MissingKind,
+                Err(DecodeError::UnknownKind { .. }) => Outcome::UnknownKind,
+                Err(DecodeError::Malformed { .. }) => Outcome::Malformed,
+                Err(DecodeError::TrailingBytes { .. }) => Outcome::TrailingBytes,
+            };
+            outcomes.push(outcome);
+            match result {
+                Ok(None) => {
+                    // Waiting is only for a short prefix or an admissible, incomplete frame.
+                    match stated {
+                        None => {}
+                        Some(s) => assert!(s <= max && whole_frame.is_none()),
+                    }
+                    assert_eq!(buf.len(), len_before, "a partial frame consumes nothing");
+                    break;
+                }
+                Err(DecodeError::Oversize { len, max: limit }) => {
+                    assert_eq!((Some(len), limit), (stated, max));
+                    assert!(len > max);
+                    assert_eq!(
+                        buf.capacity(),
+                        capacity_before,
+                        "a refusal reserves nothing"
+                    );
+                    return outcomes;
+                }
+                other => {
+                    // A frame or a body error: exactly one whole admissible frame was taken.
+                    let body_len = whole_frame.expect("decoded without a whole frame");
+                    assert_eq!(buf.len(), len_before - LENGTH_PREFIX_LEN - body_len);
+                    match other {
+                        Ok(Some(frame)) => {
+                            // What decodes survives the trip back, in no more bytes: the
+                            // encoder is canonical, the decoder at most more lenient.
+                            let mut again = BytesMut::new();
+                            encode_frame(&frame, &mut again, max).expect("re-encodes");
+                            assert!(again.len() <= LENGTH_PREFIX_LEN + body_len);
+                            assert_eq!(decode_frame(&mut again, max).ok().flatten(), Some(frame));
+                        }
+                        Err(DecodeError::UnknownKind { discriminant }) => {
+                            assert!(FrameKind::from_discriminant(discriminant).is_none());
+                            return outcomes;
+                        }
+                        Err(DecodeError::TrailingBytes { extra, .. }) => {
+                            assert!(extra > 0 && extra < body_len);
+                            return outcomes;
+                        }
+                        _ => return outcomes,
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn chunk_sizes() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(prop_oneof![1usize..8, 1usize..512], 1..8)
+}
+
+fn small_max() -> impl Strategy<Value = usize> {
+    prop_oneof![0usize..64, 0usize..4096]
+}
+
+#[test]
+fn hostile_streams_reach_every_decoder_outcome() {
+    let cases = sample((noisy_stream(), chunk_sizes(), small_max()), 2000);
+    let seen: BTreeSet<Outcome> = cases
+        .iter()
+        .flat_map(|(stream, sizes, max)| feed(stream, sizes, *max))
+        .collect();
+    let all = BTreeSet::from([
+        Outcome::Frame,
+        Outcome::NeedMore,
+        Outcome::Oversize,
+        Outcome::MissingKind,
+        Outcome::UnknownKind,
+        Outcome::Malformed,
+        Outcome::TrailingBytes,
+    ]);
+    assert_eq!(seen, all);
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn the_decoder_survives_hostile_streams_within_its_limit(
+        stream in noisy_stream(),
+        chunk_sizes in chunk_sizes(),
+        max in small_max(),
+    ) {
+        feed(&stream, &chunk_sizes, max);
+    }
+
+    #[test]
+    fn the_decoder_survives_uniform_noise(
+        stream in prop::collection::vec(any::<u8>(), 0..2048),
+        chunk_sizes in chunk_sizes(),
+        max in small_max(),
+    ) {
+        feed(&stream, &chunk_sizes, max);
+    }
+
+    #[test]
+    fn a_refused_length_reserves_nothing(len in any::<u32>(), max in small_max()) {
+        prop_assume!(len as usize > max);
+        let mut buf = BytesMut::with_capacity(LENGTH_PREFIX_LEN);
+        buf.put_u32(len);
+        let capacity = buf.capacity();
+        let result = decode_frame(&mut buf, max);
+        prop_assert!(matches!(result, Err(DecodeError::Oversize { .. })), "{result:?}");
+        prop_assert_eq!(buf.capacity(), capacity);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Channel names
+// ---------------------------------------------------------------------------------------------
+
+/// Short strings over the characters that escaping is about.
+fn escapey() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop::sample::select(".%2Eabc".chars().collect::<Vec<_>>()),
+        0..8,
+    )
+    .prop_map(String::from_iter)
+}
+
+fn segment() -> impl Strategy<Value = String> {
+    prop_oneof![any::<String>(), escapey()]
+}
+
+type Triple = (String, String, Option<String>);
+
+fn triple() -> impl Strategy<Value = Triple> {
+    (segment(), segment(), prop::option::of(segment()))
+}
+
+fn name_of((namespace, task_queue, node): &Triple) -> String {
+    dispatch_channel_name(namespace, task_queue, node.as_deref())
+}
+
+/// Candidate names: mostly the real prefix followed by escape-heavy text, sometimes anything.
+///
+/// Names are built from tokens so that canonical escapes (`%25`, `%2E`) occur as often as
+/// broken ones (`%`, `%2`, `%2e`, `%5`, `%252`...).
+fn candidate_name() -> impl Strategy<Value = String> {
+    let tokens = vec![
+        "aion", "dispatch", ".", ".", "%", "%25", "%2E", "%2e", "%5", "2", "5", "E", "e", "a",
+    ];
+    let body = prop::collection::vec(prop::sample::select(tokens), 0..10).prop_map(|t| t.concat());
+    prop_oneof![
+        3 => body.clone().prop_map(|body| format!("aion.dispatch.{body}")),
+        1 => body,
+        1 => any::<String>(),
+    ]
+}
+
+#[test]
+fn candidate_names_both_parse_and_fail() {
+    let parsed: Vec<bool> = sample(candidate_name(), 500)
+        .iter()
+        .map(|name| parse_channel_name(name).is_ok())
+        .collect();
+    let escaped_ok = sample(candidate_name(), 500)
+        .iter()
+        .filter(|name| name.contains('%') && parse_channel_name(name).is_ok())
+        .count();
+    assert!(parsed.contains(&true) && parsed.contains(&false));
+    assert!(escaped_ok > 0, "no accepted name contains an escape");
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn channel_names_round_trip(triple in triple()) {
+        let name = name_of(&triple);
+        let (namespace, task_queue, node) = triple;
+        prop_assert_eq!(
+            parse_channel_name(&name),
+            Ok(ChannelAddress { namespace, task_queue, node })
+        );
+    }
+
+    #[test]
+    fn distinct_triples_have_distinct_names(a in triple(), b in triple()) {
+        prop_assert_eq!(a == b, name_of(&a) == name_of(&b));
+    }
+
+    #[test]
+    fn triples_differing_by_escapes_have_distinct_names(
+        a in (escapey(), escapey(), prop::option::of(escapey())),
+        b in (escapey(), escapey(), prop::option::of(escapey())),
+    ) {
+        prop_assert_eq!(a == b, name_of(&a) == name_of(&b));
+    }
+
+    #[test]
+    fn only_canonical_names_parse(name in candidate_name()) {
+        if let Ok(address) = parse_channel_name(&name) {
+            let again = dispatch_channel_name(
+                &address.namespace,
+                &address.task_queue,
+                address.node.as_deref(),
+            );
+            prop_assert_eq!(again, name);
+        }
+    }
+}
