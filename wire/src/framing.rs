@@ -49,8 +49,8 @@ pub fn encode_frame(
 
 /// Takes one frame off the front of `src`, or `Ok(None)` when more bytes are needed.
 ///
-/// A length over `max_frame_len` is refused before anything is reserved for it;
-/// a partial frame reserves at most its own stated length.
+/// A length over `max_frame_len` is refused before anything is reserved for it; for a
+/// partial frame only its missing bytes are requested (`BytesMut` may round the allocation up).
 ///
 /// # Errors
 /// A [`DecodeError`] naming why the bytes are not a frame. The frame's bytes are consumed.
