@@ -1,0 +1,468 @@
+//! The producer SDK: many dispatches in flight on one connection, each ending in one result.
+//!
+//! Every dispatch gets exactly one answer: the node's [`DispatchResult`], or
+//! [`ClientError::Closed`] the moment the connection is lost. Dropping a dispatch future
+//! forgets its entry and cancels it on the node.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use lintel_wire::{
+    Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, Goodbye, NodeRouting,
+    NodeStatus, Pong, Role, StatusQuery, Submit, Welcome, DEFAULT_MAX_FRAME_LEN,
+};
+use tokio::net::ToSocketAddrs;
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::connect::{
+    check_frame_len, connect, decode_error_frame, field_bound, ConnectError, Connection, Handshake,
+    Keepalive, KeepaliveTick, VARINT_MAX,
+};
+use crate::dispatch::DispatchOptions;
+use crate::transport::{FrameReader, Outbound, SendError};
+
+/// How a [`Client`] introduces itself and sizes its connection.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Free-form name, for the node's logs and status.
+    pub name: String,
+    pub auth_token: Option<String>,
+    /// Bounds the TCP connect and the wait for `Welcome` together.
+    pub handshake_timeout: Duration,
+    /// Largest frame body this side reads or writes.
+    pub max_frame_len: usize,
+    /// Frames the outbound queue holds before a dispatch waits for room.
+    pub queue_len: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            name: "lintel-client".to_owned(),
+            auth_token: None,
+            handshake_timeout: Duration::from_secs(10),
+            max_frame_len: DEFAULT_MAX_FRAME_LEN,
+            queue_len: 1024,
+        }
+    }
+}
+
+/// Why a dispatch or status query has no answer from the node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// The connection closed (or was closed) before the answer arrived.
+    #[error("connection to the node closed before the answer arrived")]
+    Closed,
+    /// The submission does not fit in one frame the node accepts; nothing was sent.
+    #[error("submission of {len} bytes exceeds the frame limit of {max} bytes")]
+    Oversize { len: usize, max: usize },
+}
+
+/// A producer connection to one node; clones share it.
+///
+/// Dropping the last clone closes the connection and fails whatever is still pending.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shared: Arc<Shared>,
+    outbound: Outbound,
+    welcome: Welcome,
+    local_addr: Option<SocketAddr>,
+    max_send_len: usize,
+    next_correlation: AtomicU64,
+    reader: AbortHandle,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.reader.abort();
+        self.shared.fail_all();
+    }
+}
+
+/// State shared by the callers and the reader task.
+#[derive(Debug, Default)]
+struct Shared {
+    pending: Mutex<Pending>,
+    /// Cancelled once the connection is gone.
+    closed: CancellationToken,
+}
+
+/// The pending-reply table. Its lock is only ever held for a map operation, never across `.await`.
+#[derive(Debug, Default)]
+struct Pending {
+    closed: bool,
+    dispatches: HashMap<u64, oneshot::Sender<DispatchResult>>,
+    statuses: HashMap<u64, oneshot::Sender<NodeStatus>>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks the connection gone: every waiter hears [`ClientError::Closed`] now, and new
+    /// entries are refused.
+    fn fail_all(&self) {
+        let (dispatches, statuses) = {
+            let mut pending = self.lock();
+            pending.closed = true;
+            (
+                std::mem::take(&mut pending.dispatches),
+                std::mem::take(&mut pending.statuses),
+            )
+        };
+        // Dropping the senders wakes the waiters, outside the lock.
+        drop((dispatches, statuses));
+        self.closed.cancel();
+    }
+}
+
+/// Which table a pending entry lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table {
+    Dispatch,
+    Status,
+}
+
+/// Owns one pending entry: dropping it removes the entry, and cancels a submitted dispatch
+/// on the node when no outcome has arrived yet.
+struct PendingGuard<'a> {
+    inner: &'a Inner,
+    table: Table,
+    correlation: u64,
+    submitted: bool,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        let removed = {
+            let mut pending = self.inner.shared.lock();
+            match self.table {
+                Table::Dispatch => pending.dispatches.remove(&self.correlation).is_some(),
+                Table::Status => pending.statuses.remove(&self.correlation).is_some(),
+            }
+        };
+        if removed && self.submitted && self.table == Table::Dispatch {
+            self.inner.send_cancel(self.correlation);
+        }
+    }
+}
+
+impl Client {
+    /// Connects to the node at `addr` as a producer.
+    ///
+    /// # Errors
+    /// A [`ConnectError`] when the connection or the handshake fails.
+    pub async fn connect<A: ToSocketAddrs>(
+        addr: A,
+        config: ClientConfig,
+    ) -> Result<Self, ConnectError> {
+        let handshake = Handshake {
+            role: Role::Producer,
+            name: config.name,
+            auth_token: config.auth_token,
+            timeout: config.handshake_timeout,
+            max_frame_len: config.max_frame_len,
+            queue_len: config.queue_len,
+        };
+        let Connection {
+            reader,
+            outbound,
+            writer: _,
+            welcome,
+            max_send_len,
+        } = connect(addr, &handshake).await?;
+        let local_addr = reader.get_ref().local_addr().ok();
+        let shared = Arc::new(Shared::default());
+        let keepalive = Keepalive::new(&welcome.limits);
+        let reader = tokio::spawn(read_loop(
+            reader,
+            outbound.clone(),
+            Arc::clone(&shared),
+            keepalive,
+        ))
+        .abort_handle();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                shared,
+                outbound,
+                welcome,
+                local_addr,
+                max_send_len,
+                next_correlation: AtomicU64::new(1),
+                reader,
+            }),
+        })
+    }
+
+    /// Submits `request` and waits for its one result.
+    ///
+    /// The node bounds the wait by `options`; to bound it locally as well, wrap the call in
+    /// `tokio::time::timeout`: dropping the future removes its entry and sends `Cancel`.
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] when the connection is lost before the outcome arrives,
+    /// [`ClientError::Oversize`] when the submission does not fit in a frame.
+    pub async fn dispatch(
+        &self,
+        request: DispatchRequest,
+        options: &DispatchOptions,
+    ) -> Result<DispatchResult, ClientError> {
+        let inner = &*self.inner;
+        let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let submit = Submit {
+            correlation,
+            request,
+            wait_for_worker_ms: options.wait_for_worker_ms(),
+            reply_timeout_ms: options.reply_timeout_ms(),
+            routing: options.routing.clone(),
+        };
+        let bound = submit_len_bound(&submit);
+        let frame = Frame::Submit(submit);
+        check_frame_len(&frame, bound, inner.max_send_len).map_err(|len| {
+            ClientError::Oversize {
+                len,
+                max: inner.max_send_len,
+            }
+        })?;
+        let (tx, rx) = oneshot::channel();
+        let mut guard = inner.insert(Table::Dispatch, correlation, |pending| {
+            pending.dispatches.insert(correlation, tx);
+        })?;
+        // Cancel-safe to drop here: an unsent Submit needs no Cancel, and `guard` knows it.
+        inner
+            .outbound
+            .send(frame)
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        guard.submitted = true;
+        rx.await.map_err(|_| ClientError::Closed)
+    }
+
+    /// Asks the node for its status.
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] when the connection is lost before the report arrives.
+    pub async fn status(&self) -> Result<NodeStatus, ClientError> {
+        let inner = &*self.inner;
+        let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let _guard = inner.insert(Table::Status, correlation, |pending| {
+            pending.statuses.insert(correlation, tx);
+        })?;
+        inner
+            .outbound
+            .send(Frame::StatusQuery(StatusQuery { correlation }))
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        rx.await.map_err(|_| ClientError::Closed)
+    }
+
+    /// Says `Goodbye` and closes the connection; pending calls on every clone fail with
+    /// [`ClientError::Closed`]. Resolves once the writer has flushed and stopped.
+    pub async fn close(&self) {
+        let inner = &*self.inner;
+        inner.shared.fail_all();
+        inner
+            .outbound
+            .close_with(Frame::Goodbye(Goodbye {
+                reason: "client closed".to_owned(),
+            }))
+            .await;
+        inner.outbound.closed().await;
+    }
+
+    /// What the node said in its `Welcome`: node id, this connection's pid and its limits.
+    pub fn welcome(&self) -> &Welcome {
+        &self.inner.welcome
+    }
+
+    /// This side's address of the connection, when the socket could tell.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.inner.local_addr
+    }
+
+    /// True once the connection is gone.
+    pub fn is_closed(&self) -> bool {
+        self.inner.shared.closed.is_cancelled()
+    }
+
+    /// Resolves once the connection is gone.
+    pub async fn closed(&self) {
+        self.inner.shared.closed.cancelled().await;
+    }
+}
+
+impl Inner {
+    /// Inserts an entry through `insert` unless the connection is already gone.
+    fn insert(
+        &self,
+        table: Table,
+        correlation: u64,
+        insert: impl FnOnce(&mut Pending),
+    ) -> Result<PendingGuard<'_>, ClientError> {
+        let mut pending = self.shared.lock();
+        if pending.closed {
+            return Err(ClientError::Closed);
+        }
+        insert(&mut pending);
+        drop(pending);
+        Ok(PendingGuard {
+            inner: self,
+            table,
+            correlation,
+            submitted: false,
+        })
+    }
+
+    /// Tells the node to abandon a submission whose caller went away.
+    ///
+    /// Never waits: when the queue is full the cancel is sent from a task instead.
+    fn send_cancel(&self, correlation: u64) {
+        let cancel = Frame::Cancel(Cancel { correlation });
+        if let Err(SendError::Full) = self.outbound.try_send(cancel) {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let outbound = self.outbound.clone();
+                runtime.spawn(async move {
+                    let _ = outbound.send(Frame::Cancel(Cancel { correlation })).await;
+                });
+            }
+        }
+    }
+}
+
+/// Completes pending entries from the node's frames until the connection ends, then fails the
+/// rest at once.
+async fn read_loop(
+    mut reader: FrameReader,
+    outbound: Outbound,
+    shared: Arc<Shared>,
+    mut keepalive: Keepalive,
+) {
+    loop {
+        // Both branches are cancel-safe: `FramedRead` keeps partial frames buffered, and
+        // `Keepalive::tick` changes nothing until it resolves.
+        tokio::select! {
+            frame = reader.next() => match frame {
+                Some(Ok(frame)) => {
+                    keepalive.heard();
+                    if let Err(violation) = on_frame(frame, &shared, &outbound) {
+                        shared.fail_all();
+                        outbound.close_with(Frame::Error(violation)).await;
+                        return;
+                    }
+                }
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, "producer connection failed");
+                    shared.fail_all();
+                    if let Some(error) = decode_error_frame(&err) {
+                        outbound.close_with(Frame::Error(error)).await;
+                    }
+                    break;
+                }
+                None => break,
+            },
+            tick = keepalive.tick() => match tick {
+                KeepaliveTick::Ping(ping) => {
+                    let _ = outbound.try_send(Frame::Ping(ping));
+                }
+                KeepaliveTick::Dead => {
+                    tracing::warn!("node stopped answering pings; closing the producer connection");
+                    break;
+                }
+            },
+        }
+    }
+    shared.fail_all();
+    outbound.close().await;
+}
+
+/// Handles one frame from the node.
+///
+/// # Errors
+/// The `Error` frame to send before closing, for a frame a producer never receives.
+fn on_frame(frame: Frame, shared: &Shared, outbound: &Outbound) -> Result<(), ErrorFrame> {
+    match frame {
+        Frame::Outcome(outcome) => {
+            let waiter = shared.lock().dispatches.remove(&outcome.correlation);
+            match waiter {
+                Some(waiter) => {
+                    let _ = waiter.send(outcome.result);
+                }
+                None => tracing::debug!(
+                    correlation = outcome.correlation,
+                    "outcome for a dispatch nobody waits for"
+                ),
+            }
+        }
+        Frame::Status(report) => {
+            let waiter = shared.lock().statuses.remove(&report.correlation);
+            if let Some(waiter) = waiter {
+                let _ = waiter.send(report.status);
+            }
+        }
+        Frame::Ping(ping) => {
+            if outbound
+                .try_send(Frame::Pong(Pong { nonce: ping.nonce }))
+                .is_err()
+            {
+                tracing::debug!("outbound queue full or closed; pong not sent");
+            }
+        }
+        Frame::Pong(_) => {}
+        Frame::Goodbye(goodbye) => {
+            tracing::info!(reason = %goodbye.reason, "node said goodbye");
+            shared.fail_all();
+        }
+        Frame::Error(error) => {
+            tracing::warn!(code = ?error.code, reason = %error.reason, "node reported a protocol error");
+            shared.fail_all();
+        }
+        other => {
+            return Err(ErrorFrame {
+                code: ErrorCode::UnexpectedFrame,
+                reason: format!("{} is not a node-to-producer frame", other.kind()),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// An overestimate of an encoded `Submit` body.
+fn submit_len_bound(submit: &Submit) -> usize {
+    let request = &submit.request;
+    let routing = match &submit.routing {
+        NodeRouting::Any => 1,
+        NodeRouting::Pin(node) => 1 + field_bound(node.len()),
+        NodeRouting::Prefer(nodes) | NodeRouting::Require(nodes) => {
+            nodes.iter().fold(1 + VARINT_MAX, |sum, node| {
+                sum.saturating_add(field_bound(node.len()))
+            })
+        }
+    };
+    [
+        // Frame kind, correlation, the two optional waits, ordinal, attempt, deadline.
+        8 * (1 + VARINT_MAX),
+        routing,
+        field_bound(request.namespace.len()),
+        field_bound(request.task_queue.len()),
+        field_bound(request.activity_type.len()),
+        1 + field_bound(request.node.as_ref().map_or(0, String::len)),
+        field_bound(request.workflow_id.len()),
+        1 + field_bound(request.run_id.as_ref().map_or(0, String::len)),
+        field_bound(request.input.len()),
+    ]
+    .into_iter()
+    .fold(0, usize::saturating_add)
+}

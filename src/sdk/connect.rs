@@ -1,0 +1,273 @@
+//! The client side of every SDK connection: dial with `TCP_NODELAY`, send `Hello`, await `Welcome`.
+//!
+//! [`connect`] either returns a handshaken [`Connection`] within its timeout or a [`ConnectError`]
+//! variant saying why not; it never retries, callers own their reconnect policy.
+
+use std::io;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures_util::StreamExt;
+use lintel_wire::{
+    CodecError, ErrorFrame, Frame, FrameKind, Hello, Limits, Ping, Refusal, RefusalCode, Role,
+    Welcome, PROTOCOL_VERSION,
+};
+use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+
+use crate::transport::{self, FrameReader, Outbound};
+
+/// Lowest protocol version the SDKs accept.
+pub const MIN_PROTOCOL_VERSION: u16 = 1;
+
+/// What a client states in its `Hello`, and the limits of its side of the connection.
+#[derive(Debug, Clone)]
+pub struct Handshake {
+    pub role: Role,
+    /// Free-form client name, for the node's logs and status.
+    pub name: String,
+    pub auth_token: Option<String>,
+    /// Bounds the TCP connect and the wait for `Welcome` together.
+    pub timeout: Duration,
+    /// Largest frame body this side reads or writes.
+    pub max_frame_len: usize,
+    /// Frames the outbound queue holds before senders wait.
+    pub queue_len: usize,
+}
+
+/// A handshaken connection: frames in, a queue of frames out, and what the node said.
+#[derive(Debug)]
+pub struct Connection {
+    pub reader: FrameReader,
+    pub outbound: Outbound,
+    /// The writer task; it ends when asked to close or when every [`Outbound`] is dropped.
+    pub writer: JoinHandle<io::Result<()>>,
+    pub welcome: Welcome,
+    /// Largest frame body both sides accept: the smaller of ours and the node's.
+    pub max_send_len: usize,
+}
+
+/// Why a connection could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Connecting, reading or writing failed.
+    #[error("i/o error: {0}")]
+    Io(#[from] io::Error),
+    /// The node answered `HelloRefused` (or `RegisterRefused` where a registration follows).
+    #[error("refused ({:?}): {}", .0.code, .0.reason)]
+    Refused(Refusal),
+    /// The node reported a protocol violation and closed.
+    #[error("node reported a protocol error ({:?}): {}", .0.code, .0.reason)]
+    Protocol(ErrorFrame),
+    /// The node sent a frame that has no place at this point of the conversation.
+    #[error("node sent an unexpected {0} frame")]
+    UnexpectedFrame(FrameKind),
+    /// Bytes from the node were not a frame.
+    #[error("cannot read frames from the node: {0}")]
+    Codec(#[source] CodecError),
+    /// The node welcomed us with a version outside the range we offered.
+    #[error(
+        "node chose protocol version {0}, outside {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION}"
+    )]
+    UnsupportedVersion(u16),
+    /// Nothing conclusive happened within the handshake timeout.
+    #[error("no answer from the node within {0:?}")]
+    Timeout(Duration),
+    /// The node said `Goodbye` instead of answering: it is shutting down or draining.
+    #[error("node said goodbye: {0}")]
+    Goodbye(String),
+    /// The node closed the connection before answering.
+    #[error("node closed the connection during the handshake")]
+    Closed,
+}
+
+impl From<CodecError> for ConnectError {
+    fn from(err: CodecError) -> Self {
+        match err {
+            CodecError::Io(err) => ConnectError::Io(err),
+            other => ConnectError::Codec(other),
+        }
+    }
+}
+
+/// True when retrying cannot change the answer: the refusal is about who we are, not the
+/// node's momentary state.
+pub fn is_final_refusal(code: RefusalCode) -> bool {
+    !matches!(
+        code,
+        RefusalCode::TooManyConnections | RefusalCode::Draining
+    )
+}
+
+/// Dials `addr`, sends `Hello` and waits for `Welcome`, all within `handshake.timeout`.
+///
+/// # Errors
+/// [`ConnectError::Timeout`] when the connect and handshake together outlast the timeout;
+/// [`ConnectError::Refused`] on `HelloRefused`; [`ConnectError::Protocol`] on an `Error` frame;
+/// [`ConnectError::UnexpectedFrame`], [`ConnectError::UnsupportedVersion`] or
+/// [`ConnectError::Codec`] when the node does not speak the protocol; [`ConnectError::Io`] and
+/// [`ConnectError::Closed`] when the connection fails.
+pub async fn connect<A: ToSocketAddrs>(
+    addr: A,
+    handshake: &Handshake,
+) -> Result<Connection, ConnectError> {
+    let timeout = handshake.timeout;
+    tokio::time::timeout(timeout, dial_and_greet(addr, handshake))
+        .await
+        .map_err(|_| ConnectError::Timeout(timeout))?
+}
+
+async fn dial_and_greet<A: ToSocketAddrs>(
+    addr: A,
+    handshake: &Handshake,
+) -> Result<Connection, ConnectError> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (mut reader, outbound, writer) =
+        transport::split(stream, handshake.max_frame_len, handshake.queue_len);
+    let hello = Hello {
+        min_version: MIN_PROTOCOL_VERSION,
+        max_version: PROTOCOL_VERSION,
+        role: handshake.role,
+        name: handshake.name.clone(),
+        auth_token: handshake.auth_token.clone(),
+    };
+    outbound
+        .send(Frame::Hello(hello))
+        .await
+        .map_err(|_| ConnectError::Closed)?;
+    let welcome = match next_frame(&mut reader).await? {
+        Frame::Welcome(welcome) => welcome,
+        Frame::HelloRefused(refusal) => return Err(ConnectError::Refused(refusal)),
+        Frame::Error(error) => return Err(ConnectError::Protocol(error)),
+        Frame::Goodbye(goodbye) => return Err(ConnectError::Goodbye(goodbye.reason)),
+        other => return Err(ConnectError::UnexpectedFrame(other.kind())),
+    };
+    if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&welcome.version) {
+        return Err(ConnectError::UnsupportedVersion(welcome.version));
+    }
+    let node_max = usize::try_from(welcome.limits.max_frame_len).unwrap_or(usize::MAX);
+    let max_send_len = handshake.max_frame_len.min(node_max);
+    Ok(Connection {
+        reader,
+        outbound,
+        writer,
+        welcome,
+        max_send_len,
+    })
+}
+
+/// The next frame, treating the end of the stream as [`ConnectError::Closed`].
+///
+/// Cancel-safe: the partial frame stays buffered in `reader`.
+pub(crate) async fn next_frame(reader: &mut FrameReader) -> Result<Frame, ConnectError> {
+    match reader.next().await {
+        Some(frame) => Ok(frame?),
+        None => Err(ConnectError::Closed),
+    }
+}
+
+/// The `Error` frame owed to the node for bytes that were not a frame; `None` for I/O errors,
+/// which leave nobody to tell.
+pub(crate) fn decode_error_frame(err: &CodecError) -> Option<ErrorFrame> {
+    match err {
+        CodecError::Decode(decode) => Some(ErrorFrame {
+            code: decode.error_code(),
+            reason: decode.to_string(),
+        }),
+        CodecError::Truncated { .. } | CodecError::Encode(_) | CodecError::Io(_) => None,
+    }
+}
+
+/// Checks that `frame` encodes within `max` bytes.
+///
+/// `upper_bound` is a cheap overestimate of the body; only when it exceeds `max` is the frame
+/// encoded to measure it exactly.
+///
+/// # Errors
+/// The exact body length when it exceeds `max`.
+pub(crate) fn check_frame_len(frame: &Frame, upper_bound: usize, max: usize) -> Result<(), usize> {
+    if upper_bound <= max {
+        return Ok(());
+    }
+    let mut scratch = BytesMut::new();
+    match lintel_wire::encode_frame(frame, &mut scratch, max) {
+        Ok(()) => Ok(()),
+        Err(lintel_wire::EncodeError::Oversize { len, .. }) => Err(len),
+        Err(lintel_wire::EncodeError::Serialize { .. }) => Err(upper_bound),
+    }
+}
+
+/// Bytes a postcard varint of a length or integer takes at most.
+pub(crate) const VARINT_MAX: usize = 10;
+
+/// An overestimate of the encoded size of a string, byte string or sequence of `len` bytes.
+pub(crate) fn field_bound(len: usize) -> usize {
+    len.saturating_add(VARINT_MAX)
+}
+
+/// Pings the node and declares the connection dead after too many unanswered pings.
+///
+/// It mirrors the node's own [`Limits`]: one ping per `ping_interval_ms`, and the connection is
+/// lost when `max_missed_pings` pings in a row go unanswered. Any frame from the node counts as
+/// an answer. An interval of zero disables it.
+#[derive(Debug)]
+pub(crate) struct Keepalive {
+    interval: Option<Interval>,
+    max_missed: u32,
+    outstanding: u32,
+    nonce: u64,
+}
+
+/// What to do after a keepalive tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeepaliveTick {
+    /// Send this ping.
+    Ping(Ping),
+    /// The node missed too many pings: treat the connection as lost.
+    Dead,
+}
+
+impl Keepalive {
+    pub(crate) fn new(limits: &Limits) -> Self {
+        let interval = (limits.ping_interval_ms > 0).then(|| {
+            let period = Duration::from_millis(limits.ping_interval_ms);
+            let start = Instant::now()
+                .checked_add(period)
+                .unwrap_or_else(Instant::now);
+            let mut interval = tokio::time::interval_at(start, period);
+            interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            interval
+        });
+        Self {
+            interval,
+            max_missed: limits.max_missed_pings.max(1),
+            outstanding: 0,
+            nonce: 0,
+        }
+    }
+
+    /// Resolves at the next tick; never when disabled.
+    ///
+    /// Cancel-safe: [`Interval::tick`] is, and no state changes until it resolves.
+    pub(crate) async fn tick(&mut self) -> KeepaliveTick {
+        match &mut self.interval {
+            Some(interval) => {
+                interval.tick().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+        if self.outstanding >= self.max_missed {
+            return KeepaliveTick::Dead;
+        }
+        self.outstanding += 1;
+        self.nonce = self.nonce.wrapping_add(1);
+        KeepaliveTick::Ping(Ping { nonce: self.nonce })
+    }
+
+    /// The node sent something, so it is alive.
+    pub(crate) fn heard(&mut self) {
+        self.outstanding = 0;
+    }
+}
