@@ -1,5 +1,6 @@
 //! The command line: one module per subcommand, parsed with clap.
 
+mod bench;
 mod demo;
 mod dispatch;
 mod loadgen;
@@ -31,6 +32,8 @@ enum Command {
     Status(status::Args),
     /// Start a node and echo workers on loopback, push dispatches, print throughput and latency.
     Demo(demo::Args),
+    /// Load a running node: latency percentiles, throughput and outcome counts.
+    Bench(bench::Args),
 }
 
 /// Parses the command line, runs the subcommand and maps its result to an exit code.
@@ -54,6 +57,7 @@ pub fn run() -> ExitCode {
             Command::Dispatch(args) => dispatch::run(args).await,
             Command::Status(args) => status::run(args).await,
             Command::Demo(args) => demo::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
         }
     })
 }

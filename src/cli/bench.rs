@@ -1,0 +1,140 @@
+//! `lintel bench`: closed-loop load against a running node, with its own echo workers.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use lintel_wire::Register;
+
+use super::loadgen::{self, Load};
+use crate::activities::BuiltIn;
+use crate::dispatch::DispatchOptions;
+use crate::sdk::{Client, ClientConfig, Worker, WorkerConfig, WorkerHandle};
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// Node address.
+    #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
+    connect: String,
+    /// Dispatches in flight at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Input bytes per dispatch.
+    #[arg(long, default_value_t = 64)]
+    payload: usize,
+    /// Run for this many seconds [default: 5 when no --count].
+    #[arg(long, conflicts_with = "count")]
+    duration: Option<f64>,
+    /// Run this many dispatches.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Echo workers to start against the node; 0 uses the workers already there.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Capacity of each started worker.
+    #[arg(long, default_value_t = 256)]
+    worker_concurrency: u32,
+    /// Namespace to dispatch in (and register the started workers in).
+    #[arg(long, default_value = "bench")]
+    namespace: String,
+    /// Auth token for nodes that require one.
+    #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+}
+
+pub(super) async fn run(args: Args) -> ExitCode {
+    let workers = match start_workers(&args).await {
+        Ok(workers) => workers,
+        Err(message) => return super::fail(message),
+    };
+    let config = ClientConfig {
+        name: "lintel-bench".into(),
+        auth_token: args.auth_token.clone(),
+        ..ClientConfig::default()
+    };
+    let client = match Client::connect(args.connect.as_str(), config).await {
+        Ok(client) => client,
+        Err(err) => return super::fail(format!("cannot connect to {}: {err}", args.connect)),
+    };
+    let duration = match (args.duration, args.count) {
+        (Some(seconds), _) => Some(Duration::from_secs_f64(seconds.max(0.0))),
+        (None, None) => Some(Duration::from_secs(5)),
+        (None, Some(_)) => None,
+    };
+    let load = Load {
+        namespace: args.namespace.clone(),
+        activity: "echo".into(),
+        payload: args.payload,
+        concurrency: args.concurrency,
+        count: args.count,
+        duration,
+        options: DispatchOptions::default().wait_for_worker(Duration::from_secs(5)),
+        progress: true,
+    };
+    eprintln!(
+        "bench: {} in flight, {} B payload, {}",
+        args.concurrency,
+        args.payload,
+        match (duration, args.count) {
+            (Some(d), _) => format!("{:.1}s", d.as_secs_f64()),
+            (None, Some(n)) => format!("{n} dispatches"),
+            (None, None) => String::new(),
+        }
+    );
+    let report = loadgen::run(&client, &load).await;
+    client.close().await;
+    for worker in &workers {
+        worker.drain(Duration::from_secs(5)).await;
+    }
+    println!(
+        "{} dispatches in {:.2}s: {:.0}/s  p50 {} us  p99 {} us  p99.9 {} us",
+        report.dispatches,
+        report.elapsed_s,
+        report.rps,
+        report.p50_us,
+        report.p99_us,
+        report.p999_us
+    );
+    for (class, count) in &report.outcomes {
+        println!("  {class}: {count}");
+    }
+    if let Some(path) = &args.json {
+        let written = serde_json::to_vec_pretty(&report)
+            .map_err(|err| err.to_string())
+            .and_then(|json| std::fs::write(path, json).map_err(|err| err.to_string()));
+        if let Err(err) = written {
+            return super::fail(format!("cannot write {}: {err}", path.display()));
+        }
+    }
+    if report.failures() > 0 {
+        return super::fail(format!("{} dispatches did not complete", report.failures()));
+    }
+    ExitCode::SUCCESS
+}
+
+async fn start_workers(args: &Args) -> Result<Vec<WorkerHandle>, String> {
+    let mut workers = Vec::with_capacity(args.workers);
+    for index in 0..args.workers {
+        let registration = Register {
+            namespaces: vec![args.namespace.clone()],
+            task_queue: String::new(),
+            node: None,
+            activity_types: vec!["echo".into()],
+            identity: format!("bench-worker-{index}"),
+            max_concurrency: args.worker_concurrency,
+        };
+        let mut config = WorkerConfig::new(args.connect.clone(), registration);
+        config.auth_token = args.auth_token.clone();
+        workers.push(Worker::spawn(config, BuiltIn));
+    }
+    for worker in &workers {
+        worker
+            .wait_registered(Duration::from_secs(10))
+            .await
+            .map_err(|err| format!("a bench worker did not register: {err}"))?;
+    }
+    Ok(workers)
+}
