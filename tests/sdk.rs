@@ -1,0 +1,1021 @@
+//! The SDKs against a scripted fake node on `127.0.0.1:0`.
+//!
+//! The fake node speaks raw frames through `Framed<TcpStream, FrameCodec>`, so every test states
+//! exactly what crosses the wire. Waits are on events, bounded by `tokio::time::timeout`.
+
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use lintel::dispatch::DispatchOptions;
+use lintel::sdk::{
+    Backoff, Client, ClientConfig, ClientError, ConnectError, Handler, Worker, WorkerConfig,
+    WorkerError, WorkerHandle, WorkerState,
+};
+use lintel::wire::{
+    ActivityOutcome, Cancel, Counters, DispatchRequest, DispatchResponse, DispatchResult, Drain,
+    Drained, Frame, FrameCodec, Hello, Limits, NodeStatus, OutcomeFrame, Ping, Pong, Push, Refusal,
+    RefusalCode, Register, Registered, Reply, Role, StatusReport, Submit, Welcome,
+    PROTOCOL_VERSION,
+};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::time::timeout;
+use tokio_util::codec::Framed;
+
+/// Longest any single expected event may take.
+const WAIT: Duration = Duration::from_secs(5);
+
+// ---------------------------------------------------------------------------------------------
+// The fake node.
+
+struct FakeNode {
+    listener: TcpListener,
+}
+
+impl FakeNode {
+    async fn bind() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self { listener }
+    }
+
+    fn addr(&self) -> String {
+        self.listener.local_addr().unwrap().to_string()
+    }
+
+    async fn accept(&self) -> Peer {
+        let (stream, _) = timeout(WAIT, self.listener.accept())
+            .await
+            .expect("no connection arrived")
+            .unwrap();
+        Peer {
+            framed: Framed::new(stream, FrameCodec::default()),
+        }
+    }
+}
+
+struct Peer {
+    framed: Framed<TcpStream, FrameCodec>,
+}
+
+impl Peer {
+    /// The next frame, or `None` at a clean end of stream.
+    async fn recv_or_eof(&mut self) -> Option<Frame> {
+        timeout(WAIT, self.framed.next())
+            .await
+            .expect("no frame arrived")
+            .map(|frame| frame.unwrap())
+    }
+
+    async fn recv(&mut self) -> Frame {
+        self.recv_or_eof().await.expect("connection closed")
+    }
+
+    async fn send(&mut self, frame: Frame) {
+        self.framed.send(frame).await.unwrap();
+    }
+
+    /// Expects `Hello` and answers `Welcome` with `limits`.
+    async fn welcome_with(&mut self, pid: u64, limits: Limits) -> Hello {
+        let Frame::Hello(hello) = self.recv().await else {
+            panic!("expected Hello");
+        };
+        self.send(Frame::Welcome(Welcome {
+            version: PROTOCOL_VERSION,
+            node_id: "fake-node".to_owned(),
+            pid,
+            limits,
+        }))
+        .await;
+        hello
+    }
+
+    async fn welcome(&mut self, pid: u64) -> Hello {
+        self.welcome_with(pid, limits()).await
+    }
+
+    /// Expects `Register` and admits it as `worker_id`.
+    async fn admit(&mut self, worker_id: u64) -> Register {
+        let Frame::Register(register) = self.recv().await else {
+            panic!("expected Register");
+        };
+        self.send(Frame::Registered(Registered { worker_id })).await;
+        register
+    }
+
+    async fn push(&mut self, correlation: u64, request: DispatchRequest) {
+        self.send(Frame::Push(Push {
+            correlation,
+            request,
+        }))
+        .await;
+    }
+
+    async fn recv_reply(&mut self) -> Reply {
+        match self.recv().await {
+            Frame::Reply(reply) => reply,
+            other => panic!("expected Reply, got {other:?}"),
+        }
+    }
+
+    async fn recv_submit(&mut self) -> Submit {
+        match self.recv().await {
+            Frame::Submit(submit) => submit,
+            other => panic!("expected Submit, got {other:?}"),
+        }
+    }
+}
+
+/// Limits with keep-alive pings off, so no SDK ping interleaves with scripted frames.
+fn limits() -> Limits {
+    Limits {
+        max_frame_len: 4 * 1024 * 1024,
+        max_in_flight: 1024,
+        ping_interval_ms: 0,
+        max_missed_pings: 3,
+        max_name_len: 256,
+        max_set_len: 64,
+    }
+}
+
+fn request(activity_type: &str, workflow_id: &str, input: &'static [u8]) -> DispatchRequest {
+    DispatchRequest {
+        namespace: "remote".to_owned(),
+        task_queue: "gpu".to_owned(),
+        activity_type: activity_type.to_owned(),
+        node: None,
+        workflow_id: workflow_id.to_owned(),
+        ordinal: 3,
+        run_id: Some(format!("run-of-{workflow_id}")),
+        attempt: 1,
+        input: Bytes::from_static(input),
+        deadline_unix_ms: None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A handler whose every step the test can watch and steer.
+
+/// Activity types: `echo` answers its input, `block` waits for a permit from `release`,
+/// `panic` panics.
+struct Probe {
+    calls: AtomicUsize,
+    running: AtomicUsize,
+    peak: AtomicUsize,
+    release: Semaphore,
+    started: mpsc::UnboundedSender<String>,
+    dropped: mpsc::UnboundedSender<String>,
+}
+
+struct ProbeEvents {
+    started: mpsc::UnboundedReceiver<String>,
+    dropped: mpsc::UnboundedReceiver<String>,
+}
+
+impl ProbeEvents {
+    async fn started(&mut self) -> String {
+        timeout(WAIT, self.started.recv()).await.unwrap().unwrap()
+    }
+
+    /// The workflow id of the next handler dropped before it finished.
+    async fn dropped(&mut self) -> String {
+        timeout(WAIT, self.dropped.recv()).await.unwrap().unwrap()
+    }
+}
+
+#[derive(Clone)]
+struct ProbeHandler(Arc<Probe>);
+
+fn probe() -> (ProbeHandler, Arc<Probe>, ProbeEvents) {
+    let (started_tx, started) = mpsc::unbounded_channel();
+    let (dropped_tx, dropped) = mpsc::unbounded_channel();
+    let probe = Arc::new(Probe {
+        calls: AtomicUsize::new(0),
+        running: AtomicUsize::new(0),
+        peak: AtomicUsize::new(0),
+        release: Semaphore::new(0),
+        started: started_tx,
+        dropped: dropped_tx,
+    });
+    (
+        ProbeHandler(Arc::clone(&probe)),
+        probe,
+        ProbeEvents { started, dropped },
+    )
+}
+
+/// Counts a running handler; reports a drop that happens before `finish`.
+struct Running {
+    probe: Arc<Probe>,
+    workflow_id: String,
+    finished: bool,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.probe.running.fetch_sub(1, Ordering::SeqCst);
+        if !self.finished {
+            let _ = self.probe.dropped.send(self.workflow_id.clone());
+        }
+    }
+}
+
+impl Handler for ProbeHandler {
+    fn handle(
+        &self,
+        request: DispatchRequest,
+    ) -> impl std::future::Future<Output = ActivityOutcome> + Send {
+        let probe = Arc::clone(&self.0);
+        async move {
+            probe.calls.fetch_add(1, Ordering::SeqCst);
+            match request.activity_type.as_str() {
+                "echo" => ActivityOutcome::Success(request.input),
+                "block" => {
+                    let now = probe.running.fetch_add(1, Ordering::SeqCst) + 1;
+                    probe.peak.fetch_max(now, Ordering::SeqCst);
+                    let mut running = Running {
+                        probe: Arc::clone(&probe),
+                        workflow_id: request.workflow_id.clone(),
+                        finished: false,
+                    };
+                    let _ = probe.started.send(request.workflow_id.clone());
+                    probe.release.acquire().await.unwrap().forget();
+                    running.finished = true;
+                    ActivityOutcome::Success(Bytes::from_static(b"released"))
+                }
+                "panic" => panic!("the handler gave up"),
+                other => ActivityOutcome::Failure {
+                    message: format!("unknown activity {other}"),
+                    retryable: false,
+                },
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker set-up.
+
+fn registration(max_concurrency: u32) -> Register {
+    Register {
+        namespaces: vec!["remote".to_owned(), "local".to_owned()],
+        task_queue: "gpu".to_owned(),
+        node: Some("box-7".to_owned()),
+        activity_types: vec!["echo".to_owned(), "block".to_owned(), "panic".to_owned()],
+        identity: "worker-under-test".to_owned(),
+        max_concurrency,
+    }
+}
+
+fn worker_config(node: &FakeNode, max_concurrency: u32) -> WorkerConfig {
+    let mut config = WorkerConfig::new(node.addr(), registration(max_concurrency));
+    config.auth_token = Some("secret".to_owned());
+    config.handshake_timeout = WAIT;
+    config.reconnect = Backoff {
+        initial: Duration::from_millis(10),
+        max: Duration::from_millis(50),
+    };
+    config
+}
+
+/// A worker registered with the fake node as worker 1 on pid 100.
+async fn registered_worker(
+    max_concurrency: u32,
+) -> (FakeNode, Peer, WorkerHandle, Arc<Probe>, ProbeEvents) {
+    let node = FakeNode::bind().await;
+    let (handler, probe, events) = probe();
+    let worker = Worker::spawn(worker_config(&node, max_concurrency), handler);
+    let mut peer = node.accept().await;
+    peer.welcome(100).await;
+    peer.admit(1).await;
+    assert_eq!(worker.wait_registered(WAIT).await, Ok(1));
+    (node, peer, worker, probe, events)
+}
+
+async fn wait_for_state(worker: &WorkerHandle, expected: WorkerState) {
+    let mut state = worker.state();
+    timeout(WAIT, state.wait_for(|state| *state == expected))
+        .await
+        .unwrap_or_else(|_| panic!("never reached {expected:?}"))
+        .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker behaviours.
+
+#[tokio::test]
+async fn a_worker_handshakes_and_registers_with_its_stated_fields() {
+    let node = FakeNode::bind().await;
+    let (handler, _probe, _events) = probe();
+    let worker = Worker::spawn(worker_config(&node, 4), handler);
+    let mut peer = node.accept().await;
+
+    let hello = peer.welcome(100).await;
+    assert_eq!(
+        hello,
+        Hello {
+            min_version: 1,
+            max_version: PROTOCOL_VERSION,
+            role: Role::Worker,
+            name: "worker-under-test".to_owned(),
+            auth_token: Some("secret".to_owned()),
+        }
+    );
+    let register = peer.admit(42).await;
+    assert_eq!(register, registration(4));
+
+    assert_eq!(worker.wait_registered(WAIT).await, Ok(42));
+    assert_eq!(
+        *worker.state().borrow(),
+        WorkerState::Registered {
+            worker_id: 42,
+            pid: 100
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_push_is_answered_with_the_same_correlation_and_echoed_ids() {
+    let (_node, mut peer, _worker, _probe, _events) = registered_worker(4).await;
+
+    peer.push(7, request("echo", "wf-1", b"hello")).await;
+
+    assert_eq!(
+        peer.recv_reply().await,
+        Reply {
+            correlation: 7,
+            response: DispatchResponse {
+                workflow_id: "wf-1".to_owned(),
+                ordinal: 3,
+                run_id: Some("run-of-wf-1".to_owned()),
+                outcome: ActivityOutcome::Success(Bytes::from_static(b"hello")),
+            },
+        }
+    );
+}
+
+#[tokio::test]
+async fn the_runtime_answers_a_ping_while_every_handler_is_busy() {
+    let (_node, mut peer, _worker, probe, mut events) = registered_worker(1).await;
+    peer.push(1, request("block", "wf-busy", b"")).await;
+    events.started().await;
+
+    peer.send(Frame::Ping(Ping { nonce: 99 })).await;
+
+    assert_eq!(peer.recv().await, Frame::Pong(Pong { nonce: 99 }));
+    assert_eq!(probe.calls.load(Ordering::SeqCst), 1, "only the push ran");
+}
+
+#[tokio::test]
+async fn a_cancelled_push_gets_no_reply() {
+    let (_node, mut peer, _worker, _probe, mut events) = registered_worker(4).await;
+    peer.push(1, request("block", "wf-cancelled", b"")).await;
+    assert_eq!(events.started().await, "wf-cancelled");
+
+    peer.send(Frame::Cancel(Cancel { correlation: 1 })).await;
+    assert_eq!(
+        events.dropped().await,
+        "wf-cancelled",
+        "the handler was aborted"
+    );
+
+    peer.push(2, request("echo", "wf-next", b"next")).await;
+    let reply = peer.recv_reply().await;
+    assert_eq!(reply.correlation, 2, "the next frame answers the next push");
+    assert_eq!(reply.response.workflow_id, "wf-next");
+}
+
+#[tokio::test]
+async fn a_worker_whose_connection_drops_reconnects_and_registers_again() {
+    let (node, peer, worker, _probe, _events) = registered_worker(4).await;
+
+    drop(peer);
+
+    let mut peer = node.accept().await;
+    let hello = peer.welcome(101).await;
+    assert_eq!(hello.role, Role::Worker);
+    assert_eq!(peer.admit(2).await, registration(4));
+    wait_for_state(
+        &worker,
+        WorkerState::Registered {
+            worker_id: 2,
+            pid: 101,
+        },
+    )
+    .await;
+
+    peer.push(5, request("echo", "wf-after", b"again")).await;
+    assert_eq!(peer.recv_reply().await.correlation, 5);
+}
+
+#[tokio::test]
+async fn a_node_drain_finishes_in_flight_work_then_says_drained_and_goodbye() {
+    let (node, mut peer, worker, probe, mut events) = registered_worker(4).await;
+    peer.push(1, request("block", "wf-in-flight", b"")).await;
+    events.started().await;
+
+    peer.send(Frame::Drain(Drain { grace_ms: 60_000 })).await;
+    wait_for_state(&worker, WorkerState::Draining { worker_id: 1 }).await;
+    probe.release.add_permits(1);
+
+    assert_eq!(peer.recv_reply().await.correlation, 1);
+    assert_eq!(peer.recv().await, Frame::Drained(Drained { completed: 1 }));
+    assert!(matches!(peer.recv().await, Frame::Goodbye(_)));
+    assert_eq!(peer.recv_or_eof().await, None, "the worker closed");
+
+    let mut peer = node.accept().await;
+    peer.welcome(101).await;
+    peer.admit(2).await;
+    assert_eq!(worker.wait_registered(WAIT).await, Ok(2), "it came back");
+}
+
+#[tokio::test]
+async fn a_node_drain_aborts_what_outlives_the_grace() {
+    let (_node, mut peer, _worker, _probe, mut events) = registered_worker(4).await;
+    peer.push(1, request("block", "wf-slow", b"")).await;
+    events.started().await;
+
+    peer.send(Frame::Drain(Drain { grace_ms: 0 })).await;
+
+    assert_eq!(events.dropped().await, "wf-slow");
+    assert_eq!(peer.recv().await, Frame::Drained(Drained { completed: 0 }));
+    assert!(matches!(peer.recv().await, Frame::Goodbye(_)));
+}
+
+#[tokio::test]
+async fn no_more_than_max_concurrency_handlers_run_at_once() {
+    let (_node, mut peer, _worker, probe, mut events) = registered_worker(2).await;
+    for correlation in 1..=2 {
+        peer.push(
+            correlation,
+            request("block", &format!("wf-{correlation}"), b""),
+        )
+        .await;
+    }
+    events.started().await;
+    events.started().await;
+
+    // A misbehaving node pushes past the stated capacity.
+    peer.push(3, request("block", "wf-3", b"")).await;
+    let refused = peer.recv_reply().await;
+    assert_eq!(refused.correlation, 3);
+    assert!(matches!(
+        refused.response.outcome,
+        ActivityOutcome::Failure {
+            retryable: true,
+            ..
+        }
+    ));
+
+    probe.release.add_permits(2);
+    let mut done = [
+        peer.recv_reply().await.correlation,
+        peer.recv_reply().await.correlation,
+    ];
+    done.sort_unstable();
+    assert_eq!(done, [1, 2]);
+    assert_eq!(probe.peak.load(Ordering::SeqCst), 2);
+    assert_eq!(probe.calls.load(Ordering::SeqCst), 2, "the third never ran");
+}
+
+#[tokio::test]
+async fn a_capacity_change_reaches_the_node_and_the_local_limit() {
+    let (_node, mut peer, worker, probe, mut events) = registered_worker(1).await;
+
+    worker.set_capacity(NonZeroU32::new(2).unwrap()).unwrap();
+    assert_eq!(
+        peer.recv().await,
+        Frame::CapacityUpdate(lintel::wire::CapacityUpdate { max_concurrency: 2 })
+    );
+    peer.push(1, request("block", "wf-1", b"")).await;
+    peer.push(2, request("block", "wf-2", b"")).await;
+    events.started().await;
+    events.started().await;
+    assert_eq!(probe.peak.load(Ordering::SeqCst), 2);
+
+    worker.set_capacity(NonZeroU32::new(1).unwrap()).unwrap();
+    assert_eq!(
+        peer.recv().await,
+        Frame::CapacityUpdate(lintel::wire::CapacityUpdate { max_concurrency: 1 })
+    );
+    peer.push(3, request("block", "wf-3", b"")).await;
+    let refused = peer.recv_reply().await;
+    assert_eq!(refused.correlation, 3, "two in flight exceed the new limit");
+}
+
+#[tokio::test]
+async fn a_self_drain_finishes_in_flight_work_and_does_not_reconnect() {
+    let (_node, mut peer, worker, probe, mut events) = registered_worker(4).await;
+    peer.push(1, request("block", "wf-in-flight", b"")).await;
+    events.started().await;
+
+    let node_side = async {
+        assert_eq!(peer.recv().await, Frame::Drain(Drain { grace_ms: 60_000 }));
+        probe.release.add_permits(1);
+        assert_eq!(peer.recv_reply().await.correlation, 1);
+        assert_eq!(peer.recv().await, Frame::Drained(Drained { completed: 1 }));
+        assert!(matches!(peer.recv().await, Frame::Goodbye(_)));
+        assert_eq!(peer.recv_or_eof().await, None);
+    };
+    let ((), ()) = timeout(
+        WAIT,
+        futures_util::future::join(worker.drain(Duration::from_secs(60)), node_side),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(*worker.state().borrow(), WorkerState::Stopped);
+}
+
+#[tokio::test]
+async fn a_refused_registration_is_final() {
+    let node = FakeNode::bind().await;
+    let (handler, _probe, _events) = probe();
+    let worker = Worker::spawn(worker_config(&node, 4), handler);
+    let mut peer = node.accept().await;
+    peer.welcome(100).await;
+    let Frame::Register(_) = peer.recv().await else {
+        panic!("expected Register");
+    };
+    let refusal = Refusal {
+        code: RefusalCode::EmptyActivityTypes,
+        reason: "no activity types".to_owned(),
+    };
+    peer.send(Frame::RegisterRefused(refusal.clone())).await;
+
+    assert_eq!(
+        worker.wait_registered(WAIT).await,
+        Err(WorkerError::Refused(refusal.clone()))
+    );
+    timeout(WAIT, worker.stopped()).await.unwrap();
+    assert_eq!(*worker.state().borrow(), WorkerState::Refused(refusal));
+}
+
+#[tokio::test]
+async fn a_panicking_handler_becomes_a_failure_reply() {
+    let (_node, mut peer, _worker, _probe, _events) = registered_worker(4).await;
+
+    peer.push(1, request("panic", "wf-panic", b"")).await;
+
+    let reply = peer.recv_reply().await;
+    assert_eq!(reply.correlation, 1);
+    let ActivityOutcome::Failure { message, retryable } = reply.response.outcome else {
+        panic!("expected a failure");
+    };
+    assert!(message.contains("the handler gave up"), "{message}");
+    assert!(!retryable);
+}
+
+#[tokio::test]
+async fn a_result_too_large_for_the_node_becomes_a_failure_reply() {
+    let node = FakeNode::bind().await;
+    let (handler, _probe, _events) = probe();
+    let _worker = Worker::spawn(worker_config(&node, 4), handler);
+    let mut peer = node.accept().await;
+    peer.welcome_with(
+        100,
+        Limits {
+            max_frame_len: 1024,
+            ..limits()
+        },
+    )
+    .await;
+    peer.admit(1).await;
+
+    peer.push(1, request("echo", "wf-big", &[7u8; 4096])).await;
+
+    let reply = peer.recv_reply().await;
+    assert_eq!(reply.correlation, 1);
+    assert!(matches!(
+        reply.response.outcome,
+        ActivityOutcome::Failure {
+            retryable: false,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn shutdown_drops_the_connection_and_aborts_handlers() {
+    let (_node, mut peer, worker, _probe, mut events) = registered_worker(4).await;
+    peer.push(1, request("block", "wf-running", b"")).await;
+    events.started().await;
+
+    timeout(WAIT, worker.shutdown()).await.unwrap();
+
+    assert_eq!(peer.recv_or_eof().await, None);
+    assert_eq!(events.dropped().await, "wf-running");
+    assert_eq!(*worker.state().borrow(), WorkerState::Stopped);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Producer client behaviours.
+
+async fn connected_client() -> (FakeNode, Peer, Client) {
+    let node = FakeNode::bind().await;
+    let config = ClientConfig {
+        name: "producer-under-test".to_owned(),
+        handshake_timeout: WAIT,
+        ..ClientConfig::default()
+    };
+    let (client, peer) = tokio::join!(Client::connect(node.addr(), config), async {
+        let mut peer = node.accept().await;
+        let hello = peer.welcome(200).await;
+        assert_eq!(hello.role, Role::Producer);
+        assert_eq!(hello.name, "producer-under-test");
+        peer
+    });
+    (node, peer, client.unwrap())
+}
+
+fn completed(submit: &Submit) -> Frame {
+    Frame::Outcome(OutcomeFrame {
+        correlation: submit.correlation,
+        result: DispatchResult::Completed(DispatchResponse {
+            workflow_id: submit.request.workflow_id.clone(),
+            ordinal: submit.request.ordinal,
+            run_id: submit.request.run_id.clone(),
+            outcome: ActivityOutcome::Success(submit.request.input.clone()),
+        }),
+    })
+}
+
+#[tokio::test]
+async fn concurrent_dispatches_are_correlated_even_when_answered_out_of_order() {
+    let (_node, mut peer, client) = connected_client().await;
+    assert_eq!(client.welcome().pid, 200);
+    let inputs: [&'static [u8]; 3] = [b"zero", b"one", b"two"];
+    let dispatches: Vec<_> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, input)| {
+            let client = client.clone();
+            let request = request("echo", &format!("wf-{index}"), input);
+            tokio::spawn(async move { client.dispatch(request, &DispatchOptions::default()).await })
+        })
+        .collect();
+
+    let mut submits = Vec::new();
+    for _ in 0..3 {
+        submits.push(peer.recv_submit().await);
+    }
+    for submit in submits.iter().rev() {
+        peer.send(completed(submit)).await;
+    }
+
+    for (index, dispatch) in dispatches.into_iter().enumerate() {
+        let result = timeout(WAIT, dispatch).await.unwrap().unwrap().unwrap();
+        let DispatchResult::Completed(response) = result else {
+            panic!("expected Completed, got {result:?}");
+        };
+        assert_eq!(response.workflow_id, format!("wf-{index}"));
+        assert_eq!(
+            response.outcome,
+            ActivityOutcome::Success(Bytes::from_static(inputs[index]))
+        );
+    }
+}
+
+#[tokio::test]
+async fn submissions_carry_the_dispatch_options() {
+    let (_node, mut peer, client) = connected_client().await;
+    let options = DispatchOptions::default()
+        .prefer(["box-7"])
+        .wait_for_worker(Duration::from_millis(1500))
+        .reply_timeout(Duration::from_secs(2));
+    let dispatch = tokio::spawn({
+        let client = client.clone();
+        let options = options.clone();
+        async move { client.dispatch(request("echo", "wf", b""), &options).await }
+    });
+
+    let submit = peer.recv_submit().await;
+    assert_eq!(submit.routing, options.routing);
+    assert_eq!(submit.wait_for_worker_ms, Some(1500));
+    assert_eq!(submit.reply_timeout_ms, Some(2000));
+    assert_eq!(submit.request, request("echo", "wf", b""));
+    peer.send(completed(&submit)).await;
+    assert!(timeout(WAIT, dispatch).await.unwrap().unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn a_dropped_connection_fails_every_pending_dispatch_with_closed_promptly() {
+    let (_node, mut peer, client) = connected_client().await;
+    let options = DispatchOptions::default()
+        .wait_for_worker(Duration::from_secs(60))
+        .reply_timeout(Duration::from_secs(60));
+    let dispatches: Vec<_> = (0..3)
+        .map(|index| {
+            let client = client.clone();
+            let options = options.clone();
+            let request = request("echo", &format!("wf-{index}"), b"");
+            tokio::spawn(async move { client.dispatch(request, &options).await })
+        })
+        .collect();
+    for _ in 0..3 {
+        peer.recv_submit().await;
+    }
+
+    drop(peer);
+
+    for dispatch in dispatches {
+        let result = timeout(Duration::from_secs(1), dispatch)
+            .await
+            .expect("a pending dispatch outlived its connection")
+            .unwrap();
+        assert_eq!(result, Err(ClientError::Closed));
+    }
+    timeout(WAIT, client.closed()).await.unwrap();
+    assert_eq!(
+        client
+            .dispatch(request("echo", "wf-late", b""), &options)
+            .await,
+        Err(ClientError::Closed)
+    );
+}
+
+#[tokio::test]
+async fn dropping_a_dispatch_future_cancels_it_on_the_node() {
+    let (_node, mut peer, client) = connected_client().await;
+    let abandoned = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .dispatch(
+                    request("echo", "wf-abandoned", b""),
+                    &DispatchOptions::default(),
+                )
+                .await
+        }
+    });
+    let submit = peer.recv_submit().await;
+
+    abandoned.abort();
+
+    assert_eq!(
+        peer.recv().await,
+        Frame::Cancel(Cancel {
+            correlation: submit.correlation
+        })
+    );
+    // The node's late outcome for it is ignored, and the connection keeps working.
+    peer.send(Frame::Outcome(OutcomeFrame {
+        correlation: submit.correlation,
+        result: DispatchResult::Cancelled,
+    }))
+    .await;
+    let next = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .dispatch(
+                    request("echo", "wf-next", b"next"),
+                    &DispatchOptions::default(),
+                )
+                .await
+        }
+    });
+    let submit = peer.recv_submit().await;
+    peer.send(completed(&submit)).await;
+    let result = timeout(WAIT, next).await.unwrap().unwrap().unwrap();
+    assert!(matches!(result, DispatchResult::Completed(r) if r.workflow_id == "wf-next"));
+}
+
+#[tokio::test]
+async fn the_client_answers_pings_and_queries_status() {
+    let (_node, mut peer, client) = connected_client().await;
+
+    peer.send(Frame::Ping(Ping { nonce: 5 })).await;
+    assert_eq!(peer.recv().await, Frame::Pong(Pong { nonce: 5 }));
+
+    let status = tokio::spawn({
+        let client = client.clone();
+        async move { client.status().await }
+    });
+    let Frame::StatusQuery(query) = peer.recv().await else {
+        panic!("expected StatusQuery");
+    };
+    let report = NodeStatus {
+        node_id: "fake-node".to_owned(),
+        uptime_ms: 1234,
+        connections: 2,
+        draining: false,
+        pools: Vec::new(),
+        waiting: Vec::new(),
+        counters: Counters::default(),
+    };
+    peer.send(Frame::Status(StatusReport {
+        correlation: query.correlation,
+        status: report.clone(),
+    }))
+    .await;
+    assert_eq!(timeout(WAIT, status).await.unwrap().unwrap(), Ok(report));
+}
+
+#[tokio::test]
+async fn closing_the_client_says_goodbye() {
+    let (_node, mut peer, client) = connected_client().await;
+
+    timeout(WAIT, client.close()).await.unwrap();
+
+    assert!(matches!(peer.recv().await, Frame::Goodbye(_)));
+    assert_eq!(peer.recv_or_eof().await, None);
+    assert!(client.is_closed());
+    assert_eq!(client.status().await, Err(ClientError::Closed));
+}
+
+#[tokio::test]
+async fn a_refused_handshake_is_a_typed_error() {
+    let node = FakeNode::bind().await;
+    let (client, ()) = tokio::join!(
+        Client::connect(node.addr(), ClientConfig::default()),
+        async {
+            let mut peer = node.accept().await;
+            let Frame::Hello(_) = peer.recv().await else {
+                panic!("expected Hello");
+            };
+            peer.send(Frame::HelloRefused(Refusal {
+                code: RefusalCode::Unauthorized,
+                reason: "bad token".to_owned(),
+            }))
+            .await;
+        }
+    );
+
+    let Err(ConnectError::Refused(refusal)) = client else {
+        panic!("expected a refusal, got {client:?}");
+    };
+    assert_eq!(refusal.code, RefusalCode::Unauthorized);
+}
+
+#[tokio::test]
+async fn a_silent_node_fails_the_handshake_with_a_timeout() {
+    let node = FakeNode::bind().await;
+    let config = ClientConfig {
+        handshake_timeout: Duration::from_millis(100),
+        ..ClientConfig::default()
+    };
+    let (client, _peer) = tokio::join!(Client::connect(node.addr(), config), node.accept());
+
+    assert!(matches!(client, Err(ConnectError::Timeout(_))));
+}
+
+/// Limits under which an SDK pings every 20 ms and gives up after two unanswered pings.
+fn impatient_limits() -> Limits {
+    Limits {
+        ping_interval_ms: 20,
+        max_missed_pings: 2,
+        ..limits()
+    }
+}
+
+#[tokio::test]
+async fn a_worker_reconnects_when_the_node_stops_answering_pings() {
+    let node = FakeNode::bind().await;
+    let (handler, _probe, _events) = probe();
+    let worker = Worker::spawn(worker_config(&node, 4), handler);
+    let mut peer = node.accept().await;
+    peer.welcome_with(100, impatient_limits()).await;
+    peer.admit(1).await;
+
+    assert!(matches!(peer.recv().await, Frame::Ping(_)));
+    assert!(matches!(peer.recv().await, Frame::Ping(_)));
+    assert_eq!(peer.recv_or_eof().await, None, "the worker gave up");
+
+    let mut peer = node.accept().await;
+    peer.welcome(101).await;
+    peer.admit(2).await;
+    assert_eq!(worker.wait_registered(WAIT).await, Ok(2));
+}
+
+#[tokio::test]
+async fn a_client_fails_pending_dispatches_when_the_node_stops_answering_pings() {
+    let node = FakeNode::bind().await;
+    let (client, mut peer) = tokio::join!(
+        Client::connect(node.addr(), ClientConfig::default()),
+        async {
+            let mut peer = node.accept().await;
+            peer.welcome_with(200, impatient_limits()).await;
+            peer
+        }
+    );
+    let client = client.unwrap();
+    let pending = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .dispatch(request("echo", "wf", b""), &DispatchOptions::default())
+                .await
+        }
+    });
+
+    // The submit and the pings arrive in either order; none is answered.
+    let mut pings = 0;
+    while let Some(frame) = peer.recv_or_eof().await {
+        match frame {
+            Frame::Ping(_) => pings += 1,
+            Frame::Submit(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(pings, 2);
+    assert_eq!(
+        timeout(WAIT, pending).await.unwrap().unwrap(),
+        Err(ClientError::Closed)
+    );
+}
+
+#[tokio::test]
+async fn a_worker_told_goodbye_before_registering_tries_again() {
+    let node = FakeNode::bind().await;
+    let (handler, _probe, _events) = probe();
+    let worker = Worker::spawn(worker_config(&node, 4), handler);
+    let mut peer = node.accept().await;
+    peer.welcome(100).await;
+    let Frame::Register(_) = peer.recv().await else {
+        panic!("expected Register");
+    };
+
+    peer.send(Frame::Goodbye(lintel::wire::Goodbye {
+        reason: "draining".to_owned(),
+    }))
+    .await;
+    drop(peer);
+
+    let mut peer = node.accept().await;
+    peer.welcome(101).await;
+    peer.admit(2).await;
+    assert_eq!(worker.wait_registered(WAIT).await, Ok(2));
+}
+
+#[tokio::test]
+async fn an_undecodable_frame_is_answered_with_an_error_then_a_reconnect() {
+    let (node, mut peer, worker, _probe, _events) = registered_worker(4).await;
+
+    // A one-byte body whose frame kind (127) no version knows.
+    peer.framed
+        .get_mut()
+        .write_all(&[0, 0, 0, 1, 0x7f])
+        .await
+        .unwrap();
+
+    let Frame::Error(error) = peer.recv().await else {
+        panic!("expected Error");
+    };
+    assert_eq!(error.code, lintel::wire::ErrorCode::UnknownFrameKind);
+    assert_eq!(peer.recv_or_eof().await, None);
+    let mut peer = node.accept().await;
+    peer.welcome(101).await;
+    peer.admit(2).await;
+    assert_eq!(worker.wait_registered(WAIT).await, Ok(2));
+}
+
+#[tokio::test]
+async fn a_submission_too_large_for_the_node_is_refused_before_sending() {
+    let node = FakeNode::bind().await;
+    let (client, mut peer) = tokio::join!(
+        Client::connect(node.addr(), ClientConfig::default()),
+        async {
+            let mut peer = node.accept().await;
+            peer.welcome_with(
+                200,
+                Limits {
+                    max_frame_len: 1024,
+                    ..limits()
+                },
+            )
+            .await;
+            peer
+        }
+    );
+    let client = client.unwrap();
+
+    let result = client
+        .dispatch(
+            request("echo", "wf-big", &[7u8; 4096]),
+            &DispatchOptions::default(),
+        )
+        .await;
+
+    let Err(ClientError::Oversize { len, max: 1024 }) = result else {
+        panic!("expected Oversize, got {result:?}");
+    };
+    assert!(len > 4096, "{len}");
+    let status = tokio::spawn({
+        let client = client.clone();
+        async move { client.status().await }
+    });
+    assert!(
+        matches!(peer.recv().await, Frame::StatusQuery(_)),
+        "nothing was sent before the status query"
+    );
+    drop(peer);
+    assert_eq!(
+        timeout(WAIT, status).await.unwrap().unwrap(),
+        Err(ClientError::Closed)
+    );
+}
