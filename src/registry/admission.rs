@@ -171,7 +171,8 @@ mod tests {
             max_name_len: 8,
             max_set_len: 2,
         };
-        let cases: [(fn(&mut Register), RefusalCode); 6] = [
+        type Breakage = fn(&mut Register);
+        let cases: [(Breakage, RefusalCode); 6] = [
             (|r| r.max_concurrency = 0, RefusalCode::ZeroCapacity),
             (|r| r.namespaces.clear(), RefusalCode::EmptyNamespaces),
             (
