@@ -56,6 +56,8 @@ pub struct NodeConfig {
     pub max_frame_len: usize,
     /// Most submissions a producer connection may have in flight.
     pub max_in_flight_per_producer: u32,
+    /// Most dispatches the node runs at once, across every producer and in-process caller.
+    pub max_active_dispatches: usize,
     /// Longest name in a registration or request.
     pub max_name_len: usize,
     /// Most namespaces or activity types in a registration.
@@ -78,7 +80,8 @@ impl Default for NodeConfig {
             drain_timeout_ms: 10_000,
             outbound_queue: 1_024,
             max_frame_len: lintel_wire::DEFAULT_MAX_FRAME_LEN,
-            max_in_flight_per_producer: 65_536,
+            max_in_flight_per_producer: 4_096,
+            max_active_dispatches: 262_144,
             max_name_len: 256,
             max_set_len: 64,
             auth_token: None,
@@ -117,6 +120,7 @@ impl NodeConfig {
                 "max_in_flight_per_producer",
                 u64::from(self.max_in_flight_per_producer),
             ),
+            ("max_active_dispatches", self.max_active_dispatches as u64),
             ("max_name_len", self.max_name_len as u64),
             ("max_set_len", self.max_set_len as u64),
         ];
@@ -172,6 +176,7 @@ impl NodeConfig {
             default_reply_timeout: Duration::from_millis(self.reply_timeout_ms),
             max_name_len: self.max_name_len,
             max_frame_len: self.max_frame_len,
+            max_active: self.max_active_dispatches,
         }
     }
 

@@ -31,6 +31,8 @@ pub struct DispatchLimits {
     pub max_name_len: usize,
     /// Largest frame the node sends; a request must fit a push frame.
     pub max_frame_len: usize,
+    /// Most dispatches running at once; more are refused with `TooManyInFlight`.
+    pub max_active: usize,
 }
 
 /// Selects a worker, pushes, awaits the correlated reply; every dispatch ends in one result.
@@ -121,9 +123,19 @@ impl Dispatcher {
         options: &DispatchOptions,
         cancelled: impl Future<Output = ()>,
     ) -> DispatchResult {
-        let _active = Active::enter(self);
+        let active = Active::enter(self);
         self.counters.started();
-        let result = self.select_and_push(request, options, cancelled).await;
+        let result = if active.count > self.limits.max_active {
+            refused(
+                RefusedReason::TooManyInFlight,
+                format!(
+                    "the node runs at most {} dispatches at once",
+                    self.limits.max_active
+                ),
+            )
+        } else {
+            self.select_and_push(request, options, cancelled).await
+        };
         self.counters.ended(&result);
         result
     }
@@ -275,19 +287,23 @@ fn refused(reason: RefusedReason, detail: String) -> DispatchResult {
 }
 
 /// Counts one active dispatch; the last to leave wakes [`Dispatcher::wait_idle`].
-struct Active<'a>(&'a Dispatcher);
+struct Active<'a> {
+    dispatcher: &'a Dispatcher,
+    /// Active dispatches including this one, when it entered.
+    count: usize,
+}
 
 impl<'a> Active<'a> {
     fn enter(dispatcher: &'a Dispatcher) -> Self {
-        dispatcher.active.fetch_add(1, Ordering::AcqRel);
-        Self(dispatcher)
+        let count = dispatcher.active.fetch_add(1, Ordering::AcqRel) + 1;
+        Self { dispatcher, count }
     }
 }
 
 impl Drop for Active<'_> {
     fn drop(&mut self) {
-        if self.0.active.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
+        if self.dispatcher.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.dispatcher.idle.notify_waiters();
         }
     }
 }
