@@ -1,0 +1,150 @@
+//! A worker link's correlation table: push then complete, and push then abandon.
+//!
+//! The link's writer task runs on a current-thread runtime, so it encodes and writes only
+//! between batches, when the setup drains every frame queued so far off the peer's socket.
+//! Inside the timed routine is the caller's side alone: the table, the oneshot, and the
+//! `try_send` into the outbound queue. The requests and responses are built outside it.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use bytes::Bytes;
+use criterion::{black_box, criterion_group, BatchSize, Criterion};
+use futures_util::{FutureExt, StreamExt};
+use lintel::dispatch::WorkerLink;
+use lintel_wire::{
+    ActivityOutcome, DispatchRequest, DispatchResponse, FrameCodec, DEFAULT_MAX_FRAME_LEN,
+};
+use tokio::net::TcpStream;
+use tokio::runtime::Runtime;
+use tokio_util::codec::FramedRead;
+
+use super::support::{loopback, runtime};
+
+/// Pushes per timed batch; the queue holds every frame of a batch (two per abandon).
+const BATCH: u64 = 1_000;
+
+/// Outbound queue length, above the most frames one batch queues.
+const QUEUE_LEN: usize = 4 * BATCH as usize;
+
+/// Longest a drain waits for a frame before declaring the bench broken.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn request() -> DispatchRequest {
+    DispatchRequest {
+        namespace: "remote".to_owned(),
+        task_queue: "gpu".to_owned(),
+        activity_type: "render_thumbnail".to_owned(),
+        node: None,
+        workflow_id: "order-fulfilment-7f3c9a2e".to_owned(),
+        ordinal: 42,
+        run_id: None,
+        attempt: 1,
+        input: Bytes::from_static(&[7; 64]),
+        deadline_unix_ms: None,
+    }
+}
+
+fn response() -> DispatchResponse {
+    DispatchResponse {
+        workflow_id: "order-fulfilment-7f3c9a2e".to_owned(),
+        ordinal: 42,
+        run_id: None,
+        outcome: ActivityOutcome::Success(Bytes::from_static(&[9; 64])),
+    }
+}
+
+/// The worker's end of the socket, read until it has seen every frame the link queued.
+struct Drain<'a> {
+    runtime: &'a Runtime,
+    frames: FramedRead<TcpStream, FrameCodec>,
+    read: u64,
+}
+
+impl Drain<'_> {
+    /// Runs the writer task and reads until `queued` frames have arrived.
+    fn up_to(&mut self, queued: u64) {
+        if self.read >= queued {
+            return;
+        }
+        let Self {
+            runtime,
+            frames,
+            read,
+        } = self;
+        runtime.block_on(async {
+            while *read < queued {
+                match tokio::time::timeout(DRAIN_TIMEOUT, frames.next()).await {
+                    Ok(Some(Ok(_frame))) => *read += 1,
+                    other => panic!("peer stopped receiving frames: {other:?}"),
+                }
+            }
+        });
+    }
+}
+
+/// One link on a fresh loopback pair, and the drain reading its peer end.
+fn link(runtime: &Runtime) -> (WorkerLink, Drain<'_>) {
+    let socket = loopback(runtime, QUEUE_LEN);
+    let link = WorkerLink::new(1, socket.outbound);
+    let drain = Drain {
+        runtime,
+        frames: FramedRead::new(socket.peer, FrameCodec::new(DEFAULT_MAX_FRAME_LEN)),
+        read: 0,
+    };
+    (link, drain)
+}
+
+/// Push (table insert, oneshot, `try_send`), complete, take the ready reply, drop the waiter.
+fn push_complete(c: &mut Criterion) {
+    let runtime = runtime();
+    let (link, mut drain) = link(&runtime);
+    let queued = Cell::new(0_u64);
+    let mut group = c.benchmark_group("correlation");
+    group.bench_function("push_complete", |b| {
+        b.iter_batched(
+            || {
+                drain.up_to(queued.get());
+                (request(), response())
+            },
+            |(request, response)| {
+                let mut pending = link.push(black_box(request)).expect("queue has room");
+                queued.set(queued.get() + 1);
+                assert!(link.complete(pending.correlation(), response));
+                let reply = pending.recv().now_or_never();
+                assert!(matches!(reply, Some(Ok(_))), "the reply is ready");
+                drop(pending);
+                // The reply is dropped outside the timing, as its consumer would own it.
+                reply
+            },
+            BatchSize::NumIterations(BATCH),
+        );
+    });
+    group.finish();
+}
+
+/// Push, then drop the waiter unanswered: the entry is removed and a `Cancel` is queued.
+fn push_abandon(c: &mut Criterion) {
+    let runtime = runtime();
+    let (link, mut drain) = link(&runtime);
+    let queued = Cell::new(0_u64);
+    let mut group = c.benchmark_group("correlation");
+    group.bench_function("push_abandon", |b| {
+        b.iter_batched(
+            || {
+                drain.up_to(queued.get());
+                request()
+            },
+            |request| {
+                let pending = link.push(black_box(request)).expect("queue has room");
+                drop(pending);
+                queued.set(queued.get() + 2);
+            },
+            BatchSize::NumIterations(BATCH),
+        );
+    });
+    group.finish();
+    assert_eq!(link.in_flight(), 0, "an abandoned push leaves no entry");
+}
+
+criterion_group!(correlation, push_complete, push_abandon);
