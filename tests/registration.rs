@@ -436,7 +436,6 @@ async fn node_shutdown_closes_and_unregisters_once() {
 /// registered worker". With nothing in flight the drain and the close start together, so the
 /// scenario runs many times: a node that only sometimes sends the `Drain` fails it.
 #[tokio::test]
-#[ignore = "fails until the worker loop's select sends Drain before Goodbye when both are ready"]
 async fn node_shutdown_sends_each_registered_worker_drain_first() {
     for round in 0..32 {
         let node = TestNode::start().await;

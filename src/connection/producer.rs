@@ -42,8 +42,9 @@ pub(super) async fn serve(
     // Both branches are cancel-safe: `FramedRead::next` and a token wait lose nothing.
     let close = loop {
         let frame = tokio::select! {
-            frame = reader.next() => frame,
+            biased;
             () = shared.closing.cancelled() => break Close::goodbye("node shutting down"),
+            frame = reader.next() => frame,
         };
         let frame = match frame {
             None => break Close::Quietly,

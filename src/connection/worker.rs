@@ -34,9 +34,20 @@ pub(super) async fn serve(
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut drain_sent = false;
     // Every branch is cancel-safe: `FramedRead::next`, `Interval::tick` and token waits
-    // lose nothing when another branch wins.
+    // lose nothing when another branch wins. Biased so that when drain and close start
+    // together the `Drain` still goes out first, and a flooding peer cannot starve shutdown.
     let close = loop {
         tokio::select! {
+            biased;
+            () = shared.draining.cancelled(), if !drain_sent => {
+                drain_sent = true;
+                if conn.registered.is_none() {
+                    break Close::goodbye("node is draining");
+                }
+                let grace_ms = shared.config.drain_timeout_ms;
+                let _ = outbound.try_send(Frame::Drain(Drain { grace_ms }));
+            }
+            () = shared.closing.cancelled() => break Close::goodbye("node shutting down"),
             frame = reader.next() => {
                 let step = match frame {
                     None => Err(Close::Quietly),
@@ -52,15 +63,6 @@ pub(super) async fn serve(
                     break close;
                 }
             }
-            () = shared.draining.cancelled(), if !drain_sent => {
-                drain_sent = true;
-                if conn.registered.is_none() {
-                    break Close::goodbye("node is draining");
-                }
-                let grace_ms = shared.config.drain_timeout_ms;
-                let _ = outbound.try_send(Frame::Drain(Drain { grace_ms }));
-            }
-            () = shared.closing.cancelled() => break Close::goodbye("node shutting down"),
         }
     };
     // Deregister before the close frame goes out: nothing selects a closing worker.
