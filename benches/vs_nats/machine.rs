@@ -1,0 +1,103 @@
+//! The machine a run came from, the open-file limit, and resident memory of a process.
+
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+/// Cores, kernel, CPU model and date, plus `mode` and whatever `extra` says.
+pub fn describe(mode: &str, extra: Value) -> Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|line| line.starts_with("model name"))
+        .and_then(|line| line.split_once(':'))
+        .map_or_else(
+            || "unknown".to_owned(),
+            |(_, model)| model.trim().to_owned(),
+        );
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or_else(|_| "unknown".to_owned(), |k| k.trim().to_owned());
+    let mut machine = json!({
+        "cores": cores,
+        "kernel": kernel,
+        "cpu_model": cpu_model,
+        "date": utc_now(),
+        "mode": mode,
+    });
+    if let (Some(machine), Value::Object(extra)) = (machine.as_object_mut(), extra) {
+        machine.extend(extra);
+    }
+    machine
+}
+
+/// Now as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+/// This process's open-file limit: (soft, hard).
+pub fn nofile_limit() -> Option<(u64, u64)> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let mut numbers = line
+        .split_whitespace()
+        .filter_map(|word| word.parse::<u64>().ok());
+    Some((numbers.next()?, numbers.next()?))
+}
+
+/// Raises this process's open-file limit towards `want` with util-linux `prlimit` (std cannot
+/// call setrlimit), then returns the soft limit in force. Children inherit it.
+pub fn raise_nofile(want: u64) -> u64 {
+    let Some((soft, hard)) = nofile_limit() else {
+        return 1024;
+    };
+    if soft >= want {
+        return soft;
+    }
+    // Root may raise the hard limit too; anyone may raise soft up to hard.
+    for (new_soft, new_hard) in [(want, want.max(hard)), (hard.min(want), hard)] {
+        let raised = Command::new("prlimit")
+            .arg(format!("--pid={}", std::process::id()))
+            .arg(format!("--nofile={new_soft}:{new_hard}"))
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if raised {
+            break;
+        }
+    }
+    nofile_limit().map_or(soft, |(soft, _)| soft)
+}
+
+/// Resident memory of process `pid` in KiB, from `/proc/PID/status`.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}

@@ -1,0 +1,308 @@
+//! NATS under test: `nats-server` as a child process on a free loopback port, `workers`
+//! responders in one queue group on one subject echoing through async-nats, and one async-nats
+//! requester calling `request`.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
+
+use crate::measure::Target;
+
+/// The subject requests go to.
+pub const SUBJECT: &str = "bench.echo";
+
+/// The responders' queue group.
+const QUEUE_GROUP: &str = "workers";
+
+/// How long nats-server may take to say it is ready.
+const READY_WAIT: Duration = Duration::from_secs(10);
+
+/// Where to find `nats-server`, or how to get it.
+pub fn find_server() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/usr/local/sbin".into(), "/sbin".into()])
+        .map(|dir| dir.join("nats-server"))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Finds `nats-server`, running `scripts/install-nats.sh` once when it is missing.
+///
+/// # Errors
+/// Exactly how to install it, when that failed.
+pub fn find_or_install() -> Result<PathBuf, String> {
+    if let Some(found) = find_server() {
+        return Ok(found);
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/install-nats.sh");
+    eprintln!("nats-server not found; running {}", script.display());
+    let status = Command::new("bash").arg(&script).status();
+    match (status, find_server()) {
+        (Ok(status), Some(found)) if status.success() => Ok(found),
+        (status, _) => Err(format!(
+            "nats-server is not installed ({}); install it with `sudo apt-get install -y nats-server` \
+             (Debian's package, 2.9) or run scripts/install-nats.sh as root",
+            match status {
+                Ok(status) => format!("install script exited with {status}"),
+                Err(err) => format!("cannot run the install script: {err}"),
+            }
+        )),
+    }
+}
+
+/// A running `nats-server`; killed and reaped on drop.
+pub struct NatsServer {
+    child: Child,
+    pub addr: SocketAddr,
+    pub version: String,
+    _config: TempFile,
+}
+
+impl NatsServer {
+    /// Starts `binary` on a free 127.0.0.1 port with payloads up to 4 MiB (lintel's frame limit)
+    /// and waits until it says it is ready.
+    ///
+    /// # Errors
+    /// What failed, as text.
+    pub fn start(binary: &std::path::Path) -> Result<Self, String> {
+        let port = free_port().map_err(|err| format!("no free port: {err}"))?;
+        let config = TempFile::new(
+            "nats.conf",
+            "max_payload: 4194304\nmax_pending: 268435456\nwrite_deadline: \"10s\"\n",
+        )
+        .map_err(|err| format!("cannot write the nats config: {err}"))?;
+        let version = Command::new(binary)
+            .arg("--version")
+            .output()
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+            .unwrap_or_default();
+        let mut child = Command::new(binary)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-c"])
+            .arg(&config.path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|err| format!("cannot start {}: {err}", binary.display()))?;
+        let stderr = child.stderr.take().ok_or("no stderr from nats-server")?;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        // Reads the log to its end so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut ready = Some(ready_tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("Server is ready") {
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(Ok(()));
+                    }
+                } else if line.contains("[FTL]") || line.contains("[ERR]") {
+                    if let Some(ready) = &ready {
+                        let _ = ready.send(Err(line.clone()));
+                    }
+                    eprintln!("nats-server: {line}");
+                }
+            }
+        });
+        let mut server = Self {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            version,
+            _config: config,
+        };
+        match ready_rx.recv_timeout(READY_WAIT) {
+            Ok(Ok(())) => Ok(server),
+            Ok(Err(line)) => Err(format!("nats-server failed to start: {line}")),
+            Err(_) => {
+                let exited = server.child.try_wait().ok().flatten();
+                Err(format!(
+                    "nats-server was not ready within {READY_WAIT:?} (exit: {exited:?})"
+                ))
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://{}", self.addr)
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A file in the system's temp dir, removed on drop.
+pub struct TempFile {
+    pub path: PathBuf,
+}
+
+impl TempFile {
+    pub fn new(name: &str, contents: &str) -> std::io::Result<Self> {
+        let path = std::env::temp_dir().join(format!("vs-nats-{}-{name}", std::process::id()));
+        std::fs::write(&path, contents)?;
+        Ok(Self { path })
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// `workers` echo responders and one requester against a running server.
+pub struct Nats {
+    responders: JoinSet<()>,
+    requester: async_nats::Client,
+}
+
+impl Nats {
+    /// Connects `workers` responders in one queue group, waits until the server has their
+    /// subscriptions, then connects the requester.
+    ///
+    /// # Errors
+    /// What failed, as text.
+    pub async fn start(server: &NatsServer, workers: usize) -> Result<Self, String> {
+        let mut responders = JoinSet::new();
+        for _ in 0..workers.max(1) {
+            let client = connect(server).await?;
+            let mut messages = client
+                .queue_subscribe(SUBJECT, QUEUE_GROUP.to_owned())
+                .await
+                .map_err(|err| format!("nats subscribe failed: {err}"))?;
+            // A flush is a PING/PONG round trip: the server has the subscription after it.
+            client
+                .flush()
+                .await
+                .map_err(|err| format!("nats flush failed: {err}"))?;
+            responders.spawn(async move {
+                while let Some(message) = messages.next().await {
+                    if let Some(reply) = message.reply {
+                        if client.publish(reply, message.payload).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+        let requester = connect(server).await?;
+        Ok(Self {
+            responders,
+            requester,
+        })
+    }
+
+    pub fn target(&self) -> Arc<NatsTarget> {
+        Arc::new(NatsTarget {
+            client: self.requester.clone(),
+        })
+    }
+
+    /// Closes the requester and every responder.
+    pub async fn stop(mut self) {
+        let _ = self.requester.drain().await;
+        self.responders.shutdown().await;
+    }
+}
+
+async fn connect(server: &NatsServer) -> Result<async_nats::Client, String> {
+    async_nats::ConnectOptions::new()
+        .request_timeout(Some(Duration::from_secs(10)))
+        .connect(server.url())
+        .await
+        .map_err(|err| format!("cannot connect to nats-server: {err}"))
+}
+
+/// Requests on [`SUBJECT`] through one async-nats connection.
+pub struct NatsTarget {
+    client: async_nats::Client,
+}
+
+impl Target for NatsTarget {
+    async fn call(&self, _lane: usize, payload: Bytes) -> Result<(), String> {
+        let len = payload.len();
+        match self.client.request(SUBJECT, payload).await {
+            Ok(reply) if reply.payload.len() == len => Ok(()),
+            Ok(reply) => Err(format!("wrong-echo-length {}", reply.payload.len())),
+            Err(err) => Err(format!("nats: {:?}", err.kind())),
+        }
+    }
+}
+
+/// Opens `count` idle subscriber connections: each says `CONNECT`, subscribes to [`SUBJECT`] in
+/// the queue group and waits for the `PONG` that proves the server took both. Keep the returned
+/// streams open for as long as the connections should exist.
+///
+/// # Errors
+/// The first connection that failed, as text.
+pub async fn idle_subscribers(
+    addr: SocketAddr,
+    count: usize,
+) -> Result<Vec<tokio::net::TcpStream>, String> {
+    let mut streams = Vec::with_capacity(count);
+    let mut pending = JoinSet::new();
+    let mut started = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while streams.len() < count {
+        while started < count && pending.len() < 128 {
+            pending.spawn(idle_subscriber(addr));
+            started += 1;
+        }
+        match pending.join_next().await {
+            Some(Ok(Ok(stream))) => streams.push(stream),
+            Some(Ok(Err(err))) => return Err(format!("idle nats connection failed: {err}")),
+            Some(Err(err)) => return Err(err.to_string()),
+            None => break,
+        }
+        if Instant::now() > deadline {
+            return Err("idle nats connections took over 120 s".into());
+        }
+    }
+    Ok(streams)
+}
+
+async fn idle_subscriber(addr: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let mut stream = tokio::io::BufStream::new(stream);
+    let mut line = String::new();
+    stream.read_line(&mut line).await?; // INFO {...}
+    stream
+        .write_all(
+            format!(
+                "CONNECT {{\"verbose\":false,\"pedantic\":false,\"protocol\":1,\"headers\":true,\"no_responders\":true}}\r\nSUB {SUBJECT} {QUEUE_GROUP} 1\r\nPING\r\n"
+            )
+            .as_bytes(),
+        )
+        .await?;
+    stream.flush().await?;
+    loop {
+        line.clear();
+        if stream.read_line(&mut line).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if line.starts_with("PONG") {
+            return Ok(stream.into_inner());
+        }
+        if line.starts_with("-ERR") {
+            return Err(std::io::Error::other(line.trim().to_owned()));
+        }
+    }
+}
