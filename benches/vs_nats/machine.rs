@@ -24,11 +24,31 @@ pub fn describe(mode: &str, extra: Value) -> Value {
         "cpu_model": cpu_model,
         "date": utc_now(),
         "mode": mode,
+        "commit": commit(),
     });
     if let (Some(machine), Value::Object(extra)) = (machine.as_object_mut(), extra) {
         machine.extend(extra);
     }
     machine
+}
+
+/// The checked-out commit, with `-dirty` when the work tree differs from it.
+fn commit() -> Option<String> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let head = git(&["rev-parse", "--short", "HEAD"])?;
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty { format!("{head}-dirty") } else { head })
 }
 
 /// Now as `YYYY-MM-DDTHH:MM:SSZ`.
