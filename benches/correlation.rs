@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
 use tokio_util::codec::FramedRead;
 
-use super::support::{loopback, runtime};
+use crate::support::{loopback, runtime};
 
 /// Pushes per timed batch; the queue holds every frame of a batch (two per abandon).
 const BATCH: u64 = 1_000;

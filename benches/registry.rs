@@ -13,7 +13,7 @@ use lintel::registry::{
 use lintel::transport::Outbound;
 use lintel_wire::{NodeRouting, Register};
 
-use super::support::{loopback, runtime};
+use crate::support::{loopback, runtime};
 
 /// Workers in the pool a selection runs against.
 const POOL_SIZES: [usize; 3] = [1, 100, 10_000];
