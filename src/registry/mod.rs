@@ -28,7 +28,7 @@ pub use admission::{
 
 use crate::dispatch::WorkerLink;
 use departures::Departures;
-use selection::{census, eligible, tiers};
+use selection::{census, eligible, NodeFilter, Tiers};
 
 /// A registered worker's id, unique for the registry's lifetime.
 pub type WorkerId = u64;
@@ -142,15 +142,17 @@ impl Registry {
                     reason: "node is draining".into(),
                 });
             }
+            let task_queue = &cell.registration.task_queue;
             for namespace in &cell.registration.namespaces {
-                state
-                    .pools
-                    .entry(namespace.clone())
-                    .or_default()
-                    .entry(cell.registration.task_queue.clone())
-                    .or_default()
-                    .members
-                    .push(Arc::clone(&cell));
+                let by_queue = match state.pools.get_mut(namespace.as_str()) {
+                    Some(by_queue) => by_queue,
+                    None => state.pools.entry(namespace.clone()).or_default(),
+                };
+                let pool = match by_queue.get_mut(task_queue.as_str()) {
+                    Some(pool) => pool,
+                    None => by_queue.entry(task_queue.clone()).or_default(),
+                };
+                pool.members.push(Arc::clone(&cell));
             }
             state.workers.insert(id, cell);
         }
@@ -174,7 +176,7 @@ impl Registry {
         routing: &NodeRouting,
         park: bool,
     ) -> Selection {
-        let tiers = tiers(routing, address.node);
+        let tiers = Tiers::new(routing, address.node);
         let mut state = self.lock();
         let state = &mut *state;
         if let Some(pool) = state
@@ -182,8 +184,8 @@ impl Registry {
             .get_mut(address.namespace)
             .and_then(|pools| pool_mut(pools, address.task_queue))
         {
-            for filter in &tiers {
-                if let Some(worker) = pick(pool, address.activity_type, *filter) {
+            for filter in tiers.iter() {
+                if let Some(worker) = pick(pool, address.activity_type, filter) {
                     worker.in_flight.fetch_add(1, Ordering::Relaxed);
                     return Selection::Reserved(Reservation {
                         registry: Arc::clone(self),
@@ -192,8 +194,7 @@ impl Registry {
                 }
             }
         }
-        let filter = tiers.last().copied().unwrap_or(selection::NodeFilter::Any);
-        let census = census_of(state, address, filter);
+        let census = census_of(state, address, tiers.last);
         let park = park.then(|| {
             let key = WaitKey {
                 namespace: address.namespace.to_owned(),
@@ -212,9 +213,11 @@ impl Registry {
 
     /// What the registry knows about `address` under `routing`'s widest tier.
     pub fn census(&self, address: Address<'_>, routing: &NodeRouting) -> Census {
-        let tiers = tiers(routing, address.node);
-        let filter = tiers.last().copied().unwrap_or(selection::NodeFilter::Any);
-        census_of(&self.lock(), address, filter)
+        census_of(
+            &self.lock(),
+            address,
+            Tiers::new(routing, address.node).last,
+        )
     }
 
     /// Sets a worker's capacity; the next selection sees it.
@@ -309,7 +312,7 @@ impl Registry {
                     task_queue: key.task_queue.clone(),
                     activity_type: key.activity_type.clone(),
                     waiting: *count,
-                    census: census_of(&state, address, selection::NodeFilter::Any),
+                    census: census_of(&state, address, NodeFilter::Any),
                 }
             })
             .collect();
@@ -335,7 +338,7 @@ impl Registry {
                 continue;
             };
             if let Some(pool) = by_queue.get_mut(registration.task_queue.as_str()) {
-                pool.members.retain(|member| member.id != id);
+                pool.members.retain(|member| !Arc::ptr_eq(member, &cell));
                 let members = &pool.members;
                 pool.cursors.retain(|activity, _| {
                     members
@@ -409,11 +412,7 @@ fn pool_mut<'a>(pools: &'a mut HashMap<String, Pool>, task_queue: &str) -> Optio
 }
 
 /// Finds the next eligible member from the activity's cursor and advances the cursor past it.
-fn pick(
-    pool: &mut Pool,
-    activity: &str,
-    filter: selection::NodeFilter<'_>,
-) -> Option<Arc<WorkerCell>> {
+fn pick(pool: &mut Pool, activity: &str, filter: NodeFilter<'_>) -> Option<Arc<WorkerCell>> {
     let len = pool.members.len();
     if len == 0 {
         return None;
@@ -425,16 +424,15 @@ fn pick(
             .is_some_and(|w| eligible(w, activity, filter))
     })?;
     let worker = pool.members.get(found).cloned()?;
-    match pool.cursors.get_mut(activity) {
-        Some(cursor) => *cursor = found + 1,
-        None => {
-            pool.cursors.insert(activity.to_owned(), found + 1);
-        }
+    if let Some(cursor) = pool.cursors.get_mut(activity) {
+        *cursor = found + 1;
+    } else {
+        pool.cursors.insert(activity.to_owned(), found + 1);
     }
     Some(worker)
 }
 
-fn census_of(state: &State, address: Address<'_>, filter: selection::NodeFilter<'_>) -> Census {
+fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Census {
     let members = state
         .pools
         .get(address.namespace)

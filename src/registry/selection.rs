@@ -24,33 +24,45 @@ impl NodeFilter<'_> {
     }
 }
 
-/// The tiers tried in order: a pin or require is one tier; prefer is one per node, then any.
-/// A request's own non-empty `node` pins it when the routing is `Any`.
-pub(crate) fn tiers<'a>(
-    routing: &'a NodeRouting,
-    request_node: Option<&'a str>,
-) -> Vec<NodeFilter<'a>> {
-    match routing {
-        NodeRouting::Any => match request_node.filter(|node| !node.is_empty()) {
-            Some(node) => vec![NodeFilter::One(node)],
-            None => vec![NodeFilter::Any],
-        },
-        NodeRouting::Pin(node) if node.is_empty() => vec![NodeFilter::Any],
-        NodeRouting::Pin(node) => vec![NodeFilter::One(node)],
-        NodeRouting::Prefer(nodes) => nodes
+/// The node tiers of a lookup: each preferred node alone, in order, then `last`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tiers<'a> {
+    preferred: &'a [String],
+    /// The widest tier; the census is taken against it.
+    pub(crate) last: NodeFilter<'a>,
+}
+
+impl<'a> Tiers<'a> {
+    /// A pin or require is one tier; prefer is one per node, then any. A request's own
+    /// non-empty `node` pins it when the routing is `Any`.
+    pub(crate) fn new(routing: &'a NodeRouting, request_node: Option<&'a str>) -> Self {
+        let (preferred, last): (&[String], _) = match routing {
+            NodeRouting::Any => match request_node.filter(|node| !node.is_empty()) {
+                Some(node) => (&[], NodeFilter::One(node)),
+                None => (&[], NodeFilter::Any),
+            },
+            NodeRouting::Pin(node) if node.is_empty() => (&[], NodeFilter::Any),
+            NodeRouting::Pin(node) => (&[], NodeFilter::One(node)),
+            NodeRouting::Prefer(nodes) => (nodes, NodeFilter::Any),
+            NodeRouting::Require(nodes) => (&[], NodeFilter::Set(nodes)),
+        };
+        Self { preferred, last }
+    }
+
+    /// The tiers in the order they are tried.
+    pub(crate) fn iter(self) -> impl Iterator<Item = NodeFilter<'a>> {
+        self.preferred
             .iter()
             .map(|node| NodeFilter::One(node))
-            .chain(std::iter::once(NodeFilter::Any))
-            .collect(),
-        NodeRouting::Require(nodes) => vec![NodeFilter::Set(nodes)],
+            .chain(std::iter::once(self.last))
     }
 }
 
-/// True when `worker` may take `activity` under `filter` right now.
+/// The cheap atomic checks come first: in a saturated pool they reject without string look-ups.
 pub(crate) fn eligible(worker: &WorkerCell, activity: &str, filter: NodeFilter<'_>) -> bool {
-    compatible(worker, activity, filter)
-        && !worker.excluded.load(Ordering::Relaxed)
+    !worker.excluded.load(Ordering::Relaxed)
         && worker.in_flight.load(Ordering::Relaxed) < worker.max_concurrency.load(Ordering::Relaxed)
+        && compatible(worker, activity, filter)
 }
 
 fn compatible(worker: &WorkerCell, activity: &str, filter: NodeFilter<'_>) -> bool {
