@@ -235,17 +235,21 @@ impl RawClient {
             .and_then(Result::ok)
     }
 
-    /// The next frame that is not a ping (pings are answered).
+    /// The next frame that is not a ping (pings are answered), within one [`WAIT`] overall.
     pub async fn recv_skipping_pings(&mut self) -> Option<Frame> {
-        loop {
-            match self.recv().await {
-                Some(Frame::Ping(ping)) => {
-                    self.send(Frame::Pong(lintel::wire::Pong { nonce: ping.nonce }))
-                        .await;
+        within("a frame other than a ping", async {
+            loop {
+                match self.framed.next().await {
+                    Some(Ok(Frame::Ping(ping))) => {
+                        let pong = Frame::Pong(lintel::wire::Pong { nonce: ping.nonce });
+                        self.framed.send(pong).await.expect("send pong");
+                    }
+                    Some(Ok(frame)) => return Some(frame),
+                    _ => return None,
                 }
-                other => return other,
             }
-        }
+        })
+        .await
     }
 
     /// Waits until the node closes the connection, skipping any frames before.
