@@ -115,13 +115,17 @@ async fn write_loop(
 ) -> std::io::Result<()> {
     let mut buf = BytesMut::new();
     let result = async {
+        let mut coalesce = Coalesce::default();
         while let Some(command) = rx.recv().await {
             let mut close = encode(command, &mut buf, max_frame_len);
-            while !close && buf.len() < WRITE_BATCH_BYTES {
-                match rx.try_recv() {
-                    Ok(command) => close = encode(command, &mut buf, max_frame_len),
-                    Err(_) => break,
-                }
+            close = gather(&mut rx, &mut buf, max_frame_len, close).0;
+            if !close && buf.len() < WRITE_BATCH_BYTES && coalesce.should_yield() {
+                // A woken writer runs before the tasks that would add to its batch; yielding
+                // once lets them queue first, so one write carries many frames.
+                tokio::task::yield_now().await;
+                let (closed, added) = gather(&mut rx, &mut buf, max_frame_len, close);
+                close = closed;
+                coalesce.yielded(added);
             }
             socket.write_all(&buf).await?;
             buf.clear();
@@ -138,6 +142,49 @@ async fn write_loop(
     rx.close();
     let _ = socket.shutdown().await;
     result
+}
+
+/// Whether the writer yields before writing: only while yielding gathers more frames, with
+/// a periodic probe, so a quiet connection writes at once and a busy one batches.
+#[derive(Debug, Default)]
+struct Coalesce {
+    quiet: bool,
+    writes: u32,
+}
+
+impl Coalesce {
+    /// Writes between probes of a quiet connection.
+    const PROBE_EVERY: u32 = 16;
+
+    fn should_yield(&mut self) -> bool {
+        self.writes = self.writes.wrapping_add(1);
+        !self.quiet || self.writes % Self::PROBE_EVERY == 0
+    }
+
+    fn yielded(&mut self, added: usize) {
+        self.quiet = added == 0;
+    }
+}
+
+/// Encodes whatever is queued now into `buf`, up to a batch; returns whether a close was
+/// seen and how many commands were taken.
+fn gather(
+    rx: &mut mpsc::Receiver<Command>,
+    buf: &mut BytesMut,
+    max_frame_len: usize,
+    mut close: bool,
+) -> (bool, usize) {
+    let mut taken = 0;
+    while !close && buf.len() < WRITE_BATCH_BYTES {
+        match rx.try_recv() {
+            Ok(command) => {
+                close = encode(command, buf, max_frame_len);
+                taken += 1;
+            }
+            Err(_) => break,
+        }
+    }
+    (close, taken)
 }
 
 /// Encodes a send into `buf`; returns whether the command was a close.
