@@ -34,6 +34,11 @@ use serde_json::json;
 use crate::compare::Settings;
 use crate::systems::Kind;
 
+/// The allocator the `lintel` binary ships with; every system measured in this process
+/// (lintel, the NATS client and responders, the floor) runs on it alike.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(about = "lintel vs NATS vs the TCP relay floor, on loopback")]
 struct Args {
