@@ -67,6 +67,9 @@ struct Args {
     /// Measure only these systems (lintel, nats, floor); the others are recorded as null.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// With --scaling: run only these sections (idle, connections, pools, payload).
+    #[arg(long, value_delimiter = ',')]
+    sections: Vec<String>,
     /// Passed by `cargo bench`; without it the binary only explains itself.
     #[arg(long, hide = true)]
     bench: bool,
@@ -233,11 +236,12 @@ async fn run_scaling(
     server_bin: Option<&Path>,
     out: &Path,
 ) -> Result<(), String> {
-    let levels = if args.quick {
+    let mut levels = if args.quick {
         scaling::Levels::quick()
     } else {
         scaling::Levels::full()
     };
+    levels.sections.clone_from(&args.sections);
     println!("scaling, {}", mode(args, settings));
     let mut doc = scaling::run(&levels, settings, server_bin).await;
     doc["machine"] = machine::describe(

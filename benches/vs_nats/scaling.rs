@@ -27,6 +27,8 @@ pub struct Levels {
     pub payloads: Vec<usize>,
     /// Idle connections for the resident-memory measurement.
     pub idle: usize,
+    /// Which of `idle`, `connections`, `pools`, `payload` to run; empty runs all.
+    pub sections: Vec<String>,
 }
 
 impl Levels {
@@ -36,6 +38,7 @@ impl Levels {
             pools: vec![1, 100, 1_000, 10_000, 100_000],
             payloads: vec![64, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20],
             idle: 10_000,
+            sections: Vec::new(),
         }
     }
 
@@ -45,6 +48,7 @@ impl Levels {
             pools: vec![1, 1_000, 10_000],
             payloads: vec![64, 64 << 10, 1 << 20],
             idle: 1_000,
+            sections: Vec::new(),
         }
     }
 }
@@ -71,37 +75,51 @@ pub async fn run(
         n.min(cap)
     };
 
-    let idle = capped(levels.idle);
-    println!("\n== resident memory per idle worker connection, {idle} connections");
-    let idle_rss = idle_rss(idle, server_bin).await;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&idle_rss).unwrap_or_default()
-    );
-
-    println!("\n== lintel as connected workers grow (all in one pool; lintel serve child process)");
-    let connections: Vec<usize> = levels.connections.iter().map(|&n| capped(n)).collect();
-    let by_connections = match by_connections(&connections, settings).await {
-        Ok(rows) => Value::Array(rows),
-        Err(err) => {
-            eprintln!("  ! connections scaling failed: {err}");
-            json!({ "error": err })
+    let wanted = |section: &str| {
+        let wanted = levels.sections.is_empty() || levels.sections.iter().any(|s| s == section);
+        if !wanted {
+            println!("\n== {section}: skipped");
         }
+        wanted
     };
 
-    println!(
-        "\n== lintel as distinct pools grow ({POOLS_PER_WORKER} namespaces per worker connection)"
-    );
-    let by_pools = match by_pools(&levels.pools, settings).await {
-        Ok(rows) => Value::Array(rows),
-        Err(err) => {
-            eprintln!("  ! pools scaling failed: {err}");
-            json!({ "error": err })
-        }
-    };
+    let mut idle_rss = Value::Null;
+    if wanted("idle") {
+        let idle = capped(levels.idle);
+        println!("\n== resident memory per idle worker connection, {idle} connections");
+        idle_rss = self::idle_rss(idle, server_bin).await;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&idle_rss).unwrap_or_default()
+        );
+    }
 
-    println!("\n== payload growth, lintel vs NATS vs floor (4 workers)");
-    let by_payload = by_payload(&levels.payloads, settings, server_bin).await;
+    let mut by_connections = Value::Null;
+    if wanted("connections") {
+        println!(
+            "\n== lintel as connected workers grow (all in one pool; lintel serve child process)"
+        );
+        let connections: Vec<usize> = levels.connections.iter().map(|&n| capped(n)).collect();
+        by_connections = self::by_connections(&connections, settings)
+            .await
+            .map_or_else(|err| failed("connections", err), Value::Array);
+    }
+
+    let mut by_pools = Value::Null;
+    if wanted("pools") {
+        println!(
+            "\n== lintel as distinct pools grow ({POOLS_PER_WORKER} namespaces per worker connection)"
+        );
+        by_pools = self::by_pools(&levels.pools, settings)
+            .await
+            .map_or_else(|err| failed("pools", err), Value::Array);
+    }
+
+    let mut by_payload = Value::Null;
+    if wanted("payload") {
+        println!("\n== payload growth, lintel vs NATS vs floor (4 workers)");
+        by_payload = self::by_payload(&levels.payloads, settings, server_bin).await;
+    }
 
     json!({
         "open_files_limit": nofile,
@@ -110,6 +128,11 @@ pub async fn run(
         "pools": by_pools,
         "payload": by_payload,
     })
+}
+
+fn failed(section: &str, err: String) -> Value {
+    eprintln!("  ! {section} scaling failed: {err}");
+    json!({ "error": err })
 }
 
 /// `lintel serve` as a child process on a free loopback port; killed and reaped on drop.
