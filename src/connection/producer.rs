@@ -1,6 +1,7 @@
 //! A producer connection: submissions run concurrently, each answered by exactly one outcome.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -8,8 +9,7 @@ use futures_util::StreamExt;
 use lintel_wire::{
     DispatchResult, Frame, OutcomeFrame, Pong, RefusedDispatch, RefusedReason, StatusReport, Submit,
 };
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use tokio::sync::{oneshot, Notify};
 
 use super::Close;
 use crate::dispatch::DispatchOptions;
@@ -19,15 +19,58 @@ use crate::transport::{FrameReader, Outbound};
 /// How long a closing producer connection waits for its dispatches to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
 
-/// Submissions in flight on one connection, keyed by the producer's correlation id.
+/// Submissions in flight on one connection: a cancel trigger per producer correlation id,
+/// plus a count of dispatch tasks that have not yet reported.
 #[derive(Default)]
-struct InFlight(Mutex<HashMap<u64, CancellationToken>>);
+struct InFlight {
+    cancels: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    reporting: AtomicUsize,
+    settled: Notify,
+}
 
 impl InFlight {
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, CancellationToken>> {
-        self.0
+    fn cancels(&self) -> MutexGuard<'_, HashMap<u64, oneshot::Sender<()>>> {
+        self.cancels
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Fires every cancel trigger.
+    fn cancel_all(&self) {
+        for (_, cancel) in self.cancels().drain() {
+            let _ = cancel.send(());
+        }
+    }
+
+    /// Resolves once every dispatch task has reported.
+    async fn settled(&self) {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            if self.reporting.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            settled.await;
+        }
+    }
+}
+
+/// Counts one dispatch task until it has reported, even if it panics.
+struct Reporting(Arc<InFlight>);
+
+impl Reporting {
+    fn start(in_flight: &Arc<InFlight>) -> Self {
+        in_flight.reporting.fetch_add(1, Ordering::AcqRel);
+        Self(Arc::clone(in_flight))
+    }
+}
+
+impl Drop for Reporting {
+    fn drop(&mut self) {
+        if self.0.reporting.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.settled.notify_waiters();
+        }
     }
 }
 
@@ -38,7 +81,6 @@ pub(super) async fn serve(
     outbound: &Outbound,
 ) -> Close {
     let in_flight = Arc::new(InFlight::default());
-    let tasks = TaskTracker::new();
     // Both branches are cancel-safe: `FramedRead::next` and a token wait lose nothing.
     let close = loop {
         let frame = tokio::select! {
@@ -52,10 +94,10 @@ pub(super) async fn serve(
             Some(Ok(frame)) => frame,
         };
         match frame {
-            Frame::Submit(submit) => submit_one(shared, outbound, &in_flight, &tasks, submit).await,
+            Frame::Submit(submit) => submit_one(shared, outbound, &in_flight, submit).await,
             Frame::Cancel(cancel) => {
-                if let Some(token) = in_flight.lock().get(&cancel.correlation) {
-                    token.cancel();
+                if let Some(trigger) = in_flight.cancels().remove(&cancel.correlation) {
+                    let _ = trigger.send(());
                 }
             }
             Frame::StatusQuery(query) => {
@@ -76,11 +118,8 @@ pub(super) async fn serve(
         }
     };
     // Nobody is left to cancel on the producer's behalf: end what it started, let each report.
-    for token in in_flight.lock().values() {
-        token.cancel();
-    }
-    tasks.close();
-    let _ = tokio::time::timeout(SETTLE_GRACE, tasks.wait()).await;
+    in_flight.cancel_all();
+    let _ = tokio::time::timeout(SETTLE_GRACE, in_flight.settled()).await;
     close
 }
 
@@ -88,26 +127,25 @@ async fn submit_one(
     shared: &Arc<Shared>,
     outbound: &Outbound,
     in_flight: &Arc<InFlight>,
-    tasks: &TaskTracker,
     submit: Submit,
 ) {
     let correlation = submit.correlation;
-    let token = CancellationToken::new();
+    let (trigger, cancelled) = oneshot::channel::<()>();
     let refusal = {
-        let mut map = in_flight.lock();
+        let mut cancels = in_flight.cancels();
         let max = shared.config.max_in_flight_per_producer as usize;
-        if map.contains_key(&correlation) {
+        if cancels.contains_key(&correlation) {
             Some((
                 RefusedReason::DuplicateCorrelation,
                 format!("correlation {correlation} is already in flight"),
             ))
-        } else if map.len() >= max {
+        } else if cancels.len() >= max {
             Some((
                 RefusedReason::TooManyInFlight,
                 format!("{max} submissions already in flight"),
             ))
         } else {
-            map.insert(correlation, token.clone());
+            cancels.insert(correlation, trigger);
             None
         }
     };
@@ -121,16 +159,23 @@ async fn submit_one(
         submit.wait_for_worker_ms,
         submit.reply_timeout_ms,
     );
+    let reporting = Reporting::start(in_flight);
     let shared = Arc::clone(shared);
     let outbound = outbound.clone();
-    let in_flight = Arc::clone(in_flight);
-    tasks.spawn(async move {
+    tokio::spawn(async move {
+        // A dropped trigger means the dispatch ended first; only a sent one cancels.
+        let cancelled = async {
+            if cancelled.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         let result = shared
             .dispatcher
-            .dispatch_cancellable(submit.request, &options, &token)
+            .dispatch_until(submit.request, &options, cancelled)
             .await;
-        in_flight.lock().remove(&correlation);
+        reporting.0.cancels().remove(&correlation);
         let _ = outbound.send(outcome(correlation, result)).await;
+        drop(reporting);
     });
 }
 

@@ -75,7 +75,8 @@ impl Dispatcher {
         request: DispatchRequest,
         options: &DispatchOptions,
     ) -> DispatchResult {
-        self.run(request, options, std::future::pending()).await
+        self.dispatch_until(request, options, std::future::pending())
+            .await
     }
 
     /// Dispatches `request`, ending it as cancelled when `cancel` fires.
@@ -85,7 +86,8 @@ impl Dispatcher {
         options: &DispatchOptions,
         cancel: &CancellationToken,
     ) -> DispatchResult {
-        self.run(request, options, cancel.cancelled()).await
+        self.dispatch_until(request, options, cancel.cancelled())
+            .await
     }
 
     /// Stops taking work: workers leave selection, waiting and new dispatches end as draining.
@@ -117,7 +119,8 @@ impl Dispatcher {
         }
     }
 
-    async fn run(
+    /// Dispatches `request`, ending it as cancelled when `cancelled` resolves.
+    pub async fn dispatch_until(
         &self,
         request: DispatchRequest,
         options: &DispatchOptions,
