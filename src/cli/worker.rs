@@ -66,8 +66,17 @@ pub(super) async fn run(args: Args) -> ExitCode {
     let handle = Worker::spawn(config, BuiltIn);
     let mut state = handle.state();
     let watch_state = async {
+        let mut last = None;
         loop {
-            match state.borrow_and_update().clone() {
+            let now = state.borrow_and_update().clone();
+            if last.as_ref() == Some(&now) {
+                if state.changed().await.is_err() {
+                    return None;
+                }
+                continue;
+            }
+            last = Some(now.clone());
+            match now {
                 WorkerState::Registered { worker_id, pid } => {
                     eprintln!(
                         "registered as worker {worker_id} (connection {pid}) on {}",
