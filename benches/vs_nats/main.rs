@@ -172,6 +172,13 @@ async fn run_compare(
         .filter(|k| *k != Kind::Nats || server.is_some())
         .filter(|k| args.only.is_empty() || args.only.iter().any(|o| o == k.key()))
         .collect();
+    // Taken before measuring, so the date and commit are those of the build being measured.
+    let extra = json!({
+        "runs": settings.runs,
+        "seconds_per_round": settings.seconds,
+        "nats_server": server.as_ref().map(|s| s.version.clone()),
+    });
+    let machine = machine::describe(&mode(args, settings), extra);
     let scenarios = if args.quick {
         compare::grid(&[1, 64, 256], &[4], &[64, 4 << 10, 64 << 10])
     } else {
@@ -206,23 +213,18 @@ async fn run_compare(
         );
         outcomes.push(outcome);
     }
-    let extra = json!({
-        "runs": settings.runs,
-        "seconds_per_round": settings.seconds,
-        "nats_server": server.as_ref().map(|s| s.version.clone()),
-    });
-    let machine = machine::describe(&mode(args, settings), extra);
     let doc = report::to_json(machine.clone(), &outcomes);
     let json_path = out.join("vs-nats.json");
     report::write_json(&json_path, &doc)?;
     println!("\n{}", report::table(&outcomes));
     let svg_path = out.join("vs-nats.svg");
     let subtitle = format!(
-        "{} cores, {}, kernel {}, {}; {}",
+        "{} cores, {}, kernel {}, {}, commit {}; {}",
         machine["cores"],
         machine["cpu_model"].as_str().unwrap_or("?"),
         machine["kernel"].as_str().unwrap_or("?"),
         machine["date"].as_str().unwrap_or("?"),
+        machine["commit"].as_str().unwrap_or("?"),
         machine["mode"].as_str().unwrap_or("?"),
     );
     plot::draw(&svg_path, &outcomes, 4, 64, &subtitle)?;
@@ -243,11 +245,12 @@ async fn run_scaling(
     };
     levels.sections.clone_from(&args.sections);
     println!("scaling, {}", mode(args, settings));
-    let mut doc = scaling::run(&levels, settings, server_bin).await;
-    doc["machine"] = machine::describe(
+    let machine = machine::describe(
         &mode(args, settings),
         json!({ "runs": settings.runs, "seconds_per_round": settings.seconds }),
     );
+    let mut doc = scaling::run(&levels, settings, server_bin).await;
+    doc["machine"] = machine;
     let path = out.join("scaling.json");
     report::write_json(&path, &doc)?;
     println!("wrote {}", path.display());
