@@ -31,6 +31,7 @@ const SETTINGS: Settings = Settings {
     runs: 1,
     seconds: 0.2,
     max_count: 200_000,
+    lintel_child: false,
 };
 
 #[test]
@@ -122,4 +123,32 @@ async fn every_system_carries_a_short_load_and_the_report_is_written() {
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg") && text.contains("lintel"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lintel_as_a_child_process_carries_a_short_load() {
+    let settings = Settings {
+        lintel_child: true,
+        ..SETTINGS
+    };
+    let scenario = Scenario {
+        concurrency: 4,
+        workers: 1,
+        payload_bytes: 64,
+    };
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(30),
+        compare::run_scenario(&scenario, &[Kind::Lintel], None, &settings),
+    )
+    .await
+    .expect("the scenario finishes");
+    assert!(outcome.notes.is_empty(), "notes: {:?}", outcome.notes);
+    let sample = outcome.results[&Kind::Lintel]
+        .as_ref()
+        .expect("lintel has a result");
+    assert!(
+        sample.completed > 0 && sample.failures.is_empty(),
+        "{sample:?}"
+    );
+    assert!(outcome.results[&Kind::Nats].is_none());
 }

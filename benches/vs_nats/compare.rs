@@ -14,6 +14,9 @@ pub struct Settings {
     pub runs: usize,
     pub seconds: f64,
     pub max_count: u64,
+    /// Run lintel's node as a `lintel serve` child process, as nats-server runs, instead of in
+    /// the harness process.
+    pub lintel_child: bool,
 }
 
 impl Settings {
@@ -93,7 +96,7 @@ pub async fn run_scenario(
     let mut notes = Vec::new();
     let mut running = Vec::new();
     for &kind in kinds {
-        match Running::start(kind, scenario.workers, server).await {
+        match Running::start(kind, scenario.workers, server, settings.lintel_child).await {
             Ok(system) => running.push((kind, system)),
             Err(err) => notes.push(format!(
                 "{}: {} not run: {err}",

@@ -1,10 +1,12 @@
-//! lintel under test: an in-process [`Node`] on 127.0.0.1:0, SDK echo workers, and the producer
-//! SDK [`Client`] dispatching `echo`.
+//! lintel under test: a [`Node`] on 127.0.0.1:0, SDK echo workers, and the producer SDK
+//! [`Client`] dispatching `echo`. The node serves either in this process or as a `lintel serve`
+//! child process ([`LintelChild`]), the way nats-server runs beside the harness.
 
 use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use lintel::activities::BuiltIn;
@@ -32,28 +34,42 @@ const REGISTER_BATCH: usize = 256;
 /// How long a worker may take to register.
 const REGISTER_WAIT: Duration = Duration::from_secs(30);
 
-/// A node serving in this process, its workers and one producer connection.
+/// Where the node runs.
+enum Serving {
+    InProcess {
+        stop: Option<oneshot::Sender<()>>,
+        server: JoinHandle<()>,
+    },
+    Child(LintelChild),
+}
+
+/// A node, its workers and one producer connection.
 pub struct Lintel {
-    stop: Option<oneshot::Sender<()>>,
-    server: JoinHandle<()>,
+    serving: Serving,
     workers: Vec<WorkerHandle>,
     clients: Vec<Client>,
 }
 
 impl Lintel {
-    /// A node with default settings and `workers` echo workers in [`NAMESPACE`].
+    /// A node with default settings and `workers` echo workers in [`NAMESPACE`]: in this process,
+    /// or as a `lintel serve` child process when `child_process`.
     ///
     /// # Errors
     /// What failed, as text.
-    pub async fn start(workers: usize) -> Result<Self, String> {
+    pub async fn start(workers: usize, child_process: bool) -> Result<Self, String> {
         let registrations = (0..workers.max(1))
             .map(|index| echo_registration(vec![NAMESPACE.to_owned()], index))
             .collect();
-        Self::start_with(NodeConfig::default(), registrations).await
+        if !child_process {
+            return Self::start_with(NodeConfig::default(), registrations).await;
+        }
+        let child = LintelChild::start(workers.max(1) + 100).await?;
+        let addr = child.addr;
+        Self::connect(Serving::Child(child), addr, registrations).await
     }
 
-    /// A node with `config` (its listen address replaced by 127.0.0.1:0) and one echo worker per
-    /// registration.
+    /// A node in this process with `config` (its listen address replaced by 127.0.0.1:0) and one
+    /// echo worker per registration.
     ///
     /// # Errors
     /// What failed, as text.
@@ -75,14 +91,25 @@ impl Lintel {
                 eprintln!("lintel node stopped: {err}");
             }
         });
+        let serving = Serving::InProcess {
+            stop: Some(stop),
+            server,
+        };
+        Self::connect(serving, addr, registrations).await
+    }
+
+    async fn connect(
+        serving: Serving,
+        addr: SocketAddr,
+        registrations: Vec<Register>,
+    ) -> Result<Self, String> {
         let workers = spawn_workers(addr, registrations).await?;
         let mut clients = Vec::new();
         for _ in 0..PRODUCERS {
             clients.push(connect_client(addr).await?);
         }
         Ok(Self {
-            stop: Some(stop),
-            server,
+            serving,
             workers,
             clients,
         })
@@ -102,15 +129,72 @@ impl Lintel {
     }
 
     /// Closes the producer, stops the workers, then drains and stops the node.
-    pub async fn stop(mut self) {
+    pub async fn stop(self) {
         for client in &self.clients {
             client.close().await;
         }
         stop_workers(&self.workers).await;
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        match self.serving {
+            Serving::InProcess { stop, mut server } => {
+                if let Some(stop) = stop {
+                    let _ = stop.send(());
+                }
+                let _ = tokio::time::timeout(Duration::from_secs(15), &mut server).await;
+            }
+            Serving::Child(child) => drop(child),
         }
-        let _ = tokio::time::timeout(Duration::from_secs(15), &mut self.server).await;
+    }
+}
+
+/// `lintel serve` (the binary built beside this harness) as a child process on a free loopback
+/// port; killed and reaped on drop.
+pub struct LintelChild {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl LintelChild {
+    /// Starts the node and waits, bounded, until its port accepts.
+    ///
+    /// # Errors
+    /// What failed, as text.
+    pub async fn start(max_connections: usize) -> Result<Self, String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|err| format!("no free port: {err}"))?
+            .port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let child = Command::new(env!("CARGO_BIN_EXE_lintel"))
+            .args(["serve", "--listen", &addr.to_string(), "--max-connections"])
+            .arg(max_connections.to_string())
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|err| format!("cannot start lintel serve: {err}"))?;
+        let child = Self { child, addr };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return Ok(child);
+            }
+            if Instant::now() > deadline {
+                return Err(format!("lintel serve did not listen on {addr} within 10 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for LintelChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -61,6 +61,10 @@ struct Args {
     /// Where results go [default: bench-results, or target/vs-nats-quick with --quick].
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run lintel's node as a `lintel serve` child process, as nats-server runs, instead of in
+    /// the harness process.
+    #[arg(long)]
+    lintel_process: bool,
     /// Leave NATS out.
     #[arg(long)]
     no_nats: bool,
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         runs: args.runs.unwrap_or(default_runs).max(1),
         seconds: args.seconds.unwrap_or(default_seconds).max(0.01),
         max_count: args.max_count.max(1),
+        lintel_child: args.lintel_process,
     };
     let nats_wanted = args.only.is_empty() || args.only.iter().any(|o| o == "nats");
     let server_bin = if args.no_nats || !nats_wanted {
@@ -143,11 +148,16 @@ fn main() -> ExitCode {
 
 fn mode(args: &Args, settings: &Settings) -> String {
     format!(
-        "{}{}: {} round(s) x {} s per system and scenario",
+        "{}{}: {} round(s) x {} s per system and scenario; lintel node {}",
         if args.scaling { "scaling" } else { "compare" },
         if args.quick { " quick" } else { "" },
         settings.runs,
-        settings.seconds
+        settings.seconds,
+        if settings.lintel_child {
+            "in a lintel serve child process"
+        } else {
+            "in the harness process"
+        }
     )
 }
 

@@ -3,16 +3,14 @@
 //! and resident memory per idle worker connection for a `lintel serve` process and for
 //! nats-server.
 
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use lintel::NodeConfig;
 use serde_json::{json, Value};
 
 use crate::compare::{self, Scenario, Settings};
-use crate::lintel::{self as lintel_sys, Lintel, LintelTarget};
+use crate::lintel::{self as lintel_sys, Lintel, LintelChild, LintelTarget};
 use crate::machine;
 use crate::measure::{self, Load, Sample, Target};
 use crate::nats::{self, NatsServer};
@@ -135,51 +133,6 @@ fn failed(section: &str, err: String) -> Value {
     json!({ "error": err })
 }
 
-/// `lintel serve` as a child process on a free loopback port; killed and reaped on drop.
-struct LintelChild {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl LintelChild {
-    async fn start(max_connections: usize) -> Result<Self, String> {
-        let port = nats::free_port().map_err(|err| err.to_string())?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let child = Command::new(env!("CARGO_BIN_EXE_lintel"))
-            .args(["serve", "--listen", &addr.to_string(), "--max-connections"])
-            .arg(max_connections.to_string())
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|err| format!("cannot start lintel serve: {err}"))?;
-        let child = Self { child, addr };
-        // The node is up once its port accepts; bounded, then give up.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if tokio::net::TcpStream::connect(addr).await.is_ok() {
-                return Ok(child);
-            }
-            if Instant::now() > deadline {
-                return Err(format!("lintel serve did not listen on {addr} within 10 s"));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    fn rss_kib(&self) -> Option<u64> {
-        machine::rss_kib(self.child.id())
-    }
-}
-
-impl Drop for LintelChild {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn per_connection(before: Option<u64>, after: Option<u64>, n: usize) -> Value {
     match (before, after) {
         (Some(before), Some(after)) if n > 0 => json!({
@@ -196,12 +149,12 @@ fn per_connection(before: Option<u64>, after: Option<u64>, n: usize) -> Value {
 async fn idle_rss(n: usize, server_bin: Option<&std::path::Path>) -> Value {
     let lintel = async {
         let child = LintelChild::start(n + 100).await?;
-        let before = child.rss_kib();
+        let before = machine::rss_kib(child.pid());
         let registrations = (0..n)
             .map(|i| lintel_sys::echo_registration(vec!["idle".into()], i))
             .collect();
         let workers = lintel_sys::spawn_workers(child.addr, registrations).await?;
-        let after = child.rss_kib();
+        let after = machine::rss_kib(child.pid());
         lintel_sys::stop_workers(&workers).await;
         Ok::<_, String>(per_connection(before, after, n))
     }
@@ -279,7 +232,7 @@ async fn by_connections(levels: &[usize], settings: &Settings) -> Result<Vec<Val
         workers.extend(lintel_sys::spawn_workers(child.addr, more).await?);
         let c1 = median_run(&target, 1, 64, settings).await;
         let c64 = median_run(&target, 64, 64, settings).await;
-        let rss = child.rss_kib();
+        let rss = machine::rss_kib(child.pid());
         print_row(
             &format!("{level} connections"),
             &c1,

@@ -35,7 +35,8 @@ pub enum Running {
 }
 
 impl Running {
-    /// Sets up `kind` with `workers` echo workers; NATS needs a running `server`.
+    /// Sets up `kind` with `workers` echo workers; NATS needs a running `server`; lintel's node
+    /// runs as a child process when `lintel_child`.
     ///
     /// # Errors
     /// Why it could not be set up, as text.
@@ -43,10 +44,11 @@ impl Running {
         kind: Kind,
         workers: usize,
         server: Option<&NatsServer>,
+        lintel_child: bool,
     ) -> Result<Self, String> {
         match kind {
             Kind::Lintel => {
-                let lintel = Lintel::start(workers).await?;
+                let lintel = Lintel::start(workers, lintel_child).await?;
                 let target = lintel.target();
                 Ok(Running::Lintel(lintel, target))
             }
