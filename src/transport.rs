@@ -1,31 +1,34 @@
-//! A framed TCP connection split into a frame reader and a writer task fed by a bounded queue.
+//! A framed TCP connection: a frame reader, plus a bounded outbound buffer drained by a writer
+//! task.
 //!
 //! Node connections and both SDKs use it, so batching, close-after-frame and back-pressure
-//! behave the same on every side.
+//! behave the same on every side. Senders encode into a shared buffer under a short lock. A
+//! quiet connection writes straight from the sender (no task hop); a busy one leaves the buffer
+//! to the writer task, which yields once before writing so one syscall carries many frames.
 
-use bytes::BytesMut;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
 use lintel_wire::{Frame, FrameCodec};
-use tokio::io::AsyncWriteExt;
+use socket2::SockRef;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::codec::FramedRead;
 
 /// Frames read from the socket.
 pub type FrameReader = FramedRead<OwnedReadHalf, FrameCodec>;
 
-/// Bytes the writer gathers before one `write_all`.
-const WRITE_BATCH_BYTES: usize = 64 * 1024;
+/// A buffer larger than this is released after it drains, so an idle connection stays small.
+const KEEP_BUFFER_BYTES: usize = 64 * 1024;
 
-/// What the writer task is asked to do.
-#[derive(Debug)]
-enum Command {
-    /// Boxed so an idle queue's slots stay small.
-    Send(Box<Frame>),
-    /// Write everything queued so far, then shut the socket's write side.
-    Close,
-}
+/// A frame following the previous write this closely is part of a burst: it is left to the
+/// writer task to batch instead of costing a syscall of its own.
+const BURST_GAP: Duration = Duration::from_micros(5);
 
 /// Why a frame could not be queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -38,10 +41,117 @@ pub enum SendError {
     Closed,
 }
 
-/// A cloneable handle that queues frames for one connection's writer task.
-#[derive(Debug, Clone)]
+#[derive(Debug, Default)]
+struct State {
+    /// Encoded frames not yet written.
+    buf: BytesMut,
+    /// Frames in `buf`, against the queue bound.
+    frames: usize,
+    /// The writer task owns the next write: senders only append.
+    writer_active: bool,
+    /// The last batch grew while the writer yielded: keep batching instead of writing directly.
+    busy: bool,
+    /// When bytes last went to the socket.
+    last_write: Option<Instant>,
+    /// A close was asked for: flush, then shut the write side.
+    closing: bool,
+    /// The writer has stopped.
+    stopped: bool,
+}
+
+#[derive(Debug)]
+struct Pipe {
+    socket: OwnedWriteHalf,
+    state: Mutex<State>,
+    /// Wakes the writer task.
+    wake: Notify,
+    /// Wakes senders waiting for room, and waiters for the writer to stop.
+    changed: Notify,
+    /// Live [`Outbound`] handles; the last one to go closes the connection.
+    handles: AtomicUsize,
+    max_frame_len: usize,
+    queue_len: usize,
+}
+
+impl Pipe {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every update leaves the state consistent before it could panic.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn enqueue(&self, frame: &Frame) -> Result<(), SendError> {
+        let mut state = self.state();
+        if state.closing || state.stopped {
+            return Err(SendError::Closed);
+        }
+        if state.frames >= self.queue_len {
+            return Err(SendError::Full);
+        }
+        let was_empty = state.buf.is_empty();
+        if let Err(err) = lintel_wire::encode_frame(frame, &mut state.buf, self.max_frame_len) {
+            // Senders bound what they queue; a frame that still cannot be encoded is skipped.
+            tracing::warn!(error = %err, "dropping a frame that cannot be encoded");
+            return Ok(());
+        }
+        state.frames += 1;
+        if state.writer_active {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let quiet = state
+            .last_write
+            .is_none_or(|last| now.saturating_duration_since(last) >= BURST_GAP);
+        if was_empty && !state.busy && quiet {
+            state.last_write = Some(now);
+            match self.socket.try_write(&state.buf) {
+                Ok(written) if written == state.buf.len() => {
+                    state.buf.clear();
+                    state.frames = 0;
+                    return Ok(());
+                }
+                Ok(written) => state.buf.advance(written),
+                // Would block, or an error the writer will meet and report.
+                Err(_) => {}
+            }
+        }
+        state.writer_active = true;
+        drop(state);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    fn close(&self) {
+        let mut state = self.state();
+        state.closing = true;
+        state.writer_active = true;
+        drop(state);
+        self.wake.notify_one();
+    }
+}
+
+/// A cloneable handle that queues frames for one connection.
+#[derive(Debug)]
 pub struct Outbound {
-    tx: mpsc::Sender<Command>,
+    pipe: Arc<Pipe>,
+}
+
+impl Clone for Outbound {
+    fn clone(&self) -> Self {
+        self.pipe.handles.fetch_add(1, Ordering::Relaxed);
+        Self {
+            pipe: Arc::clone(&self.pipe),
+        }
+    }
+}
+
+impl Drop for Outbound {
+    fn drop(&mut self) {
+        if self.pipe.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.pipe.close();
+        }
+    }
 }
 
 impl Outbound {
@@ -50,12 +160,7 @@ impl Outbound {
     /// # Errors
     /// [`SendError::Full`] when the queue is full, [`SendError::Closed`] when the writer stopped.
     pub fn try_send(&self, frame: Frame) -> Result<(), SendError> {
-        self.tx
-            .try_send(Command::Send(Box::new(frame)))
-            .map_err(|err| match err {
-                mpsc::error::TrySendError::Full(_) => SendError::Full,
-                mpsc::error::TrySendError::Closed(_) => SendError::Closed,
-            })
+        self.pipe.enqueue(&frame)
     }
 
     /// Queues `frame`, waiting for room.
@@ -63,141 +168,126 @@ impl Outbound {
     /// # Errors
     /// [`SendError::Closed`] when the writer stopped.
     pub async fn send(&self, frame: Frame) -> Result<(), SendError> {
-        self.tx
-            .send(Command::Send(Box::new(frame)))
-            .await
-            .map_err(|_| SendError::Closed)
+        loop {
+            let changed = self.pipe.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.pipe.enqueue(&frame) {
+                Err(SendError::Full) => changed.await,
+                other => return other,
+            }
+        }
     }
 
-    /// Queues `frame` and then a close: the writer sends both, in order, then shuts its side.
+    /// Queues `frame` and then a close: both go out in order, then the write side shuts.
     pub async fn close_with(&self, frame: Frame) {
-        if self.tx.send(Command::Send(Box::new(frame))).await.is_ok() {
+        if self.send(frame).await.is_ok() {
             self.close().await;
         }
     }
 
     /// Asks the writer to flush what is queued and shut its side of the socket.
     pub async fn close(&self) {
-        let _ = self.tx.send(Command::Close).await;
+        self.pipe.close();
     }
 
     /// True once the writer has stopped.
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        self.pipe.state().stopped
     }
 
     /// Resolves when the writer has stopped.
     pub async fn closed(&self) {
-        self.tx.closed().await;
+        loop {
+            let changed = self.pipe.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.is_closed() {
+                return;
+            }
+            changed.await;
+        }
     }
 }
 
-/// Splits `stream` into a frame reader and a writer task with a queue of `queue_len` frames.
+/// Splits `stream` into a frame reader and a writer task with room for `queue_len` frames.
 ///
 /// The writer stops when asked to close, when every [`Outbound`] is dropped, or on a write error.
 pub fn split(
     stream: TcpStream,
     max_frame_len: usize,
     queue_len: usize,
-) -> (FrameReader, Outbound, JoinHandle<std::io::Result<()>>) {
+) -> (FrameReader, Outbound, JoinHandle<io::Result<()>>) {
     let (read, write) = stream.into_split();
-    let (tx, rx) = mpsc::channel(queue_len.max(1));
+    let pipe = Arc::new(Pipe {
+        socket: write,
+        state: Mutex::new(State::default()),
+        wake: Notify::new(),
+        changed: Notify::new(),
+        handles: AtomicUsize::new(1),
+        max_frame_len,
+        queue_len: queue_len.max(1),
+    });
     let codec = FrameCodec::new(max_frame_len);
     let reader = FramedRead::with_capacity(read, codec, 512);
-    let writer = tokio::spawn(write_loop(write, rx, max_frame_len));
-    (reader, Outbound { tx }, writer)
+    let writer = tokio::spawn(write_loop(Arc::clone(&pipe)));
+    (reader, Outbound { pipe }, writer)
 }
 
-async fn write_loop(
-    mut socket: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Command>,
-    max_frame_len: usize,
-) -> std::io::Result<()> {
-    let mut buf = BytesMut::new();
-    let result = async {
-        let mut coalesce = Coalesce::default();
-        while let Some(command) = rx.recv().await {
-            let mut close = encode(command, &mut buf, max_frame_len);
-            close = gather(&mut rx, &mut buf, max_frame_len, close).0;
-            if !close && buf.len() < WRITE_BATCH_BYTES && coalesce.should_yield() {
-                // A woken writer runs before the tasks that would add to its batch; yielding
-                // once lets them queue first, so one write carries many frames.
-                tokio::task::yield_now().await;
-                let (closed, added) = gather(&mut rx, &mut buf, max_frame_len, close);
-                close = closed;
-                coalesce.yielded(added);
-            }
-            socket.write_all(&buf).await?;
-            buf.clear();
-            if buf.capacity() > WRITE_BATCH_BYTES {
-                buf = BytesMut::new();
-            }
-            if close {
-                break;
-            }
-        }
-        Ok(())
+async fn write_loop(pipe: Arc<Pipe>) -> io::Result<()> {
+    let result = drain(&pipe).await;
+    {
+        let mut state = pipe.state();
+        state.stopped = true;
+        state.buf = BytesMut::new();
+        state.frames = 0;
     }
-    .await;
-    rx.close();
-    let _ = socket.shutdown().await;
+    pipe.changed.notify_waiters();
+    if let Err(err) = SockRef::from(pipe.socket.as_ref()).shutdown(std::net::Shutdown::Write) {
+        tracing::trace!(error = %err, "shutdown of the write side failed");
+    }
     result
 }
 
-/// Whether the writer yields before writing: only while yielding gathers more frames, with
-/// a periodic probe, so a quiet connection writes at once and a busy one batches.
-#[derive(Debug, Default)]
-struct Coalesce {
-    quiet: bool,
-    writes: u32,
-}
-
-impl Coalesce {
-    /// Writes between probes of a quiet connection.
-    const PROBE_EVERY: u32 = 16;
-
-    fn should_yield(&mut self) -> bool {
-        self.writes = self.writes.wrapping_add(1);
-        !self.quiet || self.writes % Self::PROBE_EVERY == 0
-    }
-
-    fn yielded(&mut self, added: usize) {
-        self.quiet = added == 0;
-    }
-}
-
-/// Encodes whatever is queued now into `buf`, up to a batch; returns whether a close was
-/// seen and how many commands were taken.
-fn gather(
-    rx: &mut mpsc::Receiver<Command>,
-    buf: &mut BytesMut,
-    max_frame_len: usize,
-    mut close: bool,
-) -> (bool, usize) {
-    let mut taken = 0;
-    while !close && buf.len() < WRITE_BATCH_BYTES {
-        match rx.try_recv() {
-            Ok(command) => {
-                close = encode(command, buf, max_frame_len);
-                taken += 1;
-            }
-            Err(_) => break,
+/// Writes whatever senders hand over until a close is flushed or a write fails.
+async fn drain(pipe: &Pipe) -> io::Result<()> {
+    loop {
+        let active = pipe.state().writer_active;
+        if !active {
+            pipe.wake.notified().await;
+            continue;
         }
-    }
-    (close, taken)
-}
-
-/// Encodes a send into `buf`; returns whether the command was a close.
-///
-/// Senders check sizes before queueing, so an unencodable frame here is logged and skipped.
-fn encode(command: Command, buf: &mut BytesMut, max_frame_len: usize) -> bool {
-    match command {
-        Command::Send(frame) => {
-            if let Err(err) = lintel_wire::encode_frame(&frame, buf, max_frame_len) {
-                tracing::warn!(error = %err, "dropping a frame that cannot be encoded");
+        // Woken writers run before the tasks that would add to the batch; yielding once
+        // lets them queue first, and tells a busy connection from a quiet one.
+        let before = pipe.state().frames;
+        tokio::task::yield_now().await;
+        let (mut batch, closing) = {
+            let mut state = pipe.state();
+            state.busy = state.frames > before;
+            state.frames = 0;
+            let batch = state.buf.split();
+            (batch, state.closing)
+        };
+        while !batch.is_empty() {
+            pipe.socket.writable().await?;
+            match pipe.socket.try_write(&batch) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(written) => batch.advance(written),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                Err(err) => return Err(err),
             }
-            false
         }
-        Command::Close => true,
+        pipe.changed.notify_waiters();
+        let mut state = pipe.state();
+        state.last_write = Some(Instant::now());
+        if state.buf.is_empty() {
+            if closing || state.closing {
+                return Ok(());
+            }
+            state.writer_active = false;
+            if state.buf.capacity() > KEEP_BUFFER_BYTES {
+                state.buf = BytesMut::new();
+            }
+        }
     }
 }
