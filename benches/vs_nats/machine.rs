@@ -46,8 +46,16 @@ fn commit() -> Option<String> {
             .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
     };
     let head = git(&["rev-parse", "--short", "HEAD"])?;
-    let dirty =
-        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    // The results this harness writes are tracked too; they do not make the build dirty.
+    let dirty = git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":!bench-results",
+    ])
+    .is_some_and(|s| !s.is_empty());
     Some(if dirty { format!("{head}-dirty") } else { head })
 }
 
