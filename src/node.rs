@@ -17,7 +17,7 @@ use crate::dispatch::Dispatcher;
 use crate::listener;
 use crate::notifier::{ConnectionNotifier, RegistryNotifier};
 use crate::registry::Registry;
-use crate::transport;
+use crate::transport::{self, Batched};
 
 /// Connections refused for the limit that may be answering at once; beyond it they are dropped.
 const REFUSAL_LANE: usize = 64;
@@ -165,7 +165,12 @@ impl Node {
             let pid = next_pid.fetch_add(1, Ordering::Relaxed);
             match Arc::clone(&limit).try_acquire_owned() {
                 Ok(permit) => {
-                    tasks.spawn(run_connection(Arc::clone(shared), stream, pid, permit));
+                    tasks.spawn(Batched::new(run_connection(
+                        Arc::clone(shared),
+                        stream,
+                        pid,
+                        permit,
+                    )));
                 }
                 Err(_) => {
                     if let Ok(permit) = Arc::clone(&refusals).try_acquire_owned() {

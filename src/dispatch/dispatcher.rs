@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::counters::DispatchCounters;
 use super::link::{LinkClosed, PushError};
 use super::options::DispatchOptions;
-use crate::registry::{normalize_task_queue, Address, Registry, Selection};
+use crate::registry::{normalize_task_queue, Address, Registry, Reservation, Selection};
 
 /// Bytes a push or outcome frame may add around its input or result; names are bounded,
 /// so this covers the envelope with room to spare.
@@ -42,8 +42,27 @@ pub struct Dispatcher {
     counters: Arc<DispatchCounters>,
     limits: DispatchLimits,
     draining: CancellationToken,
-    active: AtomicUsize,
-    idle: Notify,
+    activity: Arc<Activity>,
+}
+
+/// How a submission started by [`Dispatcher::start`] goes on.
+#[derive(Debug)]
+pub(crate) enum Started {
+    /// A worker slot is reserved: push the request on its link.
+    Reserved(Reserved),
+    /// It ended before reaching a worker; already counted.
+    Ended(DispatchResult),
+    /// Nobody is free and it may wait: run it with [`Dispatcher::dispatch_until`].
+    MustWait(DispatchRequest),
+}
+
+/// A submission holding a worker slot, not yet pushed.
+#[derive(Debug)]
+pub(crate) struct Reserved {
+    pub(crate) request: DispatchRequest,
+    pub(crate) reservation: Reservation,
+    pub(crate) active: Active,
+    pub(crate) reply_timeout: Duration,
 }
 
 impl Dispatcher {
@@ -54,8 +73,7 @@ impl Dispatcher {
             counters: Arc::new(DispatchCounters::default()),
             limits,
             draining: CancellationToken::new(),
-            active: AtomicUsize::new(0),
-            idle: Notify::new(),
+            activity: Arc::default(),
         })
     }
 
@@ -103,13 +121,13 @@ impl Dispatcher {
 
     /// Dispatches not yet ended.
     pub fn active(&self) -> usize {
-        self.active.load(Ordering::Acquire)
+        self.activity.count.load(Ordering::Acquire)
     }
 
     /// Resolves when no dispatch is active.
     pub async fn wait_idle(&self) {
         loop {
-            let notified = self.idle.notified();
+            let notified = self.activity.idle.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if self.active() == 0 {
@@ -126,16 +144,10 @@ impl Dispatcher {
         options: &DispatchOptions,
         cancelled: impl Future<Output = ()>,
     ) -> DispatchResult {
-        let active = Active::enter(self);
+        let active = Active::enter(&self.activity);
         self.counters.started();
         let result = if active.count > self.limits.max_active {
-            refused(
-                RefusedReason::TooManyInFlight,
-                format!(
-                    "the node runs at most {} dispatches at once",
-                    self.limits.max_active
-                ),
-            )
+            self.too_busy()
         } else {
             self.select_and_push(request, options, cancelled).await
         };
@@ -150,18 +162,10 @@ impl Dispatcher {
         cancelled: impl Future<Output = ()>,
     ) -> DispatchResult {
         tokio::pin!(cancelled);
-        if let Err(detail) = self.check(&request) {
-            return refused(RefusedReason::InvalidRequest, detail);
+        if let Err(result) = self.admit(&request) {
+            return result;
         }
-        if self.is_draining() {
-            return DispatchResult::Draining;
-        }
-        let address = Address {
-            namespace: &request.namespace,
-            task_queue: normalize_task_queue(&request.task_queue),
-            activity_type: &request.activity_type,
-            node: request.node.as_deref(),
-        };
+        let address = address_of(&request);
         let deadline = options.wait_for_worker.map(|wait| Instant::now() + wait);
         // Subscribe before looking, so a wake between the miss and the park is kept.
         let mut wake = deadline.map(|_| self.registry.subscribe());
@@ -207,9 +211,7 @@ impl Dispatcher {
             }
             Err(PushError::Closed) => return DispatchResult::WorkerLost { worker_id },
         };
-        let timeout = options
-            .reply_timeout
-            .unwrap_or(self.limits.default_reply_timeout);
+        let timeout = self.reply_timeout(options);
         // `recv` is cancel-safe; losing the race drops `pending`, which cancels on the worker.
         tokio::select! {
             biased;
@@ -223,6 +225,69 @@ impl Dispatcher {
                 after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             },
         }
+    }
+
+    /// Starts a submission without waiting: reserves a worker free now, or ends it at once.
+    /// Counts it, except when handed back to wait, where [`Dispatcher::dispatch_until`] does.
+    pub(crate) fn start(&self, request: DispatchRequest, options: &DispatchOptions) -> Started {
+        let active = Active::enter(&self.activity);
+        let ended = |result: DispatchResult| {
+            self.counters.started();
+            self.counters.ended(&result);
+            Started::Ended(result)
+        };
+        if active.count > self.limits.max_active {
+            return ended(self.too_busy());
+        }
+        if let Err(result) = self.admit(&request) {
+            return ended(result);
+        }
+        match self
+            .registry
+            .select(address_of(&request), &options.routing, false)
+        {
+            Selection::Reserved(reservation) => {
+                self.counters.started();
+                Started::Reserved(Reserved {
+                    request,
+                    reservation,
+                    active,
+                    reply_timeout: self.reply_timeout(options),
+                })
+            }
+            Selection::Miss { .. } if options.wait_for_worker.is_some() => {
+                Started::MustWait(request)
+            }
+            Selection::Miss { census, .. } => ended(DispatchResult::NoWorker(census)),
+        }
+    }
+
+    /// The reply timeout `options` ask for, or the node's default.
+    fn reply_timeout(&self, options: &DispatchOptions) -> Duration {
+        options
+            .reply_timeout
+            .unwrap_or(self.limits.default_reply_timeout)
+    }
+
+    fn too_busy(&self) -> DispatchResult {
+        refused(
+            RefusedReason::TooManyInFlight,
+            format!(
+                "the node runs at most {} dispatches at once",
+                self.limits.max_active
+            ),
+        )
+    }
+
+    /// Ends a request that is malformed or arrives while draining.
+    fn admit(&self, request: &DispatchRequest) -> Result<(), DispatchResult> {
+        if let Err(detail) = self.check(request) {
+            return Err(refused(RefusedReason::InvalidRequest, detail));
+        }
+        if self.is_draining() {
+            return Err(DispatchResult::Draining);
+        }
+        Ok(())
     }
 
     fn check(&self, request: &DispatchRequest) -> Result<(), String> {
@@ -265,7 +330,7 @@ impl Dispatcher {
 
     /// A result too large to travel on in an outcome becomes a non-retryable failure,
     /// so the producer still gets exactly one outcome.
-    fn fit(&self, mut response: DispatchResponse) -> DispatchResponse {
+    pub(crate) fn fit(&self, mut response: DispatchResponse) -> DispatchResponse {
         let max = self.max_payload();
         let body = match &response.outcome {
             ActivityOutcome::Success(bytes) => bytes.len(),
@@ -289,24 +354,44 @@ fn refused(reason: RefusedReason, detail: String) -> DispatchResult {
     DispatchResult::Refused(RefusedDispatch { reason, detail })
 }
 
+/// Dispatches not yet ended, and a wake for when none is left.
+#[derive(Debug, Default)]
+struct Activity {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
 /// Counts one active dispatch; the last to leave wakes [`Dispatcher::wait_idle`].
-struct Active<'a> {
-    dispatcher: &'a Dispatcher,
+#[derive(Debug)]
+pub(crate) struct Active {
+    activity: Arc<Activity>,
     /// Active dispatches including this one, when it entered.
     count: usize,
 }
 
-impl<'a> Active<'a> {
-    fn enter(dispatcher: &'a Dispatcher) -> Self {
-        let count = dispatcher.active.fetch_add(1, Ordering::AcqRel) + 1;
-        Self { dispatcher, count }
+impl Active {
+    fn enter(activity: &Arc<Activity>) -> Self {
+        let count = activity.count.fetch_add(1, Ordering::AcqRel) + 1;
+        Self {
+            activity: Arc::clone(activity),
+            count,
+        }
     }
 }
 
-impl Drop for Active<'_> {
+impl Drop for Active {
     fn drop(&mut self) {
-        if self.dispatcher.active.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.dispatcher.idle.notify_waiters();
+        if self.activity.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.activity.idle.notify_waiters();
         }
+    }
+}
+
+fn address_of(request: &DispatchRequest) -> Address<'_> {
+    Address {
+        namespace: &request.namespace,
+        task_queue: normalize_task_queue(&request.task_queue),
+        activity_type: &request.activity_type,
+        node: request.node.as_deref(),
     }
 }

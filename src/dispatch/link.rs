@@ -1,8 +1,9 @@
 //! A worker's link: its outbound queue plus the table of pushes awaiting a reply.
 //!
-//! The table is a `HashMap<correlation, oneshot::Sender>` behind a short mutex, never held
-//! across an `.await`. An entry leaves on reply, on timeout or caller drop (its
-//! [`PendingReply`] is dropped), and on close, when every waiter hears "worker lost" at once.
+//! The table maps a correlation id to its waiter behind a short mutex, never held across an
+//! `.await`: an in-process caller's oneshot, or a producer's submission that turns the reply
+//! into its outcome frame right in the worker's reader. An entry leaves on reply, on timeout
+//! or caller drop, and on close, when every waiter hears "worker lost" at once.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
 use tokio::sync::oneshot;
 
+use super::flights::Submission;
 use crate::transport::{Outbound, SendError};
 
 /// Why a push did not reach the worker's queue.
@@ -28,10 +30,28 @@ pub enum PushError {
 #[error("worker connection closed before the reply")]
 pub struct LinkClosed;
 
+/// Who hears a push's reply.
+#[derive(Debug)]
+enum Waiter {
+    /// An in-process caller awaiting a [`PendingReply`].
+    Caller(oneshot::Sender<DispatchResponse>),
+    /// A producer's submission; dropping it unanswered reports the worker lost.
+    Submission(Submission),
+}
+
+impl Waiter {
+    /// Ends a waiter whose push never left: nobody is told anything.
+    fn settle(self) {
+        if let Waiter::Submission(submission) = self {
+            submission.settle();
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Table {
     next_correlation: u64,
-    pending: HashMap<u64, oneshot::Sender<DispatchResponse>>,
+    pending: HashMap<u64, Waiter>,
     /// Pushes held until [`WorkerLink::open`], so they follow the `Registered` frame.
     held: Option<Vec<Frame>>,
     closed: bool,
@@ -98,14 +118,39 @@ impl WorkerLink {
     /// queue is full; neither leaves an entry behind.
     pub fn push(&self, request: DispatchRequest) -> Result<PendingReply, PushError> {
         let (tx, rx) = oneshot::channel();
+        let correlation = self.enqueue(request, Waiter::Caller(tx))?;
+        Ok(PendingReply {
+            link: self.clone(),
+            correlation,
+            rx,
+            settled: false,
+        })
+    }
+
+    /// Queues `request` as a push whose reply goes to `submission`; returns its correlation id.
+    ///
+    /// # Errors
+    /// As [`WorkerLink::push`]; the submission is then settled unanswered, and its caller
+    /// owes the outcome.
+    pub(crate) fn push_submission(
+        &self,
+        request: DispatchRequest,
+        submission: Submission,
+    ) -> Result<u64, PushError> {
+        self.enqueue(request, Waiter::Submission(submission))
+    }
+
+    fn enqueue(&self, request: DispatchRequest, waiter: Waiter) -> Result<u64, PushError> {
         let (correlation, frame) = {
             let mut table = self.table();
             if table.closed {
+                drop(table);
+                waiter.settle();
                 return Err(PushError::Closed);
             }
             table.next_correlation = table.next_correlation.wrapping_add(1);
             let correlation = table.next_correlation;
-            table.pending.insert(correlation, tx);
+            table.pending.insert(correlation, waiter);
             let frame = Frame::Push(Push {
                 correlation,
                 request,
@@ -119,32 +164,32 @@ impl WorkerLink {
             };
             (correlation, direct)
         };
-        let pending = PendingReply {
-            link: self.clone(),
-            correlation,
-            rx,
-            settled: false,
-        };
         let Some(frame) = frame else {
-            return Ok(pending);
+            return Ok(correlation);
         };
         if let Err(err) = self.inner.outbound.try_send(frame) {
-            let mut pending = pending;
-            pending.settled = true;
-            self.table().pending.remove(&correlation);
-            return Err(match err {
+            let err = match err {
                 SendError::Full => PushError::Backpressure,
                 SendError::Closed => PushError::Closed,
-            });
+            };
+            let waiter = self.table().pending.remove(&correlation);
+            if let Some(waiter) = waiter {
+                waiter.settle();
+            }
+            return Err(err);
         }
-        Ok(pending)
+        Ok(correlation)
     }
 
     /// Hands a worker's reply to its waiter; `false` when nothing waits on `correlation`.
     pub fn complete(&self, correlation: u64, response: DispatchResponse) -> bool {
         let waiter = self.table().pending.remove(&correlation);
         match waiter {
-            Some(tx) => tx.send(response).is_ok(),
+            Some(Waiter::Caller(tx)) => tx.send(response).is_ok(),
+            Some(Waiter::Submission(submission)) => {
+                submission.complete(response);
+                true
+            }
             None => false,
         }
     }
@@ -173,7 +218,7 @@ impl WorkerLink {
     }
 
     /// Forgets `correlation` and tells the worker to abandon it.
-    fn abandon(&self, correlation: u64) {
+    pub(crate) fn abandon(&self, correlation: u64) {
         if self.table().pending.remove(&correlation).is_some() {
             let _ = self
                 .inner

@@ -25,7 +25,7 @@ use super::connect::{
     Keepalive, KeepaliveTick, VARINT_MAX,
 };
 use crate::dispatch::DispatchOptions;
-use crate::transport::{FrameReader, Outbound, SendError};
+use crate::transport::{Batched, FrameReader, Outbound, SendError};
 
 /// How a [`Client`] introduces itself and sizes its connection.
 #[derive(Debug, Clone)]
@@ -186,12 +186,12 @@ impl Client {
         let local_addr = reader.get_ref().local_addr().ok();
         let shared = Arc::new(Shared::default());
         let keepalive = Keepalive::new(&welcome.limits);
-        let reader = tokio::spawn(read_loop(
+        let reader = tokio::spawn(Batched::new(read_loop(
             reader,
             outbound.clone(),
             Arc::clone(&shared),
             keepalive,
-        ))
+        )))
         .abort_handle();
         Ok(Self {
             inner: Arc::new(Inner {

@@ -25,7 +25,7 @@ use super::connect::{
     check_frame_len, connect, decode_error_frame, field_bound, is_final_refusal, next_frame,
     ConnectError, Connection, Handshake, Keepalive, KeepaliveTick, VARINT_MAX,
 };
-use crate::transport::{FrameReader, Outbound};
+use crate::transport::{Batched, FrameReader, Outbound};
 
 /// Executes pushed requests. The runtime calls it from its own task per request and aborts that
 /// task when the node cancels the request, so a handler must tolerate being dropped at any
@@ -401,7 +401,7 @@ impl<H: Handler> Runtime<H> {
             in_flight: HashMap::new(),
             draining: None,
         };
-        session.serve().await
+        Batched::new(session.serve()).await
     }
 }
 

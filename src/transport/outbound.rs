@@ -1,10 +1,9 @@
-//! A framed TCP connection: a frame reader, plus a bounded outbound buffer drained by a writer
-//! task.
+//! A connection's bounded outbound buffer and the writer task that drains it.
 //!
-//! Node connections and both SDKs use it, so batching, close-after-frame and back-pressure
-//! behave the same on every side. Senders encode into a shared buffer under a short lock. A
-//! quiet connection writes straight from the sender (no task hop); a busy one leaves the buffer
-//! to the writer task, which yields once before writing so one syscall carries many frames.
+//! Senders encode into a shared buffer under a short lock. Inside a batching scope the frames
+//! are held for the scope to write; otherwise a quiet connection writes straight from the
+//! sender (no task hop), and a busy one leaves the buffer to the writer task, which yields once
+//! before writing so one syscall carries many frames.
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,16 +11,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use lintel_wire::{Frame, FrameCodec};
+use lintel_wire::Frame;
 use socket2::SockRef;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-use tokio_util::codec::FramedRead;
 
-/// Frames read from the socket.
-pub type FrameReader = FramedRead<OwnedReadHalf, FrameCodec>;
+use super::batch;
 
 /// A buffer larger than this is released after it drains, so an idle connection stays small.
 const KEEP_BUFFER_BYTES: usize = 64 * 1024;
@@ -49,6 +45,8 @@ struct State {
     frames: usize,
     /// The writer task owns the next write: senders only append.
     writer_active: bool,
+    /// A batching scope holds this buffer and writes it when its poll ends.
+    held: bool,
     /// The last batch grew while the writer yielded: keep batching instead of writing directly.
     busy: bool,
     /// When bytes last went to the socket.
@@ -60,7 +58,7 @@ struct State {
 }
 
 #[derive(Debug)]
-struct Pipe {
+pub(super) struct Pipe {
     socket: OwnedWriteHalf,
     state: Mutex<State>,
     /// Wakes the writer task.
@@ -81,12 +79,13 @@ impl Pipe {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn enqueue(&self, frame: &Frame) -> Result<(), SendError> {
+    /// Encodes `frame` into the buffer; `bounded` refuses it when the queue is full.
+    fn enqueue(self: &Arc<Self>, frame: &Frame, bounded: bool) -> Result<(), SendError> {
         let mut state = self.state();
         if state.closing || state.stopped {
             return Err(SendError::Closed);
         }
-        if state.frames >= self.queue_len {
+        if bounded && state.frames >= self.queue_len {
             return Err(SendError::Full);
         }
         let was_empty = state.buf.is_empty();
@@ -96,7 +95,11 @@ impl Pipe {
             return Ok(());
         }
         state.frames += 1;
-        if state.writer_active {
+        if state.writer_active || state.held {
+            return Ok(());
+        }
+        if batch::hold(self) {
+            state.held = true;
             return Ok(());
         }
         let now = Instant::now();
@@ -120,6 +123,28 @@ impl Pipe {
         drop(state);
         self.wake.notify_one();
         Ok(())
+    }
+
+    /// Writes what a batching scope held; what the socket does not take goes to the writer.
+    pub(super) fn write_held(&self) {
+        let mut state = self.state();
+        if !std::mem::take(&mut state.held) || state.writer_active || state.buf.is_empty() {
+            return;
+        }
+        state.last_write = Some(Instant::now());
+        match self.socket.try_write(&state.buf) {
+            Ok(written) if written == state.buf.len() => {
+                state.buf.clear();
+                state.frames = 0;
+                return;
+            }
+            Ok(written) => state.buf.advance(written),
+            // Would block, or an error the writer will meet and report.
+            Err(_) => {}
+        }
+        state.writer_active = true;
+        drop(state);
+        self.wake.notify_one();
     }
 
     fn close(&self) {
@@ -160,7 +185,16 @@ impl Outbound {
     /// # Errors
     /// [`SendError::Full`] when the queue is full, [`SendError::Closed`] when the writer stopped.
     pub fn try_send(&self, frame: Frame) -> Result<(), SendError> {
-        self.pipe.enqueue(&frame)
+        self.pipe.enqueue(&frame, true)
+    }
+
+    /// Queues `frame` even when the queue is full: for answers the peer is owed, whose number
+    /// the sender already bounds (a producer's outcomes, by its in-flight limit).
+    ///
+    /// # Errors
+    /// [`SendError::Closed`] when the writer stopped.
+    pub fn send_owed(&self, frame: Frame) -> Result<(), SendError> {
+        self.pipe.enqueue(&frame, false)
     }
 
     /// Queues `frame`, waiting for room.
@@ -172,7 +206,7 @@ impl Outbound {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.pipe.enqueue(&frame) {
+            match self.pipe.enqueue(&frame, true) {
                 Err(SendError::Full) => changed.await,
                 other => return other,
             }
@@ -210,17 +244,16 @@ impl Outbound {
     }
 }
 
-/// Splits `stream` into a frame reader and a writer task with room for `queue_len` frames.
+/// Starts the writer task for `socket`, with room for `queue_len` frames.
 ///
 /// The writer stops when asked to close, when every [`Outbound`] is dropped, or on a write error.
-pub fn split(
-    stream: TcpStream,
+pub(super) fn start(
+    socket: OwnedWriteHalf,
     max_frame_len: usize,
     queue_len: usize,
-) -> (FrameReader, Outbound, JoinHandle<io::Result<()>>) {
-    let (read, write) = stream.into_split();
+) -> (Outbound, JoinHandle<io::Result<()>>) {
     let pipe = Arc::new(Pipe {
-        socket: write,
+        socket,
         state: Mutex::new(State::default()),
         wake: Notify::new(),
         changed: Notify::new(),
@@ -228,10 +261,8 @@ pub fn split(
         max_frame_len,
         queue_len: queue_len.max(1),
     });
-    let codec = FrameCodec::new(max_frame_len);
-    let reader = FramedRead::with_capacity(read, codec, 512);
     let writer = tokio::spawn(write_loop(Arc::clone(&pipe)));
-    (reader, Outbound { pipe }, writer)
+    (Outbound { pipe }, writer)
 }
 
 async fn write_loop(pipe: Arc<Pipe>) -> io::Result<()> {

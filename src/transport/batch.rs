@@ -1,0 +1,118 @@
+//! Write batching for a task that reads frames and answers them.
+//!
+//! While a [`Batched`] future is polled, frames queued on an idle connection are held instead
+//! of written. They go out, one write per connection, when its reader is about to wait on the
+//! socket and again when the poll ends, so a task that parks has always written what it queued.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use super::outbound::Pipe;
+
+thread_local! {
+    /// Connections with held frames, while a [`Batched`] future is polled on this thread.
+    static HELD: RefCell<Option<Vec<Arc<Pipe>>>> = const { RefCell::new(None) };
+}
+
+pin_project_lite::pin_project! {
+    /// Runs `inner` with write batching: see the module docs.
+    #[derive(Debug)]
+    pub struct Batched<F> {
+        #[pin]
+        inner: F,
+        spare: Vec<Arc<Pipe>>,
+    }
+}
+
+impl<F: Future> Batched<F> {
+    /// Wraps `inner`.
+    pub fn new(inner: F) -> Self {
+        Self {
+            inner,
+            spare: Vec::new(),
+        }
+    }
+}
+
+impl<F: Future> Future for Batched<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let scope = Scope::enter(std::mem::take(this.spare));
+        let result = this.inner.poll(cx);
+        *this.spare = scope.leave();
+        result
+    }
+}
+
+/// The batching scope of one poll; leaving it, even by unwinding, writes what it held.
+struct Scope {
+    outer: Option<Vec<Arc<Pipe>>>,
+    left: bool,
+}
+
+impl Scope {
+    fn enter(list: Vec<Arc<Pipe>>) -> Self {
+        let outer = HELD
+            .try_with(|held| held.replace(Some(list)))
+            .ok()
+            .flatten();
+        Self { outer, left: false }
+    }
+
+    /// Writes what is held and hands back the emptied list for the next poll.
+    fn leave(mut self) -> Vec<Arc<Pipe>> {
+        self.left = true;
+        flush();
+        let outer = self.outer.take();
+        HELD.try_with(|held| held.replace(outer))
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        if !self.left {
+            flush();
+            let outer = self.outer.take();
+            let _ = HELD.try_with(|held| held.replace(outer));
+        }
+    }
+}
+
+/// Holds `pipe`'s frames for the running batching scope; `false` outside one.
+pub(super) fn hold(pipe: &Arc<Pipe>) -> bool {
+    HELD.try_with(|held| match held.try_borrow_mut() {
+        Ok(mut held) => match held.as_mut() {
+            Some(list) => {
+                list.push(Arc::clone(pipe));
+                true
+            }
+            None => false,
+        },
+        Err(_) => false,
+    })
+    .unwrap_or(false)
+}
+
+/// Writes every connection's held frames now; outside a batching scope it does nothing.
+pub(super) fn flush() {
+    let Ok(Some(mut list)) = HELD.try_with(|held| held.borrow_mut().take()) else {
+        return;
+    };
+    for pipe in list.drain(..) {
+        pipe.write_held();
+    }
+    let _ = HELD.try_with(|held| {
+        let mut held = held.borrow_mut();
+        if held.is_none() {
+            *held = Some(list);
+        }
+    });
+}
