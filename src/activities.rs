@@ -28,6 +28,10 @@ impl Handler for BuiltIn {
             },
         }
     }
+
+    fn runs_briefly(&self) -> bool {
+        true
+    }
 }
 
 async fn sleep(input: &[u8]) -> ActivityOutcome {

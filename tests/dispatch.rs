@@ -1206,6 +1206,77 @@ async fn a_live_worker_that_never_replies_is_a_timeout_and_stays_registered() {
     assert_eq!(served_by(&outcome_of(next).await), "next");
 }
 
+fn submit_timing_out(correlation: u64, workflow_id: &str, reply_timeout_ms: u64) -> Frame {
+    Frame::Submit(Submit {
+        correlation,
+        request: request("ns", "act", workflow_id),
+        wait_for_worker_ms: None,
+        reply_timeout_ms: Some(reply_timeout_ms),
+        routing: NodeRouting::Any,
+    })
+}
+
+#[tokio::test]
+async fn wire_submissions_time_out_in_deadline_order_whatever_order_they_came_in() {
+    let node = TestNode::start().await;
+    let mut worker = RawWorker::start(node.addr, plain("ns", "act", 3, "w")).await;
+    let mut wire = producer(node.addr).await;
+    wire.send(submit_timing_out(1, "late", 900)).await;
+    wire.send(submit_timing_out(2, "early", 300)).await;
+    wire.send(submit_timing_out(3, "middle", 600)).await;
+    for _ in 0..3 {
+        worker.next_push().await;
+    }
+
+    let mut ended = Vec::new();
+    for _ in 0..3 {
+        let outcome = next_outcome(&mut wire).await;
+        let DispatchResult::Timeout {
+            worker_id,
+            after_ms,
+        } = outcome.result
+        else {
+            panic!("expected a timeout, got {:?}", outcome.result);
+        };
+        assert_eq!(worker_id, worker.worker_id);
+        ended.push((outcome.correlation, after_ms));
+    }
+    assert_eq!(ended, vec![(2, 300), (3, 600), (1, 900)]);
+    for _ in 0..3 {
+        assert!(matches!(
+            next_frame(&mut worker.client).await,
+            Some(Frame::Cancel(_))
+        ));
+    }
+    worker.sync().await;
+    assert_eq!(node.registry().reserved_slots(), 0);
+    assert_eq!(node.node.status().counters.timed_out, 3);
+}
+
+#[tokio::test]
+async fn a_correlation_reused_after_its_timeout_names_only_the_new_submission() {
+    let node = TestNode::start().await;
+    let mut worker = RawWorker::start(node.addr, plain("ns", "act", 2, "w")).await;
+    let mut wire = producer(node.addr).await;
+    wire.send(submit_timing_out(7, "first", 100)).await;
+    let first = worker.next_push().await;
+    let outcome = next_outcome(&mut wire).await;
+    assert_eq!(outcome.correlation, 7);
+    assert!(matches!(outcome.result, DispatchResult::Timeout { .. }));
+    worker.expect_cancel(first.correlation).await;
+
+    wire.send(submit_timing_out(7, "second", 30_000)).await;
+    let second = worker.next_push().await;
+    worker.reply(&first, "stale").await;
+    worker.reply(&second, "fresh").await;
+
+    let outcome = next_outcome(&mut wire).await;
+    assert_eq!(outcome.correlation, 7);
+    assert_eq!(served_by(&outcome.result), "fresh");
+    worker.sync().await;
+    assert_eq!(node.node.status().counters.dropped_replies, 1);
+}
+
 /// A worker whose socket takes little before the node's writes stall.
 async fn small_window_worker(addr: std::net::SocketAddr, register: Register) -> RawWorker {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");

@@ -187,8 +187,9 @@ impl ProbeEvents {
     }
 }
 
+/// The probe, and whether it says it runs briefly (polled first on the connection's task).
 #[derive(Clone)]
-struct ProbeHandler(Arc<Probe>);
+struct ProbeHandler(Arc<Probe>, bool);
 
 fn probe() -> (ProbeHandler, Arc<Probe>, ProbeEvents) {
     let (started_tx, started) = mpsc::unbounded_channel();
@@ -202,7 +203,7 @@ fn probe() -> (ProbeHandler, Arc<Probe>, ProbeEvents) {
         dropped: dropped_tx,
     });
     (
-        ProbeHandler(Arc::clone(&probe)),
+        ProbeHandler(Arc::clone(&probe), false),
         probe,
         ProbeEvents { started, dropped },
     )
@@ -225,6 +226,10 @@ impl Drop for Running {
 }
 
 impl Handler for ProbeHandler {
+    fn runs_briefly(&self) -> bool {
+        self.1
+    }
+
     fn handle(
         &self,
         request: DispatchRequest,
@@ -288,6 +293,21 @@ async fn registered_worker(
 ) -> (FakeNode, Peer, WorkerHandle, Arc<Probe>, ProbeEvents) {
     let node = FakeNode::bind().await;
     let (handler, probe, events) = probe();
+    let worker = Worker::spawn(worker_config(&node, max_concurrency), handler);
+    let mut peer = node.accept().await;
+    peer.welcome(100).await;
+    peer.admit(1).await;
+    assert_eq!(worker.wait_registered(WAIT).await, Ok(1));
+    (node, peer, worker, probe, events)
+}
+
+/// As [`registered_worker`], with a handler that says it runs briefly.
+async fn registered_brief_worker(
+    max_concurrency: u32,
+) -> (FakeNode, Peer, WorkerHandle, Arc<Probe>, ProbeEvents) {
+    let node = FakeNode::bind().await;
+    let (mut handler, probe, events) = probe();
+    handler.1 = true;
     let worker = Worker::spawn(worker_config(&node, max_concurrency), handler);
     let mut peer = node.accept().await;
     peer.welcome(100).await;
@@ -553,6 +573,59 @@ async fn a_refused_registration_is_final() {
     );
     timeout(WAIT, worker.stopped()).await.unwrap();
     assert_eq!(*worker.state().borrow(), WorkerState::Refused(refusal));
+}
+
+#[tokio::test]
+async fn a_brief_handler_that_must_wait_moves_to_its_own_task_and_the_connection_goes_on() {
+    let (_node, mut peer, _worker, probe, mut events) = registered_brief_worker(4).await;
+    peer.push(1, request("block", "wf-waits", b"")).await;
+    assert_eq!(events.started().await, "wf-waits");
+
+    peer.push(2, request("echo", "wf-quick", b"quick")).await;
+    let quick = peer.recv_reply().await;
+    assert_eq!(quick.correlation, 2, "the waiting handler holds nothing up");
+    assert_eq!(
+        quick.response.outcome,
+        ActivityOutcome::Success(Bytes::from_static(b"quick"))
+    );
+
+    probe.release.add_permits(1);
+    let waited = peer.recv_reply().await;
+    assert_eq!(waited.correlation, 1);
+    assert_eq!(
+        waited.response.outcome,
+        ActivityOutcome::Success(Bytes::from_static(b"released"))
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_aborts_a_brief_handler_that_waits() {
+    let (_node, mut peer, _worker, _probe, mut events) = registered_brief_worker(4).await;
+    peer.push(1, request("block", "wf-cancelled", b"")).await;
+    assert_eq!(events.started().await, "wf-cancelled");
+
+    peer.send(Frame::Cancel(Cancel { correlation: 1 })).await;
+
+    assert_eq!(events.dropped().await, "wf-cancelled");
+    peer.push(2, request("echo", "wf-next", b"next")).await;
+    assert_eq!(peer.recv_reply().await.correlation, 2);
+}
+
+#[tokio::test]
+async fn a_brief_handler_that_panics_becomes_a_failure_reply() {
+    let (_node, mut peer, _worker, _probe, _events) = registered_brief_worker(4).await;
+
+    peer.push(1, request("panic", "wf-panic", b"")).await;
+
+    let reply = peer.recv_reply().await;
+    assert_eq!(reply.correlation, 1);
+    assert!(matches!(
+        reply.response.outcome,
+        ActivityOutcome::Failure {
+            retryable: false,
+            ..
+        }
+    ));
 }
 
 #[tokio::test]

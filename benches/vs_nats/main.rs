@@ -71,6 +71,9 @@ struct Args {
     /// Measure only these systems (lintel, nats, floor); the others are recorded as null.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Run only these scenarios of the grid, by name (`c256-w4-64B`).
+    #[arg(long, value_delimiter = ',')]
+    scenarios: Vec<String>,
     /// With --scaling: run only these sections (idle, connections, pools, payload).
     #[arg(long, value_delimiter = ',')]
     sections: Vec<String>,
@@ -189,11 +192,14 @@ async fn run_compare(
         "nats_server": server.as_ref().map(|s| s.version.clone()),
     });
     let machine = machine::describe(&mode(args, settings), extra);
-    let scenarios = if args.quick {
+    let mut scenarios = if args.quick {
         compare::grid(&[1, 64, 256], &[4], &[64, 4 << 10, 64 << 10])
     } else {
         compare::grid(&[1, 64, 256], &[1, 4], &[64, 4 << 10, 64 << 10])
     };
+    if !args.scenarios.is_empty() {
+        scenarios.retain(|scenario| args.scenarios.contains(&scenario.name()));
+    }
     println!(
         "{} scenarios x {} systems, {}",
         scenarios.len(),

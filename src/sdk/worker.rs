@@ -33,6 +33,13 @@ use crate::transport::{Batched, FrameReader, Outbound};
 pub trait Handler: Send + Sync + 'static {
     /// Runs one request to its outcome. A panic becomes a non-retryable failure.
     fn handle(&self, request: DispatchRequest) -> impl Future<Output = ActivityOutcome> + Send;
+
+    /// True when `handle` either finishes within microseconds or soon awaits: the worker then
+    /// runs it on the connection's task and moves it to a task of its own only if it waits,
+    /// saving a task per request. Leave it false for handlers that compute at length.
+    fn runs_briefly(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Handler`] made from a closure; see [`handler_fn`].
@@ -601,7 +608,20 @@ impl<H: Handler> Session<'_, H> {
             return self.reply(correlation, response).await;
         }
         let handler = Arc::clone(&self.handler);
-        let task = self.tasks.spawn(run_handler(handler, correlation, request));
+        let run = run_handler(handler, correlation, request);
+        let task = if self.handler.runs_briefly() {
+            let mut run = Box::pin(run);
+            // A handler that must wait is polled again, with its own waker, in its task.
+            if let Some((correlation, response)) = (&mut run).now_or_never() {
+                if let Some(draining) = &mut self.draining {
+                    draining.completed += 1;
+                }
+                return self.reply(correlation, response).await;
+            }
+            self.tasks.spawn(run)
+        } else {
+            self.tasks.spawn(run)
+        };
         self.in_flight.insert(correlation, task);
         Ok(())
     }

@@ -116,3 +116,58 @@ pub(super) fn flush() {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures_util::StreamExt;
+    use lintel_wire::{Frame, FrameCodec, Ping};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio_util::codec::FramedRead;
+
+    use super::Batched;
+    use crate::transport::{split, Outbound};
+
+    async fn pair() -> (Outbound, FramedRead<TcpStream, FrameCodec>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let (_reader, outbound, _writer) = split(accepted.unwrap().0, 1 << 20, 16);
+        (
+            outbound,
+            FramedRead::new(client.unwrap(), FrameCodec::default()),
+        )
+    }
+
+    fn ping(nonce: u64) -> Frame {
+        Frame::Ping(Ping { nonce })
+    }
+
+    #[tokio::test]
+    async fn frames_held_by_a_batching_scope_go_out_once_it_waits() {
+        let (outbound, mut peer) = pair().await;
+        let scoped = Batched::new(async {
+            outbound.try_send(ping(1)).unwrap();
+            outbound.try_send(ping(2)).unwrap();
+            // Waiting on the peer parks this future, which writes what it held first.
+            let first = peer.next().await.unwrap().unwrap();
+            let second = peer.next().await.unwrap().unwrap();
+            (first, second)
+        });
+        let (first, second) = tokio::time::timeout(Duration::from_secs(10), scoped)
+            .await
+            .expect("held frames were never written");
+        assert_eq!((first, second), (ping(1), ping(2)));
+    }
+
+    #[tokio::test]
+    async fn frames_sent_outside_any_scope_are_written_without_one() {
+        let (outbound, mut peer) = pair().await;
+        outbound.try_send(ping(3)).unwrap();
+        let frame = tokio::time::timeout(Duration::from_secs(10), peer.next())
+            .await
+            .expect("frame never written");
+        assert_eq!(frame.unwrap().unwrap(), ping(3));
+    }
+}

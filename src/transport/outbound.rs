@@ -26,6 +26,19 @@ const KEEP_BUFFER_BYTES: usize = 64 * 1024;
 /// writer task to batch instead of costing a syscall of its own.
 const BURST_GAP: Duration = Duration::from_micros(5);
 
+/// A held buffer this large is written at once instead of waiting for its scope to end.
+const HOLD_BYTES: usize = 64 * 1024;
+
+/// How soon a frame queued outside a batching scope should be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// From the sender, when the connection is quiet: no task hop.
+    Prompt,
+    /// By the writer task, with whatever else is queued meanwhile: for a sender that knows
+    /// more frames are coming.
+    Batched,
+}
+
 /// Why a frame could not be queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
@@ -80,7 +93,12 @@ impl Pipe {
     }
 
     /// Encodes `frame` into the buffer; `bounded` refuses it when the queue is full.
-    fn enqueue(self: &Arc<Self>, frame: &Frame, bounded: bool) -> Result<(), SendError> {
+    fn enqueue(
+        self: &Arc<Self>,
+        frame: &Frame,
+        bounded: bool,
+        delivery: Delivery,
+    ) -> Result<(), SendError> {
         let mut state = self.state();
         if state.closing || state.stopped {
             return Err(SendError::Closed);
@@ -95,7 +113,13 @@ impl Pipe {
             return Ok(());
         }
         state.frames += 1;
-        if state.writer_active || state.held {
+        if state.writer_active {
+            return Ok(());
+        }
+        if state.held {
+            if state.buf.len() >= HOLD_BYTES || state.frames >= self.queue_len / 2 {
+                self.write_buffer(state);
+            }
             return Ok(());
         }
         if batch::hold(self) {
@@ -106,7 +130,7 @@ impl Pipe {
         let quiet = state
             .last_write
             .is_none_or(|last| now.saturating_duration_since(last) >= BURST_GAP);
-        if was_empty && !state.busy && quiet {
+        if was_empty && !state.busy && quiet && delivery == Delivery::Prompt {
             state.last_write = Some(now);
             match self.socket.try_write(&state.buf) {
                 Ok(written) if written == state.buf.len() => {
@@ -128,7 +152,14 @@ impl Pipe {
     /// Writes what a batching scope held; what the socket does not take goes to the writer.
     pub(super) fn write_held(&self) {
         let mut state = self.state();
-        if !std::mem::take(&mut state.held) || state.writer_active || state.buf.is_empty() {
+        if std::mem::take(&mut state.held) {
+            self.write_buffer(state);
+        }
+    }
+
+    /// Writes the buffer from the calling task unless the writer owns it.
+    fn write_buffer(&self, mut state: MutexGuard<'_, State>) {
+        if state.writer_active || state.buf.is_empty() {
             return;
         }
         state.last_write = Some(Instant::now());
@@ -185,7 +216,7 @@ impl Outbound {
     /// # Errors
     /// [`SendError::Full`] when the queue is full, [`SendError::Closed`] when the writer stopped.
     pub fn try_send(&self, frame: Frame) -> Result<(), SendError> {
-        self.pipe.enqueue(&frame, true)
+        self.pipe.enqueue(&frame, true, Delivery::Prompt)
     }
 
     /// Queues `frame` even when the queue is full: for answers the peer is owed, whose number
@@ -194,7 +225,7 @@ impl Outbound {
     /// # Errors
     /// [`SendError::Closed`] when the writer stopped.
     pub fn send_owed(&self, frame: Frame) -> Result<(), SendError> {
-        self.pipe.enqueue(&frame, false)
+        self.pipe.enqueue(&frame, false, Delivery::Prompt)
     }
 
     /// Queues `frame`, waiting for room.
@@ -202,11 +233,19 @@ impl Outbound {
     /// # Errors
     /// [`SendError::Closed`] when the writer stopped.
     pub async fn send(&self, frame: Frame) -> Result<(), SendError> {
+        self.send_with(frame, Delivery::Prompt).await
+    }
+
+    /// Queues `frame` for `delivery`, waiting for room.
+    ///
+    /// # Errors
+    /// [`SendError::Closed`] when the writer stopped.
+    pub async fn send_with(&self, frame: Frame, delivery: Delivery) -> Result<(), SendError> {
         loop {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.pipe.enqueue(&frame, true) {
+            match self.pipe.enqueue(&frame, true, delivery) {
                 Err(SendError::Full) => changed.await,
                 other => return other,
             }

@@ -23,8 +23,8 @@ const KEEP_BYTES: usize = 2 * MAX_READ;
 
 /// A stream of frames from one socket.
 ///
-/// Before each read it flushes the writes batched by the task polling it, so replies to
-/// what it already decoded go out before it waits for more.
+/// Before reading again after handing out frames, it writes what the polling task batched,
+/// so answers to those frames go out before it takes more.
 #[derive(Debug)]
 pub struct FrameReader {
     socket: OwnedReadHalf,
@@ -33,6 +33,8 @@ pub struct FrameReader {
     /// Room to reserve for the next read: doubles when a read fills it, halves when one
     /// uses under a quarter of it.
     want: usize,
+    /// Frames were handed out since the last read.
+    handed_out: bool,
     /// The stream ended, cleanly or on an error.
     done: bool,
 }
@@ -44,6 +46,7 @@ impl FrameReader {
             codec: FrameCodec::new(max_frame_len),
             buf: BytesMut::new(),
             want: MIN_READ,
+            handed_out: false,
             done: false,
         }
     }
@@ -87,14 +90,19 @@ impl Stream for FrameReader {
                 return Poll::Ready(None);
             }
             match this.codec.decode(&mut this.buf) {
-                Ok(Some(frame)) => return Poll::Ready(Some(Ok(frame))),
+                Ok(Some(frame)) => {
+                    this.handed_out = true;
+                    return Poll::Ready(Some(Ok(frame)));
+                }
                 Ok(None) => {}
                 Err(err) => {
                     this.done = true;
                     return Poll::Ready(Some(Err(err)));
                 }
             }
-            batch::flush();
+            if std::mem::take(&mut this.handed_out) {
+                batch::flush();
+            }
             match ready!(this.poll_fill(cx)) {
                 Ok(0) => {
                     this.done = true;
