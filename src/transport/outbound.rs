@@ -165,8 +165,13 @@ impl Pipe {
         state.last_write = Some(Instant::now());
         match self.socket.try_write(&state.buf) {
             Ok(written) if written == state.buf.len() => {
+                let was_full = state.frames >= self.queue_len;
                 state.buf.clear();
                 state.frames = 0;
+                drop(state);
+                if was_full {
+                    self.changed.notify_waiters();
+                }
                 return;
             }
             Ok(written) => state.buf.advance(written),
@@ -241,6 +246,11 @@ impl Outbound {
     /// # Errors
     /// [`SendError::Closed`] when the writer stopped.
     pub async fn send_with(&self, frame: Frame, delivery: Delivery) -> Result<(), SendError> {
+        // Room is the common case: only a full queue pays for registering a wake-up.
+        match self.pipe.enqueue(&frame, true, delivery) {
+            Err(SendError::Full) => {}
+            other => return other,
+        }
         loop {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
