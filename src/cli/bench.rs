@@ -84,7 +84,13 @@ pub(super) async fn run(args: Args) -> ExitCode {
             (None, None) => String::new(),
         }
     );
-    let report = loadgen::run(&client, &load).await;
+    let report = match loadgen::run(&client, &load).await {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("cannot record latencies: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     client.close().await;
     for worker in &workers {
         worker.drain(Duration::from_secs(5)).await;

@@ -97,7 +97,13 @@ pub(super) async fn run(args: Args) -> ExitCode {
         "pushing {} dispatches of {} B, {} in flight",
         args.dispatches, args.payload, args.concurrency
     );
-    let report = loadgen::run(&client, &load).await;
+    let report = match loadgen::run(&client, &load).await {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("cannot record latencies: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     println!(
         "{} dispatches in {:.2}s: {:.0}/s, latency p50 {} us, p99 {} us, p99.9 {} us",
         report.dispatches,

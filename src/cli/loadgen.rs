@@ -1,12 +1,16 @@
 //! A closed-loop load generator: `concurrency` dispatch loops over one producer connection,
 //! bounded by a count or a duration, recording latency and outcome classes.
+//!
+//! Each loop keeps its own latency histogram and outcome counts, merged at the end, so memory
+//! stays flat however long the run and the loops share nothing but two counters.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use hdrhistogram::{CreationError, Histogram};
 use lintel_wire::{DispatchRequest, DispatchResult};
 use serde::Serialize;
 
@@ -50,23 +54,28 @@ impl Report {
 }
 
 /// Runs `load` through `client` and reports.
-pub(super) async fn run(client: &Client, load: &Load) -> Report {
+///
+/// # Errors
+/// Only if the latency histogram cannot be made.
+pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, CreationError> {
+    // Latencies from 1 us to an hour, to three significant digits.
+    let histogram = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
     let remaining = Arc::new(AtomicU64::new(load.count.unwrap_or(u64::MAX)));
     let done = Arc::new(AtomicU64::new(0));
     let deadline = load.duration.map(|d| Instant::now() + d);
     let input = Bytes::from(vec![b'x'; load.payload]);
-    let outcomes = Arc::new(Mutex::new(BTreeMap::<String, u64>::new()));
     let started = Instant::now();
     let mut loops = Vec::with_capacity(load.concurrency);
     for lane in 0..load.concurrency.max(1) {
         let client = client.clone();
         let remaining = Arc::clone(&remaining);
         let done = Arc::clone(&done);
-        let outcomes = Arc::clone(&outcomes);
         let input = input.clone();
         let load = load.clone();
+        let mut latencies = histogram.clone();
         loops.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
+            let mut outcomes = BTreeMap::<&'static str, u64>::new();
+            let workflow_id = format!("load-{lane}");
             let mut ordinal = 0u64;
             loop {
                 if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -84,7 +93,7 @@ pub(super) async fn run(client: &Client, load: &Load) -> Report {
                     task_queue: String::new(),
                     activity_type: load.activity.clone(),
                     node: None,
-                    workflow_id: format!("load-{lane}"),
+                    workflow_id: workflow_id.clone(),
                     ordinal,
                     run_id: None,
                     attempt: 1,
@@ -96,18 +105,15 @@ pub(super) async fn run(client: &Client, load: &Load) -> Report {
                     Ok(result) => class_of(&result),
                     Err(_) => "connection-lost",
                 };
-                latencies.push(u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX));
+                let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+                latencies.saturating_record(micros.max(1));
                 done.fetch_add(1, Ordering::Relaxed);
-                *outcomes
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .entry(class.to_owned())
-                    .or_default() += 1;
+                *outcomes.entry(class).or_default() += 1;
                 if class == "connection-lost" {
                     break;
                 }
             }
-            latencies
+            (latencies, outcomes)
         }));
     }
     let progress = load.progress.then(|| {
@@ -128,24 +134,24 @@ pub(super) async fn run(client: &Client, load: &Load) -> Report {
             }
         })
     });
-    let mut latencies = Vec::new();
+    let mut latencies = histogram;
+    let mut outcomes = BTreeMap::<String, u64>::new();
     for lane in loops {
-        if let Ok(mut lane) = lane.await {
-            latencies.append(&mut lane);
+        if let Ok((lane_latencies, lane_outcomes)) = lane.await {
+            // Every lane's histogram has the same bounds, so adding cannot fail.
+            let _ = latencies.add(&lane_latencies);
+            for (class, count) in lane_outcomes {
+                *outcomes.entry(class.to_owned()).or_default() += count;
+            }
         }
     }
     if let Some(progress) = progress {
         progress.abort();
     }
     let elapsed = started.elapsed().as_secs_f64();
-    latencies.sort_unstable();
-    let dispatches = latencies.len() as u64;
-    let outcomes = std::mem::take(
-        &mut *outcomes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    Report {
+    let dispatches = latencies.len();
+    let percentile = |q: f64| latencies.value_at_quantile(q);
+    Ok(Report {
         dispatches,
         elapsed_s: elapsed,
         rps: if elapsed > 0.0 {
@@ -153,11 +159,11 @@ pub(super) async fn run(client: &Client, load: &Load) -> Report {
         } else {
             0.0
         },
-        p50_us: percentile(&latencies, 0.50),
-        p99_us: percentile(&latencies, 0.99),
-        p999_us: percentile(&latencies, 0.999),
+        p50_us: percentile(0.50),
+        p99_us: percentile(0.99),
+        p999_us: percentile(0.999),
         outcomes,
-    }
+    })
 }
 
 fn class_of(result: &DispatchResult) -> &'static str {
@@ -167,31 +173,5 @@ fn class_of(result: &DispatchResult) -> &'static str {
             lintel_wire::ActivityOutcome::Failure { .. } => "activity-failed",
         },
         other => outcome::class(other),
-    }
-}
-
-/// The value at quantile `q` of sorted `values`, 0 when empty.
-fn percentile(values: &[u64], q: f64) -> u64 {
-    if values.is_empty() {
-        return 0;
-    }
-    let rank = ((values.len() as f64) * q).ceil() as usize;
-    values
-        .get(rank.saturating_sub(1).min(values.len() - 1))
-        .copied()
-        .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::percentile;
-
-    #[test]
-    fn percentiles_pick_the_nearest_rank() {
-        let values: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&values, 0.50), 50);
-        assert_eq!(percentile(&values, 0.99), 99);
-        assert_eq!(percentile(&values, 0.999), 100);
-        assert_eq!(percentile(&[], 0.5), 0);
     }
 }
