@@ -17,9 +17,9 @@ const MIN_READ: usize = 512;
 /// Most room reserved for one read: enough for hundreds of small frames per syscall.
 const MAX_READ: usize = 64 * 1024;
 
-/// A drained buffer larger than this is released, so a connection that was busy once does
-/// not keep its peak buffer while idle.
-const KEEP_BYTES: usize = 2 * MAX_READ;
+/// A drained buffer is released once it is this many times the room reads now want, so a
+/// connection that was busy once does not keep its peak buffer while idle.
+const SHRINK_FACTOR: usize = 4;
 
 /// A stream of frames from one socket.
 ///
@@ -58,7 +58,7 @@ impl FrameReader {
 
     /// Reads once into the buffer; `Ok(0)` at end of stream.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
-        if self.buf.is_empty() && self.buf.capacity() > KEEP_BYTES {
+        if self.buf.is_empty() && self.buf.capacity() > SHRINK_FACTOR * self.want {
             self.buf = BytesMut::new();
         }
         let spare = self.buf.capacity() - self.buf.len();
@@ -118,5 +118,59 @@ impl Stream for FrameReader {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+    use lintel_wire::{encode_frame, Frame, Ping, DEFAULT_MAX_FRAME_LEN};
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::{FrameReader, MIN_READ, SHRINK_FACTOR};
+
+    async fn pair() -> (FrameReader, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let (read, _write) = accepted.unwrap().0.into_split();
+        (
+            FrameReader::new(read, DEFAULT_MAX_FRAME_LEN),
+            client.unwrap(),
+        )
+    }
+
+    fn pings(from: u64, count: u64) -> Vec<u8> {
+        let mut bytes = bytes::BytesMut::new();
+        for nonce in from..from + count {
+            encode_frame(&Frame::Ping(Ping { nonce }), &mut bytes, 1 << 20).unwrap();
+        }
+        bytes.to_vec()
+    }
+
+    #[tokio::test]
+    async fn reads_grow_under_a_burst_and_the_buffer_is_let_go_when_traffic_thins() {
+        let (mut reader, mut peer) = pair().await;
+        let burst = 20_000;
+        peer.write_all(&pings(0, burst)).await.unwrap();
+        for nonce in 0..burst {
+            assert_eq!(
+                reader.next().await.unwrap().unwrap(),
+                Frame::Ping(Ping { nonce })
+            );
+        }
+        assert!(reader.want > MIN_READ, "a burst grows the reads");
+
+        // One frame at a time: each read uses a sliver of its room, so the room shrinks back.
+        for nonce in burst..burst + 64 {
+            peer.write_all(&pings(nonce, 1)).await.unwrap();
+            assert_eq!(
+                reader.next().await.unwrap().unwrap(),
+                Frame::Ping(Ping { nonce })
+            );
+        }
+        assert_eq!(reader.want, MIN_READ);
+        assert!(reader.buf.capacity() <= SHRINK_FACTOR * MIN_READ);
     }
 }
