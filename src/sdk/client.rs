@@ -25,7 +25,7 @@ use super::connect::{
     Keepalive, KeepaliveTick, VARINT_MAX,
 };
 use crate::dispatch::DispatchOptions;
-use crate::transport::{Batched, Delivery, FrameReader, Outbound, SendError};
+use crate::transport::{Batched, FrameReader, Outbound, SendError};
 
 /// How a [`Client`] introduces itself and sizes its connection.
 #[derive(Debug, Clone)]
@@ -237,21 +237,13 @@ impl Client {
             }
         })?;
         let (tx, rx) = oneshot::channel();
-        let mut in_flight = 0;
         let mut guard = inner.insert(Table::Dispatch, correlation, |pending| {
             pending.dispatches.insert(correlation, tx);
-            in_flight = pending.dispatches.len();
         })?;
-        // Alone, the submission is written at once; among others, it joins their batch.
-        let delivery = if in_flight > 1 {
-            Delivery::Batched
-        } else {
-            Delivery::Prompt
-        };
         // Cancel-safe to drop here: an unsent Submit needs no Cancel, and `guard` knows it.
         inner
             .outbound
-            .send_with(frame, delivery)
+            .send(frame)
             .await
             .map_err(|_| ClientError::Closed)?;
         guard.submitted = true;

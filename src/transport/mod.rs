@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 pub use batch::Batched;
-pub use outbound::{Delivery, Outbound, SendError};
+pub use outbound::{Outbound, SendError};
 pub use reader::FrameReader;
 
 /// Splits `stream` into a frame reader and a writer task with room for `queue_len` frames.

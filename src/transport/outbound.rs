@@ -29,16 +29,6 @@ const BURST_GAP: Duration = Duration::from_micros(5);
 /// A held buffer this large is written at once instead of waiting for its scope to end.
 const HOLD_BYTES: usize = 64 * 1024;
 
-/// How soon a frame queued outside a batching scope should be written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
-    /// From the sender, when the connection is quiet: no task hop.
-    Prompt,
-    /// By the writer task, with whatever else is queued meanwhile: for a sender that knows
-    /// more frames are coming.
-    Batched,
-}
-
 /// Why a frame could not be queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
@@ -93,12 +83,7 @@ impl Pipe {
     }
 
     /// Encodes `frame` into the buffer; `bounded` refuses it when the queue is full.
-    fn enqueue(
-        self: &Arc<Self>,
-        frame: &Frame,
-        bounded: bool,
-        delivery: Delivery,
-    ) -> Result<(), SendError> {
+    fn enqueue(self: &Arc<Self>, frame: &Frame, bounded: bool) -> Result<(), SendError> {
         let mut state = self.state();
         if state.closing || state.stopped {
             return Err(SendError::Closed);
@@ -130,7 +115,7 @@ impl Pipe {
         let quiet = state
             .last_write
             .is_none_or(|last| now.saturating_duration_since(last) >= BURST_GAP);
-        if was_empty && !state.busy && quiet && delivery == Delivery::Prompt {
+        if was_empty && !state.busy && quiet {
             state.last_write = Some(now);
             match self.socket.try_write(&state.buf) {
                 Ok(written) if written == state.buf.len() => {
@@ -221,7 +206,7 @@ impl Outbound {
     /// # Errors
     /// [`SendError::Full`] when the queue is full, [`SendError::Closed`] when the writer stopped.
     pub fn try_send(&self, frame: Frame) -> Result<(), SendError> {
-        self.pipe.enqueue(&frame, true, Delivery::Prompt)
+        self.pipe.enqueue(&frame, true)
     }
 
     /// Queues `frame` even when the queue is full: for answers the peer is owed, whose number
@@ -230,7 +215,7 @@ impl Outbound {
     /// # Errors
     /// [`SendError::Closed`] when the writer stopped.
     pub fn send_owed(&self, frame: Frame) -> Result<(), SendError> {
-        self.pipe.enqueue(&frame, false, Delivery::Prompt)
+        self.pipe.enqueue(&frame, false)
     }
 
     /// Queues `frame`, waiting for room.
@@ -238,16 +223,8 @@ impl Outbound {
     /// # Errors
     /// [`SendError::Closed`] when the writer stopped.
     pub async fn send(&self, frame: Frame) -> Result<(), SendError> {
-        self.send_with(frame, Delivery::Prompt).await
-    }
-
-    /// Queues `frame` for `delivery`, waiting for room.
-    ///
-    /// # Errors
-    /// [`SendError::Closed`] when the writer stopped.
-    pub async fn send_with(&self, frame: Frame, delivery: Delivery) -> Result<(), SendError> {
         // Room is the common case: only a full queue pays for registering a wake-up.
-        match self.pipe.enqueue(&frame, true, delivery) {
+        match self.pipe.enqueue(&frame, true) {
             Err(SendError::Full) => {}
             other => return other,
         }
@@ -255,7 +232,7 @@ impl Outbound {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.pipe.enqueue(&frame, true, delivery) {
+            match self.pipe.enqueue(&frame, true) {
                 Err(SendError::Full) => changed.await,
                 other => return other,
             }
