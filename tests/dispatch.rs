@@ -1277,6 +1277,85 @@ async fn a_correlation_reused_after_its_timeout_names_only_the_new_submission() 
     assert_eq!(node.node.status().counters.dropped_replies, 1);
 }
 
+#[tokio::test]
+async fn a_producer_that_stops_reading_is_read_no_further_yet_its_deadlines_still_fire() {
+    let config = NodeConfig {
+        outbound_queue: 64,
+        ping_interval_ms: 600_000,
+        ..NodeConfig::default()
+    };
+    let node = TestNode::with_config(config).await;
+    let echo = Worker::spawn(
+        WorkerConfig::new(node.addr.to_string(), plain("ns", "echo", 10_000, "echo")),
+        lintel::activities::BuiltIn,
+    );
+    assert!(echo.wait_registered(WAIT).await.is_ok());
+    let mut hung = RawWorker::start(node.addr, plain("ns", "act", 1, "hung")).await;
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(16 * 1024).expect("recv buffer");
+    let stream = socket.connect(node.addr).await.expect("connect");
+    let mut wire = RawClient {
+        framed: Framed::new(stream, FrameCodec::default()),
+    };
+    wire.send(Frame::Hello(hello(Role::Producer))).await;
+    assert!(matches!(wire.recv().await, Some(Frame::Welcome(_))));
+
+    wire.send(submit_timing_out(1, "hung", 300)).await;
+    let push = hung.next_push().await;
+    // Echoes of 64 KiB that the producer never reads: once its queue is full the node stops
+    // reading, so the producer's writes stall long before all 128 MiB are taken.
+    let input = Bytes::from(vec![b'x'; 64 * 1024]);
+    let attempts = 2_000u64;
+    let mut taken = 0u64;
+    for correlation in 2..2 + attempts {
+        let frame = Frame::Submit(Submit {
+            correlation,
+            request: DispatchRequest {
+                input: input.clone(),
+                ..request("ns", "echo", "e")
+            },
+            wait_for_worker_ms: None,
+            reply_timeout_ms: None,
+            routing: NodeRouting::Any,
+        });
+        if tokio::time::timeout(Duration::from_secs(1), wire.framed.send(frame))
+            .await
+            .is_err()
+        {
+            break;
+        }
+        taken += 1;
+    }
+    assert!(
+        taken < attempts,
+        "the node read all {attempts} submissions from a producer that reads nothing"
+    );
+
+    // Its reply deadline still fires while the node waits for the producer to read.
+    hung.expect_cancel(push.correlation).await;
+
+    // Reading again, the producer gets an outcome for everything taken, the timeout among them.
+    // An echo may be refused if the echo worker's own queue filled meanwhile.
+    let mut timed_out = false;
+    let mut answered = 0u64;
+    within("the producer's backlog", async {
+        while answered < taken || !timed_out {
+            let outcome = next_outcome(&mut wire).await;
+            match outcome.result {
+                DispatchResult::Timeout { .. } if outcome.correlation == 1 => timed_out = true,
+                DispatchResult::Completed(_) => answered += 1,
+                DispatchResult::Refused(refused)
+                    if refused.reason == RefusedReason::WorkerBackpressure =>
+                {
+                    answered += 1;
+                }
+                other => panic!("unexpected outcome {other:?}"),
+            }
+        }
+    })
+    .await;
+}
+
 /// A worker whose socket takes little before the node's writes stall.
 async fn small_window_worker(addr: std::net::SocketAddr, register: Register) -> RawWorker {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");

@@ -30,8 +30,11 @@ pub(super) async fn serve(
     let mut timer = ReplyTimer::default();
     let timer_sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer_sleep);
-    // Every branch is cancel-safe: `FrameReader::next`, a token wait and a sleep lose nothing.
+    // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep and a wait for
+    // room lose nothing. While the producer's queue is full nothing more is read, so what it
+    // is owed stays bounded; deadlines and shutdown are still served meanwhile.
     let close = loop {
+        let room = outbound.has_room();
         let frame = tokio::select! {
             biased;
             () = shared.closing.cancelled() => break Close::goodbye("node shutting down"),
@@ -40,7 +43,8 @@ pub(super) async fn serve(
                 timer.arm(flights.expire(Instant::now()), timer_sleep.as_mut());
                 continue;
             }
-            frame = reader.next() => frame,
+            () = outbound.room(), if !room => continue,
+            frame = reader.next(), if room => frame,
         };
         let frame = match frame {
             None => break Close::Quietly,
@@ -49,7 +53,7 @@ pub(super) async fn serve(
         };
         match frame {
             Frame::Submit(submit) => {
-                let deadline = flights.submit(submit).await;
+                let deadline = flights.submit(submit);
                 timer.arm(deadline, timer_sleep.as_mut());
             }
             Frame::Cancel(cancel) => flights.cancel(cancel.correlation),
@@ -58,7 +62,7 @@ pub(super) async fn serve(
                     correlation: query.correlation,
                     status: shared.status(),
                 });
-                if outbound.send(report).await.is_err() {
+                if outbound.send_owed(report).is_err() {
                     break Close::Quietly;
                 }
             }

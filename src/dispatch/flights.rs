@@ -95,7 +95,10 @@ impl Flights {
     }
 
     /// Starts `submit`; returns the reply deadline it set, for the connection's timer.
-    pub(crate) async fn submit(self: &Arc<Self>, submit: Submit) -> Option<Instant> {
+    ///
+    /// Never waits: outcomes are queued past the connection's bound, so the connection must
+    /// stop reading while its queue is full.
+    pub(crate) fn submit(self: &Arc<Self>, submit: Submit) -> Option<Instant> {
         let correlation = submit.correlation;
         let refusal = {
             let table = self.table();
@@ -115,7 +118,7 @@ impl Flights {
         };
         if let Some((reason, detail)) = refusal {
             let result = DispatchResult::Refused(RefusedDispatch { reason, detail });
-            let _ = self.outbound.send(outcome(correlation, result)).await;
+            self.answer(correlation, result);
             return None;
         }
         let options = DispatchOptions::from_wire(
@@ -128,12 +131,12 @@ impl Flights {
                 Ok(deadline) => Some(deadline),
                 Err(result) => {
                     self.dispatcher.counters().ended(&result);
-                    let _ = self.outbound.send(outcome(correlation, result)).await;
+                    self.answer(correlation, result);
                     None
                 }
             },
             Started::Ended(result) => {
-                let _ = self.outbound.send(outcome(correlation, result)).await;
+                self.answer(correlation, result);
                 None
             }
             Started::MustWait(request) => {
@@ -372,7 +375,8 @@ impl Flights {
         self.answer(correlation, result);
     }
 
-    /// Queues the outcome the producer is owed: the in-flight bound already bounds these.
+    /// Queues the outcome the producer is owed. What is queued stays bounded because the
+    /// connection reads no more submissions while its queue is full.
     fn answer(&self, correlation: u64, result: DispatchResult) {
         if !self.closed.load(Ordering::Acquire) {
             let _ = self.outbound.send_owed(outcome(correlation, result));

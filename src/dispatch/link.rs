@@ -219,7 +219,10 @@ impl WorkerLink {
 
     /// Forgets `correlation` and tells the worker to abandon it.
     pub(crate) fn abandon(&self, correlation: u64) {
-        if self.table().pending.remove(&correlation).is_some() {
+        // Dropped outside the table lock: a submission's drop takes other locks.
+        let waiter = self.table().pending.remove(&correlation);
+        if let Some(waiter) = waiter {
+            drop(waiter);
             let _ = self
                 .inner
                 .outbound

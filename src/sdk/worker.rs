@@ -27,9 +27,9 @@ use super::connect::{
 };
 use crate::transport::{Batched, FrameReader, Outbound};
 
-/// Executes pushed requests. The runtime calls it from its own task per request and aborts that
-/// task when the node cancels the request, so a handler must tolerate being dropped at any
-/// `.await`.
+/// Executes pushed requests. The runtime runs each request on a task of its own (or, for a
+/// handler that [`runs_briefly`](Handler::runs_briefly), first on the connection's task) and drops
+/// it when the node cancels the request, so a handler must tolerate being dropped at any `.await`.
 pub trait Handler: Send + Sync + 'static {
     /// Runs one request to its outcome. A panic becomes a non-retryable failure.
     fn handle(&self, request: DispatchRequest) -> impl Future<Output = ActivityOutcome> + Send;

@@ -209,8 +209,8 @@ impl Outbound {
         self.pipe.enqueue(&frame, true)
     }
 
-    /// Queues `frame` even when the queue is full: for answers the peer is owed, whose number
-    /// the sender already bounds (a producer's outcomes, by its in-flight limit).
+    /// Queues `frame` even when the queue is full: for answers the peer is owed. The caller
+    /// bounds them by reading no more requests while [`Outbound::has_room`] is false.
     ///
     /// # Errors
     /// [`SendError::Closed`] when the writer stopped.
@@ -236,6 +236,26 @@ impl Outbound {
                 Err(SendError::Full) => changed.await,
                 other => return other,
             }
+        }
+    }
+
+    /// True while the queue is below its bound, or once the connection is closing (waiting
+    /// for room would then be waiting for nothing).
+    pub fn has_room(&self) -> bool {
+        let state = self.pipe.state();
+        state.frames < self.pipe.queue_len || state.closing || state.stopped
+    }
+
+    /// Resolves once [`Outbound::has_room`] is true.
+    pub async fn room(&self) {
+        loop {
+            let changed = self.pipe.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.has_room() {
+                return;
+            }
+            changed.await;
         }
     }
 
