@@ -61,7 +61,9 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: TcpStream, pid: u64) {
     let config = &shared.config;
     let (mut reader, outbound, writer) =
         transport::split(stream, config.max_frame_len, config.outbound_queue);
-    let close = match handshake::accept(&shared, &mut reader, &outbound, pid).await {
+    // The handshake and the closing flush run once each; boxed, they stay out of the task that
+    // every idle connection keeps for its whole life.
+    let close = match Box::pin(handshake::accept(&shared, &mut reader, &outbound, pid)).await {
         Ok(Role::Worker) => worker::serve(&shared, pid, &mut reader, &outbound).await,
         Ok(Role::Producer) => producer::serve(&shared, &mut reader, &outbound).await,
         Ok(Role::Peer) => Close::Quietly,
@@ -78,7 +80,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: TcpStream, pid: u64) {
             Close::Quietly => outbound.close().await,
         }
     };
-    let _ = tokio::time::timeout(CLOSE_GRACE, flush).await;
+    let _ = Box::pin(tokio::time::timeout(CLOSE_GRACE, flush)).await;
     drop(outbound);
     let mut writer = writer;
     if tokio::time::timeout(CLOSE_GRACE, &mut writer)

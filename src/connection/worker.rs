@@ -52,7 +52,10 @@ pub(super) async fn serve(
                 let step = match frame {
                     None => Err(Close::Quietly),
                     Some(Err(err)) => Err(Close::read_failed(err)),
-                    Some(Ok(frame)) => conn.handle(frame).await,
+                    // Boxed: registering happens once, and its sends would otherwise be carried
+                    // in every idle connection's task.
+                    Some(Ok(Frame::Register(register))) => Box::pin(conn.register(register)).await,
+                    Some(Ok(frame)) => conn.handle(frame),
                 };
                 if let Err(close) = step {
                     break close;
@@ -80,9 +83,9 @@ struct WorkerConn<'a> {
 }
 
 impl WorkerConn<'_> {
-    async fn handle(&mut self, frame: Frame) -> Result<(), Close> {
+    /// Handles every frame but `Register`, which needs to wait for room to answer.
+    fn handle(&mut self, frame: Frame) -> Result<(), Close> {
         match frame {
-            Frame::Register(register) => self.register(register).await,
             Frame::Reply(reply) => {
                 let registered = self.registered(FrameKind::Reply)?;
                 if !registered.link.complete(reply.correlation, reply.response) {
