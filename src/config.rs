@@ -50,7 +50,8 @@ pub struct NodeConfig {
     pub reply_timeout_ms: u64,
     /// On shutdown, how long in-flight dispatches may take before connections close.
     pub drain_timeout_ms: u64,
-    /// Frames queued per connection before pushes see back-pressure.
+    /// Frames queued per connection before pushes to it see back-pressure; a producer whose
+    /// queue is this full is read no further until it drains.
     pub outbound_queue: usize,
     /// Largest frame body accepted or sent.
     pub max_frame_len: usize,
