@@ -77,7 +77,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: TcpStream, pid: u64) {
     let flush = async {
         match close {
             Close::With(frame) => outbound.close_with(*frame).await,
-            Close::Quietly => outbound.close().await,
+            Close::Quietly => outbound.close(),
         }
     };
     let _ = Box::pin(tokio::time::timeout(CLOSE_GRACE, flush)).await;

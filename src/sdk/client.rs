@@ -385,7 +385,7 @@ async fn read_loop(
         }
     }
     shared.fail_all();
-    outbound.close().await;
+    outbound.close();
 }
 
 /// Handles one frame from the node.

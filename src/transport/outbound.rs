@@ -262,12 +262,12 @@ impl Outbound {
     /// Queues `frame` and then a close: both go out in order, then the write side shuts.
     pub async fn close_with(&self, frame: Frame) {
         if self.send(frame).await.is_ok() {
-            self.close().await;
+            self.close();
         }
     }
 
     /// Asks the writer to flush what is queued and shut its side of the socket.
-    pub async fn close(&self) {
+    pub fn close(&self) {
         self.pipe.close();
     }
 
