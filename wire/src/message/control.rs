@@ -56,9 +56,10 @@ pub enum ErrorCode {
     LivenessTimeout,
     /// A capacity update stated zero.
     ZeroCapacity,
-    /// The node is shutting down.
+    /// Reserved: a version-1 node that shuts down says `Goodbye` instead.
     ShuttingDown,
-    /// A peer exceeded a bound the node enforces (queue, in-flight, table).
+    /// Reserved: a version-1 node refuses work over its bounds (`RegisterRefused`, a `Refused`
+    /// outcome) and keeps the connection.
     LimitExceeded,
 }
 
