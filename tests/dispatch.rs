@@ -1279,26 +1279,14 @@ async fn a_correlation_reused_after_its_timeout_names_only_the_new_submission() 
 
 #[tokio::test]
 async fn a_producer_that_stops_reading_is_read_no_further_yet_its_deadlines_still_fire() {
-    let config = NodeConfig {
-        outbound_queue: 64,
-        ping_interval_ms: 600_000,
-        ..NodeConfig::default()
-    };
-    let node = TestNode::with_config(config).await;
+    let node = TestNode::with_config(quiet_config(64)).await;
     let echo = Worker::spawn(
         WorkerConfig::new(node.addr.to_string(), plain("ns", "echo", 10_000, "echo")),
         lintel::activities::BuiltIn,
     );
     assert!(echo.wait_registered(WAIT).await.is_ok());
     let mut hung = RawWorker::start(node.addr, plain("ns", "act", 1, "hung")).await;
-    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket.set_recv_buffer_size(16 * 1024).expect("recv buffer");
-    let stream = socket.connect(node.addr).await.expect("connect");
-    let mut wire = RawClient {
-        framed: Framed::new(stream, FrameCodec::default()),
-    };
-    wire.send(Frame::Hello(hello(Role::Producer))).await;
-    assert!(matches!(wire.recv().await, Some(Frame::Welcome(_))));
+    let (mut wire, _pid) = small_window_client(node.addr, Role::Producer).await;
 
     wire.send(submit_timing_out(1, "hung", 300)).await;
     let push = hung.next_push().await;
@@ -1358,6 +1346,13 @@ async fn a_producer_that_stops_reading_is_read_no_further_yet_its_deadlines_stil
 
 /// A worker whose socket takes little before the node's writes stall.
 async fn small_window_worker(addr: std::net::SocketAddr, register: Register) -> RawWorker {
+    let (client, pid) = small_window_client(addr, Role::Worker).await;
+    RawWorker::register(client, pid, register).await
+}
+
+/// A client in `role`, past the handshake, whose socket takes little before the node's
+/// writes stall; with its pid.
+async fn small_window_client(addr: std::net::SocketAddr, role: Role) -> (RawClient, u64) {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket.set_recv_buffer_size(16 * 1024).expect("recv buffer");
     let stream = socket.connect(addr).await.expect("connect");
@@ -1365,22 +1360,25 @@ async fn small_window_worker(addr: std::net::SocketAddr, register: Register) -> 
     let mut client = RawClient {
         framed: Framed::new(stream, FrameCodec::default()),
     };
-    client.send(Frame::Hello(hello(Role::Worker))).await;
-    let pid = match client.recv().await {
-        Some(Frame::Welcome(welcome)) => welcome.pid,
+    client.send(Frame::Hello(hello(role))).await;
+    match client.recv().await {
+        Some(Frame::Welcome(welcome)) => (client, welcome.pid),
         other => panic!("expected Welcome, got {other:?}"),
-    };
-    RawWorker::register(client, pid, register).await
+    }
+}
+
+/// A node config with `outbound_queue` frames per connection and no pings to get in the way.
+fn quiet_config(outbound_queue: usize) -> NodeConfig {
+    NodeConfig {
+        outbound_queue,
+        ping_interval_ms: 600_000,
+        ..NodeConfig::default()
+    }
 }
 
 #[tokio::test]
 async fn a_full_outbound_queue_is_refused_as_backpressure_and_the_worker_stays() {
-    let config = NodeConfig {
-        outbound_queue: 1,
-        ping_interval_ms: 600_000,
-        ..NodeConfig::default()
-    };
-    let node = TestNode::with_config(config).await;
+    let node = TestNode::with_config(quiet_config(1)).await;
     let mut worker = small_window_worker(node.addr, plain("bp", "big", 10_000, "stalled")).await;
     let input = Bytes::from(vec![7u8; 1 << 20]);
     let big = || DispatchRequest {

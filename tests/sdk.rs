@@ -287,27 +287,22 @@ fn worker_config(node: &FakeNode, max_concurrency: u32) -> WorkerConfig {
     config
 }
 
+type RegisteredProbe = (FakeNode, Peer, WorkerHandle, Arc<Probe>, ProbeEvents);
+
 /// A worker registered with the fake node as worker 1 on pid 100.
-async fn registered_worker(
-    max_concurrency: u32,
-) -> (FakeNode, Peer, WorkerHandle, Arc<Probe>, ProbeEvents) {
-    let node = FakeNode::bind().await;
-    let (handler, probe, events) = probe();
-    let worker = Worker::spawn(worker_config(&node, max_concurrency), handler);
-    let mut peer = node.accept().await;
-    peer.welcome(100).await;
-    peer.admit(1).await;
-    assert_eq!(worker.wait_registered(WAIT).await, Ok(1));
-    (node, peer, worker, probe, events)
+async fn registered_worker(max_concurrency: u32) -> RegisteredProbe {
+    registered_probe(max_concurrency, false).await
 }
 
 /// As [`registered_worker`], with a handler that says it runs briefly.
-async fn registered_brief_worker(
-    max_concurrency: u32,
-) -> (FakeNode, Peer, WorkerHandle, Arc<Probe>, ProbeEvents) {
+async fn registered_brief_worker(max_concurrency: u32) -> RegisteredProbe {
+    registered_probe(max_concurrency, true).await
+}
+
+async fn registered_probe(max_concurrency: u32, brief: bool) -> RegisteredProbe {
     let node = FakeNode::bind().await;
     let (mut handler, probe, events) = probe();
-    handler.1 = true;
+    handler.1 = brief;
     let worker = Worker::spawn(worker_config(&node, max_concurrency), handler);
     let mut peer = node.accept().await;
     peer.welcome(100).await;
@@ -612,35 +607,20 @@ async fn a_cancel_aborts_a_brief_handler_that_waits() {
 }
 
 #[tokio::test]
-async fn a_brief_handler_that_panics_becomes_a_failure_reply() {
-    let (_node, mut peer, _worker, _probe, _events) = registered_brief_worker(4).await;
+async fn a_panicking_handler_becomes_a_failure_reply_whether_brief_or_not() {
+    for brief in [false, true] {
+        let (_node, mut peer, _worker, _probe, _events) = registered_probe(4, brief).await;
 
-    peer.push(1, request("panic", "wf-panic", b"")).await;
+        peer.push(1, request("panic", "wf-panic", b"")).await;
 
-    let reply = peer.recv_reply().await;
-    assert_eq!(reply.correlation, 1);
-    assert!(matches!(
-        reply.response.outcome,
-        ActivityOutcome::Failure {
-            retryable: false,
-            ..
-        }
-    ));
-}
-
-#[tokio::test]
-async fn a_panicking_handler_becomes_a_failure_reply() {
-    let (_node, mut peer, _worker, _probe, _events) = registered_worker(4).await;
-
-    peer.push(1, request("panic", "wf-panic", b"")).await;
-
-    let reply = peer.recv_reply().await;
-    assert_eq!(reply.correlation, 1);
-    let ActivityOutcome::Failure { message, retryable } = reply.response.outcome else {
-        panic!("expected a failure");
-    };
-    assert!(message.contains("the handler gave up"), "{message}");
-    assert!(!retryable);
+        let reply = peer.recv_reply().await;
+        assert_eq!(reply.correlation, 1);
+        let ActivityOutcome::Failure { message, retryable } = reply.response.outcome else {
+            panic!("expected a failure (brief: {brief})");
+        };
+        assert!(message.contains("the handler gave up"), "{message}");
+        assert!(!retryable);
+    }
 }
 
 #[tokio::test]

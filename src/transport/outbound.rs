@@ -248,15 +248,7 @@ impl Outbound {
 
     /// Resolves once [`Outbound::has_room`] is true.
     pub async fn room(&self) {
-        loop {
-            let changed = self.pipe.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if self.has_room() {
-                return;
-            }
-            changed.await;
-        }
+        self.wait_until(Self::has_room).await;
     }
 
     /// Queues `frame` and then a close: both go out in order, then the write side shuts.
@@ -278,11 +270,17 @@ impl Outbound {
 
     /// Resolves when the writer has stopped.
     pub async fn closed(&self) {
+        self.wait_until(Self::is_closed).await;
+    }
+
+    /// Resolves once `ready` holds, checking again each time the queue drains or the writer
+    /// stops; the wake-up is registered before the check, so none is missed.
+    async fn wait_until(&self, ready: fn(&Self) -> bool) {
         loop {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if self.is_closed() {
+            if ready(self) {
                 return;
             }
             changed.await;
