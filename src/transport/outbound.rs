@@ -60,6 +60,18 @@ struct State {
     stopped: bool,
 }
 
+impl State {
+    /// Everything buffered went out: count nothing, and let go of a buffer a burst grew.
+    fn drained(&mut self) {
+        self.frames = 0;
+        if self.buf.capacity() > KEEP_BUFFER_BYTES {
+            self.buf = BytesMut::new();
+        } else {
+            self.buf.clear();
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct Pipe {
     socket: OwnedWriteHalf,
@@ -119,8 +131,7 @@ impl Pipe {
             state.last_write = Some(now);
             match self.socket.try_write(&state.buf) {
                 Ok(written) if written == state.buf.len() => {
-                    state.buf.clear();
-                    state.frames = 0;
+                    state.drained();
                     return Ok(());
                 }
                 Ok(written) => state.buf.advance(written),
@@ -151,8 +162,7 @@ impl Pipe {
         match self.socket.try_write(&state.buf) {
             Ok(written) if written == state.buf.len() => {
                 let was_full = state.frames >= self.queue_len;
-                state.buf.clear();
-                state.frames = 0;
+                state.drained();
                 drop(state);
                 if was_full {
                     self.changed.notify_waiters();
