@@ -1,8 +1,9 @@
 //! Write batching for a task that reads frames and answers them.
 //!
 //! While a [`Batched`] future is polled, frames queued on an idle connection are held instead
-//! of written. They go out, one write per connection, when its reader is about to wait on the
-//! socket and again when the poll ends, so a task that parks has always written what it queued.
+//! of written. They go out, one write per connection, when the task's reader is about to read
+//! again after handing out frames, and when the poll ends, so a task that parks has always
+//! written what it queued.
 
 use std::cell::RefCell;
 use std::future::Future;
