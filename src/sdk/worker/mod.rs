@@ -1,0 +1,244 @@
+//! The worker SDK: connect, register, run pushed requests through a [`Handler`], reconnect.
+//!
+//! At most `max_concurrency` handlers run at once whatever the node sends; a cancelled push gets
+//! no reply; pings are answered by the runtime, never by handler code. Only a final refusal, a
+//! self-drain or a shutdown stops the reconnect loop.
+//!
+//! - `handler`: what runs a request; `runtime`: the connect, register and reconnect loop;
+//!   `session`: one registered connection, its handlers, capacity and drain.
+
+mod handler;
+mod runtime;
+mod session;
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lintel_wire::{Refusal, Register, DEFAULT_MAX_FRAME_LEN};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use handler::{handler_fn, FnHandler, Handler};
+use runtime::Runtime;
+
+/// Jittered exponential reconnect delays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The delay after a lost connection, before jitter.
+    pub initial: Duration,
+    /// The cap on the delay, before jitter.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before retry number `attempt` (zero-based): `initial * 2^attempt` capped at
+    /// `max`, of which a random half is taken off so reconnecting workers spread out.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let factor = 2u32.saturating_pow(attempt);
+        let full = self.initial.saturating_mul(factor).min(self.max);
+        let half = full / 2;
+        let half_nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX);
+        half.saturating_add(Duration::from_nanos(fastrand::u64(0..=half_nanos)))
+    }
+}
+
+/// Where to connect, what to register and how to behave on the way.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// `host:port` of the node.
+    pub addr: String,
+    /// Sent after every handshake; `max_concurrency` is replaced by the latest
+    /// [`WorkerHandle::set_capacity`].
+    pub registration: Register,
+    /// Free-form client name in `Hello`, for the node's logs.
+    pub name: String,
+    pub auth_token: Option<String>,
+    /// Bounds the connect plus `Welcome`, and separately the wait for `Registered`.
+    pub handshake_timeout: Duration,
+    pub reconnect: Backoff,
+    /// Largest frame body this side reads or writes.
+    pub max_frame_len: usize,
+    /// Frames the outbound queue holds before the runtime waits for room.
+    pub queue_len: usize,
+}
+
+impl WorkerConfig {
+    /// A config with default timeouts, backoff and limits, named after the registration identity.
+    pub fn new(addr: impl Into<String>, registration: Register) -> Self {
+        Self {
+            addr: addr.into(),
+            name: registration.identity.clone(),
+            registration,
+            auth_token: None,
+            handshake_timeout: Duration::from_secs(10),
+            reconnect: Backoff::default(),
+            max_frame_len: DEFAULT_MAX_FRAME_LEN,
+            queue_len: 1024,
+        }
+    }
+}
+
+/// Where the worker runtime is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerState {
+    /// Connecting, registering, or waiting to reconnect.
+    Connecting,
+    /// Registered on the node's connection `pid`.
+    Registered { worker_id: u64, pid: u64 },
+    /// Finishing in-flight work before it closes; no new work is taken.
+    Draining { worker_id: u64 },
+    /// The node refused us for good; the runtime has stopped.
+    Refused(Refusal),
+    /// The runtime has stopped.
+    Stopped,
+}
+
+/// Why a [`WorkerHandle`] call could not do what it was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkerError {
+    /// The node refused the handshake or the registration for good.
+    #[error("refused ({:?}): {}", .0.code, .0.reason)]
+    Refused(Refusal),
+    /// The runtime has stopped.
+    #[error("the worker runtime has stopped")]
+    Stopped,
+    /// The wait ended first.
+    #[error("not registered within {0:?}")]
+    Timeout(Duration),
+}
+
+/// The entry point of the worker runtime.
+#[derive(Debug)]
+pub struct Worker;
+
+impl Worker {
+    /// Starts the runtime on the current Tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime, like `tokio::spawn`.
+    pub fn spawn<H: Handler>(config: WorkerConfig, handler: H) -> WorkerHandle {
+        let (state_tx, state_rx) = watch::channel(WorkerState::Connecting);
+        let (capacity_tx, capacity_rx) = watch::channel(config.registration.max_concurrency);
+        let (drain_tx, drain_rx) = watch::channel(None);
+        let shutdown = CancellationToken::new();
+        let finished = CancellationToken::new();
+        let runtime = Runtime {
+            config,
+            handler: Arc::new(handler),
+            state: state_tx,
+            capacity: capacity_rx,
+            drain: drain_rx,
+        };
+        let stop = shutdown.clone();
+        let done = finished.clone();
+        tokio::spawn(async move {
+            let _done = done.drop_guard();
+            let state = runtime.state.clone();
+            // Cancel-safe: dropping `run` drops the connection and aborts every handler task.
+            let last = tokio::select! {
+                () = stop.cancelled() => WorkerState::Stopped,
+                last = runtime.run() => last,
+            };
+            state.send_replace(last);
+        });
+        WorkerHandle {
+            state: state_rx,
+            capacity: capacity_tx,
+            drain: drain_tx,
+            shutdown,
+            finished,
+        }
+    }
+}
+
+/// Controls a running worker. Dropping it shuts the worker down.
+#[derive(Debug)]
+pub struct WorkerHandle {
+    state: watch::Receiver<WorkerState>,
+    capacity: watch::Sender<u32>,
+    drain: watch::Sender<Option<Duration>>,
+    shutdown: CancellationToken,
+    finished: CancellationToken,
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl WorkerHandle {
+    /// Waits until the worker is registered and returns its worker id.
+    ///
+    /// # Errors
+    /// [`WorkerError::Refused`] after a final refusal, [`WorkerError::Stopped`] when the runtime
+    /// stopped, [`WorkerError::Timeout`] when `timeout` passes first.
+    pub async fn wait_registered(&self, timeout: Duration) -> Result<u64, WorkerError> {
+        let mut state = self.state.clone();
+        let settled = state.wait_for(|state| {
+            matches!(
+                state,
+                WorkerState::Registered { .. } | WorkerState::Refused(_) | WorkerState::Stopped
+            )
+        });
+        let settled = match tokio::time::timeout(timeout, settled).await {
+            Err(_) => return Err(WorkerError::Timeout(timeout)),
+            Ok(Err(_)) => return Err(WorkerError::Stopped),
+            // Cloned so the watch's read lock is released here.
+            Ok(Ok(state)) => state.clone(),
+        };
+        match settled {
+            WorkerState::Registered { worker_id, .. } => Ok(worker_id),
+            WorkerState::Refused(refusal) => Err(WorkerError::Refused(refusal)),
+            _ => Err(WorkerError::Stopped),
+        }
+    }
+
+    /// Sets the most requests in flight at once: locally at once, and on the node by a
+    /// `CapacityUpdate` now if registered, else in the next registration.
+    ///
+    /// # Errors
+    /// [`WorkerError::Stopped`] when the runtime has stopped.
+    pub fn set_capacity(&self, max_concurrency: NonZeroU32) -> Result<(), WorkerError> {
+        if self.finished.is_cancelled() {
+            return Err(WorkerError::Stopped);
+        }
+        self.capacity.send_replace(max_concurrency.get());
+        Ok(())
+    }
+
+    /// Drains and stops: sends `Drain`, finishes in-flight work (aborting what is left after
+    /// `grace`), sends `Drained` and `Goodbye`, closes, and does not reconnect. Resolves when the
+    /// runtime has stopped; when not connected it just stops.
+    pub async fn drain(&self, grace: Duration) {
+        self.drain.send_replace(Some(grace));
+        self.finished.cancelled().await;
+    }
+
+    /// Stops at once: aborts every handler and drops the connection without a word.
+    /// Resolves when the runtime has stopped.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        self.finished.cancelled().await;
+    }
+
+    /// Resolves when the runtime has stopped, for whatever reason.
+    pub async fn stopped(&self) {
+        self.finished.cancelled().await;
+    }
+
+    /// A receiver of the runtime's state.
+    pub fn state(&self) -> watch::Receiver<WorkerState> {
+        self.state.clone()
+    }
+}

@@ -1,0 +1,177 @@
+//! The worker's connect, register and reconnect loop.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lintel_wire::{ErrorCode, ErrorFrame, Frame, Pong, Refusal, Register, Role};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::handler::Handler;
+use super::session::Session;
+use super::{WorkerConfig, WorkerState};
+use crate::sdk::connect::{
+    connect, is_final_refusal, next_frame, ConnectError, Connection, Handshake, Keepalive,
+};
+use crate::transport::{Batched, FrameReader, Outbound};
+
+/// The runtime's configuration and its side of the handle's channels.
+pub(super) struct Runtime<H> {
+    pub(super) config: WorkerConfig,
+    pub(super) handler: Arc<H>,
+    pub(super) state: watch::Sender<WorkerState>,
+    pub(super) capacity: watch::Receiver<u32>,
+    pub(super) drain: watch::Receiver<Option<Duration>>,
+}
+
+/// How one connection ended.
+#[derive(Debug)]
+pub(super) enum SessionEnd {
+    /// No registration happened; back off further.
+    Unreachable(ConnectError),
+    /// The connection was lost after registering; back off from the start.
+    Lost,
+    /// The node drained us; we may be wanted again later.
+    NodeDrained,
+    /// The handle's drain is done.
+    SelfDrained,
+    /// A refusal retrying cannot change.
+    Refused(Refusal),
+}
+
+impl<H: Handler> Runtime<H> {
+    /// Connects, serves and reconnects until a final refusal or a self-drain; returns the last state.
+    pub(super) async fn run(mut self) -> WorkerState {
+        let mut failures: u32 = 0;
+        loop {
+            if self.drain.borrow().is_some() {
+                return WorkerState::Stopped;
+            }
+            self.state.send_replace(WorkerState::Connecting);
+            let delay = match self.session().await {
+                SessionEnd::Refused(refusal) => {
+                    tracing::warn!(code = ?refusal.code, reason = %refusal.reason, "worker refused");
+                    return WorkerState::Refused(refusal);
+                }
+                SessionEnd::SelfDrained => return WorkerState::Stopped,
+                SessionEnd::Lost | SessionEnd::NodeDrained => {
+                    failures = 0;
+                    self.config.reconnect.delay(0)
+                }
+                SessionEnd::Unreachable(err) => {
+                    tracing::debug!(error = %err, addr = %self.config.addr, "worker cannot reach the node");
+                    let delay = self.config.reconnect.delay(failures);
+                    failures = failures.saturating_add(1);
+                    delay
+                }
+            };
+            self.state.send_replace(WorkerState::Connecting);
+            // Both branches are cancel-safe: a sleep and a watch wait hold no data.
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                _ = self.drain.wait_for(Option::is_some) => return WorkerState::Stopped,
+            }
+        }
+    }
+
+    /// One connection from dial to close.
+    async fn session(&mut self) -> SessionEnd {
+        let handshake = Handshake {
+            role: Role::Worker,
+            name: self.config.name.clone(),
+            auth_token: self.config.auth_token.clone(),
+            timeout: self.config.handshake_timeout,
+            max_frame_len: self.config.max_frame_len,
+            queue_len: self.config.queue_len,
+        };
+        let conn = match connect(self.config.addr.as_str(), &handshake).await {
+            Ok(conn) => conn,
+            Err(ConnectError::Refused(refusal)) if is_final_refusal(refusal.code) => {
+                return SessionEnd::Refused(refusal)
+            }
+            Err(err) => return SessionEnd::Unreachable(err),
+        };
+        let Connection {
+            mut reader,
+            outbound,
+            writer: _,
+            welcome,
+            max_send_len,
+        } = conn;
+        let capacity = *self.capacity.borrow_and_update();
+        let registration = Register {
+            max_concurrency: capacity,
+            ..self.config.registration.clone()
+        };
+        let timeout = self.config.handshake_timeout;
+        let registered = tokio::time::timeout(
+            timeout,
+            register(&mut reader, &outbound, Frame::Register(registration)),
+        )
+        .await
+        .unwrap_or(Err(ConnectError::Timeout(timeout)));
+        let worker_id = match registered {
+            Ok(worker_id) => worker_id,
+            Err(ConnectError::Refused(refusal)) if is_final_refusal(refusal.code) => {
+                return SessionEnd::Refused(refusal)
+            }
+            Err(err) => return SessionEnd::Unreachable(err),
+        };
+        tracing::debug!(worker_id, pid = welcome.pid, node = %welcome.node_id, "worker registered");
+        self.state.send_replace(WorkerState::Registered {
+            worker_id,
+            pid: welcome.pid,
+        });
+        let session = Session {
+            handler: Arc::clone(&self.handler),
+            state: &self.state,
+            capacity_rx: &mut self.capacity,
+            drain_rx: &mut self.drain,
+            keepalive: Keepalive::new(&welcome.limits),
+            reader,
+            outbound,
+            max_send_len,
+            worker_id,
+            capacity,
+            tasks: JoinSet::new(),
+            in_flight: HashMap::new(),
+            draining: None,
+        };
+        Batched::new(session.serve()).await
+    }
+}
+
+/// Sends the registration and waits for its answer, answering pings meanwhile.
+async fn register(
+    reader: &mut FrameReader,
+    outbound: &Outbound,
+    registration: Frame,
+) -> Result<u64, ConnectError> {
+    outbound
+        .send(registration)
+        .await
+        .map_err(|_| ConnectError::Closed)?;
+    loop {
+        match next_frame(reader).await? {
+            Frame::Registered(registered) => return Ok(registered.worker_id),
+            Frame::RegisterRefused(refusal) => return Err(ConnectError::Refused(refusal)),
+            Frame::Ping(ping) => {
+                let _ = outbound.try_send(Frame::Pong(Pong { nonce: ping.nonce }));
+            }
+            Frame::Pong(_) => {}
+            Frame::Error(error) => return Err(ConnectError::Protocol(error)),
+            Frame::Goodbye(goodbye) => return Err(ConnectError::Goodbye(goodbye.reason)),
+            other => {
+                let kind = other.kind();
+                outbound
+                    .close_with(Frame::Error(ErrorFrame {
+                        code: ErrorCode::UnexpectedFrame,
+                        reason: format!("expected Registered or RegisterRefused, got {kind}"),
+                    }))
+                    .await;
+                return Err(ConnectError::UnexpectedFrame(kind));
+            }
+        }
+    }
+}

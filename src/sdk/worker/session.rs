@@ -1,0 +1,357 @@
+//! One registered connection: pushed requests run through the handler within capacity,
+//! cancels, keepalive and drain.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use lintel_wire::{
+    ActivityOutcome, CapacityUpdate, DispatchResponse, Drain, Drained, ErrorCode, ErrorFrame,
+    Frame, Goodbye, Pong, Push, Reply,
+};
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinError, JoinSet};
+use tokio::time::Instant;
+
+use super::handler::{run_handler, Handler};
+use super::runtime::SessionEnd;
+use super::WorkerState;
+use crate::sdk::connect::{
+    check_frame_len, decode_error_frame, field_bound, Keepalive, KeepaliveTick, VARINT_MAX,
+};
+use crate::transport::{FrameReader, Outbound};
+
+/// How long a finished drain waits for `Drained` and `Goodbye` to reach the socket.
+const GOODBYE_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Who asked for the drain in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DrainOrigin {
+    Node,
+    Handle,
+}
+
+#[derive(Debug)]
+pub(super) struct Draining {
+    origin: DrainOrigin,
+    /// In-flight work still running at this instant is aborted.
+    deadline: Instant,
+    /// Replies sent since the drain began.
+    completed: u64,
+}
+
+/// A registered connection being served.
+pub(super) struct Session<'a, H> {
+    pub(super) handler: Arc<H>,
+    pub(super) state: &'a watch::Sender<WorkerState>,
+    pub(super) capacity_rx: &'a mut watch::Receiver<u32>,
+    pub(super) drain_rx: &'a mut watch::Receiver<Option<Duration>>,
+    pub(super) keepalive: Keepalive,
+    pub(super) reader: FrameReader,
+    pub(super) outbound: Outbound,
+    pub(super) max_send_len: usize,
+    pub(super) worker_id: u64,
+    /// The local limit on handlers in flight. The session is the only place that starts
+    /// handlers, so this count beside `in_flight` is the semaphore: exact, and resizable both ways.
+    pub(super) capacity: u32,
+    pub(super) tasks: JoinSet<(u64, DispatchResponse)>,
+    /// Requests whose reply is still owed, by correlation id. A cancelled request leaves this
+    /// map before its task is aborted, so a task that finishes anyway gets no reply.
+    pub(super) in_flight: HashMap<u64, AbortHandle>,
+    pub(super) draining: Option<Draining>,
+}
+
+/// Whether the session goes on.
+type Flow = Result<(), SessionEnd>;
+
+impl<H: Handler> Session<'_, H> {
+    pub(super) async fn serve(mut self) -> SessionEnd {
+        loop {
+            if self.draining.is_some() && self.in_flight.is_empty() {
+                return self.finish_drain().await;
+            }
+            let deadline = self.draining.as_ref().map(|draining| draining.deadline);
+            // Every branch is cancel-safe: `FramedRead::next` keeps partial frames buffered,
+            // `JoinSet::join_next` and watch `changed` lose nothing when dropped, the grace sleep
+            // is rebuilt from the stored deadline, and `Keepalive::tick` changes nothing until
+            // it resolves.
+            let flow = tokio::select! {
+                frame = futures_util::StreamExt::next(&mut self.reader) => match frame {
+                    Some(Ok(frame)) => {
+                        self.keepalive.heard();
+                        self.on_frame(frame).await
+                    }
+                    Some(Err(err)) => {
+                        tracing::warn!(error = %err, "worker connection failed");
+                        if let Some(error) = decode_error_frame(&err) {
+                            self.outbound.close_with(Frame::Error(error)).await;
+                        }
+                        Err(SessionEnd::Lost)
+                    }
+                    None => Err(SessionEnd::Lost),
+                },
+                Some(joined) = self.tasks.join_next() => self.on_joined(joined).await,
+                Ok(()) = self.capacity_rx.changed() => self.on_capacity().await,
+                Ok(()) = self.drain_rx.changed(), if self.draining.is_none() => {
+                    self.on_drain_request().await
+                }
+                () = grace_expiry(deadline) => {
+                    self.abort_in_flight();
+                    Ok(())
+                }
+                tick = self.keepalive.tick() => match tick {
+                    KeepaliveTick::Ping(ping) => self.send(Frame::Ping(ping)).await,
+                    KeepaliveTick::Dead => {
+                        tracing::warn!("node stopped answering pings; reconnecting");
+                        Err(SessionEnd::Lost)
+                    }
+                },
+            };
+            if let Err(end) = flow {
+                return end;
+            }
+        }
+    }
+
+    async fn on_frame(&mut self, frame: Frame) -> Flow {
+        match frame {
+            Frame::Push(push) => self.start(push).await,
+            Frame::Cancel(cancel) => {
+                if let Some(task) = self.in_flight.remove(&cancel.correlation) {
+                    task.abort();
+                }
+                Ok(())
+            }
+            Frame::Ping(ping) => self.send(Frame::Pong(Pong { nonce: ping.nonce })).await,
+            Frame::Pong(_) => Ok(()),
+            Frame::Drain(drain) => {
+                if self.draining.is_none() {
+                    self.begin_drain(DrainOrigin::Node, Duration::from_millis(drain.grace_ms));
+                }
+                Ok(())
+            }
+            Frame::Goodbye(goodbye) => {
+                tracing::info!(reason = %goodbye.reason, "node said goodbye");
+                Err(SessionEnd::Lost)
+            }
+            Frame::Error(error) => {
+                tracing::warn!(code = ?error.code, reason = %error.reason, "node reported a protocol error");
+                Err(SessionEnd::Lost)
+            }
+            other => {
+                let kind = other.kind();
+                tracing::warn!(%kind, "node sent a frame a worker never receives");
+                self.outbound
+                    .close_with(Frame::Error(ErrorFrame {
+                        code: ErrorCode::UnexpectedFrame,
+                        reason: format!("{kind} is not a node-to-worker frame here"),
+                    }))
+                    .await;
+                Err(SessionEnd::Lost)
+            }
+        }
+    }
+
+    /// Runs a pushed request in its own task, or refuses it at once when at capacity.
+    ///
+    /// Pushes that arrive while draining still run: the node sent them before it saw the drain
+    /// and waits for their replies; the grace deadline bounds them.
+    async fn start(&mut self, push: Push) -> Flow {
+        let Push {
+            correlation,
+            request,
+        } = push;
+        if self.in_flight.contains_key(&correlation) {
+            tracing::warn!(
+                correlation,
+                "node reused a correlation id in flight; ignoring it"
+            );
+            return Ok(());
+        }
+        let capacity = usize::try_from(self.capacity).unwrap_or(usize::MAX);
+        if self.in_flight.len() >= capacity {
+            tracing::warn!(correlation, capacity, "push beyond capacity refused");
+            let response = DispatchResponse {
+                workflow_id: request.workflow_id,
+                ordinal: request.ordinal,
+                run_id: request.run_id,
+                outcome: ActivityOutcome::Failure {
+                    message: format!("worker is at its capacity of {capacity} requests"),
+                    retryable: true,
+                },
+            };
+            return self.reply(correlation, response).await;
+        }
+        let handler = Arc::clone(&self.handler);
+        let run = run_handler(handler, correlation, request);
+        let task = if self.handler.runs_briefly() {
+            let mut run = Box::pin(run);
+            // A handler that must wait is polled again, with its own waker, in its task.
+            if let Some((correlation, response)) = (&mut run).now_or_never() {
+                if let Some(draining) = &mut self.draining {
+                    draining.completed += 1;
+                }
+                return self.reply(correlation, response).await;
+            }
+            self.tasks.spawn(run)
+        } else {
+            self.tasks.spawn(run)
+        };
+        self.in_flight.insert(correlation, task);
+        Ok(())
+    }
+
+    async fn on_joined(&mut self, joined: Result<(u64, DispatchResponse), JoinError>) -> Flow {
+        match joined {
+            Ok((correlation, response)) => {
+                if self.in_flight.remove(&correlation).is_none() {
+                    return Ok(());
+                }
+                if let Some(draining) = &mut self.draining {
+                    draining.completed += 1;
+                }
+                self.reply(correlation, response).await
+            }
+            // Aborted after a cancel or at the grace deadline: nothing is owed.
+            Err(_) => Ok(()),
+        }
+    }
+
+    async fn on_capacity(&mut self) -> Flow {
+        let capacity = *self.capacity_rx.borrow_and_update();
+        if capacity == self.capacity {
+            return Ok(());
+        }
+        self.capacity = capacity;
+        self.send(Frame::CapacityUpdate(CapacityUpdate {
+            max_concurrency: capacity,
+        }))
+        .await
+    }
+
+    async fn on_drain_request(&mut self) -> Flow {
+        let Some(grace) = *self.drain_rx.borrow_and_update() else {
+            return Ok(());
+        };
+        let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        self.begin_drain(DrainOrigin::Handle, grace);
+        self.send(Frame::Drain(Drain { grace_ms })).await
+    }
+
+    fn begin_drain(&mut self, origin: DrainOrigin, grace: Duration) {
+        let now = Instant::now();
+        let deadline = now.checked_add(grace).unwrap_or_else(|| far_future(now));
+        self.draining = Some(Draining {
+            origin,
+            deadline,
+            completed: 0,
+        });
+        self.state.send_replace(WorkerState::Draining {
+            worker_id: self.worker_id,
+        });
+    }
+
+    fn abort_in_flight(&mut self) {
+        if !self.in_flight.is_empty() {
+            tracing::warn!(
+                in_flight = self.in_flight.len(),
+                "drain grace expired; aborting"
+            );
+        }
+        for (_, task) in self.in_flight.drain() {
+            task.abort();
+        }
+    }
+
+    /// Sends `Drained` and `Goodbye`, closes, and waits (bounded) for the writer to flush.
+    async fn finish_drain(self) -> SessionEnd {
+        let Some(draining) = self.draining else {
+            return SessionEnd::Lost;
+        };
+        let _ = self
+            .outbound
+            .send(Frame::Drained(Drained {
+                completed: draining.completed,
+            }))
+            .await;
+        self.outbound
+            .close_with(Frame::Goodbye(Goodbye {
+                reason: "drained".to_owned(),
+            }))
+            .await;
+        let flushed = self.outbound.closed();
+        if tokio::time::timeout(GOODBYE_FLUSH_TIMEOUT, flushed)
+            .await
+            .is_err()
+        {
+            tracing::warn!("node did not take the goodbye in time");
+        }
+        match draining.origin {
+            DrainOrigin::Node => SessionEnd::NodeDrained,
+            DrainOrigin::Handle => SessionEnd::SelfDrained,
+        }
+    }
+
+    /// Sends the reply, or a failure in its place when it does not fit in a frame.
+    async fn reply(&self, correlation: u64, response: DispatchResponse) -> Flow {
+        let bound = response_len_bound(&response);
+        let frame = Frame::Reply(Reply {
+            correlation,
+            response,
+        });
+        let Err(len) = check_frame_len(&frame, bound, self.max_send_len) else {
+            return self.send(frame).await;
+        };
+        let Frame::Reply(mut reply) = frame else {
+            return Ok(());
+        };
+        tracing::warn!(correlation, len, "reply too large for one frame");
+        reply.response.outcome = ActivityOutcome::Failure {
+            message: format!(
+                "result of {len} bytes exceeds the frame limit of {} bytes",
+                self.max_send_len
+            ),
+            retryable: false,
+        };
+        self.send(Frame::Reply(reply)).await
+    }
+
+    async fn send(&self, frame: Frame) -> Flow {
+        self.outbound
+            .send(frame)
+            .await
+            .map_err(|_| SessionEnd::Lost)
+    }
+}
+
+/// Resolves at `deadline`; never without one.
+async fn grace_expiry(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// An instant further off than any grace worth waiting for.
+fn far_future(now: Instant) -> Instant {
+    now.checked_add(Duration::from_secs(86_400 * 365 * 30))
+        .unwrap_or(now)
+}
+
+/// An overestimate of an encoded `Reply` body.
+fn response_len_bound(response: &DispatchResponse) -> usize {
+    let outcome = match &response.outcome {
+        ActivityOutcome::Success(bytes) => field_bound(bytes.len()),
+        ActivityOutcome::Failure { message, .. } => field_bound(message.len()).saturating_add(1),
+    };
+    [
+        // Frame kind, correlation, ordinal, outcome tag.
+        4 * (1 + VARINT_MAX),
+        field_bound(response.workflow_id.len()),
+        1 + field_bound(response.run_id.as_ref().map_or(0, String::len)),
+        outcome,
+    ]
+    .into_iter()
+    .fold(0, usize::saturating_add)
+}
