@@ -1,7 +1,6 @@
 //! The one dispatcher behind the in-process API and producers' submissions.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,10 +8,10 @@ use lintel_wire::{
     ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, RefusedDispatch,
     RefusedReason,
 };
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::activity::{Active, Activity};
 use super::counters::DispatchCounters;
 use super::link::{LinkClosed, PushError};
 use super::options::DispatchOptions;
@@ -121,20 +120,12 @@ impl Dispatcher {
 
     /// Dispatches not yet ended.
     pub fn active(&self) -> usize {
-        self.activity.count.load(Ordering::Acquire)
+        self.activity.count()
     }
 
     /// Resolves when no dispatch is active.
     pub async fn wait_idle(&self) {
-        loop {
-            let notified = self.activity.idle.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.active() == 0 {
-                return;
-            }
-            notified.await;
-        }
+        self.activity.idle().await;
     }
 
     /// Dispatches `request`, ending it as cancelled when `cancelled` resolves.
@@ -144,9 +135,9 @@ impl Dispatcher {
         options: &DispatchOptions,
         cancelled: impl Future<Output = ()>,
     ) -> DispatchResult {
-        let active = Active::enter(&self.activity);
+        let active = self.activity.enter();
         self.counters.started();
-        let result = if active.count > self.limits.max_active {
+        let result = if active.count() > self.limits.max_active {
             self.too_busy()
         } else {
             self.select_and_push(request, options, cancelled).await
@@ -230,13 +221,13 @@ impl Dispatcher {
     /// Starts a submission without waiting: reserves a worker free now, or ends it at once.
     /// Counts it, except when handed back to wait, where [`Dispatcher::dispatch_until`] does.
     pub(crate) fn start(&self, request: DispatchRequest, options: &DispatchOptions) -> Started {
-        let active = Active::enter(&self.activity);
+        let active = self.activity.enter();
         let ended = |result: DispatchResult| {
             self.counters.started();
             self.counters.ended(&result);
             Started::Ended(result)
         };
-        if active.count > self.limits.max_active {
+        if active.count() > self.limits.max_active {
             return ended(self.too_busy());
         }
         if let Err(result) = self.admit(&request) {
@@ -352,39 +343,6 @@ impl Dispatcher {
 
 fn refused(reason: RefusedReason, detail: String) -> DispatchResult {
     DispatchResult::Refused(RefusedDispatch { reason, detail })
-}
-
-/// Dispatches not yet ended, and a wake for when none is left.
-#[derive(Debug, Default)]
-struct Activity {
-    count: AtomicUsize,
-    idle: Notify,
-}
-
-/// Counts one active dispatch; the last to leave wakes [`Dispatcher::wait_idle`].
-#[derive(Debug)]
-pub(crate) struct Active {
-    activity: Arc<Activity>,
-    /// Active dispatches including this one, when it entered.
-    count: usize,
-}
-
-impl Active {
-    fn enter(activity: &Arc<Activity>) -> Self {
-        let count = activity.count.fetch_add(1, Ordering::AcqRel) + 1;
-        Self {
-            activity: Arc::clone(activity),
-            count,
-        }
-    }
-}
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        if self.activity.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.activity.idle.notify_waiters();
-        }
-    }
 }
 
 fn address_of(request: &DispatchRequest) -> Address<'_> {

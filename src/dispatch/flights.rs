@@ -8,17 +8,18 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lintel_wire::{
     DispatchRequest, DispatchResponse, DispatchResult, Frame, OutcomeFrame, RefusedDispatch,
     RefusedReason, Submit,
 };
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::dispatcher::{Active, Dispatcher, Reserved, Started};
+use super::activity::{Active, Activity};
+use super::dispatcher::{Dispatcher, Reserved, Started};
 use super::link::{PushError, WorkerLink};
 use super::options::DispatchOptions;
 use crate::registry::{Reservation, WorkerId};
@@ -37,8 +38,7 @@ pub(crate) struct Flights {
     /// The producer left: nothing more is sent to it.
     closed: AtomicBool,
     /// Waiting-path tasks that have not yet reported.
-    reporting: AtomicUsize,
-    settled: Notify,
+    reporting: Arc<Activity>,
 }
 
 #[derive(Default)]
@@ -82,8 +82,7 @@ impl Flights {
             max_in_flight,
             table: Mutex::new(Table::default()),
             closed: AtomicBool::new(false),
-            reporting: AtomicUsize::new(0),
-            settled: Notify::new(),
+            reporting: Arc::default(),
         })
     }
 
@@ -220,7 +219,8 @@ impl Flights {
             table.flights.insert(correlation, Flight { ticket, state });
             ticket
         };
-        let reporting = Reporting::start(self);
+        let flights = Arc::clone(self);
+        let reporting = self.reporting.enter();
         tokio::spawn(async move {
             // A dropped trigger means the submission ended first; only a sent one cancels.
             let cancelled = async {
@@ -228,12 +228,12 @@ impl Flights {
                     std::future::pending::<()>().await;
                 }
             };
-            let flights = &reporting.0;
             let result = flights
                 .dispatcher
                 .dispatch_until(request, &options, cancelled)
                 .await;
             flights.finish(correlation, ticket, result);
+            drop(reporting);
         });
     }
 
@@ -329,15 +329,7 @@ impl Flights {
 
     /// Resolves once every waiting-path task has reported.
     pub(crate) async fn settled(&self) {
-        loop {
-            let settled = self.settled.notified();
-            tokio::pin!(settled);
-            settled.as_mut().enable();
-            if self.reporting.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            settled.await;
-        }
+        self.reporting.idle().await;
     }
 
     /// Counts and answers a pushed submission already removed from the table, then tells its
@@ -446,24 +438,6 @@ impl fmt::Debug for Submission {
             .field("correlation", &self.correlation)
             .field("worker_id", &self.worker_id)
             .finish_non_exhaustive()
-    }
-}
-
-/// Counts one waiting-path task until it has reported, even if it panics.
-struct Reporting(Arc<Flights>);
-
-impl Reporting {
-    fn start(flights: &Arc<Flights>) -> Self {
-        flights.reporting.fetch_add(1, Ordering::AcqRel);
-        Self(Arc::clone(flights))
-    }
-}
-
-impl Drop for Reporting {
-    fn drop(&mut self) {
-        if self.0.reporting.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.settled.notify_waiters();
-        }
     }
 }
 

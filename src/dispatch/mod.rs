@@ -1,5 +1,6 @@
 //! Dispatch: select a worker, push on its link, await the correlated reply, end in one outcome.
 
+mod activity;
 mod counters;
 mod dispatcher;
 mod flights;

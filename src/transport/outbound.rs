@@ -115,7 +115,7 @@ impl Pipe {
         }
         if state.held {
             if state.buf.len() >= HOLD_BYTES || state.frames >= self.queue_len / 2 {
-                self.write_buffer(state);
+                self.write_buffer(state, Instant::now());
             }
             return Ok(());
         }
@@ -128,16 +128,8 @@ impl Pipe {
             .last_write
             .is_none_or(|last| now.saturating_duration_since(last) >= BURST_GAP);
         if was_empty && !state.busy && quiet {
-            state.last_write = Some(now);
-            match self.socket.try_write(&state.buf) {
-                Ok(written) if written == state.buf.len() => {
-                    state.drained();
-                    return Ok(());
-                }
-                Ok(written) => state.buf.advance(written),
-                // Would block, or an error the writer will meet and report.
-                Err(_) => {}
-            }
+            self.write_buffer(state, now);
+            return Ok(());
         }
         state.writer_active = true;
         drop(state);
@@ -149,16 +141,16 @@ impl Pipe {
     pub(super) fn write_held(&self) {
         let mut state = self.state();
         if std::mem::take(&mut state.held) {
-            self.write_buffer(state);
+            self.write_buffer(state, Instant::now());
         }
     }
 
     /// Writes the buffer from the calling task unless the writer owns it.
-    fn write_buffer(&self, mut state: MutexGuard<'_, State>) {
+    fn write_buffer(&self, mut state: MutexGuard<'_, State>, now: Instant) {
         if state.writer_active || state.buf.is_empty() {
             return;
         }
-        state.last_write = Some(Instant::now());
+        state.last_write = Some(now);
         match self.socket.try_write(&state.buf) {
             Ok(written) if written == state.buf.len() => {
                 let was_full = state.frames >= self.queue_len;
