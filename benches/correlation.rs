@@ -1,17 +1,20 @@
-//! A worker link's correlation table: push then complete, and push then abandon.
+//! A worker link's correlation table: push then reply, and push then end (a deadline or cancel)
+//! then the late reply.
 //!
 //! The link's writer task runs on a current-thread runtime, so it encodes and writes only
 //! between batches, when the setup drains every frame queued so far off the peer's socket.
-//! Inside the timed routine is the caller's side alone: the table, the oneshot, and the
-//! `try_send` into the outbound queue. The requests and responses are built outside it.
+//! Inside the timed routine is the caller's side alone: the table and the `try_send` into the
+//! outbound queue. The requests and responses are built outside it.
 
 use std::cell::Cell;
 use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, BatchSize, Criterion};
-use futures_util::{FutureExt, StreamExt};
-use lintel::dispatch::WorkerLink;
+use futures_util::StreamExt;
+use std::sync::Arc;
+
+use lintel::link::{End, PushEntry, Release, ReplyFate, WorkerLink};
 use lintel_wire::{
     ActivityOutcome, DispatchRequest, DispatchResponse, FrameCodec, DEFAULT_MAX_FRAME_LEN,
 };
@@ -51,6 +54,19 @@ fn response() -> DispatchResponse {
         ordinal: 42,
         run_id: None,
         outcome: ActivityOutcome::Success(Bytes::from_static(&[9; 64])),
+    }
+}
+
+/// Takes what the link tells it and drops it, as a dispatch's own bookkeeping would.
+struct Entry;
+
+impl PushEntry for Entry {
+    fn replied(&self, response: DispatchResponse) {
+        black_box(response);
+    }
+    fn lost(&self) {}
+    fn released(&self, why: Release) {
+        black_box(why);
     }
 }
 
@@ -95,10 +111,11 @@ fn link(runtime: &Runtime) -> (WorkerLink, Drain<'_>) {
     (link, drain)
 }
 
-/// Push (table insert, oneshot, `try_send`), complete, take the ready reply, drop the waiter.
+/// Push (table insert, `try_send`), then the reply takes the entry.
 fn push_complete(c: &mut Criterion) {
     let runtime = runtime();
     let (link, mut drain) = link(&runtime);
+    let entry: Arc<dyn PushEntry> = Arc::new(Entry);
     let queued = Cell::new(0_u64);
     let mut group = c.benchmark_group("correlation");
     group.bench_function("push_complete", |b| {
@@ -108,14 +125,11 @@ fn push_complete(c: &mut Criterion) {
                 (request(), response())
             },
             |(request, response)| {
-                let mut pending = link.push(black_box(request)).expect("queue has room");
+                let correlation = link
+                    .push(black_box(request), Arc::clone(&entry))
+                    .unwrap_or_else(|_| panic!("queue has room"));
                 queued.set(queued.get() + 1);
-                assert!(link.complete(pending.correlation(), response));
-                let reply = pending.recv().now_or_never();
-                assert!(matches!(reply, Some(Ok(_))), "the reply is ready");
-                drop(pending);
-                // The reply is dropped outside the timing, as its consumer would own it.
-                reply
+                assert_eq!(link.reply(correlation, response), ReplyFate::Delivered);
             },
             BatchSize::NumIterations(BATCH),
         );
@@ -123,28 +137,32 @@ fn push_complete(c: &mut Criterion) {
     group.finish();
 }
 
-/// Push, then drop the waiter unanswered: the entry is removed and a `Cancel` is queued.
+/// Push, end it (a `Cancel` is queued, the entry stays), then the late reply removes it.
 fn push_abandon(c: &mut Criterion) {
     let runtime = runtime();
     let (link, mut drain) = link(&runtime);
+    let entry: Arc<dyn PushEntry> = Arc::new(Entry);
     let queued = Cell::new(0_u64);
     let mut group = c.benchmark_group("correlation");
     group.bench_function("push_abandon", |b| {
         b.iter_batched(
             || {
                 drain.up_to(queued.get());
-                request()
+                (request(), response())
             },
-            |request| {
-                let pending = link.push(black_box(request)).expect("queue has room");
-                drop(pending);
+            |(request, response)| {
+                let correlation = link
+                    .push(black_box(request), Arc::clone(&entry))
+                    .unwrap_or_else(|_| panic!("queue has room"));
+                assert_eq!(link.end(correlation), End::Ended);
+                assert_eq!(link.reply(correlation, response), ReplyFate::Late);
                 queued.set(queued.get() + 2);
             },
             BatchSize::NumIterations(BATCH),
         );
     });
     group.finish();
-    assert_eq!(link.in_flight(), 0, "an abandoned push leaves no entry");
+    assert_eq!(link.in_flight(), 0, "a late reply leaves no entry");
 }
 
 criterion_group!(correlation, push_complete, push_abandon);

@@ -6,10 +6,8 @@
 use std::sync::Arc;
 
 use criterion::{black_box, criterion_group, BenchmarkId, Criterion};
-use lintel::dispatch::WorkerLink;
-use lintel::registry::{
-    Address, AdmissionLimits, RegistrationGuard, Registry, Reservation, Selection,
-};
+use lintel::link::WorkerLink;
+use lintel::registry::{Address, AdmissionLimits, RegistrationGuard, Registry, Reservation};
 use lintel::transport::Outbound;
 use lintel_wire::{NodeRouting, Register};
 
@@ -70,9 +68,9 @@ fn pool(
 }
 
 fn reserve(registry: &Arc<Registry>, routing: &NodeRouting) -> Reservation {
-    match registry.select(address(), routing, false) {
-        Selection::Reserved(reservation) => reservation,
-        Selection::Miss { census, .. } => panic!("bench pool has no free worker: {census:?}"),
+    match registry.select(address(), routing) {
+        Ok(reservation) => reservation,
+        Err(census) => panic!("bench pool has no free worker: {census:?}"),
     }
 }
 

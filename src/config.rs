@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::dispatch::{DispatchLimits, DEFAULT_REPLY_TIMEOUT};
+use crate::dispatch::{DispatchLimits, DEFAULT_REPLY_TIMEOUT, MAX_TIMEOUT};
 use crate::registry::AdmissionLimits;
 
 /// Why a configuration could not be loaded.
@@ -50,6 +50,9 @@ pub struct NodeConfig {
     pub reply_timeout_ms: u64,
     /// On shutdown, how long in-flight dispatches may take before connections close.
     pub drain_timeout_ms: u64,
+    /// How long a push that ended without its reply (timed out, cancelled) keeps its worker
+    /// slot while the worker may still run it; a late reply frees it sooner.
+    pub late_reply_grace_ms: u64,
     /// Frames queued per connection before pushes to it see back-pressure; a producer whose
     /// queue is this full is read no further until it drains.
     pub outbound_queue: usize,
@@ -79,6 +82,7 @@ impl Default for NodeConfig {
             max_missed_pings: 3,
             reply_timeout_ms: u64::try_from(DEFAULT_REPLY_TIMEOUT.as_millis()).unwrap_or(30_000),
             drain_timeout_ms: 10_000,
+            late_reply_grace_ms: 60_000,
             outbound_queue: 1_024,
             max_frame_len: lintel_wire::DEFAULT_MAX_FRAME_LEN,
             max_in_flight_per_producer: 4_096,
@@ -124,6 +128,8 @@ impl NodeConfig {
             ("max_active_dispatches", self.max_active_dispatches as u64),
             ("max_name_len", self.max_name_len as u64),
             ("max_set_len", self.max_set_len as u64),
+            ("late_reply_grace_ms", self.late_reply_grace_ms),
+            ("reply_timeout_ms", self.reply_timeout_ms),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -132,6 +138,12 @@ impl NodeConfig {
                     reason: "must be at least 1".into(),
                 });
             }
+        }
+        if Duration::from_millis(self.reply_timeout_ms) > MAX_TIMEOUT {
+            return Err(ConfigError::Invalid {
+                name: "reply_timeout_ms",
+                reason: format!("must be at most {} ms", MAX_TIMEOUT.as_millis()),
+            });
         }
         if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {
             return Err(ConfigError::Invalid {
@@ -163,6 +175,10 @@ impl NodeConfig {
         Duration::from_millis(self.drain_timeout_ms)
     }
 
+    pub fn late_reply_grace(&self) -> Duration {
+        Duration::from_millis(self.late_reply_grace_ms)
+    }
+
     /// The registry's admission limits.
     pub fn admission_limits(&self) -> AdmissionLimits {
         AdmissionLimits {
@@ -176,6 +192,7 @@ impl NodeConfig {
         DispatchLimits {
             default_reply_timeout: Duration::from_millis(self.reply_timeout_ms),
             max_name_len: self.max_name_len,
+            max_set_len: self.max_set_len,
             max_frame_len: self.max_frame_len,
             max_active: self.max_active_dispatches,
         }

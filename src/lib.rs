@@ -18,11 +18,13 @@ pub mod cli;
 pub mod config;
 mod connection;
 pub mod dispatch;
+pub mod link;
 pub mod listener;
 pub mod node;
 pub mod notifier;
 pub mod registry;
 pub mod sdk;
+mod shared;
 pub mod transport;
 
 pub use config::NodeConfig;

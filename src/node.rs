@@ -1,14 +1,13 @@
 //! The node: accept loop, connection limit, and the drain-then-close shutdown.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use lintel_wire::{Frame, NodeStatus, Refusal, RefusalCode};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{ConfigError, NodeConfig};
@@ -17,6 +16,7 @@ use crate::dispatch::Dispatcher;
 use crate::listener;
 use crate::notifier::{ConnectionNotifier, RegistryNotifier};
 use crate::registry::Registry;
+use crate::shared::Shared;
 use crate::transport::{self, Batched};
 
 /// Connections refused for the limit that may be answering at once; beyond it they are dropped.
@@ -32,39 +32,6 @@ pub enum ServeError {
     Config(#[from] ConfigError),
     #[error("listener error: {0}")]
     Listener(#[from] std::io::Error),
-}
-
-/// State every connection task shares.
-pub(crate) struct Shared {
-    pub(crate) config: NodeConfig,
-    pub(crate) dispatcher: Arc<Dispatcher>,
-    pub(crate) notifier: Arc<dyn ConnectionNotifier>,
-    /// Fires first on shutdown: workers are told to drain.
-    pub(crate) draining: CancellationToken,
-    /// Fires after the drain: every connection closes.
-    pub(crate) closing: CancellationToken,
-    node_id: OnceLock<String>,
-    started: Instant,
-    connections: AtomicU32,
-}
-
-impl Shared {
-    pub(crate) fn node_id(&self) -> &str {
-        self.node_id.get().map_or("lintel", String::as_str)
-    }
-
-    pub(crate) fn status(&self) -> NodeStatus {
-        let (pools, waiting) = self.dispatcher.registry().snapshot();
-        NodeStatus {
-            node_id: self.node_id().to_owned(),
-            uptime_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            connections: self.connections.load(Ordering::Relaxed),
-            draining: self.dispatcher.is_draining(),
-            pools,
-            waiting,
-            counters: self.dispatcher.counters().snapshot(),
-        }
-    }
 }
 
 /// A lintel node. Embed it to dispatch in-process, and [`Node::serve`] it to accept connections.
@@ -94,16 +61,7 @@ impl Node {
         let dispatcher = Dispatcher::new(Arc::clone(&registry), config.dispatch_limits());
         let notifier = make(registry);
         Ok(Self {
-            shared: Arc::new(Shared {
-                config,
-                dispatcher,
-                notifier,
-                draining: CancellationToken::new(),
-                closing: CancellationToken::new(),
-                node_id: OnceLock::new(),
-                started: Instant::now(),
-                connections: AtomicU32::new(0),
-            }),
+            shared: Arc::new(Shared::new(config, dispatcher, notifier)),
         })
     }
 
@@ -135,9 +93,7 @@ impl Node {
     ) -> Result<(), ServeError> {
         let shared = &self.shared;
         let local = listener.local_addr()?;
-        let _ = shared
-            .node_id
-            .set(shared.config.effective_node_id(local.port()));
+        shared.set_node_id(shared.config.effective_node_id(local.port()));
         tracing::info!(addr = %local, node_id = shared.node_id(), "listening");
         let limit = Arc::new(Semaphore::new(shared.config.max_connections));
         let refusals = Arc::new(Semaphore::new(REFUSAL_LANE));
@@ -224,9 +180,8 @@ async fn run_connection(
     pid: u64,
     permit: OwnedSemaphorePermit,
 ) {
-    shared.connections.fetch_add(1, Ordering::Relaxed);
+    let _open = shared.connection_opened();
     connection::serve(Arc::clone(&shared), stream, pid).await;
-    shared.connections.fetch_sub(1, Ordering::Relaxed);
     drop(permit);
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lintel_wire::{Refusal, RefusalCode, Register};
 
-use crate::dispatch::WorkerLink;
+use crate::link::WorkerLink;
 use crate::registry::{RegistrationGuard, Registry, WorkerId};
 
 /// Told when a worker connection registers and when it goes.

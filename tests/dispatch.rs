@@ -1187,11 +1187,18 @@ async fn a_live_worker_that_never_replies_is_a_timeout_and_stays_registered() {
             after_ms: 200
         }
     );
-    // The node abandons the push on the worker, and a late reply is dropped, not misdelivered.
+    // The node abandons the push on the worker, and a late reply is counted, not misdelivered.
     worker.expect_cancel(push.correlation).await;
+    worker.sync().await;
+    assert_eq!(
+        node.registry().reserved_slots(),
+        1,
+        "held until the late reply"
+    );
     worker.reply(&push, "late").await;
     worker.sync().await;
-    assert_eq!(node.node.status().counters.dropped_replies, 1);
+    let counters = node.node.status().counters;
+    assert_eq!((counters.late_replies, counters.dropped_replies), (1, 0));
     assert_eq!(node.registry().worker_count(), 1);
     assert_eq!(node.events.unregistered(worker.pid), 0);
     assert_eq!(node.registry().reserved_slots(), 0);
@@ -1249,7 +1256,11 @@ async fn wire_submissions_time_out_in_deadline_order_whatever_order_they_came_in
         ));
     }
     worker.sync().await;
-    assert_eq!(node.registry().reserved_slots(), 0);
+    assert_eq!(
+        node.registry().reserved_slots(),
+        3,
+        "timed-out pushes hold their slots until the worker answers or leaves"
+    );
     assert_eq!(node.node.status().counters.timed_out, 3);
 }
 
@@ -1274,7 +1285,8 @@ async fn a_correlation_reused_after_its_timeout_names_only_the_new_submission() 
     assert_eq!(outcome.correlation, 7);
     assert_eq!(served_by(&outcome.result), "fresh");
     worker.sync().await;
-    assert_eq!(node.node.status().counters.dropped_replies, 1);
+    let counters = node.node.status().counters;
+    assert_eq!((counters.late_replies, counters.dropped_replies), (1, 0));
 }
 
 #[tokio::test]
@@ -1405,7 +1417,11 @@ async fn a_full_outbound_queue_is_refused_as_backpressure_and_the_worker_stays()
     assert!(pushed > 0);
     assert_eq!(node.registry().worker_count(), 1);
     assert_eq!(node.events.unregistered(worker.pid), 0);
-    assert_eq!(node.registry().reserved_slots(), 0);
+    assert_eq!(
+        node.registry().reserved_slots(),
+        pushed as u64,
+        "each timed-out push holds its slot while the worker may run it; the refused one does not"
+    );
     let counters = node.node.status().counters;
     assert_eq!((counters.refused, counters.worker_lost), (1, 0));
 
@@ -1467,7 +1483,16 @@ async fn a_producer_cancel_ends_the_submission_cancelled_and_cancels_the_push() 
         (7, DispatchResult::Cancelled)
     );
     worker.expect_cancel(push.correlation).await;
+    worker.sync().await;
+    assert_eq!(
+        node.registry().reserved_slots(),
+        1,
+        "the slot is held until the worker lets go of the cancelled push"
+    );
+    worker.reply(&push, "stopped").await;
+    worker.sync().await;
     assert_eq!(node.registry().reserved_slots(), 0);
+    assert_eq!(node.node.status().counters.late_replies, 1);
 
     // The worker is still there and the slot is free again.
     wire.send(submit(8, request("ns", "act", "after"), None))
@@ -1520,8 +1545,10 @@ async fn dropping_an_in_process_dispatch_sends_cancel_to_the_worker() {
         .unwrap_err()
         .is_cancelled());
     worker.expect_cancel(push.correlation).await;
-    assert_eq!(node.registry().reserved_slots(), 0);
     assert_eq!(node.node.dispatcher().active(), 0);
+    worker.reply(&push, "stopped").await;
+    worker.sync().await;
+    assert_eq!(node.registry().reserved_slots(), 0);
 }
 
 #[tokio::test]
@@ -1543,8 +1570,9 @@ async fn dropping_an_sdk_client_dispatch_cancels_the_push_on_the_worker() {
     let push = worker.next_push().await;
     abandoned.abort();
     worker.expect_cancel(push.correlation).await;
+    worker.reply(&push, "stopped").await;
 
-    // The slot comes back: the next dispatch through the same client reaches the worker.
+    // The slot comes back once the worker lets go: the next dispatch reaches the worker.
     let next = tokio::spawn(async move {
         client
             .dispatch(request("ns", "act", "next"), &DispatchOptions::default())
@@ -1595,6 +1623,8 @@ async fn a_producer_that_disconnects_cancels_its_submissions_on_the_worker() {
         cancelled,
         BTreeSet::from([first.correlation, second.correlation])
     );
+    worker.reply(&first, "stopped").await;
+    worker.reply(&second, "stopped").await;
     worker.sync().await;
     assert_eq!(node.registry().reserved_slots(), 0);
     assert_eq!(node.registry().worker_count(), 1);

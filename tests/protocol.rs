@@ -497,7 +497,7 @@ async fn a_submit_from_a_worker_is_an_unexpected_frame() {
     assert_eq!(node.events.unregistered(pid), 1);
     in_flight.finish(&node).await;
     assert_eq!(
-        node.node.status().counters.dispatched,
+        node.node.status().counters.submitted,
         1,
         "nothing was submitted"
     );
@@ -572,7 +572,7 @@ async fn a_reply_with_an_unknown_correlation_is_dropped_counted_and_completes_no
 }
 
 #[tokio::test]
-async fn a_late_reply_after_a_timeout_is_dropped_counted_and_completes_nothing_else() {
+async fn a_late_reply_after_a_timeout_frees_the_held_slot_is_counted_and_completes_nothing() {
     let node = TestNode::start().await;
     let (mut worker, _) = RawClient::hello(node.addr, Role::Worker).await;
     let worker_id = expect_registered(&mut worker, register("ns", "echo", 1)).await;
@@ -594,23 +594,40 @@ async fn a_late_reply_after_a_timeout_is_dropped_counted_and_completes_nothing_e
         other => panic!("expected a Cancel for the timed-out push, got {other:?}"),
     }
 
-    // A second dispatch takes the freed slot on the same worker.
+    // The timed-out push holds the worker's only slot until the worker lets go of it.
     producer
         .send(submit(2, request("ns", "echo", "next"), 10_000))
         .await;
-    let next = expect_push(&mut worker).await;
-    assert_ne!(next.correlation, slow.correlation);
+    match next_frame(&mut producer).await {
+        Some(Frame::Outcome(OutcomeFrame {
+            correlation: 2,
+            result: DispatchResult::NoWorker(census),
+        })) => assert_eq!(census.at_capacity, 1),
+        other => panic!("expected Outcome{{2, NoWorker}}, got {other:?}"),
+    }
 
     worker.send(reply(slow.correlation, &slow, "late")).await;
     settle(&mut worker, 1).await;
-    assert_eq!(dropped_replies(&node), 1);
-    assert_eq!(node.node.status().counters.completed, 0);
+    let counters = node.node.status().counters;
+    assert_eq!((counters.late_replies, counters.dropped_replies), (1, 0));
+    assert_eq!(counters.completed, 0);
+    assert_eq!(
+        node.registry().reserved_slots(),
+        0,
+        "the late reply freed the slot"
+    );
 
+    // A third dispatch takes the freed slot on the same worker.
+    producer
+        .send(submit(3, request("ns", "echo", "next"), 10_000))
+        .await;
+    let next = expect_push(&mut worker).await;
+    assert_ne!(next.correlation, slow.correlation);
     worker.send(reply(next.correlation, &next, "on time")).await;
-    expect_completed(&mut producer, 2, "on time").await;
+    expect_completed(&mut producer, 3, "on time").await;
     let counters = node.node.status().counters;
     assert_eq!((counters.timed_out, counters.completed), (1, 1));
-    assert_eq!(counters.dropped_replies, 1);
+    assert_eq!(counters.late_replies, 1);
 }
 
 #[tokio::test]

@@ -4,10 +4,11 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Barrier};
 
-use lintel::dispatch::WorkerLink;
+use futures_util::FutureExt;
+use lintel::link::WorkerLink;
 use lintel::registry::{
-    normalize_task_queue, Address, AdmissionLimits, RegistrationGuard, Registry, Reservation,
-    Selection, WorkerId,
+    normalize_task_queue, Address, AdmissionLimits, RegistrationGuard, Registry, Reservation, Wait,
+    WorkerId,
 };
 use lintel::transport::{self, FrameReader};
 use lintel::wire::{Census, NoWorkerReason, NodeRouting, RefusalCode, Register};
@@ -61,10 +62,7 @@ impl Harness {
 
     /// A reservation, or `None` on a miss.
     fn select(&self, address: Address<'_>, routing: &NodeRouting) -> Option<Reservation> {
-        match self.registry.select(address, routing, false) {
-            Selection::Reserved(reservation) => Some(reservation),
-            Selection::Miss { .. } => None,
-        }
+        self.registry.select(address, routing).ok()
     }
 
     /// The worker the next selection picks, releasing the slot at once.
@@ -227,55 +225,51 @@ async fn a_reservation_outliving_its_worker_leaks_no_slot() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Wake-ups.
+// Waiters: grants in arrival order.
 
-/// Subscribes, then misses while parking, as a waiting dispatch does.
-fn park(
-    h: &Harness,
-    here: Address<'_>,
-) -> (tokio::sync::watch::Receiver<u64>, lintel::registry::Park) {
-    let wake = h.registry.subscribe();
-    match h.registry.select(here, &ANY, true) {
-        Selection::Miss {
-            park: Some(park), ..
-        } => (wake, park),
-        other => panic!("expected a parked miss, got {other:?}"),
+/// Misses and queues, as a dispatch that may wait does.
+fn queue(h: &Harness, here: Address<'_>, routing: &NodeRouting) -> Wait {
+    match h.registry.select_or_wait(here, routing) {
+        Err(wait) => *wait,
+        Ok(reservation) => panic!(
+            "expected to queue, got a slot on {}",
+            reservation.worker_id()
+        ),
     }
 }
 
+/// The slot granted to `wait` by now, if any.
+fn granted(wait: &mut Wait) -> Option<Reservation> {
+    wait.granted().now_or_never().flatten()
+}
+
 #[tokio::test]
-async fn a_freed_slot_wakes_a_parked_selection() {
+async fn a_freed_slot_is_granted_to_the_queued_waiter_not_to_a_later_selection() {
     let mut h = Harness::new().await;
     let _guard = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
     let here = address("ns", "", "act");
     let held = h.select(here, &ANY).expect("selected");
-    let (wake, _park) = park(&h, here);
-    assert!(!wake.has_changed().unwrap(), "nothing changed yet");
+    let mut wait = queue(&h, here, &ANY);
+    assert!(granted(&mut wait).is_none(), "nothing freed yet");
     drop(held);
     assert!(
-        wake.has_changed().unwrap(),
-        "the freed slot woke the parked selection"
+        h.select(here, &ANY).is_none(),
+        "the freed slot went to the waiter, not to a later arrival"
     );
-    assert!(h.select(here, &ANY).is_some());
+    assert!(granted(&mut wait).is_some());
 }
 
 #[tokio::test]
-async fn a_registration_wakes_a_parked_selection_that_subscribed_before_it() {
+async fn a_registration_is_granted_to_a_waiter_queued_before_it() {
     let mut h = Harness::new().await;
     let here = address("ns", "", "act");
-    let (wake, _park) = park(&h, here);
+    let mut wait = queue(&h, here, &ANY);
     let _guard = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
-    assert!(
-        wake.has_changed().unwrap(),
-        "the registration woke the parked selection"
-    );
-    // Control: a subscription taken after the registration has nothing to see.
-    let late = h.registry.subscribe();
-    assert!(!late.has_changed().unwrap());
+    assert!(granted(&mut wait).is_some());
 }
 
 #[tokio::test]
-async fn a_restored_worker_wakes_a_parked_selection() {
+async fn a_restored_worker_is_granted_to_a_waiter() {
     let mut h = Harness::new().await;
     let guard = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
     let here = address("ns", "", "act");
@@ -285,36 +279,100 @@ async fn a_restored_worker_wakes_a_parked_selection() {
         "an excluded worker is not selected"
     );
     assert_eq!(h.census(here).reason, NoWorkerReason::AllExcluded);
-    let (wake, _park) = park(&h, here);
-    assert!(!wake.has_changed().unwrap());
+    let mut wait = queue(&h, here, &ANY);
+    assert!(granted(&mut wait).is_none());
     h.registry.set_excluded(guard.worker_id(), false);
-    assert!(
-        wake.has_changed().unwrap(),
-        "the restored worker woke the parked selection"
-    );
-    assert!(h.select(here, &ANY).is_some());
+    assert!(granted(&mut wait).is_some());
 }
 
 #[tokio::test]
-async fn a_capacity_raise_wakes_a_parked_selection() {
+async fn a_capacity_raise_is_granted_to_a_waiter() {
     let mut h = Harness::new().await;
     let guard = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
     let here = address("ns", "", "act");
     let _held = h.select(here, &ANY).expect("selected");
-    let (wake, _park) = park(&h, here);
-    assert!(!wake.has_changed().unwrap());
+    let mut wait = queue(&h, here, &ANY);
+    assert!(granted(&mut wait).is_none());
     h.registry
         .set_capacity(guard.worker_id(), 2)
         .expect("raise");
-    assert!(wake.has_changed().unwrap());
-    assert!(h.select(here, &ANY).is_some());
+    assert!(granted(&mut wait).is_some());
 }
 
 #[tokio::test]
-async fn a_parked_selection_is_counted_until_its_park_drops() {
+async fn waiters_for_one_address_are_granted_in_arrival_order() {
+    let mut h = Harness::new().await;
+    let _guard = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
+    let here = address("ns", "", "act");
+    let held = h.select(here, &ANY).expect("selected");
+    let mut waits: Vec<Wait> = (0..3).map(|_| queue(&h, here, &ANY)).collect();
+    let mut slot = held;
+    for turn in 0..3 {
+        drop(slot);
+        let (first, later) = waits.split_at_mut(turn + 1);
+        slot = first
+            .last_mut()
+            .and_then(granted)
+            .unwrap_or_else(|| panic!("waiter {turn} did not get the slot freed in its turn"));
+        for wait in later {
+            assert!(granted(wait).is_none(), "a later waiter jumped the queue");
+        }
+        assert!(h.select(here, &ANY).is_none());
+    }
+}
+
+#[tokio::test]
+async fn a_waiter_the_freed_worker_cannot_serve_is_passed_by_for_a_later_one() {
+    let mut h = Harness::new().await;
+    let _guard = h.admit(&worker(&["ns"], "", Some("n2"), &["act"], 1)).await;
+    let here = address("ns", "", "act");
+    let held = h.select(here, &ANY).expect("selected");
+    let mut pinned = queue(&h, here, &pin("n1"));
+    let mut any = queue(&h, here, &ANY);
+    drop(held);
+    assert!(
+        granted(&mut pinned).is_none(),
+        "n2 cannot serve a pin to n1"
+    );
+    assert!(granted(&mut any).is_some());
+}
+
+#[tokio::test]
+async fn a_slot_freed_before_the_wait_ends_is_the_waiters_even_if_it_gives_up() {
+    let mut h = Harness::new().await;
+    let _guard = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
+    let here = address("ns", "", "act");
+    let held = h.select(here, &ANY).expect("selected");
+    let wait = queue(&h, here, &ANY);
+    drop(held);
+    // The deadline fires now, after the grant landed but before the waiter looked.
+    let slot = wait.give_up().expect("the granted slot is returned");
+    assert_eq!(h.registry.reserved_slots(), 1);
+    drop(slot);
+    assert_eq!(h.registry.reserved_slots(), 0);
+}
+
+#[tokio::test]
+async fn a_waiter_that_gives_up_unserved_gets_a_census_that_agrees_with_the_miss() {
+    let mut h = Harness::new().await;
+    let _a = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
+    let _b = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
+    let here = address("ns", "", "act");
+    let _held: Vec<Reservation> = (0..2)
+        .map(|_| h.select(here, &ANY).expect("selected"))
+        .collect();
+    let wait = queue(&h, here, &ANY);
+    let census = wait.give_up().expect_err("nothing was granted");
+    assert_eq!(census.reason, NoWorkerReason::AllAtCapacity);
+    assert_eq!(census.at_capacity, census.compatible_workers);
+    assert_eq!(census.compatible_workers, 2);
+}
+
+#[tokio::test]
+async fn a_queued_waiter_is_counted_until_it_leaves() {
     let h = Harness::new().await;
     let here = address("ns", "", "act");
-    let (_wake, park) = park(&h, here);
+    let wait = queue(&h, here, &ANY);
     let (_, waiting) = h.registry.snapshot();
     assert_eq!(waiting.len(), 1);
     assert_eq!(
@@ -322,11 +380,13 @@ async fn a_parked_selection_is_counted_until_its_park_drops() {
         ("act", 1)
     );
     assert_eq!(waiting[0].task_queue, "default");
-    drop(park);
+    assert_eq!(h.registry.waiting(), 1);
+    drop(wait);
     assert!(
         h.registry.snapshot().1.is_empty(),
         "the waiting record is pruned at zero"
     );
+    assert_eq!(h.registry.waiting(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------

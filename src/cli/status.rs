@@ -60,8 +60,13 @@ fn render(status: &NodeStatus) -> String {
     );
     let _ = writeln!(
         out,
-        "dispatched {}  completed {}  no-worker {}  worker-lost {}  timeout {}  refused {}  cancelled {}  draining {}  dropped-replies {}",
-        c.dispatched, c.completed, c.no_worker, c.worker_lost, c.timed_out, c.refused, c.cancelled, c.draining, c.dropped_replies
+        "submitted {}  pushed {}  completed {}  no-worker {}  worker-lost {}  timeout {}  refused {}  cancelled {}  draining {}",
+        c.submitted, c.pushed, c.completed, c.no_worker, c.worker_lost, c.timed_out, c.refused, c.cancelled, c.draining
+    );
+    let _ = writeln!(
+        out,
+        "late-replies {}  dropped-replies {}  reclaimed-slots {}",
+        c.late_replies, c.dropped_replies, c.reclaimed_slots
     );
     if status.pools.is_empty() {
         let _ = writeln!(out, "\nno pools: no worker is registered");

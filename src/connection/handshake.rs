@@ -3,8 +3,8 @@
 use futures_util::StreamExt;
 use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
 
-use super::Close;
-use crate::node::Shared;
+use super::close::Close;
+use crate::shared::Shared;
 use crate::transport::{FrameReader, Outbound};
 
 /// The lowest protocol version this node speaks.

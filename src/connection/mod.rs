@@ -1,5 +1,7 @@
 //! One accepted connection: handshake, then the loop of its role, then an orderly close.
 
+mod close;
+mod flights;
 mod handshake;
 mod producer;
 mod worker;
@@ -7,54 +9,15 @@ mod worker;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Role};
+use lintel_wire::{Frame, Role};
 use tokio::net::TcpStream;
 
-use crate::node::Shared;
+use crate::shared::Shared;
 use crate::transport;
+use close::Close;
 
 /// How long a closing connection may take to flush its last frames.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
-
-/// How a connection ends.
-#[derive(Debug)]
-pub(crate) enum Close {
-    /// Just close (the peer left, or said goodbye).
-    Quietly,
-    /// Send this frame, then close. Boxed: a close is rare, a `Result` carrying it is not.
-    With(Box<Frame>),
-}
-
-impl Close {
-    fn error(code: ErrorCode, reason: impl Into<String>) -> Self {
-        Close::With(Box::new(Frame::Error(ErrorFrame {
-            code,
-            reason: reason.into(),
-        })))
-    }
-
-    fn goodbye(reason: &str) -> Self {
-        Close::With(Box::new(Frame::Goodbye(Goodbye {
-            reason: reason.into(),
-        })))
-    }
-
-    fn unexpected(kind: FrameKind, state: &str) -> Self {
-        Close::error(
-            ErrorCode::UnexpectedFrame,
-            format!("{kind} is not allowed {state}"),
-        )
-    }
-
-    /// The close owed for a read error: bad bytes get an `Error` frame, a dead socket nothing.
-    fn read_failed(err: CodecError) -> Self {
-        match err {
-            CodecError::Decode(err) => Close::error(err.error_code(), err.to_string()),
-            CodecError::Truncated { .. } => Close::error(ErrorCode::Malformed, err.to_string()),
-            CodecError::Encode(_) | CodecError::Io(_) => Close::Quietly,
-        }
-    }
-}
 
 /// Serves connection `pid` until it closes; every path ends in the same orderly close.
 pub(crate) async fn serve(shared: Arc<Shared>, stream: TcpStream, pid: u64) {

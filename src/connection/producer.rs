@@ -7,9 +7,9 @@ use futures_util::StreamExt;
 use lintel_wire::{Frame, Pong, StatusReport};
 use tokio::time::Instant;
 
-use super::Close;
-use crate::dispatch::Flights;
-use crate::node::Shared;
+use super::close::Close;
+use super::flights::Flights;
+use crate::shared::Shared;
 use crate::transport::{FrameReader, Outbound};
 
 /// How long a closing producer connection waits for its waiting submissions to report.

@@ -8,10 +8,10 @@ use lintel_wire::{
 };
 use tokio::time::MissedTickBehavior;
 
-use super::Close;
-use crate::dispatch::WorkerLink;
-use crate::node::Shared;
+use super::close::Close;
+use crate::link::{ReplyFate, WorkerLink};
 use crate::notifier::Registered;
+use crate::shared::Shared;
 use crate::transport::{FrameReader, Outbound};
 
 /// Runs the worker role until the connection should close.
@@ -88,13 +88,23 @@ impl WorkerConn<'_> {
         match frame {
             Frame::Reply(reply) => {
                 let registered = self.registered(FrameKind::Reply)?;
-                if !registered.link.complete(reply.correlation, reply.response) {
-                    self.shared.dispatcher.counters().reply_dropped();
-                    tracing::debug!(
-                        pid = self.pid,
-                        correlation = reply.correlation,
-                        "reply dropped"
-                    );
+                match registered.link.reply(reply.correlation, reply.response) {
+                    ReplyFate::Delivered => {}
+                    ReplyFate::Late => {
+                        tracing::debug!(
+                            pid = self.pid,
+                            correlation = reply.correlation,
+                            "late reply"
+                        );
+                    }
+                    ReplyFate::Unknown => {
+                        self.shared.dispatcher.counters().reply_dropped();
+                        tracing::debug!(
+                            pid = self.pid,
+                            correlation = reply.correlation,
+                            "reply dropped"
+                        );
+                    }
                 }
                 Ok(())
             }
@@ -145,7 +155,7 @@ impl WorkerConn<'_> {
                     Some(Registered::new(notifier, self.pid, worker_id, link.clone()));
                 let ack = Frame::Registered(RegisteredFrame { worker_id });
                 self.outbound.send(ack).await.map_err(|_| Close::Quietly)?;
-                link.open().await;
+                link.open();
                 tracing::debug!(pid = self.pid, worker_id, "worker registered");
             }
             Err(refusal) => {
@@ -167,6 +177,13 @@ impl WorkerConn<'_> {
     }
 
     fn ping(&mut self) -> Result<(), Close> {
+        if let Some(registered) = &self.registered {
+            // Pushes that ended long ago without a reply give their slots back.
+            let grace = self.shared.config.late_reply_grace();
+            if let Some(cutoff) = std::time::Instant::now().checked_sub(grace) {
+                registered.link.reclaim(cutoff);
+            }
+        }
         let max = self.shared.config.max_missed_pings;
         if self.missed_pings >= max {
             return Err(Close::error(

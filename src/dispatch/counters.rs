@@ -1,13 +1,14 @@
-//! Outcome totals since the node started, cheap to bump from any task.
+//! Dispatch totals since the node started, cheap to bump from any task.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use lintel_wire::{Counters, DispatchResult};
 
-/// One counter per outcome class, plus dropped replies.
+/// One counter per outcome class, plus submissions, pushes and what became of late replies.
 #[derive(Debug, Default)]
 pub struct DispatchCounters {
-    dispatched: AtomicU64,
+    submitted: AtomicU64,
+    pushed: AtomicU64,
     completed: AtomicU64,
     no_worker: AtomicU64,
     worker_lost: AtomicU64,
@@ -15,14 +16,23 @@ pub struct DispatchCounters {
     refused: AtomicU64,
     cancelled: AtomicU64,
     draining: AtomicU64,
+    late_replies: AtomicU64,
     dropped_replies: AtomicU64,
+    reclaimed_slots: AtomicU64,
 }
 
 impl DispatchCounters {
-    pub(crate) fn started(&self) {
-        self.dispatched.fetch_add(1, Ordering::Relaxed);
+    /// A dispatch entered the node, whatever becomes of it.
+    pub(crate) fn submitted(&self) {
+        self.submitted.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A push was queued on a worker's connection.
+    pub(crate) fn pushed(&self) {
+        self.pushed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A dispatch ended with `result`.
     pub(crate) fn ended(&self, result: &DispatchResult) {
         let counter = match result {
             DispatchResult::Completed(_) => &self.completed,
@@ -36,16 +46,27 @@ impl DispatchCounters {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a reply whose correlation id matched nothing in flight on its connection.
+    /// A worker replied to a push that had already ended (timed out or cancelled).
+    pub(crate) fn late_reply(&self) {
+        self.late_replies.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A worker replied with a correlation id that names no push on its connection.
     pub fn reply_dropped(&self) {
         self.dropped_replies.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An ended push got no reply within the grace, and its slot was freed.
+    pub(crate) fn slot_reclaimed(&self) {
+        self.reclaimed_slots.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The totals now.
     pub fn snapshot(&self) -> Counters {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         Counters {
-            dispatched: get(&self.dispatched),
+            submitted: get(&self.submitted),
+            pushed: get(&self.pushed),
             completed: get(&self.completed),
             no_worker: get(&self.no_worker),
             worker_lost: get(&self.worker_lost),
@@ -53,7 +74,9 @@ impl DispatchCounters {
             refused: get(&self.refused),
             cancelled: get(&self.cancelled),
             draining: get(&self.draining),
+            late_replies: get(&self.late_replies),
             dropped_replies: get(&self.dropped_replies),
+            reclaimed_slots: get(&self.reclaimed_slots),
         }
     }
 }

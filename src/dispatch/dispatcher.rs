@@ -1,40 +1,32 @@
-//! The one dispatcher behind the in-process API and producers' submissions.
+//! The one dispatcher behind every source: admission, selection, push, and the wait for a
+//! worker, each dispatch ending through [`Flight::finish`].
+//!
+//! A source (the in-process API, a producer connection, next a peer link) hands in a request
+//! with a [`Caller`] saying where the outcome goes, and watches the reply deadline of what was
+//! pushed; nothing else differs between sources.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{
-    ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, RefusedDispatch,
-    RefusedReason,
-};
+use lintel_wire::{DispatchRequest, DispatchResult, RefusedDispatch, RefusedReason};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Active, Activity};
+use super::admission::{validate, DispatchLimits};
+use super::caller::{Caller, Oneshot};
 use super::counters::DispatchCounters;
-use super::link::{LinkClosed, PushError};
+use super::flight::Flight;
 use super::options::DispatchOptions;
-use crate::registry::{normalize_task_queue, Address, Registry, Reservation, Selection};
+use crate::link::PushError;
+use crate::registry::{normalize_task_queue, Address, Registry, Reservation, Wait};
 
-/// Bytes a push or outcome frame may add around its input or result; names are bounded,
-/// so this covers the envelope with room to spare.
-const FRAME_OVERHEAD: usize = 16 * 1024;
+/// Most workers one dispatch tries whose links turn out closed before it gives up as lost.
+const MAX_CLOSED_LINKS: usize = 8;
 
-/// Bounds the dispatcher applies to every request.
-#[derive(Debug, Clone, Copy)]
-pub struct DispatchLimits {
-    /// Reply timeout when a dispatch states none.
-    pub default_reply_timeout: Duration,
-    /// Longest namespace, task queue, activity type or node, in bytes.
-    pub max_name_len: usize,
-    /// Largest frame the node sends; a request must fit a push frame.
-    pub max_frame_len: usize,
-    /// Most dispatches running at once; more are refused with `TooManyInFlight`.
-    pub max_active: usize,
-}
-
-/// Selects a worker, pushes, awaits the correlated reply; every dispatch ends in one result.
+/// Selects a worker, pushes, and ends every dispatch in one outcome.
 #[derive(Debug)]
 pub struct Dispatcher {
     registry: Arc<Registry>,
@@ -44,24 +36,28 @@ pub struct Dispatcher {
     activity: Arc<Activity>,
 }
 
-/// How a submission started by [`Dispatcher::start`] goes on.
+/// How a dispatch handed to [`Dispatcher::start`] goes on.
 #[derive(Debug)]
 pub(crate) enum Started {
-    /// A worker slot is reserved: push the request on its link.
-    Reserved(Reserved),
-    /// It ended before reaching a worker; already counted.
-    Ended(DispatchResult),
-    /// Nobody is free and it may wait: run it with [`Dispatcher::dispatch_until`].
-    MustWait(DispatchRequest),
+    /// It has its outcome already.
+    Ended,
+    /// It is on a worker; the source ends it at its reply deadline or on cancel.
+    Pushed(Arc<Flight>),
+    /// Nobody is free and it may wait: run [`Dispatcher::wait`].
+    Waiting(Box<Waiting>),
 }
 
-/// A submission holding a worker slot, not yet pushed.
+/// A dispatch queued for a worker, with what it needs to push once it gets one.
 #[derive(Debug)]
-pub(crate) struct Reserved {
-    pub(crate) request: DispatchRequest,
-    pub(crate) reservation: Reservation,
-    pub(crate) active: Active,
-    pub(crate) reply_timeout: Duration,
+pub(crate) struct Waiting {
+    pub(crate) flight: Arc<Flight>,
+    request: DispatchRequest,
+    routing: lintel_wire::NodeRouting,
+    wait: Box<Wait>,
+    deadline: Instant,
+    cancelled: oneshot::Receiver<()>,
+    /// Fires when the flight ends, however it ends.
+    done: Option<oneshot::Receiver<()>>,
 }
 
 impl Dispatcher {
@@ -81,12 +77,38 @@ impl Dispatcher {
         &self.registry
     }
 
-    /// Outcome totals.
+    /// Dispatch totals.
     pub fn counters(&self) -> &Arc<DispatchCounters> {
         &self.counters
     }
 
-    /// Dispatches `request`. Dropping the future abandons it and cancels it on the worker.
+    /// The bounds every dispatch is held to.
+    pub fn limits(&self) -> &DispatchLimits {
+        &self.limits
+    }
+
+    /// Stops taking work: workers leave selection, waiting and new dispatches end as draining.
+    pub fn drain(&self) {
+        self.registry.drain();
+        self.draining.cancel();
+    }
+
+    /// True once [`Dispatcher::drain`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining.is_cancelled()
+    }
+
+    /// Dispatches without an outcome yet.
+    pub fn active(&self) -> usize {
+        self.activity.count()
+    }
+
+    /// Resolves when every dispatch has its outcome.
+    pub async fn wait_idle(&self) {
+        self.activity.idle().await;
+    }
+
+    /// Dispatches `request` in-process. Dropping the future cancels it, on the worker too.
     pub async fn dispatch(
         &self,
         request: DispatchRequest,
@@ -107,27 +129,6 @@ impl Dispatcher {
             .await
     }
 
-    /// Stops taking work: workers leave selection, waiting and new dispatches end as draining.
-    pub fn drain(&self) {
-        self.registry.drain();
-        self.draining.cancel();
-    }
-
-    /// True once [`Dispatcher::drain`] was called.
-    pub fn is_draining(&self) -> bool {
-        self.draining.is_cancelled()
-    }
-
-    /// Dispatches not yet ended.
-    pub fn active(&self) -> usize {
-        self.activity.count()
-    }
-
-    /// Resolves when no dispatch is active.
-    pub async fn wait_idle(&self) {
-        self.activity.idle().await;
-    }
-
     /// Dispatches `request`, ending it as cancelled when `cancelled` resolves.
     pub async fn dispatch_until(
         &self,
@@ -135,209 +136,278 @@ impl Dispatcher {
         options: &DispatchOptions,
         cancelled: impl Future<Output = ()>,
     ) -> DispatchResult {
-        let active = self.activity.enter();
-        self.counters.started();
-        let result = if active.count() > self.limits.max_active {
-            self.too_busy()
-        } else {
-            self.select_and_push(request, options, cancelled).await
-        };
-        self.counters.ended(&result);
-        result
-    }
-
-    async fn select_and_push(
-        &self,
-        request: DispatchRequest,
-        options: &DispatchOptions,
-        cancelled: impl Future<Output = ()>,
-    ) -> DispatchResult {
+        let (caller, mut outcome) = Oneshot::caller();
+        let mut watch = CancelOnDrop(None);
         tokio::pin!(cancelled);
-        if let Err(result) = self.admit(&request) {
-            return result;
-        }
-        let address = address_of(&request);
-        let deadline = options.wait_for_worker.map(|wait| Instant::now() + wait);
-        // Subscribe before looking, so a wake between the miss and the park is kept.
-        let mut wake = deadline.map(|_| self.registry.subscribe());
-        let mut park = None;
-        let reservation = loop {
-            let want_park = wake.is_some() && park.is_none();
-            match self.registry.select(address, &options.routing, want_park) {
-                Selection::Reserved(reservation) => break reservation,
-                Selection::Miss {
-                    census,
-                    park: parked,
-                } => {
-                    park = park.or(parked);
-                    let (Some(deadline), Some(wake)) = (deadline, wake.as_mut()) else {
-                        return DispatchResult::NoWorker(census);
-                    };
-                    // All branches are cancel-safe: `changed` only marks the epoch seen.
-                    tokio::select! {
-                        biased;
-                        () = &mut cancelled => return DispatchResult::Cancelled,
-                        () = self.draining.cancelled() => return DispatchResult::Draining,
-                        changed = wake.changed() => if changed.is_err() {
-                            return DispatchResult::NoWorker(census);
-                        },
-                        () = tokio::time::sleep_until(deadline) => {
-                            return DispatchResult::NoWorker(
-                                self.registry.census(address, &options.routing),
-                            );
-                        }
+        let pushed = match self.start(request, options, caller) {
+            Started::Ended => None,
+            Started::Pushed(flight) => Some(flight),
+            Started::Waiting(waiting) => {
+                watch.0 = Some(Arc::clone(&waiting.flight));
+                let flight = Arc::clone(&waiting.flight);
+                tokio::select! {
+                    pushed = self.wait(waiting) => pushed,
+                    () = &mut cancelled => {
+                        flight.cancel();
+                        None
                     }
                 }
             }
         };
-        drop(park);
+        if let Some(flight) = pushed {
+            watch.0 = Some(Arc::clone(&flight));
+            let deadline = Instant::now() + flight.reply_timeout();
+            // Every branch is cancel-safe; whichever end loses is told "too late" by the link.
+            tokio::select! {
+                biased;
+                result = &mut outcome => {
+                    watch.0 = None;
+                    return result.unwrap_or(DispatchResult::Cancelled);
+                }
+                () = &mut cancelled => flight.cancel(),
+                () = tokio::time::sleep_until(deadline) => flight.expire(),
+            }
+        }
+        let result = outcome.await;
+        watch.0 = None;
+        // The flight always finishes before its caller is dropped; this is the belt to that.
+        result.unwrap_or(DispatchResult::Cancelled)
+    }
+
+    /// Ends a dispatch its source refused before admission (a duplicate id, the source's own
+    /// in-flight bound), counting and answering it like any other.
+    pub(crate) fn refuse(&self, caller: Caller, refused: RefusedDispatch) {
+        self.counters.submitted();
+        let flight = self.flight(caller, None, self.activity.enter());
+        flight.finish(DispatchResult::Refused(refused));
+    }
+
+    /// The one admission: counts the dispatch, validates it, then reserves a worker free now
+    /// and pushes, or queues it for one when it may wait, or ends it.
+    pub(crate) fn start(
+        &self,
+        request: DispatchRequest,
+        options: &DispatchOptions,
+        caller: Caller,
+    ) -> Started {
+        self.counters.submitted();
+        let active = self.activity.enter();
+        let crowded = active.count() > self.limits.max_active;
+        let flight = self.flight(caller, options.reply_timeout, active);
+        if let Err(result) = self.admit(&request, options, crowded) {
+            flight.finish(result);
+            return Started::Ended;
+        }
+        let deadline = options.wait_for_worker.map(|wait| Instant::now() + wait);
+        let mut request = request;
+        for _ in 0..MAX_CLOSED_LINKS {
+            let address = address_of(&request);
+            let reservation = match deadline {
+                None => match self.registry.select(address, &options.routing) {
+                    Ok(reservation) => reservation,
+                    Err(census) => {
+                        flight.finish(DispatchResult::NoWorker(census));
+                        return Started::Ended;
+                    }
+                },
+                Some(deadline) => match self.registry.select_or_wait(address, &options.routing) {
+                    Ok(reservation) => reservation,
+                    Err(wait) => {
+                        let cancelled = flight.watch_cancel();
+                        let done = Some(flight.done_signal());
+                        return Started::Waiting(Box::new(Waiting {
+                            flight,
+                            request,
+                            routing: options.routing.clone(),
+                            wait,
+                            deadline,
+                            cancelled,
+                            done,
+                        }));
+                    }
+                },
+            };
+            match self.push(&flight, request, reservation) {
+                Ok(()) => return Started::Pushed(flight),
+                Err(unsent) => request = *unsent,
+            }
+        }
+        self.give_up_on_closed_links(&flight);
+        Started::Ended
+    }
+
+    /// Waits for a worker for a dispatch [`Dispatcher::start`] queued, then pushes; returns
+    /// the flight when pushed, for its source to watch. Cancelled through [`Flight::cancel`];
+    /// dropping the future leaves the queue, and a later cancel ends the dispatch.
+    pub(crate) async fn wait(&self, waiting: Box<Waiting>) -> Option<Arc<Flight>> {
+        let Waiting {
+            flight,
+            mut request,
+            routing,
+            wait,
+            deadline,
+            mut cancelled,
+            done: _,
+        } = *waiting;
+        let mut next: Result<Reservation, Box<Wait>> = Err(wait);
+        for _ in 0..MAX_CLOSED_LINKS {
+            let reservation = match next {
+                Ok(reservation) => reservation,
+                // Every branch is cancel-safe: a grant that lands as another branch wins stays
+                // in the wait, and `give_up` returns it.
+                Err(mut wait) => tokio::select! {
+                    biased;
+                    cancel = &mut cancelled => {
+                        drop(wait);
+                        if cancel.is_ok() {
+                            flight.finish(DispatchResult::Cancelled);
+                        }
+                        return None;
+                    }
+                    () = self.draining.cancelled() => {
+                        drop(wait);
+                        flight.finish(DispatchResult::Draining);
+                        return None;
+                    }
+                    granted = wait.granted() => match granted {
+                        Some(reservation) => reservation,
+                        None => {
+                            let census = self.registry.census(address_of(&request), &routing);
+                            flight.finish(DispatchResult::NoWorker(census));
+                            return None;
+                        }
+                    },
+                    () = tokio::time::sleep_until(deadline) => match wait.give_up() {
+                        // A slot freed before the wait ran out is this waiter's.
+                        Ok(reservation) => reservation,
+                        Err(census) => {
+                            flight.finish(DispatchResult::NoWorker(census));
+                            return None;
+                        }
+                    },
+                },
+            };
+            if flight.cancel_pending() {
+                drop(reservation);
+                flight.finish(DispatchResult::Cancelled);
+                return None;
+            }
+            request = match self.push(&flight, request, reservation) {
+                Ok(()) => return Some(flight),
+                Err(unsent) => *unsent,
+            };
+            // The worker's link closed before the push left: look again, in the same wait.
+            cancelled = flight.watch_cancel();
+            next = self.registry.select_or_wait(address_of(&request), &routing);
+        }
+        self.give_up_on_closed_links(&flight);
+        None
+    }
+
+    /// Runs a queued dispatch to its end in a source's task: waits, pushes, then ends it at
+    /// its reply deadline unless something ends it first.
+    pub(crate) async fn wait_and_watch(&self, mut waiting: Box<Waiting>) {
+        let done = waiting.done.take();
+        let Some(flight) = self.wait(waiting).await else {
+            return;
+        };
+        let deadline = Instant::now() + flight.reply_timeout();
+        let Some(done) = done else {
+            return;
+        };
+        tokio::select! {
+            _ = done => {}
+            () = tokio::time::sleep_until(deadline) => flight.expire(),
+        }
+    }
+
+    /// Pushes on the reserved worker. A push that could not leave hands the request back,
+    /// and its slot is freed; a full queue ends the dispatch as refused.
+    fn push(
+        &self,
+        flight: &Arc<Flight>,
+        request: DispatchRequest,
+        reservation: Reservation,
+    ) -> Result<(), Box<DispatchRequest>> {
         let worker_id = reservation.worker_id();
-        let mut pending = match reservation.link().push(request) {
-            Ok(pending) => pending,
-            Err(PushError::Backpressure) => {
-                return refused(
+        let Some(link) = reservation.link().cloned() else {
+            return Err(Box::new(request));
+        };
+        flight.arm(reservation);
+        match link.push(request, Arc::clone(flight) as _) {
+            Ok(correlation) => {
+                flight.pushed(link, correlation, worker_id);
+                Ok(())
+            }
+            Err((PushError::Closed, request)) => {
+                flight.disarm();
+                Err(request)
+            }
+            Err((PushError::Backpressure, _)) => {
+                flight.disarm();
+                flight.finish(refused(
                     RefusedReason::WorkerBackpressure,
                     format!("worker {worker_id} outbound queue is full"),
-                );
+                ));
+                Ok(())
             }
-            Err(PushError::Closed) => return DispatchResult::WorkerLost { worker_id },
-        };
-        let timeout = self.reply_timeout(options);
-        // `recv` is cancel-safe; losing the race drops `pending`, which cancels on the worker.
-        tokio::select! {
-            biased;
-            reply = pending.recv() => match reply {
-                Ok(response) => DispatchResult::Completed(self.fit(response)),
-                Err(LinkClosed) => DispatchResult::WorkerLost { worker_id },
-            },
-            () = &mut cancelled => DispatchResult::Cancelled,
-            () = tokio::time::sleep(timeout) => DispatchResult::Timeout {
-                worker_id,
-                after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            },
         }
     }
 
-    /// Starts a submission without waiting: reserves a worker free now, or ends it at once.
-    /// Counts it, except when handed back to wait, where [`Dispatcher::dispatch_until`] does.
-    pub(crate) fn start(&self, request: DispatchRequest, options: &DispatchOptions) -> Started {
-        let active = self.activity.enter();
-        let ended = |result: DispatchResult| {
-            self.counters.started();
-            self.counters.ended(&result);
-            Started::Ended(result)
-        };
-        if active.count() > self.limits.max_active {
-            return ended(self.too_busy());
-        }
-        if let Err(result) = self.admit(&request) {
-            return ended(result);
-        }
-        match self
-            .registry
-            .select(address_of(&request), &options.routing, false)
-        {
-            Selection::Reserved(reservation) => {
-                self.counters.started();
-                Started::Reserved(Reserved {
-                    request,
-                    reservation,
-                    active,
-                    reply_timeout: self.reply_timeout(options),
-                })
-            }
-            Selection::Miss { .. } if options.wait_for_worker.is_some() => {
-                Started::MustWait(request)
-            }
-            Selection::Miss { census, .. } => ended(DispatchResult::NoWorker(census)),
-        }
+    fn give_up_on_closed_links(&self, flight: &Flight) {
+        flight.finish(DispatchResult::WorkerLost {
+            worker_id: flight.worker_id().unwrap_or_default(),
+        });
     }
 
-    /// The reply timeout `options` ask for, or the node's default.
-    fn reply_timeout(&self, options: &DispatchOptions) -> Duration {
-        options
-            .reply_timeout
-            .unwrap_or(self.limits.default_reply_timeout)
-    }
-
-    fn too_busy(&self) -> DispatchResult {
-        refused(
-            RefusedReason::TooManyInFlight,
-            format!(
-                "the node runs at most {} dispatches at once",
-                self.limits.max_active
-            ),
+    fn flight(
+        &self,
+        caller: Caller,
+        reply_timeout: Option<Duration>,
+        active: Active,
+    ) -> Arc<Flight> {
+        let reply_timeout = reply_timeout.unwrap_or(self.limits.default_reply_timeout);
+        Flight::new(
+            Arc::clone(&self.counters),
+            caller,
+            active,
+            reply_timeout,
+            self.limits.max_payload(),
         )
     }
 
-    /// Ends a request that is malformed or arrives while draining.
-    fn admit(&self, request: &DispatchRequest) -> Result<(), DispatchResult> {
-        if let Err(detail) = self.check(request) {
-            return Err(refused(RefusedReason::InvalidRequest, detail));
-        }
+    /// Refuses a request that breaks a bound, or ends it when the node is draining.
+    fn admit(
+        &self,
+        request: &DispatchRequest,
+        options: &DispatchOptions,
+        crowded: bool,
+    ) -> Result<(), DispatchResult> {
+        validate(request, options, &self.limits).map_err(DispatchResult::Refused)?;
         if self.is_draining() {
             return Err(DispatchResult::Draining);
         }
-        Ok(())
-    }
-
-    fn check(&self, request: &DispatchRequest) -> Result<(), String> {
-        let max = self.limits.max_name_len;
-        if request.namespace.is_empty() {
-            return Err("empty namespace".into());
-        }
-        if request.activity_type.is_empty() {
-            return Err("empty activity type".into());
-        }
-        let bounded = [
-            ("namespace", request.namespace.as_str()),
-            ("task queue", request.task_queue.as_str()),
-            ("activity type", request.activity_type.as_str()),
-            ("node", request.node.as_deref().unwrap_or_default()),
-        ];
-        for (what, value) in bounded {
-            if value.len() > max {
-                return Err(format!("{what} is longer than {max} bytes"));
-            }
-        }
-        let max = self.max_payload();
-        let carried = request.input.len()
-            + request.workflow_id.len()
-            + request.run_id.as_deref().map_or(0, str::len);
-        if carried > max {
-            return Err(format!(
-                "input and ids of {carried} bytes exceed the {max} a push can carry"
+        if crowded {
+            return Err(refused(
+                RefusedReason::TooManyInFlight,
+                format!(
+                    "the node runs at most {} dispatches at once",
+                    self.limits.max_active
+                ),
             ));
         }
         Ok(())
     }
 }
 
-impl Dispatcher {
-    /// Largest input or result a frame carries with room for its envelope.
-    fn max_payload(&self) -> usize {
-        self.limits.max_frame_len.saturating_sub(FRAME_OVERHEAD)
-    }
+/// Cancels a flight whose in-process caller went away before its outcome.
+struct CancelOnDrop(Option<Arc<Flight>>);
 
-    /// A result too large to travel on in an outcome becomes a non-retryable failure,
-    /// so the producer still gets exactly one outcome.
-    pub(crate) fn fit(&self, mut response: DispatchResponse) -> DispatchResponse {
-        let max = self.max_payload();
-        let body = match &response.outcome {
-            ActivityOutcome::Success(bytes) => bytes.len(),
-            ActivityOutcome::Failure { message, .. } => message.len(),
-        };
-        let carried =
-            body + response.workflow_id.len() + response.run_id.as_deref().map_or(0, str::len);
-        if carried > max {
-            let message =
-                format!("reply of {carried} bytes exceeds the {max} an outcome can carry");
-            response.outcome = ActivityOutcome::Failure {
-                message,
-                retryable: false,
-            };
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(flight) = self.0.take() {
+            flight.cancel();
         }
-        response
     }
 }
 

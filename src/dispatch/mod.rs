@@ -1,15 +1,25 @@
-//! Dispatch: select a worker, push on its link, await the correlated reply, end in one outcome.
+//! Dispatch: admit a request, select a worker, push on its link, end in exactly one outcome.
+//!
+//! - `admission`: the bounds every request is checked against;
+//! - `dispatcher`: the one path every source's dispatches take, waiting included;
+//! - `flight`: one dispatch in progress and the one finish that counts and answers it;
+//! - `caller`: where an outcome goes, the only thing that differs between sources;
+//! - `counters`, `activity`: totals and the count of dispatches without an outcome;
+//! - [`outcome`]: outcome classes for people and exit codes.
 
 mod activity;
+mod admission;
+mod caller;
 mod counters;
 mod dispatcher;
-mod flights;
-mod link;
+mod flight;
 mod options;
 pub mod outcome;
 
+pub use admission::{DispatchLimits, MAX_TIMEOUT};
+pub(crate) use caller::{Caller, Sink, Tag};
 pub use counters::DispatchCounters;
-pub use dispatcher::{DispatchLimits, Dispatcher};
-pub(crate) use flights::Flights;
-pub use link::{LinkClosed, PendingReply, PushError, WorkerLink};
+pub use dispatcher::Dispatcher;
+pub(crate) use dispatcher::Started;
+pub(crate) use flight::Flight;
 pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};

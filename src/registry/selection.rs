@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 
 use lintel_wire::{Census, NoWorkerReason, NodeRouting};
 
-use super::WorkerCell;
+use super::worker::WorkerCell;
 
 /// Which nodes one tier of a lookup accepts.
 #[derive(Debug, Clone, Copy)]
@@ -33,14 +33,17 @@ pub(crate) struct Tiers<'a> {
 }
 
 impl<'a> Tiers<'a> {
-    /// A pin or require is one tier; prefer is one per node, then any. A request's own
-    /// non-empty `node` pins it when the routing is `Any`.
+    /// A request's own non-empty `node` pins it, whatever the routing says; otherwise a pin or
+    /// require is one tier, and prefer is one per node, then any.
     pub(crate) fn new(routing: &'a NodeRouting, request_node: Option<&'a str>) -> Self {
+        if let Some(node) = request_node.filter(|node| !node.is_empty()) {
+            return Self {
+                preferred: &[],
+                last: NodeFilter::One(node),
+            };
+        }
         let (preferred, last): (&[String], _) = match routing {
-            NodeRouting::Any => match request_node.filter(|node| !node.is_empty()) {
-                Some(node) => (&[], NodeFilter::One(node)),
-                None => (&[], NodeFilter::Any),
-            },
+            NodeRouting::Any => (&[], NodeFilter::Any),
             NodeRouting::Pin(node) if node.is_empty() => (&[], NodeFilter::Any),
             NodeRouting::Pin(node) => (&[], NodeFilter::One(node)),
             NodeRouting::Prefer(nodes) => (nodes, NodeFilter::Any),
@@ -60,12 +63,11 @@ impl<'a> Tiers<'a> {
 
 /// The cheap atomic checks come first: in a saturated pool they reject without string look-ups.
 pub(crate) fn eligible(worker: &WorkerCell, activity: &str, filter: NodeFilter<'_>) -> bool {
-    !worker.excluded.load(Ordering::Relaxed)
-        && worker.in_flight.load(Ordering::Relaxed) < worker.max_concurrency.load(Ordering::Relaxed)
-        && compatible(worker, activity, filter)
+    worker.has_free_slot() && compatible(worker, activity, filter)
 }
 
-fn compatible(worker: &WorkerCell, activity: &str, filter: NodeFilter<'_>) -> bool {
+/// Serves `activity` on a node `filter` allows, whatever its slots.
+pub(crate) fn compatible(worker: &WorkerCell, activity: &str, filter: NodeFilter<'_>) -> bool {
     worker.registration.activity_types.contains(activity)
         && filter.allows(worker.registration.node.as_deref())
 }
@@ -98,9 +100,7 @@ pub(crate) fn census<'a>(
         census.compatible_workers += 1;
         if worker.excluded.load(Ordering::Relaxed) {
             census.excluded += 1;
-        } else if worker.in_flight.load(Ordering::Relaxed)
-            >= worker.max_concurrency.load(Ordering::Relaxed)
-        {
+        } else if worker.is_full() {
             census.at_capacity += 1;
         }
     }

@@ -211,6 +211,14 @@ impl Outbound {
         self.pipe.enqueue(&frame, true)
     }
 
+    /// As [`Outbound::try_send`], leaving `frame` with the caller, who may still need it.
+    ///
+    /// # Errors
+    /// As [`Outbound::try_send`].
+    pub fn try_send_ref(&self, frame: &Frame) -> Result<(), SendError> {
+        self.pipe.enqueue(frame, true)
+    }
+
     /// Queues `frame` even when the queue is full: for answers the peer is owed. The caller
     /// bounds them by reading no more requests while [`Outbound::has_room`] is false.
     ///

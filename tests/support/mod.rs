@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use lintel::dispatch::WorkerLink;
+use lintel::link::WorkerLink;
 use lintel::notifier::{ConnectionNotifier, RegistryNotifier};
 use lintel::registry::{Registry, WorkerId};
 use lintel::wire::{

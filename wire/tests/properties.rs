@@ -335,12 +335,14 @@ prop_compose! {
 
 prop_compose! {
     fn counters()(
-        (dispatched, completed, no_worker, worker_lost, timed_out)
-            in (n64(), n64(), n64(), n64(), n64()),
-        (refused, cancelled, draining, dropped_replies) in (n64(), n64(), n64(), n64()),
+        (submitted, pushed, completed, no_worker, worker_lost, timed_out)
+            in (n64(), n64(), n64(), n64(), n64(), n64()),
+        (refused, cancelled, draining) in (n64(), n64(), n64()),
+        (late_replies, dropped_replies, reclaimed_slots) in (n64(), n64(), n64()),
     ) -> Counters {
         Counters {
-            dispatched,
+            submitted,
+            pushed,
             completed,
             no_worker,
             worker_lost,
@@ -348,7 +350,9 @@ prop_compose! {
             refused,
             cancelled,
             draining,
+            late_replies,
             dropped_replies,
+            reclaimed_slots,
         }
     }
 }

@@ -65,7 +65,11 @@ pub struct WaitingStatus {
 /// Totals since the node started.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
-    pub dispatched: u64,
+    /// Dispatches that entered the node, whatever became of them.
+    pub submitted: u64,
+    /// Pushes queued on worker connections.
+    pub pushed: u64,
+    /// Dispatches that ended with the worker's reply.
     pub completed: u64,
     pub no_worker: u64,
     pub worker_lost: u64,
@@ -73,6 +77,10 @@ pub struct Counters {
     pub refused: u64,
     pub cancelled: u64,
     pub draining: u64,
-    /// Replies whose correlation id matched nothing in flight on their connection.
+    /// Replies to pushes that had already ended (timed out or cancelled).
+    pub late_replies: u64,
+    /// Replies whose correlation id named no push on their connection.
     pub dropped_replies: u64,
+    /// Slots of ended pushes freed because no reply came within the grace.
+    pub reclaimed_slots: u64,
 }

@@ -1,0 +1,566 @@
+//! The registry: pools of connected workers, selection with slot reservation, waiters, census.
+//!
+//! State has one owner: a `Mutex` with short critical sections, never held across an
+//! `.await`. A lock was chosen over an actor because every operation is a few map look-ups, so
+//! a channel round trip would cost more than the work. Every change that can make a worker
+//! eligible (a registration, a freed slot, more capacity, a restored worker) serves queued
+//! waiters in the same critical section, and a waiter that gives up leaves the queue and takes
+//! its census in one too, so no wake is lost and a census agrees with the decision it explains.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use lintel_wire::channel::dispatch_channel_name;
+use lintel_wire::{Census, NodeRouting, PoolStatus, Refusal, RefusalCode, Register, WaitingStatus};
+use tokio::sync::oneshot;
+
+use super::admission::{validate, validate_capacity, AdmissionLimits};
+use super::departures::Departures;
+use super::selection::{census, compatible, eligible, NodeFilter, Tiers};
+use super::waiters::{WaitKey, Waiters};
+use super::worker::{WorkerCell, WorkerId};
+use crate::link::WorkerLink;
+
+/// Where a dispatch wants to go: a pool and an activity type inside it.
+#[derive(Debug, Clone, Copy)]
+pub struct Address<'a> {
+    pub namespace: &'a str,
+    /// Already normalized: empty means `default`.
+    pub task_queue: &'a str,
+    pub activity_type: &'a str,
+    /// The request's own node pin; it beats the routing.
+    pub node: Option<&'a str>,
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    members: Vec<Arc<WorkerCell>>,
+    /// Round-robin position per activity type, shared by pinned and unpinned lookups.
+    cursors: HashMap<String, usize>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    workers: HashMap<WorkerId, Arc<WorkerCell>>,
+    /// namespace -> task queue -> pool; nested so look-ups borrow `&str`.
+    pools: HashMap<String, HashMap<String, Pool>>,
+    departures: Departures,
+    waiters: Waiters<Reservation>,
+    draining: bool,
+}
+
+/// The registry. Share it as `Arc<Registry>`.
+#[derive(Debug)]
+pub struct Registry {
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    limits: AdmissionLimits,
+}
+
+impl Registry {
+    /// An empty registry admitting registrations within `limits`.
+    pub fn new(limits: AdmissionLimits) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State::default()),
+            next_id: AtomicU64::new(1),
+            limits,
+        })
+    }
+
+    /// The admission funnel: validates, then inserts `register` for connection `pid`.
+    /// Dropping the returned guard deregisters.
+    ///
+    /// # Errors
+    /// A [`Refusal`] when validation fails or the registry is draining; nothing is inserted.
+    pub fn admit(
+        self: &Arc<Self>,
+        pid: u64,
+        register: &Register,
+        link: WorkerLink,
+    ) -> Result<RegistrationGuard, Refusal> {
+        let registration = validate(register, self.limits)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let cell = Arc::new(WorkerCell::new(id, pid, registration, link));
+        let mut state = self.lock();
+        if state.draining {
+            return Err(Refusal {
+                code: RefusalCode::Draining,
+                reason: "node is draining".into(),
+            });
+        }
+        let task_queue = &cell.registration.task_queue;
+        for namespace in &cell.registration.namespaces {
+            let by_queue = match state.pools.get_mut(namespace.as_str()) {
+                Some(by_queue) => by_queue,
+                None => state.pools.entry(namespace.clone()).or_default(),
+            };
+            let pool = match by_queue.get_mut(task_queue.as_str()) {
+                Some(pool) => pool,
+                None => by_queue.entry(task_queue.clone()).or_default(),
+            };
+            pool.members.push(Arc::clone(&cell));
+        }
+        state.workers.insert(id, Arc::clone(&cell));
+        self.serve_waiters(&mut state, &cell);
+        Ok(RegistrationGuard {
+            registry: Arc::clone(self),
+            id,
+        })
+    }
+
+    /// Reserves a slot on the next eligible worker for `address`, rotating per activity; on a
+    /// miss, the census taken in the same critical section.
+    ///
+    /// # Errors
+    /// The [`Census`] explaining the miss.
+    pub fn select(
+        self: &Arc<Self>,
+        address: Address<'_>,
+        routing: &NodeRouting,
+    ) -> Result<Reservation, Census> {
+        let tiers = Tiers::new(routing, address.node);
+        let mut state = self.lock();
+        match self.reserve(&mut state, address, tiers) {
+            Some(reservation) => Ok(reservation),
+            None => Err(census_of(&state, address, tiers.last)),
+        }
+    }
+
+    /// As [`Registry::select`], but on a miss queues the caller, behind earlier waiters for
+    /// the same address, in the same critical section.
+    ///
+    /// # Errors
+    /// The [`Wait`] that a freed or new slot is granted to.
+    pub fn select_or_wait(
+        self: &Arc<Self>,
+        address: Address<'_>,
+        routing: &NodeRouting,
+    ) -> Result<Reservation, Box<Wait>> {
+        let tiers = Tiers::new(routing, address.node);
+        let mut state = self.lock();
+        if let Some(reservation) = self.reserve(&mut state, address, tiers) {
+            return Ok(reservation);
+        }
+        let key = WaitKey {
+            namespace: address.namespace.to_owned(),
+            task_queue: address.task_queue.to_owned(),
+            activity_type: address.activity_type.to_owned(),
+        };
+        let node = address.node.map(str::to_owned);
+        let (id, granted) = state
+            .waiters
+            .push(key.clone(), routing.clone(), node.clone());
+        Err(Box::new(Wait {
+            registry: Arc::clone(self),
+            key,
+            id,
+            routing: routing.clone(),
+            node,
+            granted,
+            queued: true,
+        }))
+    }
+
+    /// What the registry knows about `address` under `routing`'s widest tier.
+    pub fn census(&self, address: Address<'_>, routing: &NodeRouting) -> Census {
+        census_of(
+            &self.lock(),
+            address,
+            Tiers::new(routing, address.node).last,
+        )
+    }
+
+    /// Sets a worker's capacity; the next selection sees it, and waiters are served.
+    ///
+    /// # Errors
+    /// [`RefusalCode::ZeroCapacity`] for zero, checked where registrations are.
+    pub fn set_capacity(
+        self: &Arc<Self>,
+        id: WorkerId,
+        max_concurrency: u32,
+    ) -> Result<(), Refusal> {
+        let max_concurrency = validate_capacity(max_concurrency)?;
+        let mut state = self.lock();
+        if let Some(worker) = state.workers.get(&id).cloned() {
+            worker
+                .max_concurrency
+                .store(max_concurrency, Ordering::Relaxed);
+            self.serve_waiters(&mut state, &worker);
+        }
+        Ok(())
+    }
+
+    /// Takes a worker out of selection, or restores it and serves waiters.
+    pub fn set_excluded(self: &Arc<Self>, id: WorkerId, excluded: bool) {
+        let mut state = self.lock();
+        if let Some(worker) = state.workers.get(&id).cloned() {
+            worker.excluded.store(excluded, Ordering::Relaxed);
+            if !excluded {
+                self.serve_waiters(&mut state, &worker);
+            }
+        }
+    }
+
+    /// Takes every worker out of selection and refuses new registrations.
+    pub fn drain(&self) {
+        let mut state = self.lock();
+        state.draining = true;
+        for worker in state.workers.values() {
+            worker.excluded.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Registered workers.
+    pub fn worker_count(&self) -> usize {
+        self.lock().workers.len()
+    }
+
+    /// Reserved slots across all registered workers.
+    pub fn reserved_slots(&self) -> u64 {
+        self.lock()
+            .workers
+            .values()
+            .map(|worker| u64::from(worker.in_flight.load(Ordering::Relaxed)))
+            .sum()
+    }
+
+    /// Dispatches queued for a worker.
+    pub fn waiting(&self) -> usize {
+        self.lock().waiters.len()
+    }
+
+    /// Rotation cursors and departure records held, for checking they stay bounded.
+    pub fn keyed_state_len(&self) -> (usize, usize) {
+        let state = self.lock();
+        let cursors = state
+            .pools
+            .values()
+            .flat_map(HashMap::values)
+            .map(|pool| pool.cursors.len())
+            .sum();
+        (cursors, state.departures.len())
+    }
+
+    /// Pools with their workers, and addresses with queued dispatches.
+    pub fn snapshot(&self) -> (Vec<PoolStatus>, Vec<WaitingStatus>) {
+        let state = self.lock();
+        let mut pools: Vec<PoolStatus> = state
+            .pools
+            .iter()
+            .flat_map(|(namespace, by_queue)| {
+                by_queue.iter().map(move |(task_queue, pool)| PoolStatus {
+                    namespace: namespace.clone(),
+                    task_queue: task_queue.clone(),
+                    channel: dispatch_channel_name(namespace, task_queue, None),
+                    workers: pool.members.iter().map(|w| w.status()).collect(),
+                })
+            })
+            .collect();
+        pools.sort_by(|a, b| a.channel.cmp(&b.channel));
+        let mut waiting: Vec<WaitingStatus> = state
+            .waiters
+            .counts()
+            .map(|(key, count)| WaitingStatus {
+                namespace: key.namespace.clone(),
+                task_queue: key.task_queue.clone(),
+                activity_type: key.activity_type.clone(),
+                waiting: u32::try_from(count).unwrap_or(u32::MAX),
+                census: census_of(&state, key_address(key, None), NodeFilter::Any),
+            })
+            .collect();
+        waiting.sort_by(|a, b| {
+            (&a.namespace, &a.task_queue, &a.activity_type).cmp(&(
+                &b.namespace,
+                &b.task_queue,
+                &b.activity_type,
+            ))
+        });
+        (pools, waiting)
+    }
+
+    /// Reserves a slot for `address` tier by tier, under the caller's lock.
+    fn reserve(
+        self: &Arc<Self>,
+        state: &mut State,
+        address: Address<'_>,
+        tiers: Tiers<'_>,
+    ) -> Option<Reservation> {
+        let pool = state
+            .pools
+            .get_mut(address.namespace)?
+            .get_mut(address.task_queue)?;
+        let worker = tiers
+            .iter()
+            .find_map(|filter| pick(pool, address.activity_type, filter))?;
+        Some(self.take_slot(worker))
+    }
+
+    fn take_slot(self: &Arc<Self>, worker: Arc<WorkerCell>) -> Reservation {
+        worker.in_flight.fetch_add(1, Ordering::Relaxed);
+        Reservation {
+            held: Some((Arc::clone(self), worker)),
+        }
+    }
+
+    /// Grants `worker`'s free slots to the earliest compatible waiters, under the caller's lock.
+    fn serve_waiters(self: &Arc<Self>, state: &mut State, worker: &Arc<WorkerCell>) {
+        if state.waiters.len() == 0 || !worker.has_free_slot() {
+            return;
+        }
+        state.waiters.serve(
+            |key| worker.serves(&key.namespace, &key.task_queue, &key.activity_type),
+            || worker.has_free_slot(),
+            |key, waiter| {
+                let tiers = Tiers::new(&waiter.routing, waiter.node.as_deref());
+                let wanted = compatible(worker, &key.activity_type, tiers.last);
+                wanted.then(|| self.take_slot(Arc::clone(worker)))
+            },
+            |unclaimed| {
+                // Its waiter left between being offered and taking it: undo under this lock.
+                if let Some((_, worker)) = unclaimed.disarm() {
+                    let _ =
+                        worker
+                            .in_flight
+                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                                n.checked_sub(1)
+                            });
+                }
+            },
+        );
+    }
+
+    fn remove(&self, id: WorkerId) {
+        let mut state = self.lock();
+        let Some(cell) = state.workers.remove(&id) else {
+            return;
+        };
+        let registration = &cell.registration;
+        let now = Instant::now();
+        for namespace in &registration.namespaces {
+            let Some(by_queue) = state.pools.get_mut(namespace.as_str()) else {
+                continue;
+            };
+            if let Some(pool) = by_queue.get_mut(registration.task_queue.as_str()) {
+                pool.members.retain(|member| !Arc::ptr_eq(member, &cell));
+                let members = &pool.members;
+                pool.cursors.retain(|activity, _| {
+                    members
+                        .iter()
+                        .any(|member| member.registration.activity_types.contains(activity))
+                });
+                if pool.members.is_empty() {
+                    by_queue.remove(registration.task_queue.as_str());
+                }
+            }
+            if by_queue.is_empty() {
+                state.pools.remove(namespace.as_str());
+            }
+            for activity in &registration.activity_types {
+                state.departures.record(
+                    namespace,
+                    &registration.task_queue,
+                    activity,
+                    registration.node.as_deref(),
+                    now,
+                );
+            }
+        }
+    }
+
+    fn release(self: &Arc<Self>, worker: &Arc<WorkerCell>) {
+        let mut state = self.lock();
+        let _ = worker
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        // A worker that left is no longer in any pool, so nobody is served from it.
+        if state.workers.contains_key(&worker.id) {
+            self.serve_waiters(&mut state, worker);
+        }
+    }
+
+    /// Takes waiter `id` out of its queue; `None` when it was granted a slot first, otherwise
+    /// the census of its address, taken in the same critical section.
+    fn leave(
+        &self,
+        key: &WaitKey,
+        id: u64,
+        routing: &NodeRouting,
+        node: Option<&str>,
+    ) -> Option<Census> {
+        let mut state = self.lock();
+        if !state.waiters.remove(key, id) {
+            return None;
+        }
+        let address = key_address(key, node);
+        Some(census_of(&state, address, Tiers::new(routing, node).last))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update leaves the state consistent before it can panic, so poison is ignorable.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn key_address<'a>(key: &'a WaitKey, node: Option<&'a str>) -> Address<'a> {
+    Address {
+        namespace: &key.namespace,
+        task_queue: &key.task_queue,
+        activity_type: &key.activity_type,
+        node,
+    }
+}
+
+/// Finds the next eligible member from the activity's cursor and advances the cursor past it.
+fn pick(pool: &mut Pool, activity: &str, filter: NodeFilter<'_>) -> Option<Arc<WorkerCell>> {
+    let len = pool.members.len();
+    if len == 0 {
+        return None;
+    }
+    let start = pool.cursors.get(activity).copied().unwrap_or(0) % len;
+    let found = (0..len).map(|step| (start + step) % len).find(|&index| {
+        pool.members
+            .get(index)
+            .is_some_and(|w| eligible(w, activity, filter))
+    })?;
+    let worker = pool.members.get(found).cloned()?;
+    if let Some(cursor) = pool.cursors.get_mut(activity) {
+        *cursor = found + 1;
+    } else {
+        pool.cursors.insert(activity.to_owned(), found + 1);
+    }
+    Some(worker)
+}
+
+fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Census {
+    let members = state
+        .pools
+        .get(address.namespace)
+        .and_then(|pools| pools.get(address.task_queue))
+        .map(|pool| pool.members.as_slice())
+        .unwrap_or_default();
+    let last_departure = state.departures.last_ms_ago(
+        address.namespace,
+        address.task_queue,
+        address.activity_type,
+        filter,
+    );
+    census(
+        members.iter().map(|w| &**w),
+        address.activity_type,
+        filter,
+        last_departure,
+    )
+}
+
+/// Owns a registry entry: dropping it deregisters the worker.
+#[derive(Debug)]
+pub struct RegistrationGuard {
+    registry: Arc<Registry>,
+    id: WorkerId,
+}
+
+impl RegistrationGuard {
+    /// The registered worker's id.
+    pub fn worker_id(&self) -> WorkerId {
+        self.id
+    }
+}
+
+impl Drop for RegistrationGuard {
+    fn drop(&mut self) {
+        self.registry.remove(self.id);
+    }
+}
+
+/// A reserved slot on a worker; dropping it frees the slot exactly once and serves waiters.
+#[derive(Debug)]
+pub struct Reservation {
+    held: Option<(Arc<Registry>, Arc<WorkerCell>)>,
+}
+
+impl Reservation {
+    /// The worker holding the slot.
+    pub fn worker_id(&self) -> WorkerId {
+        self.held.as_ref().map_or(0, |(_, worker)| worker.id)
+    }
+
+    /// The link to push on.
+    pub fn link(&self) -> Option<&WorkerLink> {
+        self.held.as_ref().map(|(_, worker)| &worker.link)
+    }
+
+    /// Gives up the slot without freeing it through the registry; the caller undoes it.
+    fn disarm(mut self) -> Option<(Arc<Registry>, Arc<WorkerCell>)> {
+        self.held.take()
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some((registry, worker)) = self.held.take() {
+            registry.release(&worker);
+        }
+    }
+}
+
+/// A dispatch queued for a worker at one address. Dropping it leaves the queue.
+#[derive(Debug)]
+pub struct Wait {
+    registry: Arc<Registry>,
+    key: WaitKey,
+    id: u64,
+    routing: NodeRouting,
+    node: Option<String>,
+    granted: oneshot::Receiver<Reservation>,
+    queued: bool,
+}
+
+impl Wait {
+    /// Resolves with the slot granted to this waiter. Cancel-safe: a grant that arrives while
+    /// nobody polls stays for [`Wait::give_up`] or the next call.
+    pub async fn granted(&mut self) -> Option<Reservation> {
+        let granted = (&mut self.granted).await.ok();
+        self.queued = false;
+        granted
+    }
+
+    /// Stops waiting: a slot granted before this call is returned, otherwise the census of
+    /// the address, taken as the waiter left the queue.
+    ///
+    /// # Errors
+    /// The [`Census`] when no slot was granted.
+    pub fn give_up(mut self) -> Result<Reservation, Census> {
+        if self.queued {
+            self.queued = false;
+            let left = self
+                .registry
+                .leave(&self.key, self.id, &self.routing, self.node.as_deref());
+            if let Some(census) = left {
+                return Err(census);
+            }
+        }
+        match self.granted.try_recv() {
+            Ok(reservation) => Ok(reservation),
+            // Not reachable while the registry lives: a waiter leaves the queue only here or
+            // when granted. Report what the registry knows now.
+            Err(_) => Err(self
+                .registry
+                .census(key_address(&self.key, self.node.as_deref()), &self.routing)),
+        }
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if self.queued {
+            let _ = self
+                .registry
+                .leave(&self.key, self.id, &self.routing, self.node.as_deref());
+        }
+        // A grant still in `granted` drops with it, freeing its slot outside the lock.
+    }
+}

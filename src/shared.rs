@@ -1,0 +1,83 @@
+//! State every connection task of a node shares: configuration, dispatcher, notifier and the
+//! shutdown signals. It sits below the connection roles, which read it and never own it.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use lintel_wire::NodeStatus;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::NodeConfig;
+use crate::dispatch::Dispatcher;
+use crate::notifier::ConnectionNotifier;
+
+/// State every connection task shares.
+pub(crate) struct Shared {
+    pub(crate) config: NodeConfig,
+    pub(crate) dispatcher: Arc<Dispatcher>,
+    pub(crate) notifier: Arc<dyn ConnectionNotifier>,
+    /// Fires first on shutdown: workers are told to drain.
+    pub(crate) draining: CancellationToken,
+    /// Fires after the drain: every connection closes.
+    pub(crate) closing: CancellationToken,
+    node_id: OnceLock<String>,
+    started: Instant,
+    connections: AtomicU32,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        config: NodeConfig,
+        dispatcher: Arc<Dispatcher>,
+        notifier: Arc<dyn ConnectionNotifier>,
+    ) -> Self {
+        Self {
+            config,
+            dispatcher,
+            notifier,
+            draining: CancellationToken::new(),
+            closing: CancellationToken::new(),
+            node_id: OnceLock::new(),
+            started: Instant::now(),
+            connections: AtomicU32::new(0),
+        }
+    }
+
+    /// Names the node once its listener's port is known; later calls change nothing.
+    pub(crate) fn set_node_id(&self, node_id: String) {
+        let _ = self.node_id.set(node_id);
+    }
+
+    pub(crate) fn node_id(&self) -> &str {
+        self.node_id.get().map_or("lintel", String::as_str)
+    }
+
+    /// Counts an open connection until the guard drops.
+    pub(crate) fn connection_opened(self: &Arc<Self>) -> OpenConnection {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(Arc::clone(self))
+    }
+
+    pub(crate) fn status(&self) -> NodeStatus {
+        let (pools, waiting) = self.dispatcher.registry().snapshot();
+        NodeStatus {
+            node_id: self.node_id().to_owned(),
+            uptime_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            connections: self.connections.load(Ordering::Relaxed),
+            draining: self.dispatcher.is_draining(),
+            pools,
+            waiting,
+            counters: self.dispatcher.counters().snapshot(),
+        }
+    }
+}
+
+/// One open connection, counted in the node's status while it lives.
+pub(crate) struct OpenConnection(Arc<Shared>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
