@@ -1,0 +1,72 @@
+//! A raw client speaking frames, for tests that state exactly what crosses the wire.
+
+use std::net::SocketAddr;
+
+use futures_util::{SinkExt, StreamExt};
+use lintel::wire::{Frame, FrameCodec, Role};
+use tokio::net::TcpStream;
+use tokio_util::codec::Framed;
+
+use super::frames::hello;
+use super::node::within;
+
+/// A raw client speaking frames, for exact protocol tests.
+pub struct RawClient {
+    pub framed: Framed<TcpStream, FrameCodec>,
+}
+
+impl RawClient {
+    pub async fn connect(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        Self {
+            framed: Framed::new(stream, FrameCodec::default()),
+        }
+    }
+
+    /// Connects and completes the handshake as `role`; returns the client and its pid.
+    pub async fn hello(addr: SocketAddr, role: Role) -> (Self, u64) {
+        let mut client = Self::connect(addr).await;
+        client.send(Frame::Hello(hello(role))).await;
+        match client.recv().await {
+            Some(Frame::Welcome(welcome)) => (client, welcome.pid),
+            other => panic!("expected Welcome, got {other:?}"),
+        }
+    }
+
+    pub async fn send(&mut self, frame: Frame) {
+        self.framed.send(frame).await.expect("send frame");
+    }
+
+    /// The next frame, or `None` when the node closed the connection.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        within("a frame", self.framed.next())
+            .await
+            .and_then(Result::ok)
+    }
+
+    /// The next frame that is not a ping (pings are answered), within one [`WAIT`] overall.
+    pub async fn recv_skipping_pings(&mut self) -> Option<Frame> {
+        within("a frame other than a ping", async {
+            loop {
+                match self.framed.next().await {
+                    Some(Ok(Frame::Ping(ping))) => {
+                        let pong = Frame::Pong(lintel::wire::Pong { nonce: ping.nonce });
+                        self.framed.send(pong).await.expect("send pong");
+                    }
+                    Some(Ok(frame)) => return Some(frame),
+                    _ => return None,
+                }
+            }
+        })
+        .await
+    }
+
+    /// Waits until the node closes the connection, skipping any frames before.
+    pub async fn closed(&mut self) {
+        within("close", async {
+            while let Some(Ok(_)) = self.framed.next().await {}
+        })
+        .await;
+    }
+}
