@@ -19,7 +19,7 @@ use lintel::wire::{
     ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, Frame, Goodbye,
     NodeRouting, Pong, Push, Register, Reply, Role, Submit,
 };
-use support::{request, within, RawClient, TestNode};
+use support::{next_frame, request, within, RawClient, TestNode};
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use tokio::task::JoinSet;
 
@@ -64,21 +64,6 @@ fn echo(push: &Push) -> Frame {
             outcome: ActivityOutcome::Success(push.request.input.clone()),
         },
     })
-}
-
-/// The next frame that is not a ping (pings are answered), bounded as a whole.
-async fn next_frame(client: &mut RawClient) -> Option<Frame> {
-    within("a frame other than a ping", async {
-        loop {
-            match client.framed.next().await {
-                Some(Ok(Frame::Ping(ping))) => {
-                    client.send(Frame::Pong(Pong { nonce: ping.nonce })).await;
-                }
-                other => return other.and_then(Result::ok),
-            }
-        }
-    })
-    .await
 }
 
 /// Every pid that registered, so the test can wait for each to go.

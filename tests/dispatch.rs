@@ -25,7 +25,7 @@ use lintel::wire::{
     Ping, Pong, Push, RefusalCode, RefusedReason, Register, Reply, Role, Submit,
 };
 use lintel::NodeConfig;
-use support::{hello, request, within, RawClient, TestNode, WAIT};
+use support::{hello, next_frame, request, within, RawClient, TestNode, WAIT};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::codec::Framed;
@@ -158,22 +158,6 @@ fn count(names: impl IntoIterator<Item = String>) -> BTreeMap<String, usize> {
 
 fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
-}
-
-/// The next frame that is not a ping (pings are answered), or `None` once the node closed.
-/// Bounded as a whole, so a node pinging every few seconds cannot keep it waiting forever.
-async fn next_frame(client: &mut RawClient) -> Option<Frame> {
-    within("a frame other than a ping", async {
-        loop {
-            match client.framed.next().await {
-                Some(Ok(Frame::Ping(ping))) => {
-                    client.send(Frame::Pong(Pong { nonce: ping.nonce })).await;
-                }
-                other => return other.and_then(Result::ok),
-            }
-        }
-    })
-    .await
 }
 
 /// A registered raw worker: the test reads and answers every frame itself.

@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //! - `node`: [`TestNode`], its notifier [`Events`], and [`within`], the bound on every wait.
-//! - `raw`: [`RawClient`], a client speaking frames.
+//! - `raw`: [`RawClient`], a client speaking frames, and [`next_frame`], the one way tests read
+//!   a frame past the node's pings.
 //! - `frames`: builders for handshakes, registrations and requests.
 #![allow(dead_code, unreachable_pub)]
 
@@ -17,4 +18,4 @@ pub use frames::{hello, register, request};
 #[allow(unused_imports)]
 pub use node::{within, Events, TestNode, WAIT};
 #[allow(unused_imports)]
-pub use raw::RawClient;
+pub use raw::{next_frame, RawClient};

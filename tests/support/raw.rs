@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use futures_util::{SinkExt, StreamExt};
-use lintel::wire::{Frame, FrameCodec, Role};
+use lintel::wire::{Frame, FrameCodec, Pong, Role};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
@@ -45,23 +45,6 @@ impl RawClient {
             .and_then(Result::ok)
     }
 
-    /// The next frame that is not a ping (pings are answered), within one [`WAIT`] overall.
-    pub async fn recv_skipping_pings(&mut self) -> Option<Frame> {
-        within("a frame other than a ping", async {
-            loop {
-                match self.framed.next().await {
-                    Some(Ok(Frame::Ping(ping))) => {
-                        let pong = Frame::Pong(lintel::wire::Pong { nonce: ping.nonce });
-                        self.framed.send(pong).await.expect("send pong");
-                    }
-                    Some(Ok(frame)) => return Some(frame),
-                    _ => return None,
-                }
-            }
-        })
-        .await
-    }
-
     /// Waits until the node closes the connection, skipping any frames before.
     pub async fn closed(&mut self) {
         within("close", async {
@@ -69,4 +52,20 @@ impl RawClient {
         })
         .await;
     }
+}
+
+/// The next frame that is not a ping (pings are answered), or `None` once the node closed.
+/// Bounded as a whole, so a node pinging every few seconds cannot keep it waiting forever.
+pub async fn next_frame(client: &mut RawClient) -> Option<Frame> {
+    within("a frame other than a ping", async {
+        loop {
+            match client.framed.next().await {
+                Some(Ok(Frame::Ping(ping))) => {
+                    client.send(Frame::Pong(Pong { nonce: ping.nonce })).await;
+                }
+                other => return other.and_then(Result::ok),
+            }
+        }
+    })
+    .await
 }
