@@ -7,12 +7,9 @@
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -20,296 +17,21 @@ use futures_util::{SinkExt, StreamExt};
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{handler_fn, Client, ClientConfig, Worker, WorkerConfig, WorkerHandle};
 use lintel::wire::{
-    ActivityOutcome, Cancel, CapacityUpdate, Census, DispatchRequest, DispatchResponse,
-    DispatchResult, Drain, ErrorCode, Frame, FrameCodec, NoWorkerReason, NodeRouting, OutcomeFrame,
-    Ping, Pong, Push, RefusalCode, RefusedReason, Register, Reply, Role, Submit,
+    ActivityOutcome, Cancel, CapacityUpdate, DispatchRequest, DispatchResult, Drain, ErrorCode,
+    Frame, NoWorkerReason, NodeRouting, RefusalCode, RefusedReason, Role, Submit,
 };
 use lintel::NodeConfig;
-use support::{hello, next_frame, request, within, RawClient, TestNode, WAIT};
-use tokio::sync::mpsc;
-use tokio::task::{JoinHandle, JoinSet};
-use tokio_util::codec::Framed;
+use support::{
+    count, counts, dispatch, next_frame, next_outcome, no_worker, on_node, outcome_of, parked,
+    plain, poll_once, producer, quiet_config, registration, request, request_in, served_by,
+    small_window_client, small_window_worker, spawn_dispatch, submit, submit_timing_out, within,
+    AutoWorker, RawClient, RawWorker, Stats, TestNode, WAIT,
+};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
-
-fn registration(
-    namespaces: &[&str],
-    task_queue: &str,
-    node: Option<&str>,
-    activities: &[&str],
-    max_concurrency: u32,
-    identity: &str,
-) -> Register {
-    Register {
-        namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
-        task_queue: task_queue.to_owned(),
-        node: node.map(str::to_owned),
-        activity_types: activities.iter().map(|a| (*a).to_owned()).collect(),
-        identity: identity.to_owned(),
-        max_concurrency,
-    }
-}
-
-/// A worker on the default task queue with no node.
-fn plain(namespace: &str, activity: &str, max_concurrency: u32, identity: &str) -> Register {
-    registration(
-        &[namespace],
-        "",
-        None,
-        &[activity],
-        max_concurrency,
-        identity,
-    )
-}
-
-fn on_node(namespace: &str, activity: &str, node: &str, cap: u32, identity: &str) -> Register {
-    registration(&[namespace], "", Some(node), &[activity], cap, identity)
-}
-
-fn request_in(namespace: &str, task_queue: &str, activity: &str) -> DispatchRequest {
-    DispatchRequest {
-        task_queue: task_queue.to_owned(),
-        ..request(namespace, activity, "")
-    }
-}
-
-fn response_to(push: &Push, payload: &str) -> DispatchResponse {
-    DispatchResponse {
-        workflow_id: push.request.workflow_id.clone(),
-        ordinal: push.request.ordinal,
-        run_id: push.request.run_id.clone(),
-        outcome: ActivityOutcome::Success(Bytes::copy_from_slice(payload.as_bytes())),
-    }
-}
-
-fn reply_frame(push: &Push, payload: &str) -> Frame {
-    Frame::Reply(Reply {
-        correlation: push.correlation,
-        response: response_to(push, payload),
-    })
-}
-
-/// The payload of a completed dispatch: the name of the worker that served it, for auto workers.
-#[track_caller]
-fn served_by(result: &DispatchResult) -> String {
-    match result {
-        DispatchResult::Completed(DispatchResponse {
-            outcome: ActivityOutcome::Success(bytes),
-            ..
-        }) => String::from_utf8(bytes.to_vec()).expect("utf-8 payload"),
-        other => panic!("expected a successful completion, got {other:?}"),
-    }
-}
-
-#[track_caller]
-fn no_worker(result: DispatchResult) -> Census {
-    match result {
-        DispatchResult::NoWorker(census) => census,
-        other => panic!("expected NoWorker, got {other:?}"),
-    }
-}
-
-async fn dispatch(
-    node: &TestNode,
-    request: DispatchRequest,
-    options: DispatchOptions,
-) -> DispatchResult {
-    within(
-        "a dispatch outcome",
-        node.node.dispatcher().dispatch(request, &options),
-    )
-    .await
-}
-
-fn spawn_dispatch(
-    node: &TestNode,
-    request: DispatchRequest,
-    options: DispatchOptions,
-) -> JoinHandle<DispatchResult> {
-    let dispatcher = Arc::clone(node.node.dispatcher());
-    tokio::spawn(async move { dispatcher.dispatch(request, &options).await })
-}
-
-async fn outcome_of(handle: JoinHandle<DispatchResult>) -> DispatchResult {
-    within("a spawned dispatch", handle)
-        .await
-        .expect("dispatch task")
-}
-
-/// Polls `future` once from the current task, which stays its waker.
-async fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
-    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *future).poll(cx))).await
-}
-
-/// Dispatches counted as waiting for a worker, across all addresses.
-fn parked(node: &TestNode) -> u32 {
-    node.registry().snapshot().1.iter().map(|w| w.waiting).sum()
-}
-
-fn count(names: impl IntoIterator<Item = String>) -> BTreeMap<String, usize> {
-    let mut counts = BTreeMap::new();
-    for name in names {
-        *counts.entry(name).or_insert(0) += 1;
-    }
-    counts
-}
-
-fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
-}
-
-/// A registered raw worker: the test reads and answers every frame itself.
-struct RawWorker {
-    client: RawClient,
-    pid: u64,
-    worker_id: u64,
-    nonce: u64,
-}
-
-impl RawWorker {
-    async fn start(addr: std::net::SocketAddr, register: Register) -> Self {
-        let (client, pid) = RawClient::hello(addr, Role::Worker).await;
-        Self::register(client, pid, register).await
-    }
-
-    async fn register(mut client: RawClient, pid: u64, register: Register) -> Self {
-        client.send(Frame::Register(register)).await;
-        match next_frame(&mut client).await {
-            Some(Frame::Registered(registered)) => Self {
-                client,
-                pid,
-                worker_id: registered.worker_id,
-                nonce: 0,
-            },
-            other => panic!("expected Registered, got {other:?}"),
-        }
-    }
-
-    /// The next push; any other frame but a ping fails the test.
-    async fn next_push(&mut self) -> Push {
-        match next_frame(&mut self.client).await {
-            Some(Frame::Push(push)) => push,
-            other => panic!("expected a Push, got {other:?}"),
-        }
-    }
-
-    async fn reply(&mut self, push: &Push, payload: &str) {
-        self.client.send(reply_frame(push, payload)).await;
-    }
-
-    async fn expect_cancel(&mut self, correlation: u64) {
-        match next_frame(&mut self.client).await {
-            Some(Frame::Cancel(cancel)) => assert_eq!(cancel.correlation, correlation),
-            other => panic!("expected Cancel for {correlation}, got {other:?}"),
-        }
-    }
-
-    /// A ping round trip: the node has handled every frame sent before it, and sent this worker
-    /// nothing but the pong meanwhile.
-    async fn sync(&mut self) {
-        self.nonce += 1;
-        let nonce = u64::MAX - self.nonce;
-        self.client.send(Frame::Ping(Ping { nonce })).await;
-        match next_frame(&mut self.client).await {
-            Some(Frame::Pong(pong)) if pong.nonce == nonce => {}
-            other => panic!("expected only our Pong, got {other:?}"),
-        }
-    }
-}
-
-/// What an auto worker saw.
-#[derive(Default)]
-struct Stats {
-    in_flight: AtomicU32,
-    peak: AtomicU32,
-    served: AtomicU64,
-}
-
-/// A raw worker that answers every push by itself, with its identity as the result, after
-/// yielding up to `max_yields` times. It counts pushes held at once: decremented before the
-/// reply is sent, so the count never exceeds what the node has reserved on it.
-struct AutoWorker {
-    pid: u64,
-    stats: Arc<Stats>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Drop for AutoWorker {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
-}
-
-impl AutoWorker {
-    async fn start(addr: std::net::SocketAddr, register: Register, max_yields: u32) -> Self {
-        let name = register.identity.clone();
-        let raw = RawWorker::start(addr, register).await;
-        let (mut sink, mut stream) = raw.client.framed.split();
-        let (tx, mut rx) = mpsc::unbounded_channel::<Frame>();
-        let writer = tokio::spawn(async move {
-            while let Some(frame) = rx.recv().await {
-                if sink.send(frame).await.is_err() {
-                    break;
-                }
-            }
-        });
-        let stats = Arc::new(Stats::default());
-        let seen = Arc::clone(&stats);
-        let reader = tokio::spawn(async move {
-            while let Some(Ok(frame)) = stream.next().await {
-                match frame {
-                    Frame::Push(push) => {
-                        let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-                        seen.peak.fetch_max(now, Ordering::SeqCst);
-                        seen.served.fetch_add(1, Ordering::SeqCst);
-                        let (stats, tx, name) = (Arc::clone(&seen), tx.clone(), name.clone());
-                        tokio::spawn(async move {
-                            for _ in 0..fastrand::u32(0..=max_yields) {
-                                tokio::task::yield_now().await;
-                            }
-                            stats.in_flight.fetch_sub(1, Ordering::SeqCst);
-                            let _ = tx.send(reply_frame(&push, &name));
-                        });
-                    }
-                    Frame::Ping(ping) => {
-                        let _ = tx.send(Frame::Pong(Pong { nonce: ping.nonce }));
-                    }
-                    _ => {}
-                }
-            }
-        });
-        Self {
-            pid: raw.pid,
-            stats,
-            tasks: vec![reader, writer],
-        }
-    }
-}
-
-async fn producer(addr: std::net::SocketAddr) -> RawClient {
-    RawClient::hello(addr, Role::Producer).await.0
-}
-
-fn submit(correlation: u64, request: DispatchRequest, wait_ms: Option<u64>) -> Frame {
-    Frame::Submit(Submit {
-        correlation,
-        request,
-        wait_for_worker_ms: wait_ms,
-        reply_timeout_ms: None,
-        routing: NodeRouting::Any,
-    })
-}
-
-async fn next_outcome(producer: &mut RawClient) -> OutcomeFrame {
-    match next_frame(producer).await {
-        Some(Frame::Outcome(outcome)) => outcome,
-        other => panic!("expected an Outcome, got {other:?}"),
-    }
-}
 
 /// Sequential dispatches with default options; who served each, in order.
 async fn serve_sequence(
@@ -1190,16 +912,6 @@ async fn a_live_worker_that_never_replies_is_a_timeout_and_stays_registered() {
     assert_eq!(served_by(&outcome_of(next).await), "next");
 }
 
-fn submit_timing_out(correlation: u64, workflow_id: &str, reply_timeout_ms: u64) -> Frame {
-    Frame::Submit(Submit {
-        correlation,
-        request: request("ns", "act", workflow_id),
-        wait_for_worker_ms: None,
-        reply_timeout_ms: Some(reply_timeout_ms),
-        routing: NodeRouting::Any,
-    })
-}
-
 #[tokio::test]
 async fn wire_submissions_time_out_in_deadline_order_whatever_order_they_came_in() {
     let node = TestNode::start().await;
@@ -1326,38 +1038,6 @@ async fn a_producer_that_stops_reading_is_read_no_further_yet_its_deadlines_stil
         }
     })
     .await;
-}
-
-/// A worker whose socket takes little before the node's writes stall.
-async fn small_window_worker(addr: std::net::SocketAddr, register: Register) -> RawWorker {
-    let (client, pid) = small_window_client(addr, Role::Worker).await;
-    RawWorker::register(client, pid, register).await
-}
-
-/// A client in `role`, past the handshake, whose socket takes little before the node's
-/// writes stall; with its pid.
-async fn small_window_client(addr: std::net::SocketAddr, role: Role) -> (RawClient, u64) {
-    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket.set_recv_buffer_size(16 * 1024).expect("recv buffer");
-    let stream = socket.connect(addr).await.expect("connect");
-    stream.set_nodelay(true).expect("nodelay");
-    let mut client = RawClient {
-        framed: Framed::new(stream, FrameCodec::default()),
-    };
-    client.send(Frame::Hello(hello(role))).await;
-    match client.recv().await {
-        Some(Frame::Welcome(welcome)) => (client, welcome.pid),
-        other => panic!("expected Welcome, got {other:?}"),
-    }
-}
-
-/// A node config with `outbound_queue` frames per connection and no pings to get in the way.
-fn quiet_config(outbound_queue: usize) -> NodeConfig {
-    NodeConfig {
-        outbound_queue,
-        ping_interval_ms: 600_000,
-        ..NodeConfig::default()
-    }
 }
 
 #[tokio::test]

@@ -1,21 +1,35 @@
-//! Test support: a node on 127.0.0.1:0 that shuts down on drop, a raw frame client, a
-//! counting notifier, and helpers to build requests and registrations.
+//! Test support: a node on 127.0.0.1:0 that shuts down on drop, raw frame clients and scripted
+//! peers, a counting notifier, and helpers to build frames and read dispatch results.
 //!
 //! # Layout
-//! - `node`: [`TestNode`], its notifier [`Events`], and [`within`], the bound on every wait.
+//! - `node`: [`TestNode`], its notifier [`Events`], [`within`], the bound on every wait, and
+//!   node configs tests share.
 //! - `raw`: [`RawClient`], a client speaking frames, and [`next_frame`], the one way tests read
 //!   a frame past the node's pings.
-//! - `frames`: builders for handshakes, registrations and requests.
+//! - `peers`: scripted peers over a [`RawClient`]: [`RawWorker`], [`AutoWorker`], producers.
+//! - `frames`: builders for handshakes, registrations, requests, replies and submissions.
+//! - `dispatch`: in-process dispatches and what to read from their results.
 #![allow(dead_code, unreachable_pub)]
 
+mod dispatch;
 mod frames;
 mod node;
+mod peers;
 mod raw;
 
 // Each test file is its own crate and uses a part of what follows.
 #[allow(unused_imports)]
-pub use frames::{hello, register, request};
+pub use dispatch::{
+    count, counts, dispatch, no_worker, outcome_of, parked, poll_once, served_by, spawn_dispatch,
+};
 #[allow(unused_imports)]
-pub use node::{within, Events, TestNode, WAIT};
+pub use frames::{
+    hello, on_node, plain, register, registration, reply_frame, request, request_in, response_to,
+    submit, submit_timing_out,
+};
 #[allow(unused_imports)]
-pub use raw::{next_frame, RawClient};
+pub use node::{quiet_config, within, Events, TestNode, WAIT};
+#[allow(unused_imports)]
+pub use peers::{next_outcome, producer, small_window_worker, AutoWorker, RawWorker, Stats};
+#[allow(unused_imports)]
+pub use raw::{next_frame, small_window_client, RawClient};

@@ -192,3 +192,12 @@ impl Drop for TestNode {
         }
     }
 }
+
+/// A node config with `outbound_queue` frames per connection and no pings to get in the way.
+pub fn quiet_config(outbound_queue: usize) -> NodeConfig {
+    NodeConfig {
+        outbound_queue,
+        ping_interval_ms: 600_000,
+        ..NodeConfig::default()
+    }
+}

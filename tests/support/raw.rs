@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use futures_util::{SinkExt, StreamExt};
 use lintel::wire::{Frame, FrameCodec, Pong, Role};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::codec::Framed;
 
 use super::frames::hello;
@@ -17,7 +17,11 @@ pub struct RawClient {
 
 impl RawClient {
     pub async fn connect(addr: SocketAddr) -> Self {
-        let stream = TcpStream::connect(addr).await.expect("connect");
+        Self::over(TcpStream::connect(addr).await.expect("connect"))
+    }
+
+    /// A client on `stream`, with Nagle off so each frame goes out at once.
+    fn over(stream: TcpStream) -> Self {
         stream.set_nodelay(true).expect("nodelay");
         Self {
             framed: Framed::new(stream, FrameCodec::default()),
@@ -26,10 +30,14 @@ impl RawClient {
 
     /// Connects and completes the handshake as `role`; returns the client and its pid.
     pub async fn hello(addr: SocketAddr, role: Role) -> (Self, u64) {
-        let mut client = Self::connect(addr).await;
-        client.send(Frame::Hello(hello(role))).await;
-        match client.recv().await {
-            Some(Frame::Welcome(welcome)) => (client, welcome.pid),
+        Self::connect(addr).await.handshake(role).await
+    }
+
+    /// Completes the handshake as `role`; returns the client and its pid.
+    async fn handshake(mut self, role: Role) -> (Self, u64) {
+        self.send(Frame::Hello(hello(role))).await;
+        match self.recv().await {
+            Some(Frame::Welcome(welcome)) => (self, welcome.pid),
             other => panic!("expected Welcome, got {other:?}"),
         }
     }
@@ -68,4 +76,13 @@ pub async fn next_frame(client: &mut RawClient) -> Option<Frame> {
         }
     })
     .await
+}
+
+/// A client in `role`, past the handshake, whose socket takes little before the node's
+/// writes stall; with its pid.
+pub async fn small_window_client(addr: SocketAddr, role: Role) -> (RawClient, u64) {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(16 * 1024).expect("recv buffer");
+    let stream = socket.connect(addr).await.expect("connect");
+    RawClient::over(stream).handshake(role).await
 }
