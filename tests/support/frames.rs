@@ -17,16 +17,10 @@ pub fn hello(role: Role) -> Hello {
     }
 }
 
-/// A registration for `namespace` and `activity` with capacity `max_concurrency`.
+/// A registration for `namespace` and `activity` with capacity `max_concurrency`, as
+/// `test-worker`.
 pub fn register(namespace: &str, activity: &str, max_concurrency: u32) -> Register {
-    Register {
-        namespaces: vec![namespace.into()],
-        task_queue: String::new(),
-        node: None,
-        activity_types: vec![activity.into()],
-        identity: "test-worker".into(),
-        max_concurrency,
-    }
+    plain(namespace, activity, max_concurrency, "test-worker")
 }
 
 /// A request for `namespace` / default task queue / `activity` carrying `input`.
