@@ -2,6 +2,19 @@
 //! mid-dispatch, going silent) while thousands of dispatches run through the wire producer path
 //! and in-process. Every dispatch must end in exactly one outcome of an allowed class, no slot or
 //! registration may leak, and the node must still serve a fresh worker afterwards.
+//!
+//! # Replaying a run
+//!
+//! Every random choice (each worker's capacity and budget, which pushes go unanswered, how long
+//! a reply waits) comes from generators derived from one seed. The seed is read from
+//! `LINTEL_CHURN_SEED` when set and chosen at random otherwise; the test prints it to stderr at
+//! the start and again when it fails. To replay a failure with the same choices:
+//!
+//! ```text
+//! LINTEL_CHURN_SEED=<seed> cargo test --test churn
+//! ```
+//!
+//! The seed fixes the choices, not the scheduling: how tasks interleave still varies by run.
 
 mod support;
 
@@ -12,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use fastrand::Rng;
 use futures_util::{SinkExt, StreamExt};
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{handler_fn, Worker, WorkerConfig, WorkerHandle, WorkerState};
@@ -20,7 +34,7 @@ use lintel::wire::{
     NodeRouting, Pong, Push, Register, Reply, Role, Submit,
 };
 use lintel::NodeConfig;
-use support::{request, within, RawClient, TestNode};
+use support::{next_frame, request, within, RawClient, TestNode};
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use tokio::task::JoinSet;
 
@@ -38,6 +52,35 @@ const CONCURRENCY: usize = 64;
 const PRODUCERS: usize = 4;
 /// Bound on the whole churn phase.
 const CHURN_BOUND: Duration = Duration::from_secs(45);
+
+/// Names the seed of a run to replay (see the module doc).
+const SEED_VAR: &str = "LINTEL_CHURN_SEED";
+
+/// The run's seed: [`SEED_VAR`] when set, otherwise random.
+fn churn_seed() -> u64 {
+    match std::env::var(SEED_VAR) {
+        Ok(value) => value
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{SEED_VAR}={value:?} is not a u64")),
+        Err(std::env::VarError::NotPresent) => fastrand::u64(..),
+        Err(error) => panic!("{SEED_VAR}: {error}"),
+    }
+}
+
+/// Names the seed again when the test fails, however it fails, so the failure can be replayed.
+struct SeedReport(u64);
+
+impl Drop for SeedReport {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "churn failed with seed {seed}; replay with {SEED_VAR}={seed} cargo test --test churn",
+                seed = self.0
+            );
+        }
+    }
+}
 
 /// Served by every worker; the common case.
 const WORK: &str = "work";
@@ -67,21 +110,6 @@ fn echo(push: &Push) -> Frame {
     })
 }
 
-/// The next frame that is not a ping (pings are answered), bounded as a whole.
-async fn next_frame(client: &mut RawClient) -> Option<Frame> {
-    within("a frame other than a ping", async {
-        loop {
-            match client.framed.next().await {
-                Some(Ok(Frame::Ping(ping))) => {
-                    client.send(Frame::Pong(Pong { nonce: ping.nonce })).await;
-                }
-                other => return other.and_then(Result::ok),
-            }
-        }
-    })
-    .await
-}
-
 /// Every pid that registered, so the test can wait for each to go.
 #[derive(Default)]
 struct Pids(Mutex<Vec<u64>>);
@@ -108,15 +136,15 @@ enum Leave {
 }
 
 /// A raw worker that echoes pushes after a few yields, ignores one in forty (the dispatch times
-/// out), and leaves after `budget` pushes in the way `leave` says.
-async fn raw_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>) {
+/// out), and leaves after `budget` pushes in the way `leave` says. Its choices come from `rng`.
+async fn raw_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>, mut rng: Rng) {
     let (mut client, pid) = RawClient::hello(addr, Role::Worker).await;
     let activities: &[&str] = if index % 3 == 0 {
         &[WORK]
     } else {
         &[WORK, RARE]
     };
-    let capacity = fastrand::u32(1..=3);
+    let capacity = rng.u32(1..=3);
     client
         .send(Frame::Register(registration(
             activities,
@@ -128,7 +156,7 @@ async fn raw_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>) {
         Some(Frame::Registered(_)) => pids.add(pid),
         other => panic!("raw churn worker {index}: expected Registered, got {other:?}"),
     }
-    let budget = fastrand::u32(1..=8);
+    let budget = rng.u32(1..=8);
     let leave = match index % 3 {
         0 => Leave::Goodbye,
         1 => Leave::DropMidDispatch,
@@ -152,12 +180,13 @@ async fn raw_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>) {
             Frame::Push(push) => {
                 taken += 1;
                 if taken < budget {
-                    if fastrand::u8(0..40) == 0 {
+                    if rng.u8(0..40) == 0 {
                         continue;
                     }
                     let tx = tx.clone();
+                    let yields = rng.u32(0..4);
                     replies.spawn(async move {
-                        for _ in 0..fastrand::u32(0..4) {
+                        for _ in 0..yields {
                             tokio::task::yield_now().await;
                         }
                         let _ = tx.send(echo(&push));
@@ -192,15 +221,18 @@ async fn raw_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>) {
 }
 
 /// An SDK worker that leaves after `budget` requests by draining or by shutting down abruptly.
-async fn sdk_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>) {
-    let budget = u64::from(fastrand::u32(1..=8));
+/// Its choices come from `rng`; each request's from a generator derived from it and the ordinal.
+async fn sdk_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>, mut rng: Rng) {
+    let budget = u64::from(rng.u32(1..=8));
+    let request_seed = rng.u64(..);
     let handled = Arc::new(AtomicU64::new(0));
     let reached = Arc::new(Notify::new());
     let (count, notify) = (Arc::clone(&handled), Arc::clone(&reached));
     let handler = handler_fn(move |request: DispatchRequest| {
         let (count, notify) = (Arc::clone(&count), Arc::clone(&notify));
+        let yields = Rng::with_seed(request_seed ^ request.ordinal).u32(0..4);
         async move {
-            for _ in 0..fastrand::u32(0..4) {
+            for _ in 0..yields {
                 tokio::task::yield_now().await;
             }
             if count.fetch_add(1, Ordering::SeqCst) + 1 == budget {
@@ -211,7 +243,7 @@ async fn sdk_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>) {
     });
     let config = WorkerConfig::new(
         addr.to_string(),
-        registration(&[WORK, RARE], fastrand::u32(1..=3), format!("sdk-{index}")),
+        registration(&[WORK, RARE], rng.u32(1..=3), format!("sdk-{index}")),
     );
     let handle: WorkerHandle = Worker::spawn(config, handler);
     within(
@@ -381,6 +413,9 @@ async fn steady_worker(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dispatch_ends_once_and_nothing_leaks_while_workers_churn() {
+    let seed = churn_seed();
+    eprintln!("churn seed: {seed} (replay with {SEED_VAR}={seed})");
+    let _report = SeedReport(seed);
     // Raw workers ignore one push in forty; the slot it holds comes back after a short grace.
     let config = NodeConfig {
         ping_interval_ms: 100,
@@ -404,14 +439,18 @@ async fn every_dispatch_ends_once_and_nothing_leaks_while_workers_churn() {
         tokio::spawn(async move {
             let alive = Arc::new(Semaphore::new(ALIVE));
             let mut workers = JoinSet::new();
+            // One generator per worker, forked in index order, so each worker's choices depend
+            // only on the seed and its index.
+            let mut seeds = Rng::with_seed(seed);
             for index in 0..CHURN_WORKERS {
                 let permit = Arc::clone(&alive).acquire_owned().await.expect("permit");
                 let (pids, churned) = (Arc::clone(&pids), Arc::clone(&churned));
+                let rng = seeds.fork();
                 workers.spawn(async move {
                     if index % 4 == 3 {
-                        sdk_churn_worker(addr, index, pids).await;
+                        sdk_churn_worker(addr, index, pids, rng).await;
                     } else {
-                        raw_churn_worker(addr, index, pids).await;
+                        raw_churn_worker(addr, index, pids, rng).await;
                     }
                     churned.fetch_add(1, Ordering::SeqCst);
                     drop(permit);

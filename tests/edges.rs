@@ -22,7 +22,7 @@ use lintel::wire::{
     NoWorkerReason, OutcomeFrame, Pong, Push, RefusedReason, Register, Reply, Role, Submit,
 };
 use lintel::NodeConfig;
-use support::{request, within, RawClient, TestNode};
+use support::{next_frame, request, within, RawClient, TestNode};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A raw worker registered for `activity` in namespace `ns`, optionally on `node`.
@@ -38,7 +38,7 @@ async fn worker(node: &TestNode, activity: &str, capacity: u32, on: Option<&str>
             max_concurrency: capacity,
         }))
         .await;
-    match client.recv_skipping_pings().await {
+    match next_frame(&mut client).await {
         Some(Frame::Registered(_)) => client,
         other => panic!("expected Registered, got {other:?}"),
     }
@@ -59,14 +59,14 @@ fn submit(correlation: u64, request: DispatchRequest, options: &DispatchOptions)
 }
 
 async fn next_push(worker: &mut RawClient) -> Push {
-    match worker.recv_skipping_pings().await {
+    match next_frame(worker).await {
         Some(Frame::Push(push)) => push,
         other => panic!("expected a Push, got {other:?}"),
     }
 }
 
 async fn next_outcome(producer: &mut RawClient) -> OutcomeFrame {
-    match producer.recv_skipping_pings().await {
+    match next_frame(producer).await {
         Some(Frame::Outcome(outcome)) => outcome,
         other => panic!("expected an Outcome, got {other:?}"),
     }
@@ -189,7 +189,7 @@ async fn a_timed_out_push_holds_its_slot_until_the_grace_ends_then_the_slot_is_r
         next_outcome(&mut wire).await.result,
         DispatchResult::Timeout { .. }
     ));
-    match silent.recv_skipping_pings().await {
+    match next_frame(&mut silent).await {
         Some(Frame::Cancel(Cancel { correlation })) => assert_eq!(correlation, ignored.correlation),
         other => panic!("expected Cancel, got {other:?}"),
     }

@@ -15,21 +15,11 @@ use lintel::wire::{
     Register, Registered, Reply, Role, StatusQuery, Submit, DEFAULT_MAX_FRAME_LEN,
 };
 use lintel::NodeConfig;
-use support::{hello, register, request, within, RawClient, TestNode};
+use support::{hello, next_frame, register, request, within, RawClient, TestNode};
 use tokio::io::AsyncWriteExt;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
-
-/// The next frame that is not a ping, leaving pings unanswered; `None` once the node closed.
-async fn next_frame(client: &mut RawClient) -> Option<Frame> {
-    loop {
-        match client.recv().await {
-            Some(Frame::Ping(_)) => {}
-            other => return other,
-        }
-    }
-}
 
 /// Writes `bytes` to the socket as they are, around the codec.
 async fn send_bytes(client: &mut RawClient, bytes: &[u8]) {

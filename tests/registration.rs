@@ -15,18 +15,8 @@ use lintel::wire::{
 };
 use lintel::NodeConfig;
 use socket2::SockRef;
-use support::{register, within, RawClient, TestNode, WAIT};
+use support::{next_frame, register, within, RawClient, TestNode, WAIT};
 use tokio::io::AsyncWriteExt;
-
-/// The next frame that is not a ping, leaving pings unanswered; `None` once the node closed.
-async fn next_frame(client: &mut RawClient) -> Option<Frame> {
-    loop {
-        match client.recv().await {
-            Some(Frame::Ping(_)) => {}
-            other => return other,
-        }
-    }
-}
 
 /// Sends `registration` and returns the worker id the node acked it with.
 async fn expect_registered(client: &mut RawClient, registration: Register) -> u64 {

@@ -4,7 +4,7 @@ use lintel::dispatch::DispatchOptions;
 use lintel::wire::{
     ActivityOutcome, DispatchResponse, DispatchResult, Frame, Registered, Reply, Role,
 };
-use support::{register, request, within, RawClient, TestNode};
+use support::{next_frame, register, request, within, RawClient, TestNode};
 
 #[tokio::test]
 async fn a_registered_raw_worker_answers_an_in_process_dispatch() {
@@ -25,7 +25,7 @@ async fn a_registered_raw_worker_answers_an_in_process_dispatch() {
             .dispatch(request("ns", "echo", "hi"), &DispatchOptions::default())
             .await
     });
-    let Some(Frame::Push(push)) = worker.recv_skipping_pings().await else {
+    let Some(Frame::Push(push)) = next_frame(&mut worker).await else {
         panic!("expected a push");
     };
     assert_eq!(&push.request.input[..], b"hi");

@@ -1,300 +1,35 @@
-//! Test support: a node on 127.0.0.1:0 that shuts down on drop, a raw frame client, a
-//! counting notifier, and helpers to build requests and registrations.
+//! Test support: a node on 127.0.0.1:0 that shuts down on drop, raw frame clients and scripted
+//! peers, a counting notifier, and helpers to build frames and read dispatch results.
+//!
+//! # Layout
+//! - `node`: [`TestNode`], its notifier [`Events`], [`within`], the bound on every wait, and
+//!   node configs tests share.
+//! - `raw`: [`RawClient`], a client speaking frames, and [`next_frame`], the one way tests read
+//!   a frame past the node's pings.
+//! - `peers`: scripted peers over a [`RawClient`]: [`RawWorker`], [`AutoWorker`], producers.
+//! - `frames`: builders for handshakes, registrations, requests, replies and submissions.
+//! - `dispatch`: in-process dispatches and what to read from their results.
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod dispatch;
+mod frames;
+mod node;
+mod peers;
+mod raw;
 
-use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
-use lintel::link::WorkerLink;
-use lintel::notifier::{ConnectionNotifier, RegistryNotifier};
-use lintel::registry::{Registry, WorkerId};
-use lintel::wire::{
-    DispatchRequest, Frame, FrameCodec, Hello, Refusal, Register, Role, PROTOCOL_VERSION,
+// Each test file is its own crate and uses a part of what follows.
+#[allow(unused_imports)]
+pub use dispatch::{
+    count, counts, dispatch, no_worker, outcome_of, parked, poll_once, served_by, spawn_dispatch,
 };
-use lintel::{Node, NodeConfig};
-use tokio::net::TcpStream;
-use tokio::sync::{oneshot, Notify};
-use tokio::task::JoinHandle;
-use tokio_util::codec::Framed;
-
-/// The bound every wait in the tests uses: generous, never a synchronisation sleep.
-pub const WAIT: Duration = Duration::from_secs(10);
-
-/// Waits for `future` at most [`WAIT`], failing the test with `what` otherwise.
-pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(WAIT, future).await {
-        Ok(value) => value,
-        Err(_) => panic!("timed out waiting for {what}"),
-    }
-}
-
-/// Counts notifier events per pid, wrapping the default notifier.
-#[derive(Default)]
-pub struct Events {
-    registered: Mutex<HashMap<u64, u32>>,
-    unregistered: Mutex<HashMap<u64, u32>>,
-    changed: Notify,
-}
-
-impl Events {
-    pub fn registered(&self, pid: u64) -> u32 {
-        self.registered
-            .lock()
-            .unwrap()
-            .get(&pid)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    pub fn unregistered(&self, pid: u64) -> u32 {
-        self.unregistered
-            .lock()
-            .unwrap()
-            .get(&pid)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    pub fn total_unregistered(&self) -> u32 {
-        self.unregistered.lock().unwrap().values().sum()
-    }
-
-    pub fn total_registered(&self) -> u32 {
-        self.registered.lock().unwrap().values().sum()
-    }
-
-    /// Waits until `pid` has been unregistered at least once.
-    pub async fn wait_unregistered(&self, pid: u64) {
-        within("unregistration", async {
-            loop {
-                let changed = self.changed.notified();
-                tokio::pin!(changed);
-                changed.as_mut().enable();
-                if self.unregistered(pid) > 0 {
-                    return;
-                }
-                changed.await;
-            }
-        })
-        .await;
-    }
-}
-
-struct CountingNotifier {
-    inner: RegistryNotifier,
-    events: Arc<Events>,
-}
-
-impl ConnectionNotifier for CountingNotifier {
-    fn on_worker_registered(
-        &self,
-        pid: u64,
-        registration: &Register,
-        link: WorkerLink,
-    ) -> Result<WorkerId, Refusal> {
-        let result = self.inner.on_worker_registered(pid, registration, link);
-        if result.is_ok() {
-            *self
-                .events
-                .registered
-                .lock()
-                .unwrap()
-                .entry(pid)
-                .or_default() += 1;
-            self.events.changed.notify_waiters();
-        }
-        result
-    }
-
-    fn on_worker_unregistered(&self, pid: u64) {
-        self.inner.on_worker_unregistered(pid);
-        *self
-            .events
-            .unregistered
-            .lock()
-            .unwrap()
-            .entry(pid)
-            .or_default() += 1;
-        self.events.changed.notify_waiters();
-    }
-}
-
-/// A node serving on an ephemeral loopback port; dropping it shuts it down.
-pub struct TestNode {
-    pub addr: SocketAddr,
-    pub node: Arc<Node>,
-    pub events: Arc<Events>,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
-}
-
-impl TestNode {
-    /// A node with the default config (on port 0).
-    pub async fn start() -> Self {
-        Self::with_config(NodeConfig::default()).await
-    }
-
-    pub async fn with_config(mut config: NodeConfig) -> Self {
-        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-        let events = Arc::new(Events::default());
-        let counting = Arc::clone(&events);
-        let node = Node::with_notifier(config.clone(), move |registry: Arc<Registry>| {
-            Arc::new(CountingNotifier {
-                inner: RegistryNotifier::new(registry),
-                events: counting,
-            })
-        })
-        .expect("valid config");
-        let node = Arc::new(node);
-        let listener = lintel::listener::bind(config.listen, config.backlog).expect("bind");
-        let addr = listener.local_addr().expect("local addr");
-        let (tx, rx) = oneshot::channel::<()>();
-        let serving = Arc::clone(&node);
-        let task = tokio::spawn(async move {
-            let shutdown = async {
-                let _ = rx.await;
-            };
-            serving.serve(listener, shutdown).await.expect("serve");
-        });
-        Self {
-            addr,
-            node,
-            events,
-            shutdown: Some(tx),
-            task: Some(task),
-        }
-    }
-
-    pub fn registry(&self) -> &Arc<Registry> {
-        self.node.registry()
-    }
-
-    /// Starts the drain-then-close shutdown and waits for it to finish.
-    pub async fn shutdown(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(task) = self.task.take() {
-            within("node shutdown", task).await.expect("serve task");
-        }
-    }
-
-    /// Starts the shutdown without waiting for it.
-    pub fn begin_shutdown(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-    }
-}
-
-impl Drop for TestNode {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-    }
-}
-
-/// A raw client speaking frames, for exact protocol tests.
-pub struct RawClient {
-    pub framed: Framed<TcpStream, FrameCodec>,
-}
-
-impl RawClient {
-    pub async fn connect(addr: SocketAddr) -> Self {
-        let stream = TcpStream::connect(addr).await.expect("connect");
-        stream.set_nodelay(true).expect("nodelay");
-        Self {
-            framed: Framed::new(stream, FrameCodec::default()),
-        }
-    }
-
-    /// Connects and completes the handshake as `role`; returns the client and its pid.
-    pub async fn hello(addr: SocketAddr, role: Role) -> (Self, u64) {
-        let mut client = Self::connect(addr).await;
-        client.send(Frame::Hello(hello(role))).await;
-        match client.recv().await {
-            Some(Frame::Welcome(welcome)) => (client, welcome.pid),
-            other => panic!("expected Welcome, got {other:?}"),
-        }
-    }
-
-    pub async fn send(&mut self, frame: Frame) {
-        self.framed.send(frame).await.expect("send frame");
-    }
-
-    /// The next frame, or `None` when the node closed the connection.
-    pub async fn recv(&mut self) -> Option<Frame> {
-        within("a frame", self.framed.next())
-            .await
-            .and_then(Result::ok)
-    }
-
-    /// The next frame that is not a ping (pings are answered), within one [`WAIT`] overall.
-    pub async fn recv_skipping_pings(&mut self) -> Option<Frame> {
-        within("a frame other than a ping", async {
-            loop {
-                match self.framed.next().await {
-                    Some(Ok(Frame::Ping(ping))) => {
-                        let pong = Frame::Pong(lintel::wire::Pong { nonce: ping.nonce });
-                        self.framed.send(pong).await.expect("send pong");
-                    }
-                    Some(Ok(frame)) => return Some(frame),
-                    _ => return None,
-                }
-            }
-        })
-        .await
-    }
-
-    /// Waits until the node closes the connection, skipping any frames before.
-    pub async fn closed(&mut self) {
-        within("close", async {
-            while let Some(Ok(_)) = self.framed.next().await {}
-        })
-        .await;
-    }
-}
-
-pub fn hello(role: Role) -> Hello {
-    Hello {
-        min_version: 1,
-        max_version: PROTOCOL_VERSION,
-        role,
-        name: "test".into(),
-        auth_token: None,
-    }
-}
-
-/// A registration for `namespace` and `activity` with capacity `max_concurrency`.
-pub fn register(namespace: &str, activity: &str, max_concurrency: u32) -> Register {
-    Register {
-        namespaces: vec![namespace.into()],
-        task_queue: String::new(),
-        node: None,
-        activity_types: vec![activity.into()],
-        identity: "test-worker".into(),
-        max_concurrency,
-    }
-}
-
-/// A request for `namespace` / default task queue / `activity` carrying `input`.
-pub fn request(namespace: &str, activity: &str, input: &str) -> DispatchRequest {
-    DispatchRequest {
-        namespace: namespace.into(),
-        task_queue: String::new(),
-        activity_type: activity.into(),
-        node: None,
-        workflow_id: "wf-1".into(),
-        ordinal: 1,
-        run_id: Some("run-1".into()),
-        attempt: 1,
-        input: Bytes::copy_from_slice(input.as_bytes()),
-        deadline_unix_ms: None,
-    }
-}
+#[allow(unused_imports)]
+pub use frames::{
+    hello, on_node, plain, register, registration, reply_frame, request, request_in, response_to,
+    submit, submit_timing_out,
+};
+#[allow(unused_imports)]
+pub use node::{quiet_config, within, Events, TestNode, WAIT};
+#[allow(unused_imports)]
+pub use peers::{next_outcome, producer, small_window_worker, AutoWorker, RawWorker, Stats};
+#[allow(unused_imports)]
+pub use raw::{next_frame, small_window_client, RawClient};

@@ -1,0 +1,183 @@
+//! Cancel against a real node on 127.0.0.1: a producer's `Cancel`, a dropped in-process or SDK
+//! dispatch, and a producer that disconnects each end the dispatch and cancel its push.
+//!
+//! Workers are raw frame clients the test drives push by push, or auto workers that answer
+//! every push with their own name (`support::peers`). Every wait is on a frame, an outcome or
+//! an event, bounded by `within`.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lintel::dispatch::DispatchOptions;
+use lintel::sdk::{Client, ClientConfig};
+use lintel::wire::{Cancel, DispatchResult, Frame};
+use support::{
+    next_frame, next_outcome, parked, plain, poll_once, producer, request, served_by,
+    spawn_dispatch, submit, within, RawWorker, TestNode,
+};
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test]
+async fn a_producer_cancel_ends_the_submission_cancelled_and_cancels_the_push() {
+    let node = TestNode::start().await;
+    let mut worker = RawWorker::start(node.addr, plain("ns", "act", 1, "w")).await;
+    let mut wire = producer(node.addr).await;
+    wire.send(submit(7, request("ns", "act", "cancel me"), None))
+        .await;
+    let push = worker.next_push().await;
+    wire.send(Frame::Cancel(Cancel { correlation: 7 })).await;
+    let outcome = next_outcome(&mut wire).await;
+    assert_eq!(
+        (outcome.correlation, outcome.result),
+        (7, DispatchResult::Cancelled)
+    );
+    worker.expect_cancel(push.correlation).await;
+    worker.sync().await;
+    assert_eq!(
+        node.registry().reserved_slots(),
+        1,
+        "the slot is held until the worker lets go of the cancelled push"
+    );
+    worker.reply(&push, "stopped").await;
+    worker.sync().await;
+    assert_eq!(node.registry().reserved_slots(), 0);
+    assert_eq!(node.node.status().counters.late_replies, 1);
+
+    // The worker is still there and the slot is free again.
+    wire.send(submit(8, request("ns", "act", "after"), None))
+        .await;
+    let push = worker.next_push().await;
+    worker.reply(&push, "after").await;
+    let outcome = next_outcome(&mut wire).await;
+    assert_eq!(outcome.correlation, 8);
+    assert_eq!(served_by(&outcome.result), "after");
+}
+
+#[tokio::test]
+async fn a_producer_cancel_while_waiting_for_a_worker_ends_cancelled() {
+    let node = TestNode::start().await;
+    let mut wire = producer(node.addr).await;
+    wire.send(submit(3, request("ns", "nobody", ""), Some(600_000)))
+        .await;
+    wire.send(Frame::Cancel(Cancel { correlation: 3 })).await;
+    let outcome = next_outcome(&mut wire).await;
+    assert_eq!(
+        (outcome.correlation, outcome.result),
+        (3, DispatchResult::Cancelled)
+    );
+    assert_eq!(parked(&node), 0);
+
+    let token = CancellationToken::new();
+    let wait = DispatchOptions::default().wait_for_worker(Duration::from_secs(600));
+    let dispatcher = Arc::clone(node.node.dispatcher());
+    let mut waiting =
+        Box::pin(dispatcher.dispatch_cancellable(request("ns", "nobody", ""), &wait, &token));
+    assert!(poll_once(&mut waiting).await.is_pending());
+    assert_eq!(parked(&node), 1);
+    token.cancel();
+    assert_eq!(
+        within("cancelled", waiting).await,
+        DispatchResult::Cancelled
+    );
+    assert_eq!(parked(&node), 0);
+}
+
+#[tokio::test]
+async fn dropping_an_in_process_dispatch_sends_cancel_to_the_worker() {
+    let node = TestNode::start().await;
+    let mut worker = RawWorker::start(node.addr, plain("ns", "act", 1, "w")).await;
+    let abandoned = spawn_dispatch(&node, request("ns", "act", ""), DispatchOptions::default());
+    let push = worker.next_push().await;
+    abandoned.abort();
+    assert!(within("the aborted task", abandoned)
+        .await
+        .unwrap_err()
+        .is_cancelled());
+    worker.expect_cancel(push.correlation).await;
+    assert_eq!(node.node.dispatcher().active(), 0);
+    worker.reply(&push, "stopped").await;
+    worker.sync().await;
+    assert_eq!(node.registry().reserved_slots(), 0);
+}
+
+#[tokio::test]
+async fn dropping_an_sdk_client_dispatch_cancels_the_push_on_the_worker() {
+    let node = TestNode::start().await;
+    let mut worker = RawWorker::start(node.addr, plain("ns", "act", 1, "w")).await;
+    let client = within(
+        "client connect",
+        Client::connect(node.addr, ClientConfig::default()),
+    )
+    .await
+    .expect("client");
+    let dispatching = client.clone();
+    let abandoned = tokio::spawn(async move {
+        dispatching
+            .dispatch(request("ns", "act", ""), &DispatchOptions::default())
+            .await
+    });
+    let push = worker.next_push().await;
+    abandoned.abort();
+    worker.expect_cancel(push.correlation).await;
+    worker.reply(&push, "stopped").await;
+
+    // The slot comes back once the worker lets go: the next dispatch reaches the worker.
+    let next = tokio::spawn(async move {
+        client
+            .dispatch(request("ns", "act", "next"), &DispatchOptions::default())
+            .await
+    });
+    let push = worker.next_push().await;
+    worker.reply(&push, "next").await;
+    let result = within("the next dispatch", next)
+        .await
+        .expect("task")
+        .expect("client");
+    assert_eq!(served_by(&result), "next");
+}
+
+#[tokio::test]
+async fn dropping_a_waiting_dispatch_stops_counting_it_as_waiting() {
+    let node = TestNode::start().await;
+    let wait = DispatchOptions::default().wait_for_worker(Duration::from_secs(600));
+    let dispatcher = Arc::clone(node.node.dispatcher());
+    let mut waiting = Box::pin(dispatcher.dispatch(request("ns", "nobody", ""), &wait));
+    assert!(poll_once(&mut waiting).await.is_pending());
+    assert_eq!(parked(&node), 1);
+    drop(waiting);
+    assert_eq!(parked(&node), 0);
+    assert_eq!(dispatcher.active(), 0);
+}
+
+#[tokio::test]
+async fn a_producer_that_disconnects_cancels_its_submissions_on_the_worker() {
+    let node = TestNode::start().await;
+    let mut worker = RawWorker::start(node.addr, plain("ns", "act", 2, "w")).await;
+    let mut wire = producer(node.addr).await;
+    wire.send(submit(1, request("ns", "act", "1"), None)).await;
+    wire.send(submit(2, request("ns", "act", "2"), None)).await;
+    let first = worker.next_push().await;
+    let second = worker.next_push().await;
+    drop(wire);
+    let mut cancelled = BTreeSet::new();
+    for _ in 0..2 {
+        match next_frame(&mut worker.client).await {
+            Some(Frame::Cancel(cancel)) => {
+                cancelled.insert(cancel.correlation);
+            }
+            other => panic!("expected Cancel, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        cancelled,
+        BTreeSet::from([first.correlation, second.correlation])
+    );
+    worker.reply(&first, "stopped").await;
+    worker.reply(&second, "stopped").await;
+    worker.sync().await;
+    assert_eq!(node.registry().reserved_slots(), 0);
+    assert_eq!(node.registry().worker_count(), 1);
+}

@@ -1,0 +1,93 @@
+//! Drain against a real node on 127.0.0.1: during shutdown new dispatches end `Draining`, and
+//! in-flight ones complete or, past the drain timeout, end `WorkerLost`.
+//!
+//! Workers are raw frame clients the test drives push by push, or auto workers that answer
+//! every push with their own name (`support::peers`). Every wait is on a frame, an outcome or
+//! an event, bounded by `within`.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lintel::dispatch::DispatchOptions;
+use lintel::wire::{DispatchResult, Frame};
+use lintel::NodeConfig;
+use support::{
+    dispatch, next_frame, next_outcome, outcome_of, plain, poll_once, producer, request, served_by,
+    spawn_dispatch, submit, within, RawWorker, TestNode,
+};
+
+#[tokio::test]
+async fn during_shutdown_new_dispatches_end_draining_and_in_flight_ones_complete() {
+    let mut node = TestNode::start().await;
+    let mut worker = RawWorker::start(node.addr, plain("ns", "act", 2, "w")).await;
+    let mut wire = producer(node.addr).await;
+    let in_flight = spawn_dispatch(
+        &node,
+        request("ns", "act", "in flight"),
+        DispatchOptions::default(),
+    );
+    let push = worker.next_push().await;
+    let wait = DispatchOptions::default().wait_for_worker(Duration::from_secs(600));
+    let dispatcher = Arc::clone(node.node.dispatcher());
+    let mut waiting = Box::pin(dispatcher.dispatch(request("ns", "nobody", ""), &wait));
+    assert!(poll_once(&mut waiting).await.is_pending());
+
+    node.begin_shutdown();
+    match next_frame(&mut worker.client).await {
+        Some(Frame::Drain(_)) => {}
+        other => panic!("expected Drain, got {other:?}"),
+    }
+    assert_eq!(
+        within("the waiting dispatch", waiting).await,
+        DispatchResult::Draining
+    );
+    assert_eq!(
+        dispatch(
+            &node,
+            request("ns", "act", "late"),
+            DispatchOptions::default()
+        )
+        .await,
+        DispatchResult::Draining
+    );
+    wire.send(submit(5, request("ns", "act", "late"), Some(600_000)))
+        .await;
+    let outcome = next_outcome(&mut wire).await;
+    assert_eq!(
+        (outcome.correlation, outcome.result),
+        (5, DispatchResult::Draining)
+    );
+
+    worker.reply(&push, "finished").await;
+    assert_eq!(served_by(&outcome_of(in_flight).await), "finished");
+    worker.client.closed().await;
+    wire.closed().await;
+    let pid = worker.pid;
+    node.events.wait_unregistered(pid).await;
+    assert_eq!(node.registry().reserved_slots(), 0);
+    node.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_in_flight_dispatch_outliving_the_drain_timeout_ends_worker_lost() {
+    let config = NodeConfig {
+        drain_timeout_ms: 200,
+        ..NodeConfig::default()
+    };
+    let mut node = TestNode::with_config(config).await;
+    let mut worker = RawWorker::start(node.addr, plain("ns", "act", 1, "w")).await;
+    let patient = DispatchOptions::default().reply_timeout(Duration::from_secs(600));
+    let in_flight = spawn_dispatch(&node, request("ns", "act", ""), patient);
+    worker.next_push().await;
+    node.begin_shutdown();
+    assert_eq!(
+        outcome_of(in_flight).await,
+        DispatchResult::WorkerLost {
+            worker_id: worker.worker_id
+        }
+    );
+    worker.client.closed().await;
+    node.shutdown().await;
+}

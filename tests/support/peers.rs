@@ -1,0 +1,161 @@
+//! Scripted peers over raw frames: a worker the test drives frame by frame, a worker that
+//! answers by itself, and a producer connection.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use lintel::wire::{Frame, OutcomeFrame, Ping, Pong, Push, Register, Role};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::frames::reply_frame;
+use super::raw::{next_frame, small_window_client, RawClient};
+
+/// A registered raw worker: the test reads and answers every frame itself.
+pub struct RawWorker {
+    pub client: RawClient,
+    pub pid: u64,
+    pub worker_id: u64,
+    nonce: u64,
+}
+
+impl RawWorker {
+    pub async fn start(addr: SocketAddr, register: Register) -> Self {
+        let (client, pid) = RawClient::hello(addr, Role::Worker).await;
+        Self::register(client, pid, register).await
+    }
+
+    pub async fn register(mut client: RawClient, pid: u64, register: Register) -> Self {
+        client.send(Frame::Register(register)).await;
+        match next_frame(&mut client).await {
+            Some(Frame::Registered(registered)) => Self {
+                client,
+                pid,
+                worker_id: registered.worker_id,
+                nonce: 0,
+            },
+            other => panic!("expected Registered, got {other:?}"),
+        }
+    }
+
+    /// The next push; any other frame but a ping fails the test.
+    pub async fn next_push(&mut self) -> Push {
+        match next_frame(&mut self.client).await {
+            Some(Frame::Push(push)) => push,
+            other => panic!("expected a Push, got {other:?}"),
+        }
+    }
+
+    pub async fn reply(&mut self, push: &Push, payload: &str) {
+        self.client.send(reply_frame(push, payload)).await;
+    }
+
+    pub async fn expect_cancel(&mut self, correlation: u64) {
+        match next_frame(&mut self.client).await {
+            Some(Frame::Cancel(cancel)) => assert_eq!(cancel.correlation, correlation),
+            other => panic!("expected Cancel for {correlation}, got {other:?}"),
+        }
+    }
+
+    /// A ping round trip: the node has handled every frame sent before it, and sent this worker
+    /// nothing but the pong meanwhile.
+    pub async fn sync(&mut self) {
+        self.nonce += 1;
+        let nonce = u64::MAX - self.nonce;
+        self.client.send(Frame::Ping(Ping { nonce })).await;
+        match next_frame(&mut self.client).await {
+            Some(Frame::Pong(pong)) if pong.nonce == nonce => {}
+            other => panic!("expected only our Pong, got {other:?}"),
+        }
+    }
+}
+
+/// What an auto worker saw.
+#[derive(Default)]
+pub struct Stats {
+    pub in_flight: AtomicU32,
+    pub peak: AtomicU32,
+    pub served: AtomicU64,
+}
+
+/// A raw worker that answers every push by itself, with its identity as the result, after
+/// yielding up to `max_yields` times. It counts pushes held at once: decremented before the
+/// reply is sent, so the count never exceeds what the node has reserved on it.
+pub struct AutoWorker {
+    pub pid: u64,
+    pub stats: Arc<Stats>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for AutoWorker {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl AutoWorker {
+    pub async fn start(addr: SocketAddr, register: Register, max_yields: u32) -> Self {
+        let name = register.identity.clone();
+        let raw = RawWorker::start(addr, register).await;
+        let (mut sink, mut stream) = raw.client.framed.split();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Frame>();
+        let writer = tokio::spawn(async move {
+            while let Some(frame) = rx.recv().await {
+                if sink.send(frame).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let stats = Arc::new(Stats::default());
+        let seen = Arc::clone(&stats);
+        let reader = tokio::spawn(async move {
+            while let Some(Ok(frame)) = stream.next().await {
+                match frame {
+                    Frame::Push(push) => {
+                        let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        seen.peak.fetch_max(now, Ordering::SeqCst);
+                        seen.served.fetch_add(1, Ordering::SeqCst);
+                        let (stats, tx, name) = (Arc::clone(&seen), tx.clone(), name.clone());
+                        tokio::spawn(async move {
+                            for _ in 0..fastrand::u32(0..=max_yields) {
+                                tokio::task::yield_now().await;
+                            }
+                            stats.in_flight.fetch_sub(1, Ordering::SeqCst);
+                            let _ = tx.send(reply_frame(&push, &name));
+                        });
+                    }
+                    Frame::Ping(ping) => {
+                        let _ = tx.send(Frame::Pong(Pong { nonce: ping.nonce }));
+                    }
+                    _ => {}
+                }
+            }
+        });
+        Self {
+            pid: raw.pid,
+            stats,
+            tasks: vec![reader, writer],
+        }
+    }
+}
+
+/// A worker whose socket takes little before the node's writes stall.
+pub async fn small_window_worker(addr: SocketAddr, register: Register) -> RawWorker {
+    let (client, pid) = small_window_client(addr, Role::Worker).await;
+    RawWorker::register(client, pid, register).await
+}
+
+pub async fn producer(addr: SocketAddr) -> RawClient {
+    RawClient::hello(addr, Role::Producer).await.0
+}
+
+pub async fn next_outcome(producer: &mut RawClient) -> OutcomeFrame {
+    match next_frame(producer).await {
+        Some(Frame::Outcome(outcome)) => outcome,
+        other => panic!("expected an Outcome, got {other:?}"),
+    }
+}

@@ -1,0 +1,88 @@
+//! A raw client speaking frames, for tests that state exactly what crosses the wire.
+
+use std::net::SocketAddr;
+
+use futures_util::{SinkExt, StreamExt};
+use lintel::wire::{Frame, FrameCodec, Pong, Role};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio_util::codec::Framed;
+
+use super::frames::hello;
+use super::node::within;
+
+/// A raw client speaking frames, for exact protocol tests.
+pub struct RawClient {
+    pub framed: Framed<TcpStream, FrameCodec>,
+}
+
+impl RawClient {
+    pub async fn connect(addr: SocketAddr) -> Self {
+        Self::over(TcpStream::connect(addr).await.expect("connect"))
+    }
+
+    /// A client on `stream`, with Nagle off so each frame goes out at once.
+    fn over(stream: TcpStream) -> Self {
+        stream.set_nodelay(true).expect("nodelay");
+        Self {
+            framed: Framed::new(stream, FrameCodec::default()),
+        }
+    }
+
+    /// Connects and completes the handshake as `role`; returns the client and its pid.
+    pub async fn hello(addr: SocketAddr, role: Role) -> (Self, u64) {
+        Self::connect(addr).await.handshake(role).await
+    }
+
+    /// Completes the handshake as `role`; returns the client and its pid.
+    async fn handshake(mut self, role: Role) -> (Self, u64) {
+        self.send(Frame::Hello(hello(role))).await;
+        match self.recv().await {
+            Some(Frame::Welcome(welcome)) => (self, welcome.pid),
+            other => panic!("expected Welcome, got {other:?}"),
+        }
+    }
+
+    pub async fn send(&mut self, frame: Frame) {
+        self.framed.send(frame).await.expect("send frame");
+    }
+
+    /// The next frame, or `None` when the node closed the connection.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        within("a frame", self.framed.next())
+            .await
+            .and_then(Result::ok)
+    }
+
+    /// Waits until the node closes the connection, skipping any frames before.
+    pub async fn closed(&mut self) {
+        within("close", async {
+            while let Some(Ok(_)) = self.framed.next().await {}
+        })
+        .await;
+    }
+}
+
+/// The next frame that is not a ping (pings are answered), or `None` once the node closed.
+/// Bounded as a whole, so a node pinging every few seconds cannot keep it waiting forever.
+pub async fn next_frame(client: &mut RawClient) -> Option<Frame> {
+    within("a frame other than a ping", async {
+        loop {
+            match client.framed.next().await {
+                Some(Ok(Frame::Ping(ping))) => {
+                    client.send(Frame::Pong(Pong { nonce: ping.nonce })).await;
+                }
+                other => return other.and_then(Result::ok),
+            }
+        }
+    })
+    .await
+}
+
+/// A client in `role`, past the handshake, whose socket takes little before the node's
+/// writes stall; with its pid.
+pub async fn small_window_client(addr: SocketAddr, role: Role) -> (RawClient, u64) {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(16 * 1024).expect("recv buffer");
+    let stream = socket.connect(addr).await.expect("connect");
+    RawClient::over(stream).handshake(role).await
+}
