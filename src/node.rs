@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use lintel_client::transport::{self, Batched};
 use lintel_wire::{Frame, NodeStatus, Refusal, RefusalCode};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -17,7 +18,6 @@ use crate::dispatch::Dispatcher;
 use crate::listener;
 use crate::notifier::{ConnectionNotifier, RegistryNotifier};
 use crate::registry::Registry;
-use crate::transport::{self, Batched};
 
 /// Connections refused for the limit that may be answering at once; beyond it they are dropped.
 const REFUSAL_LANE: usize = 64;

@@ -4,12 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use lintel_client::{Client, ClientConfig, DispatchOptions, Worker, WorkerConfig, WorkerHandle};
 use lintel_wire::Register;
 
 use super::loadgen::{self, Load};
 use crate::activities::BuiltIn;
-use crate::dispatch::DispatchOptions;
-use crate::sdk::{Client, ClientConfig, Worker, WorkerConfig, WorkerHandle};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

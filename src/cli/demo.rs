@@ -4,14 +4,13 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use lintel_client::{Client, ClientConfig, DispatchOptions, Worker, WorkerConfig};
 use lintel_wire::Register;
 
 use super::loadgen::{self, Load};
 use crate::activities::BuiltIn;
 use crate::config::NodeConfig;
-use crate::dispatch::DispatchOptions;
 use crate::node::Node;
-use crate::sdk::{Client, ClientConfig, Worker, WorkerConfig};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

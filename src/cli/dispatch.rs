@@ -4,10 +4,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use bytes::Bytes;
+use lintel_client::{Client, ClientConfig, DispatchOptions};
 use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult};
 
-use crate::dispatch::{outcome, DispatchOptions};
-use crate::sdk::{Client, ClientConfig};
+use crate::dispatch::outcome;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

@@ -2,9 +2,8 @@
 
 use std::process::ExitCode;
 
+use lintel_client::{Client, ClientConfig};
 use lintel_wire::NodeStatus;
-
-use crate::sdk::{Client, ClientConfig};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

@@ -3,10 +3,10 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use lintel_client::{Worker, WorkerConfig, WorkerState};
 use lintel_wire::Register;
 
 use crate::activities::{BuiltIn, BUILT_IN};
-use crate::sdk::{Worker, WorkerConfig, WorkerState};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

@@ -1,11 +1,11 @@
 //! The node's side of the handshake: the first frame must be a `Hello` we can accept.
 
 use futures_util::StreamExt;
+use lintel_client::transport::{FrameReader, Outbound};
 use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
 
 use super::Close;
 use crate::node::Shared;
-use crate::transport::{FrameReader, Outbound};
 
 /// The lowest protocol version this node speaks.
 const MIN_VERSION: u16 = 1;

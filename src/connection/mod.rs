@@ -7,11 +7,11 @@ mod worker;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lintel_client::transport;
 use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Role};
 use tokio::net::TcpStream;
 
 use crate::node::Shared;
-use crate::transport;
 
 /// How long a closing connection may take to flush its last frames.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);

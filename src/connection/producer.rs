@@ -4,13 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use lintel_client::transport::{FrameReader, Outbound};
 use lintel_wire::{Frame, Pong, StatusReport};
 use tokio::time::Instant;
 
 use super::Close;
 use crate::dispatch::Flights;
 use crate::node::Shared;
-use crate::transport::{FrameReader, Outbound};
 
 /// How long a closing producer connection waits for its waiting submissions to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);

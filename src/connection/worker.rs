@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use futures_util::StreamExt;
+use lintel_client::transport::{FrameReader, Outbound};
 use lintel_wire::{
     Drain, ErrorCode, Frame, FrameKind, Ping, Pong, Register, Registered as RegisteredFrame,
 };
@@ -12,7 +13,6 @@ use super::Close;
 use crate::dispatch::WorkerLink;
 use crate::node::Shared;
 use crate::notifier::Registered;
-use crate::transport::{FrameReader, Outbound};
 
 /// Runs the worker role until the connection should close.
 pub(super) async fn serve(

@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lintel_client::DispatchOptions;
 use lintel_wire::{
     ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, RefusedDispatch,
     RefusedReason,
@@ -14,7 +15,6 @@ use tokio_util::sync::CancellationToken;
 use super::activity::{Active, Activity};
 use super::counters::DispatchCounters;
 use super::link::{LinkClosed, PushError};
-use super::options::DispatchOptions;
 use crate::registry::{normalize_task_queue, Address, Registry, Reservation, Selection};
 
 /// Bytes a push or outcome frame may add around its input or result; names are bounded,

@@ -11,6 +11,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use lintel_client::transport::Outbound;
+use lintel_client::DispatchOptions;
 use lintel_wire::{
     DispatchRequest, DispatchResponse, DispatchResult, Frame, OutcomeFrame, RefusedDispatch,
     RefusedReason, Submit,
@@ -21,9 +23,7 @@ use tokio::time::Instant;
 use super::activity::{Active, Activity};
 use super::dispatcher::{Dispatcher, Reserved, Started};
 use super::link::{PushError, WorkerLink};
-use super::options::DispatchOptions;
 use crate::registry::{Reservation, WorkerId};
-use crate::transport::Outbound;
 
 /// Stale deadlines, of submissions already ended, allowed beyond the live ones before the
 /// heap is rebuilt.

@@ -8,11 +8,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use lintel_client::transport::{Outbound, SendError};
 use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
 use tokio::sync::oneshot;
 
 use super::flights::Submission;
-use crate::transport::{Outbound, SendError};
 
 /// Why a push did not reach the worker's queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -5,11 +5,10 @@ mod counters;
 mod dispatcher;
 mod flights;
 mod link;
-mod options;
 pub mod outcome;
 
 pub use counters::DispatchCounters;
 pub use dispatcher::{DispatchLimits, Dispatcher};
 pub(crate) use flights::Flights;
 pub use link::{LinkClosed, PendingReply, PushError, WorkerLink};
-pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
+pub use lintel_client::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use super::handler::Handler;
 use super::session::Session;
 use super::{WorkerConfig, WorkerState};
-use crate::sdk::connect::{
+use crate::connect::{
     connect, is_final_refusal, next_frame, ConnectError, Connection, Handshake, Keepalive,
 };
 use crate::transport::{Batched, FrameReader, Outbound};

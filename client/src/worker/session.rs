@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::handler::{run_handler, Handler};
 use super::runtime::SessionEnd;
 use super::WorkerState;
-use crate::sdk::connect::{
+use crate::connect::{
     check_frame_len, decode_error_frame, field_bound, Keepalive, KeepaliveTick, VARINT_MAX,
 };
 use crate::transport::{FrameReader, Outbound};
