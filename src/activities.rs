@@ -3,9 +3,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use lintel_client::Handler;
 use lintel_wire::{ActivityOutcome, DispatchRequest};
-
-use crate::sdk::Handler;
 
 /// Names of the built-in activities.
 pub const BUILT_IN: [&str; 2] = ["echo", "sleep"];

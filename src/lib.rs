@@ -23,11 +23,11 @@ pub mod listener;
 pub mod node;
 pub mod notifier;
 pub mod registry;
-pub mod sdk;
 mod shared;
-pub mod transport;
 
 pub use config::NodeConfig;
 pub use node::{serve, Node, ServeError};
 
+pub use lintel_client as sdk;
+pub use lintel_client::transport;
 pub use lintel_wire as wire;

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
 
-use crate::transport::{Outbound, SendError};
+use lintel_client::transport::{Outbound, SendError};
 
 /// What a link holds for one push until the worker lets go of it.
 pub trait PushEntry: Send + Sync {
@@ -376,7 +376,8 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let (client, accepted) =
             tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
-        let (_reader, outbound, _writer) = crate::transport::split(accepted.unwrap().0, 1 << 20, 8);
+        let (_reader, outbound, _writer) =
+            lintel_client::transport::split(accepted.unwrap().0, 1 << 20, 8);
         let link = if held {
             WorkerLink::held(1, outbound)
         } else {

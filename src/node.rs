@@ -17,7 +17,7 @@ use crate::listener;
 use crate::notifier::{ConnectionNotifier, RegistryNotifier};
 use crate::registry::Registry;
 use crate::shared::Shared;
-use crate::transport::{self, Batched};
+use lintel_client::transport::{self, Batched};
 
 /// Connections refused for the limit that may be answering at once; beyond it they are dropped.
 const REFUSAL_LANE: usize = 64;

@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use lintel_client::{Client, ClientConfig, DispatchOptions, Worker, WorkerConfig, WorkerHandle};
 use lintel_wire::Register;
 
+use super::exit::fail;
 use super::loadgen::{self, Load};
 use crate::activities::BuiltIn;
-use crate::dispatch::DispatchOptions;
-use crate::sdk::{Client, ClientConfig, Worker, WorkerConfig, WorkerHandle};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
@@ -48,7 +48,7 @@ pub(super) struct Args {
 pub(super) async fn run(args: Args) -> ExitCode {
     let workers = match start_workers(&args).await {
         Ok(workers) => workers,
-        Err(message) => return super::fail(message),
+        Err(message) => return fail(message),
     };
     let config = ClientConfig {
         name: "lintel-bench".into(),
@@ -57,7 +57,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let client = match Client::connect(args.connect.as_str(), config).await {
         Ok(client) => client,
-        Err(err) => return super::fail(format!("cannot connect to {}: {err}", args.connect)),
+        Err(err) => return fail(format!("cannot connect to {}: {err}", args.connect)),
     };
     let duration = match (args.duration, args.count) {
         (Some(seconds), _) => Some(Duration::from_secs_f64(seconds.max(0.0))),
@@ -112,11 +112,11 @@ pub(super) async fn run(args: Args) -> ExitCode {
             .map_err(|err| err.to_string())
             .and_then(|json| std::fs::write(path, json).map_err(|err| err.to_string()));
         if let Err(err) = written {
-            return super::fail(format!("cannot write {}: {err}", path.display()));
+            return fail(format!("cannot write {}: {err}", path.display()));
         }
     }
     if report.failures() > 0 {
-        return super::fail(format!("{} dispatches did not complete", report.failures()));
+        return fail(format!("{} dispatches did not complete", report.failures()));
     }
     ExitCode::SUCCESS
 }

@@ -4,14 +4,14 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use lintel_client::{Client, ClientConfig, DispatchOptions, Worker, WorkerConfig};
 use lintel_wire::Register;
 
+use super::exit::fail;
 use super::loadgen::{self, Load};
 use crate::activities::BuiltIn;
 use crate::config::NodeConfig;
-use crate::dispatch::DispatchOptions;
 use crate::node::Node;
-use crate::sdk::{Client, ClientConfig, Worker, WorkerConfig};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
@@ -37,15 +37,15 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let listener = match crate::listener::bind(config.listen, config.backlog) {
         Ok(listener) => listener,
-        Err(err) => return super::fail(format!("cannot bind a loopback port: {err}")),
+        Err(err) => return fail(format!("cannot bind a loopback port: {err}")),
     };
     let addr = match listener.local_addr() {
         Ok(addr) => addr,
-        Err(err) => return super::fail(err),
+        Err(err) => return fail(err),
     };
     let node = match Node::new(config) {
         Ok(node) => std::sync::Arc::new(node),
-        Err(err) => return super::fail(err),
+        Err(err) => return fail(err),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = std::sync::Arc::clone(&node);
@@ -74,14 +74,14 @@ pub(super) async fn run(args: Args) -> ExitCode {
     }
     for worker in &workers {
         if let Err(err) = worker.wait_registered(Duration::from_secs(10)).await {
-            return super::fail(format!("a demo worker did not register: {err}"));
+            return fail(format!("a demo worker did not register: {err}"));
         }
     }
     println!("{} echo workers registered", workers.len());
 
     let client = match Client::connect(addr, ClientConfig::default()).await {
         Ok(client) => client,
-        Err(err) => return super::fail(format!("producer cannot connect: {err}")),
+        Err(err) => return fail(format!("producer cannot connect: {err}")),
     };
     let load = Load {
         namespace: "demo".into(),
@@ -124,11 +124,11 @@ pub(super) async fn run(args: Args) -> ExitCode {
     let _ = stop.send(());
     match server.await {
         Ok(Ok(())) => {}
-        Ok(Err(err)) => return super::fail(err),
-        Err(err) => return super::fail(err),
+        Ok(Err(err)) => return fail(err),
+        Err(err) => return fail(err),
     }
     if report.failures() > 0 || report.dispatches != args.dispatches {
-        return super::fail(format!(
+        return fail(format!(
             "{} of {} dispatches did not complete",
             args.dispatches - report.outcomes.get("completed").copied().unwrap_or(0),
             args.dispatches

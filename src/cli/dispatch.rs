@@ -4,10 +4,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use bytes::Bytes;
+use lintel_client::{Client, ClientConfig, DispatchOptions};
 use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult};
 
-use crate::dispatch::{outcome, DispatchOptions};
-use crate::sdk::{Client, ClientConfig};
+use super::exit::fail;
+use crate::dispatch::outcome;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
@@ -63,7 +64,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let client = match Client::connect(args.connect.as_str(), config).await {
         Ok(client) => client,
-        Err(err) => return super::fail(format!("cannot connect to {}: {err}", args.connect)),
+        Err(err) => return fail(format!("cannot connect to {}: {err}", args.connect)),
     };
     let request = DispatchRequest {
         namespace: args.namespace,
@@ -87,7 +88,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     }
     let result = match client.dispatch(request, &options).await {
         Ok(result) => result,
-        Err(err) => return super::fail(format!("connection lost: {err}")),
+        Err(err) => return fail(format!("connection lost: {err}")),
     };
     client.close().await;
     if let DispatchResult::Completed(response) = &result {

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::{CreationError, Histogram};
+use lintel_client::{Client, DispatchOptions};
 use lintel_wire::{DispatchRequest, DispatchResult};
 use serde::Serialize;
 
-use crate::dispatch::{outcome, DispatchOptions};
-use crate::sdk::Client;
+use crate::dispatch::outcome;
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::exit::fail;
+use super::signal::shutdown_signal;
 use crate::config::NodeConfig;
 
 #[derive(Debug, clap::Args)]
@@ -38,7 +40,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     let mut config = match &args.config {
         Some(path) => match NodeConfig::from_file(path) {
             Ok(config) => config,
-            Err(err) => return super::fail(err),
+            Err(err) => return fail(err),
         },
         None => NodeConfig::default(),
     };
@@ -63,8 +65,8 @@ pub(super) async fn run(args: Args) -> ExitCode {
     if let Some(ms) = args.drain_timeout_ms {
         config.drain_timeout_ms = ms;
     }
-    match crate::node::serve(config, super::shutdown_signal()).await {
+    match crate::node::serve(config, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => super::fail(err),
+        Err(err) => fail(err),
     }
 }

@@ -2,9 +2,10 @@
 
 use std::process::ExitCode;
 
+use lintel_client::{Client, ClientConfig};
 use lintel_wire::NodeStatus;
 
-use crate::sdk::{Client, ClientConfig};
+use super::exit::fail;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
@@ -27,17 +28,17 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let client = match Client::connect(args.connect.as_str(), config).await {
         Ok(client) => client,
-        Err(err) => return super::fail(format!("cannot connect to {}: {err}", args.connect)),
+        Err(err) => return fail(format!("cannot connect to {}: {err}", args.connect)),
     };
     let status = match client.status().await {
         Ok(status) => status,
-        Err(err) => return super::fail(format!("no status: {err}")),
+        Err(err) => return fail(format!("no status: {err}")),
     };
     client.close().await;
     if args.json {
         match serde_json::to_string_pretty(&status) {
             Ok(json) => println!("{json}"),
-            Err(err) => return super::fail(err),
+            Err(err) => return fail(err),
         }
     } else {
         print!("{}", render(&status));

@@ -3,10 +3,12 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use lintel_client::{Worker, WorkerConfig, WorkerState};
 use lintel_wire::Register;
 
+use super::exit::fail;
+use super::signal::shutdown_signal;
 use crate::activities::{BuiltIn, BUILT_IN};
-use crate::sdk::{Worker, WorkerConfig, WorkerState};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
@@ -45,7 +47,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
         .iter()
         .find(|a| !BUILT_IN.contains(&a.as_str()))
     {
-        return super::fail(format!(
+        return fail(format!(
             "unknown activity `{unknown}`; built in: {}",
             BUILT_IN.join(", ")
         ));
@@ -97,10 +99,10 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     tokio::select! {
         refused = watch_state => match refused {
-            Some(reason) => super::fail(reason),
+            Some(reason) => fail(reason),
             None => ExitCode::SUCCESS,
         },
-        () = super::shutdown_signal() => {
+        () = shutdown_signal() => {
             eprintln!("draining: finishing in-flight work");
             handle.drain(Duration::from_millis(args.drain_ms)).await;
             ExitCode::SUCCESS

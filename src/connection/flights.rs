@@ -15,7 +15,7 @@ use lintel_wire::{DispatchResult, Frame, OutcomeFrame, RefusedDispatch, RefusedR
 use tokio::time::Instant;
 
 use crate::dispatch::{Caller, DispatchOptions, Dispatcher, Flight, Sink, Started, Tag};
-use crate::transport::Outbound;
+use lintel_client::transport::Outbound;
 
 /// Stale deadlines, of submissions already ended, allowed beyond the live ones before the
 /// heap is rebuilt.

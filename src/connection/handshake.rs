@@ -5,7 +5,7 @@ use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, 
 
 use super::close::Close;
 use crate::shared::Shared;
-use crate::transport::{FrameReader, Outbound};
+use lintel_client::transport::{FrameReader, Outbound};
 
 /// The lowest protocol version this node speaks.
 const MIN_VERSION: u16 = 1;

@@ -13,8 +13,8 @@ use lintel_wire::{Frame, Role};
 use tokio::net::TcpStream;
 
 use crate::shared::Shared;
-use crate::transport;
 use close::Close;
+use lintel_client::transport;
 
 /// How long a closing connection may take to flush its last frames.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::close::Close;
 use super::flights::Flights;
 use crate::shared::Shared;
-use crate::transport::{FrameReader, Outbound};
+use lintel_client::transport::{FrameReader, Outbound};
 
 /// How long a closing producer connection waits for its waiting submissions to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);

@@ -12,7 +12,7 @@ use super::close::Close;
 use crate::link::{ReplyFate, WorkerLink};
 use crate::notifier::Registered;
 use crate::shared::Shared;
-use crate::transport::{FrameReader, Outbound};
+use lintel_client::transport::{FrameReader, Outbound};
 
 /// Runs the worker role until the connection should close.
 pub(super) async fn serve(

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use lintel_wire::{DispatchRequest, NodeRouting, RefusedDispatch, RefusedReason};
 
-use super::options::DispatchOptions;
+use lintel_client::DispatchOptions;
 
 /// Bytes a push or outcome frame may add around its input or result; names are bounded,
 /// so this covers the envelope with room to spare.

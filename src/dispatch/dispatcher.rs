@@ -19,9 +19,9 @@ use super::admission::{validate, DispatchLimits};
 use super::caller::{Caller, Oneshot};
 use super::counters::DispatchCounters;
 use super::flight::Flight;
-use super::options::DispatchOptions;
 use crate::link::PushError;
 use crate::registry::{normalize_task_queue, Address, Registry, Reservation, Wait};
+use lintel_client::DispatchOptions;
 
 /// Most workers one dispatch tries whose links turn out closed before it gives up as lost.
 const MAX_CLOSED_LINKS: usize = 8;

@@ -13,7 +13,6 @@ mod caller;
 mod counters;
 mod dispatcher;
 mod flight;
-mod options;
 pub mod outcome;
 
 pub use admission::{DispatchLimits, MAX_TIMEOUT};
@@ -22,4 +21,4 @@ pub use counters::DispatchCounters;
 pub use dispatcher::Dispatcher;
 pub(crate) use dispatcher::Started;
 pub(crate) use flight::Flight;
-pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
+pub use lintel_client::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};

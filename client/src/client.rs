@@ -20,11 +20,11 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::connect::{
+use crate::connect::{
     check_frame_len, connect, decode_error_frame, field_bound, ConnectError, Connection, Handshake,
     Keepalive, KeepaliveTick, VARINT_MAX,
 };
-use crate::dispatch::DispatchOptions;
+use crate::options::DispatchOptions;
 use crate::transport::{Batched, FrameReader, Outbound, SendError};
 
 /// How a [`Client`] introduces itself and sizes its connection.

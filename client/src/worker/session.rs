@@ -15,9 +15,8 @@ use tokio::task::{AbortHandle, JoinError, JoinSet};
 use tokio::time::Instant;
 
 use super::handler::{run_handler, Handler};
-use super::runtime::SessionEnd;
-use super::WorkerState;
-use crate::sdk::connect::{
+use super::state::{SessionEnd, WorkerState};
+use crate::connect::{
     check_frame_len, decode_error_frame, field_bound, Keepalive, KeepaliveTick, VARINT_MAX,
 };
 use crate::transport::{FrameReader, Outbound};

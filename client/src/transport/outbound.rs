@@ -17,7 +17,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::batch;
+use super::batch::{self, HeldWrite};
 
 /// A buffer larger than this is released after it drains, so an idle connection stays small.
 const KEEP_BUFFER_BYTES: usize = 64 * 1024;
@@ -73,7 +73,7 @@ impl State {
 }
 
 #[derive(Debug)]
-pub(super) struct Pipe {
+struct Pipe {
     socket: OwnedWriteHalf,
     state: Mutex<State>,
     /// Wakes the writer task.
@@ -137,14 +137,6 @@ impl Pipe {
         Ok(())
     }
 
-    /// Writes what a batching scope held; what the socket does not take goes to the writer.
-    pub(super) fn write_held(&self) {
-        let mut state = self.state();
-        if std::mem::take(&mut state.held) {
-            self.write_buffer(state, Instant::now());
-        }
-    }
-
     /// Writes the buffer from the calling task unless the writer owns it.
     fn write_buffer(&self, mut state: MutexGuard<'_, State>, now: Instant) {
         if state.writer_active || state.buf.is_empty() {
@@ -176,6 +168,16 @@ impl Pipe {
         state.writer_active = true;
         drop(state);
         self.wake.notify_one();
+    }
+}
+
+impl HeldWrite for Pipe {
+    /// Writes what a batching scope held; what the socket does not take goes to the writer.
+    fn write_held(&self) {
+        let mut state = self.state();
+        if std::mem::take(&mut state.held) {
+            self.write_buffer(state, Instant::now());
+        }
     }
 }
 

@@ -4,6 +4,14 @@
 //! of written. They go out, one write per connection, when the task's reader is about to read
 //! again after handing out frames, and when the poll ends, so a task that parks has always
 //! written what it queued.
+//!
+//! The scope is a thread-local, and this file is the only one that touches it. The contract:
+//! - [`hold`] registers a connection with the scope being polled on this thread and returns
+//!   `true`; outside any scope, or while one flushes, it returns `false` and the caller writes
+//!   by itself;
+//! - [`flush`] empties the scope, calling [`HeldWrite::write_held`] once per registration;
+//! - leaving a scope, by returning or by unwinding, flushes it and restores the outer scope,
+//!   so nested [`Batched`] futures each write what they held.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -11,11 +19,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::outbound::Pipe;
+/// A connection whose frames a batching scope holds.
+pub(super) trait HeldWrite: Send + Sync + std::fmt::Debug {
+    /// Writes what the scope held; called once per [`hold`] that returned `true`.
+    fn write_held(&self);
+}
+
+/// Connections registered with one scope.
+type Held = Vec<Arc<dyn HeldWrite>>;
 
 thread_local! {
     /// Connections with held frames, while a [`Batched`] future is polled on this thread.
-    static HELD: RefCell<Option<Vec<Arc<Pipe>>>> = const { RefCell::new(None) };
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
 }
 
 pin_project_lite::pin_project! {
@@ -24,7 +39,7 @@ pin_project_lite::pin_project! {
     pub struct Batched<F> {
         #[pin]
         inner: F,
-        spare: Vec<Arc<Pipe>>,
+        spare: Held,
     }
 }
 
@@ -52,12 +67,12 @@ impl<F: Future> Future for Batched<F> {
 
 /// The batching scope of one poll; leaving it, even by unwinding, writes what it held.
 struct Scope {
-    outer: Option<Vec<Arc<Pipe>>>,
+    outer: Option<Held>,
     left: bool,
 }
 
 impl Scope {
-    fn enter(list: Vec<Arc<Pipe>>) -> Self {
+    fn enter(list: Held) -> Self {
         let outer = HELD
             .try_with(|held| held.replace(Some(list)))
             .ok()
@@ -66,7 +81,7 @@ impl Scope {
     }
 
     /// Writes what is held and hands back the emptied list for the next poll.
-    fn leave(mut self) -> Vec<Arc<Pipe>> {
+    fn leave(mut self) -> Held {
         self.left = true;
         flush();
         let outer = self.outer.take();
@@ -87,12 +102,12 @@ impl Drop for Scope {
     }
 }
 
-/// Holds `pipe`'s frames for the running batching scope; `false` outside one.
-pub(super) fn hold(pipe: &Arc<Pipe>) -> bool {
+/// Registers `writer` with the batching scope polled on this thread; `false` outside one.
+pub(super) fn hold<W: HeldWrite + 'static>(writer: &Arc<W>) -> bool {
     HELD.try_with(|held| match held.try_borrow_mut() {
         Ok(mut held) => match held.as_mut() {
             Some(list) => {
-                list.push(Arc::clone(pipe));
+                list.push(Arc::clone(writer) as Arc<dyn HeldWrite>);
                 true
             }
             None => false,
@@ -107,8 +122,8 @@ pub(super) fn flush() {
     let Ok(Some(mut list)) = HELD.try_with(|held| held.borrow_mut().take()) else {
         return;
     };
-    for pipe in list.drain(..) {
-        pipe.write_held();
+    for writer in list.drain(..) {
+        writer.write_held();
     }
     let _ = HELD.try_with(|held| {
         let mut held = held.borrow_mut();
@@ -120,15 +135,108 @@ pub(super) fn flush() {
 
 #[cfg(test)]
 mod tests {
+    use std::future::{poll_fn, Future};
+    use std::panic::AssertUnwindSafe;
+    use std::pin::pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Waker};
     use std::time::Duration;
 
-    use futures_util::StreamExt;
+    use futures_util::{FutureExt, StreamExt};
     use lintel_wire::{Frame, FrameCodec, Ping};
     use tokio::net::{TcpListener, TcpStream};
     use tokio_util::codec::FramedRead;
 
-    use super::Batched;
+    use super::{flush, hold, Batched, HeldWrite};
     use crate::transport::{split, Outbound};
+
+    /// Counts the writes a scope asks of it.
+    #[derive(Debug, Default)]
+    struct Counter(AtomicUsize);
+
+    impl HeldWrite for Counter {
+        fn write_held(&self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    impl Counter {
+        fn writes(&self) -> usize {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
+    #[test]
+    fn outside_a_scope_nothing_is_held() {
+        let writer = Arc::new(Counter::default());
+        assert!(!hold(&writer));
+        flush();
+        assert_eq!(writer.writes(), 0);
+    }
+
+    #[test]
+    fn a_scope_writes_what_it_held_when_its_poll_ends_and_not_before() {
+        let writer = Arc::new(Counter::default());
+        let mut polls = 0;
+        let mut scoped = pin!(Batched::new(poll_fn(|_| {
+            polls += 1;
+            if polls == 1 {
+                assert!(hold(&writer));
+                assert_eq!(writer.writes(), 0, "held, not written, inside the poll");
+                return Poll::Pending;
+            }
+            Poll::Ready(())
+        })));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(scoped.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(writer.writes(), 1, "a pending poll writes what it held");
+        assert!(scoped.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(writer.writes(), 1, "nothing held, nothing written");
+        assert!(!hold(&writer), "the scope ended with its poll");
+    }
+
+    #[test]
+    fn a_flush_inside_a_scope_writes_once() {
+        let writer = Arc::new(Counter::default());
+        let done = Batched::new(async {
+            assert!(hold(&writer));
+            flush();
+            assert_eq!(writer.writes(), 1);
+        })
+        .now_or_never();
+        assert!(done.is_some());
+        assert_eq!(writer.writes(), 1, "the flush emptied the scope");
+    }
+
+    #[test]
+    fn nested_scopes_each_write_their_own() {
+        let (inner, outer) = (Arc::new(Counter::default()), Arc::new(Counter::default()));
+        let done = Batched::new(async {
+            assert!(hold(&outer));
+            Batched::new(async { assert!(hold(&inner)) }).await;
+            assert_eq!((inner.writes(), outer.writes()), (1, 0));
+            assert!(hold(&outer), "the outer scope is back");
+        })
+        .now_or_never();
+        assert!(done.is_some());
+        assert_eq!((inner.writes(), outer.writes()), (1, 2));
+    }
+
+    #[test]
+    fn a_scope_left_by_unwinding_writes_what_it_held() {
+        let writer = Arc::new(Counter::default());
+        let unwound = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            Batched::new(async {
+                assert!(hold(&writer));
+                panic!("handler failed");
+            })
+            .now_or_never()
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(writer.writes(), 1);
+        assert!(!hold(&writer), "no scope is left behind");
+    }
 
     async fn pair() -> (Outbound, FramedRead<TcpStream, FrameCodec>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -4,14 +4,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{ErrorCode, ErrorFrame, Frame, Pong, Refusal, Register, Role};
+use lintel_wire::{ErrorCode, ErrorFrame, Frame, Pong, Register, Role};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::config::WorkerConfig;
 use super::handler::Handler;
 use super::session::Session;
-use super::{WorkerConfig, WorkerState};
-use crate::sdk::connect::{
+use super::state::{SessionEnd, WorkerState};
+use crate::connect::{
     connect, is_final_refusal, next_frame, ConnectError, Connection, Handshake, Keepalive,
 };
 use crate::transport::{Batched, FrameReader, Outbound};
@@ -23,21 +24,6 @@ pub(super) struct Runtime<H> {
     pub(super) state: watch::Sender<WorkerState>,
     pub(super) capacity: watch::Receiver<u32>,
     pub(super) drain: watch::Receiver<Option<Duration>>,
-}
-
-/// How one connection ended.
-#[derive(Debug)]
-pub(super) enum SessionEnd {
-    /// No registration happened; back off further.
-    Unreachable(ConnectError),
-    /// The connection was lost after registering; back off from the start.
-    Lost,
-    /// The node drained us; we may be wanted again later.
-    NodeDrained,
-    /// The handle's drain is done.
-    SelfDrained,
-    /// A refusal retrying cannot change.
-    Refused(Refusal),
 }
 
 impl<H: Handler> Runtime<H> {

@@ -1,0 +1,25 @@
+//! `lintel-client`: the worker and producer SDKs of the lintel push-dispatch bus, speaking the
+//! wire protocol over TCP like any other client. It needs only `lintel-wire` and tokio.
+//!
+//! # Layout
+//! - [`connect`]: dial, `Hello`/`Welcome` handshake with a timeout, typed [`ConnectError`]s.
+//! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
+//! - [`Client`]: a producer multiplexing many dispatches over one connection.
+//! - [`DispatchOptions`]: routing and waits of one dispatch, shared with the node's in-process API.
+//! - [`transport`]: a framed TCP connection, a reader plus a writer task behind a bounded queue;
+//!   the node's connections use it too.
+#![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
+
+mod client;
+pub mod connect;
+mod options;
+pub mod transport;
+mod worker;
+
+pub use client::{Client, ClientConfig, ClientError};
+pub use connect::{ConnectError, Connection, Handshake};
+pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
+pub use worker::{
+    handler_fn, Backoff, FnHandler, Handler, Worker, WorkerConfig, WorkerError, WorkerHandle,
+    WorkerState,
+};
