@@ -13,9 +13,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
+use lintel::activities::BuiltIn;
 use lintel::dispatch::{DispatchLimits, DispatchOptions, Dispatcher};
 use lintel::link::WorkerLink;
 use lintel::registry::{AdmissionLimits, Registry};
+use lintel::sdk::{Worker, WorkerConfig};
 use lintel::transport;
 use lintel::wire::{
     ActivityOutcome, Cancel, DispatchRequest, DispatchResponse, DispatchResult, Frame,
@@ -517,4 +519,31 @@ async fn replies_aimed_at_the_deadline_end_once_and_every_loser_is_counted() {
     for client in clients {
         client.abort();
     }
+}
+
+#[tokio::test]
+async fn an_sdk_worker_answers_a_cancel_so_its_slot_frees_long_before_the_grace() {
+    let node = TestNode::start().await;
+    let config = WorkerConfig::new(node.addr.to_string(), support::register("ns", "sleep", 1));
+    let worker = Worker::spawn(config, BuiltIn);
+    within("registration", worker.wait_registered(support::WAIT))
+        .await
+        .expect("registered");
+    let dispatcher = node.node.dispatcher();
+    let quick = DispatchOptions::default().reply_timeout(Duration::from_millis(50));
+    let slow = dispatcher
+        .dispatch(request("ns", "sleep", "600000"), &quick)
+        .await;
+    assert!(matches!(slow, DispatchResult::Timeout { .. }), "{slow:?}");
+    // The only slot is held until the worker lets go; the SDK does so on the Cancel.
+    let waits = DispatchOptions::default().wait_for_worker(support::WAIT);
+    let next = within(
+        "the freed slot",
+        dispatcher.dispatch(request("ns", "sleep", "0"), &waits),
+    )
+    .await;
+    assert!(matches!(next, DispatchResult::Completed(_)), "{next:?}");
+    let counters = node.node.status().counters;
+    assert_eq!((counters.late_replies, counters.reclaimed_slots), (1, 0));
+    worker.shutdown().await;
 }

@@ -386,7 +386,7 @@ async fn the_runtime_answers_a_ping_while_every_handler_is_busy() {
 }
 
 #[tokio::test]
-async fn a_cancelled_push_gets_no_reply() {
+async fn a_cancelled_push_is_aborted_and_answered_at_once_so_its_slot_frees() {
     let (_node, mut peer, _worker, _probe, mut events) = registered_worker(4).await;
     peer.push(1, request("block", "wf-cancelled", b"")).await;
     assert_eq!(events.started().await, "wf-cancelled");
@@ -397,6 +397,15 @@ async fn a_cancelled_push_gets_no_reply() {
         "wf-cancelled",
         "the handler was aborted"
     );
+    let stopped = peer.recv_reply().await;
+    assert_eq!(stopped.correlation, 1, "the worker lets go of the push");
+    assert!(matches!(
+        stopped.response.outcome,
+        ActivityOutcome::Failure {
+            retryable: false,
+            ..
+        }
+    ));
 
     peer.push(2, request("echo", "wf-next", b"next")).await;
     let reply = peer.recv_reply().await;
@@ -602,6 +611,11 @@ async fn a_cancel_aborts_a_brief_handler_that_waits() {
     peer.send(Frame::Cancel(Cancel { correlation: 1 })).await;
 
     assert_eq!(events.dropped().await, "wf-cancelled");
+    assert_eq!(
+        peer.recv_reply().await.correlation,
+        1,
+        "the cancel is answered"
+    );
     peer.push(2, request("echo", "wf-next", b"next")).await;
     assert_eq!(peer.recv_reply().await.correlation, 2);
 }

@@ -1,7 +1,7 @@
 //! The worker SDK: connect, register, run pushed requests through a [`Handler`], reconnect.
 //!
-//! At most `max_concurrency` handlers run at once whatever the node sends; a cancelled push gets
-//! no reply; pings are answered by the runtime, never by handler code. Only a final refusal, a
+//! At most `max_concurrency` handlers run at once whatever the node sends; a cancelled push is
+//! aborted and answered at once with a failure, so the node frees its slot; pings are answered by the runtime, never by handler code. Only a final refusal, a
 //! self-drain or a shutdown stops the reconnect loop.
 //!
 //! - `config`: [`WorkerConfig`] and [`Backoff`]; `state`: [`WorkerState`] and how a connection

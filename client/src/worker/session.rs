@@ -56,7 +56,8 @@ pub(super) struct Session<'a, H> {
     pub(super) capacity: u32,
     pub(super) tasks: JoinSet<(u64, DispatchResponse)>,
     /// Requests whose reply is still owed, by correlation id. A cancelled request leaves this
-    /// map before its task is aborted, so a task that finishes anyway gets no reply.
+    /// map before its task is aborted and is answered by the cancel, so a task that finishes
+    /// anyway sends nothing more.
     pub(super) in_flight: HashMap<u64, AbortHandle>,
     pub(super) draining: Option<Draining>,
 }
@@ -117,10 +118,21 @@ impl<H: Handler> Session<'_, H> {
         match frame {
             Frame::Push(push) => self.start(push).await,
             Frame::Cancel(cancel) => {
-                if let Some(task) = self.in_flight.remove(&cancel.correlation) {
-                    task.abort();
-                }
-                Ok(())
+                let Some(task) = self.in_flight.remove(&cancel.correlation) else {
+                    return Ok(());
+                };
+                task.abort();
+                // The node holds the push's slot until the worker lets go of it: say so now.
+                let stopped = DispatchResponse {
+                    workflow_id: String::new(),
+                    ordinal: 0,
+                    run_id: None,
+                    outcome: ActivityOutcome::Failure {
+                        message: "cancelled".into(),
+                        retryable: false,
+                    },
+                };
+                self.reply(cancel.correlation, stopped).await
             }
             Frame::Ping(ping) => self.send(Frame::Pong(Pong { nonce: ping.nonce })).await,
             Frame::Pong(_) => Ok(()),
