@@ -1,10 +1,14 @@
-//! Encode and decode of a `Push` frame carrying a realistic `DispatchRequest`.
+//! Encode and decode of a `Push` frame carrying a realistic `DispatchRequest`, and a frame's
+//! trip through a node: a `Submit` decoded from the read buffer, its request moved into a
+//! `Push` and encoded for the worker.
 //!
 //! Throughput is the whole encoded frame, length prefix included: the bytes that cross the wire.
 
 use bytes::{Bytes, BytesMut};
 use criterion::{black_box, criterion_group, BatchSize, BenchmarkId, Criterion, Throughput};
-use lintel_wire::{decode_frame, encode_frame, DispatchRequest, Frame, Push};
+use lintel_wire::{
+    decode_frame, encode_frame, DispatchRequest, Frame, NodeRouting, Push, Submit,
+};
 
 /// Input payload sizes: a small argument, a page, a large blob.
 const PAYLOADS: [(&str, usize); 3] = [("64B", 64), ("4KiB", 4 * 1024), ("1MiB", 1024 * 1024)];
@@ -93,4 +97,57 @@ fn push_decode(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(frame, push_encode, push_decode);
+/// Payloads for the trip: where copies start to dominate, up to the largest.
+const TRIP_PAYLOADS: [(&str, usize); 4] = [
+    ("64B", 64),
+    ("16KiB", 16 * 1024),
+    ("64KiB", 64 * 1024),
+    ("1MiB", 1024 * 1024),
+];
+
+fn submit_bytes(payload_len: usize) -> Bytes {
+    let Frame::Push(push) = push_frame(payload_len) else {
+        unreachable!("push_frame builds a push");
+    };
+    let submit = Frame::Submit(Submit {
+        correlation: 7,
+        request: push.request,
+        wait_for_worker_ms: Some(2_000),
+        reply_timeout_ms: None,
+        routing: NodeRouting::Any,
+    });
+    encoded(&submit).freeze()
+}
+
+/// Decode a `Submit`, move its request into a `Push`, encode that: the bytes a producer sent
+/// in, the bytes a worker gets out, with every copy the node makes on the way.
+fn submit_to_push(c: &mut Criterion) {
+    let mut group = c.benchmark_group("frame_trip");
+    for (label, payload_len) in TRIP_PAYLOADS {
+        let bytes = submit_bytes(payload_len);
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(label), &bytes, |b, bytes| {
+            let mut out = BytesMut::with_capacity(bytes.len() + 64);
+            b.iter_batched_ref(
+                || BytesMut::from(&bytes[..]),
+                |src| {
+                    let Ok(Some(Frame::Submit(submit))) = decode_frame(src, MAX_FRAME_LEN) else {
+                        panic!("bench submit does not decode");
+                    };
+                    out.clear();
+                    let push = Frame::Push(Push {
+                        correlation: submit.correlation,
+                        request: submit.request,
+                    });
+                    let result = encode_frame(black_box(&push), &mut out, MAX_FRAME_LEN);
+                    black_box(&out);
+                    result
+                },
+                batch_size(bytes.len()),
+            );
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(frame, push_encode, push_decode, submit_to_push);
