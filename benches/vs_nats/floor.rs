@@ -3,14 +3,20 @@
 //!
 //! client -> relay -> echo -> relay -> client, on loopback. A message is a 4-byte big-endian
 //! length, an 8-byte id and the payload. The relay reads only lengths: it hands whole messages
-//! from its client to its `workers` echo connections in turn, and whole replies back, batching
-//! whatever one read returned into one write. The echo server writes back what it read. The
-//! client pipelines: one writer task batching queued messages, one reader completing waiters by id.
+//! from a client connection to its echo connections (one to each echo server) in turn, and whole
+//! replies back, batching whatever one read returned into one write. An echo server writes back
+//! what it read. The client pipelines: one writer task per connection batching queued messages,
+//! one reader completing waiters by id.
+//!
+//! [`Floor`] places the pieces as the [`Mode`] says: echo servers and the relay in the harness or
+//! in peer processes ([`serve_echo`], [`serve_relay`]), the client in the harness or in a peer
+//! process per round. In `embedded` the client dials the echo servers itself, with no relay: the
+//! floor of a producer inside the middle's process.
 
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -20,54 +26,161 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use crate::measure::Target;
+use crate::measure::{self, Load, Sample, Target};
+use crate::mode::{Mode, Producer};
+use crate::process::{Launcher, LoadSpec, Proc, Role};
 
 /// Bytes before the payload: length (of id plus payload) and id.
 const HEADER: usize = 4 + 8;
 
-/// Messages the client queues for its writer.
+/// Messages the client queues for each connection's writer.
 const QUEUE: usize = 1024;
 
-/// The relay, the echo server and one pipelined client connection through them.
+/// The floor set up for one scenario.
 pub struct Floor {
+    /// Echo servers and the relay running in the harness.
     tasks: JoinSet<()>,
-    client: FloorClient,
+    /// Echo servers and the relay running as peer processes.
+    procs: Vec<Proc>,
+    relay_pid: Option<u32>,
+    client: Client,
+}
+
+enum Client {
+    Harness(Arc<FloorClient>),
+    /// A client process per round, dialling these.
+    Process(Launcher, Vec<SocketAddr>),
 }
 
 impl Floor {
-    /// Starts an echo server and a relay on 127.0.0.1 that opens `workers` echo connections per
-    /// client connection, and connects one client.
+    /// Starts `workers` echo servers, the relay and the client where `mode` puts them.
     ///
     /// # Errors
-    /// Binding or connecting failed.
-    pub async fn start(workers: usize) -> io::Result<Self> {
-        let mut tasks = JoinSet::new();
-        let echo = TcpListener::bind("127.0.0.1:0").await?;
-        let echo_addr = echo.local_addr()?;
-        tasks.spawn(accept_loop(echo, |stream| async move {
-            let _ = echo_connection(stream).await;
-        }));
-        let relay = TcpListener::bind("127.0.0.1:0").await?;
-        let relay_addr = relay.local_addr()?;
+    /// What failed, as text.
+    pub async fn start(workers: usize, mode: Mode, launcher: &Launcher) -> Result<Self, String> {
         let workers = workers.max(1);
-        tasks.spawn(accept_loop(relay, move |stream| async move {
-            let _ = relay_connection(stream, echo_addr, workers).await;
-        }));
-        let client = FloorClient::connect(relay_addr).await?;
-        Ok(Self { tasks, client })
+        let mut floor = Self {
+            tasks: JoinSet::new(),
+            procs: Vec::new(),
+            relay_pid: None,
+            client: Client::Process(launcher.clone(), Vec::new()),
+        };
+        match floor.start_pieces(workers, mode, launcher).await {
+            Ok(()) => Ok(floor),
+            Err(err) => {
+                floor.stop().await;
+                Err(format!("floor: {err}"))
+            }
+        }
     }
 
-    /// The request path through the relay.
-    pub fn target(&self) -> Arc<FloorClient> {
-        Arc::new(self.client.clone())
+    async fn start_pieces(
+        &mut self,
+        workers: usize,
+        mode: Mode,
+        launcher: &Launcher,
+    ) -> Result<(), String> {
+        let mut echo = Vec::with_capacity(workers);
+        if mode.workers_own_processes() {
+            for _ in 0..workers {
+                let (proc, addr) = launcher.serve(&Role::FloorEcho).await?;
+                self.procs.push(proc);
+                echo.push(parse_addr(&addr)?);
+            }
+        } else {
+            let listener = bind().await?;
+            let addr = listener.local_addr().map_err(|err| err.to_string())?;
+            self.tasks.spawn(serve_echo(listener));
+            echo.resize(workers, addr);
+        }
+        let targets = if mode.producer() == Producer::InMiddle {
+            echo
+        } else if mode.middle_own_process() {
+            let (proc, addr) = launcher.serve(&Role::FloorRelay { echo }).await?;
+            self.relay_pid = proc.pid();
+            self.procs.push(proc);
+            vec![parse_addr(&addr)?]
+        } else {
+            let listener = bind().await?;
+            let addr = listener.local_addr().map_err(|err| err.to_string())?;
+            self.tasks.spawn(serve_relay(listener, echo));
+            vec![addr]
+        };
+        self.client = if mode.producer() == Producer::OwnProcess {
+            Client::Process(launcher.clone(), targets)
+        } else {
+            let client = FloorClient::connect(&targets)
+                .await
+                .map_err(|err| format!("cannot connect the client: {err}"))?;
+            Client::Harness(Arc::new(client))
+        };
+        Ok(())
     }
 
-    /// Stops every task and closes every connection.
+    /// The process the relay runs in: its own, or the harness's.
+    pub fn middle_pid(&self) -> u32 {
+        self.relay_pid.unwrap_or_else(std::process::id)
+    }
+
+    /// Runs `load` from wherever the client is.
+    pub async fn measure(&self, load: &Load) -> Sample {
+        match &self.client {
+            Client::Harness(client) => measure::run(client, load).await,
+            Client::Process(launcher, targets) => {
+                let spec = LoadSpec::of(load);
+                let role = Role::FloorClient {
+                    targets: targets.clone(),
+                    load: spec.clone(),
+                };
+                launcher
+                    .measure(&role, &spec)
+                    .await
+                    .unwrap_or_else(Sample::failed_with)
+            }
+        }
+    }
+
+    /// Stops every task and process and closes every connection.
     pub async fn stop(mut self) {
-        self.client.writer.abort();
-        self.client.reader.abort();
+        if let Client::Harness(client) = &self.client {
+            client.close();
+        }
         self.tasks.shutdown().await;
+        for proc in self.procs {
+            proc.stop().await;
+        }
     }
+}
+
+async fn bind() -> Result<TcpListener, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|err| format!("cannot bind a loopback port: {err}"))
+}
+
+fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    text.parse()
+        .map_err(|err| format!("bad address {text:?} from a peer: {err}"))
+}
+
+/// Echoes every whole message on every connection `listener` accepts.
+pub async fn serve_echo(listener: TcpListener) {
+    accept_loop(listener, |stream| async move {
+        let _ = echo_connection(stream).await;
+    })
+    .await;
+}
+
+/// Relays every connection `listener` accepts to one connection to each of `echo`, in turn.
+pub async fn serve_relay(listener: TcpListener, echo: Vec<SocketAddr>) {
+    let echo: Arc<[SocketAddr]> = echo.into();
+    accept_loop(listener, move |stream| {
+        let echo = Arc::clone(&echo);
+        async move {
+            let _ = relay_connection(stream, &echo).await;
+        }
+    })
+    .await;
 }
 
 async fn accept_loop<F, Fut>(listener: TcpListener, serve: F)
@@ -118,15 +231,16 @@ async fn echo_connection(mut stream: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
-/// Forwards whole messages from the client to `workers` echo connections in turn, and whole
-/// replies back.
-async fn relay_connection(client: TcpStream, echo: SocketAddr, workers: usize) -> io::Result<()> {
+/// Forwards whole messages from the client to one connection to each of `echo` in turn, and
+/// whole replies back.
+async fn relay_connection(client: TcpStream, echo: &[SocketAddr]) -> io::Result<()> {
     let (mut from_client, to_client) = client.into_split();
     let to_client = Arc::new(tokio::sync::Mutex::new(to_client));
+    let workers = echo.len();
     let mut upstreams = Vec::with_capacity(workers);
     let mut returns = JoinSet::new();
-    for _ in 0..workers {
-        let stream = TcpStream::connect(echo).await?;
+    for addr in echo {
+        let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (from_echo, to_echo) = stream.into_split();
         returns.spawn(relay_back(from_echo, Arc::clone(&to_client)));
@@ -175,45 +289,78 @@ async fn relay_back(
 
 type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Bytes>>>>;
 
-/// One pipelined client connection to the relay; clones share it.
+/// A pipelined client over one connection to each of its targets, taken in turn per request;
+/// clones share the connections.
 #[derive(Clone)]
 pub struct FloorClient {
+    links: Arc<[Link]>,
+    next: Arc<AtomicUsize>,
+    next_id: Arc<AtomicU64>,
+}
+
+struct Link {
     queue: mpsc::Sender<(u64, Bytes)>,
     waiters: Waiters,
-    next_id: Arc<AtomicU64>,
-    writer: Arc<tokio::task::AbortHandle>,
-    reader: Arc<tokio::task::AbortHandle>,
+    writer: tokio::task::AbortHandle,
+    reader: tokio::task::AbortHandle,
 }
 
 impl FloorClient {
-    async fn connect(addr: SocketAddr) -> io::Result<Self> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        let (from_relay, to_relay) = stream.into_split();
-        let (queue, queued) = mpsc::channel(QUEUE);
-        let waiters = Waiters::default();
-        let writer = tokio::spawn(write_loop(to_relay, queued)).abort_handle();
-        let reader = tokio::spawn(read_loop(from_relay, Arc::clone(&waiters))).abort_handle();
+    /// One connection to each of `targets`.
+    ///
+    /// # Errors
+    /// A connection failed.
+    pub async fn connect(targets: &[SocketAddr]) -> io::Result<Self> {
+        let mut links = Vec::with_capacity(targets.len());
+        for addr in targets {
+            let stream = TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            let (from_peer, to_peer) = stream.into_split();
+            let (queue, queued) = mpsc::channel(QUEUE);
+            let waiters = Waiters::default();
+            let writer = tokio::spawn(write_loop(to_peer, queued)).abort_handle();
+            let reader = tokio::spawn(read_loop(from_peer, Arc::clone(&waiters))).abort_handle();
+            links.push(Link {
+                queue,
+                waiters,
+                writer,
+                reader,
+            });
+        }
+        if links.is_empty() {
+            return Err(io::Error::other("no address to connect to"));
+        }
         Ok(Self {
-            queue,
-            waiters,
+            links: links.into(),
+            next: Arc::new(AtomicUsize::new(0)),
             next_id: Arc::new(AtomicU64::new(1)),
-            writer: Arc::new(writer),
-            reader: Arc::new(reader),
         })
+    }
+
+    /// Stops every connection's tasks; waiting callers hear "connection-lost".
+    pub fn close(&self) {
+        for link in self.links.iter() {
+            link.writer.abort();
+            link.reader.abort();
+        }
     }
 }
 
 impl Target for FloorClient {
     async fn call(&self, _lane: usize, payload: Bytes) -> Result<(), String> {
+        let link = if self.links.len() == 1 {
+            &self.links[0]
+        } else {
+            &self.links[self.next.fetch_add(1, Ordering::Relaxed) % self.links.len()]
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let len = payload.len();
         let (tx, rx) = oneshot::channel();
-        self.waiters
+        link.waiters
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, tx);
-        if self.queue.send((id, payload)).await.is_err() {
+        if link.queue.send((id, payload)).await.is_err() {
             return Err("connection-lost".into());
         }
         match rx.await {
@@ -225,7 +372,7 @@ impl Target for FloorClient {
 }
 
 /// Writes every queued message, as many per write as are waiting.
-async fn write_loop(mut to_relay: OwnedWriteHalf, mut queued: mpsc::Receiver<(u64, Bytes)>) {
+async fn write_loop(mut to_peer: OwnedWriteHalf, mut queued: mpsc::Receiver<(u64, Bytes)>) {
     let mut batch = Vec::with_capacity(QUEUE);
     let mut out = BytesMut::with_capacity(64 * 1024);
     while queued.recv_many(&mut batch, QUEUE).await > 0 {
@@ -235,7 +382,7 @@ async fn write_loop(mut to_relay: OwnedWriteHalf, mut queued: mpsc::Receiver<(u6
             out.put_u64(id);
             out.put_slice(&payload);
         }
-        if to_relay.write_all(&out).await.is_err() {
+        if to_peer.write_all(&out).await.is_err() {
             return;
         }
         out.clear();
@@ -243,9 +390,9 @@ async fn write_loop(mut to_relay: OwnedWriteHalf, mut queued: mpsc::Receiver<(u6
 }
 
 /// Completes waiters by id; on EOF drops them all, so every caller hears at once.
-async fn read_loop(mut from_relay: tokio::net::tcp::OwnedReadHalf, waiters: Waiters) {
+async fn read_loop(mut from_peer: tokio::net::tcp::OwnedReadHalf, waiters: Waiters) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
-    while let Ok(true) = read_some(&mut from_relay, &mut buf).await {
+    while let Ok(true) = read_some(&mut from_peer, &mut buf).await {
         let whole = whole_messages(&buf);
         let mut messages = buf.split_to(whole);
         while messages.has_remaining() {

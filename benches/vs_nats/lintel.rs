@@ -1,7 +1,10 @@
-//! lintel under test: a [`Node`] on 127.0.0.1:0, SDK echo workers, and the producer SDK
-//! [`Client`] dispatching `echo`. The node serves either in this process or as a `lintel serve`
-//! child process ([`LintelChild`]), the way nats-server runs beside the harness.
+//! lintel under test: a node, `workers` echo workers and one producer dispatching `echo`,
+//! placed as the [`Mode`] says. The node is a `lintel serve` child process ([`LintelChild`]) or a
+//! [`Node`] in this process; workers are `lintel worker` processes or SDK [`Worker`]s here; the
+//! producer is a `lintel bench --workers 0` process per round, the SDK [`Client`] here, or (when
+//! the node is embedded) the node's own [`Dispatcher`], with no network hop.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,14 +13,20 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use lintel::activities::BuiltIn;
-use lintel::dispatch::DispatchOptions;
+use lintel::dispatch::{DispatchOptions, Dispatcher};
 use lintel::sdk::{Client, ClientConfig, Worker, WorkerConfig, WorkerHandle};
 use lintel::wire::{ActivityOutcome, DispatchRequest, DispatchResult, Register};
 use lintel::{Node, NodeConfig};
+use serde::Deserialize;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::measure::Target;
+use crate::measure::{self, Load, Sample, Target};
+use crate::mode::{Mode, Producer};
+use crate::process::{self, Proc, Stream};
+
+/// The `lintel` binary built beside this harness (release for `cargo bench`).
+const LINTEL_BIN: &str = env!("CARGO_BIN_EXE_lintel");
 
 /// The namespace every benchmark worker registers in, unless told otherwise.
 pub const NAMESPACE: &str = "bench";
@@ -34,115 +43,309 @@ const REGISTER_BATCH: usize = 256;
 /// How long a worker may take to register.
 const REGISTER_WAIT: Duration = Duration::from_secs(30);
 
+/// How long the producer waits for a free worker before giving up on a dispatch.
+const WAIT_FOR_WORKER: Duration = Duration::from_secs(5);
+
 /// Where the node runs.
 enum Serving {
     InProcess {
+        node: Arc<Node>,
         stop: Option<oneshot::Sender<()>>,
         server: JoinHandle<()>,
     },
     Child(LintelChild),
 }
 
-/// A node, its workers and one producer connection.
+/// Where the workers run.
+enum Workers {
+    Sdk(Vec<WorkerHandle>),
+    Processes(Vec<Proc>),
+}
+
+/// Where the producer runs.
+enum Producing {
+    Sdk(Vec<Client>, Arc<LintelTarget>),
+    Embedded(Arc<EmbeddedTarget>),
+    /// `lintel bench` against this address, one process per round.
+    Process(SocketAddr),
+}
+
+/// A node, its workers and its producer.
 pub struct Lintel {
     serving: Serving,
-    workers: Vec<WorkerHandle>,
-    clients: Vec<Client>,
+    workers: Workers,
+    producing: Producing,
 }
 
 impl Lintel {
-    /// A node with default settings and `workers` echo workers in [`NAMESPACE`]: in this process,
-    /// or as a `lintel serve` child process when `child_process`.
+    /// A node with default settings and `workers` echo workers in [`NAMESPACE`], placed as
+    /// `mode` says.
     ///
     /// # Errors
     /// What failed, as text.
-    pub async fn start(workers: usize, child_process: bool) -> Result<Self, String> {
-        let registrations = (0..workers.max(1))
-            .map(|index| echo_registration(vec![NAMESPACE.to_owned()], index))
-            .collect();
-        if !child_process {
-            return Self::start_with(NodeConfig::default(), registrations).await;
+    pub async fn start(workers: usize, mode: Mode) -> Result<Self, String> {
+        let workers = workers.max(1);
+        let (serving, addr) = if mode.middle_own_process() {
+            let child = LintelChild::start(workers + 100).await?;
+            let addr = child.addr;
+            (Serving::Child(child), addr)
+        } else {
+            serve_in_process(NodeConfig::default())?
+        };
+        let started = if mode.workers_own_processes() {
+            spawn_worker_processes(addr, workers)
+                .await
+                .map(Workers::Processes)
+        } else {
+            let registrations = (0..workers)
+                .map(|index| echo_registration(vec![NAMESPACE.to_owned()], index))
+                .collect();
+            spawn_workers(addr, registrations).await.map(Workers::Sdk)
+        };
+        let workers = match started {
+            Ok(workers) => workers,
+            Err(err) => {
+                stop_serving(serving).await;
+                return Err(err);
+            }
+        };
+        let producing = match (mode.producer(), &serving) {
+            (Producer::OwnProcess, _) => Ok(Producing::Process(addr)),
+            (Producer::InMiddle, Serving::InProcess { node, .. }) => {
+                Ok(Producing::Embedded(Arc::new(EmbeddedTarget {
+                    dispatcher: Arc::clone(node.dispatcher()),
+                    options: dispatch_options(),
+                })))
+            }
+            (Producer::InMiddle, Serving::Child(_)) => {
+                Err("an embedded producer needs the node in this process".to_owned())
+            }
+            (Producer::Harness, _) => sdk_producer(addr, vec![NAMESPACE.to_owned()]).await,
+        };
+        match producing {
+            Ok(producing) => Ok(Self {
+                serving,
+                workers,
+                producing,
+            }),
+            Err(err) => {
+                stop_parts(workers, serving).await;
+                Err(err)
+            }
         }
-        let child = LintelChild::start(workers.max(1) + 100).await?;
-        let addr = child.addr;
-        Self::connect(Serving::Child(child), addr, registrations).await
     }
 
-    /// A node in this process with `config` (its listen address replaced by 127.0.0.1:0) and one
-    /// echo worker per registration.
+    /// A node in this process with `config` (its listen address replaced by 127.0.0.1:0), one SDK
+    /// echo worker per registration and the SDK producer, all in this process; requests go to
+    /// each of `namespaces` in turn.
     ///
     /// # Errors
     /// What failed, as text.
     pub async fn start_with(
-        mut config: NodeConfig,
+        config: NodeConfig,
         registrations: Vec<Register>,
+        namespaces: Vec<String>,
     ) -> Result<Self, String> {
-        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-        let listener = lintel::listener::bind(config.listen, config.backlog)
-            .map_err(|err| format!("cannot bind a loopback port: {err}"))?;
-        let addr = listener.local_addr().map_err(|err| err.to_string())?;
-        let node = Node::new(config).map_err(|err| err.to_string())?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            if let Err(err) = node.serve(listener, shutdown).await {
-                eprintln!("lintel node stopped: {err}");
+        let (serving, addr) = serve_in_process(config)?;
+        let workers = match spawn_workers(addr, registrations).await {
+            Ok(workers) => Workers::Sdk(workers),
+            Err(err) => {
+                stop_serving(serving).await;
+                return Err(err);
             }
-        });
-        let serving = Serving::InProcess {
-            stop: Some(stop),
-            server,
         };
-        Self::connect(serving, addr, registrations).await
-    }
-
-    async fn connect(
-        serving: Serving,
-        addr: SocketAddr,
-        registrations: Vec<Register>,
-    ) -> Result<Self, String> {
-        let workers = spawn_workers(addr, registrations).await?;
-        let mut clients = Vec::new();
-        for _ in 0..PRODUCERS {
-            clients.push(connect_client(addr).await?);
+        match sdk_producer(addr, namespaces).await {
+            Ok(producing) => Ok(Self {
+                serving,
+                workers,
+                producing,
+            }),
+            Err(err) => {
+                stop_parts(workers, serving).await;
+                Err(err)
+            }
         }
-        Ok(Self {
-            serving,
-            workers,
-            clients,
-        })
     }
 
-    /// The request path: `echo` in [`NAMESPACE`].
-    pub fn target(&self) -> Arc<LintelTarget> {
-        Arc::new(LintelTarget::new(
-            self.clients.clone(),
-            vec![NAMESPACE.to_owned()],
-        ))
+    /// The process the node runs in: its own, or the harness's.
+    pub fn middle_pid(&self) -> u32 {
+        match &self.serving {
+            Serving::Child(child) => child.pid(),
+            Serving::InProcess { .. } => std::process::id(),
+        }
     }
 
-    /// The request path: `echo` in each of `namespaces` in turn.
-    pub fn target_over(&self, namespaces: Vec<String>) -> Arc<LintelTarget> {
-        Arc::new(LintelTarget::new(self.clients.clone(), namespaces))
+    /// Runs `load` from wherever the producer is.
+    pub async fn measure(&self, load: &Load) -> Sample {
+        match &self.producing {
+            Producing::Sdk(_, target) => measure::run(target, load).await,
+            Producing::Embedded(target) => measure::run(target, load).await,
+            Producing::Process(addr) => bench_process(*addr, load)
+                .await
+                .unwrap_or_else(Sample::failed_with),
+        }
     }
 
     /// Closes the producer, stops the workers, then drains and stops the node.
     pub async fn stop(self) {
-        for client in &self.clients {
-            client.close().await;
-        }
-        stop_workers(&self.workers).await;
-        match self.serving {
-            Serving::InProcess { stop, mut server } => {
-                if let Some(stop) = stop {
-                    let _ = stop.send(());
-                }
-                let _ = tokio::time::timeout(Duration::from_secs(15), &mut server).await;
+        if let Producing::Sdk(clients, _) = &self.producing {
+            for client in clients {
+                client.close().await;
             }
-            Serving::Child(child) => drop(child),
         }
+        stop_parts(self.workers, self.serving).await;
+    }
+}
+
+/// Stops the workers, then drains and stops the node.
+async fn stop_parts(workers: Workers, serving: Serving) {
+    match workers {
+        Workers::Sdk(workers) => stop_workers(&workers).await,
+        Workers::Processes(procs) => {
+            for proc in procs {
+                proc.stop().await;
+            }
+        }
+    }
+    stop_serving(serving).await;
+}
+
+/// A node with `config` serving on a free loopback port in this process.
+fn serve_in_process(mut config: NodeConfig) -> Result<(Serving, SocketAddr), String> {
+    config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    let listener = lintel::listener::bind(config.listen, config.backlog)
+        .map_err(|err| format!("cannot bind a loopback port: {err}"))?;
+    let addr = listener.local_addr().map_err(|err| err.to_string())?;
+    let node = Arc::new(Node::new(config).map_err(|err| err.to_string())?);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let serving_node = Arc::clone(&node);
+    let server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        if let Err(err) = serving_node.serve(listener, shutdown).await {
+            eprintln!("lintel node stopped: {err}");
+        }
+    });
+    let serving = Serving::InProcess {
+        node,
+        stop: Some(stop),
+        server,
+    };
+    Ok((serving, addr))
+}
+
+async fn stop_serving(serving: Serving) {
+    match serving {
+        Serving::InProcess {
+            stop, mut server, ..
+        } => {
+            if let Some(stop) = stop {
+                let _ = stop.send(());
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(15), &mut server).await;
+        }
+        Serving::Child(child) => drop(child),
+    }
+}
+
+async fn sdk_producer(addr: SocketAddr, namespaces: Vec<String>) -> Result<Producing, String> {
+    let mut clients = Vec::new();
+    for _ in 0..PRODUCERS {
+        clients.push(connect_client(addr).await?);
+    }
+    let target = Arc::new(LintelTarget::new(clients.clone(), namespaces));
+    Ok(Producing::Sdk(clients, target))
+}
+
+fn dispatch_options() -> DispatchOptions {
+    DispatchOptions::default().wait_for_worker(WAIT_FOR_WORKER)
+}
+
+/// `workers` `lintel worker` processes serving `echo` in [`NAMESPACE`] with [`WORKER_CAPACITY`],
+/// each waited for until it says it registered.
+///
+/// # Errors
+/// The first that did not register.
+async fn spawn_worker_processes(addr: SocketAddr, workers: usize) -> Result<Vec<Proc>, String> {
+    let mut procs = Vec::with_capacity(workers);
+    for index in 0..workers {
+        let mut command = tokio::process::Command::new(LINTEL_BIN);
+        command
+            .arg("worker")
+            .args(["--connect", &addr.to_string()])
+            .args(["--namespace", NAMESPACE, "--activity", "echo"])
+            .args(["--concurrency", &WORKER_CAPACITY.to_string()])
+            .args(["--identity", &format!("bench-worker-{index}")])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        let started = Proc::start_ready(
+            command,
+            "lintel worker",
+            "registered as worker",
+            Stream::Stderr,
+        )
+        .await;
+        match started {
+            Ok((proc, _)) => procs.push(proc),
+            Err(err) => {
+                for proc in procs {
+                    proc.stop().await;
+                }
+                return Err(err);
+            }
+        }
+    }
+    Ok(procs)
+}
+
+/// What `lintel bench --json -` prints, as far as the harness reads it.
+#[derive(Debug, Deserialize)]
+struct BenchReport {
+    elapsed_s: f64,
+    p50_us: f64,
+    p99_us: f64,
+    outcomes: BTreeMap<String, u64>,
+}
+
+impl BenchReport {
+    fn sample(mut self) -> Sample {
+        let completed = self.outcomes.remove("completed").unwrap_or(0);
+        Sample {
+            completed,
+            failures: self.outcomes,
+            elapsed: Duration::from_secs_f64(self.elapsed_s.max(0.0)),
+            p50_us: self.p50_us,
+            p99_us: self.p99_us,
+            rps: completed as f64 / self.elapsed_s.max(f64::MIN_POSITIVE),
+        }
+    }
+}
+
+/// Runs `load` as a `lintel bench --workers 0` process against the node at `addr`.
+///
+/// # Errors
+/// It failed or printed no report.
+async fn bench_process(addr: SocketAddr, load: &Load) -> Result<Sample, String> {
+    let seconds = load.duration.as_secs_f64();
+    let mut command = tokio::process::Command::new(LINTEL_BIN);
+    command
+        .arg("bench")
+        .args(["--connect", &addr.to_string(), "--workers", "0"])
+        .args(["--namespace", NAMESPACE])
+        .args(["--concurrency", &load.concurrency.to_string()])
+        .args(["--payload", &load.payload.len().to_string()])
+        .args(["--duration", &seconds.to_string()])
+        .args(["--count", &load.max_count.to_string()])
+        .args(["--json", "-"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null());
+    let limit = load.duration + Duration::from_secs(60);
+    let (status, stdout, stderr) = process::output_within(command, "lintel bench", limit).await?;
+    match serde_json::from_str::<BenchReport>(&stdout) {
+        Ok(report) => Ok(report.sample()),
+        Err(_) => Err(process::failed("lintel bench", status, &stderr)),
     }
 }
 
@@ -164,7 +367,7 @@ impl LintelChild {
             .map_err(|err| format!("no free port: {err}"))?
             .port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let child = Command::new(env!("CARGO_BIN_EXE_lintel"))
+        let child = Command::new(LINTEL_BIN)
             .args(["serve", "--listen", &addr.to_string(), "--max-connections"])
             .arg(max_connections.to_string())
             .env("RUST_LOG", "warn")
@@ -261,7 +464,35 @@ pub async fn connect_client(addr: SocketAddr) -> Result<Client, String> {
         .map_err(|err| format!("cannot connect the lintel producer: {err}"))
 }
 
-/// Dispatches `echo` through one producer connection, over its namespaces in turn.
+/// The `echo` request the harness sends.
+fn echo_request(namespace: String, payload: Bytes) -> DispatchRequest {
+    DispatchRequest {
+        namespace,
+        task_queue: String::new(),
+        activity_type: "echo".into(),
+        node: None,
+        workflow_id: "bench".into(),
+        ordinal: 1,
+        run_id: None,
+        attempt: 1,
+        input: payload,
+        deadline_unix_ms: None,
+    }
+}
+
+/// `Ok` when `result` is an echo of `len` bytes, else its outcome class.
+fn check_echo(result: DispatchResult, len: usize) -> Result<(), String> {
+    match result {
+        DispatchResult::Completed(response) => match response.outcome {
+            ActivityOutcome::Success(echo) if echo.len() == len => Ok(()),
+            ActivityOutcome::Success(echo) => Err(format!("wrong-echo-length {}", echo.len())),
+            ActivityOutcome::Failure { message, .. } => Err(format!("activity-failed: {message}")),
+        },
+        other => Err(lintel::dispatch::outcome::describe(&other)),
+    }
+}
+
+/// Dispatches `echo` through the SDK producer, over its namespaces in turn.
 pub struct LintelTarget {
     clients: Vec<Client>,
     namespaces: Vec<String>,
@@ -275,7 +506,7 @@ impl LintelTarget {
             clients,
             namespaces,
             next: AtomicUsize::new(0),
-            options: DispatchOptions::default().wait_for_worker(Duration::from_secs(5)),
+            options: dispatch_options(),
         }
     }
 }
@@ -289,29 +520,27 @@ impl Target for LintelTarget {
             self.namespaces[at].clone()
         };
         let len = payload.len();
-        let request = DispatchRequest {
-            namespace,
-            task_queue: String::new(),
-            activity_type: "echo".into(),
-            node: None,
-            workflow_id: "bench".into(),
-            ordinal: 1,
-            run_id: None,
-            attempt: 1,
-            input: payload,
-            deadline_unix_ms: None,
-        };
         let client = &self.clients[lane % self.clients.len()];
-        match client.dispatch(request, &self.options).await {
-            Ok(DispatchResult::Completed(response)) => match response.outcome {
-                ActivityOutcome::Success(echo) if echo.len() == len => Ok(()),
-                ActivityOutcome::Success(echo) => Err(format!("wrong-echo-length {}", echo.len())),
-                ActivityOutcome::Failure { message, .. } => {
-                    Err(format!("activity-failed: {message}"))
-                }
-            },
-            Ok(other) => Err(lintel::dispatch::outcome::describe(&other)),
+        match client
+            .dispatch(echo_request(namespace, payload), &self.options)
+            .await
+        {
+            Ok(result) => check_echo(result, len),
             Err(err) => Err(format!("client: {err}")),
         }
+    }
+}
+
+/// Dispatches `echo` in [`NAMESPACE`] through an embedded node's dispatcher, in-process.
+pub struct EmbeddedTarget {
+    dispatcher: Arc<Dispatcher>,
+    options: DispatchOptions,
+}
+
+impl Target for EmbeddedTarget {
+    async fn call(&self, _lane: usize, payload: Bytes) -> Result<(), String> {
+        let len = payload.len();
+        let request = echo_request(NAMESPACE.to_owned(), payload);
+        check_echo(self.dispatcher.dispatch(request, &self.options).await, len)
     }
 }

@@ -1,11 +1,13 @@
-//! The machine a run came from, the open-file limit, and resident memory of a process.
+//! The machine a run came from, the open-file limit, and resident memory and CPU time of a
+//! process.
 
 use std::process::Command;
 
 use serde_json::{json, Value};
 
-/// Cores, kernel, CPU model and date, plus `mode` and whatever `extra` says.
-pub fn describe(mode: &str, extra: Value) -> Value {
+/// Cores, kernel, CPU model, date and commit, plus `run` (what was run, in a line) and whatever
+/// `extra` says.
+pub fn describe(run: &str, extra: Value) -> Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
         .lines()
@@ -23,7 +25,7 @@ pub fn describe(mode: &str, extra: Value) -> Value {
         "kernel": kernel,
         "cpu_model": cpu_model,
         "date": utc_now(),
-        "mode": mode,
+        "run": run,
         "commit": commit(),
     });
     if let (Some(machine), Value::Object(extra)) = (machine.as_object_mut(), extra) {
@@ -128,4 +130,38 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .nth(1)?
         .parse()
         .ok()
+}
+
+/// CPU time process `pid` has used, user plus system, all threads, from `/proc/PID/stat`. The
+/// kernel counts it in clock ticks (10 ms at the usual 100 Hz), so short rounds read coarsely.
+pub fn cpu_time(pid: u32) -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; the fields after its last `)` do not.
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .collect();
+    // Fields 14 and 15 of the line (utime, stime); the state, field 3, is fields[0] here.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    let ticks = utime + stime;
+    let hz = clock_ticks_per_second();
+    Some(
+        std::time::Duration::from_secs(ticks / hz)
+            + std::time::Duration::from_nanos((ticks % hz) * 1_000_000_000 / hz),
+    )
+}
+
+/// `getconf CLK_TCK` (std cannot call sysconf), read once; 100 when it cannot be read.
+fn clock_ticks_per_second() -> u64 {
+    static HZ: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *HZ.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
+            .filter(|hz| *hz > 0)
+            .unwrap_or(100)
+    })
 }

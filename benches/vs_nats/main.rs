@@ -4,22 +4,33 @@
 //! ```sh
 //! cargo bench --bench vs_nats -- --quick      # under a minute; results in target/vs-nats-quick/
 //! cargo bench --bench vs_nats                 # 5 rounds x 5 s per system and scenario
+//! cargo bench --bench vs_nats -- --mode embedded   # the producer inside lintel's node
 //! cargo bench --bench vs_nats -- --scaling    # connections, pools, payload, idle memory
 //! ```
 //!
+//! By default (`--mode all`) every system's middle (`lintel serve`, nats-server, the floor's
+//! relay), each of its workers and its producer run in processes of their own; see [`mode`].
+//! The NATS and floor pieces are this binary started again in a peer role (`process`, `peer`).
+//!
 //! # Layout
-//! - `measure`: closed-loop load and percentiles; `systems`: the three systems behind one enum;
-//!   `lintel`, `nats`, `floor`: each system; `compare`: the interleaved scenario grid;
-//!   `scaling`: the scaling mode; `report`: JSON and table; `plot`: the SVG;
-//!   `machine`: machine facts, open-file limit, resident memory.
+//! - `mode`: where each piece runs; `kind`: the three systems; `systems`: them behind one enum;
+//!   `lintel`, `nats`, `floor`: each system; `process`: child processes and the peer protocol;
+//!   `peer`: the peer roles; `measure`: closed-loop load and percentiles; `compare`: the
+//!   interleaved scenario grid and per-round ratios; `scaling`: the scaling mode; `report`: JSON
+//!   and table; `plot`: the SVG; `machine`: machine facts, open-file limit, memory and CPU time
+//!   of a process.
 
 mod compare;
 mod floor;
+mod kind;
 mod lintel;
 mod machine;
 mod measure;
+mod mode;
 mod nats;
+mod peer;
 mod plot;
+mod process;
 mod report;
 mod scaling;
 mod systems;
@@ -32,10 +43,12 @@ use clap::Parser;
 use serde_json::json;
 
 use crate::compare::Settings;
-use crate::systems::Kind;
+use crate::kind::Kind;
+use crate::mode::Mode;
+use crate::process::{Launcher, Role};
 
-/// The allocator the `lintel` binary ships with; every system measured in this process
-/// (lintel, the NATS client and responders, the floor) runs on it alike.
+/// The allocator the `lintel` binary ships with; every system measured in this process (and in
+/// its peer processes) runs on it alike.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -48,6 +61,12 @@ struct Args {
     /// Run the scaling tests instead of the side-by-side grid.
     #[arg(long)]
     scaling: bool,
+    /// Where each system's pieces run: `all` (middle, workers and producer each in their own
+    /// processes), `middle` (only the middle in its own process), `embedded` (the producer in
+    /// the middle's process, workers in their own; NATS left out) or `diagnostic` (everything
+    /// in the harness but nats-server; not for publication).
+    #[arg(long, value_enum, default_value_t = Mode::All)]
+    mode: Mode,
     /// Rounds per system and scenario; each metric is the median of the rounds
     /// [default: 5, scaling 3, quick 1].
     #[arg(long)]
@@ -61,10 +80,6 @@ struct Args {
     /// Where results go [default: bench-results, or target/vs-nats-quick with --quick].
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Run lintel's node as a `lintel serve` child process, as nats-server runs, instead of in
-    /// the harness process.
-    #[arg(long)]
-    lintel_process: bool,
     /// Leave NATS out.
     #[arg(long)]
     no_nats: bool,
@@ -83,6 +98,15 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // Started by the harness as a peer process: do that and nothing else.
+    match Role::from_env() {
+        Some(Ok(role)) => return peer::run(role),
+        Some(Err(err)) => {
+            eprintln!("vs_nats peer: {err}");
+            return ExitCode::FAILURE;
+        }
+        None => {}
+    }
     let args = Args::parse();
     if !args.bench {
         println!("vs_nats is a benchmark: run it with `cargo bench --bench vs_nats [-- --quick]`");
@@ -95,6 +119,13 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("cannot start the tokio runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let launcher = match Launcher::this_binary() {
+        Ok(launcher) => launcher,
+        Err(err) => {
+            eprintln!("vs_nats: {err}");
             return ExitCode::FAILURE;
         }
     };
@@ -115,11 +146,19 @@ fn main() -> ExitCode {
         runs: args.runs.unwrap_or(default_runs).max(1),
         seconds: args.seconds.unwrap_or(default_seconds).max(0.01),
         max_count: args.max_count.max(1),
-        lintel_child: args.lintel_process,
+        mode: args.mode,
+        launcher,
     };
     let nats_wanted = args.only.is_empty() || args.only.iter().any(|o| o == "nats");
     let server_bin = if args.no_nats || !nats_wanted {
         println!("NATS left out; its results are recorded as null");
+        None
+    } else if !args.scaling && !args.mode.runs(Kind::Nats) {
+        println!(
+            "NATS has no {} layout (nats-server cannot run inside another process); its results \
+             are recorded as null",
+            args.mode.key()
+        );
         None
     } else {
         match nats::find_or_install() {
@@ -149,19 +188,25 @@ fn main() -> ExitCode {
     }
 }
 
-fn mode(args: &Args, settings: &Settings) -> String {
+/// The run in one line: what, how long, which mode.
+fn describe_run(args: &Args, settings: &Settings) -> String {
     format!(
-        "{}{}: {} round(s) x {} s per system and scenario; lintel node {}",
+        "{}{}: {} round(s) x {} s per system and scenario; mode {}",
         if args.scaling { "scaling" } else { "compare" },
         if args.quick { " quick" } else { "" },
         settings.runs,
         settings.seconds,
-        if settings.lintel_child {
-            "in a lintel serve child process"
-        } else {
-            "in the harness process"
-        }
+        settings.mode.key(),
     )
+}
+
+/// `vs-nats.json` for the default mode, `vs-nats-<mode>.<ext>` for the others, so a run in
+/// another mode never replaces the all-separate results.
+fn result_file(out: &Path, mode: Mode, ext: &str) -> PathBuf {
+    match mode {
+        Mode::All => out.join(format!("vs-nats.{ext}")),
+        other => out.join(format!("vs-nats-{}.{ext}", other.key())),
+    }
 }
 
 async fn run_compare(
@@ -183,6 +228,7 @@ async fn run_compare(
     let kinds: Vec<Kind> = Kind::ALL
         .into_iter()
         .filter(|k| *k != Kind::Nats || server.is_some())
+        .filter(|k| settings.mode.runs(*k))
         .filter(|k| args.only.is_empty() || args.only.iter().any(|o| o == k.key()))
         .collect();
     // Taken before measuring, so the date and commit are those of the build being measured.
@@ -191,7 +237,7 @@ async fn run_compare(
         "seconds_per_round": settings.seconds,
         "nats_server": server.as_ref().map(|s| s.version.clone()),
     });
-    let machine = machine::describe(&mode(args, settings), extra);
+    let machine = machine::describe(&describe_run(args, settings), extra);
     let mut scenarios = if args.quick {
         compare::grid(&[1, 64, 256], &[4], &[64, 4 << 10, 64 << 10])
     } else {
@@ -201,10 +247,16 @@ async fn run_compare(
         scenarios.retain(|scenario| args.scenarios.contains(&scenario.name()));
     }
     println!(
-        "{} scenarios x {} systems, {}",
+        "{} scenarios x {} systems, {}\n{}{}",
         scenarios.len(),
         kinds.len(),
-        mode(args, settings)
+        describe_run(args, settings),
+        settings.mode.label(),
+        if settings.mode.publishable() {
+            ""
+        } else {
+            "\nDIAGNOSTIC, NOT FOR PUBLICATION"
+        }
     );
     let started = Instant::now();
     let mut outcomes = Vec::new();
@@ -212,12 +264,10 @@ async fn run_compare(
         let outcome = compare::run_scenario(scenario, &kinds, server.as_ref(), settings).await;
         let brief: Vec<String> = Kind::ALL
             .iter()
-            .map(
-                |kind| match outcome.results.get(kind).and_then(Option::as_ref) {
-                    Some(s) => format!("{} {:.1}us {:.0}/s", kind.key(), s.p50_us, s.rps),
-                    None => format!("{} -", kind.key()),
-                },
-            )
+            .map(|&kind| match outcome.sample(kind) {
+                Some(s) => format!("{} {:.1}us {:.0}/s", kind.key(), s.p50_us, s.rps),
+                None => format!("{} -", kind.key()),
+            })
             .collect();
         println!(
             "[{:>2}/{}] {:>6.1}s {:<16} {}",
@@ -229,11 +279,12 @@ async fn run_compare(
         );
         outcomes.push(outcome);
     }
-    let doc = report::to_json(machine.clone(), &outcomes);
-    let json_path = out.join("vs-nats.json");
+    let doc = report::to_json(machine.clone(), settings.mode, &outcomes);
+    let json_path = result_file(out, settings.mode, "json");
     report::write_json(&json_path, &doc)?;
-    println!("\n{}", report::table(&outcomes));
-    let svg_path = out.join("vs-nats.svg");
+    println!("\n{}", report::table(settings.mode, &outcomes));
+    println!("wrote {}", json_path.display());
+    let svg_path = result_file(out, settings.mode, "svg");
     let subtitle = format!(
         "{} cores, {}, kernel {}, {}, commit {}; {}",
         machine["cores"],
@@ -241,10 +292,12 @@ async fn run_compare(
         machine["kernel"].as_str().unwrap_or("?"),
         machine["date"].as_str().unwrap_or("?"),
         machine["commit"].as_str().unwrap_or("?"),
-        machine["mode"].as_str().unwrap_or("?"),
+        settings.mode.label(),
     );
-    plot::draw(&svg_path, &outcomes, 4, 64, &subtitle)?;
-    println!("wrote {} and {}", json_path.display(), svg_path.display());
+    match plot::draw(&svg_path, &outcomes, 4, 64, settings.mode, &subtitle) {
+        Ok(()) => println!("wrote {}", svg_path.display()),
+        Err(err) => println!("plot skipped: {err}"),
+    }
     Ok(())
 }
 
@@ -260,9 +313,9 @@ async fn run_scaling(
         scaling::Levels::full()
     };
     levels.sections.clone_from(&args.sections);
-    println!("scaling, {}", mode(args, settings));
+    println!("scaling, {}", describe_run(args, settings));
     let machine = machine::describe(
-        &mode(args, settings),
+        &describe_run(args, settings),
         json!({ "runs": settings.runs, "seconds_per_round": settings.seconds }),
     );
     let mut doc = scaling::run(&levels, settings, server_bin).await;

@@ -47,8 +47,8 @@ impl Load {
     }
 }
 
-/// What one run measured.
-#[derive(Debug, Clone, Default)]
+/// What one run measured; peer processes hand it back as JSON.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Sample {
     /// Requests whose echo came back whole.
     pub completed: u64,
@@ -64,6 +64,14 @@ pub struct Sample {
 impl Sample {
     pub fn failed(&self) -> u64 {
         self.failures.values().sum()
+    }
+
+    /// A run that could not happen at all: nothing completed, one failure of class `why`.
+    pub fn failed_with(why: String) -> Self {
+        Self {
+            failures: BTreeMap::from([(why, 1)]),
+            ..Self::default()
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! NATS under test: `nats-server` as a child process on a free loopback port, `workers`
 //! responders in one queue group on one subject echoing through async-nats, and one async-nats
-//! requester calling `request`.
+//! requester calling `request`. Responders and requester run in the harness or in peer
+//! processes, as the [`Mode`] says; NATS has no embedded layout.
 
+use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::PathBuf;
@@ -14,7 +16,10 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 
-use crate::measure::Target;
+use crate::kind::Kind;
+use crate::measure::{self, Load, Sample, Target};
+use crate::mode::{Mode, Producer};
+use crate::process::{Launcher, LoadSpec, Proc, Role};
 
 /// The subject requests go to.
 pub const SUBJECT: &str = "bench.echo";
@@ -168,72 +173,140 @@ pub fn free_port() -> std::io::Result<u16> {
     Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// `workers` echo responders and one requester against a running server.
+/// NATS set up for one scenario: `workers` echo responders in the harness or in processes of
+/// their own, and one requester in the harness or in a process per round.
 pub struct Nats {
     responders: JoinSet<()>,
-    requester: async_nats::Client,
+    procs: Vec<Proc>,
+    requester: Requester,
+    server_pid: u32,
+}
+
+enum Requester {
+    Harness(async_nats::Client, Arc<NatsTarget>),
+    Process(Launcher, String),
 }
 
 impl Nats {
-    /// Connects `workers` responders in one queue group, waits until the server has their
-    /// subscriptions, then connects the requester.
+    /// Connects the responders where `mode` puts them, each one subscribed before the next
+    /// starts, then the requester.
     ///
     /// # Errors
     /// What failed, as text.
-    pub async fn start(server: &NatsServer, workers: usize) -> Result<Self, String> {
-        let mut responders = JoinSet::new();
-        for _ in 0..workers.max(1) {
-            let client = connect(server).await?;
-            let mut messages = client
-                .queue_subscribe(SUBJECT, QUEUE_GROUP.to_owned())
-                .await
-                .map_err(|err| format!("nats subscribe failed: {err}"))?;
-            // A flush is a PING/PONG round trip: the server has the subscription after it.
-            client
-                .flush()
-                .await
-                .map_err(|err| format!("nats flush failed: {err}"))?;
-            responders.spawn(async move {
-                while let Some(message) = messages.next().await {
-                    if let Some(reply) = message.reply {
-                        if client.publish(reply, message.payload).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
+    pub async fn start(
+        server: &NatsServer,
+        workers: usize,
+        mode: Mode,
+        launcher: &Launcher,
+    ) -> Result<Self, String> {
+        if !mode.runs(Kind::Nats) {
+            return Err(format!("NATS has no {} layout", mode.key()));
         }
-        let requester = connect(server).await?;
+        let url = server.url();
+        let mut responders = JoinSet::new();
+        let mut procs = Vec::new();
+        for _ in 0..workers.max(1) {
+            if mode.workers_own_processes() {
+                let role = Role::NatsResponder { url: url.clone() };
+                procs.push(launcher.serve(&role).await?.0);
+            } else {
+                responders.spawn(responder(&url).await?);
+            }
+        }
+        let requester = if mode.producer() == Producer::OwnProcess {
+            Requester::Process(launcher.clone(), url)
+        } else {
+            let client = connect(&url).await?;
+            let target = Arc::new(NatsTarget {
+                client: client.clone(),
+            });
+            Requester::Harness(client, target)
+        };
         Ok(Self {
             responders,
+            procs,
             requester,
+            server_pid: server.pid(),
         })
     }
 
-    pub fn target(&self) -> Arc<NatsTarget> {
-        Arc::new(NatsTarget {
-            client: self.requester.clone(),
-        })
+    /// nats-server's process.
+    pub fn middle_pid(&self) -> u32 {
+        self.server_pid
+    }
+
+    /// Runs `load` from wherever the requester is.
+    pub async fn measure(&self, load: &Load) -> Sample {
+        match &self.requester {
+            Requester::Harness(_, target) => measure::run(target, load).await,
+            Requester::Process(launcher, url) => {
+                let spec = LoadSpec::of(load);
+                let role = Role::NatsRequester {
+                    url: url.clone(),
+                    load: spec.clone(),
+                };
+                launcher
+                    .measure(&role, &spec)
+                    .await
+                    .unwrap_or_else(Sample::failed_with)
+            }
+        }
     }
 
     /// Closes the requester and every responder.
     pub async fn stop(mut self) {
-        let _ = self.requester.drain().await;
+        if let Requester::Harness(client, _) = &self.requester {
+            let _ = client.drain().await;
+        }
         self.responders.shutdown().await;
+        for proc in self.procs {
+            proc.stop().await;
+        }
     }
 }
 
-async fn connect(server: &NatsServer) -> Result<async_nats::Client, String> {
+/// Connects one echo responder in the queue group and returns once the server has its
+/// subscription; the future it returns answers requests until the connection ends.
+///
+/// # Errors
+/// What failed, as text.
+pub async fn responder(url: &str) -> Result<impl Future<Output = ()> + Send + 'static, String> {
+    let client = connect(url).await?;
+    let mut messages = client
+        .queue_subscribe(SUBJECT, QUEUE_GROUP.to_owned())
+        .await
+        .map_err(|err| format!("nats subscribe failed: {err}"))?;
+    // A flush is a PING/PONG round trip: the server has the subscription after it.
+    client
+        .flush()
+        .await
+        .map_err(|err| format!("nats flush failed: {err}"))?;
+    Ok(async move {
+        while let Some(message) = messages.next().await {
+            if let Some(reply) = message.reply {
+                if client.publish(reply, message.payload).await.is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// A requester connection to `url`.
+///
+/// # Errors
+/// The connect error, as text.
+pub async fn connect(url: &str) -> Result<async_nats::Client, String> {
     async_nats::ConnectOptions::new()
         .request_timeout(Some(Duration::from_secs(10)))
-        .connect(server.url())
+        .connect(url)
         .await
         .map_err(|err| format!("cannot connect to nats-server: {err}"))
 }
 
 /// Requests on [`SUBJECT`] through one async-nats connection.
 pub struct NatsTarget {
-    client: async_nats::Client,
+    pub client: async_nats::Client,
 }
 
 impl Target for NatsTarget {

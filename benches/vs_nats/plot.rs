@@ -6,7 +6,8 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::compare::{payload_label, Outcome};
-use crate::systems::Kind;
+use crate::kind::Kind;
+use crate::mode::Mode;
 
 /// `(concurrency, p50 us, rps)`.
 type Point = (f64, f64, f64);
@@ -25,7 +26,7 @@ fn series(outcomes: &[Outcome], kind: Kind, workers: usize, payload: usize) -> V
         .iter()
         .filter(|o| o.scenario.workers == workers && o.scenario.payload_bytes == payload)
         .filter_map(|o| {
-            let sample = o.results.get(&kind)?.as_ref()?;
+            let sample = o.sample(kind)?;
             Some((o.scenario.concurrency as f64, sample.p50_us, sample.rps))
         })
         .collect();
@@ -33,16 +34,17 @@ fn series(outcomes: &[Outcome], kind: Kind, workers: usize, payload: usize) -> V
     points
 }
 
-/// Draws the family `workers` × `payload` from `outcomes` into an SVG at `path`; `subtitle` names
-/// the machine and the run.
+/// Draws the family `workers` × `payload` from `outcomes`, measured in `mode`, into an SVG at
+/// `path`; `subtitle` names the machine and the run.
 ///
 /// # Errors
-/// Why drawing failed, as text.
+/// Why drawing failed, as text: also when `outcomes` has no scenario of the family.
 pub fn draw(
     path: &Path,
     outcomes: &[Outcome],
     workers: usize,
     payload: usize,
+    mode: Mode,
     subtitle: &str,
 ) -> Result<(), String> {
     let all: Vec<(Kind, Vec<Point>)> = Kind::ALL
@@ -72,8 +74,14 @@ pub fn draw(
     let fail = |err: &dyn std::fmt::Display| format!("plot {}: {err}", path.display());
     root.fill(&WHITE).map_err(|e| fail(&e))?;
     let title = format!(
-        "lintel vs NATS vs TCP relay floor: {workers} workers, {} payload",
-        payload_label(payload)
+        "lintel vs NATS vs TCP relay floor: {workers} workers, {} payload, mode {}{}",
+        payload_label(payload),
+        mode.key(),
+        if mode.publishable() {
+            ""
+        } else {
+            " (DIAGNOSTIC, NOT FOR PUBLICATION)"
+        }
     );
     let root = root
         .titled(&title, ("sans-serif", 24))

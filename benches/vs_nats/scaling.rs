@@ -10,12 +10,12 @@ use lintel::NodeConfig;
 use serde_json::{json, Value};
 
 use crate::compare::{self, Scenario, Settings};
+use crate::kind::Kind;
 use crate::lintel::{self as lintel_sys, Lintel, LintelChild, LintelTarget};
 use crate::machine;
 use crate::measure::{self, Load, Sample, Target};
 use crate::nats::{self, NatsServer};
 use crate::report::sample_json;
-use crate::systems::Kind;
 
 /// The levels to walk.
 #[derive(Debug, Clone)]
@@ -115,7 +115,10 @@ pub async fn run(
 
     let mut by_payload = Value::Null;
     if wanted("payload") {
-        println!("\n== payload growth, lintel vs NATS vs floor (4 workers)");
+        println!(
+            "\n== payload growth, lintel vs NATS vs floor (4 workers, mode {})",
+            settings.mode.key()
+        );
         by_payload = self::by_payload(&levels.payloads, settings, server_bin).await;
     }
 
@@ -202,6 +205,26 @@ async fn median_run<T: Target>(
     measure::median_of(&rounds)
 }
 
+/// [`median_run`] through a lintel set up with [`Lintel::start_with`].
+async fn median_run_on(
+    lintel: &Lintel,
+    concurrency: usize,
+    payload: usize,
+    settings: &Settings,
+) -> Sample {
+    let warmup = Load::new(concurrency, settings.warmup(), settings.max_count, payload);
+    lintel.measure(&warmup).await;
+    let load = Load {
+        duration: settings.round(),
+        ..warmup
+    };
+    let mut rounds = Vec::new();
+    for _ in 0..settings.runs.max(1) {
+        rounds.push(lintel.measure(&load).await);
+    }
+    measure::median_of(&rounds)
+}
+
 fn print_row(label: &str, c1: &Sample, c64: &Sample, extra: &str) {
     println!(
         "  {label:<22} c=1: p50 {:>8.1} us  p99 {:>8.1} us | c=64: {:>9.0} rps  p50 {:>8.1} us{extra}",
@@ -266,9 +289,6 @@ async fn by_pools(levels: &[usize], settings: &Settings) -> Result<Vec<Value>, S
             max_set_len: POOLS_PER_WORKER,
             ..NodeConfig::default()
         };
-        let started = Instant::now();
-        let lintel = Lintel::start_with(config, registrations).await?;
-        let registered_in = started.elapsed();
         // A stride coprime to the count visits every pool, in an order that hops between workers.
         let stride = (0..)
             .map(|k| 7_919 + k)
@@ -277,9 +297,11 @@ async fn by_pools(levels: &[usize], settings: &Settings) -> Result<Vec<Value>, S
         let order: Vec<String> = (0..pools)
             .map(|i| names[(i * stride) % pools].clone())
             .collect();
-        let target = lintel.target_over(order);
-        let c1 = median_run(&target, 1, 64, settings).await;
-        let c64 = median_run(&target, 64, 64, settings).await;
+        let started = Instant::now();
+        let lintel = Lintel::start_with(config, registrations, order).await?;
+        let registered_in = started.elapsed();
+        let c1 = median_run_on(&lintel, 1, 64, settings).await;
+        let c64 = median_run_on(&lintel, 64, 64, settings).await;
         print_row(
             &format!("{pools} pools"),
             &c1,
@@ -323,6 +345,7 @@ async fn by_payload(
     let kinds: Vec<Kind> = Kind::ALL
         .into_iter()
         .filter(|k| *k != Kind::Nats || server.is_some())
+        .filter(|k| settings.mode.runs(*k))
         .collect();
     let mut rows = Vec::new();
     for &payload_bytes in payloads {
@@ -334,7 +357,7 @@ async fn by_payload(
                 payload_bytes,
             };
             let outcome = compare::run_scenario(&scenario, &kinds, server.as_ref(), settings).await;
-            let cell = |kind: Kind| outcome.results.get(&kind).and_then(Option::as_ref);
+            let cell = |kind: Kind| outcome.sample(kind);
             let line: Vec<String> = Kind::ALL
                 .iter()
                 .map(|&kind| match cell(kind) {

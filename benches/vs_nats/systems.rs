@@ -1,86 +1,68 @@
-//! The three systems side by side: set each up for a scenario, measure them in turn, tear down.
+//! The three systems behind one enum: set each up for a scenario in a [`Mode`], measure it,
+//! tear it down.
 
-use std::sync::Arc;
-
-use crate::floor::{Floor, FloorClient};
-use crate::lintel::{Lintel, LintelTarget};
-use crate::measure::{self, Load, Sample};
-use crate::nats::{Nats, NatsServer, NatsTarget};
-
-/// Which system, in the order they are measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
-    Lintel,
-    Nats,
-    Floor,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Lintel, Kind::Nats, Kind::Floor];
-
-    pub fn key(self) -> &'static str {
-        match self {
-            Kind::Lintel => "lintel",
-            Kind::Nats => "nats",
-            Kind::Floor => "floor",
-        }
-    }
-}
+use crate::floor::Floor;
+use crate::kind::Kind;
+use crate::lintel::Lintel;
+use crate::measure::{Load, Sample};
+use crate::mode::Mode;
+use crate::nats::{Nats, NatsServer};
+use crate::process::Launcher;
 
 /// One system set up for a scenario.
 pub enum Running {
-    Lintel(Lintel, Arc<LintelTarget>),
-    Nats(Nats, Arc<NatsTarget>),
-    Floor(Floor, Arc<FloorClient>),
+    Lintel(Lintel),
+    Nats(Nats),
+    Floor(Floor),
 }
 
 impl Running {
-    /// Sets up `kind` with `workers` echo workers; NATS needs a running `server`; lintel's node
-    /// runs as a child process when `lintel_child`.
+    /// Sets up `kind` with `workers` echo workers, placed as `mode` says; NATS needs a running
+    /// `server`; peer processes start through `launcher`.
     ///
     /// # Errors
     /// Why it could not be set up, as text.
     pub async fn start(
         kind: Kind,
         workers: usize,
+        mode: Mode,
         server: Option<&NatsServer>,
-        lintel_child: bool,
+        launcher: &Launcher,
     ) -> Result<Self, String> {
         match kind {
-            Kind::Lintel => {
-                let lintel = Lintel::start(workers, lintel_child).await?;
-                let target = lintel.target();
-                Ok(Running::Lintel(lintel, target))
-            }
+            Kind::Lintel => Ok(Running::Lintel(Lintel::start(workers, mode).await?)),
             Kind::Nats => {
                 let server = server.ok_or("nats-server is not available")?;
-                let nats = Nats::start(server, workers).await?;
-                let target = nats.target();
-                Ok(Running::Nats(nats, target))
+                Ok(Running::Nats(
+                    Nats::start(server, workers, mode, launcher).await?,
+                ))
             }
-            Kind::Floor => {
-                let floor = Floor::start(workers)
-                    .await
-                    .map_err(|err| format!("floor: {err}"))?;
-                let target = floor.target();
-                Ok(Running::Floor(floor, target))
-            }
+            Kind::Floor => Ok(Running::Floor(Floor::start(workers, mode, launcher).await?)),
+        }
+    }
+
+    /// The process the system's middle runs in, whose CPU time is reported.
+    pub fn middle_pid(&self) -> u32 {
+        match self {
+            Running::Lintel(system) => system.middle_pid(),
+            Running::Nats(system) => system.middle_pid(),
+            Running::Floor(system) => system.middle_pid(),
         }
     }
 
     pub async fn measure(&self, load: &Load) -> Sample {
         match self {
-            Running::Lintel(_, target) => measure::run(target, load).await,
-            Running::Nats(_, target) => measure::run(target, load).await,
-            Running::Floor(_, target) => measure::run(target, load).await,
+            Running::Lintel(system) => system.measure(load).await,
+            Running::Nats(system) => system.measure(load).await,
+            Running::Floor(system) => system.measure(load).await,
         }
     }
 
     pub async fn stop(self) {
         match self {
-            Running::Lintel(system, _) => system.stop().await,
-            Running::Nats(system, _) => system.stop().await,
-            Running::Floor(system, _) => system.stop().await,
+            Running::Lintel(system) => system.stop().await,
+            Running::Nats(system) => system.stop().await,
+            Running::Floor(system) => system.stop().await,
         }
     }
 }

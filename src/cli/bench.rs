@@ -1,6 +1,7 @@
 //! `lintel bench`: closed-loop load against a running node, with its own echo workers.
 
-use std::path::PathBuf;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -22,13 +23,15 @@ pub(super) struct Args {
     /// Input bytes per dispatch.
     #[arg(long, default_value_t = 64)]
     payload: usize,
-    /// Run for this many seconds [default: 5 when no --count].
-    #[arg(long, conflicts_with = "count")]
+    /// Run for this many seconds [default: 5 when no --count]; with --count too, whichever
+    /// ends first.
+    #[arg(long)]
     duration: Option<f64>,
     /// Run this many dispatches.
     #[arg(long)]
     count: Option<u64>,
-    /// Write the report as JSON here.
+    /// Write the report as JSON to this file, or to stdout with `-` (the summary line then
+    /// goes to stderr).
     #[arg(long)]
     json: Option<PathBuf>,
     /// Echo workers to start against the node; 0 uses the workers already there.
@@ -95,8 +98,9 @@ pub(super) async fn run(args: Args) -> ExitCode {
     for worker in &workers {
         worker.drain(Duration::from_secs(5)).await;
     }
-    println!(
-        "{} dispatches in {:.2}s: {:.0}/s  p50 {} us  p99 {} us  p99.9 {} us",
+    let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
+    let mut summary = format!(
+        "{} dispatches in {:.2}s: {:.0}/s  p50 {:.1} us  p99 {:.1} us  p99.9 {:.1} us\n",
         report.dispatches,
         report.elapsed_s,
         report.rps,
@@ -105,12 +109,24 @@ pub(super) async fn run(args: Args) -> ExitCode {
         report.p999_us
     );
     for (class, count) in &report.outcomes {
-        println!("  {class}: {count}");
+        let _ = writeln!(summary, "  {class}: {count}");
+    }
+    if json_to_stdout {
+        eprint!("{summary}");
+    } else {
+        print!("{summary}");
     }
     if let Some(path) = &args.json {
-        let written = serde_json::to_vec_pretty(&report)
+        let written = serde_json::to_string_pretty(&report)
             .map_err(|err| err.to_string())
-            .and_then(|json| std::fs::write(path, json).map_err(|err| err.to_string()));
+            .and_then(|json| {
+                if json_to_stdout {
+                    println!("{json}");
+                    Ok(())
+                } else {
+                    std::fs::write(path, json).map_err(|err| err.to_string())
+                }
+            });
         if let Err(err) = written {
             return fail(format!("cannot write {}: {err}", path.display()));
         }

@@ -33,15 +33,21 @@ pub(super) struct Load {
     pub(super) progress: bool,
 }
 
-/// What happened.
+/// What happened; `--json` writes it as is.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct Report {
+    pub(super) concurrency: usize,
+    pub(super) payload_bytes: usize,
+    /// Dispatches that ended, whatever their outcome.
     pub(super) dispatches: u64,
     pub(super) elapsed_s: f64,
+    /// `dispatches` per second of `elapsed_s`.
     pub(super) rps: f64,
-    pub(super) p50_us: u64,
-    pub(super) p99_us: u64,
-    pub(super) p999_us: u64,
+    /// Latency percentiles over every dispatch that ended, in microseconds to three
+    /// significant digits (recorded in nanoseconds).
+    pub(super) p50_us: f64,
+    pub(super) p99_us: f64,
+    pub(super) p999_us: f64,
     /// Dispatches per outcome class; `completed` counts successful completions.
     pub(super) outcomes: BTreeMap<String, u64>,
 }
@@ -58,8 +64,8 @@ impl Report {
 /// # Errors
 /// Only if the latency histogram cannot be made.
 pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, CreationError> {
-    // Latencies from 1 us to an hour, to three significant digits.
-    let histogram = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
+    // Latencies in nanoseconds from 1 ns to an hour, to three significant digits.
+    let histogram = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
     let remaining = Arc::new(AtomicU64::new(load.count.unwrap_or(u64::MAX)));
     let done = Arc::new(AtomicU64::new(0));
     let deadline = load.duration.map(|d| Instant::now() + d);
@@ -105,8 +111,8 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
                     Ok(result) => class_of(&result),
                     Err(_) => "connection-lost",
                 };
-                let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
-                latencies.saturating_record(micros.max(1));
+                let nanos = u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                latencies.saturating_record(nanos.max(1));
                 done.fetch_add(1, Ordering::Relaxed);
                 *outcomes.entry(class).or_default() += 1;
                 if class == "connection-lost" {
@@ -150,8 +156,10 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
     }
     let elapsed = started.elapsed().as_secs_f64();
     let dispatches = latencies.len();
-    let percentile = |q: f64| latencies.value_at_quantile(q);
+    let percentile = |q: f64| latencies.value_at_quantile(q) as f64 / 1_000.0;
     Ok(Report {
+        concurrency: load.concurrency.max(1),
+        payload_bytes: load.payload,
         dispatches,
         elapsed_s: elapsed,
         rps: if elapsed > 0.0 {

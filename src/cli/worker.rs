@@ -1,4 +1,7 @@
 //! `lintel worker`: a worker running the built-in activities until interrupted, then draining.
+//!
+//! Each registration prints `registered as worker ...` on stderr; scripts (and the vs_nats
+//! harness) wait for that line before sending work.
 
 use std::process::ExitCode;
 use std::time::Duration;
