@@ -68,6 +68,8 @@ pub struct NodeConfig {
     pub max_set_len: usize,
     /// When set, every hello must carry this token.
     pub auth_token: Option<String>,
+    /// Runtime threads for `lintel serve`: 1 is one thread, N > 1 a pool of N, 0 the default.
+    pub threads: usize,
 }
 
 impl Default for NodeConfig {
@@ -90,6 +92,7 @@ impl Default for NodeConfig {
             max_name_len: 256,
             max_set_len: 64,
             auth_token: None,
+            threads: 0,
         }
     }
 }

@@ -5,6 +5,7 @@ mod demo;
 mod dispatch;
 mod exit;
 mod loadgen;
+mod runtime;
 mod serve;
 mod signal;
 mod status;
@@ -20,6 +21,10 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Runtime threads: 1 runs everything on one thread, N > 1 a pool of N; 0 or absent takes
+    /// the default (one thread, the measured best on small machines; see the README).
+    #[arg(long, global = true, env = "LINTEL_THREADS")]
+    threads: Option<usize>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -42,10 +47,19 @@ enum Command {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `serve` reads its config file before the runtime exists: the file may choose the threads.
+    let (command, config_threads) = match cli.command {
+        Command::Serve(args) => match serve::load(args) {
+            Ok(config) => {
+                let threads = config.threads;
+                (Loaded::Serve(Box::new(config)), threads)
+            }
+            Err(code) => return code,
+        },
+        other => (Loaded::Other(other), 0),
+    };
+    let threads = cli.threads.unwrap_or(config_threads);
+    let runtime = match runtime::build(threads) {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -53,15 +67,22 @@ pub fn run() -> ExitCode {
         }
     };
     runtime.block_on(async {
-        match cli.command {
-            Command::Serve(args) => serve::run(args).await,
-            Command::Worker(args) => worker::run(args).await,
-            Command::Dispatch(args) => dispatch::run(args).await,
-            Command::Status(args) => status::run(args).await,
-            Command::Demo(args) => demo::run(args).await,
-            Command::Bench(args) => bench::run(args).await,
+        match command {
+            Loaded::Serve(config) => serve::run(*config).await,
+            Loaded::Other(Command::Serve(_)) => ExitCode::FAILURE,
+            Loaded::Other(Command::Worker(args)) => worker::run(args).await,
+            Loaded::Other(Command::Dispatch(args)) => dispatch::run(args).await,
+            Loaded::Other(Command::Status(args)) => status::run(args).await,
+            Loaded::Other(Command::Demo(args)) => demo::run(args).await,
+            Loaded::Other(Command::Bench(args)) => bench::run(args).await,
         }
     })
+}
+
+/// A subcommand ready to run: `serve` with its config loaded.
+enum Loaded {
+    Serve(Box<crate::config::NodeConfig>),
+    Other(Command),
 }
 
 /// Logs go to stderr through tracing, filtered by `RUST_LOG` (default `info`).

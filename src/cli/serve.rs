@@ -36,12 +36,13 @@ pub(super) struct Args {
     drain_timeout_ms: Option<u64>,
 }
 
-pub(super) async fn run(args: Args) -> ExitCode {
+/// The node's config: defaults, then the file, then variables and flags.
+///
+/// # Errors
+/// The exit code after printing why the file could not be read.
+pub(super) fn load(args: Args) -> Result<NodeConfig, ExitCode> {
     let mut config = match &args.config {
-        Some(path) => match NodeConfig::from_file(path) {
-            Ok(config) => config,
-            Err(err) => return fail(err),
-        },
+        Some(path) => NodeConfig::from_file(path).map_err(fail)?,
         None => NodeConfig::default(),
     };
     if let Some(listen) = args.listen {
@@ -65,6 +66,11 @@ pub(super) async fn run(args: Args) -> ExitCode {
     if let Some(ms) = args.drain_timeout_ms {
         config.drain_timeout_ms = ms;
     }
+    Ok(config)
+}
+
+/// Serves until Ctrl-C, then drains.
+pub(super) async fn run(config: NodeConfig) -> ExitCode {
     match crate::node::serve(config, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(err),
