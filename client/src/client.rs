@@ -22,8 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connect::{
     check_frame_len, connect, decode_error_frame, field_bound, ConnectError, Connection, Handshake,
-    Keepalive, KeepaliveTick, VARINT_MAX,
+    VARINT_MAX,
 };
+use crate::keepalive::{Keepalive, KeepaliveTick};
 use crate::options::DispatchOptions;
 use crate::transport::{Batched, FrameReader, Outbound, SendError};
 

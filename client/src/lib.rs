@@ -2,7 +2,8 @@
 //! wire protocol over TCP like any other client. It needs only `lintel-wire` and tokio.
 //!
 //! # Layout
-//! - [`connect`]: dial, `Hello`/`Welcome` handshake with a timeout, typed [`ConnectError`]s.
+//! - [`connect`]: dial, `Hello`/`Welcome` handshake with a timeout, typed [`ConnectError`]s;
+//!   `keepalive`: the SDKs' pings to the node and their miss limit.
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
 //! - [`Client`]: a producer multiplexing many dispatches over one connection.
 //! - [`DispatchOptions`]: routing and waits of one dispatch, shared with the node's in-process API.
@@ -12,6 +13,7 @@
 
 mod client;
 pub mod connect;
+mod keepalive;
 mod options;
 pub mod transport;
 mod worker;

@@ -4,6 +4,10 @@
 //! are held for the scope to write; otherwise a quiet connection writes straight from the
 //! sender (no task hop), and a busy one leaves the buffer to the writer task, which yields once
 //! before writing so one syscall carries many frames.
+//!
+//! No syscall runs under the lock. One party at a time owns the socket ([`Owner`]): a sender
+//! takes the buffer, writes it with the lock released, and hands what is left, plus what others
+//! appended meanwhile, to the writer task.
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,14 +44,26 @@ pub enum SendError {
     Closed,
 }
 
+/// Who writes to the socket next; everyone else only appends to the buffer.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    /// Nobody: a sender may write directly.
+    #[default]
+    Free,
+    /// A sender is writing with the lock released; it hands over to the writer task when
+    /// bytes are left, and on a close.
+    Sender,
+    /// The writer task.
+    Task,
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// Encoded frames not yet written.
     buf: BytesMut,
-    /// Frames in `buf`, against the queue bound.
+    /// Frames in `buf` or being written, against the queue bound.
     frames: usize,
-    /// The writer task owns the next write: senders only append.
-    writer_active: bool,
+    owner: Owner,
     /// A batching scope holds this buffer and writes it when its poll ends.
     held: bool,
     /// The last batch grew while the writer yielded: keep batching instead of writing directly.
@@ -60,14 +76,56 @@ struct State {
     stopped: bool,
 }
 
+/// What is left to do, with the lock released, after a sender's write.
+#[derive(Debug)]
+struct AfterWrite {
+    /// The writer task took over.
+    wake_writer: bool,
+    /// The queue was full and the write made room.
+    freed_room: bool,
+    /// A buffer a burst grew, to free outside the lock.
+    release: Option<BytesMut>,
+}
+
 impl State {
-    /// Everything buffered went out: count nothing, and let go of a buffer a burst grew.
-    fn drained(&mut self) {
-        self.frames = 0;
-        if self.buf.capacity() > KEEP_BUFFER_BYTES {
-            self.buf = BytesMut::new();
+    /// Ends a sender's write of `batch`, `taken` frames of which the socket took `written`
+    /// bytes: the unwritten rest goes back in front of what others appended meanwhile, and the
+    /// writer task takes over when any bytes are left or a close was asked for.
+    fn sender_wrote(
+        &mut self,
+        mut batch: BytesMut,
+        written: usize,
+        taken: usize,
+        queue_len: usize,
+    ) -> AfterWrite {
+        if written < batch.len() {
+            // The count stays: the writer task resets it when it takes the buffer.
+            batch.advance(written);
+            batch.extend_from_slice(&self.buf);
+            self.buf = batch;
+            self.owner = Owner::Task;
+            return AfterWrite {
+                wake_writer: true,
+                freed_room: false,
+                release: None,
+            };
+        }
+        let freed_room = self.frames >= queue_len;
+        self.frames = self.frames.saturating_sub(taken);
+        let release = if !self.buf.is_empty() || batch.capacity() > KEEP_BUFFER_BYTES {
+            // Keep what others appended, or let go of a buffer a burst grew.
+            Some(batch)
         } else {
-            self.buf.clear();
+            batch.clear();
+            self.buf = batch;
+            None
+        };
+        let hand_over = !self.buf.is_empty() || self.closing;
+        self.owner = if hand_over { Owner::Task } else { Owner::Free };
+        AfterWrite {
+            wake_writer: hand_over,
+            freed_room,
+            release,
         }
     }
 }
@@ -110,7 +168,7 @@ impl Pipe {
             return Ok(());
         }
         state.frames += 1;
-        if state.writer_active {
+        if state.owner != Owner::Free {
             return Ok(());
         }
         if state.held {
@@ -131,41 +189,47 @@ impl Pipe {
             self.write_buffer(state, now);
             return Ok(());
         }
-        state.writer_active = true;
+        state.owner = Owner::Task;
         drop(state);
         self.wake.notify_one();
         Ok(())
     }
 
-    /// Writes the buffer from the calling task unless the writer owns it.
+    /// Writes the buffer from the calling task unless someone else owns the socket.
+    ///
+    /// The write runs with the lock released; what the socket does not take goes back in front
+    /// of what others appended meanwhile, and the writer task takes over.
     fn write_buffer(&self, mut state: MutexGuard<'_, State>, now: Instant) {
-        if state.writer_active || state.buf.is_empty() {
+        if state.owner != Owner::Free || state.buf.is_empty() {
             return;
         }
+        state.owner = Owner::Sender;
         state.last_write = Some(now);
-        match self.socket.try_write(&state.buf) {
-            Ok(written) if written == state.buf.len() => {
-                let was_full = state.frames >= self.queue_len;
-                state.drained();
-                drop(state);
-                if was_full {
-                    self.changed.notify_waiters();
-                }
-                return;
-            }
-            Ok(written) => state.buf.advance(written),
-            // Would block, or an error the writer will meet and report.
-            Err(_) => {}
-        }
-        state.writer_active = true;
+        let taken = state.frames;
+        let batch = std::mem::take(&mut state.buf);
         drop(state);
-        self.wake.notify_one();
+        // Would block, or an error the writer task will meet and report: nothing was written.
+        let written = self.socket.try_write(&batch).unwrap_or(0);
+        let after = self
+            .state()
+            .sender_wrote(batch, written, taken, self.queue_len);
+        if after.wake_writer {
+            self.wake.notify_one();
+        }
+        if after.freed_room {
+            self.changed.notify_waiters();
+        }
+        drop(after.release);
     }
 
     fn close(&self) {
         let mut state = self.state();
         state.closing = true;
-        state.writer_active = true;
+        if state.owner == Owner::Sender {
+            // The sender hands over to the writer task when its write ends.
+            return;
+        }
+        state.owner = Owner::Task;
         drop(state);
         self.wake.notify_one();
     }
@@ -339,7 +403,7 @@ async fn write_loop(pipe: Arc<Pipe>) -> io::Result<()> {
 /// Writes whatever senders hand over until a close is flushed or a write fails.
 async fn drain(pipe: &Pipe) -> io::Result<()> {
     loop {
-        let active = pipe.state().writer_active;
+        let active = pipe.state().owner == Owner::Task;
         if !active {
             pipe.wake.notified().await;
             continue;
@@ -371,10 +435,156 @@ async fn drain(pipe: &Pipe) -> io::Result<()> {
             if closing || state.closing {
                 return Ok(());
             }
-            state.writer_active = false;
+            state.owner = Owner::Free;
             if state.buf.capacity() > KEEP_BUFFER_BYTES {
                 state.buf = BytesMut::new();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::{Bytes, BytesMut};
+    use futures_util::StreamExt;
+    use lintel_wire::{DispatchRequest, Frame, FrameCodec, Push};
+    use socket2::SockRef;
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio_util::codec::FramedRead;
+
+    use super::{Owner, State, KEEP_BUFFER_BYTES};
+    use crate::transport::{split, Batched};
+
+    /// A state while a sender writes: `appended` was queued meanwhile, `frames` counts both.
+    fn writing(appended: &[u8], frames: usize) -> State {
+        State {
+            buf: BytesMut::from(appended),
+            frames,
+            owner: Owner::Sender,
+            ..State::default()
+        }
+    }
+
+    #[test]
+    fn a_full_write_with_nothing_appended_frees_the_socket_and_keeps_the_buffer() {
+        let mut state = writing(b"", 2);
+        let after = state.sender_wrote(BytesMut::from(&b"abcdef"[..]), 6, 2, 4);
+        assert_eq!((state.owner, state.frames), (Owner::Free, 0));
+        assert!(state.buf.is_empty() && state.buf.capacity() >= 6);
+        assert!(!after.wake_writer && !after.freed_room && after.release.is_none());
+    }
+
+    #[test]
+    fn a_partial_write_puts_the_rest_in_front_of_what_was_appended() {
+        let mut state = writing(b"xyz", 3);
+        let after = state.sender_wrote(BytesMut::from(&b"abcdef"[..]), 4, 2, 4);
+        assert_eq!(&state.buf[..], b"efxyz");
+        assert_eq!((state.owner, state.frames), (Owner::Task, 3));
+        assert!(after.wake_writer && !after.freed_room);
+    }
+
+    #[test]
+    fn a_full_write_hands_what_was_appended_to_the_writer_task_and_frees_room() {
+        let mut state = writing(b"xyz", 5);
+        let after = state.sender_wrote(BytesMut::from(&b"abcdef"[..]), 6, 4, 4);
+        assert_eq!(&state.buf[..], b"xyz");
+        assert_eq!((state.owner, state.frames), (Owner::Task, 1));
+        assert!(after.wake_writer && after.freed_room);
+    }
+
+    #[test]
+    fn a_close_asked_for_during_a_write_goes_to_the_writer_task() {
+        let mut state = writing(b"", 1);
+        state.closing = true;
+        let after = state.sender_wrote(BytesMut::from(&b"ab"[..]), 2, 1, 4);
+        assert_eq!(state.owner, Owner::Task);
+        assert!(after.wake_writer);
+    }
+
+    #[test]
+    fn a_buffer_a_burst_grew_is_let_go_after_a_full_write() {
+        let mut state = writing(b"", 1);
+        let mut batch = BytesMut::with_capacity(KEEP_BUFFER_BYTES + 1);
+        batch.extend_from_slice(b"ab");
+        let after = state.sender_wrote(batch, 2, 1, 4);
+        assert_eq!(state.buf.capacity(), 0);
+        assert!(after.release.is_some());
+    }
+
+    /// A push of `len` input bytes whose correlation names its sender and sequence number.
+    fn push(sender: u64, seq: u64, len: usize) -> Frame {
+        Frame::Push(Push {
+            correlation: (sender << 32) | seq,
+            request: DispatchRequest {
+                namespace: "ns".into(),
+                task_queue: String::new(),
+                activity_type: "act".into(),
+                node: None,
+                workflow_id: "wf".into(),
+                ordinal: seq,
+                run_id: None,
+                attempt: 1,
+                input: Bytes::from(vec![7; len]),
+                deadline_unix_ms: None,
+            },
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_senders_keep_their_order_through_partial_writes_and_a_close_flushes_all() {
+        const SENDERS: u64 = 6;
+        const EACH: u64 = 200;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (peer, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let accepted = accepted.unwrap().0;
+        // A small send buffer makes writes partial and would-block often.
+        SockRef::from(&accepted).set_send_buffer_size(4096).unwrap();
+        let (_reader, outbound, writer) = split(accepted, 1 << 20, 32);
+
+        let mut senders = Vec::new();
+        for sender in 0..SENDERS {
+            let outbound = outbound.clone();
+            senders.push(tokio::spawn(async move {
+                for seq in 0..EACH {
+                    let len = if seq % 16 == 0 { 50_000 } else { 24 };
+                    let frame = push(sender, seq, len);
+                    let sent = if sender % 2 == 0 {
+                        outbound.send(frame).await
+                    } else {
+                        Batched::new(outbound.send(frame)).await
+                    };
+                    sent.unwrap();
+                    if seq % 8 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            }));
+        }
+        drop(outbound);
+
+        let read_all = async {
+            let mut next = vec![0u64; SENDERS as usize];
+            let mut frames = FramedRead::new(peer.unwrap(), FrameCodec::new(1 << 20));
+            while let Some(frame) = frames.next().await {
+                let Frame::Push(push) = frame.unwrap() else {
+                    panic!("only pushes were sent");
+                };
+                let (sender, seq) = (push.correlation >> 32, push.correlation & 0xffff_ffff);
+                assert_eq!(seq, next[sender as usize], "sender {sender} out of order");
+                next[sender as usize] += 1;
+            }
+            next
+        };
+        let received = tokio::time::timeout(Duration::from_secs(30), read_all)
+            .await
+            .expect("the close never reached the peer");
+        assert_eq!(received, vec![EACH; SENDERS as usize]);
+        for sender in senders {
+            sender.await.unwrap();
+        }
+        writer.await.unwrap().unwrap();
     }
 }

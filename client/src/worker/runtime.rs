@@ -12,9 +12,8 @@ use super::config::WorkerConfig;
 use super::handler::Handler;
 use super::session::Session;
 use super::state::{SessionEnd, WorkerState};
-use crate::connect::{
-    connect, is_final_refusal, next_frame, ConnectError, Connection, Handshake, Keepalive,
-};
+use crate::connect::{connect, is_final_refusal, next_frame, ConnectError, Connection, Handshake};
+use crate::keepalive::Keepalive;
 use crate::transport::{Batched, FrameReader, Outbound};
 
 /// The runtime's configuration and its side of the handle's channels.

@@ -16,9 +16,8 @@ use tokio::time::Instant;
 
 use super::handler::{run_handler, Handler};
 use super::state::{SessionEnd, WorkerState};
-use crate::connect::{
-    check_frame_len, decode_error_frame, field_bound, Keepalive, KeepaliveTick, VARINT_MAX,
-};
+use crate::connect::{check_frame_len, decode_error_frame, field_bound, VARINT_MAX};
+use crate::keepalive::{Keepalive, KeepaliveTick};
 use crate::transport::{FrameReader, Outbound};
 
 /// How long a finished drain waits for `Drained` and `Goodbye` to reach the socket.
