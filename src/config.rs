@@ -68,7 +68,7 @@ pub struct NodeConfig {
     pub max_set_len: usize,
     /// When set, every hello must carry this token.
     pub auth_token: Option<String>,
-    /// Runtime threads for `lintel serve`: 1 is one thread, N > 1 a pool of N, 0 the default.
+    /// Runtime threads for `lintel serve`: 1 is one thread, N > 1 a pool of N, 0 the default (1).
     pub threads: usize,
 }
 

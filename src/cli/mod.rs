@@ -22,7 +22,7 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     /// Runtime threads: 1 runs everything on one thread, N > 1 a pool of N; 0 or absent takes
-    /// the default (one thread, the measured best on small machines; see the README).
+    /// the default: one for `serve` and `worker`, one per core for the rest (see the README).
     #[arg(long, global = true, env = "LINTEL_THREADS")]
     threads: Option<usize>,
 }
@@ -59,7 +59,11 @@ pub fn run() -> ExitCode {
         other => (Loaded::Other(other), 0),
     };
     let threads = cli.threads.unwrap_or(config_threads);
-    let runtime = match runtime::build(threads) {
+    let default = match &command {
+        Loaded::Serve(_) | Loaded::Other(Command::Worker(_)) => runtime::Fallback::One,
+        Loaded::Other(_) => runtime::Fallback::PerCore,
+    };
+    let runtime = match runtime::build(threads, default) {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
