@@ -1,18 +1,21 @@
 //! lintel: a push-dispatch message-bus node.
 //!
 //! # Layout
-//! - [`node`]: the accept loop, connection limit and drain-then-close shutdown; [`serve`].
-//! - [`listener`]: binding and socket tuning through socket2.
-//! - `connection`: one accepted connection: handshake, then the worker or producer role.
-//! - [`notifier`]: maps a connection's pid to its registry entry for the connection's life.
-//! - [`sdk`]: the worker and producer SDKs, the `lintel-client` crate re-exported;
-//!   [`activities`]: built-in `echo` and `sleep`.
-//! - [`cli`]: the `lintel` command.
-//! - [`config`]: [`NodeConfig`], its defaults, file and validation.
+//! Lowest layer first; a module imports only from the ones above it in this list.
 //! - [`transport`]: from `lintel-client`: a framed TCP connection, a reader plus a writer task
 //!   behind a bounded queue.
-//! - [`registry`]: pools of connected workers, selection with reserved capacity, census.
-//! - [`dispatch`]: the dispatcher, its options (defined in `lintel-client`) and typed outcomes.
+//! - [`link`]: a worker's push path: its queue and the table that decides each push's fate.
+//! - [`registry`]: pools of connected workers, selection with reserved slots, FIFO waiters,
+//!   census; [`notifier`]: maps a connection's pid to its registry entry for its life.
+//! - [`dispatch`]: the one admission and the one finish every dispatch takes, whatever its
+//!   source; options (from `lintel-client`) and typed outcomes.
+//! - `shared`: the state every connection task reads; `connection`: one accepted connection:
+//!   handshake, then the worker or producer role (a producer's dispatches in flight in
+//!   `connection::flights`).
+//! - [`node`]: the accept loop, connection limit and drain-then-close shutdown; [`serve`];
+//!   [`listener`]: binding and socket tuning; [`config`]: [`NodeConfig`].
+//! - [`cli`]: the `lintel` command; [`sdk`]: the `lintel-client` crate re-exported;
+//!   [`activities`]: built-in `echo` and `sleep`.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
 
 pub mod activities;
