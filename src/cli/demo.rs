@@ -105,7 +105,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
         }
     };
     println!(
-        "{} dispatches in {:.2}s: {:.0}/s, latency p50 {} us, p99 {} us, p99.9 {} us",
+        "{} dispatches in {:.2}s: {:.0}/s, latency p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us",
         report.dispatches,
         report.elapsed_s,
         report.rps,

@@ -11,6 +11,7 @@ mod signal;
 mod status;
 mod worker;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -89,12 +90,14 @@ enum Loaded {
     Other(Command),
 }
 
-/// Logs go to stderr through tracing, filtered by `RUST_LOG` (default `info`).
+/// Logs go to stderr through tracing, filtered by `RUST_LOG` (default `info`), coloured only
+/// when stderr is a terminal.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
