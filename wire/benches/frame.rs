@@ -6,9 +6,7 @@
 
 use bytes::{Bytes, BytesMut};
 use criterion::{black_box, criterion_group, BatchSize, BenchmarkId, Criterion, Throughput};
-use lintel_wire::{
-    decode_frame, encode_frame, DispatchRequest, Frame, NodeRouting, Push, Submit,
-};
+use lintel_wire::{decode_frame, encode_frame, DispatchRequest, Frame, NodeRouting, Push, Submit};
 
 /// Input payload sizes: a small argument, a page, a large blob.
 const PAYLOADS: [(&str, usize); 3] = [("64B", 64), ("4KiB", 4 * 1024), ("1MiB", 1024 * 1024)];
