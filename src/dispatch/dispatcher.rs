@@ -228,8 +228,9 @@ impl Dispatcher {
                 },
             };
             match self.push(&flight, request, reservation) {
-                Ok(()) => return Started::Pushed(flight),
-                Err(unsent) => request = *unsent,
+                Push::Queued => return Started::Pushed(flight),
+                Push::Ended => return Started::Ended,
+                Push::Unsent(unsent) => request = *unsent,
             }
         }
         self.give_up_on_closed_links(&flight);
@@ -293,8 +294,9 @@ impl Dispatcher {
                 return None;
             }
             request = match self.push(&flight, request, reservation) {
-                Ok(()) => return Some(flight),
-                Err(unsent) => *unsent,
+                Push::Queued => return Some(flight),
+                Push::Ended => return None,
+                Push::Unsent(unsent) => *unsent,
             };
             // The worker's link closed before the push left: look again, in the same wait.
             cancelled = flight.watch_cancel();
@@ -328,20 +330,20 @@ impl Dispatcher {
         flight: &Arc<Flight>,
         request: DispatchRequest,
         reservation: Reservation,
-    ) -> Result<(), Box<DispatchRequest>> {
+    ) -> Push {
         let worker_id = reservation.worker_id();
         let Some(link) = reservation.link().cloned() else {
-            return Err(Box::new(request));
+            return Push::Unsent(Box::new(request));
         };
         flight.arm(reservation);
         match link.push(request, Arc::clone(flight) as _) {
             Ok(correlation) => {
                 flight.pushed(link, correlation, worker_id);
-                Ok(())
+                Push::Queued
             }
             Err((PushError::Closed, request)) => {
                 flight.disarm();
-                Err(request)
+                Push::Unsent(request)
             }
             Err((PushError::Backpressure, _)) => {
                 flight.disarm();
@@ -349,7 +351,7 @@ impl Dispatcher {
                     RefusedReason::WorkerBackpressure,
                     format!("worker {worker_id} outbound queue is full"),
                 ));
-                Ok(())
+                Push::Ended
             }
         }
     }
@@ -398,6 +400,16 @@ impl Dispatcher {
         }
         Ok(())
     }
+}
+
+/// What became of one push attempt.
+enum Push {
+    /// On the worker's queue; its source now watches the reply deadline.
+    Queued,
+    /// The dispatch ended instead (the worker's queue was full).
+    Ended,
+    /// The worker's link closed before the push left: nothing reached it.
+    Unsent(Box<DispatchRequest>),
 }
 
 /// Cancels a flight whose in-process caller went away before its outcome.
