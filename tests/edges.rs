@@ -547,3 +547,54 @@ async fn an_sdk_worker_answers_a_cancel_so_its_slot_frees_long_before_the_grace(
     assert_eq!((counters.late_replies, counters.reclaimed_slots), (1, 0));
     worker.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_largest_input_protocol_md_allows_is_carried_and_one_byte_more_is_refused() {
+    let max_frame_len = 64 * 1024;
+    let node = TestNode::with_config(NodeConfig {
+        max_frame_len,
+        ..NodeConfig::default()
+    })
+    .await;
+    let mut w = worker(&node, "act", 1, None).await;
+    let mut wire = producer(&node).await;
+    let ids = |r: &DispatchRequest| r.workflow_id.len() + r.run_id.as_deref().map_or(0, str::len);
+    let mut largest = request("ns", "act", "");
+    largest.input = Bytes::from(vec![7; max_frame_len - 16384 - ids(&largest)]);
+    let mut over = largest.clone();
+    over.input = Bytes::from(vec![7; largest.input.len() + 1]);
+
+    wire.send(submit(1, largest.clone(), &DispatchOptions::default()))
+        .await;
+    let push = next_push(&mut w).await;
+    assert_eq!(push.request.input.len(), largest.input.len());
+    let echo = Frame::Reply(Reply {
+        correlation: push.correlation,
+        response: DispatchResponse {
+            workflow_id: push.request.workflow_id.clone(),
+            ordinal: push.request.ordinal,
+            run_id: push.request.run_id.clone(),
+            outcome: ActivityOutcome::Success(push.request.input.clone()),
+        },
+    });
+    w.send(echo).await;
+    match next_outcome(&mut wire).await.result {
+        DispatchResult::Completed(response) => {
+            assert_eq!(
+                response.outcome,
+                ActivityOutcome::Success(largest.input.clone()),
+                "a result as large as the largest input comes back whole"
+            );
+        }
+        other => panic!("expected Completed, got {other:?}"),
+    }
+
+    wire.send(submit(2, over, &DispatchOptions::default()))
+        .await;
+    match next_outcome(&mut wire).await.result {
+        DispatchResult::Refused(refused) => {
+            assert_eq!(refused.reason, RefusedReason::InvalidRequest);
+        }
+        other => panic!("expected Refused, got {other:?}"),
+    }
+}
