@@ -17,8 +17,8 @@ pub(super) struct Args {
     connect: String,
     #[arg(long)]
     namespace: String,
-    /// Task queue [default: default].
-    #[arg(long, default_value = "")]
+    /// Task queue; empty means `default`.
+    #[arg(long, default_value = "", hide_default_value = true)]
     task_queue: String,
     /// Activity type, e.g. `echo` or `sleep`.
     #[arg(long)]

@@ -21,8 +21,8 @@ pub(super) struct Args {
     /// Namespace to serve (repeat for several).
     #[arg(long = "namespace", required = true)]
     namespaces: Vec<String>,
-    /// Task queue [default: default].
-    #[arg(long, default_value = "")]
+    /// Task queue; empty means `default`.
+    #[arg(long, default_value = "", hide_default_value = true)]
     task_queue: String,
     /// Activity type to serve: `echo` or `sleep` (repeat for several).
     #[arg(long = "activity", required = true)]
