@@ -15,7 +15,7 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use lintel::activities::BuiltIn;
 use lintel::dispatch::{DispatchLimits, DispatchOptions, Dispatcher};
-use lintel::link::WorkerLink;
+use lintel::link::{ReplyFate, WorkerLink};
 use lintel::registry::{AdmissionLimits, Registry};
 use lintel::sdk::{Worker, WorkerConfig};
 use lintel::transport;
@@ -597,4 +597,80 @@ async fn the_largest_input_protocol_md_allows_is_carried_and_one_byte_more_is_re
         }
         other => panic!("expected Refused, got {other:?}"),
     }
+}
+
+/// Yields until the link holds `pushes` pushes; paused time does not move meanwhile.
+async fn until_pushed(link: &WorkerLink, pushes: usize) {
+    for _ in 0..10_000 {
+        if link.in_flight() == pushes {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the push never reached the link");
+}
+
+fn response() -> DispatchResponse {
+    DispatchResponse {
+        workflow_id: "wf-1".into(),
+        ordinal: 1,
+        run_id: Some("run-1".into()),
+        outcome: ActivityOutcome::Success(Bytes::from_static(b"done")),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_paused_time_a_reply_just_before_the_deadline_completes_and_one_at_it_is_late() {
+    let registry = Registry::new(AdmissionLimits::default());
+    let mut links = Links::new().await;
+    let link = links.link(1).await;
+    let guard = registry
+        .admit(1, &support::register("ns", "act", 2), link.clone())
+        .expect("admit");
+    let dispatcher = Dispatcher::new(Arc::clone(&registry), limits());
+    let second = DispatchOptions::default().reply_timeout(Duration::from_secs(1));
+
+    // A reply one millisecond before the deadline wins.
+    let early = tokio::spawn({
+        let (dispatcher, options) = (Arc::clone(&dispatcher), second.clone());
+        async move {
+            dispatcher
+                .dispatch(request("ns", "act", ""), &options)
+                .await
+        }
+    });
+    until_pushed(&link, 1).await;
+    tokio::time::advance(Duration::from_millis(999)).await;
+    assert_eq!(link.reply(1, response()), ReplyFate::Delivered);
+    assert!(matches!(early.await, Ok(DispatchResult::Completed(_))));
+
+    // At the deadline the timeout wins; the reply after it is late and frees the slot.
+    let late = tokio::spawn({
+        let dispatcher = Arc::clone(&dispatcher);
+        async move { dispatcher.dispatch(request("ns", "act", ""), &second).await }
+    });
+    until_pushed(&link, 1).await;
+    assert_eq!(
+        late.await.expect("dispatch task"),
+        DispatchResult::Timeout {
+            worker_id: guard.worker_id(),
+            after_ms: 1000
+        }
+    );
+    assert_eq!(
+        registry.reserved_slots(),
+        1,
+        "held while the worker may run it"
+    );
+    assert_eq!(link.reply(2, response()), ReplyFate::Late);
+    assert_eq!(registry.reserved_slots(), 0);
+    let counters = dispatcher.counters().snapshot();
+    assert_eq!(
+        (
+            counters.completed,
+            counters.timed_out,
+            counters.late_replies
+        ),
+        (1, 1, 1)
+    );
 }
