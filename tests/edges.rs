@@ -21,11 +21,14 @@ use lintel::sdk::{Worker, WorkerConfig};
 use lintel::transport;
 use lintel::wire::{
     ActivityOutcome, Cancel, DispatchRequest, DispatchResponse, DispatchResult, Frame,
-    NoWorkerReason, OutcomeFrame, Pong, Push, RefusedReason, Register, Reply, Role, Submit,
+    NoWorkerReason, Pong, Push, RefusedReason, Register, Reply, Role, Submit,
 };
 use lintel::NodeConfig;
-use support::{next_frame, request, within, RawClient, TestNode};
+use support::{
+    next_frame, next_outcome, producer, reply_frame, request, within, RawClient, TestNode,
+};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
 
 /// A raw worker registered for `activity` in namespace `ns`, optionally on `node`.
 async fn worker(node: &TestNode, activity: &str, capacity: u32, on: Option<&str>) -> RawClient {
@@ -46,10 +49,6 @@ async fn worker(node: &TestNode, activity: &str, capacity: u32, on: Option<&str>
     }
 }
 
-async fn producer(node: &TestNode) -> RawClient {
-    RawClient::hello(node.addr, Role::Producer).await.0
-}
-
 fn submit(correlation: u64, request: DispatchRequest, options: &DispatchOptions) -> Frame {
     Frame::Submit(Submit {
         correlation,
@@ -65,25 +64,6 @@ async fn next_push(worker: &mut RawClient) -> Push {
         Some(Frame::Push(push)) => push,
         other => panic!("expected a Push, got {other:?}"),
     }
-}
-
-async fn next_outcome(producer: &mut RawClient) -> OutcomeFrame {
-    match next_frame(producer).await {
-        Some(Frame::Outcome(outcome)) => outcome,
-        other => panic!("expected an Outcome, got {other:?}"),
-    }
-}
-
-fn reply(push: &Push, output: &str) -> Frame {
-    Frame::Reply(Reply {
-        correlation: push.correlation,
-        response: DispatchResponse {
-            workflow_id: push.request.workflow_id.clone(),
-            ordinal: push.request.ordinal,
-            run_id: push.request.run_id.clone(),
-            outcome: ActivityOutcome::Success(Bytes::from(output.to_owned())),
-        },
-    })
 }
 
 /// Round-trips a ping, so every frame the client sent before has been handled by the node.
@@ -116,7 +96,7 @@ async fn a_requests_own_node_pin_beats_prefer_and_require() {
     let node = TestNode::start().await;
     let mut on_n1 = worker(&node, "act", 8, Some("n1")).await;
     let mut on_n2 = worker(&node, "act", 8, Some("n2")).await;
-    let mut wire = producer(&node).await;
+    let mut wire = producer(node.addr).await;
     let routings = [
         DispatchOptions::default().prefer(["n1"]),
         DispatchOptions::default().require(["n1"]),
@@ -125,7 +105,7 @@ async fn a_requests_own_node_pin_beats_prefer_and_require() {
         wire.send(submit(correlation, pinned_request("n2"), &options))
             .await;
         let push = next_push(&mut on_n2).await;
-        on_n2.send(reply(&push, "n2")).await;
+        on_n2.send(reply_frame(&push, "n2")).await;
         assert_eq!(next_outcome(&mut wire).await.correlation, correlation);
     }
     sync(&mut on_n1, 1).await;
@@ -141,7 +121,7 @@ async fn routing_lists_longer_than_max_set_len_are_refused_before_any_selection(
         ..NodeConfig::default()
     })
     .await;
-    let mut wire = producer(&node).await;
+    let mut wire = producer(node.addr).await;
     let names = |count: usize| (0..count).map(|i| format!("n{i}")).collect::<Vec<_>>();
     let cases = [
         (1, DispatchOptions::default().prefer(names(5))),
@@ -182,7 +162,7 @@ async fn a_timed_out_push_holds_its_slot_until_the_grace_ends_then_the_slot_is_r
     })
     .await;
     let mut silent = worker(&node, "act", 1, None).await;
-    let mut wire = producer(&node).await;
+    let mut wire = producer(node.addr).await;
     let quick = DispatchOptions::default().reply_timeout(Duration::from_millis(50));
     wire.send(submit(1, request("ns", "act", "never answered"), &quick))
         .await;
@@ -216,7 +196,7 @@ async fn a_timed_out_push_holds_its_slot_until_the_grace_ends_then_the_slot_is_r
         .await;
     let push = next_push(&mut silent).await;
     assert_eq!(push.request.input, Bytes::from_static(b"after grace"));
-    silent.send(reply(&push, "done")).await;
+    silent.send(reply_frame(&push, "done")).await;
     assert_eq!(next_outcome(&mut wire).await.correlation, 3);
     let counters = node.node.status().counters;
     assert_eq!(counters.reclaimed_slots, 1);
@@ -298,7 +278,7 @@ async fn a_push_whose_link_closed_before_it_left_goes_to_the_next_worker_not_los
 async fn each_counter_counts_what_the_protocol_says() {
     let node = TestNode::start().await;
     let mut w = worker(&node, "act", 4, None).await;
-    let mut wire = producer(&node).await;
+    let mut wire = producer(node.addr).await;
     let plain = DispatchOptions::default();
 
     // submitted, no_worker: a dispatch nobody can serve is submitted but never pushed.
@@ -311,18 +291,18 @@ async fn each_counter_counts_what_the_protocol_says() {
     // pushed, completed.
     wire.send(submit(3, request("ns", "act", ""), &plain)).await;
     let push = next_push(&mut w).await;
-    w.send(reply(&push, "ok")).await;
+    w.send(reply_frame(&push, "ok")).await;
     next_outcome(&mut wire).await;
     // pushed, cancelled, late_replies: the worker answers the cancelled push afterwards.
     wire.send(submit(4, request("ns", "act", ""), &plain)).await;
     let push = next_push(&mut w).await;
     wire.send(Frame::Cancel(Cancel { correlation: 4 })).await;
     next_outcome(&mut wire).await;
-    w.send(reply(&push, "late")).await;
+    w.send(reply_frame(&push, "late")).await;
     // dropped_replies: a reply naming no push.
     let mut stray = push.clone();
     stray.correlation = 999;
-    w.send(reply(&stray, "stray")).await;
+    w.send(reply_frame(&stray, "stray")).await;
     sync(&mut w, 7).await;
 
     let c = node.node.status().counters;
@@ -352,11 +332,22 @@ struct WorkerLog {
     replies: u64,
 }
 
+/// Asks a stub worker to confirm that the node has handled every reply it sent.
+type SyncRequest = oneshot::Sender<()>;
+
 /// A worker that answers every push, cancelled ones included, about when its deadline falls.
-async fn aiming_worker(client: RawClient, index: usize, seed: u64, log: Arc<Mutex<WorkerLog>>) {
+/// On a sync request it waits for its replies to go out, then pings: the node answers in order,
+/// so the pong means every reply before it was handled.
+async fn aiming_worker(
+    client: RawClient,
+    index: usize,
+    seed: u64,
+    log: Arc<Mutex<WorkerLog>>,
+    mut syncs: mpsc::UnboundedReceiver<SyncRequest>,
+) {
     let mut rng = fastrand::Rng::with_seed(seed ^ (index as u64 + 1));
     let (mut sink, mut stream) = client.framed.split();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Frame>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Frame>();
     let writer = tokio::spawn(async move {
         while let Some(frame) = rx.recv().await {
             if sink.send(frame).await.is_err() {
@@ -364,7 +355,22 @@ async fn aiming_worker(client: RawClient, index: usize, seed: u64, log: Arc<Mute
             }
         }
     });
-    while let Some(Ok(frame)) = stream.next().await {
+    let mut replies = tokio::task::JoinSet::new();
+    let mut synced: Option<(u64, SyncRequest)> = None;
+    loop {
+        let frame = tokio::select! {
+            frame = stream.next() => frame,
+            Some(sync) = syncs.recv() => {
+                while replies.join_next().await.is_some() {}
+                let nonce = u64::MAX - index as u64;
+                let _ = tx.send(Frame::Ping(lintel::wire::Ping { nonce }));
+                synced = Some((nonce, sync));
+                continue;
+            }
+        };
+        let Some(Ok(frame)) = frame else {
+            break;
+        };
         match frame {
             Frame::Push(push) => {
                 log.lock()
@@ -374,10 +380,10 @@ async fn aiming_worker(client: RawClient, index: usize, seed: u64, log: Arc<Mute
                 // The reply timeout is 20 ms: aim within a few ms either side of it.
                 let after = Duration::from_micros(rng.u64(16_000..24_000));
                 let (tx, log) = (tx.clone(), Arc::clone(&log));
-                tokio::spawn(async move {
+                replies.spawn(async move {
                     tokio::time::sleep(after).await;
                     log.lock().unwrap().replies += 1;
-                    let _ = tx.send(reply(&push, "aimed"));
+                    let _ = tx.send(reply_frame(&push, "aimed"));
                 });
             }
             Frame::Cancel(cancel) => {
@@ -388,6 +394,11 @@ async fn aiming_worker(client: RawClient, index: usize, seed: u64, log: Arc<Mute
             }
             Frame::Ping(ping) => {
                 let _ = tx.send(Frame::Pong(Pong { nonce: ping.nonce }));
+            }
+            Frame::Pong(pong) if synced.as_ref().is_some_and(|(n, _)| *n == pong.nonce) => {
+                if let Some((_, sync)) = synced.take() {
+                    let _ = sync.send(());
+                }
             }
             _ => {}
         }
@@ -406,13 +417,17 @@ async fn replies_aimed_at_the_deadline_end_once_and_every_loser_is_counted() {
     let node = TestNode::start().await;
     let log = Arc::new(Mutex::new(WorkerLog::default()));
     let mut clients = Vec::new();
+    let mut syncs = Vec::new();
     for index in 0..3 {
         let client = worker(&node, "act", 8, None).await;
+        let (sync, requests) = mpsc::unbounded_channel();
+        syncs.push(sync);
         clients.push(tokio::spawn(aiming_worker(
             client,
             index,
             seed,
             Arc::clone(&log),
+            requests,
         )));
     }
     const PER_PRODUCER: u64 = 400;
@@ -421,7 +436,7 @@ async fn replies_aimed_at_the_deadline_end_once_and_every_loser_is_counted() {
         .wait_for_worker(Duration::from_secs(5));
     let mut producers = tokio::task::JoinSet::new();
     for p in 0..2u64 {
-        let mut wire = producer(&node).await;
+        let mut wire = producer(node.addr).await;
         let options = options.clone();
         producers.spawn(async move {
             let mut outcomes = HashMap::new();
@@ -465,21 +480,14 @@ async fn replies_aimed_at_the_deadline_end_once_and_every_loser_is_counted() {
     }
     assert_eq!(results.len() as u64, 2 * PER_PRODUCER, "{seed_note}");
 
-    // Let every aimed reply land, then check the books.
-    within("every reply to land", async {
-        loop {
-            let (pushes, replies) = {
-                let log = log.lock().unwrap();
-                (log.pushes.len() as u64, log.replies)
-            };
-            let counters = node.node.status().counters;
-            if replies == pushes && counters.completed + counters.late_replies == pushes {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
+    // Every dispatch has its outcome; let every aimed reply reach the node, then check the books.
+    for sync in &syncs {
+        let (done, synced) = oneshot::channel();
+        sync.send(done).expect("stub worker alive");
+        within("every reply to be handled", synced)
+            .await
+            .expect("stub worker synced");
+    }
     let counters = node.node.status().counters;
     let log = log.lock().unwrap();
     let completed = results
@@ -496,6 +504,10 @@ async fn replies_aimed_at_the_deadline_end_once_and_every_loser_is_counted() {
         "only completed or timeout: {seed_note}"
     );
     assert_eq!(counters.pushed, log.pushes.len() as u64, "{seed_note}");
+    assert_eq!(
+        log.replies, counters.pushed,
+        "every push was answered: {seed_note}"
+    );
     assert_eq!(counters.completed, completed, "{seed_note}");
     assert_eq!(counters.timed_out, timed_out, "{seed_note}");
     assert_eq!(
@@ -557,7 +569,7 @@ async fn the_largest_input_protocol_md_allows_is_carried_and_one_byte_more_is_re
     })
     .await;
     let mut w = worker(&node, "act", 1, None).await;
-    let mut wire = producer(&node).await;
+    let mut wire = producer(node.addr).await;
     let ids = |r: &DispatchRequest| r.workflow_id.len() + r.run_id.as_deref().map_or(0, str::len);
     let mut largest = request("ns", "act", "");
     largest.input = Bytes::from(vec![7; max_frame_len - 16384 - ids(&largest)]);

@@ -338,7 +338,7 @@ impl Dispatcher {
         flight.arm(reservation);
         match link.push(request, Arc::clone(flight) as _) {
             Ok(correlation) => {
-                flight.pushed(link, correlation, worker_id);
+                flight.pushed(link, correlation);
                 Push::Queued
             }
             Err((PushError::Closed, request)) => {

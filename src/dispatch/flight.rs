@@ -22,7 +22,6 @@ use crate::registry::{Reservation, WorkerId};
 struct PushedTo {
     link: WorkerLink,
     correlation: u64,
-    worker_id: WorkerId,
 }
 
 #[derive(Debug, Default)]
@@ -103,7 +102,10 @@ impl Flight {
 
     /// Ends the dispatch as timed out, unless something else ended it first.
     pub(crate) fn expire(&self) {
-        let worker_id = self.state().pushed.as_ref().map(|to| to.worker_id);
+        let worker_id = {
+            let state = self.state();
+            state.pushed.as_ref().and(state.worker_id)
+        };
         if let Some(worker_id) = worker_id {
             let after_ms = u64::try_from(self.reply_timeout.as_millis()).unwrap_or(u64::MAX);
             self.end(DispatchResult::Timeout {
@@ -184,14 +186,10 @@ impl Flight {
     }
 
     /// Notes where the push went; a cancel that came meanwhile is applied now.
-    pub(super) fn pushed(&self, link: WorkerLink, correlation: u64, worker_id: WorkerId) {
+    pub(super) fn pushed(&self, link: WorkerLink, correlation: u64) {
         let cancel = {
             let mut state = self.state();
-            state.pushed = Some(PushedTo {
-                link,
-                correlation,
-                worker_id,
-            });
+            state.pushed = Some(PushedTo { link, correlation });
             std::mem::take(&mut state.cancel_pending)
         };
         self.counters.pushed();

@@ -149,15 +149,11 @@ impl Registry {
             activity_type: address.activity_type.to_owned(),
         };
         let node = address.node.map(str::to_owned);
-        let (id, granted) = state
-            .waiters
-            .push(key.clone(), routing.clone(), node.clone());
+        let (id, granted) = state.waiters.push(key.clone(), routing.clone(), node);
         Err(Box::new(Wait {
             registry: Arc::clone(self),
             key,
             id,
-            routing: routing.clone(),
-            node,
             granted,
             queued: true,
         }))
@@ -381,20 +377,13 @@ impl Registry {
     }
 
     /// Takes waiter `id` out of its queue; `None` when it was granted a slot first, otherwise
-    /// the census of its address, taken in the same critical section.
-    fn leave(
-        &self,
-        key: &WaitKey,
-        id: u64,
-        routing: &NodeRouting,
-        node: Option<&str>,
-    ) -> Option<Census> {
+    /// the census of its address under its routing, taken in the same critical section.
+    fn leave(&self, key: &WaitKey, id: u64) -> Option<Census> {
         let mut state = self.lock();
-        if !state.waiters.remove(key, id) {
-            return None;
-        }
-        let address = key_address(key, node);
-        Some(census_of(&state, address, Tiers::new(routing, node).last))
+        let waiter = state.waiters.remove(key, id)?;
+        let node = waiter.node.as_deref();
+        let filter = Tiers::new(&waiter.routing, node).last;
+        Some(census_of(&state, key_address(key, node), filter))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -513,8 +502,6 @@ pub struct Wait {
     registry: Arc<Registry>,
     key: WaitKey,
     id: u64,
-    routing: NodeRouting,
-    node: Option<String>,
     granted: oneshot::Receiver<Reservation>,
     queued: bool,
 }
@@ -536,10 +523,7 @@ impl Wait {
     pub fn give_up(mut self) -> Result<Reservation, Census> {
         if self.queued {
             self.queued = false;
-            let left = self
-                .registry
-                .leave(&self.key, self.id, &self.routing, self.node.as_deref());
-            if let Some(census) = left {
+            if let Some(census) = self.registry.leave(&self.key, self.id) {
                 return Err(census);
             }
         }
@@ -549,7 +533,7 @@ impl Wait {
             // when granted. Report what the registry knows now.
             Err(_) => Err(self
                 .registry
-                .census(key_address(&self.key, self.node.as_deref()), &self.routing)),
+                .census(key_address(&self.key, None), &NodeRouting::Any)),
         }
     }
 }
@@ -557,9 +541,7 @@ impl Wait {
 impl Drop for Wait {
     fn drop(&mut self) {
         if self.queued {
-            let _ = self
-                .registry
-                .leave(&self.key, self.id, &self.routing, self.node.as_deref());
+            let _ = self.registry.leave(&self.key, self.id);
         }
         // A grant still in `granted` drops with it, freeing its slot outside the lock.
     }

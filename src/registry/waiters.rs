@@ -67,20 +67,16 @@ impl<T> Waiters<T> {
         (id, granted)
     }
 
-    /// Removes waiter `id` from `key`'s queue; `false` when it is no longer queued.
-    pub(super) fn remove(&mut self, key: &WaitKey, id: u64) -> bool {
-        let Some(queue) = self.queues.get_mut(key) else {
-            return false;
-        };
-        let Some(at) = queue.iter().position(|waiter| waiter.id == id) else {
-            return false;
-        };
-        queue.remove(at);
+    /// Removes waiter `id` from `key`'s queue; `None` when it is no longer queued.
+    pub(super) fn remove(&mut self, key: &WaitKey, id: u64) -> Option<Waiter<T>> {
+        let queue = self.queues.get_mut(key)?;
+        let at = queue.iter().position(|waiter| waiter.id == id)?;
+        let waiter = queue.remove(at)?;
         self.count -= 1;
         if queue.is_empty() {
             self.queues.remove(key);
         }
-        true
+        Some(waiter)
     }
 
     /// Waiters queued anywhere.
