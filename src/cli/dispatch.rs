@@ -53,6 +53,7 @@ fn exit_code(result: &DispatchResult) -> u8 {
         DispatchResult::Refused(_) => 14,
         DispatchResult::Cancelled => 15,
         DispatchResult::Draining => 16,
+        DispatchResult::PeerLost { .. } => 17,
     }
 }
 

@@ -16,6 +16,7 @@ pub struct DispatchCounters {
     refused: AtomicU64,
     cancelled: AtomicU64,
     draining: AtomicU64,
+    peer_lost: AtomicU64,
     late_replies: AtomicU64,
     dropped_replies: AtomicU64,
     reclaimed_slots: AtomicU64,
@@ -42,6 +43,7 @@ impl DispatchCounters {
             DispatchResult::Refused(_) => &self.refused,
             DispatchResult::Cancelled => &self.cancelled,
             DispatchResult::Draining => &self.draining,
+            DispatchResult::PeerLost { .. } => &self.peer_lost,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -59,6 +61,11 @@ impl DispatchCounters {
     /// An ended push got no reply within the grace, and its slot was freed.
     pub(crate) fn slot_reclaimed(&self) {
         self.reclaimed_slots.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Dispatches that ended `PeerLost`; version-1 counters have no field for them.
+    pub fn peer_lost(&self) -> u64 {
+        self.peer_lost.load(Ordering::Relaxed)
     }
 
     /// The totals now.

@@ -3,7 +3,7 @@
 use lintel_wire::{ActivityOutcome, DispatchResult};
 
 /// The class of an outcome: `completed`, `no-worker`, `worker-lost`, `timeout`, `refused`,
-/// `cancelled` or `draining`.
+/// `cancelled`, `draining` or `peer-lost`.
 pub fn class(result: &DispatchResult) -> &'static str {
     match result {
         DispatchResult::Completed(_) => "completed",
@@ -13,6 +13,7 @@ pub fn class(result: &DispatchResult) -> &'static str {
         DispatchResult::Refused(_) => "refused",
         DispatchResult::Cancelled => "cancelled",
         DispatchResult::Draining => "draining",
+        DispatchResult::PeerLost { .. } => "peer-lost",
     }
 }
 
@@ -52,5 +53,8 @@ pub fn describe(result: &DispatchResult) -> String {
         DispatchResult::Refused(refused) => format!("{:?}: {}", refused.reason, refused.detail),
         DispatchResult::Cancelled => "cancelled".into(),
         DispatchResult::Draining => "the node is draining".into(),
+        DispatchResult::PeerLost { peer, after_ms } => {
+            format!("the link to node {peer} died {after_ms} ms after the relay; it may have run")
+        }
     }
 }

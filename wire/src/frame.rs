@@ -7,8 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::message::{
-    Cancel, CapacityUpdate, Drain, Drained, ErrorFrame, Goodbye, Hello, OutcomeFrame, Ping, Pong,
-    Push, Refusal, Register, Registered, Reply, StatusQuery, StatusReport, Submit, Welcome,
+    Cancel, CapacityUpdate, ClusterStatusReport, Drain, Drained, ErrorFrame, Goodbye, Hello,
+    OutcomeFrame, PeerHello, Ping, Pong, Presence, Push, Refusal, Register, Registered, Relay,
+    RelayOutcome, Reply, ServedOutcome, StatusQuery, StatusReport, Submit, Welcome,
 };
 
 /// One frame body. The discriminant is the frame kind on the wire.
@@ -54,6 +55,18 @@ pub enum Frame {
     StatusQuery(StatusQuery),
     /// Node to producer: the answer to a status query.
     Status(StatusReport),
+    /// Version 2, peer to peer: who the sender is and the members it knows.
+    PeerHello(PeerHello),
+    /// Version 2, peer to peer: the sender's own pools, a snapshot then deltas.
+    Presence(Presence),
+    /// Version 2, peer to peer: run this dispatch on your own workers.
+    Relay(Relay),
+    /// Version 2, peer to peer: how a relay ended.
+    RelayOutcome(RelayOutcome),
+    /// Version 2, node to producer: how a submission ended and which node served it.
+    ServedOutcome(ServedOutcome),
+    /// Version 2, node to producer: the answer to a status query, with the node's peers.
+    ClusterStatus(ClusterStatusReport),
 }
 
 /// The kind of a frame: its wire discriminant, without the body.
@@ -80,11 +93,17 @@ pub enum FrameKind {
     Error = 17,
     StatusQuery = 18,
     Status = 19,
+    PeerHello = 20,
+    Presence = 21,
+    Relay = 22,
+    RelayOutcome = 23,
+    ServedOutcome = 24,
+    ClusterStatus = 25,
 }
 
 impl FrameKind {
     /// Every kind, in wire order.
-    pub const ALL: [FrameKind; 20] = [
+    pub const ALL: [FrameKind; 26] = [
         FrameKind::Hello,
         FrameKind::Welcome,
         FrameKind::HelloRefused,
@@ -105,6 +124,12 @@ impl FrameKind {
         FrameKind::Error,
         FrameKind::StatusQuery,
         FrameKind::Status,
+        FrameKind::PeerHello,
+        FrameKind::Presence,
+        FrameKind::Relay,
+        FrameKind::RelayOutcome,
+        FrameKind::ServedOutcome,
+        FrameKind::ClusterStatus,
     ];
 
     /// The kind with this wire discriminant, if this version knows it.
@@ -143,6 +168,12 @@ impl FrameKind {
             FrameKind::Error => "Error",
             FrameKind::StatusQuery => "StatusQuery",
             FrameKind::Status => "Status",
+            FrameKind::PeerHello => "PeerHello",
+            FrameKind::Presence => "Presence",
+            FrameKind::Relay => "Relay",
+            FrameKind::RelayOutcome => "RelayOutcome",
+            FrameKind::ServedOutcome => "ServedOutcome",
+            FrameKind::ClusterStatus => "ClusterStatus",
         }
     }
 }
@@ -177,6 +208,12 @@ impl Frame {
             Frame::Error(_) => FrameKind::Error,
             Frame::StatusQuery(_) => FrameKind::StatusQuery,
             Frame::Status(_) => FrameKind::Status,
+            Frame::PeerHello(_) => FrameKind::PeerHello,
+            Frame::Presence(_) => FrameKind::Presence,
+            Frame::Relay(_) => FrameKind::Relay,
+            Frame::RelayOutcome(_) => FrameKind::RelayOutcome,
+            Frame::ServedOutcome(_) => FrameKind::ServedOutcome,
+            Frame::ClusterStatus(_) => FrameKind::ClusterStatus,
         }
     }
 }

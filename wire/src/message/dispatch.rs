@@ -153,6 +153,9 @@ pub enum DispatchResult {
     Cancelled,
     /// The node is draining and takes no new work.
     Draining,
+    /// Version 2: the link to the node serving it died while the dispatch may have been
+    /// running there; `after_ms` since it was relayed.
+    PeerLost { peer: String, after_ms: u64 },
 }
 
 /// Node to producer: the result of the submission with `correlation`.

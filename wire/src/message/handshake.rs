@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The highest protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// What a connection is for; fixes which frames it may send afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

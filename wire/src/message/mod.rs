@@ -3,6 +3,7 @@
 mod control;
 mod dispatch;
 mod handshake;
+mod peer;
 mod registration;
 mod status;
 
@@ -12,6 +13,10 @@ pub use dispatch::{
     NodeRouting, OutcomeFrame, Push, RefusedDispatch, RefusedReason, Reply, Submit,
 };
 pub use handshake::{Hello, Limits, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
+pub use peer::{
+    ClusterStatusReport, PeerAddress, PeerHello, PeerLinkState, PeerStatus, PoolPresence, Presence,
+    PresenceGroup, Relay, RelayOutcome, ServedOutcome,
+};
 pub use registration::{CapacityUpdate, Register, Registered};
 pub use status::{
     Counters, NodeStatus, PoolStatus, StatusQuery, StatusReport, WaitingStatus, WorkerStatus,
