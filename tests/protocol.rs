@@ -175,7 +175,7 @@ impl InFlight {
 #[tokio::test]
 async fn a_hello_sharing_no_version_with_the_node_is_refused_with_version_mismatch() {
     let node = TestNode::start().await;
-    for (min_version, max_version) in [(2, 9), (0, 0), (3, 2)] {
+    for (min_version, max_version) in [(3, 9), (0, 0), (3, 2)] {
         let mut client = RawClient::connect(node.addr).await;
         client
             .send(Frame::Hello(Hello {
@@ -186,19 +186,21 @@ async fn a_hello_sharing_no_version_with_the_node_is_refused_with_version_mismat
             .await;
         expect_refused_then_close(&mut client, RefusalCode::VersionMismatch).await;
     }
-    // The range 0..=1 overlaps the node's 1..=1.
-    let mut client = RawClient::connect(node.addr).await;
-    client
-        .send(Frame::Hello(Hello {
-            min_version: 0,
-            max_version: 1,
-            ..hello(Role::Worker)
-        }))
-        .await;
-    assert!(matches!(
-        next_frame(&mut client).await,
-        Some(Frame::Welcome(welcome)) if welcome.version == 1
-    ));
+    // The ranges 0..=1 and 2..=9 overlap the node's 1..=2 at their highest common version.
+    for (min_version, max_version, agreed) in [(0, 1, 1), (2, 9, 2)] {
+        let mut client = RawClient::connect(node.addr).await;
+        client
+            .send(Frame::Hello(Hello {
+                min_version,
+                max_version,
+                ..hello(Role::Worker)
+            }))
+            .await;
+        assert!(matches!(
+            next_frame(&mut client).await,
+            Some(Frame::Welcome(welcome)) if welcome.version == agreed
+        ));
+    }
 }
 
 #[tokio::test]
@@ -245,11 +247,26 @@ async fn with_an_auth_token_a_missing_or_wrong_token_is_refused_and_the_right_on
 }
 
 #[tokio::test]
-async fn a_peer_hello_is_refused_with_role_not_supported() {
+async fn a_version_1_peer_hello_is_refused_with_version_mismatch() {
     let node = TestNode::start().await;
     let mut client = RawClient::connect(node.addr).await;
     client.send(Frame::Hello(hello(Role::Peer))).await;
-    expect_refused_then_close(&mut client, RefusalCode::RoleNotSupported).await;
+    expect_refused_then_close(&mut client, RefusalCode::VersionMismatch).await;
+}
+
+#[tokio::test]
+async fn a_version_2_kind_on_a_version_1_producer_connection_is_an_unexpected_frame() {
+    let node = TestNode::start().await;
+    let (mut client, _) = RawClient::hello(node.addr, Role::Producer).await;
+    client
+        .send(Frame::Presence(lintel::wire::Presence {
+            reset: true,
+            synced: true,
+            draining: false,
+            pools: Vec::new(),
+        }))
+        .await;
+    expect_error_then_close(&mut client, ErrorCode::UnexpectedFrame).await;
 }
 
 #[tokio::test]
@@ -435,8 +452,8 @@ async fn an_unknown_frame_kind_is_refused_and_closes_only_its_connection() {
     let in_flight = InFlight::start(&node).await;
     let (mut bad, _) = RawClient::hello(node.addr, Role::Worker).await;
 
-    // Kind 20 is the first this version does not know.
-    send_bytes(&mut bad, &[0, 0, 0, 1, 20]).await;
+    // Kind 26 is the first version 2 does not know.
+    send_bytes(&mut bad, &[0, 0, 0, 1, 26]).await;
 
     expect_error_then_close(&mut bad, ErrorCode::UnknownFrameKind).await;
     in_flight.finish(&node).await;

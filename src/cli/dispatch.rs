@@ -24,8 +24,17 @@ pub(super) struct Args {
     #[arg(long)]
     activity: String,
     /// Only workers on this node.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["prefer", "require"])]
     node: Option<String>,
+    /// Try workers on these nodes first, in order, then any node (comma-separated).
+    #[arg(long, value_delimiter = ',', conflicts_with = "require")]
+    prefer: Vec<String>,
+    /// Only workers on one of these nodes (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    require: Vec<String>,
+    /// Print the node that served the dispatch on stderr.
+    #[arg(long)]
+    verbose: bool,
     /// How long to wait for a worker; without it, no eligible worker fails at once.
     #[arg(long)]
     wait_ms: Option<u64>,
@@ -86,12 +95,21 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     if let Some(node) = args.node {
         options = options.pin(node);
+    } else if !args.prefer.is_empty() {
+        options = options.prefer(args.prefer);
+    } else if !args.require.is_empty() {
+        options = options.require(args.require);
     }
-    let result = match client.dispatch(request, &options).await {
-        Ok(result) => result,
+    let dispatched = match client.dispatch_traced(request, &options).await {
+        Ok(dispatched) => dispatched,
         Err(err) => return fail(format!("connection lost: {err}")),
     };
     client.close().await;
+    if args.verbose {
+        let node = dispatched.served_by.as_deref().unwrap_or("unknown");
+        eprintln!("served by {node}");
+    }
+    let result = dispatched.result;
     if let DispatchResult::Completed(response) = &result {
         if let ActivityOutcome::Success(bytes) = &response.outcome {
             use std::io::Write;

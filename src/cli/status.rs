@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use lintel_client::{Client, ClientConfig};
-use lintel_wire::NodeStatus;
+use lintel_client::{Client, ClientConfig, ClusterStatus};
+use lintel_wire::PeerLinkState;
 
 use super::exit::fail;
 
@@ -30,13 +30,13 @@ pub(super) async fn run(args: Args) -> ExitCode {
         Ok(client) => client,
         Err(err) => return fail(format!("cannot connect to {}: {err}", args.connect)),
     };
-    let status = match client.status().await {
+    let status = match client.cluster_status().await {
         Ok(status) => status,
         Err(err) => return fail(format!("no status: {err}")),
     };
     client.close().await;
     if args.json {
-        match serde_json::to_string_pretty(&status) {
+        match json(&status) {
             Ok(json) => println!("{json}"),
             Err(err) => return fail(err),
         }
@@ -46,10 +46,21 @@ pub(super) async fn run(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The node's status as JSON, with `peers` and the `peer_lost` count beside its own keys.
+fn json(cluster: &ClusterStatus) -> Result<String, serde_json::Error> {
+    let mut value = serde_json::to_value(&cluster.status)?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("peers".into(), serde_json::to_value(&cluster.peers)?);
+        object.insert("peer_lost".into(), cluster.peer_lost.into());
+    }
+    serde_json::to_string_pretty(&value)
+}
+
 /// The status as text for people.
-fn render(status: &NodeStatus) -> String {
+fn render(cluster: &ClusterStatus) -> String {
     use std::fmt::Write;
     let mut out = String::new();
+    let status = &cluster.status;
     let c = &status.counters;
     let _ = writeln!(
         out,
@@ -66,9 +77,30 @@ fn render(status: &NodeStatus) -> String {
     );
     let _ = writeln!(
         out,
-        "late-replies {}  dropped-replies {}  reclaimed-slots {}",
-        c.late_replies, c.dropped_replies, c.reclaimed_slots
+        "late-replies {}  dropped-replies {}  reclaimed-slots {}  peer-lost {}",
+        c.late_replies, c.dropped_replies, c.reclaimed_slots, cluster.peer_lost
     );
+    for peer in &cluster.peers {
+        let state = match peer.state {
+            PeerLinkState::Up if peer.synced => "up",
+            PeerLinkState::Up => "up (presence arriving)",
+            PeerLinkState::Connecting => "connecting",
+        };
+        let name = if peer.node_id.is_empty() { "?" } else { &peer.node_id };
+        let _ = writeln!(
+            out,
+            "peer {name} at {}  {state}  relays sent {} received {} in flight {}  pools {}",
+            peer.address,
+            peer.relays_sent,
+            peer.relays_received,
+            peer.relays_in_flight,
+            if peer.pools.is_empty() {
+                "-".to_owned()
+            } else {
+                peer.pools.join(",")
+            }
+        );
+    }
     if status.pools.is_empty() {
         let _ = writeln!(out, "\nno pools: no worker is registered");
     }

@@ -3,14 +3,20 @@
 use bytes::Bytes;
 use lintel::wire::{
     ActivityOutcome, DispatchRequest, DispatchResponse, Frame, Hello, NodeRouting, Push, Register,
-    Reply, Role, Submit, PROTOCOL_VERSION,
+    Reply, Role, Submit,
 };
 
-/// A handshake as `role` over every version this node speaks.
+/// A handshake as `role` at protocol version 1: the raw clients are version-1 clients
+/// written from `PROTOCOL.md`, which a version-2 node keeps serving unchanged.
 pub fn hello(role: Role) -> Hello {
+    hello_at(role, 1)
+}
+
+/// A handshake as `role` speaking versions up to `max_version`.
+pub fn hello_at(role: Role, max_version: u16) -> Hello {
     Hello {
         min_version: 1,
-        max_version: PROTOCOL_VERSION,
+        max_version,
         role,
         name: "test".into(),
         auth_token: None,
