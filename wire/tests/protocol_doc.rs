@@ -17,11 +17,13 @@ use bytes::{Bytes, BytesMut};
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{
     decode_body, decode_frame, encode_frame, ActivityOutcome, Cancel, CapacityUpdate, Census,
-    Counters, DecodeError, DispatchRequest, DispatchResponse, DispatchResult, Drain, Drained,
-    ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Hello, Limits, NoWorkerReason, NodeRouting,
-    NodeStatus, OutcomeFrame, Ping, Pong, PoolStatus, Push, Refusal, RefusalCode, RefusedDispatch,
-    RefusedReason, Register, Registered, Reply, Role, StatusQuery, StatusReport, Submit,
-    WaitingStatus, Welcome, WorkerStatus, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+    ClusterStatusReport, Counters, DecodeError, DispatchRequest, DispatchResponse, DispatchResult,
+    Drain, Drained, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Hello, Limits,
+    NoWorkerReason, NodeRouting, NodeStatus, OutcomeFrame, PeerAddress, PeerHello, PeerLinkState,
+    PeerStatus, Ping, Pong, PoolPresence, PoolStatus, Presence, PresenceGroup, Push, Refusal,
+    RefusalCode, RefusedDispatch, RefusedReason, Register, Registered, Relay, RelayOutcome, Reply,
+    Role, ServedOutcome, StatusQuery, StatusReport, Submit, WaitingStatus, Welcome, WorkerStatus,
+    DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 
 /// Bytes per line of a hex dump.
@@ -169,6 +171,74 @@ fn error() -> Frame {
         code: ErrorCode::UnexpectedFrame,
         reason: "Submit".to_owned(),
     })
+}
+
+fn peer_hello() -> Frame {
+    Frame::PeerHello(PeerHello {
+        node_id: "node-b".to_owned(),
+        incarnation: 1_234_567_890_123,
+        advertise: "10.0.0.2:7400".to_owned(),
+        peers: vec![PeerAddress {
+            node_id: "node-c".to_owned(),
+            address: "10.0.0.3:7400".to_owned(),
+        }],
+    })
+}
+
+fn presence_group() -> PresenceGroup {
+    PresenceGroup {
+        activity_type: "render".to_owned(),
+        node: Some("box-7".to_owned()),
+        workers: 2,
+        slots: 8,
+        free: 5,
+        full: 0,
+        draining: 0,
+    }
+}
+
+fn presence() -> Frame {
+    Frame::Presence(Presence {
+        reset: true,
+        synced: true,
+        draining: false,
+        pools: vec![PoolPresence {
+            channel: "aion.dispatch.remote.gpu".to_owned(),
+            workers: 2,
+            groups: vec![presence_group()],
+        }],
+    })
+}
+
+fn relay_outcome() -> Frame {
+    Frame::RelayOutcome(RelayOutcome {
+        correlation: 17,
+        result: DispatchResult::Completed(response()),
+    })
+}
+
+fn served_outcome() -> Frame {
+    Frame::ServedOutcome(ServedOutcome {
+        correlation: 5,
+        served_by: "node-a".to_owned(),
+        result: DispatchResult::PeerLost {
+            peer: "node-b".to_owned(),
+            after_ms: 1200,
+        },
+    })
+}
+
+fn peer_status() -> PeerStatus {
+    PeerStatus {
+        node_id: "node-b".to_owned(),
+        address: "10.0.0.2:7400".to_owned(),
+        state: PeerLinkState::Up,
+        synced: true,
+        relays_sent: 12,
+        relays_received: 4,
+        relays_in_flight: 1,
+        pools: vec!["aion.dispatch.remote.gpu".to_owned()],
+    }
 }
 
 /// Every example with a hex dump in the doc, by marker name.
@@ -1006,6 +1076,24 @@ fn refusal() -> Refusal {
     }
 }
 
+fn full_relay() -> Relay {
+    Relay {
+        correlation: 1,
+        request: full_request(),
+        routing: NodeRouting::Any,
+        reply_timeout_ms: 1,
+    }
+}
+
+fn full_cluster_status() -> ClusterStatusReport {
+    ClusterStatusReport {
+        correlation: 1,
+        status: node_status(),
+        peers: vec![peer_status()],
+        peer_lost: 0,
+    }
+}
+
 /// One frame of every kind, in wire order.
 fn frame_samples() -> Vec<Frame> {
     vec![
@@ -1043,6 +1131,12 @@ fn frame_samples() -> Vec<Frame> {
             correlation: 1,
             status: node_status(),
         }),
+        peer_hello(),
+        presence(),
+        Frame::Relay(full_relay()),
+        relay_outcome(),
+        served_outcome(),
+        Frame::ClusterStatus(full_cluster_status()),
     ]
 }
 
@@ -1349,6 +1443,10 @@ fn dispatch_result_values() -> Vec<DispatchResult> {
         }),
         DispatchResult::Cancelled,
         DispatchResult::Draining,
+        DispatchResult::PeerLost {
+            peer: String::new(),
+            after_ms: 0,
+        },
     ];
     for value in &all {
         match value {
@@ -1358,7 +1456,8 @@ fn dispatch_result_values() -> Vec<DispatchResult> {
             | DispatchResult::Timeout { .. }
             | DispatchResult::Refused(_)
             | DispatchResult::Cancelled
-            | DispatchResult::Draining => {}
+            | DispatchResult::Draining
+            | DispatchResult::PeerLost { .. } => {}
         }
     }
     all
@@ -1436,6 +1535,11 @@ fn the_doc_states_the_current_constants() {
     for fact in [
         format!("`PROTOCOL_VERSION` = {PROTOCOL_VERSION}"),
         format!("`DEFAULT_MAX_FRAME_LEN` = {DEFAULT_MAX_FRAME_LEN}"),
+        // The first unknown kind, in the bad-input table of section 1.
+        format!(
+            "({} or more in version {PROTOCOL_VERSION})",
+            FrameKind::ALL.len()
+        ),
     ] {
         assert!(doc.contains(&fact), "PROTOCOL.md does not state `{fact}`");
     }
@@ -1470,8 +1574,17 @@ fn the_decoding_rules_of_sections_1_and_2_hold() {
         ("truncated kind", vec![0x80], |r| {
             matches!(r, Err(MissingKind))
         }),
-        ("unknown kind", vec![0x14], |r| {
-            matches!(r, Err(UnknownKind { discriminant: 20 }))
+        ("unknown kind", vec![0x1a], |r| {
+            matches!(r, Err(UnknownKind { discriminant: 26 }))
+        }),
+        ("last known kind, empty body", vec![0x19], |r| {
+            matches!(
+                r,
+                Err(Malformed {
+                    kind: FrameKind::ClusterStatus,
+                    ..
+                })
+            )
         }),
         ("overlong body varint", vec![0x0c, 0x80, 0x00], |r| {
             matches!(r, Ok(Frame::Ping(Ping { nonce: 0 })))
