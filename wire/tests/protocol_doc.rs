@@ -17,11 +17,13 @@ use bytes::{Bytes, BytesMut};
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{
     decode_body, decode_frame, encode_frame, ActivityOutcome, Cancel, CapacityUpdate, Census,
-    Counters, DecodeError, DispatchRequest, DispatchResponse, DispatchResult, Drain, Drained,
-    ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Hello, Limits, NoWorkerReason, NodeRouting,
-    NodeStatus, OutcomeFrame, Ping, Pong, PoolStatus, Push, Refusal, RefusalCode, RefusedDispatch,
-    RefusedReason, Register, Registered, Reply, Role, StatusQuery, StatusReport, Submit,
-    WaitingStatus, Welcome, WorkerStatus, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+    ClusterStatusReport, Counters, DecodeError, DispatchRequest, DispatchResponse, DispatchResult,
+    Drain, Drained, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Hello, Limits,
+    NoWorkerReason, NodeRouting, NodeStatus, OutcomeFrame, PeerAddress, PeerHello, PeerLinkState,
+    PeerStatus, Ping, Pong, PoolPresence, PoolStatus, Presence, PresenceGroup, Push, Refusal,
+    RefusalCode, RefusedDispatch, RefusedReason, Register, Registered, Relay, RelayOutcome, Reply,
+    Role, ServedOutcome, StatusQuery, StatusReport, Submit, WaitingStatus, Welcome, WorkerStatus,
+    DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 
 /// Bytes per line of a hex dump.
@@ -171,6 +173,107 @@ fn error() -> Frame {
     })
 }
 
+fn hello_peer() -> Frame {
+    Frame::Hello(Hello {
+        min_version: 2,
+        max_version: 2,
+        role: Role::Peer,
+        name: "node-a".to_owned(),
+        auth_token: Some("mesh-key".to_owned()),
+    })
+}
+
+fn peer_hello() -> Frame {
+    Frame::PeerHello(PeerHello {
+        node_id: "node-b".to_owned(),
+        incarnation: 1_234_567_890_123,
+        advertise: "10.0.0.2:7400".to_owned(),
+        peers: vec![PeerAddress {
+            node_id: "node-c".to_owned(),
+            address: "10.0.0.3:7400".to_owned(),
+        }],
+    })
+}
+
+fn presence_group() -> PresenceGroup {
+    PresenceGroup {
+        activity_type: "render".to_owned(),
+        node: Some("box-7".to_owned()),
+        workers: 2,
+        slots: 8,
+        free: 5,
+        full: 0,
+        draining: 0,
+    }
+}
+
+fn presence() -> Frame {
+    Frame::Presence(Presence {
+        reset: true,
+        synced: true,
+        draining: false,
+        pools: vec![PoolPresence {
+            channel: "aion.dispatch.remote.gpu".to_owned(),
+            workers: 2,
+            groups: vec![presence_group()],
+        }],
+    })
+}
+
+fn relay() -> Frame {
+    Frame::Relay(Relay {
+        correlation: 17,
+        request: request(),
+        routing: NodeRouting::Prefer(vec!["box-7".to_owned()]),
+        reply_timeout_ms: 29_950,
+    })
+}
+
+fn relay_outcome() -> Frame {
+    Frame::RelayOutcome(RelayOutcome {
+        correlation: 17,
+        result: DispatchResult::Completed(response()),
+    })
+}
+
+fn served_outcome() -> Frame {
+    Frame::ServedOutcome(ServedOutcome {
+        correlation: 5,
+        served_by: "node-a".to_owned(),
+        result: DispatchResult::PeerLost {
+            peer: "node-b".to_owned(),
+            after_ms: 1200,
+        },
+    })
+}
+
+fn peer_status() -> PeerStatus {
+    PeerStatus {
+        node_id: "node-b".to_owned(),
+        address: "10.0.0.2:7400".to_owned(),
+        state: PeerLinkState::Up,
+        synced: true,
+        relays_sent: 12,
+        relays_received: 4,
+        relays_in_flight: 1,
+        pools: vec!["aion.dispatch.remote.gpu".to_owned()],
+    }
+}
+
+fn cluster_status() -> Frame {
+    Frame::ClusterStatus(ClusterStatusReport {
+        correlation: 9,
+        status: NodeStatus {
+            node_id: "node-a".to_owned(),
+            uptime_ms: 60_000,
+            connections: 3,
+            ..NodeStatus::default()
+        },
+        peers: vec![peer_status()],
+        peer_lost: 0,
+    })
+}
+
 /// Every example with a hex dump in the doc, by marker name.
 fn examples() -> Vec<(&'static str, Frame)> {
     vec![
@@ -185,6 +288,13 @@ fn examples() -> Vec<(&'static str, Frame)> {
         ("outcome", outcome()),
         ("outcome-no-worker", outcome_no_worker()),
         ("error", error()),
+        ("hello-peer", hello_peer()),
+        ("peer-hello", peer_hello()),
+        ("presence", presence()),
+        ("relay", relay()),
+        ("relay-outcome", relay_outcome()),
+        ("served-outcome", served_outcome()),
+        ("cluster-status", cluster_status()),
     ]
 }
 
@@ -277,6 +387,10 @@ impl Breakdown {
             format!("{field}: bytes, length {}", value.len()),
         );
         self.piece(value.to_vec(), "  raw bytes".to_owned())
+    }
+
+    fn boolean(&mut self, field: &str, value: bool) -> &mut Self {
+        self.piece(vec![u8::from(value)], format!("{field}: bool = {value}"))
     }
 
     fn some(&mut self, field: &str) -> &mut Self {
@@ -426,6 +540,62 @@ fn outcome_breakdown() -> String {
     b.render("outcome", &outcome())
 }
 
+fn peer_hello_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::PeerHello)
+        .string("node_id", "node-b")
+        .uint("incarnation", "u64", 1_234_567_890_123)
+        .string("advertise", "10.0.0.2:7400")
+        .seq("peers", "Vec<PeerAddress>", 1)
+        .string("peers[0].node_id", "node-c")
+        .string("peers[0].address", "10.0.0.3:7400");
+    b.render("peer-hello", &peer_hello())
+}
+
+fn presence_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Presence)
+        .boolean("reset", true)
+        .boolean("synced", true)
+        .boolean("draining", false)
+        .seq("pools", "Vec<PoolPresence>", 1)
+        .string("pools[0].channel", "aion.dispatch.remote.gpu")
+        .uint("pools[0].workers", "u32", 2)
+        .seq("pools[0].groups", "Vec<PresenceGroup>", 1);
+    let g = |name: &str| format!("pools[0].groups[0].{name}");
+    b.string(&g("activity_type"), "render")
+        .some(&g("node"))
+        .string(&g("node.0"), "box-7")
+        .uint(&g("workers"), "u32", 2)
+        .uint(&g("slots"), "u32", 8)
+        .uint(&g("free"), "u32", 5)
+        .uint(&g("full"), "u32", 0)
+        .uint(&g("draining"), "u32", 0);
+    b.render("presence", &presence())
+}
+
+fn relay_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Relay).uint("correlation", "u64", 17);
+    request_pieces(&mut b, "request");
+    b.variant("routing", "NodeRouting", 2, "Prefer")
+        .seq("routing.0", "Vec<String>", 1)
+        .string("routing.0[0]", "box-7")
+        .uint("reply_timeout_ms", "u64", 29_950);
+    b.render("relay", &relay())
+}
+
+fn served_outcome_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::ServedOutcome)
+        .uint("correlation", "u64", 5)
+        .string("served_by", "node-a")
+        .variant("result", "DispatchResult", 7, "PeerLost")
+        .string("result.peer", "node-b")
+        .uint("result.after_ms", "u64", 1200);
+    b.render("served-outcome", &served_outcome())
+}
+
 // ---------------------------------------------------------------------------------------
 // Varint examples
 // ---------------------------------------------------------------------------------------
@@ -497,6 +667,13 @@ fn generated_blocks() -> Vec<(String, String)> {
     blocks.push(("bytes:push".to_owned(), push_breakdown()));
     blocks.push(("bytes:submit".to_owned(), submit_breakdown()));
     blocks.push(("bytes:outcome".to_owned(), outcome_breakdown()));
+    blocks.push(("bytes:peer-hello".to_owned(), peer_hello_breakdown()));
+    blocks.push(("bytes:presence".to_owned(), presence_breakdown()));
+    blocks.push(("bytes:relay".to_owned(), relay_breakdown()));
+    blocks.push((
+        "bytes:served-outcome".to_owned(),
+        served_outcome_breakdown(),
+    ));
     blocks.push(("text:varints".to_owned(), varint_examples()));
     blocks.push(("text:channels".to_owned(), channel_examples()));
     blocks
@@ -1006,6 +1183,30 @@ fn refusal() -> Refusal {
     }
 }
 
+fn full_relay() -> Relay {
+    Relay {
+        correlation: 1,
+        request: full_request(),
+        routing: NodeRouting::Any,
+        reply_timeout_ms: 1,
+    }
+}
+
+fn full_cluster_status() -> ClusterStatusReport {
+    ClusterStatusReport {
+        correlation: 1,
+        status: node_status(),
+        peers: vec![peer_status()],
+        peer_lost: 0,
+    }
+}
+
+/// The body of a frame sample, for the struct tables of frame bodies.
+fn body_of<T>(frame: Frame, take: impl FnOnce(Frame) -> Option<T>) -> T {
+    let kind = frame.kind();
+    take(frame).unwrap_or_else(|| panic!("the sample is a {kind}"))
+}
+
 /// One frame of every kind, in wire order.
 fn frame_samples() -> Vec<Frame> {
     vec![
@@ -1043,6 +1244,12 @@ fn frame_samples() -> Vec<Frame> {
             correlation: 1,
             status: node_status(),
         }),
+        peer_hello(),
+        presence(),
+        Frame::Relay(full_relay()),
+        relay_outcome(),
+        served_outcome(),
+        Frame::ClusterStatus(full_cluster_status()),
     ]
 }
 
@@ -1080,7 +1287,7 @@ fn leading_cells(doc: &str, table: &str, columns: usize) -> Vec<(u32, Vec<String
 }
 
 /// Every `<!-- table:NAME -->` the tests below check.
-const CHECKED_TABLES: [&str; 19] = [
+const CHECKED_TABLES: [&str; 30] = [
     "frames",
     "Role",
     "RefusalCode",
@@ -1100,6 +1307,17 @@ const CHECKED_TABLES: [&str; 19] = [
     "WorkerStatus",
     "WaitingStatus",
     "Counters",
+    "PeerAddress",
+    "PeerHello",
+    "Presence",
+    "PoolPresence",
+    "PresenceGroup",
+    "Relay",
+    "RelayOutcome",
+    "ServedOutcome",
+    "ClusterStatusReport",
+    "PeerStatus",
+    "PeerLinkState",
 ];
 
 #[test]
@@ -1237,6 +1455,36 @@ fn struct_tables_match_the_types() {
     check_struct_table(&doc, &worker_status());
     check_struct_table(&doc, &waiting_status());
     check_struct_table(&doc, &Counters::default());
+    let peer_hello = body_of(peer_hello(), |frame| match frame {
+        Frame::PeerHello(body) => Some(body),
+        _ => None,
+    });
+    check_struct_table(&doc, &peer_hello);
+    check_struct_table(&doc, &peer_hello.peers[0]);
+    let presence = body_of(presence(), |frame| match frame {
+        Frame::Presence(body) => Some(body),
+        _ => None,
+    });
+    check_struct_table(&doc, &presence);
+    check_struct_table(&doc, &presence.pools[0]);
+    check_struct_table(&doc, &presence_group());
+    check_struct_table(&doc, &full_relay());
+    check_struct_table(
+        &doc,
+        &body_of(relay_outcome(), |frame| match frame {
+            Frame::RelayOutcome(body) => Some(body),
+            _ => None,
+        }),
+    );
+    check_struct_table(
+        &doc,
+        &body_of(served_outcome(), |frame| match frame {
+            Frame::ServedOutcome(body) => Some(body),
+            _ => None,
+        }),
+    );
+    check_struct_table(&doc, &full_cluster_status());
+    check_struct_table(&doc, &peer_status());
 }
 
 // Each `*_values` function lists every variant once, in wire order. The `match` makes a
@@ -1349,6 +1597,10 @@ fn dispatch_result_values() -> Vec<DispatchResult> {
         }),
         DispatchResult::Cancelled,
         DispatchResult::Draining,
+        DispatchResult::PeerLost {
+            peer: String::new(),
+            after_ms: 0,
+        },
     ];
     for value in &all {
         match value {
@@ -1358,7 +1610,8 @@ fn dispatch_result_values() -> Vec<DispatchResult> {
             | DispatchResult::Timeout { .. }
             | DispatchResult::Refused(_)
             | DispatchResult::Cancelled
-            | DispatchResult::Draining => {}
+            | DispatchResult::Draining
+            | DispatchResult::PeerLost { .. } => {}
         }
     }
     all
@@ -1398,6 +1651,16 @@ fn refused_reason_values() -> Vec<RefusedReason> {
     all
 }
 
+fn peer_link_state_values() -> Vec<PeerLinkState> {
+    let all = vec![PeerLinkState::Connecting, PeerLinkState::Up];
+    for value in &all {
+        match value {
+            PeerLinkState::Connecting | PeerLinkState::Up => {}
+        }
+    }
+    all
+}
+
 #[test]
 fn enum_tables_match_variant_indices() {
     let doc = read_doc();
@@ -1409,6 +1672,7 @@ fn enum_tables_match_variant_indices() {
     check_enum_table(&doc, "DispatchResult", &dispatch_result_values(), true);
     check_enum_table(&doc, "NoWorkerReason", &no_worker_reason_values(), false);
     check_enum_table(&doc, "RefusedReason", &refused_reason_values(), false);
+    check_enum_table(&doc, "PeerLinkState", &peer_link_state_values(), false);
 }
 
 #[test]
@@ -1436,6 +1700,11 @@ fn the_doc_states_the_current_constants() {
     for fact in [
         format!("`PROTOCOL_VERSION` = {PROTOCOL_VERSION}"),
         format!("`DEFAULT_MAX_FRAME_LEN` = {DEFAULT_MAX_FRAME_LEN}"),
+        // The first unknown kind, in the bad-input table of section 1.
+        format!(
+            "({} or more in version {PROTOCOL_VERSION})",
+            FrameKind::ALL.len()
+        ),
     ] {
         assert!(doc.contains(&fact), "PROTOCOL.md does not state `{fact}`");
     }
@@ -1470,8 +1739,17 @@ fn the_decoding_rules_of_sections_1_and_2_hold() {
         ("truncated kind", vec![0x80], |r| {
             matches!(r, Err(MissingKind))
         }),
-        ("unknown kind", vec![0x14], |r| {
-            matches!(r, Err(UnknownKind { discriminant: 20 }))
+        ("unknown kind", vec![0x1a], |r| {
+            matches!(r, Err(UnknownKind { discriminant: 26 }))
+        }),
+        ("last known kind, empty body", vec![0x19], |r| {
+            matches!(
+                r,
+                Err(Malformed {
+                    kind: FrameKind::ClusterStatus,
+                    ..
+                })
+            )
         }),
         ("overlong body varint", vec![0x0c, 0x80, 0x00], |r| {
             matches!(r, Ok(Frame::Ping(Ping { nonce: 0 })))
