@@ -283,15 +283,16 @@ impl Flight {
         self.finish_served(result, Some(peer));
     }
 
-    /// Ends a relayed dispatch whose peer link died `after` the relay went out.
-    pub(super) fn relay_lost(&self, peer: Arc<str>, after: Duration) {
+    /// Ends a relayed dispatch whose peer link died `after` the relay went out; this node
+    /// decided the outcome, so it is the one named as serving it.
+    pub(super) fn relay_lost(&self, peer: &str, after: Duration) {
         self.free_slot();
         let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
         let result = DispatchResult::PeerLost {
-            peer: peer.to_string(),
+            peer: peer.to_owned(),
             after_ms,
         };
-        self.finish_served(result, Some(peer));
+        self.finish(result);
     }
 
     /// Lets go of the charge of a relay that had already ended.

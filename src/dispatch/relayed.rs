@@ -56,7 +56,7 @@ impl RelayEntry for Relayed {
     }
 
     fn lost(&self, after: Duration) {
-        self.flight.relay_lost(Arc::clone(&self.peer), after);
+        self.flight.relay_lost(&self.peer, after);
     }
 
     fn released(&self) {

@@ -9,8 +9,10 @@
 //! - `peers`: scripted peers over a [`RawClient`]: [`RawWorker`], [`AutoWorker`], producers.
 //! - `frames`: builders for handshakes, registrations, requests, replies and submissions.
 //! - `dispatch`: in-process dispatches and what to read from their results.
+//! - `cluster`: peered test nodes, waits on what a node knows of its peers, SDK workers.
 #![allow(dead_code, unreachable_pub)]
 
+mod cluster;
 mod dispatch;
 mod frames;
 mod node;
@@ -18,6 +20,8 @@ mod peers;
 mod raw;
 
 // Each test file is its own crate and uses a part of what follows.
+#[allow(unused_imports)]
+pub use cluster::{client, cluster_config, sdk_worker, up, WELL_UNDER_TIMEOUT};
 #[allow(unused_imports)]
 pub use dispatch::{
     count, counts, dispatch, no_worker, outcome_of, parked, poll_once, served_by, spawn_dispatch,

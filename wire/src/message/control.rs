@@ -58,8 +58,8 @@ pub enum ErrorCode {
     ZeroCapacity,
     /// Reserved: a version-1 node that shuts down says `Goodbye` instead.
     ShuttingDown,
-    /// Reserved: a version-1 node refuses work over its bounds (`RegisterRefused`, a `Refused`
-    /// outcome) and keeps the connection.
+    /// A peer announced more pools or groups than the receiver holds. On client connections
+    /// the node refuses work over its bounds instead (`RegisterRefused`, a `Refused` outcome).
     LimitExceeded,
 }
 

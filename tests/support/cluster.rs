@@ -1,0 +1,100 @@
+//! Clusters of test nodes: configs that peer, waits on what a node knows of its peers, and
+//! SDK workers and producers to drive them.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use lintel::sdk::{Client, ClientConfig, Handler, Worker, WorkerConfig, WorkerHandle};
+use lintel::wire::{PeerLinkState, PeerStatus, Register};
+use lintel::NodeConfig;
+
+use super::node::{within, TestNode, WAIT};
+
+/// A node named `node_id` that dials `seeds`, pinging its peers every 100 ms.
+pub fn cluster_config(node_id: &str, seeds: &[SocketAddr]) -> NodeConfig {
+    NodeConfig {
+        node_id: node_id.into(),
+        peers: seeds.iter().map(SocketAddr::to_string).collect(),
+        peer_ping_interval_ms: 100,
+        ..NodeConfig::default()
+    }
+}
+
+impl TestNode {
+    /// A node named `node_id` joining the mesh through `seeds`.
+    pub async fn joined(node_id: &str, seeds: &[&TestNode]) -> Self {
+        let seeds: Vec<SocketAddr> = seeds.iter().map(|node| node.addr).collect();
+        Self::with_config(cluster_config(node_id, &seeds)).await
+    }
+
+    /// The node's peers now.
+    pub fn peers(&self) -> Vec<PeerStatus> {
+        self.node.peers()
+    }
+
+    /// Waits until `holds` is true of the node's peers, looking again on every change.
+    pub async fn wait_peers(&self, what: &str, holds: impl Fn(&[PeerStatus]) -> bool) {
+        let mesh = self.node.dispatcher().mesh();
+        within(what, async {
+            loop {
+                let mut changes = mesh.subscribe();
+                let mut members = mesh.subscribe_members();
+                if holds(&self.peers()) {
+                    return;
+                }
+                tokio::select! {
+                    _ = changes.changed() => {}
+                    _ = members.changed() => {}
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Waits until the node has an up, synced link to each of `ids`.
+    pub async fn wait_linked(&self, ids: &[&str]) {
+        self.wait_peers(&format!("links to {ids:?}"), |peers| {
+            ids.iter().all(|id| up(peers, id))
+        })
+        .await;
+    }
+
+    /// Waits until peer `id` announced the pool `channel` to this node.
+    pub async fn wait_announced(&self, id: &str, channel: &str) {
+        self.wait_peers(&format!("{id} announcing {channel}"), |peers| {
+            peers
+                .iter()
+                .any(|peer| peer.node_id == id && peer.pools.iter().any(|pool| pool == channel))
+        })
+        .await;
+    }
+}
+
+/// True when `peers` shows an up, synced link to `id`.
+pub fn up(peers: &[PeerStatus], id: &str) -> bool {
+    peers
+        .iter()
+        .any(|peer| peer.node_id == id && peer.state == PeerLinkState::Up && peer.synced)
+}
+
+/// A producer connected to `addr`.
+pub async fn client(addr: SocketAddr) -> Client {
+    within(
+        "producer connection",
+        Client::connect(addr.to_string(), ClientConfig::default()),
+    )
+    .await
+    .expect("producer connects")
+}
+
+/// An SDK worker registered at `addr` with `handler`.
+pub async fn sdk_worker<H: Handler>(addr: SocketAddr, register: Register, handler: H) -> WorkerHandle {
+    let handle = Worker::spawn(WorkerConfig::new(addr.to_string(), register), handler);
+    within("worker registration", handle.wait_registered(WAIT))
+        .await
+        .expect("worker registered");
+    handle
+}
+
+/// A duration comfortably under the default reply timeout, for "well before the timeout".
+pub const WELL_UNDER_TIMEOUT: Duration = Duration::from_secs(10);
