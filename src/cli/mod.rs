@@ -57,11 +57,12 @@ pub fn run() -> ExitCode {
             }
             Err(code) => return code,
         },
-        other => (Loaded::Other(other), 0),
+        other => (Loaded::Other(Box::new(other)), 0),
     };
     let threads = cli.threads.unwrap_or(config_threads);
     let default = match &command {
-        Loaded::Serve(_) | Loaded::Other(Command::Worker(_)) => runtime::Fallback::One,
+        Loaded::Serve(_) => runtime::Fallback::One,
+        Loaded::Other(command) if matches!(**command, Command::Worker(_)) => runtime::Fallback::One,
         Loaded::Other(_) => runtime::Fallback::PerCore,
     };
     let runtime = match runtime::build(threads, default) {
@@ -74,12 +75,14 @@ pub fn run() -> ExitCode {
     runtime.block_on(async {
         match command {
             Loaded::Serve(config) => serve::run(*config).await,
-            Loaded::Other(Command::Serve(_)) => ExitCode::FAILURE,
-            Loaded::Other(Command::Worker(args)) => worker::run(args).await,
-            Loaded::Other(Command::Dispatch(args)) => dispatch::run(args).await,
-            Loaded::Other(Command::Status(args)) => status::run(args).await,
-            Loaded::Other(Command::Demo(args)) => demo::run(args).await,
-            Loaded::Other(Command::Bench(args)) => bench::run(args).await,
+            Loaded::Other(command) => match *command {
+                Command::Serve(_) => ExitCode::FAILURE,
+                Command::Worker(args) => worker::run(args).await,
+                Command::Dispatch(args) => dispatch::run(args).await,
+                Command::Status(args) => status::run(args).await,
+                Command::Demo(args) => demo::run(args).await,
+                Command::Bench(args) => bench::run(args).await,
+            },
         }
     })
 }
@@ -87,7 +90,7 @@ pub fn run() -> ExitCode {
 /// A subcommand ready to run: `serve` with its config loaded.
 enum Loaded {
     Serve(Box<crate::config::NodeConfig>),
-    Other(Command),
+    Other(Box<Command>),
 }
 
 /// Logs go to stderr through tracing, filtered by `RUST_LOG` (default `info`), coloured only

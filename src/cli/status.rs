@@ -86,7 +86,11 @@ fn render(cluster: &ClusterStatus) -> String {
             PeerLinkState::Up => "up (presence arriving)",
             PeerLinkState::Connecting => "connecting",
         };
-        let name = if peer.node_id.is_empty() { "?" } else { &peer.node_id };
+        let name = if peer.node_id.is_empty() {
+            "?"
+        } else {
+            &peer.node_id
+        };
         let _ = writeln!(
             out,
             "peer {name} at {}  {state}  relays sent {} received {} in flight {}  pools {}",

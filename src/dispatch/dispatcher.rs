@@ -54,6 +54,13 @@ pub(crate) enum Scope {
     Local,
 }
 
+/// Which placement of a dispatch this is, and until when it may wait for a worker.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Attempt {
+    pub(super) number: u32,
+    pub(super) wait_until: Option<Instant>,
+}
+
 /// Where a dispatch was placed.
 enum Placed {
     Local(Reservation),
@@ -103,6 +110,8 @@ pub(crate) struct Waiting {
     /// Sees remote slots that may have become usable, when the dispatch may be relayed.
     changes: Option<watch::Receiver<u64>>,
     scope: Scope,
+    /// Placements made so far.
+    attempts: u32,
 }
 
 impl Dispatcher {
@@ -313,13 +322,18 @@ impl Dispatcher {
                                     done,
                                     changes: changes.take(),
                                     scope,
+                                    attempts: 0,
                                 }));
                             }
                         }
                     }
                 },
             };
-            match self.send(&flight, request, placed, &options.routing, 1) {
+            let attempt = Attempt {
+                number: 1,
+                wait_until: deadline,
+            };
+            match self.send(&flight, request, placed, &options.routing, attempt) {
                 Push::Queued => return Started::Pushed(flight),
                 Push::Ended => return Started::Ended,
                 Push::Unsent(unsent) => request = *unsent,
@@ -329,14 +343,15 @@ impl Dispatcher {
         Started::Ended
     }
 
-    /// Places a dispatch again after the peer it was relayed to ran nothing, without waiting
-    /// and within what is left of its reply budget; ends it with `last` when nowhere is free.
+    /// Places a dispatch again after the peer it was relayed to ran nothing, within what is
+    /// left of its reply budget: somewhere free now, or back in the wait while its wait for a
+    /// worker lasts; ends it with `last` when neither is left.
     pub(super) fn place_again(
         &self,
         flight: &Arc<Flight>,
         request: DispatchRequest,
         routing: &NodeRouting,
-        attempt: u32,
+        attempt: Attempt,
         last: (DispatchResult, Arc<str>),
     ) {
         let mut request = request;
@@ -344,8 +359,40 @@ impl Dispatcher {
             if flight.budget_left().is_zero() {
                 break;
             }
-            let Ok(placed) = self.place(address_of(&request), routing, Scope::Cluster) else {
-                break;
+            // Subscribed before looking, as a first placement does.
+            let changes = self.mesh.subscribe();
+            let address = address_of(&request);
+            let placed = match self.place(address, routing, Scope::Cluster) {
+                Ok(placed) => placed,
+                Err(_) => {
+                    let Some(deadline) = attempt.wait_until.filter(|at| *at > Instant::now())
+                    else {
+                        break;
+                    };
+                    match self.registry.select_or_wait(address, routing) {
+                        Ok(reservation) => Placed::Local(reservation),
+                        Err(wait) => {
+                            let waiting = Box::new(Waiting {
+                                flight: Arc::clone(flight),
+                                request,
+                                routing: routing.clone(),
+                                wait,
+                                deadline,
+                                cancelled: flight.watch_cancel(),
+                                done: None,
+                                changes: Some(changes),
+                                scope: Scope::Cluster,
+                                attempts: attempt.number - 1,
+                            });
+                            if let Some(me) = self.me.upgrade() {
+                                // The source still watches the reply deadline of the first
+                                // relay; this task only waits and places.
+                                tokio::spawn(async move { me.wait(waiting).await });
+                            }
+                            return;
+                        }
+                    }
+                }
             };
             match self.send(flight, request, placed, routing, attempt) {
                 Push::Queued | Push::Ended => return,
@@ -437,6 +484,7 @@ impl Dispatcher {
             done: _,
             mut changes,
             scope,
+            attempts,
         } = *waiting;
         let mut next: Result<Placed, Box<Wait>> = Err(wait);
         for _ in 0..MAX_CLOSED_LINKS {
@@ -463,7 +511,11 @@ impl Dispatcher {
                 flight.finish(DispatchResult::Cancelled);
                 return None;
             }
-            request = match self.send(&flight, request, placed, &routing, 1) {
+            let attempt = Attempt {
+                number: attempts + 1,
+                wait_until: Some(deadline),
+            };
+            request = match self.send(&flight, request, placed, &routing, attempt) {
                 Push::Queued => return Some(flight),
                 Push::Ended => return None,
                 Push::Unsent(unsent) => *unsent,
@@ -578,7 +630,7 @@ impl Dispatcher {
         request: DispatchRequest,
         placed: Placed,
         routing: &NodeRouting,
-        attempt: u32,
+        attempt: Attempt,
     ) -> Push {
         match placed {
             Placed::Local(reservation) => self.push(flight, request, reservation),
@@ -597,7 +649,7 @@ impl Dispatcher {
         slot: RemoteSlot,
         peer_routing: NodeRouting,
         routing: &NodeRouting,
-        attempt: u32,
+        attempt: Attempt,
     ) -> Push {
         let link = slot.link().clone();
         let budget = flight.budget_left();

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lintel_wire::{DispatchRequest, DispatchResult, NodeRouting, RefusedReason};
 
-use super::dispatcher::Dispatcher;
+use super::dispatcher::{Attempt, Dispatcher};
 use super::flight::Flight;
 use crate::link::RelayEntry;
 
@@ -20,7 +20,7 @@ pub(super) struct Relayed {
     /// Kept to place the dispatch again if the serving node runs nothing.
     pub(super) request: DispatchRequest,
     pub(super) routing: NodeRouting,
-    pub(super) attempt: u32,
+    pub(super) attempt: Attempt,
     pub(super) peer: Arc<str>,
 }
 
@@ -38,14 +38,18 @@ fn nothing_ran(result: &DispatchResult) -> bool {
 
 impl RelayEntry for Relayed {
     fn answered(&self, result: DispatchResult) {
-        if nothing_ran(&result) && self.attempt < MAX_RELAY_ATTEMPTS {
+        if nothing_ran(&result) && self.attempt.number < MAX_RELAY_ATTEMPTS {
             if let Some(dispatcher) = self.dispatcher.upgrade() {
                 if self.flight.unpush() {
+                    let next = Attempt {
+                        number: self.attempt.number + 1,
+                        ..self.attempt
+                    };
                     dispatcher.place_again(
                         &self.flight,
                         self.request.clone(),
                         &self.routing,
-                        self.attempt + 1,
+                        next,
                         (result, Arc::clone(&self.peer)),
                     );
                 }

@@ -214,6 +214,7 @@ impl Registry {
         };
         let node = address.node.map(str::to_owned);
         let (id, granted) = state.waiters.push(key.clone(), routing.clone(), node);
+        self.touched();
         Err(Box::new(Wait {
             registry: Arc::clone(self),
             key,

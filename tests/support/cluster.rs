@@ -88,7 +88,11 @@ pub async fn client(addr: SocketAddr) -> Client {
 }
 
 /// An SDK worker registered at `addr` with `handler`.
-pub async fn sdk_worker<H: Handler>(addr: SocketAddr, register: Register, handler: H) -> WorkerHandle {
+pub async fn sdk_worker<H: Handler>(
+    addr: SocketAddr,
+    register: Register,
+    handler: H,
+) -> WorkerHandle {
     let handle = Worker::spawn(WorkerConfig::new(addr.to_string(), register), handler);
     within("worker registration", handle.wait_registered(WAIT))
         .await

@@ -14,6 +14,7 @@
 
 mod cluster;
 mod dispatch;
+pub mod faulty;
 mod frames;
 mod node;
 mod peers;

@@ -1,0 +1,1 @@
+//! A fault-injecting loopback network for cluster tests.
