@@ -1,1 +1,69 @@
-//! A fault-injecting loopback network for cluster tests.
+//! A fault-injecting hop on loopback: a TCP proxy in front of a node that can be partitioned
+//! (bytes stop moving both ways, no FIN, as when a network drops packets) and healed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// A proxy to one node. Dropping it stops accepting; open connections end with their pumps.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    /// `true` while partitioned.
+    cut: Arc<watch::Sender<bool>>,
+    task: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// A proxy on an ephemeral loopback port forwarding to `target`.
+    pub async fn start(target: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy addr");
+        let cut = Arc::new(watch::channel(false).0);
+        let accepting = Arc::clone(&cut);
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(pump(client, target, accepting.subscribe()));
+            }
+        });
+        Self { addr, cut, task }
+    }
+
+    /// Stops every byte both ways on every connection, without closing any; connections
+    /// made while cut go nowhere.
+    pub fn partition(&self) {
+        self.cut.send_replace(true);
+    }
+
+    /// Lets new connections through again; those cut stay dead and are closed now.
+    pub fn heal(&self) {
+        self.cut.send_replace(false);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Forwards between `client` and `target` until either side closes or a partition starts;
+/// a cut connection holds its sockets open and silent until the heal, then closes them.
+async fn pump(mut client: TcpStream, target: SocketAddr, mut cut: watch::Receiver<bool>) {
+    let _ = client.set_nodelay(true);
+    if !*cut.borrow_and_update() {
+        if let Ok(mut server) = TcpStream::connect(target).await {
+            let _ = server.set_nodelay(true);
+            tokio::select! {
+                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => return,
+                _ = cut.wait_for(|cut| *cut) => {}
+            }
+            let _ = cut.wait_for(|cut| !*cut).await;
+            return;
+        }
+        return;
+    }
+    let _ = cut.wait_for(|cut| !*cut).await;
+}

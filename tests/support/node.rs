@@ -132,8 +132,11 @@ impl TestNode {
         Self::with_config(NodeConfig::default()).await
     }
 
+    /// A node with `config`, on an ephemeral loopback port unless the config names another.
     pub async fn with_config(mut config: NodeConfig) -> Self {
-        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        if config.listen == NodeConfig::default().listen {
+            config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        }
         let events = Arc::new(Events::default());
         let counting = Arc::clone(&events);
         let node = Node::with_notifier(config.clone(), move |registry: Arc<Registry>| {
