@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::dispatch::{DispatchLimits, DEFAULT_REPLY_TIMEOUT, MAX_TIMEOUT};
+use crate::dispatch::{DispatchLimits, Placement, DEFAULT_REPLY_TIMEOUT, MAX_TIMEOUT};
 use crate::registry::AdmissionLimits;
 
 /// Why a configuration could not be loaded.
@@ -70,6 +70,17 @@ pub struct NodeConfig {
     pub auth_token: Option<String>,
     /// Runtime threads for `lintel serve`: 1 is one thread, N > 1 a pool of N, 0 the default (1).
     pub threads: usize,
+    /// Other nodes to link with, as `host:port`; one member is enough to join the whole mesh.
+    pub peers: Vec<String>,
+    /// When set, peers must present it (instead of `auth_token`) to link.
+    pub cluster_secret: Option<String>,
+    /// Where peers dial this node; empty means the listen address.
+    pub advertise: String,
+    /// How a dispatch weighs this node's workers against its peers': `local-first` or
+    /// `weighted`.
+    pub placement: Placement,
+    /// The node pings each peer this often; `max_missed_pings` unanswered close the link.
+    pub peer_ping_interval_ms: u64,
 }
 
 impl Default for NodeConfig {
@@ -93,6 +104,11 @@ impl Default for NodeConfig {
             max_set_len: 64,
             auth_token: None,
             threads: 0,
+            peers: Vec::new(),
+            cluster_secret: None,
+            advertise: String::new(),
+            placement: Placement::LocalFirst,
+            peer_ping_interval_ms: 1_000,
         }
     }
 }
@@ -133,6 +149,7 @@ impl NodeConfig {
             ("max_set_len", self.max_set_len as u64),
             ("late_reply_grace_ms", self.late_reply_grace_ms),
             ("reply_timeout_ms", self.reply_timeout_ms),
+            ("peer_ping_interval_ms", self.peer_ping_interval_ms),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -172,6 +189,19 @@ impl NodeConfig {
 
     pub fn ping_interval(&self) -> Duration {
         Duration::from_millis(self.ping_interval_ms)
+    }
+
+    pub fn peer_ping_interval(&self) -> Duration {
+        Duration::from_millis(self.peer_ping_interval_ms)
+    }
+
+    /// Where peers dial this node, given the address its listener bound.
+    pub fn effective_advertise(&self, bound: SocketAddr) -> String {
+        if self.advertise.is_empty() {
+            bound.to_string()
+        } else {
+            self.advertise.clone()
+        }
     }
 
     pub fn drain_timeout(&self) -> Duration {

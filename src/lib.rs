@@ -20,6 +20,7 @@
 
 pub mod activities;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 mod connection;
 pub mod dispatch;

@@ -5,11 +5,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{Frame, NodeStatus, Refusal, RefusalCode};
+use lintel_wire::{Frame, NodeStatus, PeerStatus, Refusal, RefusalCode};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
+use crate::cluster::Mesh;
 use crate::config::{ConfigError, NodeConfig};
 use crate::connection;
 use crate::dispatch::Dispatcher;
@@ -58,7 +59,13 @@ impl Node {
     ) -> Result<Self, ConfigError> {
         config.validate()?;
         let registry = Registry::new(config.admission_limits());
-        let dispatcher = Dispatcher::new(Arc::clone(&registry), config.dispatch_limits());
+        let mesh = Mesh::new(config.max_set_len);
+        let dispatcher = Dispatcher::clustered(
+            Arc::clone(&registry),
+            mesh,
+            config.dispatch_limits(),
+            config.placement,
+        );
         let notifier = make(registry);
         Ok(Self {
             shared: Arc::new(Shared::new(config, dispatcher, notifier)),
@@ -80,6 +87,11 @@ impl Node {
         self.shared.status()
     }
 
+    /// The node's peers now.
+    pub fn peers(&self) -> Vec<PeerStatus> {
+        self.shared.dispatcher.mesh().status()
+    }
+
     /// Accepts connections on `listener` until `shutdown` resolves, then drains: stops
     /// accepting, takes workers out of selection, tells them to drain, waits for in-flight
     /// dispatches up to the drain timeout, closes every connection and waits for its task.
@@ -94,10 +106,15 @@ impl Node {
         let shared = &self.shared;
         let local = listener.local_addr()?;
         shared.set_node_id(shared.config.effective_node_id(local.port()));
+        shared.set_advertise(shared.config.effective_advertise(local));
         tracing::info!(addr = %local, node_id = shared.node_id(), "listening");
         let limit = Arc::new(Semaphore::new(shared.config.max_connections));
         let refusals = Arc::new(Semaphore::new(REFUSAL_LANE));
         let tasks = TaskTracker::new();
+        tasks.spawn(connection::supervise_peers(
+            Arc::clone(shared),
+            tasks.clone(),
+        ));
         let next_pid = AtomicU64::new(1);
         let mut backoff = Duration::from_millis(5);
         tokio::pin!(shutdown);

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use lintel_wire::NodeStatus;
+use lintel_wire::{ClusterStatusReport, NodeStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::NodeConfig;
@@ -22,6 +22,10 @@ pub(crate) struct Shared {
     /// Fires after the drain: every connection closes.
     pub(crate) closing: CancellationToken,
     node_id: OnceLock<String>,
+    /// Where peers dial this node, known once the listener is bound.
+    advertise: OnceLock<String>,
+    /// Chosen at random at start: a restarted node is a new peer.
+    pub(crate) incarnation: u64,
     started: Instant,
     connections: AtomicU32,
 }
@@ -39,6 +43,8 @@ impl Shared {
             draining: CancellationToken::new(),
             closing: CancellationToken::new(),
             node_id: OnceLock::new(),
+            advertise: OnceLock::new(),
+            incarnation: fastrand::u64(1..),
             started: Instant::now(),
             connections: AtomicU32::new(0),
         }
@@ -51,6 +57,15 @@ impl Shared {
 
     pub(crate) fn node_id(&self) -> &str {
         self.node_id.get().map_or("lintel", String::as_str)
+    }
+
+    /// Records where peers dial this node; later calls change nothing.
+    pub(crate) fn set_advertise(&self, advertise: String) {
+        let _ = self.advertise.set(advertise);
+    }
+
+    pub(crate) fn advertise(&self) -> &str {
+        self.advertise.get().map_or("", String::as_str)
     }
 
     /// Counts an open connection until the guard drops.
@@ -69,6 +84,18 @@ impl Shared {
             pools,
             waiting,
             counters: self.dispatcher.counters().snapshot(),
+        }
+    }
+}
+
+impl Shared {
+    /// The status with the node's peers, for version-2 producers.
+    pub(crate) fn cluster_status(&self, correlation: u64) -> ClusterStatusReport {
+        ClusterStatusReport {
+            correlation,
+            status: self.status(),
+            peers: self.dispatcher.mesh().status(),
+            peer_lost: self.dispatcher.counters().peer_lost(),
         }
     }
 }

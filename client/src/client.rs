@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use lintel_wire::{
     Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, Goodbye, NodeRouting,
-    NodeStatus, Pong, Role, StatusQuery, Submit, Welcome, DEFAULT_MAX_FRAME_LEN,
+    NodeStatus, PeerStatus, Pong, Role, StatusQuery, Submit, Welcome, DEFAULT_MAX_FRAME_LEN,
 };
 use tokio::net::ToSocketAddrs;
 use tokio::sync::oneshot;
@@ -65,6 +65,24 @@ pub enum ClientError {
     Oversize { len: usize, max: usize },
 }
 
+/// A dispatch's result and the node that served it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatched {
+    pub result: DispatchResult,
+    /// The node whose worker ran it or that decided the outcome; `None` from a version-1 node.
+    pub served_by: Option<String>,
+}
+
+/// A node's status with its peers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterStatus {
+    pub status: NodeStatus,
+    /// Empty from a version-1 node.
+    pub peers: Vec<PeerStatus>,
+    /// Dispatches that ended `PeerLost`.
+    pub peer_lost: u64,
+}
+
 /// A producer connection to one node; clones share it.
 ///
 /// Dropping the last clone closes the connection and fails whatever is still pending.
@@ -103,8 +121,8 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Pending {
     closed: bool,
-    dispatches: HashMap<u64, oneshot::Sender<DispatchResult>>,
-    statuses: HashMap<u64, oneshot::Sender<NodeStatus>>,
+    dispatches: HashMap<u64, oneshot::Sender<Dispatched>>,
+    statuses: HashMap<u64, oneshot::Sender<ClusterStatus>>,
 }
 
 impl Shared {
@@ -126,6 +144,25 @@ impl Shared {
         // Dropping the senders wakes the waiters, outside the lock.
         drop((dispatches, statuses));
         self.closed.cancel();
+    }
+}
+
+impl Shared {
+    fn complete(&self, correlation: u64, dispatched: Dispatched) {
+        let waiter = self.lock().dispatches.remove(&correlation);
+        match waiter {
+            Some(waiter) => {
+                let _ = waiter.send(dispatched);
+            }
+            None => tracing::debug!(correlation, "outcome for a dispatch nobody waits for"),
+        }
+    }
+
+    fn report(&self, correlation: u64, status: ClusterStatus) {
+        let waiter = self.lock().statuses.remove(&correlation);
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(status);
+        }
     }
 }
 
@@ -220,6 +257,18 @@ impl Client {
         request: DispatchRequest,
         options: &DispatchOptions,
     ) -> Result<DispatchResult, ClientError> {
+        Ok(self.dispatch_traced(request, options).await?.result)
+    }
+
+    /// As [`Client::dispatch`], also naming the node that served the dispatch.
+    ///
+    /// # Errors
+    /// As [`Client::dispatch`].
+    pub async fn dispatch_traced(
+        &self,
+        request: DispatchRequest,
+        options: &DispatchOptions,
+    ) -> Result<Dispatched, ClientError> {
         let inner = &*self.inner;
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
         let submit = Submit {
@@ -256,6 +305,14 @@ impl Client {
     /// # Errors
     /// [`ClientError::Closed`] when the connection is lost before the report arrives.
     pub async fn status(&self) -> Result<NodeStatus, ClientError> {
+        Ok(self.cluster_status().await?.status)
+    }
+
+    /// Asks the node for its status and its peers.
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] when the connection is lost before the report arrives.
+    pub async fn cluster_status(&self) -> Result<ClusterStatus, ClientError> {
         let inner = &*self.inner;
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -396,22 +453,34 @@ async fn read_loop(
 fn on_frame(frame: Frame, shared: &Shared, outbound: &Outbound) -> Result<(), ErrorFrame> {
     match frame {
         Frame::Outcome(outcome) => {
-            let waiter = shared.lock().dispatches.remove(&outcome.correlation);
-            match waiter {
-                Some(waiter) => {
-                    let _ = waiter.send(outcome.result);
-                }
-                None => tracing::debug!(
-                    correlation = outcome.correlation,
-                    "outcome for a dispatch nobody waits for"
-                ),
-            }
+            let dispatched = Dispatched {
+                result: outcome.result,
+                served_by: None,
+            };
+            shared.complete(outcome.correlation, dispatched);
+        }
+        Frame::ServedOutcome(outcome) => {
+            let dispatched = Dispatched {
+                result: outcome.result,
+                served_by: Some(outcome.served_by),
+            };
+            shared.complete(outcome.correlation, dispatched);
         }
         Frame::Status(report) => {
-            let waiter = shared.lock().statuses.remove(&report.correlation);
-            if let Some(waiter) = waiter {
-                let _ = waiter.send(report.status);
-            }
+            let status = ClusterStatus {
+                status: report.status,
+                peers: Vec::new(),
+                peer_lost: 0,
+            };
+            shared.report(report.correlation, status);
+        }
+        Frame::ClusterStatus(report) => {
+            let status = ClusterStatus {
+                status: report.status,
+                peers: report.peers,
+                peer_lost: report.peer_lost,
+            };
+            shared.report(report.correlation, status);
         }
         Frame::Ping(ping) => {
             if outbound

@@ -18,7 +18,7 @@ mod options;
 pub mod transport;
 mod worker;
 
-pub use client::{Client, ClientConfig, ClientError};
+pub use client::{Client, ClientConfig, ClientError, ClusterStatus, Dispatched};
 pub use connect::{ConnectError, Connection, Handshake};
 pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
 pub use worker::{

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use super::exit::fail;
 use super::signal::shutdown_signal;
 use crate::config::NodeConfig;
+use crate::dispatch::Placement;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
@@ -34,6 +35,35 @@ pub(super) struct Args {
     /// How long shutdown waits for in-flight dispatches, in milliseconds.
     #[arg(long, env = "LINTEL_DRAIN_TIMEOUT_MS")]
     drain_timeout_ms: Option<u64>,
+    /// A node to link with, as host:port; repeatable, and one member joins the whole mesh.
+    #[arg(
+        long = "peer",
+        value_name = "ADDR",
+        env = "LINTEL_PEERS",
+        value_delimiter = ','
+    )]
+    peers: Vec<String>,
+    /// Secret every peer must present to link.
+    #[arg(long, env = "LINTEL_CLUSTER_SECRET", hide_env_values = true)]
+    cluster_secret: Option<String>,
+    /// Address peers dial this node at [default: the listen address].
+    #[arg(long, env = "LINTEL_ADVERTISE")]
+    advertise: Option<String>,
+    /// Where a dispatch runs when both this node and a peer have a free worker.
+    #[arg(long, env = "LINTEL_PLACEMENT", value_enum)]
+    placement: Option<PlacementArg>,
+    /// How often to ping peers, in milliseconds [default: 1000].
+    #[arg(long, env = "LINTEL_PEER_PING_INTERVAL_MS")]
+    peer_ping_interval_ms: Option<u64>,
+}
+
+/// `--placement` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PlacementArg {
+    /// A local worker with a free slot first, peers only when none is free here.
+    LocalFirst,
+    /// Local and remote free slots alike, chosen weighted by free slots.
+    Weighted,
 }
 
 /// The node's config: defaults, then the file, then variables and flags.
@@ -65,6 +95,24 @@ pub(super) fn load(args: Args) -> Result<NodeConfig, ExitCode> {
     }
     if let Some(ms) = args.drain_timeout_ms {
         config.drain_timeout_ms = ms;
+    }
+    if !args.peers.is_empty() {
+        config.peers = args.peers;
+    }
+    if let Some(secret) = args.cluster_secret {
+        config.cluster_secret = Some(secret);
+    }
+    if let Some(advertise) = args.advertise {
+        config.advertise = advertise;
+    }
+    if let Some(placement) = args.placement {
+        config.placement = match placement {
+            PlacementArg::LocalFirst => Placement::LocalFirst,
+            PlacementArg::Weighted => Placement::Weighted,
+        };
+    }
+    if let Some(ms) = args.peer_ping_interval_ms {
+        config.peer_ping_interval_ms = ms;
     }
     Ok(config)
 }

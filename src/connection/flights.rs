@@ -1,21 +1,39 @@
-//! A producer connection's dispatches in flight: the producer's correlation ids, their reply
-//! deadlines, and the outcome frames owed.
+//! A connection's dispatches in flight, a producer's submissions or a peer's relays: their
+//! correlation ids, their reply deadlines, and the outcome frames owed.
 //!
-//! A submission a free worker can take is pushed from the producer's reader and answered from
+//! A dispatch a free worker can take is pushed from the connection's reader and answered from
 //! the worker's reader, with no task or timer of its own: reply deadlines sit in one heap the
 //! connection's timer walks. One that waits for a worker runs in a task until it is pushed and
-//! answered. Outcomes come back through [`Sink::deliver`], once per submission.
+//! answered. Outcomes come back through [`Sink::deliver`], once per dispatch.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use lintel_wire::{DispatchResult, Frame, OutcomeFrame, RefusedDispatch, RefusedReason, Submit};
+use lintel_wire::{
+    DispatchRequest, DispatchResult, Frame, OutcomeFrame, RefusedDispatch, RefusedReason, Relay,
+    RelayOutcome, ServedOutcome, Submit,
+};
 use tokio::time::Instant;
 
 use crate::dispatch::{Caller, DispatchOptions, Dispatcher, Flight, Sink, Started, Tag};
+use crate::registry::WorkerId;
 use lintel_client::transport::Outbound;
+
+/// Longest a serving node's reply timer runs inside a relay's budget, so that its `Timeout`
+/// reaches the origin before the origin's own backstop fires.
+const RELAY_MARGIN: Duration = Duration::from_millis(50);
+
+/// Who the outcomes go to, which fixes their frame.
+#[derive(Debug, Clone)]
+pub(super) enum Answer {
+    /// A producer that negotiated `version`; `node_id` names this node in served outcomes.
+    Producer { version: u16, node_id: Arc<str> },
+    /// A peer that relayed its dispatches here.
+    Peer,
+}
 
 /// Stale deadlines, of submissions already ended, allowed beyond the live ones before the
 /// heap is rebuilt.
@@ -25,6 +43,7 @@ const STALE_DEADLINE_SLACK: usize = 1024;
 pub(super) struct Flights {
     dispatcher: Arc<Dispatcher>,
     outbound: Outbound,
+    answer: Answer,
     max_in_flight: usize,
     table: Mutex<Table>,
     /// The producer left: nothing more is sent to it.
@@ -51,15 +70,17 @@ struct Tracked {
 }
 
 impl Flights {
-    /// Submissions answered on `outbound`, at most `max_in_flight` at once.
+    /// Dispatches answered on `outbound` as `answer` says, at most `max_in_flight` at once.
     pub(super) fn new(
         dispatcher: Arc<Dispatcher>,
         outbound: Outbound,
         max_in_flight: usize,
+        answer: Answer,
     ) -> Arc<Self> {
         Arc::new(Self {
             dispatcher,
             outbound,
+            answer,
             max_in_flight,
             table: Mutex::new(Table::default()),
             closed: AtomicBool::new(false),
@@ -79,7 +100,34 @@ impl Flights {
     /// Never waits: outcomes are queued past the connection's bound, so the connection must
     /// stop reading while its queue is full.
     pub(super) fn submit(self: &Arc<Self>, submit: Submit) -> Option<Instant> {
-        let correlation = submit.correlation;
+        let options = DispatchOptions::from_wire(
+            submit.routing,
+            submit.wait_for_worker_ms,
+            submit.reply_timeout_ms,
+        );
+        self.run(submit.correlation, submit.request, &options, false)
+    }
+
+    /// Starts a dispatch a peer relayed here: this node's workers only, no waiting, and a
+    /// reply timer running slightly inside the budget the origin sent.
+    pub(super) fn relay(self: &Arc<Self>, relay: Relay) -> Option<Instant> {
+        let budget = Duration::from_millis(relay.reply_timeout_ms);
+        let margin = (budget / 10).min(RELAY_MARGIN);
+        let options = DispatchOptions {
+            routing: relay.routing,
+            wait_for_worker: None,
+            reply_timeout: Some(budget.saturating_sub(margin).max(Duration::from_millis(1))),
+        };
+        self.run(relay.correlation, relay.request, &options, true)
+    }
+
+    fn run(
+        self: &Arc<Self>,
+        correlation: u64,
+        request: DispatchRequest,
+        options: &DispatchOptions,
+        relayed: bool,
+    ) -> Option<Instant> {
         let admitted = {
             let mut table = self.table();
             if table.flights.contains_key(&correlation) {
@@ -116,13 +164,13 @@ impl Flights {
                 return None;
             }
         };
-        let options = DispatchOptions::from_wire(
-            submit.routing,
-            submit.wait_for_worker_ms,
-            submit.reply_timeout_ms,
-        );
         let caller = self.caller(correlation, ticket);
-        match self.dispatcher.start(submit.request, &options, caller) {
+        let started = if relayed {
+            self.dispatcher.start_relayed(request, options, caller)
+        } else {
+            self.dispatcher.start(request, options, caller)
+        };
+        match started {
             Started::Ended => None,
             Started::Pushed(flight) => self.track(correlation, ticket, flight),
             Started::Waiting(waiting) => {
@@ -233,6 +281,17 @@ impl Flights {
         self.tasks.close();
     }
 
+    /// Slots held on each worker by these dispatches, for what a peer is told is free.
+    pub(super) fn held_slots(&self) -> HashMap<WorkerId, u32> {
+        let mut held: HashMap<WorkerId, u32> = HashMap::new();
+        for tracked in self.table().flights.values() {
+            if let Some(worker) = tracked.flight.as_ref().and_then(|f| f.holds_slot_on()) {
+                *held.entry(worker).or_default() += 1;
+            }
+        }
+        held
+    }
+
     /// Resolves once every waiting-path task has ended.
     pub(super) async fn settled(&self) {
         self.tasks.wait().await;
@@ -242,7 +301,7 @@ impl Flights {
 impl Sink for Flights {
     /// Forgets the submission and queues its outcome. What is queued stays bounded because the
     /// connection reads no more submissions while its queue is full.
-    fn deliver(&self, tag: Tag, result: DispatchResult) {
+    fn deliver(&self, tag: Tag, result: DispatchResult, served_by: Option<Arc<str>>) {
         {
             let mut table = self.table();
             let ours = table
@@ -254,11 +313,44 @@ impl Sink for Flights {
             }
         }
         if !self.closed.load(Ordering::Acquire) {
-            let frame = Frame::Outcome(OutcomeFrame {
-                correlation: tag.correlation,
-                result,
-            });
+            let frame = self.answer.frame(tag.correlation, result, served_by);
             let _ = self.outbound.send_owed(frame);
+        }
+    }
+}
+
+impl Answer {
+    /// The frame that carries an outcome to this connection.
+    fn frame(
+        &self,
+        correlation: u64,
+        result: DispatchResult,
+        served_by: Option<Arc<str>>,
+    ) -> Frame {
+        match self {
+            Answer::Producer { version, node_id } if *version >= 2 => {
+                let served_by = served_by.unwrap_or_else(|| Arc::clone(node_id));
+                Frame::ServedOutcome(ServedOutcome {
+                    correlation,
+                    served_by: served_by.to_string(),
+                    result,
+                })
+            }
+            Answer::Producer { .. } => {
+                // Version 1 has no `PeerLost`: the nearest it knows is a lost worker.
+                let result = match result {
+                    DispatchResult::PeerLost { .. } => DispatchResult::WorkerLost { worker_id: 0 },
+                    other => other,
+                };
+                Frame::Outcome(OutcomeFrame {
+                    correlation,
+                    result,
+                })
+            }
+            Answer::Peer => Frame::RelayOutcome(RelayOutcome {
+                correlation,
+                result,
+            }),
         }
     }
 }
@@ -270,5 +362,37 @@ impl Table {
             Some(Reverse((deadline, *correlation, tracked.ticket)))
         });
         self.deadlines = live.collect();
+    }
+}
+
+/// When the connection next looks for expired replies.
+#[derive(Debug, Default)]
+pub(super) struct ReplyTimer {
+    pub(super) armed: Option<Instant>,
+}
+
+impl ReplyTimer {
+    /// Wakes at `deadline` if that is sooner than the wake already set.
+    pub(super) fn arm(
+        &mut self,
+        deadline: Option<Instant>,
+        sleep: std::pin::Pin<&mut tokio::time::Sleep>,
+    ) {
+        let Some(deadline) = deadline else {
+            return;
+        };
+        if self.armed.is_none_or(|armed| deadline < armed) {
+            self.armed = Some(deadline);
+            sleep.reset(deadline);
+        }
+    }
+}
+
+/// Ends a connection's dispatches however the connection ends, so none outlives it.
+pub(super) struct CloseOnDrop(pub(super) Arc<Flights>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }

@@ -10,13 +10,17 @@ use lintel_client::transport::{FrameReader, Outbound};
 /// The lowest protocol version this node speaks.
 const MIN_VERSION: u16 = 1;
 
-/// Reads the hello and answers it; `Ok` carries the role the connection now has.
+/// The first protocol version with peer links.
+pub(crate) const PEER_VERSION: u16 = 2;
+
+/// Reads the hello and answers it; `Ok` carries the role the connection now has and the
+/// protocol version it speaks.
 pub(super) async fn accept(
     shared: &Shared,
     reader: &mut FrameReader,
     outbound: &Outbound,
     pid: u64,
-) -> Result<Role, Close> {
+) -> Result<(Role, u16), Close> {
     let timeout = shared.config.handshake_timeout();
     let first = tokio::select! {
         first = tokio::time::timeout(timeout, reader.next()) => first,
@@ -35,7 +39,7 @@ pub(super) async fn accept(
         Ok(Some(Ok(other))) => return Err(Close::unexpected(other.kind(), "before Hello")),
     };
     let version = negotiate(&hello).map_err(refuse)?;
-    check(shared, &hello).map_err(refuse)?;
+    check(shared, &hello, version).map_err(refuse)?;
     let welcome = Frame::Welcome(Welcome {
         version,
         node_id: shared.node_id().to_owned(),
@@ -44,7 +48,7 @@ pub(super) async fn accept(
     });
     outbound.send(welcome).await.map_err(|_| Close::Quietly)?;
     tracing::debug!(pid, role = ?hello.role, name = %hello.name, "connection welcomed");
-    Ok(hello.role)
+    Ok((hello.role, version))
 }
 
 /// The highest version both sides speak.
@@ -62,20 +66,29 @@ fn negotiate(hello: &Hello) -> Result<u16, Refusal> {
     Ok(version)
 }
 
-fn check(shared: &Shared, hello: &Hello) -> Result<(), Refusal> {
-    if let Some(token) = &shared.config.auth_token {
+fn check(shared: &Shared, hello: &Hello, version: u16) -> Result<(), Refusal> {
+    // A peer proves the cluster secret when one is set; everyone else the auth token.
+    let secret = match hello.role {
+        Role::Peer => shared
+            .config
+            .cluster_secret
+            .as_ref()
+            .or(shared.config.auth_token.as_ref()),
+        Role::Worker | Role::Producer => shared.config.auth_token.as_ref(),
+    };
+    if let Some(secret) = secret {
         let presented = hello.auth_token.as_deref().unwrap_or_default();
-        if !constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+        if !constant_time_eq(presented.as_bytes(), secret.as_bytes()) {
             return Err(Refusal {
                 code: RefusalCode::Unauthorized,
                 reason: "missing or wrong auth token".into(),
             });
         }
     }
-    if hello.role == Role::Peer {
+    if hello.role == Role::Peer && version < PEER_VERSION {
         return Err(Refusal {
-            code: RefusalCode::RoleNotSupported,
-            reason: "this node does not accept peers".into(),
+            code: RefusalCode::VersionMismatch,
+            reason: format!("peer links need protocol version {PEER_VERSION}"),
         });
     }
     if shared.dispatcher.is_draining() {

@@ -3,18 +3,23 @@
 mod close;
 mod flights;
 mod handshake;
+mod peer;
 mod producer;
 mod worker;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use lintel_wire::{Frame, Role};
 use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
 
 use crate::shared::Shared;
 use close::Close;
-use lintel_client::transport;
+use lintel_client::transport::{self, FrameReader, Outbound};
+
+pub(crate) use peer::supervise as supervise_peers;
 
 /// How long a closing connection may take to flush its last frames.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -27,9 +32,13 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: TcpStream, pid: u64) {
     // The handshake and the closing flush run once each; boxed, they stay out of the task that
     // every idle connection keeps for its whole life.
     let close = match Box::pin(handshake::accept(&shared, &mut reader, &outbound, pid)).await {
-        Ok(Role::Worker) => worker::serve(&shared, pid, &mut reader, &outbound).await,
-        Ok(Role::Producer) => producer::serve(&shared, &mut reader, &outbound).await,
-        Ok(Role::Peer) => Close::Quietly,
+        Ok((Role::Worker, _)) => worker::serve(&shared, pid, &mut reader, &outbound).await,
+        Ok((Role::Producer, version)) => {
+            producer::serve(&shared, &mut reader, &outbound, version).await
+        }
+        Ok((Role::Peer, _)) => {
+            Box::pin(peer::serve_accepted(&shared, &mut reader, &outbound)).await
+        }
         Err(close) => close,
     };
     if let Close::With(frame) = &close {
@@ -37,6 +46,12 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: TcpStream, pid: u64) {
             tracing::debug!(pid, code = ?error.code, reason = %error.reason, "closing on protocol error");
         }
     }
+    finish(close, outbound, writer).await;
+    tracing::debug!(pid, "connection closed");
+}
+
+/// Sends the closing frame, if any, and waits a bounded time for the writer to flush.
+async fn finish(close: Close, outbound: Outbound, writer: JoinHandle<std::io::Result<()>>) {
     let flush = async {
         match close {
             Close::With(frame) => outbound.close_with(*frame).await,
@@ -52,5 +67,13 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: TcpStream, pid: u64) {
     {
         writer.abort();
     }
-    tracing::debug!(pid, "connection closed");
+}
+
+/// The next frame; the end of the stream or bad bytes become the close they call for.
+async fn next(reader: &mut FrameReader) -> Result<Frame, Close> {
+    match reader.next().await {
+        None => Err(Close::Quietly),
+        Some(Err(err)) => Err(Close::read_failed(err)),
+        Some(Ok(frame)) => Ok(frame),
+    }
 }

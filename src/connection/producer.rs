@@ -8,7 +8,7 @@ use lintel_wire::{Frame, Pong, StatusReport};
 use tokio::time::Instant;
 
 use super::close::Close;
-use super::flights::Flights;
+use super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
 use crate::shared::Shared;
 use lintel_client::transport::{FrameReader, Outbound};
 
@@ -20,11 +20,17 @@ pub(super) async fn serve(
     shared: &Arc<Shared>,
     reader: &mut FrameReader,
     outbound: &Outbound,
+    version: u16,
 ) -> Close {
+    let answer = Answer::Producer {
+        version,
+        node_id: Arc::from(shared.node_id()),
+    };
     let flights = Flights::new(
         Arc::clone(&shared.dispatcher),
         outbound.clone(),
         shared.config.max_in_flight_per_producer as usize,
+        answer,
     );
     let closer = CloseOnDrop(Arc::clone(&flights));
     let mut timer = ReplyTimer::default();
@@ -58,10 +64,14 @@ pub(super) async fn serve(
             }
             Frame::Cancel(cancel) => flights.cancel(cancel.correlation),
             Frame::StatusQuery(query) => {
-                let report = Frame::Status(StatusReport {
-                    correlation: query.correlation,
-                    status: shared.status(),
-                });
+                let report = if version >= 2 {
+                    Frame::ClusterStatus(shared.cluster_status(query.correlation))
+                } else {
+                    Frame::Status(StatusReport {
+                        correlation: query.correlation,
+                        status: shared.status(),
+                    })
+                };
                 if outbound.send_owed(report).is_err() {
                     break Close::Quietly;
                 }
@@ -78,32 +88,4 @@ pub(super) async fn serve(
     drop(closer);
     let _ = tokio::time::timeout(SETTLE_GRACE, flights.settled()).await;
     close
-}
-
-/// When the connection next looks for expired replies.
-#[derive(Debug, Default)]
-struct ReplyTimer {
-    armed: Option<Instant>,
-}
-
-impl ReplyTimer {
-    /// Wakes at `deadline` if that is sooner than the wake already set.
-    fn arm(&mut self, deadline: Option<Instant>, sleep: std::pin::Pin<&mut tokio::time::Sleep>) {
-        let Some(deadline) = deadline else {
-            return;
-        };
-        if self.armed.is_none_or(|armed| deadline < armed) {
-            self.armed = Some(deadline);
-            sleep.reset(deadline);
-        }
-    }
-}
-
-/// Ends the connection's submissions however the connection ends, so none outlives it.
-struct CloseOnDrop(Arc<Flights>);
-
-impl Drop for CloseOnDrop {
-    fn drop(&mut self) {
-        self.0.close();
-    }
 }

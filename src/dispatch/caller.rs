@@ -16,8 +16,9 @@ pub(crate) struct Tag {
 
 /// A dispatch source: hands each outcome to whoever asked.
 pub(crate) trait Sink: Send + Sync {
-    /// Delivers the outcome of dispatch `tag`; called exactly once per dispatch.
-    fn deliver(&self, tag: Tag, result: DispatchResult);
+    /// Delivers the outcome of dispatch `tag`; called exactly once per dispatch. `served_by`
+    /// names the peer that served it, `None` when this node did.
+    fn deliver(&self, tag: Tag, result: DispatchResult, served_by: Option<Arc<str>>);
 }
 
 /// A dispatch's source and its name there.
@@ -31,8 +32,8 @@ impl Caller {
         Self { sink, tag }
     }
 
-    pub(crate) fn deliver(self, result: DispatchResult) {
-        self.sink.deliver(self.tag, result);
+    pub(crate) fn deliver(self, result: DispatchResult, served_by: Option<Arc<str>>) {
+        self.sink.deliver(self.tag, result, served_by);
     }
 }
 
@@ -57,7 +58,7 @@ impl Oneshot {
 }
 
 impl Sink for Oneshot {
-    fn deliver(&self, _tag: Tag, result: DispatchResult) {
+    fn deliver(&self, _tag: Tag, result: DispatchResult, _served_by: Option<Arc<str>>) {
         let tx = self
             .0
             .lock()

@@ -1,16 +1,23 @@
 //! The one dispatcher behind every source: admission, selection, push, and the wait for a
 //! worker, each dispatch ending through [`Flight::finish`].
 //!
-//! A source (the in-process API, a producer connection, next a peer link) hands in a request
-//! with a [`Caller`] saying where the outcome goes, and watches the reply deadline of what was
+//! A source (the in-process API, a producer connection, a peer link) hands in a request with
+//! a [`Caller`] saying where the outcome goes, and watches the reply deadline of what was
 //! pushed; nothing else differs between sources.
+//!
+//! Placement walks the request's node tiers across the cluster: in each tier a local worker
+//! with a free slot first (or local and remote weighed by free slots), then a peer with a
+//! usable slot, which the dispatch is relayed to. A relayed dispatch is served locally only.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lintel_wire::{DispatchRequest, DispatchResult, RefusedDispatch, RefusedReason};
-use tokio::sync::oneshot;
+use lintel_wire::{
+    Census, DispatchRequest, DispatchResult, NodeRouting, RefusedDispatch, RefusedReason,
+};
+use serde::Deserialize;
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -18,10 +25,41 @@ use super::activity::{Active, Activity};
 use super::admission::{validate, DispatchLimits};
 use super::caller::{Caller, Oneshot};
 use super::counters::DispatchCounters;
-use super::flight::Flight;
+use super::flight::{Flight, Slot, Target};
+use super::relayed::Relayed;
+use crate::cluster::{Mesh, RemoteSlot};
 use crate::link::PushError;
-use crate::registry::{normalize_task_queue, Address, Registry, Reservation, Wait};
+use crate::registry::{
+    normalize_task_queue, reason_of, Address, NodeFilter, Registry, Reservation, Tiers, Wait,
+};
 use lintel_client::DispatchOptions;
+
+/// How placement weighs this node's workers against its peers'.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// A local worker with a free slot first; peers only when none is free here.
+    #[default]
+    LocalFirst,
+    /// Local and remote free slots alike, chosen at random weighted by free slots.
+    Weighted,
+}
+
+/// Whether a dispatch may be relayed to a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Anywhere in the cluster: it entered at this node.
+    Cluster,
+    /// This node's workers only: it was relayed here.
+    Local,
+}
+
+/// Where a dispatch was placed.
+enum Placed {
+    Local(Reservation),
+    /// A charge against a peer, and the routing the relay carries.
+    Remote(RemoteSlot, NodeRouting),
+}
 
 /// Most workers one dispatch tries whose links turn out closed before it gives up as lost.
 const MAX_CLOSED_LINKS: usize = 8;
@@ -30,10 +68,14 @@ const MAX_CLOSED_LINKS: usize = 8;
 #[derive(Debug)]
 pub struct Dispatcher {
     registry: Arc<Registry>,
+    mesh: Arc<Mesh>,
+    placement: Placement,
     counters: Arc<DispatchCounters>,
     limits: DispatchLimits,
     draining: CancellationToken,
     activity: Arc<Activity>,
+    /// Itself, for relays that place their dispatch again.
+    me: Weak<Dispatcher>,
 }
 
 /// How a dispatch handed to [`Dispatcher::start`] goes on.
@@ -58,18 +100,40 @@ pub(crate) struct Waiting {
     cancelled: oneshot::Receiver<()>,
     /// Fires when the flight ends, however it ends.
     done: Option<oneshot::Receiver<()>>,
+    /// Sees remote slots that may have become usable, when the dispatch may be relayed.
+    changes: Option<watch::Receiver<u64>>,
+    scope: Scope,
 }
 
 impl Dispatcher {
-    /// A dispatcher over `registry`.
+    /// A dispatcher over `registry` alone, with no peers.
     pub fn new(registry: Arc<Registry>, limits: DispatchLimits) -> Arc<Self> {
-        Arc::new(Self {
+        let mesh = Mesh::new(limits.max_set_len);
+        Self::clustered(registry, mesh, limits, Placement::LocalFirst)
+    }
+
+    /// A dispatcher over `registry` and the peers in `mesh`.
+    pub fn clustered(
+        registry: Arc<Registry>,
+        mesh: Arc<Mesh>,
+        limits: DispatchLimits,
+        placement: Placement,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
             registry,
+            mesh,
+            placement,
             counters: Arc::new(DispatchCounters::default()),
             limits,
             draining: CancellationToken::new(),
             activity: Arc::default(),
+            me: me.clone(),
         })
+    }
+
+    /// The peers it may relay to.
+    pub fn mesh(&self) -> &Arc<Mesh> {
+        &self.mesh
     }
 
     /// The registry it selects from.
@@ -182,13 +246,33 @@ impl Dispatcher {
         flight.finish(DispatchResult::Refused(refused));
     }
 
-    /// The one admission: counts the dispatch, validates it, then reserves a worker free now
-    /// and pushes, or queues it for one when it may wait, or ends it.
+    /// The one admission: counts the dispatch, validates it, then places it on a worker or
+    /// peer free now, or queues it for one when it may wait, or ends it.
     pub(crate) fn start(
         &self,
         request: DispatchRequest,
         options: &DispatchOptions,
         caller: Caller,
+    ) -> Started {
+        self.start_in(request, options, caller, Scope::Cluster)
+    }
+
+    /// As [`Dispatcher::start`] for a dispatch a peer relayed here: this node's workers only.
+    pub(crate) fn start_relayed(
+        &self,
+        request: DispatchRequest,
+        options: &DispatchOptions,
+        caller: Caller,
+    ) -> Started {
+        self.start_in(request, options, caller, Scope::Local)
+    }
+
+    fn start_in(
+        &self,
+        request: DispatchRequest,
+        options: &DispatchOptions,
+        caller: Caller,
+        scope: Scope,
     ) -> Started {
         self.counters.submitted();
         let active = self.activity.enter();
@@ -199,35 +283,43 @@ impl Dispatcher {
             return Started::Ended;
         }
         let deadline = options.wait_for_worker.map(|wait| Instant::now() + wait);
+        // Subscribed before looking, so a remote slot announced meanwhile is not missed.
+        let mut changes = deadline
+            .filter(|_| scope == Scope::Cluster)
+            .map(|_| self.mesh.subscribe());
         let mut request = request;
         for _ in 0..MAX_CLOSED_LINKS {
             let address = address_of(&request);
-            let reservation = match deadline {
-                None => match self.registry.select(address, &options.routing) {
-                    Ok(reservation) => reservation,
-                    Err(census) => {
+            let placed = match self.place(address, &options.routing, scope) {
+                Ok(placed) => placed,
+                Err(census) => match deadline {
+                    None => {
                         flight.finish(DispatchResult::NoWorker(census));
                         return Started::Ended;
                     }
-                },
-                Some(deadline) => match self.registry.select_or_wait(address, &options.routing) {
-                    Ok(reservation) => reservation,
-                    Err(wait) => {
-                        let cancelled = flight.watch_cancel();
-                        let done = Some(flight.done_signal());
-                        return Started::Waiting(Box::new(Waiting {
-                            flight,
-                            request,
-                            routing: options.routing.clone(),
-                            wait,
-                            deadline,
-                            cancelled,
-                            done,
-                        }));
+                    Some(deadline) => {
+                        match self.registry.select_or_wait(address, &options.routing) {
+                            Ok(reservation) => Placed::Local(reservation),
+                            Err(wait) => {
+                                let cancelled = flight.watch_cancel();
+                                let done = Some(flight.done_signal());
+                                return Started::Waiting(Box::new(Waiting {
+                                    flight,
+                                    request,
+                                    routing: options.routing.clone(),
+                                    wait,
+                                    deadline,
+                                    cancelled,
+                                    done,
+                                    changes: changes.take(),
+                                    scope,
+                                }));
+                            }
+                        }
                     }
                 },
             };
-            match self.push(&flight, request, reservation) {
+            match self.send(&flight, request, placed, &options.routing, 1) {
                 Push::Queued => return Started::Pushed(flight),
                 Push::Ended => return Started::Ended,
                 Push::Unsent(unsent) => request = *unsent,
@@ -235,6 +327,100 @@ impl Dispatcher {
         }
         self.give_up_on_closed_links(&flight);
         Started::Ended
+    }
+
+    /// Places a dispatch again after the peer it was relayed to ran nothing, without waiting
+    /// and within what is left of its reply budget; ends it with `last` when nowhere is free.
+    pub(super) fn place_again(
+        &self,
+        flight: &Arc<Flight>,
+        request: DispatchRequest,
+        routing: &NodeRouting,
+        attempt: u32,
+        last: (DispatchResult, Arc<str>),
+    ) {
+        let mut request = request;
+        for _ in 0..MAX_CLOSED_LINKS {
+            if flight.budget_left().is_zero() {
+                break;
+            }
+            let Ok(placed) = self.place(address_of(&request), routing, Scope::Cluster) else {
+                break;
+            };
+            match self.send(flight, request, placed, routing, attempt) {
+                Push::Queued | Push::Ended => return,
+                Push::Unsent(unsent) => request = *unsent,
+            }
+        }
+        let (result, peer) = last;
+        flight.relay_answered(result, peer);
+    }
+
+    /// Finds a slot for `address`: tier by tier, a local worker then a peer (or both weighed
+    /// by free slots); a dispatch relayed here looks locally only.
+    fn place(
+        &self,
+        address: Address<'_>,
+        routing: &NodeRouting,
+        scope: Scope,
+    ) -> Result<Placed, Census> {
+        if scope == Scope::Local || self.mesh.is_empty() {
+            return self.registry.select(address, routing).map(Placed::Local);
+        }
+        for filter in Tiers::new(routing, address.node).iter() {
+            if self.placement == Placement::Weighted {
+                let local = self.registry.free_slots(address, filter);
+                let remote = self.mesh.usable_slots(address, filter);
+                let total = local.saturating_add(remote);
+                if total > 0 && fastrand::u32(0..total) >= local {
+                    if let Some(placed) = self.reserve_remote(address, filter) {
+                        return Ok(placed);
+                    }
+                }
+            }
+            if let Some(reservation) = self.registry.select_tier(address, filter) {
+                return Ok(Placed::Local(reservation));
+            }
+            if let Some(placed) = self.reserve_remote(address, filter) {
+                return Ok(placed);
+            }
+        }
+        Err(self.census(address, routing, scope))
+    }
+
+    fn reserve_remote(&self, address: Address<'_>, filter: NodeFilter<'_>) -> Option<Placed> {
+        let slot = self.mesh.reserve(address, filter)?;
+        let routing = slot.routing(filter);
+        Some(Placed::Remote(slot, routing))
+    }
+
+    /// A usable remote slot in any tier, for a dispatch waiting on this node.
+    fn remote_any_tier(&self, address: Address<'_>, routing: &NodeRouting) -> Option<Placed> {
+        Tiers::new(routing, address.node)
+            .iter()
+            .find_map(|filter| self.reserve_remote(address, filter))
+    }
+
+    /// What the node knows about `address`: its own workers, and its peers' when the
+    /// dispatch could have been relayed.
+    fn census(&self, address: Address<'_>, routing: &NodeRouting, scope: Scope) -> Census {
+        let census = self.registry.census(address, routing);
+        self.with_remote(census, address, routing, scope)
+    }
+
+    fn with_remote(
+        &self,
+        mut census: Census,
+        address: Address<'_>,
+        routing: &NodeRouting,
+        scope: Scope,
+    ) -> Census {
+        if scope == Scope::Cluster && !self.mesh.is_empty() {
+            let filter = Tiers::new(routing, address.node).last;
+            self.mesh.count_into(&mut census, address, filter);
+            census.reason = reason_of(&census);
+        }
+        census
     }
 
     /// Waits for a worker for a dispatch [`Dispatcher::start`] queued, then pushes; returns
@@ -249,61 +435,123 @@ impl Dispatcher {
             deadline,
             mut cancelled,
             done: _,
+            mut changes,
+            scope,
         } = *waiting;
-        let mut next: Result<Reservation, Box<Wait>> = Err(wait);
+        let mut next: Result<Placed, Box<Wait>> = Err(wait);
         for _ in 0..MAX_CLOSED_LINKS {
-            let reservation = match next {
-                Ok(reservation) => reservation,
-                // Every branch is cancel-safe: a grant that lands as another branch wins stays
-                // in the wait, and `give_up` returns it.
-                Err(mut wait) => tokio::select! {
-                    biased;
-                    cancel = &mut cancelled => {
-                        drop(wait);
-                        if cancel.is_ok() {
-                            flight.finish(DispatchResult::Cancelled);
-                        }
-                        return None;
+            let placed = match next {
+                Ok(placed) => placed,
+                Err(wait) => {
+                    let slot = self.await_slot(
+                        &flight,
+                        &request,
+                        &routing,
+                        (wait, deadline),
+                        &mut cancelled,
+                        changes.as_mut(),
+                        scope,
+                    );
+                    match slot.await {
+                        Some(placed) => placed,
+                        None => return None,
                     }
-                    () = self.draining.cancelled() => {
-                        drop(wait);
-                        flight.finish(DispatchResult::Draining);
-                        return None;
-                    }
-                    granted = wait.granted() => match granted {
-                        Some(reservation) => reservation,
-                        None => {
-                            let census = self.registry.census(address_of(&request), &routing);
-                            flight.finish(DispatchResult::NoWorker(census));
-                            return None;
-                        }
-                    },
-                    () = tokio::time::sleep_until(deadline) => match wait.give_up() {
-                        // A slot freed before the wait ran out is this waiter's.
-                        Ok(reservation) => reservation,
-                        Err(census) => {
-                            flight.finish(DispatchResult::NoWorker(census));
-                            return None;
-                        }
-                    },
-                },
+                }
             };
             if flight.cancel_pending() {
-                drop(reservation);
+                drop(placed);
                 flight.finish(DispatchResult::Cancelled);
                 return None;
             }
-            request = match self.push(&flight, request, reservation) {
+            request = match self.send(&flight, request, placed, &routing, 1) {
                 Push::Queued => return Some(flight),
                 Push::Ended => return None,
                 Push::Unsent(unsent) => *unsent,
             };
-            // The worker's link closed before the push left: look again, in the same wait.
+            // The link closed before the push left: look again, in the same wait.
             cancelled = flight.watch_cancel();
-            next = self.registry.select_or_wait(address_of(&request), &routing);
+            if scope == Scope::Cluster {
+                changes = Some(self.mesh.subscribe());
+            }
+            let address = address_of(&request);
+            next = match self.place(address, &routing, scope) {
+                Ok(placed) => Ok(placed),
+                Err(_) => self
+                    .registry
+                    .select_or_wait(address, &routing)
+                    .map(Placed::Local),
+            };
         }
         self.give_up_on_closed_links(&flight);
         None
+    }
+
+    /// Waits in the queue for a local slot, or for a remote one to be announced, until the
+    /// deadline; `None` once the dispatch ended here (cancelled, draining, nobody left).
+    #[allow(clippy::too_many_arguments)]
+    async fn await_slot(
+        &self,
+        flight: &Flight,
+        request: &DispatchRequest,
+        routing: &NodeRouting,
+        (mut wait, deadline): (Box<Wait>, Instant),
+        cancelled: &mut oneshot::Receiver<()>,
+        mut changes: Option<&mut watch::Receiver<u64>>,
+        scope: Scope,
+    ) -> Option<Placed> {
+        loop {
+            let changed = async {
+                if let Some(changes) = changes.as_deref_mut() {
+                    if changes.changed().await.is_ok() {
+                        return;
+                    }
+                }
+                std::future::pending::<()>().await;
+            };
+            // Every branch is cancel-safe: a grant that lands as another branch wins stays in
+            // the wait, and `give_up` returns it.
+            tokio::select! {
+                biased;
+                cancel = &mut *cancelled => {
+                    drop(wait);
+                    if cancel.is_ok() {
+                        flight.finish(DispatchResult::Cancelled);
+                    }
+                    return None;
+                }
+                () = self.draining.cancelled() => {
+                    drop(wait);
+                    flight.finish(DispatchResult::Draining);
+                    return None;
+                }
+                granted = wait.granted() => match granted {
+                    Some(reservation) => return Some(Placed::Local(reservation)),
+                    None => {
+                        let census = self.census(address_of(request), routing, scope);
+                        flight.finish(DispatchResult::NoWorker(census));
+                        return None;
+                    }
+                },
+                () = changed => {
+                    if let Some(remote) = self.remote_any_tier(address_of(request), routing) {
+                        // A local slot granted meanwhile wins; the remote charge is taken back.
+                        return Some(match wait.give_up() {
+                            Ok(reservation) => Placed::Local(reservation),
+                            Err(_) => remote,
+                        });
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => match wait.give_up() {
+                    // A slot freed before the wait ran out is this waiter's.
+                    Ok(reservation) => return Some(Placed::Local(reservation)),
+                    Err(census) => {
+                        let census = self.with_remote(census, address_of(request), routing, scope);
+                        flight.finish(DispatchResult::NoWorker(census));
+                        return None;
+                    }
+                },
+            }
+        }
     }
 
     /// Runs a queued dispatch to its end in a source's task: waits, pushes, then ends it at
@@ -323,6 +571,57 @@ impl Dispatcher {
         }
     }
 
+    /// Sends the dispatch where it was placed: a push to a local worker or a relay to a peer.
+    fn send(
+        &self,
+        flight: &Arc<Flight>,
+        request: DispatchRequest,
+        placed: Placed,
+        routing: &NodeRouting,
+        attempt: u32,
+    ) -> Push {
+        match placed {
+            Placed::Local(reservation) => self.push(flight, request, reservation),
+            Placed::Remote(slot, peer_routing) => {
+                self.relay(flight, request, slot, peer_routing, routing, attempt)
+            }
+        }
+    }
+
+    /// Relays to the peer charged. A relay that could not leave (the link closed, or its queue
+    /// is full: a busy peer is skipped) hands the request back, and the charge is taken back.
+    fn relay(
+        &self,
+        flight: &Arc<Flight>,
+        request: DispatchRequest,
+        slot: RemoteSlot,
+        peer_routing: NodeRouting,
+        routing: &NodeRouting,
+        attempt: u32,
+    ) -> Push {
+        let link = slot.link().clone();
+        let budget = flight.budget_left();
+        flight.arm(Slot::Remote(slot));
+        let entry = Arc::new(Relayed {
+            dispatcher: self.me.clone(),
+            flight: Arc::clone(flight),
+            request: request.clone(),
+            routing: routing.clone(),
+            attempt,
+            peer: Arc::clone(link.node_id()),
+        });
+        match link.relay(request, peer_routing, budget, entry) {
+            Ok(correlation) => {
+                flight.pushed(Target::Peer(link), correlation);
+                Push::Queued
+            }
+            Err((_, request)) => {
+                flight.disarm();
+                Push::Unsent(request)
+            }
+        }
+    }
+
     /// Pushes on the reserved worker. A push that could not leave hands the request back,
     /// and its slot is freed; a full queue ends the dispatch as refused.
     fn push(
@@ -335,10 +634,10 @@ impl Dispatcher {
         let Some(link) = reservation.link().cloned() else {
             return Push::Unsent(Box::new(request));
         };
-        flight.arm(reservation);
+        flight.arm(Slot::Local(reservation));
         match link.push(request, Arc::clone(flight) as _) {
             Ok(correlation) => {
-                flight.pushed(link, correlation);
+                flight.pushed(Target::Worker(link), correlation);
                 Push::Queued
             }
             Err((PushError::Closed, request)) => {

@@ -4,9 +4,10 @@
 //! it to the caller's source. Once pushed, which of reply, deadline, cancel and link loss ends
 //! it is decided by the worker link's table; the flight keeps the worker slot until the worker
 //! lets go of the push (replies, even late, or its connection closes, or a grace runs out).
+//! A relayed flight holds its charge against the peer until the peer answers or the link dies.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lintel_wire::{ActivityOutcome, DispatchResponse, DispatchResult};
 use tokio::sync::oneshot;
@@ -14,13 +15,38 @@ use tokio::sync::oneshot;
 use super::activity::Active;
 use super::caller::Caller;
 use super::counters::DispatchCounters;
-use crate::link::{End, PushEntry, Release, WorkerLink};
+use crate::cluster::RemoteSlot;
+use crate::link::{End, PeerLink, PushEntry, Release, WorkerLink};
 use crate::registry::{Reservation, WorkerId};
+
+/// What a flight holds while it runs: a local worker's slot or a charge against a peer.
+#[derive(Debug)]
+pub(crate) enum Slot {
+    Local(Reservation),
+    /// Held for its drop, which takes the charge back.
+    Remote(#[allow(dead_code)] RemoteSlot),
+}
+
+/// The link a flight's push or relay went out on.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    Worker(WorkerLink),
+    Peer(PeerLink),
+}
+
+impl Target {
+    fn end(&self, correlation: u64) -> End {
+        match self {
+            Target::Worker(link) => link.end(correlation),
+            Target::Peer(link) => link.end(correlation),
+        }
+    }
+}
 
 /// Where a flight's push went.
 #[derive(Debug, Clone)]
 struct PushedTo {
-    link: WorkerLink,
+    target: Target,
     correlation: u64,
 }
 
@@ -29,14 +55,18 @@ struct State {
     /// Taken by the finish; `None` once the outcome went out.
     caller: Option<(Caller, Active)>,
     pushed: Option<PushedTo>,
-    /// The worker slot, held from the push until the worker lets go of it.
-    slot: Option<Reservation>,
+    /// When the first push or relay went out; the reply budget counts from it.
+    first_pushed: Option<Instant>,
+    /// The worker slot or peer charge, held from the push until the other side lets go.
+    slot: Option<Slot>,
     /// The worker the slot is on.
     worker_id: Option<WorkerId>,
     /// Set while waiting for a worker: firing it ends the wait as cancelled.
     cancel_wait: Option<oneshot::Sender<()>>,
     /// A cancel came while the flight was between a wait and its push.
     cancel_pending: bool,
+    /// The reply deadline passed while a relay was being placed again.
+    expire_pending: bool,
     /// Fired by the finish, for a task that must stop watching a waiting-path flight.
     done: Option<oneshot::Sender<()>>,
 }
@@ -79,6 +109,11 @@ impl Flight {
     /// Ends the dispatch with `result`: counts it and delivers it. The only place a dispatch
     /// ends; a second call is a no-op.
     pub(crate) fn finish(&self, result: DispatchResult) {
+        self.finish_served(result, None);
+    }
+
+    /// As [`Flight::finish`], naming the peer that served the dispatch.
+    pub(super) fn finish_served(&self, result: DispatchResult, served_by: Option<Arc<str>>) {
         let (caller, done) = {
             let mut state = self.state();
             (state.caller.take(), state.done.take())
@@ -88,7 +123,7 @@ impl Flight {
             return;
         };
         self.counters.ended(&result);
-        caller.deliver(result);
+        caller.deliver(result, served_by);
         drop(active);
         if let Some(done) = done {
             let _ = done.send(());
@@ -100,19 +135,33 @@ impl Flight {
         self.reply_timeout
     }
 
-    /// Ends the dispatch as timed out, unless something else ended it first.
+    /// What is left of the reply budget, which counts from the first push or relay.
+    pub(super) fn budget_left(&self) -> Duration {
+        match self.state().first_pushed {
+            Some(at) => self.reply_timeout.saturating_sub(at.elapsed()),
+            None => self.reply_timeout,
+        }
+    }
+
+    /// Ends the dispatch as timed out, unless something else ended it first. A relayed flight
+    /// hears this only as the origin's backstop: the serving node's timer runs inside it.
     pub(crate) fn expire(&self) {
         let worker_id = {
-            let state = self.state();
-            state.pushed.as_ref().and(state.worker_id)
+            let mut state = self.state();
+            if state.pushed.is_none() {
+                // Between two placements of a relay: the next push applies it.
+                if state.first_pushed.is_some() && state.caller.is_some() {
+                    state.expire_pending = true;
+                }
+                return;
+            }
+            state.worker_id.unwrap_or_default()
         };
-        if let Some(worker_id) = worker_id {
-            let after_ms = u64::try_from(self.reply_timeout.as_millis()).unwrap_or(u64::MAX);
-            self.end(DispatchResult::Timeout {
-                worker_id,
-                after_ms,
-            });
-        }
+        let after_ms = u64::try_from(self.reply_timeout.as_millis()).unwrap_or(u64::MAX);
+        self.end(DispatchResult::Timeout {
+            worker_id,
+            after_ms,
+        });
     }
 
     /// Ends the dispatch as cancelled, wherever it is, unless something else ended it first.
@@ -151,7 +200,7 @@ impl Flight {
         let Some(to) = self.state().pushed.clone() else {
             return;
         };
-        match to.link.end(to.correlation) {
+        match to.target.end(to.correlation) {
             End::Ended | End::Unsent => self.finish(result),
             End::TooLate => {}
         }
@@ -173,9 +222,11 @@ impl Flight {
 
     /// Takes the slot a push is about to use, before the push can be answered; a wait can no
     /// longer be cancelled through its trigger, so a cancel from now on waits for the push.
-    pub(super) fn arm(&self, slot: Reservation) {
+    pub(super) fn arm(&self, slot: Slot) {
         let mut state = self.state();
-        state.worker_id = Some(slot.worker_id());
+        if let Slot::Local(reservation) = &slot {
+            state.worker_id = Some(reservation.worker_id());
+        }
         state.slot = Some(slot);
         state.cancel_wait = None;
     }
@@ -185,17 +236,67 @@ impl Flight {
         self.free_slot();
     }
 
-    /// Notes where the push went; a cancel that came meanwhile is applied now.
-    pub(super) fn pushed(&self, link: WorkerLink, correlation: u64) {
-        let cancel = {
+    /// Notes where the push went; a cancel or deadline that came meanwhile is applied now.
+    pub(super) fn pushed(&self, target: Target, correlation: u64) {
+        let (cancel, expire) = {
             let mut state = self.state();
-            state.pushed = Some(PushedTo { link, correlation });
-            std::mem::take(&mut state.cancel_pending)
+            state.pushed = Some(PushedTo {
+                target,
+                correlation,
+            });
+            state.first_pushed.get_or_insert_with(Instant::now);
+            (
+                std::mem::take(&mut state.cancel_pending),
+                std::mem::take(&mut state.expire_pending),
+            )
         };
         self.counters.pushed();
         if cancel {
             self.end(DispatchResult::Cancelled);
+        } else if expire {
+            self.expire();
         }
+    }
+
+    /// Takes back a relay whose serving node ran nothing, so the dispatch can be placed
+    /// again; false when the dispatch already ended.
+    pub(super) fn unpush(&self) -> bool {
+        let slot = {
+            let mut state = self.state();
+            if state.caller.is_none() {
+                return false;
+            }
+            state.pushed = None;
+            state.slot.take()
+        };
+        drop(slot);
+        true
+    }
+
+    /// Ends a relayed dispatch with the serving peer's outcome.
+    pub(super) fn relay_answered(&self, result: DispatchResult, peer: Arc<str>) {
+        self.free_slot();
+        let result = match result {
+            DispatchResult::Completed(response) => DispatchResult::Completed(self.fit(response)),
+            other => other,
+        };
+        self.finish_served(result, Some(peer));
+    }
+
+    /// Ends a relayed dispatch whose peer link died `after` the relay went out.
+    pub(super) fn relay_lost(&self, peer: Arc<str>, after: Duration) {
+        self.free_slot();
+        let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        let result = DispatchResult::PeerLost {
+            peer: peer.to_string(),
+            after_ms,
+        };
+        self.finish_served(result, Some(peer));
+    }
+
+    /// Lets go of the charge of a relay that had already ended.
+    pub(super) fn relay_released(&self) {
+        self.free_slot();
     }
 
     /// True once a cancel is waiting for the push to be applied.
@@ -206,6 +307,14 @@ impl Flight {
     /// The worker the dispatch was last given to.
     pub(crate) fn worker_id(&self) -> Option<WorkerId> {
         self.state().worker_id
+    }
+
+    /// The worker whose slot this flight holds now, if a local one.
+    pub(crate) fn holds_slot_on(&self) -> Option<WorkerId> {
+        match &self.state().slot {
+            Some(Slot::Local(reservation)) => Some(reservation.worker_id()),
+            _ => None,
+        }
     }
 
     fn free_slot(&self) {

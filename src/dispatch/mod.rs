@@ -3,6 +3,7 @@
 //! - `admission`: the bounds every request is checked against;
 //! - `dispatcher`: the one path every source's dispatches take, waiting included;
 //! - `flight`: one dispatch in progress and the one finish that counts and answers it;
+//! - `relayed`: a dispatch relayed to a peer, placed again when the peer ran nothing;
 //! - `caller`: where an outcome goes, the only thing that differs between sources;
 //! - `counters`, `activity`: totals and the count of dispatches without an outcome;
 //! - [`outcome`]: outcome classes for people and exit codes.
@@ -14,11 +15,12 @@ mod counters;
 mod dispatcher;
 mod flight;
 pub mod outcome;
+mod relayed;
 
 pub use admission::{DispatchLimits, MAX_TIMEOUT};
 pub(crate) use caller::{Caller, Sink, Tag};
 pub use counters::DispatchCounters;
-pub use dispatcher::Dispatcher;
 pub(crate) use dispatcher::Started;
+pub use dispatcher::{Dispatcher, Placement};
 pub(crate) use flight::Flight;
 pub use lintel_client::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};

@@ -13,8 +13,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use lintel_wire::channel::dispatch_channel_name;
-use lintel_wire::{Census, NodeRouting, PoolStatus, Refusal, RefusalCode, Register, WaitingStatus};
-use tokio::sync::oneshot;
+use lintel_wire::{
+    Census, NodeRouting, PoolPresence, PoolStatus, PresenceGroup, Refusal, RefusalCode, Register,
+    WaitingStatus,
+};
+use tokio::sync::{oneshot, watch};
 
 use super::admission::{validate, validate_capacity, AdmissionLimits};
 use super::departures::Departures;
@@ -57,6 +60,8 @@ pub struct Registry {
     state: Mutex<State>,
     next_id: AtomicU64,
     limits: AdmissionLimits,
+    /// Bumped on every change of membership or slots, while anyone subscribes.
+    changes: watch::Sender<u64>,
 }
 
 impl Registry {
@@ -66,7 +71,37 @@ impl Registry {
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
             limits,
+            changes: watch::channel(0).0,
         })
+    }
+
+    /// A receiver that sees every later change of membership or slots.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn touched(&self) {
+        // Nobody subscribes on a node without peers, and then a change costs one load.
+        if self.changes.receiver_count() > 0 {
+            self.changes.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// The pools as a peer should see them, sorted by channel. Slots that `held` says the
+    /// peer's own relays hold count as free, since the peer already counts those relays.
+    pub fn presence(&self, held: &HashMap<WorkerId, u32>) -> Vec<PoolPresence> {
+        let state = self.lock();
+        let mut pools: Vec<PoolPresence> = state
+            .pools
+            .iter()
+            .flat_map(|(namespace, by_queue)| {
+                by_queue
+                    .iter()
+                    .map(move |(task_queue, pool)| pool_presence(namespace, task_queue, pool, held))
+            })
+            .collect();
+        pools.sort_by(|a, b| a.channel.cmp(&b.channel));
+        pools
     }
 
     /// The admission funnel: validates, then inserts `register` for connection `pid`.
@@ -104,6 +139,7 @@ impl Registry {
         }
         state.workers.insert(id, Arc::clone(&cell));
         self.serve_waiters(&mut state, &cell);
+        self.touched();
         Ok(RegistrationGuard {
             registry: Arc::clone(self),
             id,
@@ -126,6 +162,34 @@ impl Registry {
             Some(reservation) => Ok(reservation),
             None => Err(census_of(&state, address, tiers.last)),
         }
+    }
+
+    /// Reserves a slot on the next eligible worker for `address` within one node tier only;
+    /// the cluster's placement walks the tiers itself, local and remote side by side.
+    pub(crate) fn select_tier(
+        self: &Arc<Self>,
+        address: Address<'_>,
+        filter: NodeFilter<'_>,
+    ) -> Option<Reservation> {
+        let mut state = self.lock();
+        self.reserve(&mut state, address, Tiers::single(filter))
+    }
+
+    /// Free slots for `address` within one node tier, for weighing local against remote.
+    pub(crate) fn free_slots(&self, address: Address<'_>, filter: NodeFilter<'_>) -> u32 {
+        let state = self.lock();
+        let Some(pool) = state
+            .pools
+            .get(address.namespace)
+            .and_then(|pools| pools.get(address.task_queue))
+        else {
+            return 0;
+        };
+        pool.members
+            .iter()
+            .filter(|worker| eligible(worker, address.activity_type, filter))
+            .map(|worker| worker.free_slots())
+            .fold(0, u32::saturating_add)
     }
 
     /// As [`Registry::select`], but on a miss queues the caller, behind earlier waiters for
@@ -185,6 +249,7 @@ impl Registry {
                 .store(max_concurrency, Ordering::Relaxed);
             self.serve_waiters(&mut state, &worker);
         }
+        self.touched();
         Ok(())
     }
 
@@ -197,6 +262,7 @@ impl Registry {
                 self.serve_waiters(&mut state, &worker);
             }
         }
+        self.touched();
     }
 
     /// Takes every worker out of selection and refuses new registrations.
@@ -206,6 +272,7 @@ impl Registry {
         for worker in state.workers.values() {
             worker.excluded.store(true, Ordering::Relaxed);
         }
+        self.touched();
     }
 
     /// Registered workers.
@@ -295,6 +362,7 @@ impl Registry {
 
     fn take_slot(self: &Arc<Self>, worker: Arc<WorkerCell>) -> Reservation {
         worker.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.touched();
         Reservation {
             held: Some((Arc::clone(self), worker)),
         }
@@ -363,6 +431,8 @@ impl Registry {
                 );
             }
         }
+        drop(state);
+        self.touched();
     }
 
     fn release(self: &Arc<Self>, worker: &Arc<WorkerCell>) {
@@ -374,6 +444,7 @@ impl Registry {
         if state.workers.contains_key(&worker.id) {
             self.serve_waiters(&mut state, worker);
         }
+        self.touched();
     }
 
     /// Takes waiter `id` out of its queue; `None` when it was granted a slot first, otherwise
@@ -422,6 +493,62 @@ fn pick(pool: &mut Pool, activity: &str, filter: NodeFilter<'_>) -> Option<Arc<W
         pool.cursors.insert(activity.to_owned(), found + 1);
     }
     Some(worker)
+}
+
+/// One pool grouped by activity type and node label, as a peer should see it.
+fn pool_presence(
+    namespace: &str,
+    task_queue: &str,
+    pool: &Pool,
+    held: &HashMap<WorkerId, u32>,
+) -> PoolPresence {
+    let mut groups: Vec<PresenceGroup> = Vec::new();
+    for worker in &pool.members {
+        let excluded = worker.excluded.load(Ordering::Relaxed);
+        let slots = worker.max_concurrency.load(Ordering::Relaxed);
+        let busy = worker.in_flight.load(Ordering::Relaxed);
+        let theirs = held.get(&worker.id).copied().unwrap_or(0);
+        let free = if excluded {
+            0
+        } else {
+            slots.saturating_sub(busy.saturating_sub(theirs))
+        };
+        let node = &worker.registration.node;
+        for activity in &worker.registration.activity_types {
+            let at = groups
+                .iter()
+                .position(|group| &group.activity_type == activity && &group.node == node);
+            let group = match at.and_then(|at| groups.get_mut(at)) {
+                Some(group) => group,
+                None => {
+                    groups.push(PresenceGroup {
+                        activity_type: activity.clone(),
+                        node: node.clone(),
+                        workers: 0,
+                        slots: 0,
+                        free: 0,
+                        full: 0,
+                        draining: 0,
+                    });
+                    match groups.last_mut() {
+                        Some(group) => group,
+                        None => continue,
+                    }
+                }
+            };
+            group.workers += 1;
+            group.slots = group.slots.saturating_add(slots);
+            group.free = group.free.saturating_add(free);
+            group.full += u32::from(!excluded && free == 0);
+            group.draining += u32::from(excluded);
+        }
+    }
+    groups.sort_by(|a, b| (&a.activity_type, &a.node).cmp(&(&b.activity_type, &b.node)));
+    PoolPresence {
+        channel: dispatch_channel_name(namespace, task_queue, None),
+        workers: u32::try_from(pool.members.len()).unwrap_or(u32::MAX),
+        groups,
+    }
 }
 
 fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Census {

@@ -52,6 +52,14 @@ impl<'a> Tiers<'a> {
         Self { preferred, last }
     }
 
+    /// One tier alone.
+    pub(crate) fn single(filter: NodeFilter<'a>) -> Self {
+        Self {
+            preferred: &[],
+            last: filter,
+        }
+    }
+
     /// The tiers in the order they are tried.
     pub(crate) fn iter(self) -> impl Iterator<Item = NodeFilter<'a>> {
         self.preferred
@@ -104,7 +112,13 @@ pub(crate) fn census<'a>(
             census.at_capacity += 1;
         }
     }
-    census.reason = if census.pool_workers == 0 {
+    census.reason = reason_of(&census);
+    census
+}
+
+/// Why nobody is eligible, from a census's counts.
+pub(crate) fn reason_of(census: &Census) -> NoWorkerReason {
+    if census.pool_workers == 0 {
         NoWorkerReason::PoolEmpty
     } else if census.serving_activity == 0 {
         NoWorkerReason::NoActivityMatch
@@ -114,6 +128,5 @@ pub(crate) fn census<'a>(
         NoWorkerReason::AllExcluded
     } else {
         NoWorkerReason::AllAtCapacity
-    };
-    census
+    }
 }

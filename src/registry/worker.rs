@@ -48,6 +48,16 @@ impl WorkerCell {
             && self.in_flight.load(Ordering::Relaxed) < self.max_concurrency.load(Ordering::Relaxed)
     }
 
+    /// Slots free now; zero while excluded.
+    pub(super) fn free_slots(&self) -> u32 {
+        if self.excluded.load(Ordering::Relaxed) {
+            return 0;
+        }
+        self.max_concurrency
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.in_flight.load(Ordering::Relaxed))
+    }
+
     /// True when every slot is taken.
     pub(super) fn is_full(&self) -> bool {
         self.in_flight.load(Ordering::Relaxed) >= self.max_concurrency.load(Ordering::Relaxed)

@@ -15,6 +15,8 @@ use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
 
 use lintel_client::transport::{Outbound, SendError};
 
+use super::{End, PushError, ReplyFate};
+
 /// What a link holds for one push until the worker lets go of it.
 pub trait PushEntry: Send + Sync {
     /// The worker replied to a push that had not ended.
@@ -36,39 +38,6 @@ pub enum Release {
     GraceExpired,
     /// The push ended while still held, so it was never sent.
     NeverSent,
-}
-
-/// Why a push did not reach the worker's queue; either way nothing was queued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum PushError {
-    /// The worker's outbound queue is full; the worker stays registered.
-    #[error("worker outbound queue is full")]
-    Backpressure,
-    /// The worker's connection is closed, so the push never left.
-    #[error("worker connection is closed")]
-    Closed,
-}
-
-/// What [`WorkerLink::end`] decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
-    /// The push ended here; the worker was sent `Cancel` and its slot stays held.
-    Ended,
-    /// The push ended while held, before it was sent: nothing reached the worker.
-    Unsent,
-    /// The reply or the link's close decided it first.
-    TooLate,
-}
-
-/// What [`WorkerLink::reply`] did with a reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplyFate {
-    /// It answered a live push.
-    Delivered,
-    /// It answered a push that had already ended.
-    Late,
-    /// It matched no push held on this link.
-    Unknown,
 }
 
 struct Entry {
@@ -304,7 +273,7 @@ fn into_request(frame: Frame) -> DispatchRequest {
 }
 
 #[cold]
-fn unreachable_request() -> DispatchRequest {
+pub(super) fn unreachable_request() -> DispatchRequest {
     DispatchRequest {
         namespace: String::new(),
         task_queue: String::new(),

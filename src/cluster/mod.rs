@@ -1,0 +1,11 @@
+//! The cluster as this node sees it: peers with a live link, the pools each announced, and the
+//! relays charged against them.
+//!
+//! - `view`: one peer's announced pools and the charges against them.
+//! - `mesh`: the set of peers, placement's remote half, membership and status.
+
+mod mesh;
+mod view;
+
+pub use mesh::{JoinError, Mesh, Remote, RemoteSlot};
+pub use view::{PresenceError, MAX_POOLS_PER_PEER};

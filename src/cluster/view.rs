@@ -1,0 +1,393 @@
+//! What one peer announced about its own pools, and the relays charged against it.
+//!
+//! A peer is the only authority on its pools; this is its latest word, replaced pool by pool
+//! as deltas arrive. Relays sent and not answered are charged per group, so the capacity used
+//! here is what the peer announced less what this node already sent it.
+
+use std::collections::HashMap;
+
+use lintel_wire::channel::parse_channel_name;
+use lintel_wire::{Census, PoolPresence, Presence, PresenceGroup};
+
+use crate::registry::{normalize_task_queue, Address, NodeFilter};
+
+/// Most pools held per peer; a peer announcing more is cut off.
+pub const MAX_POOLS_PER_PEER: usize = 16_384;
+
+/// Why a presence frame was not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PresenceError {
+    #[error("channel {0:?} is not a canonical pool channel name")]
+    BadChannel(String),
+    #[error("peer announced more than {MAX_POOLS_PER_PEER} pools")]
+    TooManyPools,
+    #[error("pool {channel} has {groups} groups, more than {max}")]
+    TooManyGroups {
+        channel: String,
+        groups: usize,
+        max: usize,
+    },
+}
+
+/// A group's key: pool, activity type and worker node label.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct GroupKey {
+    pub(crate) namespace: String,
+    pub(crate) task_queue: String,
+    pub(crate) activity_type: String,
+    pub(crate) node: Option<String>,
+}
+
+#[derive(Debug)]
+struct Pool {
+    channel: String,
+    workers: u32,
+    groups: Vec<PresenceGroup>,
+}
+
+/// One peer's announced pools and the relays charged against them.
+#[derive(Debug, Default)]
+pub(crate) struct View {
+    /// namespace -> task queue -> pool.
+    pools: HashMap<String, HashMap<String, Pool>>,
+    pool_count: usize,
+    /// Relays sent and not answered, per group.
+    charged: HashMap<GroupKey, u32>,
+    pub(crate) synced: bool,
+    pub(crate) draining: bool,
+}
+
+impl View {
+    /// Applies one presence frame; on an error nothing further from this peer is trusted.
+    pub(crate) fn apply(
+        &mut self,
+        presence: Presence,
+        max_groups: usize,
+    ) -> Result<(), PresenceError> {
+        if presence.reset {
+            self.pools.clear();
+            self.pool_count = 0;
+            self.synced = false;
+        }
+        self.draining = presence.draining;
+        for pool in presence.pools {
+            self.apply_pool(pool, max_groups)?;
+        }
+        self.synced |= presence.synced;
+        Ok(())
+    }
+
+    fn apply_pool(&mut self, pool: PoolPresence, max_groups: usize) -> Result<(), PresenceError> {
+        if pool.groups.len() > max_groups {
+            return Err(PresenceError::TooManyGroups {
+                channel: pool.channel,
+                groups: pool.groups.len(),
+                max: max_groups,
+            });
+        }
+        let address = parse_channel_name(&pool.channel)
+            .ok()
+            .filter(|address| address.node.is_none())
+            .ok_or_else(|| PresenceError::BadChannel(pool.channel.clone()))?;
+        let removed = pool.workers == 0 && pool.groups.is_empty();
+        let by_queue = self.pools.entry(address.namespace.clone()).or_default();
+        if removed {
+            if by_queue.remove(&address.task_queue).is_some() {
+                self.pool_count -= 1;
+            }
+            if by_queue.is_empty() {
+                self.pools.remove(&address.namespace);
+            }
+            return Ok(());
+        }
+        let is_new = !by_queue.contains_key(&address.task_queue);
+        if is_new && self.pool_count >= MAX_POOLS_PER_PEER {
+            return Err(PresenceError::TooManyPools);
+        }
+        by_queue.insert(
+            address.task_queue,
+            Pool {
+                channel: pool.channel,
+                workers: pool.workers,
+                groups: pool.groups,
+            },
+        );
+        if is_new {
+            self.pool_count += 1;
+        }
+        Ok(())
+    }
+
+    fn pool(&self, address: Address<'_>) -> Option<&Pool> {
+        self.pools
+            .get(address.namespace)?
+            .get(normalize_task_queue(address.task_queue))
+    }
+
+    fn groups<'a>(
+        &'a self,
+        address: Address<'a>,
+        filter: NodeFilter<'a>,
+    ) -> impl Iterator<Item = &'a PresenceGroup> + 'a {
+        self.pool(address)
+            .map(|pool| pool.groups.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter(move |group| {
+                group.activity_type == address.activity_type && filter.allows(group.node.as_deref())
+            })
+    }
+
+    fn key(address: Address<'_>, group: &PresenceGroup) -> GroupKey {
+        GroupKey {
+            namespace: address.namespace.to_owned(),
+            task_queue: normalize_task_queue(address.task_queue).to_owned(),
+            activity_type: address.activity_type.to_owned(),
+            node: group.node.clone(),
+        }
+    }
+
+    fn usable(&self, address: Address<'_>, group: &PresenceGroup) -> u32 {
+        let charged = self
+            .charged
+            .get(&Self::key(address, group))
+            .copied()
+            .unwrap_or(0);
+        group.free.saturating_sub(charged)
+    }
+
+    /// Slots usable for `address` under `filter`: announced free less relays charged.
+    pub(crate) fn usable_slots(&self, address: Address<'_>, filter: NodeFilter<'_>) -> u32 {
+        if self.draining {
+            return 0;
+        }
+        self.groups(address, filter)
+            .map(|group| self.usable(address, group))
+            .fold(0, u32::saturating_add)
+    }
+
+    /// Charges one relay to a group with a usable slot, chosen weighted by usable slots;
+    /// `None` when no group has one.
+    pub(crate) fn charge(
+        &mut self,
+        address: Address<'_>,
+        filter: NodeFilter<'_>,
+    ) -> Option<GroupKey> {
+        if self.draining {
+            return None;
+        }
+        let usable: Vec<(GroupKey, u32)> = self
+            .groups(address, filter)
+            .map(|group| (Self::key(address, group), self.usable(address, group)))
+            .filter(|(_, usable)| *usable > 0)
+            .collect();
+        let key = pick_weighted(usable)?;
+        *self.charged.entry(key.clone()).or_default() += 1;
+        Some(key)
+    }
+
+    /// Takes back a charge made by [`View::charge`].
+    pub(crate) fn uncharge(&mut self, key: &GroupKey) {
+        if let Some(count) = self.charged.get_mut(key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.charged.remove(key);
+            }
+        }
+    }
+
+    /// Adds this peer's workers for `address` under `filter` to `census`.
+    pub(crate) fn count_into(
+        &self,
+        census: &mut Census,
+        address: Address<'_>,
+        filter: NodeFilter<'_>,
+    ) {
+        let Some(pool) = self.pool(address) else {
+            return;
+        };
+        census.pool_workers += pool.workers;
+        for group in &pool.groups {
+            if group.activity_type != address.activity_type {
+                continue;
+            }
+            census.serving_activity += group.workers;
+            if !filter.allows(group.node.as_deref()) {
+                continue;
+            }
+            census.compatible_workers += group.workers;
+            census.at_capacity += group.full;
+            census.excluded += group.draining;
+        }
+    }
+
+    /// Channel names of the announced pools, sorted.
+    pub(crate) fn channels(&self) -> Vec<String> {
+        let mut channels: Vec<String> = self
+            .pools
+            .values()
+            .flat_map(HashMap::values)
+            .map(|pool| pool.channel.clone())
+            .collect();
+        channels.sort();
+        channels
+    }
+
+    /// Pools held, for checking the bound.
+    #[cfg(test)]
+    pub(crate) fn pool_count(&self) -> usize {
+        self.pool_count
+    }
+}
+
+/// Picks one item with probability proportional to its weight.
+pub(crate) fn pick_weighted<T>(items: Vec<(T, u32)>) -> Option<T> {
+    let total: u64 = items.iter().map(|(_, weight)| u64::from(*weight)).sum();
+    if total == 0 {
+        return None;
+    }
+    let mut at = fastrand::u64(0..total);
+    for (item, weight) in items {
+        let weight = u64::from(weight);
+        if at < weight {
+            return Some(item);
+        }
+        at -= weight;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use lintel_wire::channel::dispatch_channel_name;
+
+    use super::*;
+
+    fn group(activity: &str, node: Option<&str>, free: u32) -> PresenceGroup {
+        PresenceGroup {
+            activity_type: activity.into(),
+            node: node.map(str::to_owned),
+            workers: 1,
+            slots: 4,
+            free,
+            full: u32::from(free == 0),
+            draining: 0,
+        }
+    }
+
+    fn pool(groups: Vec<PresenceGroup>) -> PoolPresence {
+        PoolPresence {
+            channel: dispatch_channel_name("ns", "default", None),
+            workers: 2,
+            groups,
+        }
+    }
+
+    fn presence(reset: bool, pools: Vec<PoolPresence>) -> Presence {
+        Presence {
+            reset,
+            synced: true,
+            draining: false,
+            pools,
+        }
+    }
+
+    fn address(activity: &str) -> Address<'_> {
+        Address {
+            namespace: "ns",
+            task_queue: "",
+            activity_type: activity,
+            node: None,
+        }
+    }
+
+    #[test]
+    fn charges_never_exceed_the_announced_free_slots() {
+        let mut view = View::default();
+        let groups = vec![group("echo", Some("a"), 2), group("echo", Some("b"), 1)];
+        view.apply(presence(true, vec![pool(groups)]), 64).unwrap();
+        assert_eq!(view.usable_slots(address("echo"), NodeFilter::Any), 3);
+        let keys: Vec<_> = (0..3)
+            .map(|_| view.charge(address("echo"), NodeFilter::Any).unwrap())
+            .collect();
+        assert!(view.charge(address("echo"), NodeFilter::Any).is_none());
+        assert_eq!(view.usable_slots(address("echo"), NodeFilter::Any), 0);
+        view.uncharge(&keys[0]);
+        assert_eq!(view.usable_slots(address("echo"), NodeFilter::Any), 1);
+    }
+
+    #[test]
+    fn a_filter_counts_only_allowed_node_labels() {
+        let mut view = View::default();
+        let groups = vec![group("echo", Some("a"), 2), group("echo", Some("b"), 1)];
+        view.apply(presence(true, vec![pool(groups)]), 64).unwrap();
+        assert_eq!(view.usable_slots(address("echo"), NodeFilter::One("b")), 1);
+        let key = view.charge(address("echo"), NodeFilter::One("b")).unwrap();
+        assert_eq!(key.node.as_deref(), Some("b"));
+        assert_eq!(view.usable_slots(address("other"), NodeFilter::Any), 0);
+    }
+
+    #[test]
+    fn an_empty_pool_entry_removes_the_pool_and_a_reset_forgets_everything() {
+        let mut view = View::default();
+        view.apply(presence(true, vec![pool(vec![group("echo", None, 1)])]), 64)
+            .unwrap();
+        assert_eq!(view.pool_count(), 1);
+        let gone = PoolPresence {
+            channel: dispatch_channel_name("ns", "default", None),
+            workers: 0,
+            groups: vec![],
+        };
+        view.apply(presence(false, vec![gone]), 64).unwrap();
+        assert_eq!(view.pool_count(), 0);
+        view.apply(presence(true, vec![pool(vec![group("echo", None, 1)])]), 64)
+            .unwrap();
+        view.apply(presence(true, vec![]), 64).unwrap();
+        assert_eq!(view.pool_count(), 0);
+    }
+
+    #[test]
+    fn hostile_presence_is_refused() {
+        let mut view = View::default();
+        let bad = PoolPresence {
+            channel: "not.a.channel".into(),
+            workers: 1,
+            groups: vec![],
+        };
+        assert!(matches!(
+            view.apply(presence(false, vec![bad]), 64),
+            Err(PresenceError::BadChannel(_))
+        ));
+        let wide = pool((0..3).map(|_| group("echo", None, 1)).collect());
+        assert!(matches!(
+            view.apply(presence(false, vec![wide]), 2),
+            Err(PresenceError::TooManyGroups { .. })
+        ));
+    }
+
+    #[test]
+    fn a_census_counts_remote_workers() {
+        let mut view = View::default();
+        let groups = vec![group("echo", Some("a"), 0), group("echo", Some("b"), 1)];
+        view.apply(presence(true, vec![pool(groups)]), 64).unwrap();
+        let mut census = Census {
+            reason: lintel_wire::NoWorkerReason::PoolEmpty,
+            pool_workers: 0,
+            serving_activity: 0,
+            compatible_workers: 0,
+            at_capacity: 0,
+            excluded: 0,
+            last_departure_ms_ago: None,
+        };
+        view.count_into(&mut census, address("echo"), NodeFilter::One("a"));
+        assert_eq!(
+            (
+                census.pool_workers,
+                census.serving_activity,
+                census.compatible_workers,
+                census.at_capacity
+            ),
+            (2, 2, 1, 1)
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! Peer links: the hellos, the live link, and the dialler that keeps links to every member.
+//!
+//! - `hello`: who each side is; `session`: one live link, presence and relays both ways;
+//! - `announce`: what one peer was last told about this node's pools;
+//! - `dial`: redials each known member with jittered backoff while no link to it is up.
+
+mod announce;
+mod dial;
+mod hello;
+mod session;
+
+use std::sync::Arc;
+
+use super::close::Close;
+use crate::shared::Shared;
+use hello::{HelloFailed, Side};
+use lintel_client::transport::{FrameReader, Outbound};
+
+pub(crate) use dial::supervise;
+
+/// Runs a peer link a member dialled here, after the handshake.
+pub(super) async fn serve_accepted(
+    shared: &Arc<Shared>,
+    reader: &mut FrameReader,
+    outbound: &Outbound,
+) -> Close {
+    match hello::exchange(shared, reader, outbound, Side::Accepted).await {
+        Ok(theirs) => session::run(shared, reader, outbound, Side::Accepted, theirs).await,
+        Err(HelloFailed::Myself) => Close::goodbye("a node does not link to itself"),
+        Err(HelloFailed::Close(close)) => close,
+    }
+}

@@ -1,0 +1,317 @@
+//! One live peer link: presence both ways, relays both ways, liveness, and an orderly end.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use lintel_wire::{ErrorCode, Frame, PeerHello, Ping, Pong, Presence};
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::super::close::Close;
+use super::super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
+use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
+use super::hello::{own_hello, Side};
+use crate::cluster::{PresenceError, Remote};
+use crate::link::{PeerLink, ReplyFate};
+use crate::shared::Shared;
+use lintel_client::transport::{FrameReader, Outbound};
+
+/// How long a closing link waits for the relays it serves to report.
+const SETTLE_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs a link whose hellos were exchanged, until it closes; what was learned over it is
+/// forgotten and what it relayed here is cancelled on the way out.
+pub(super) async fn run(
+    shared: &Arc<Shared>,
+    reader: &mut FrameReader,
+    outbound: &Outbound,
+    side: Side,
+    theirs: PeerHello,
+) -> Close {
+    let mesh = Arc::clone(shared.dispatcher.mesh());
+    let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
+    let dialler: Arc<str> = match side {
+        Side::Dialled => Arc::from(shared.node_id()),
+        Side::Accepted => Arc::clone(&node_id),
+    };
+    let link = PeerLink::new(Arc::clone(&node_id), outbound.clone());
+    let remote = Remote::new(
+        Arc::clone(&node_id),
+        theirs.incarnation,
+        theirs.advertise.clone(),
+        dialler,
+        link,
+    );
+    learn(shared, &theirs);
+    if mesh.join(&remote).is_err() {
+        tracing::debug!(peer = %node_id, "duplicate peer link closed");
+        return Close::goodbye("duplicate peer link");
+    }
+    tracing::info!(peer = %node_id, address = %theirs.advertise, ?side, "peer link up");
+    let served = Flights::new(
+        Arc::clone(&shared.dispatcher),
+        outbound.clone(),
+        shared.config.max_active_dispatches,
+        Answer::Peer,
+    );
+    let closer = CloseOnDrop(Arc::clone(&served));
+    let mut session = Session {
+        shared,
+        remote: &remote,
+        outbound,
+        served: &served,
+        announcer: Announcer::default(),
+        missed_pings: 0,
+        last_nonce: 0,
+    };
+    let close = session.serve(reader).await;
+    mesh.leave(&remote);
+    tracing::info!(peer = %node_id, "peer link down");
+    drop(closer);
+    let _ = tokio::time::timeout(SETTLE_GRACE, served.settled()).await;
+    close
+}
+
+/// Members the other side knows become members here too.
+fn learn(shared: &Shared, hello: &PeerHello) {
+    let mesh = shared.dispatcher.mesh();
+    for peer in &hello.peers {
+        if peer.node_id != shared.node_id() && peer.address != shared.advertise() {
+            mesh.learn(&peer.address);
+        }
+    }
+}
+
+struct Session<'a> {
+    shared: &'a Arc<Shared>,
+    remote: &'a Arc<Remote>,
+    outbound: &'a Outbound,
+    served: &'a Arc<Flights>,
+    announcer: Announcer,
+    missed_pings: u32,
+    last_nonce: u64,
+}
+
+impl Session<'_> {
+    async fn serve(&mut self, reader: &mut FrameReader) -> Close {
+        let shared = self.shared;
+        let registry = shared.dispatcher.registry();
+        // Subscribed before the snapshot, so no change after it is missed.
+        let mut changes = registry.subscribe();
+        let mut members = shared.dispatcher.mesh().subscribe_members();
+        if self.snapshot().is_err() {
+            return Close::Quietly;
+        }
+        let mut last_look = Instant::now();
+        let mut last_sent = Instant::now();
+        let mut flush_at: Option<Instant> = None;
+        let flush = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(flush);
+        let mut timer = ReplyTimer::default();
+        let timer_sleep = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(timer_sleep);
+        let period = shared.config.peer_ping_interval();
+        let mut ping = tokio::time::interval_at(Instant::now() + period, period);
+        ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut draining_told = false;
+        // Every branch is cancel-safe: token waits, sleeps, interval ticks, watch changes, a
+        // wait for room and `FrameReader::next` lose nothing when another branch wins. While
+        // the queue is full nothing more is read, so the outcomes owed stay bounded.
+        loop {
+            let room = self.outbound.has_room();
+            let look = tokio::select! {
+                biased;
+                () = shared.closing.cancelled() => return Close::goodbye("node shutting down"),
+                () = self.remote.evicted.cancelled() => return Close::goodbye("duplicate peer link"),
+                () = shared.draining.cancelled(), if !draining_told => {
+                    draining_told = true;
+                    true
+                }
+                () = &mut timer_sleep, if timer.armed.is_some() => {
+                    timer.armed = None;
+                    timer.arm(self.served.expire(Instant::now()), timer_sleep.as_mut());
+                    false
+                }
+                _ = ping.tick() => {
+                    if let Err(close) = self.ping() {
+                        return close;
+                    }
+                    false
+                }
+                // Not listened to while a flush is due: that flush looks anyway.
+                changed = changes.changed(), if flush_at.is_none() => {
+                    if changed.is_err() {
+                        return Close::goodbye("node shutting down");
+                    }
+                    true
+                }
+                () = &mut flush, if flush_at.is_some() => {
+                    flush_at = None;
+                    true
+                }
+                changed = members.changed() => {
+                    if changed.is_ok() {
+                        let hello = Frame::PeerHello(own_hello(shared));
+                        if self.outbound.send_owed(hello).is_err() {
+                            return Close::Quietly;
+                        }
+                    }
+                    false
+                }
+                () = self.outbound.room(), if !room => false,
+                frame = reader.next(), if room => {
+                    let frame = match frame {
+                        None => return Close::Quietly,
+                        Some(Err(err)) => return Close::read_failed(err),
+                        Some(Ok(frame)) => frame,
+                    };
+                    match self.handle(frame) {
+                        Ok(deadline) => timer.arm(deadline, timer_sleep.as_mut()),
+                        Err(close) => return close,
+                    }
+                    false
+                }
+            };
+            if !look {
+                continue;
+            }
+            // Look at the registry at most once per MIN_LOOK_INTERVAL; send at once when a
+            // group crossed zero, otherwise at most once per FLUSH_INTERVAL.
+            let now = Instant::now();
+            let earliest = last_look + MIN_LOOK_INTERVAL;
+            if now < earliest {
+                schedule(&mut flush_at, flush.as_mut(), earliest);
+                continue;
+            }
+            last_look = now;
+            changes.borrow_and_update();
+            let delta = self.announcer.delta(self.presence(), self.draining());
+            if delta.frames.is_empty() {
+                continue;
+            }
+            let due = last_sent + FLUSH_INTERVAL;
+            if !delta.urgent && now < due {
+                schedule(&mut flush_at, flush.as_mut(), due);
+                continue;
+            }
+            for frame in &delta.frames {
+                if self
+                    .outbound
+                    .send_owed(Frame::Presence(frame.clone()))
+                    .is_err()
+                {
+                    return Close::Quietly;
+                }
+            }
+            self.announcer.commit(delta);
+            last_sent = now;
+        }
+    }
+
+    fn draining(&self) -> bool {
+        self.shared.dispatcher.is_draining()
+    }
+
+    fn presence(&self) -> Vec<lintel_wire::PoolPresence> {
+        let held = self.served.held_slots();
+        self.shared.dispatcher.registry().presence(&held)
+    }
+
+    fn snapshot(&mut self) -> Result<(), ()> {
+        let pools = self.presence();
+        let draining = self.draining();
+        for frame in self.announcer.snapshot(pools, draining) {
+            self.outbound
+                .send_owed(Frame::Presence(frame))
+                .map_err(|_| ())?;
+        }
+        Ok(())
+    }
+
+    /// Handles one frame; `Ok` carries a reply deadline for the link's timer.
+    fn handle(&mut self, frame: Frame) -> Result<Option<Instant>, Close> {
+        self.missed_pings = 0;
+        match frame {
+            Frame::Presence(presence) => self.apply(presence).map(|()| None),
+            Frame::Relay(relay) => {
+                self.remote.relay_received();
+                Ok(self.served.relay(relay))
+            }
+            Frame::RelayOutcome(outcome) => {
+                let fate = self.remote.link.answer(outcome.correlation, outcome.result);
+                if fate == ReplyFate::Unknown {
+                    tracing::debug!(
+                        peer = %self.remote.node_id,
+                        correlation = outcome.correlation,
+                        "relay outcome for no relay in flight"
+                    );
+                }
+                Ok(None)
+            }
+            Frame::Cancel(cancel) => {
+                self.served.cancel(cancel.correlation);
+                Ok(None)
+            }
+            Frame::PeerHello(hello) => {
+                if hello.node_id != *self.remote.node_id
+                    || hello.incarnation != self.remote.incarnation
+                {
+                    return Err(Close::error(
+                        ErrorCode::UnexpectedFrame,
+                        "a PeerHello may not change the node id or incarnation of a link",
+                    ));
+                }
+                learn(self.shared, &hello);
+                Ok(None)
+            }
+            Frame::Ping(Ping { nonce }) => {
+                let _ = self.outbound.try_send(Frame::Pong(Pong { nonce }));
+                Ok(None)
+            }
+            Frame::Pong(_) => Ok(None),
+            Frame::Goodbye(_) | Frame::Error(_) => Err(Close::Quietly),
+            other => Err(Close::unexpected(other.kind(), "on a peer link")),
+        }
+    }
+
+    fn apply(&mut self, presence: Presence) -> Result<(), Close> {
+        let mesh = self.shared.dispatcher.mesh();
+        mesh.apply(self.remote, presence).map_err(|err| {
+            let code = match err {
+                PresenceError::BadChannel(_) => ErrorCode::Malformed,
+                PresenceError::TooManyPools | PresenceError::TooManyGroups { .. } => {
+                    ErrorCode::LimitExceeded
+                }
+            };
+            Close::error(code, err.to_string())
+        })
+    }
+
+    fn ping(&mut self) -> Result<(), Close> {
+        let max = self.shared.config.max_missed_pings;
+        if self.missed_pings >= max {
+            return Err(Close::error(
+                ErrorCode::LivenessTimeout,
+                format!("{max} pings in a row went unanswered"),
+            ));
+        }
+        self.missed_pings += 1;
+        self.last_nonce = self.last_nonce.wrapping_add(1);
+        let _ = self.outbound.try_send(Frame::Ping(Ping {
+            nonce: self.last_nonce,
+        }));
+        Ok(())
+    }
+}
+
+/// Wakes the link at `at` unless an earlier wake is set.
+fn schedule(
+    flush_at: &mut Option<Instant>,
+    sleep: std::pin::Pin<&mut tokio::time::Sleep>,
+    at: Instant,
+) {
+    if flush_at.is_none_or(|set| at < set) {
+        *flush_at = Some(at);
+        sleep.reset(at);
+    }
+}

@@ -1,0 +1,65 @@
+//! A dispatch relayed to a peer: its entry on the peer link, and another placement when the
+//! serving node ran nothing.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use lintel_wire::{DispatchRequest, DispatchResult, NodeRouting, RefusedReason};
+
+use super::dispatcher::Dispatcher;
+use super::flight::Flight;
+use crate::link::RelayEntry;
+
+/// Most placements one dispatch gets when serving nodes answer that nothing ran.
+pub(super) const MAX_RELAY_ATTEMPTS: u32 = 3;
+
+/// What a peer link holds for one relay.
+pub(super) struct Relayed {
+    pub(super) dispatcher: Weak<Dispatcher>,
+    pub(super) flight: Arc<Flight>,
+    /// Kept to place the dispatch again if the serving node runs nothing.
+    pub(super) request: DispatchRequest,
+    pub(super) routing: NodeRouting,
+    pub(super) attempt: u32,
+    pub(super) peer: Arc<str>,
+}
+
+/// True for outcomes that say the serving node ran nothing, so another node may.
+fn nothing_ran(result: &DispatchResult) -> bool {
+    match result {
+        DispatchResult::NoWorker(_) | DispatchResult::Draining => true,
+        DispatchResult::Refused(refused) => matches!(
+            refused.reason,
+            RefusedReason::WorkerBackpressure | RefusedReason::TooManyInFlight
+        ),
+        _ => false,
+    }
+}
+
+impl RelayEntry for Relayed {
+    fn answered(&self, result: DispatchResult) {
+        if nothing_ran(&result) && self.attempt < MAX_RELAY_ATTEMPTS {
+            if let Some(dispatcher) = self.dispatcher.upgrade() {
+                if self.flight.unpush() {
+                    dispatcher.place_again(
+                        &self.flight,
+                        self.request.clone(),
+                        &self.routing,
+                        self.attempt + 1,
+                        (result, Arc::clone(&self.peer)),
+                    );
+                }
+                return;
+            }
+        }
+        self.flight.relay_answered(result, Arc::clone(&self.peer));
+    }
+
+    fn lost(&self, after: Duration) {
+        self.flight.relay_lost(Arc::clone(&self.peer), after);
+    }
+
+    fn released(&self) {
+        self.flight.relay_released();
+    }
+}
