@@ -2,7 +2,8 @@
 //! (every middle, worker and producer in a process of its own) lintel, the floor and, when
 //! `nats-server` is installed, NATS each carry a short closed-loop load over two interleaved
 //! rounds; every request completes; the per-round ratios, the middle's CPU per request, the
-//! report and the plot are produced. The other modes carry a load too and label themselves.
+//! report and the plot are produced. The other modes carry a load too and label themselves, and
+//! so does the cross-node topology, each system with two middles in a row.
 //!
 //! The harness starts its NATS and floor peers by running this test binary again with the role
 //! in an environment variable; [`vs_nats_peer_entry`] is where they land.
@@ -34,6 +35,8 @@ mod process;
 mod report;
 #[path = "../benches/vs_nats/systems.rs"]
 mod systems;
+#[path = "../benches/vs_nats/topology.rs"]
+mod topology;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -42,16 +45,18 @@ use compare::{Measured, Outcome, Round, Scenario, Settings, RATIOS};
 use kind::Kind;
 use measure::Sample;
 use mode::Mode;
+use topology::Topology;
 
 /// The name of [`vs_nats_peer_entry`], which peers are started at.
 const PEER_ENTRY: &str = "vs_nats_peer_entry";
 
-fn settings(mode: Mode, runs: usize) -> Settings {
+fn settings(mode: Mode, topology: Topology, runs: usize) -> Settings {
     Settings {
         runs,
         seconds: 0.2,
         max_count: 200_000,
         mode,
+        topology,
         launcher: process::Launcher::test_entry(PEER_ENTRY).expect("this test binary's path"),
     }
 }
@@ -155,9 +160,14 @@ fn cpu_time_of_a_process_is_read_from_proc() {
     assert!(machine::cpu_time(u32::MAX).is_none());
 }
 
-fn nats_server() -> Option<nats::NatsServer> {
+fn nats_servers(topology: Topology) -> Option<nats::NatsServers> {
     match nats::find_server() {
-        Some(bin) => Some(nats::NatsServer::start(&bin).expect("nats-server starts")),
+        Some(bin) => Some(match topology {
+            Topology::OneMiddle => nats::NatsServers::one(&bin).expect("nats-server starts"),
+            Topology::CrossNode => {
+                nats::NatsServers::routed_pair(&bin).expect("two routed nats-servers start")
+            }
+        }),
         None => {
             println!(
                 "nats-server not installed: NATS SKIPPED (scripts/install-nats.sh installs it)"
@@ -167,12 +177,27 @@ fn nats_server() -> Option<nats::NatsServer> {
     }
 }
 
+fn nats_server() -> Option<nats::NatsServers> {
+    nats_servers(Topology::OneMiddle)
+}
+
 /// Runs a tiny scenario in `mode` and checks every system that ran completed every request.
 async fn tiny(
     mode: Mode,
     runs: usize,
     workers: usize,
-    server: Option<&nats::NatsServer>,
+    server: Option<&nats::NatsServers>,
+) -> (Vec<Kind>, Outcome) {
+    tiny_in(mode, Topology::OneMiddle, runs, workers, server).await
+}
+
+/// [`tiny`] in `topology`.
+async fn tiny_in(
+    mode: Mode,
+    topology: Topology,
+    runs: usize,
+    workers: usize,
+    server: Option<&nats::NatsServers>,
 ) -> (Vec<Kind>, Outcome) {
     let kinds: Vec<Kind> = Kind::ALL
         .into_iter()
@@ -186,7 +211,7 @@ async fn tiny(
     };
     let outcome = tokio::time::timeout(
         Duration::from_secs(60),
-        compare::run_scenario(&scenario, &kinds, server, &settings(mode, runs)),
+        compare::run_scenario(&scenario, &kinds, server, &settings(mode, topology, runs)),
     )
     .await
     .expect("the scenario finishes");
@@ -317,4 +342,26 @@ async fn middle_and_diagnostic_carry_a_short_load_and_diagnostic_says_so() {
         .as_str()
         .is_some_and(|label| label.contains("not for publication")));
     assert!(report::table(Mode::Diagnostic, &outcomes).contains("NOT FOR PUBLICATION"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_node_puts_a_second_middle_between_producer_and_workers() {
+    let servers = nats_servers(Topology::CrossNode);
+    let (kinds, outcome) = tiny_in(Mode::All, Topology::CrossNode, 1, 2, servers.as_ref()).await;
+    assert_eq!(kinds.len(), if servers.is_some() { 3 } else { 2 });
+    let outcomes = [outcome];
+    let mut doc = report::to_json(
+        machine::describe("test", serde_json::json!({})),
+        Mode::All,
+        &outcomes,
+    );
+    Topology::CrossNode.annotate(&mut doc);
+    assert_eq!(doc["topology"], "cross-node");
+    for kind in Kind::ALL {
+        let middle = doc["processes"][kind.key()]["middle"]
+            .as_str()
+            .unwrap_or("");
+        assert!(middle.starts_with("two "), "{}: {middle}", kind.key());
+    }
+    assert!(doc["scenarios"][0]["ratios"]["lintel_floor_p50"]["median"].is_number());
 }

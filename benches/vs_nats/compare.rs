@@ -2,8 +2,9 @@
 //! round (lintel 1, NATS 1, floor 1, lintel 2, ...), so machine noise hits all three alike. Each
 //! metric is the median of the rounds; each ratio between systems is taken within a round, and
 //! the median of those per-round ratios is what is reported. Around each round the CPU time of
-//! the system's middle process is read, for CPU per request; where the producer is a process of
-//! its own, that window also holds its start, connect and close, once per round.
+//! the system's middle process (both middles, cross-node: see [`Topology`]) is read, for CPU per
+//! request; where the producer is a process of its own, that window also holds its start,
+//! connect and close, once per round.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,9 +13,10 @@ use crate::kind::Kind;
 use crate::machine;
 use crate::measure::{self, Load, Sample};
 use crate::mode::Mode;
-use crate::nats::NatsServer;
+use crate::nats::NatsServers;
 use crate::process::Launcher;
 use crate::systems::Running;
+use crate::topology::Topology;
 
 /// How long and how often to measure, and where the processes go.
 #[derive(Debug, Clone)]
@@ -23,6 +25,8 @@ pub struct Settings {
     pub seconds: f64,
     pub max_count: u64,
     pub mode: Mode,
+    /// One middle between producer and workers, or two.
+    pub topology: Topology,
     /// How peer processes (NATS responders and requester, the floor's pieces) are started.
     pub launcher: Launcher,
 }
@@ -89,7 +93,8 @@ pub fn grid(concurrency: &[usize], workers: &[usize], payloads: &[usize]) -> Vec
 #[derive(Debug, Clone)]
 pub struct Round {
     pub sample: Sample,
-    /// CPU time the middle's process used over the round; `None` when it could not be read.
+    /// CPU time the middle's processes (both, cross-node) used over the round; `None` when it
+    /// could not be read.
     pub middle_cpu: Option<Duration>,
 }
 
@@ -215,11 +220,16 @@ impl Outcome {
     }
 }
 
+/// The CPU time `pids` used together; `None` when one cannot be read.
+fn cpu_time(pids: &[u32]) -> Option<Duration> {
+    pids.iter().map(|&pid| machine::cpu_time(pid)).sum()
+}
+
 /// Runs one scenario on each of `kinds`, interleaving their rounds.
 pub async fn run_scenario(
     scenario: &Scenario,
     kinds: &[Kind],
-    server: Option<&NatsServer>,
+    servers: Option<&NatsServers>,
     settings: &Settings,
 ) -> Outcome {
     let mut notes = Vec::new();
@@ -229,7 +239,8 @@ pub async fn run_scenario(
             kind,
             scenario.workers,
             settings.mode,
-            server,
+            settings.topology,
+            servers,
             &settings.launcher,
         )
         .await;
@@ -258,10 +269,10 @@ pub async fn run_scenario(
     let mut rounds: BTreeMap<Kind, Vec<Round>> = BTreeMap::new();
     for _ in 0..settings.runs.max(1) {
         for (kind, system) in &running {
-            let pid = system.middle_pid();
-            let before = machine::cpu_time(pid);
+            let pids = system.middle_pids();
+            let before = cpu_time(&pids);
             let sample = system.measure(&load).await;
-            let after = machine::cpu_time(pid);
+            let after = cpu_time(&pids);
             let middle_cpu = before.zip(after).map(|(b, a)| a.saturating_sub(b));
             rounds
                 .entry(*kind)

@@ -12,6 +12,10 @@
 //! in peer processes ([`serve_echo`], [`serve_relay`]), the client in the harness or in a peer
 //! process per round. In `embedded` the client dials the echo servers itself, with no relay: the
 //! floor of a producer inside the middle's process.
+//!
+//! Cross-node ([`Topology::CrossNode`]) the floor is a three-hop relay: client -> relay 1 ->
+//! relay 2 -> echo and back. Relay 1 is the same relay with relay 2 as its only upstream; since a
+//! relay reads only lengths, it cannot tell a relay from an echo server.
 
 use std::collections::HashMap;
 use std::io;
@@ -29,6 +33,7 @@ use tokio::task::JoinSet;
 use crate::measure::{self, Load, Sample, Target};
 use crate::mode::{Mode, Producer};
 use crate::process::{Launcher, LoadSpec, Proc, Role};
+use crate::topology::Topology;
 
 /// Bytes before the payload: length (of id plus payload) and id.
 const HEADER: usize = 4 + 8;
@@ -42,7 +47,8 @@ pub struct Floor {
     tasks: JoinSet<()>,
     /// Echo servers and the relay running as peer processes.
     procs: Vec<Proc>,
-    relay_pid: Option<u32>,
+    /// The relays' processes, when they have their own.
+    relay_pids: Vec<u32>,
     client: Client,
 }
 
@@ -53,19 +59,25 @@ enum Client {
 }
 
 impl Floor {
-    /// Starts `workers` echo servers, the relay and the client where `mode` puts them.
+    /// Starts `workers` echo servers, the relay (two in a row, cross-node) and the client where
+    /// `mode` puts them.
     ///
     /// # Errors
     /// What failed, as text.
-    pub async fn start(workers: usize, mode: Mode, launcher: &Launcher) -> Result<Self, String> {
+    pub async fn start(
+        workers: usize,
+        mode: Mode,
+        topology: Topology,
+        launcher: &Launcher,
+    ) -> Result<Self, String> {
         let workers = workers.max(1);
         let mut floor = Self {
             tasks: JoinSet::new(),
             procs: Vec::new(),
-            relay_pid: None,
+            relay_pids: Vec::new(),
             client: Client::Process(launcher.clone(), Vec::new()),
         };
-        match floor.start_pieces(workers, mode, launcher).await {
+        match floor.start_pieces(workers, mode, topology, launcher).await {
             Ok(()) => Ok(floor),
             Err(err) => {
                 floor.stop().await;
@@ -78,6 +90,7 @@ impl Floor {
         &mut self,
         workers: usize,
         mode: Mode,
+        topology: Topology,
         launcher: &Launcher,
     ) -> Result<(), String> {
         let mut echo = Vec::with_capacity(workers);
@@ -94,17 +107,21 @@ impl Floor {
             echo.resize(workers, addr);
         }
         let targets = if mode.producer() == Producer::InMiddle {
+            if topology != Topology::OneMiddle {
+                return Err(format!(
+                    "no {} layout in mode {}",
+                    topology.key(),
+                    mode.key()
+                ));
+            }
             echo
-        } else if mode.middle_own_process() {
-            let (proc, addr) = launcher.serve(&Role::FloorRelay { echo }).await?;
-            self.relay_pid = proc.pid();
-            self.procs.push(proc);
-            vec![parse_addr(&addr)?]
         } else {
-            let listener = bind().await?;
-            let addr = listener.local_addr().map_err(|err| err.to_string())?;
-            self.tasks.spawn(serve_relay(listener, echo));
-            vec![addr]
+            // Relays from the workers' end: each one's only upstream is the one started before.
+            let mut upstream = echo;
+            for _ in 0..topology.middles() {
+                upstream = vec![self.start_relay(upstream, mode, launcher).await?];
+            }
+            upstream
         };
         self.client = if mode.producer() == Producer::OwnProcess {
             Client::Process(launcher.clone(), targets)
@@ -117,9 +134,34 @@ impl Floor {
         Ok(())
     }
 
-    /// The process the relay runs in: its own, or the harness's.
-    pub fn middle_pid(&self) -> u32 {
-        self.relay_pid.unwrap_or_else(std::process::id)
+    /// A relay to `upstream`, in a process of its own or in the harness as `mode` says; returns
+    /// its address.
+    async fn start_relay(
+        &mut self,
+        upstream: Vec<SocketAddr>,
+        mode: Mode,
+        launcher: &Launcher,
+    ) -> Result<SocketAddr, String> {
+        if mode.middle_own_process() {
+            let (proc, addr) = launcher.serve(&Role::FloorRelay { echo: upstream }).await?;
+            self.relay_pids.extend(proc.pid());
+            self.procs.push(proc);
+            parse_addr(&addr)
+        } else {
+            let listener = bind().await?;
+            let addr = listener.local_addr().map_err(|err| err.to_string())?;
+            self.tasks.spawn(serve_relay(listener, upstream));
+            Ok(addr)
+        }
+    }
+
+    /// The processes the relays run in: their own, or the harness's.
+    pub fn middle_pids(&self) -> Vec<u32> {
+        if self.relay_pids.is_empty() {
+            vec![std::process::id()]
+        } else {
+            self.relay_pids.clone()
+        }
     }
 
     /// Runs `load` from wherever the client is.

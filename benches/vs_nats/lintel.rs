@@ -3,6 +3,11 @@
 //! [`Node`] in this process; workers are `lintel worker` processes or SDK [`Worker`]s here; the
 //! producer is a `lintel bench --workers 0` process per round, the SDK [`Client`] here, or (when
 //! the node is embedded) the node's own [`Dispatcher`], with no network hop.
+//!
+//! Cross-node ([`Topology::CrossNode`]) there are two `lintel serve` children peered with
+//! `--peer`, node `a` and node `b`: the workers register on `b`, the producer connects to `a`,
+//! and `a` relays each dispatch to `b`. Only the all-separate layout has it, and it is measured
+//! once `a` has answered a dispatch through `b` ([`wait_until_relayed`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -24,6 +29,7 @@ use tokio::task::JoinHandle;
 use crate::measure::{self, Load, Sample, Target};
 use crate::mode::{Mode, Producer};
 use crate::process::{self, Proc, Stream};
+use crate::topology::Topology;
 
 /// The `lintel` binary built beside this harness (release for `cargo bench`).
 const LINTEL_BIN: &str = env!("CARGO_BIN_EXE_lintel");
@@ -46,6 +52,12 @@ const REGISTER_WAIT: Duration = Duration::from_secs(30);
 /// How long the producer waits for a free worker before giving up on a dispatch.
 const WAIT_FOR_WORKER: Duration = Duration::from_secs(5);
 
+/// How long the workers' presence may take to reach the producer's node, cross-node.
+const PRESENCE_WAIT: Duration = Duration::from_secs(30);
+
+/// How long each probe dispatch waits for a worker while the presence is on its way.
+const PROBE_WAIT_FOR_WORKER: Duration = Duration::from_millis(100);
+
 /// Where the node runs.
 enum Serving {
     InProcess {
@@ -54,6 +66,11 @@ enum Serving {
         server: JoinHandle<()>,
     },
     Child(LintelChild),
+    /// Two peered nodes: the producer's (`a`) and the workers' (`b`).
+    Peered {
+        a: LintelChild,
+        b: LintelChild,
+    },
 }
 
 /// Where the workers run.
@@ -78,19 +95,35 @@ pub struct Lintel {
 }
 
 impl Lintel {
-    /// A node with default settings and `workers` echo workers in [`NAMESPACE`], placed as
-    /// `mode` says.
+    /// A node with default settings (two peered nodes, cross-node) and `workers` echo workers
+    /// in [`NAMESPACE`], placed as `mode` says.
     ///
     /// # Errors
     /// What failed, as text.
-    pub async fn start(workers: usize, mode: Mode) -> Result<Self, String> {
+    pub async fn start(workers: usize, mode: Mode, topology: Topology) -> Result<Self, String> {
         let workers = workers.max(1);
-        let (serving, addr) = if mode.middle_own_process() {
-            let child = LintelChild::start(workers + 100).await?;
-            let addr = child.addr;
-            (Serving::Child(child), addr)
-        } else {
-            serve_in_process(NodeConfig::default())?
+        let (serving, addr, producer_addr) = match topology {
+            Topology::OneMiddle if mode.middle_own_process() => {
+                let child = LintelChild::start(workers + 100).await?;
+                let addr = child.addr;
+                (Serving::Child(child), addr, addr)
+            }
+            Topology::OneMiddle => {
+                let (serving, addr) = serve_in_process(NodeConfig::default())?;
+                (serving, addr, addr)
+            }
+            Topology::CrossNode if mode == Mode::All => {
+                let (a, b) = LintelChild::start_peered_pair(workers + 100).await?;
+                let (a_addr, b_addr) = (a.addr, b.addr);
+                (Serving::Peered { a, b }, b_addr, a_addr)
+            }
+            Topology::CrossNode => {
+                return Err(format!(
+                    "lintel has no {} layout in mode {}",
+                    topology.key(),
+                    mode.key()
+                ))
+            }
         };
         let started = if mode.workers_own_processes() {
             spawn_worker_processes(addr, workers)
@@ -109,18 +142,24 @@ impl Lintel {
                 return Err(err);
             }
         };
+        if producer_addr != addr {
+            if let Err(err) = wait_until_relayed(producer_addr, PRESENCE_WAIT).await {
+                stop_parts(workers, serving).await;
+                return Err(err);
+            }
+        }
         let producing = match (mode.producer(), &serving) {
-            (Producer::OwnProcess, _) => Ok(Producing::Process(addr)),
+            (Producer::OwnProcess, _) => Ok(Producing::Process(producer_addr)),
             (Producer::InMiddle, Serving::InProcess { node, .. }) => {
                 Ok(Producing::Embedded(Arc::new(EmbeddedTarget {
                     dispatcher: Arc::clone(node.dispatcher()),
                     options: dispatch_options(),
                 })))
             }
-            (Producer::InMiddle, Serving::Child(_)) => {
+            (Producer::InMiddle, Serving::Child(_) | Serving::Peered { .. }) => {
                 Err("an embedded producer needs the node in this process".to_owned())
             }
-            (Producer::Harness, _) => sdk_producer(addr, vec![NAMESPACE.to_owned()]).await,
+            (Producer::Harness, _) => sdk_producer(producer_addr, vec![NAMESPACE.to_owned()]).await,
         };
         match producing {
             Ok(producing) => Ok(Self {
@@ -167,11 +206,12 @@ impl Lintel {
         }
     }
 
-    /// The process the node runs in: its own, or the harness's.
-    pub fn middle_pid(&self) -> u32 {
+    /// The processes the nodes run in: their own, or the harness's.
+    pub fn middle_pids(&self) -> Vec<u32> {
         match &self.serving {
-            Serving::Child(child) => child.pid(),
-            Serving::InProcess { .. } => std::process::id(),
+            Serving::Child(child) => vec![child.pid()],
+            Serving::Peered { a, b } => vec![a.pid(), b.pid()],
+            Serving::InProcess { .. } => vec![std::process::id()],
         }
     }
 
@@ -246,7 +286,54 @@ async fn stop_serving(serving: Serving) {
             let _ = tokio::time::timeout(Duration::from_secs(15), &mut server).await;
         }
         Serving::Child(child) => drop(child),
+        Serving::Peered { a, b } => drop((a, b)),
     }
+}
+
+/// Dispatches `echo` to the node at `addr` until one completes, each dispatch waiting briefly
+/// for a worker, for at most `within`: the node can reach the workers then.
+///
+/// # Errors
+/// None completed in time.
+async fn wait_until_relayed(addr: SocketAddr, within: Duration) -> Result<(), String> {
+    let client = connect_client(addr).await?;
+    let options = DispatchOptions::default().wait_for_worker(PROBE_WAIT_FOR_WORKER);
+    let deadline = Instant::now() + within;
+    let mut last = String::new();
+    // The count bounds the loop even if dispatches end faster than they wait.
+    let most = within.as_millis() / PROBE_WAIT_FOR_WORKER.as_millis() + 1;
+    for _ in 0..most {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let tried = Instant::now();
+        let request = echo_request(NAMESPACE.to_owned(), Bytes::from_static(b"ping"));
+        match tokio::time::timeout(left, client.dispatch(request, &options)).await {
+            Ok(Ok(result)) => match check_echo(result, 4) {
+                Ok(()) => {
+                    client.close().await;
+                    return Ok(());
+                }
+                Err(err) => last = err,
+            },
+            Ok(Err(err)) => last = format!("client: {err}"),
+            Err(_) => last = "timed out".to_owned(),
+        }
+        if last.starts_with("client: ") {
+            // The connection itself failed: another try on it would fail alike.
+            break;
+        }
+        // Paced even when the node refuses at once instead of waiting for a worker.
+        let took = tried.elapsed();
+        if took < PROBE_WAIT_FOR_WORKER {
+            tokio::time::sleep(PROBE_WAIT_FOR_WORKER - took).await;
+        }
+    }
+    client.close().await;
+    Err(format!(
+        "no dispatch through {addr} completed within {within:?} (last: {last})"
+    ))
 }
 
 async fn sdk_producer(addr: SocketAddr, namespaces: Vec<String>) -> Result<Producing, String> {
@@ -362,25 +449,48 @@ impl LintelChild {
     /// # Errors
     /// What failed, as text.
     pub async fn start(max_connections: usize) -> Result<Self, String> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map_err(|err| format!("no free port: {err}"))?
-            .port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let [addr] = free_addrs()?;
+        Self::start_at(addr, max_connections, &[]).await
+    }
+
+    /// Node `a` and node `b`, each started with the other as its `--peer`; both listening.
+    ///
+    /// # Errors
+    /// What failed, as text.
+    pub async fn start_peered_pair(max_connections: usize) -> Result<(Self, Self), String> {
+        let [a_addr, b_addr] = free_addrs()?;
+        let args = |id: &str, peer: SocketAddr| {
+            ["--node-id", id, "--peer", &peer.to_string()].map(str::to_owned)
+        };
+        let b = Self::start_at(b_addr, max_connections, &args("b", a_addr)).await?;
+        let a = Self::start_at(a_addr, max_connections, &args("a", b_addr)).await?;
+        Ok((a, b))
+    }
+
+    /// `lintel serve` on `addr` with `extra` arguments; waits, bounded, until it accepts.
+    async fn start_at(
+        addr: SocketAddr,
+        max_connections: usize,
+        extra: &[String],
+    ) -> Result<Self, String> {
         let child = Command::new(LINTEL_BIN)
             .args(["serve", "--listen", &addr.to_string(), "--max-connections"])
             .arg(max_connections.to_string())
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|err| format!("cannot start lintel serve: {err}"))?;
-        let child = Self { child, addr };
+        let mut child = Self { child, addr };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if tokio::net::TcpStream::connect(addr).await.is_ok() {
                 return Ok(child);
+            }
+            if let Ok(Some(status)) = child.child.try_wait() {
+                return Err(format!("lintel serve exited before it listened: {status}"));
             }
             if Instant::now() > deadline {
                 return Err(format!("lintel serve did not listen on {addr} within 10 s"));
@@ -392,6 +502,21 @@ impl LintelChild {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+}
+
+/// `N` loopback addresses that were free a moment ago, all different.
+fn free_addrs<const N: usize>() -> Result<[SocketAddr; N], String> {
+    let listeners = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| format!("no free port: {err}"))?;
+    let mut addrs = [SocketAddr::from(([127, 0, 0, 1], 0)); N];
+    for (addr, listener) in addrs.iter_mut().zip(&listeners) {
+        *addr = listener
+            .local_addr()
+            .map_err(|err| format!("no free port: {err}"))?;
+    }
+    Ok(addrs)
 }
 
 impl Drop for LintelChild {

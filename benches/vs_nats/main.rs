@@ -6,14 +6,19 @@
 //! cargo bench --bench vs_nats                 # 5 rounds x 5 s per system and scenario
 //! cargo bench --bench vs_nats -- --mode embedded   # the producer inside lintel's node
 //! cargo bench --bench vs_nats -- --scaling    # connections, pools, payload, idle memory
+//! cargo bench --bench vs_nats -- --cross-node # producer and workers on different middles
 //! ```
 //!
 //! By default (`--mode all`) every system's middle (`lintel serve`, nats-server, the floor's
 //! relay), each of its workers and its producer run in processes of their own; see [`mode`].
 //! The NATS and floor pieces are this binary started again in a peer role (`process`, `peer`).
 //!
+//! `--cross-node` puts a second middle between producer and workers: two peered lintel nodes,
+//! two routed nats-servers, a three-hop floor; see [`topology`]. It measures 1 and 256 in
+//! flight and writes `cross-node.json`.
+//!
 //! # Layout
-//! - `mode`: where each piece runs; `kind`: the three systems; `systems`: them behind one enum;
+//! - `mode`: where each piece runs; `topology`: one middle or two; `kind`: the three systems; `systems`: them behind one enum;
 //!   `lintel`, `nats`, `floor`: each system; `process`: child processes and the peer protocol;
 //!   `peer`: the peer roles; `measure`: closed-loop load and percentiles; `compare`: the
 //!   interleaved scenario grid and per-round ratios; `scaling`: the scaling mode; `report`: JSON
@@ -34,6 +39,7 @@ mod process;
 mod report;
 mod scaling;
 mod systems;
+mod topology;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -46,6 +52,7 @@ use crate::compare::Settings;
 use crate::kind::Kind;
 use crate::mode::Mode;
 use crate::process::{Launcher, Role};
+use crate::topology::Topology;
 
 /// The allocator the `lintel` binary ships with; every system measured in this process (and in
 /// its peer processes) runs on it alike.
@@ -61,6 +68,11 @@ struct Args {
     /// Run the scaling tests instead of the side-by-side grid.
     #[arg(long)]
     scaling: bool,
+    /// Producer and workers on different middles (two peered lintel nodes, two routed
+    /// nats-servers, a three-hop floor), at 1 and 256 in flight; writes `cross-node.json`.
+    /// Mode `all` only.
+    #[arg(long, conflicts_with = "scaling")]
+    cross_node: bool,
     /// Where each system's pieces run: `all` (middle, workers and producer each in their own
     /// processes), `middle` (only the middle in its own process), `embedded` (the producer in
     /// the middle's process, workers in their own; NATS left out) or `diagnostic` (everything
@@ -112,6 +124,10 @@ fn main() -> ExitCode {
         println!("vs_nats is a benchmark: run it with `cargo bench --bench vs_nats [-- --quick]`");
         return ExitCode::SUCCESS;
     }
+    if args.cross_node && args.mode != Mode::All {
+        eprintln!("vs_nats: --cross-node runs in mode all only");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -147,6 +163,11 @@ fn main() -> ExitCode {
         seconds: args.seconds.unwrap_or(default_seconds).max(0.01),
         max_count: args.max_count.max(1),
         mode: args.mode,
+        topology: if args.cross_node {
+            Topology::CrossNode
+        } else {
+            Topology::OneMiddle
+        },
         launcher,
     };
     let nats_wanted = args.only.is_empty() || args.only.iter().any(|o| o == "nats");
@@ -192,7 +213,11 @@ fn main() -> ExitCode {
 fn describe_run(args: &Args, settings: &Settings) -> String {
     format!(
         "{}{}: {} round(s) x {} s per system and scenario; mode {}",
-        if args.scaling { "scaling" } else { "compare" },
+        match (args.scaling, settings.topology) {
+            (true, _) => "scaling",
+            (false, Topology::OneMiddle) => "compare",
+            (false, Topology::CrossNode) => "compare cross-node",
+        },
         if args.quick { " quick" } else { "" },
         settings.runs,
         settings.seconds,
@@ -201,11 +226,12 @@ fn describe_run(args: &Args, settings: &Settings) -> String {
 }
 
 /// `vs-nats.json` for the default mode, `vs-nats-<mode>.<ext>` for the others, so a run in
-/// another mode never replaces the all-separate results.
-fn result_file(out: &Path, mode: Mode, ext: &str) -> PathBuf {
-    match mode {
-        Mode::All => out.join(format!("vs-nats.{ext}")),
-        other => out.join(format!("vs-nats-{}.{ext}", other.key())),
+/// another mode never replaces the all-separate results; `cross-node.<ext>` cross-node.
+fn result_file(out: &Path, mode: Mode, topology: Topology, ext: &str) -> PathBuf {
+    match (topology, mode) {
+        (Topology::CrossNode, _) => out.join(format!("cross-node.{ext}")),
+        (Topology::OneMiddle, Mode::All) => out.join(format!("vs-nats.{ext}")),
+        (Topology::OneMiddle, other) => out.join(format!("vs-nats-{}.{ext}", other.key())),
     }
 }
 
@@ -215,19 +241,21 @@ async fn run_compare(
     server_bin: Option<&Path>,
     out: &Path,
 ) -> Result<(), String> {
-    let server = match server_bin {
-        Some(bin) => match nats::NatsServer::start(bin) {
-            Ok(server) => Some(server),
-            Err(err) => {
-                eprintln!("SKIPPING NATS: {err}");
-                None
-            }
-        },
+    let servers = server_bin.map(|bin| match settings.topology {
+        Topology::OneMiddle => nats::NatsServers::one(bin),
+        Topology::CrossNode => nats::NatsServers::routed_pair(bin),
+    });
+    let servers = match servers {
+        Some(Ok(servers)) => Some(servers),
+        Some(Err(err)) => {
+            eprintln!("SKIPPING NATS: {err}");
+            None
+        }
         None => None,
     };
     let kinds: Vec<Kind> = Kind::ALL
         .into_iter()
-        .filter(|k| *k != Kind::Nats || server.is_some())
+        .filter(|k| *k != Kind::Nats || servers.is_some())
         .filter(|k| settings.mode.runs(*k))
         .filter(|k| args.only.is_empty() || args.only.iter().any(|o| o == k.key()))
         .collect();
@@ -235,23 +263,27 @@ async fn run_compare(
     let extra = json!({
         "runs": settings.runs,
         "seconds_per_round": settings.seconds,
-        "nats_server": server.as_ref().map(|s| s.version.clone()),
+        "nats_server": servers.as_ref().map(nats::NatsServers::version),
     });
     let machine = machine::describe(&describe_run(args, settings), extra);
-    let mut scenarios = if args.quick {
-        compare::grid(&[1, 64, 256], &[4], &[64, 4 << 10, 64 << 10])
-    } else {
-        compare::grid(&[1, 64, 256], &[1, 4], &[64, 4 << 10, 64 << 10])
+    let mut scenarios = match (settings.topology, args.quick) {
+        (Topology::OneMiddle, true) => compare::grid(&[1, 64, 256], &[4], &[64, 4 << 10, 64 << 10]),
+        (Topology::OneMiddle, false) => {
+            compare::grid(&[1, 64, 256], &[1, 4], &[64, 4 << 10, 64 << 10])
+        }
+        (Topology::CrossNode, true) => compare::grid(&[1, 256], &[4], &[64]),
+        (Topology::CrossNode, false) => compare::grid(&[1, 256], &[4], &[64, 4 << 10]),
     };
     if !args.scenarios.is_empty() {
         scenarios.retain(|scenario| args.scenarios.contains(&scenario.name()));
     }
     println!(
-        "{} scenarios x {} systems, {}\n{}{}",
+        "{} scenarios x {} systems, {}\n{}; {}{}",
         scenarios.len(),
         kinds.len(),
         describe_run(args, settings),
         settings.mode.label(),
+        settings.topology.label(),
         if settings.mode.publishable() {
             ""
         } else {
@@ -261,7 +293,7 @@ async fn run_compare(
     let started = Instant::now();
     let mut outcomes = Vec::new();
     for (index, scenario) in scenarios.iter().enumerate() {
-        let outcome = compare::run_scenario(scenario, &kinds, server.as_ref(), settings).await;
+        let outcome = compare::run_scenario(scenario, &kinds, servers.as_ref(), settings).await;
         let brief: Vec<String> = Kind::ALL
             .iter()
             .map(|&kind| match outcome.sample(kind) {
@@ -279,12 +311,18 @@ async fn run_compare(
         );
         outcomes.push(outcome);
     }
-    let doc = report::to_json(machine.clone(), settings.mode, &outcomes);
-    let json_path = result_file(out, settings.mode, "json");
+    let mut doc = report::to_json(machine.clone(), settings.mode, &outcomes);
+    settings.topology.annotate(&mut doc);
+    let json_path = result_file(out, settings.mode, settings.topology, "json");
     report::write_json(&json_path, &doc)?;
     println!("\n{}", report::table(settings.mode, &outcomes));
+    println!("topology {}", settings.topology.label());
     println!("wrote {}", json_path.display());
-    let svg_path = result_file(out, settings.mode, "svg");
+    if settings.topology == Topology::CrossNode {
+        // Two concurrencies make no curve; the table and the JSON say it all.
+        return Ok(());
+    }
+    let svg_path = result_file(out, settings.mode, settings.topology, "svg");
     let subtitle = format!(
         "{} cores, {}, kernel {}, {}, commit {}; {}",
         machine["cores"],

@@ -1,7 +1,9 @@
 //! NATS under test: `nats-server` as a child process on a free loopback port, `workers`
 //! responders in one queue group on one subject echoing through async-nats, and one async-nats
 //! requester calling `request`. Responders and requester run in the harness or in peer
-//! processes, as the [`Mode`] says; NATS has no embedded layout.
+//! processes, as the [`Mode`] says; NATS has no embedded layout. Cross-node
+//! ([`crate::topology`]), two servers joined by a route, the requester on the first and the
+//! responders on the second ([`NatsServers`]).
 
 use std::future::Future;
 use std::io::{BufRead, BufReader};
@@ -29,6 +31,12 @@ const QUEUE_GROUP: &str = "workers";
 
 /// How long nats-server may take to say it is ready.
 const READY_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the responders' interest may take to reach the requester's server.
+const INTEREST_WAIT: Duration = Duration::from_secs(10);
+
+/// Between two requests that found no responder yet.
+const INTEREST_RETRY: Duration = Duration::from_millis(20);
 
 /// Where to find `nats-server`, or how to get it.
 pub fn find_server() -> Option<PathBuf> {
@@ -79,8 +87,13 @@ impl NatsServer {
     /// What failed, as text.
     pub fn start(binary: &std::path::Path) -> Result<Self, String> {
         let port = free_port().map_err(|err| format!("no free port: {err}"))?;
+        Self::launch(binary, port, &[])
+    }
+
+    /// [`Self::start`] on `port`, with `extra` arguments.
+    fn launch(binary: &std::path::Path, port: u16, extra: &[String]) -> Result<Self, String> {
         let config = TempFile::new(
-            "nats.conf",
+            &format!("nats-{port}.conf"),
             "max_payload: 4194304\nmax_pending: 268435456\nwrite_deadline: \"10s\"\n",
         )
         .map_err(|err| format!("cannot write the nats config: {err}"))?;
@@ -90,7 +103,9 @@ impl NatsServer {
             .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
             .unwrap_or_default();
         let mut child = Command::new(binary)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-c"])
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(extra)
+            .arg("-c")
             .arg(&config.path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -149,6 +164,85 @@ impl Drop for NatsServer {
     }
 }
 
+/// The nats-servers of a run: one, or two joined by a route (cross-node). Requesters connect to
+/// the first, responders to the last.
+pub struct NatsServers {
+    servers: Vec<NatsServer>,
+}
+
+impl NatsServers {
+    /// One server, as [`NatsServer::start`] starts it.
+    ///
+    /// # Errors
+    /// What failed, as text.
+    pub fn one(binary: &std::path::Path) -> Result<Self, String> {
+        Ok(Self {
+            servers: vec![NatsServer::start(binary)?],
+        })
+    }
+
+    /// Two servers in one cluster: server 2 (the responders') listens for routes, then server 1
+    /// (the requester's) starts with a route to it. One route, solicited by server 1, carries
+    /// both ways; solicited by both, one of them would first be refused (the other server not
+    /// yet up) and then replaced as a duplicate. Whether the route is up is learnt from a request
+    /// crossing it (see [`Nats::start`]).
+    ///
+    /// # Errors
+    /// What failed, as text.
+    pub fn routed_pair(binary: &std::path::Path) -> Result<Self, String> {
+        let mut ports = Vec::with_capacity(4);
+        // Held until all four are taken, so no two are the same.
+        let mut held = Vec::with_capacity(4);
+        for _ in 0..4 {
+            let listener =
+                StdListener::bind("127.0.0.1:0").map_err(|err| format!("no free port: {err}"))?;
+            ports.push(listener.local_addr().map_err(|err| err.to_string())?.port());
+            held.push(listener);
+        }
+        drop(held);
+        let [client1, client2, cluster1, cluster2] = [ports[0], ports[1], ports[2], ports[3]];
+        let cluster = |name: &str, port: u16| {
+            vec![
+                "--server_name".to_owned(),
+                name.to_owned(),
+                "--cluster_name".to_owned(),
+                "vs-nats".to_owned(),
+                "--cluster".to_owned(),
+                format!("nats://127.0.0.1:{port}"),
+            ]
+        };
+        let second = NatsServer::launch(binary, client2, &cluster("server-2", cluster2))?;
+        let mut args = cluster("server-1", cluster1);
+        args.extend([
+            "--routes".to_owned(),
+            format!("nats://127.0.0.1:{cluster2}"),
+        ]);
+        let first = NatsServer::launch(binary, client1, &args)?;
+        Ok(Self {
+            servers: vec![first, second],
+        })
+    }
+
+    /// Where requesters connect: the first server.
+    pub fn requester_url(&self) -> String {
+        self.servers[0].url()
+    }
+
+    /// Where responders connect: the last server.
+    pub fn responder_url(&self) -> String {
+        self.servers[self.servers.len() - 1].url()
+    }
+
+    /// Every server's process.
+    pub fn pids(&self) -> Vec<u32> {
+        self.servers.iter().map(NatsServer::pid).collect()
+    }
+
+    pub fn version(&self) -> String {
+        self.servers[0].version.clone()
+    }
+}
+
 /// A file in the system's temp dir, removed on drop.
 pub struct TempFile {
     pub path: PathBuf,
@@ -179,7 +273,7 @@ pub struct Nats {
     responders: JoinSet<()>,
     procs: Vec<Proc>,
     requester: Requester,
-    server_pid: u32,
+    server_pids: Vec<u32>,
 }
 
 enum Requester {
@@ -188,13 +282,14 @@ enum Requester {
 }
 
 impl Nats {
-    /// Connects the responders where `mode` puts them, each one subscribed before the next
-    /// starts, then the requester.
+    /// Connects the responders to the last of `servers` where `mode` puts them, each one
+    /// subscribed before the next starts, then the requester to the first; returns once a
+    /// request from there is answered.
     ///
     /// # Errors
     /// What failed, as text.
     pub async fn start(
-        server: &NatsServer,
+        servers: &NatsServers,
         workers: usize,
         mode: Mode,
         launcher: &Launcher,
@@ -202,37 +297,56 @@ impl Nats {
         if !mode.runs(Kind::Nats) {
             return Err(format!("NATS has no {} layout", mode.key()));
         }
-        let url = server.url();
-        let mut responders = JoinSet::new();
-        let mut procs = Vec::new();
+        let url = servers.responder_url();
+        let mut nats = Self {
+            responders: JoinSet::new(),
+            procs: Vec::new(),
+            requester: Requester::Process(launcher.clone(), servers.requester_url()),
+            server_pids: servers.pids(),
+        };
+        if let Err(err) = nats
+            .start_pieces(servers, &url, workers, mode, launcher)
+            .await
+        {
+            nats.stop().await;
+            return Err(err);
+        }
+        Ok(nats)
+    }
+
+    async fn start_pieces(
+        &mut self,
+        servers: &NatsServers,
+        url: &str,
+        workers: usize,
+        mode: Mode,
+        launcher: &Launcher,
+    ) -> Result<(), String> {
         for _ in 0..workers.max(1) {
             if mode.workers_own_processes() {
-                let role = Role::NatsResponder { url: url.clone() };
-                procs.push(launcher.serve(&role).await?.0);
+                let role = Role::NatsResponder {
+                    url: url.to_owned(),
+                };
+                self.procs.push(launcher.serve(&role).await?.0);
             } else {
-                responders.spawn(responder(&url).await?);
+                self.responders.spawn(responder(url).await?);
             }
         }
-        let requester = if mode.producer() == Producer::OwnProcess {
-            Requester::Process(launcher.clone(), url)
-        } else {
-            let client = connect(&url).await?;
+        let requester_url = servers.requester_url();
+        wait_until_answered(&requester_url, INTEREST_WAIT).await?;
+        if mode.producer() != Producer::OwnProcess {
+            let client = connect(&requester_url).await?;
             let target = Arc::new(NatsTarget {
                 client: client.clone(),
             });
-            Requester::Harness(client, target)
-        };
-        Ok(Self {
-            responders,
-            procs,
-            requester,
-            server_pid: server.pid(),
-        })
+            self.requester = Requester::Harness(client, target);
+        }
+        Ok(())
     }
 
-    /// nats-server's process.
-    pub fn middle_pid(&self) -> u32 {
-        self.server_pid
+    /// nats-server's processes.
+    pub fn middle_pids(&self) -> Vec<u32> {
+        self.server_pids.clone()
     }
 
     /// Runs `load` from wherever the requester is.
@@ -290,6 +404,40 @@ pub async fn responder(url: &str) -> Result<impl Future<Output = ()> + Send + 's
             }
         }
     })
+}
+
+/// Requests on [`SUBJECT`] from a connection to `url` until one is answered, for at most
+/// `within`: the responders' interest has reached that server then.
+///
+/// # Errors
+/// None was answered in time.
+async fn wait_until_answered(url: &str, within: Duration) -> Result<(), String> {
+    let client = connect(url).await?;
+    let target = NatsTarget {
+        client: client.clone(),
+    };
+    let deadline = Instant::now() + within;
+    let mut last = String::new();
+    // The count bounds the loop even if requests fail faster than the retry pause.
+    for _ in 0..within.as_millis() / INTEREST_RETRY.as_millis() + 1 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        match tokio::time::timeout(left, target.call(0, Bytes::from_static(b"ping"))).await {
+            Ok(Ok(())) => {
+                let _ = client.drain().await;
+                return Ok(());
+            }
+            Ok(Err(err)) => last = err,
+            Err(_) => last = "timed out".to_owned(),
+        }
+        tokio::time::sleep(INTEREST_RETRY).await;
+    }
+    let _ = client.drain().await;
+    Err(format!(
+        "no request from {url} was answered within {within:?} (last: {last})"
+    ))
 }
 
 /// A requester connection to `url`.

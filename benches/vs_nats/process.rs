@@ -69,7 +69,7 @@ pub enum Role {
     /// A floor echo server on a free loopback port, until stopped.
     FloorEcho,
     /// The floor's relay on a free loopback port: each client connection gets one connection to
-    /// each of `echo`, in turn.
+    /// each of `echo` (echo servers, or the next relay), in turn.
     FloorRelay { echo: Vec<SocketAddr> },
     /// A floor client over one connection to each of `targets` in turn: runs `load`, prints the
     /// result, exits.

@@ -338,7 +338,7 @@ async fn by_payload(
     server_bin: Option<&std::path::Path>,
 ) -> Value {
     let server = server_bin.and_then(|bin| {
-        NatsServer::start(bin)
+        nats::NatsServers::one(bin)
             .map_err(|err| eprintln!("  ! {err}; NATS left out of the payload scaling"))
             .ok()
     });

@@ -6,8 +6,9 @@ use crate::kind::Kind;
 use crate::lintel::Lintel;
 use crate::measure::{Load, Sample};
 use crate::mode::Mode;
-use crate::nats::{Nats, NatsServer};
+use crate::nats::{Nats, NatsServers};
 use crate::process::Launcher;
+use crate::topology::Topology;
 
 /// One system set up for a scenario.
 pub enum Running {
@@ -17,8 +18,9 @@ pub enum Running {
 }
 
 impl Running {
-    /// Sets up `kind` with `workers` echo workers, placed as `mode` says; NATS needs a running
-    /// `server`; peer processes start through `launcher`.
+    /// Sets up `kind` with `workers` echo workers, placed as `mode` and `topology` say; NATS
+    /// needs running `servers` (two routed ones, cross-node); peer processes start through
+    /// `launcher`.
     ///
     /// # Errors
     /// Why it could not be set up, as text.
@@ -26,27 +28,32 @@ impl Running {
         kind: Kind,
         workers: usize,
         mode: Mode,
-        server: Option<&NatsServer>,
+        topology: Topology,
+        servers: Option<&NatsServers>,
         launcher: &Launcher,
     ) -> Result<Self, String> {
         match kind {
-            Kind::Lintel => Ok(Running::Lintel(Lintel::start(workers, mode).await?)),
+            Kind::Lintel => Ok(Running::Lintel(
+                Lintel::start(workers, mode, topology).await?,
+            )),
             Kind::Nats => {
-                let server = server.ok_or("nats-server is not available")?;
+                let servers = servers.ok_or("nats-server is not available")?;
                 Ok(Running::Nats(
-                    Nats::start(server, workers, mode, launcher).await?,
+                    Nats::start(servers, workers, mode, launcher).await?,
                 ))
             }
-            Kind::Floor => Ok(Running::Floor(Floor::start(workers, mode, launcher).await?)),
+            Kind::Floor => Ok(Running::Floor(
+                Floor::start(workers, mode, topology, launcher).await?,
+            )),
         }
     }
 
-    /// The process the system's middle runs in, whose CPU time is reported.
-    pub fn middle_pid(&self) -> u32 {
+    /// The processes the system's middles run in, whose CPU time is reported.
+    pub fn middle_pids(&self) -> Vec<u32> {
         match self {
-            Running::Lintel(system) => system.middle_pid(),
-            Running::Nats(system) => system.middle_pid(),
-            Running::Floor(system) => system.middle_pid(),
+            Running::Lintel(system) => system.middle_pids(),
+            Running::Nats(system) => system.middle_pids(),
+            Running::Floor(system) => system.middle_pids(),
         }
     }
 
