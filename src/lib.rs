@@ -30,6 +30,7 @@ pub mod node;
 pub mod notifier;
 pub mod registry;
 mod shared;
+pub mod signal;
 
 pub use config::NodeConfig;
 pub use node::{serve, Node, ServeError};

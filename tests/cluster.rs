@@ -243,11 +243,11 @@ async fn a_waiting_dispatch_on_a_is_woken_by_a_worker_registering_on_c() {
     // The dispatch is queued on a before the worker exists anywhere.
     within("the dispatch to queue", async {
         loop {
-            let mut changes = a.registry().subscribe();
+            let mut seen = a.registry().changes().epoch();
             if a.registry().waiting() == 1 {
                 return;
             }
-            let _ = changes.changed().await;
+            a.registry().changes().changed(&mut seen).await;
         }
     })
     .await;
@@ -345,11 +345,11 @@ async fn a_producer_cancel_crosses_the_hop_and_frees_the_remote_slot() {
     dispatch.abort();
     within("c's slot to come back", async {
         loop {
-            let mut changes = c.registry().subscribe();
+            let mut seen = c.registry().changes().epoch();
             if c.registry().reserved_slots() == 0 {
                 return;
             }
-            let _ = changes.changed().await;
+            c.registry().changes().changed(&mut seen).await;
         }
     })
     .await;

@@ -6,7 +6,7 @@
 //! waiting dispatches subscribe to before they look.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lintel_wire::{Census, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence};
@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::view::{pick_weighted, GroupKey, PresenceError, View};
 use crate::link::PeerLink;
 use crate::registry::{Address, NodeFilter};
+use crate::signal::Signal;
 
 /// One peer with a live link.
 #[derive(Debug)]
@@ -100,8 +101,13 @@ struct State {
 #[derive(Debug)]
 pub struct Mesh {
     state: Mutex<State>,
-    /// Bumped when a remote slot may have become usable.
-    changes: Arc<watch::Sender<u64>>,
+    /// Touched when a remote slot may have become usable: a presence frame, a link coming
+    /// or going, a relay's charge taken back.
+    changes: Arc<Signal>,
+    /// Bumped when a link comes up or goes down.
+    links: watch::Sender<u64>,
+    /// Links up, read without the lock on every dispatch.
+    linked: AtomicUsize,
     /// Bumped when a member is learned.
     members_changed: watch::Sender<u64>,
     max_groups: usize,
@@ -112,7 +118,9 @@ impl Mesh {
     pub fn new(max_groups: usize) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
-            changes: Arc::new(watch::channel(0).0),
+            changes: Arc::new(Signal::default()),
+            links: watch::channel(0).0,
+            linked: AtomicUsize::new(0),
             members_changed: watch::channel(0).0,
             max_groups,
         })
@@ -146,15 +154,18 @@ impl Mesh {
             state
                 .members
                 .insert(remote.address.clone(), Some(Arc::clone(&remote.node_id)));
-            state
+            let replaced = state
                 .remotes
-                .insert(Arc::clone(&remote.node_id), Arc::clone(remote))
+                .insert(Arc::clone(&remote.node_id), Arc::clone(remote));
+            self.linked.store(state.remotes.len(), Ordering::Release);
+            replaced
         };
         if let Some(old) = replaced {
             old.evicted.cancel();
             old.link.close();
         }
         self.members_changed.send_modify(|n| *n += 1);
+        self.links.send_modify(|n| *n += 1);
         self.changed();
         Ok(())
     }
@@ -170,9 +181,11 @@ impl Mesh {
                 .is_some_and(|current| Arc::ptr_eq(current, remote));
             if current {
                 state.remotes.remove(&remote.node_id);
+                self.linked.store(state.remotes.len(), Ordering::Release);
             }
         }
         remote.link.close();
+        self.links.send_modify(|n| *n += 1);
         self.changed();
     }
 
@@ -233,9 +246,15 @@ impl Mesh {
         peers
     }
 
-    /// A receiver that sees every later change that can free a remote slot.
+    /// A receiver that sees every later link coming up or going down.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changes.subscribe()
+        self.links.subscribe()
+    }
+
+    /// Touched on every change that can make a remote slot usable or change what a peer
+    /// announced.
+    pub fn changes(&self) -> &Signal {
+        &self.changes
     }
 
     /// A receiver that sees every later member learned.
@@ -244,7 +263,7 @@ impl Mesh {
     }
 
     fn changed(&self) {
-        self.changes.send_modify(|n| *n += 1);
+        self.changes.touch();
     }
 
     fn remotes(&self) -> Vec<Arc<Remote>> {
@@ -253,7 +272,7 @@ impl Mesh {
 
     /// True when no peer link is up; placement then skips the mesh entirely.
     pub fn is_empty(&self) -> bool {
-        self.lock().remotes.is_empty()
+        self.linked.load(Ordering::Acquire) == 0
     }
 
     /// Charges one relay to a peer with a usable slot for `address` under `filter`, chosen
@@ -364,7 +383,7 @@ impl Mesh {
 pub struct RemoteSlot {
     remote: Arc<Remote>,
     key: GroupKey,
-    changes: Arc<watch::Sender<u64>>,
+    changes: Arc<Signal>,
 }
 
 impl RemoteSlot {
@@ -390,6 +409,6 @@ impl Drop for RemoteSlot {
         self.remote.view().uncharge(&self.key);
         // The peer's announced free slots do not change when our own relay ends, so this is
         // the only wake a waiting dispatch gets for the slot.
-        self.changes.send_modify(|n| *n += 1);
+        self.changes.touch();
     }
 }

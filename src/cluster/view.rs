@@ -2,7 +2,9 @@
 //!
 //! A peer is the only authority on its pools; this is its latest word, replaced pool by pool
 //! as deltas arrive. Relays sent and not answered are charged per group, so the capacity used
-//! here is what the peer announced less what this node already sent it.
+//! here is what the peer announced less what this node already sent it. Charges live beside
+//! their group and follow it across deltas; a group the peer stops announcing takes its
+//! charges with it, and the peer's authoritative refusal covers the rest.
 
 use std::collections::HashMap;
 
@@ -39,10 +41,27 @@ pub(crate) struct GroupKey {
 }
 
 #[derive(Debug)]
+struct Group {
+    announced: PresenceGroup,
+    /// Relays sent to this group and not answered.
+    charged: u32,
+}
+
+impl Group {
+    fn usable(&self) -> u32 {
+        self.announced.free.saturating_sub(self.charged)
+    }
+
+    fn is(&self, activity: &str, node: Option<&str>) -> bool {
+        self.announced.activity_type == activity && self.announced.node.as_deref() == node
+    }
+}
+
+#[derive(Debug)]
 struct Pool {
     channel: String,
     workers: u32,
-    groups: Vec<PresenceGroup>,
+    groups: Vec<Group>,
 }
 
 /// One peer's announced pools and the relays charged against them.
@@ -51,8 +70,6 @@ pub(crate) struct View {
     /// namespace -> task queue -> pool.
     pools: HashMap<String, HashMap<String, Pool>>,
     pool_count: usize,
-    /// Relays sent and not answered, per group.
-    charged: HashMap<GroupKey, u32>,
     pub(crate) synced: bool,
     pub(crate) draining: bool,
 }
@@ -100,19 +117,33 @@ impl View {
             }
             return Ok(());
         }
-        let is_new = !by_queue.contains_key(&address.task_queue);
-        if is_new && self.pool_count >= MAX_POOLS_PER_PEER {
+        let before = by_queue.get(&address.task_queue);
+        if before.is_none() && self.pool_count >= MAX_POOLS_PER_PEER {
             return Err(PresenceError::TooManyPools);
         }
-        by_queue.insert(
+        let groups =
+            pool.groups
+                .into_iter()
+                .map(|announced| {
+                    let charged = before
+                        .and_then(|before| {
+                            before.groups.iter().find(|old| {
+                                old.is(&announced.activity_type, announced.node.as_deref())
+                            })
+                        })
+                        .map_or(0, |old| old.charged);
+                    Group { announced, charged }
+                })
+                .collect();
+        let replaced = by_queue.insert(
             address.task_queue,
             Pool {
                 channel: pool.channel,
                 workers: pool.workers,
-                groups: pool.groups,
+                groups,
             },
         );
-        if is_new {
+        if replaced.is_none() {
             self.pool_count += 1;
         }
         Ok(())
@@ -124,36 +155,10 @@ impl View {
             .get(normalize_task_queue(address.task_queue))
     }
 
-    fn groups<'a>(
-        &'a self,
-        address: Address<'a>,
-        filter: NodeFilter<'a>,
-    ) -> impl Iterator<Item = &'a PresenceGroup> + 'a {
-        self.pool(address)
-            .map(|pool| pool.groups.as_slice())
-            .unwrap_or_default()
-            .iter()
-            .filter(move |group| {
-                group.activity_type == address.activity_type && filter.allows(group.node.as_deref())
-            })
-    }
-
-    fn key(address: Address<'_>, group: &PresenceGroup) -> GroupKey {
-        GroupKey {
-            namespace: address.namespace.to_owned(),
-            task_queue: normalize_task_queue(address.task_queue).to_owned(),
-            activity_type: address.activity_type.to_owned(),
-            node: group.node.clone(),
-        }
-    }
-
-    fn usable(&self, address: Address<'_>, group: &PresenceGroup) -> u32 {
-        let charged = self
-            .charged
-            .get(&Self::key(address, group))
-            .copied()
-            .unwrap_or(0);
-        group.free.saturating_sub(charged)
+    fn pool_mut(&mut self, namespace: &str, task_queue: &str) -> Option<&mut Pool> {
+        self.pools
+            .get_mut(namespace)?
+            .get_mut(normalize_task_queue(task_queue))
     }
 
     /// Slots usable for `address` under `filter`: announced free less relays charged.
@@ -161,8 +166,12 @@ impl View {
         if self.draining {
             return 0;
         }
-        self.groups(address, filter)
-            .map(|group| self.usable(address, group))
+        self.pool(address)
+            .map(|pool| pool.groups.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter(|group| matches(group, address, filter))
+            .map(Group::usable)
             .fold(0, u32::saturating_add)
     }
 
@@ -176,23 +185,36 @@ impl View {
         if self.draining {
             return None;
         }
-        let usable: Vec<(GroupKey, u32)> = self
-            .groups(address, filter)
-            .map(|group| (Self::key(address, group), self.usable(address, group)))
+        let pool = self.pool_mut(address.namespace, address.task_queue)?;
+        let usable: Vec<(usize, u32)> = pool
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, group)| matches(group, address, filter))
+            .map(|(index, group)| (index, group.usable()))
             .filter(|(_, usable)| *usable > 0)
             .collect();
-        let key = pick_weighted(usable)?;
-        *self.charged.entry(key.clone()).or_default() += 1;
-        Some(key)
+        let group = pool.groups.get_mut(pick_weighted(usable)?)?;
+        group.charged += 1;
+        Some(GroupKey {
+            namespace: address.namespace.to_owned(),
+            task_queue: normalize_task_queue(address.task_queue).to_owned(),
+            activity_type: address.activity_type.to_owned(),
+            node: group.announced.node.clone(),
+        })
     }
 
-    /// Takes back a charge made by [`View::charge`].
+    /// Takes back a charge made by [`View::charge`], if its group is still announced.
     pub(crate) fn uncharge(&mut self, key: &GroupKey) {
-        if let Some(count) = self.charged.get_mut(key) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                self.charged.remove(key);
-            }
+        let group = self
+            .pool_mut(&key.namespace, &key.task_queue)
+            .and_then(|pool| {
+                pool.groups
+                    .iter_mut()
+                    .find(|group| group.is(&key.activity_type, key.node.as_deref()))
+            });
+        if let Some(group) = group {
+            group.charged = group.charged.saturating_sub(1);
         }
     }
 
@@ -207,7 +229,7 @@ impl View {
             return;
         };
         census.pool_workers += pool.workers;
-        for group in &pool.groups {
+        for group in pool.groups.iter().map(|group| &group.announced) {
             if group.activity_type != address.activity_type {
                 continue;
             }
@@ -238,6 +260,11 @@ impl View {
     pub(crate) fn pool_count(&self) -> usize {
         self.pool_count
     }
+}
+
+fn matches(group: &Group, address: Address<'_>, filter: NodeFilter<'_>) -> bool {
+    group.announced.activity_type == address.activity_type
+        && filter.allows(group.announced.node.as_deref())
 }
 
 /// Picks one item with probability proportional to its weight.

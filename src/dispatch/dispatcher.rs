@@ -17,7 +17,7 @@ use lintel_wire::{
     Census, DispatchRequest, DispatchResult, NodeRouting, RefusedDispatch, RefusedReason,
 };
 use serde::Deserialize;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +28,7 @@ use super::counters::DispatchCounters;
 use super::flight::{Flight, Slot, Target};
 use super::relayed::Relayed;
 use crate::cluster::{Mesh, RemoteSlot};
-use crate::link::PushError;
+use crate::link::{PushError, RelayEntry};
 use crate::registry::{
     normalize_task_queue, reason_of, Address, NodeFilter, Registry, Reservation, Tiers, Wait,
 };
@@ -107,8 +107,8 @@ pub(crate) struct Waiting {
     cancelled: oneshot::Receiver<()>,
     /// Fires when the flight ends, however it ends.
     done: Option<oneshot::Receiver<()>>,
-    /// Sees remote slots that may have become usable, when the dispatch may be relayed.
-    changes: Option<watch::Receiver<u64>>,
+    /// The mesh's change epoch noted before the last look, when the dispatch may be relayed.
+    changes: Option<u64>,
     scope: Scope,
     /// Placements made so far.
     attempts: u32,
@@ -295,7 +295,7 @@ impl Dispatcher {
         // Subscribed before looking, so a remote slot announced meanwhile is not missed.
         let mut changes = deadline
             .filter(|_| scope == Scope::Cluster)
-            .map(|_| self.mesh.subscribe());
+            .map(|_| self.mesh.changes().epoch());
         let mut request = request;
         for _ in 0..MAX_CLOSED_LINKS {
             let address = address_of(&request);
@@ -360,7 +360,7 @@ impl Dispatcher {
                 break;
             }
             // Subscribed before looking, as a first placement does.
-            let changes = self.mesh.subscribe();
+            let changes = self.mesh.changes().epoch();
             let address = address_of(&request);
             let placed = match self.place(address, routing, Scope::Cluster) {
                 Ok(placed) => placed,
@@ -523,7 +523,7 @@ impl Dispatcher {
             // The link closed before the push left: look again, in the same wait.
             cancelled = flight.watch_cancel();
             if scope == Scope::Cluster {
-                changes = Some(self.mesh.subscribe());
+                changes = Some(self.mesh.changes().epoch());
             }
             let address = address_of(&request);
             next = match self.place(address, &routing, scope) {
@@ -548,17 +548,15 @@ impl Dispatcher {
         routing: &NodeRouting,
         (mut wait, deadline): (Box<Wait>, Instant),
         cancelled: &mut oneshot::Receiver<()>,
-        mut changes: Option<&mut watch::Receiver<u64>>,
+        mut changes: Option<&mut u64>,
         scope: Scope,
     ) -> Option<Placed> {
         loop {
             let changed = async {
-                if let Some(changes) = changes.as_deref_mut() {
-                    if changes.changed().await.is_ok() {
-                        return;
-                    }
+                match changes.as_deref_mut() {
+                    Some(seen) => self.mesh.changes().changed(seen).await,
+                    None => std::future::pending::<()>().await,
                 }
-                std::future::pending::<()>().await;
             };
             // Every branch is cancel-safe: a grant that lands as another branch wins stays in
             // the wait, and `give_up` returns it.
@@ -654,14 +652,16 @@ impl Dispatcher {
         let link = slot.link().clone();
         let budget = flight.budget_left();
         flight.arm(Slot::Remote(slot));
-        let entry = Arc::new(Relayed {
-            dispatcher: self.me.clone(),
-            flight: Arc::clone(flight),
-            request: request.clone(),
-            routing: routing.clone(),
-            attempt,
-            peer: Arc::clone(link.node_id()),
-        });
+        let entry = |request| -> Arc<dyn RelayEntry> {
+            Arc::new(Relayed {
+                dispatcher: self.me.clone(),
+                flight: Arc::clone(flight),
+                request,
+                routing: routing.clone(),
+                attempt,
+                peer: Arc::clone(link.node_id()),
+            })
+        };
         match link.relay(request, peer_routing, budget, entry) {
             Ok(correlation) => {
                 flight.pushed(Target::Peer(link), correlation);

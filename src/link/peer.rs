@@ -83,8 +83,9 @@ impl PeerLink {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// Queues `request` as a relay whose fate `entry` hears, with `budget` left for the reply;
-    /// returns its correlation id on this link.
+    /// Queues `request` as a relay with `budget` left for the reply; once it is queued, the
+    /// request is handed to `entry` to build what hears the relay's fate. Returns the relay's
+    /// correlation id on this link.
     ///
     /// # Errors
     /// [`PushError::Closed`] when the link is closed, [`PushError::Backpressure`] when its
@@ -94,7 +95,7 @@ impl PeerLink {
         request: DispatchRequest,
         routing: NodeRouting,
         budget: Duration,
-        entry: Arc<dyn RelayEntry>,
+        entry: impl FnOnce(DispatchRequest) -> Arc<dyn RelayEntry>,
     ) -> Result<u64, (PushError, Box<DispatchRequest>)> {
         let mut table = self.table();
         if table.closed {
@@ -115,10 +116,11 @@ impl PeerLink {
             return Err((err, Box::new(into_request(frame))));
         }
         table.next_correlation = correlation;
+        // Encoded already: the request goes on to the entry, which keeps it for a retry.
         table.pending.insert(
             correlation,
             Entry {
-                relay: entry,
+                relay: entry(into_request(frame)),
                 sent_at: Instant::now(),
                 ended: false,
             },
@@ -259,12 +261,10 @@ mod tests {
     }
 
     fn relay(link: &PeerLink, heard: &Arc<Heard>) -> u64 {
-        link.relay(
-            request(),
-            NodeRouting::Any,
-            Duration::from_secs(1),
-            heard.clone(),
-        )
+        let heard: Arc<dyn RelayEntry> = heard.clone();
+        link.relay(request(), NodeRouting::Any, Duration::from_secs(1), |_| {
+            heard
+        })
         .unwrap()
     }
 
@@ -315,12 +315,9 @@ mod tests {
         link.close();
         assert_eq!(live.all(), ["lost"]);
         assert_eq!(ended.all(), ["released"]);
-        let refused = link.relay(
-            request(),
-            NodeRouting::Any,
-            Duration::from_secs(1),
-            Arc::new(Heard::default()),
-        );
+        let refused = link.relay(request(), NodeRouting::Any, Duration::from_secs(1), |_| {
+            Arc::new(Heard::default())
+        });
         assert_eq!(refused.map_err(|(err, _)| err), Err(PushError::Closed));
     }
 }

@@ -17,7 +17,7 @@ use lintel_wire::{
     Census, NodeRouting, PoolPresence, PoolStatus, PresenceGroup, Refusal, RefusalCode, Register,
     WaitingStatus,
 };
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
 use super::admission::{validate, validate_capacity, AdmissionLimits};
 use super::departures::Departures;
@@ -25,6 +25,7 @@ use super::selection::{census, compatible, eligible, NodeFilter, Tiers};
 use super::waiters::{WaitKey, Waiters};
 use super::worker::{WorkerCell, WorkerId};
 use crate::link::WorkerLink;
+use crate::signal::Signal;
 
 /// Where a dispatch wants to go: a pool and an activity type inside it.
 #[derive(Debug, Clone, Copy)]
@@ -60,8 +61,8 @@ pub struct Registry {
     state: Mutex<State>,
     next_id: AtomicU64,
     limits: AdmissionLimits,
-    /// Bumped on every change of membership or slots, while anyone subscribes.
-    changes: watch::Sender<u64>,
+    /// Touched on every change of membership, slots or waiters.
+    changes: Signal,
 }
 
 impl Registry {
@@ -71,20 +72,17 @@ impl Registry {
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
             limits,
-            changes: watch::channel(0).0,
+            changes: Signal::default(),
         })
     }
 
-    /// A receiver that sees every later change of membership or slots.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changes.subscribe()
+    /// Touched on every change of membership, slots or waiters.
+    pub fn changes(&self) -> &Signal {
+        &self.changes
     }
 
     fn touched(&self) {
-        // Nobody subscribes on a node without peers, and then a change costs one load.
-        if self.changes.receiver_count() > 0 {
-            self.changes.send_modify(|n| *n = n.wrapping_add(1));
-        }
+        self.changes.touch();
     }
 
     /// The pools as a peer should see them, sorted by channel. Slots that `held` says the

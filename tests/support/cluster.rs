@@ -37,13 +37,13 @@ impl TestNode {
         let mesh = self.node.dispatcher().mesh();
         within(what, async {
             loop {
-                let mut changes = mesh.subscribe();
+                let mut seen = mesh.changes().epoch();
                 let mut members = mesh.subscribe_members();
                 if holds(&self.peers()) {
                     return;
                 }
                 tokio::select! {
-                    _ = changes.changed() => {}
+                    () = mesh.changes().changed(&mut seen) => {}
                     _ = members.changed() => {}
                 }
             }

@@ -96,8 +96,8 @@ impl Session<'_> {
     async fn serve(&mut self, reader: &mut FrameReader) -> Close {
         let shared = self.shared;
         let registry = shared.dispatcher.registry();
-        // Subscribed before the snapshot, so no change after it is missed.
-        let mut changes = registry.subscribe();
+        // Noted before the snapshot, so no change after it is missed.
+        let mut seen = registry.changes().epoch();
         let mut members = shared.dispatcher.mesh().subscribe_members();
         if self.snapshot().is_err() {
             return Close::Quietly;
@@ -139,12 +139,7 @@ impl Session<'_> {
                     false
                 }
                 // Not listened to while a flush is due: that flush looks anyway.
-                changed = changes.changed(), if flush_at.is_none() => {
-                    if changed.is_err() {
-                        return Close::goodbye("node shutting down");
-                    }
-                    true
-                }
+                () = registry.changes().changed(&mut seen), if flush_at.is_none() => true,
                 () = &mut flush, if flush_at.is_some() => {
                     flush_at = None;
                     true
@@ -184,7 +179,7 @@ impl Session<'_> {
                 continue;
             }
             last_look = now;
-            changes.borrow_and_update();
+            seen = registry.changes().epoch();
             let delta = self.announcer.delta(self.presence(), self.draining());
             if delta.frames.is_empty() {
                 continue;
