@@ -106,7 +106,10 @@ fn render(cluster: &ClusterStatus) -> String {
         );
     }
     if status.pools.is_empty() {
-        let _ = writeln!(out, "\nno pools: no worker is registered");
+        let _ = writeln!(
+            out,
+            "\nno local pools: no worker is registered on this node"
+        );
     }
     for pool in &status.pools {
         let _ = writeln!(

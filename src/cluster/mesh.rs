@@ -18,6 +18,9 @@ use crate::link::PeerLink;
 use crate::registry::{Address, NodeFilter};
 use crate::signal::Signal;
 
+/// Most member addresses a node keeps; gossip naming more is ignored past it.
+pub const MAX_MEMBERS: usize = 1024;
+
 /// One peer with a live link.
 #[derive(Debug)]
 pub struct Remote {
@@ -151,9 +154,11 @@ impl Mesh {
                     return Err(JoinError::Duplicate);
                 }
             }
-            state
-                .members
-                .insert(remote.address.clone(), Some(Arc::clone(&remote.node_id)));
+            if state.members.len() < MAX_MEMBERS || state.members.contains_key(&remote.address) {
+                state
+                    .members
+                    .insert(remote.address.clone(), Some(Arc::clone(&remote.node_id)));
+            }
             let replaced = state
                 .remotes
                 .insert(Arc::clone(&remote.node_id), Arc::clone(remote));
@@ -199,11 +204,12 @@ impl Mesh {
         applied
     }
 
-    /// Learns a member address; true when it was new.
+    /// Learns a member address; true when it was new. Past [`MAX_MEMBERS`] addresses, new
+    /// ones are ignored: a peer's gossip cannot grow this node's state without bound.
     pub fn learn(&self, address: &str) -> bool {
         let new = {
             let mut state = self.lock();
-            if state.members.contains_key(address) {
+            if state.members.contains_key(address) || state.members.len() >= MAX_MEMBERS {
                 false
             } else {
                 state.members.insert(address.to_owned(), None);
@@ -410,5 +416,24 @@ impl Drop for RemoteSlot {
         // The peer's announced free slots do not change when our own relay ends, so this is
         // the only wake a waiting dispatch gets for the slot.
         self.changes.touch();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gossip_cannot_grow_the_member_list_past_its_bound() {
+        let mesh = Mesh::new(64);
+        for port in 0..MAX_MEMBERS + 10 {
+            mesh.learn(&format!("127.0.0.1:{port}"));
+        }
+        assert_eq!(mesh.member_addresses().len(), MAX_MEMBERS);
+        assert!(
+            !mesh.learn("127.0.0.1:65000"),
+            "a new address past the bound is ignored"
+        );
+        assert!(!mesh.learn("127.0.0.1:0"), "a known address is not new");
     }
 }

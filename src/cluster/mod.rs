@@ -7,5 +7,5 @@
 mod mesh;
 mod view;
 
-pub use mesh::{JoinError, Mesh, Remote, RemoteSlot};
+pub use mesh::{JoinError, Mesh, Remote, RemoteSlot, MAX_MEMBERS};
 pub use view::{PresenceError, MAX_POOLS_PER_PEER};

@@ -11,7 +11,7 @@ use super::super::close::Close;
 use super::super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
 use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
 use super::hello::{own_hello, Side};
-use crate::cluster::{PresenceError, Remote};
+use crate::cluster::{PresenceError, Remote, MAX_MEMBERS};
 use crate::link::{PeerLink, ReplyFate};
 use crate::shared::Shared;
 use lintel_client::transport::{FrameReader, Outbound};
@@ -75,8 +75,10 @@ pub(super) async fn run(
 /// Members the other side knows become members here too.
 fn learn(shared: &Shared, hello: &PeerHello) {
     let mesh = shared.dispatcher.mesh();
-    for peer in &hello.peers {
-        if peer.node_id != shared.node_id() && peer.address != shared.advertise() {
+    let max_len = shared.config.max_name_len;
+    for peer in hello.peers.iter().take(MAX_MEMBERS) {
+        let usable = !peer.address.is_empty() && peer.address.len() <= max_len;
+        if usable && peer.node_id != shared.node_id() && peer.address != shared.advertise() {
             mesh.learn(&peer.address);
         }
     }
