@@ -110,8 +110,6 @@ pub(crate) struct Waiting {
     /// The mesh's change epoch noted before the last look, when the dispatch may be relayed.
     changes: Option<u64>,
     scope: Scope,
-    /// Placements made so far.
-    attempts: u32,
 }
 
 impl Dispatcher {
@@ -322,7 +320,6 @@ impl Dispatcher {
                                     done,
                                     changes: changes.take(),
                                     scope,
-                                    attempts: 0,
                                 }));
                             }
                         }
@@ -344,8 +341,8 @@ impl Dispatcher {
     }
 
     /// Places a dispatch again after the peer it was relayed to ran nothing, within what is
-    /// left of its reply budget: somewhere free now, or back in the wait while its wait for a
-    /// worker lasts; ends it with `last` when neither is left.
+    /// left of its reply budget: somewhere free now (for the first few attempts), or back in
+    /// the wait while its wait for a worker lasts; ends it with `last` when neither is left.
     pub(super) fn place_again(
         &self,
         flight: &Arc<Flight>,
@@ -359,12 +356,12 @@ impl Dispatcher {
             if flight.budget_left().is_zero() {
                 break;
             }
-            // Subscribed before looking, as a first placement does.
+            // Noted before looking, as a first placement does.
             let changes = self.mesh.changes().epoch();
             let address = address_of(&request);
-            let placed = match self.place(address, routing, Scope::Cluster) {
-                Ok(placed) => placed,
-                Err(_) => {
+            let placed = match self.place_now(address, routing, attempt) {
+                Some(placed) => placed,
+                None => {
                     let Some(deadline) = attempt.wait_until.filter(|at| *at > Instant::now())
                     else {
                         break;
@@ -382,7 +379,6 @@ impl Dispatcher {
                                 done: None,
                                 changes: Some(changes),
                                 scope: Scope::Cluster,
-                                attempts: attempt.number - 1,
                             });
                             if let Some(me) = self.me.upgrade() {
                                 // The source still watches the reply deadline of the first
@@ -401,6 +397,19 @@ impl Dispatcher {
         }
         let (result, peer) = last;
         flight.relay_answered(result, peer);
+    }
+
+    /// A slot free now, unless the dispatch already had its attempts in a row.
+    fn place_now(
+        &self,
+        address: Address<'_>,
+        routing: &NodeRouting,
+        attempt: Attempt,
+    ) -> Option<Placed> {
+        if attempt.number > super::relayed::MAX_RELAY_ATTEMPTS {
+            return None;
+        }
+        self.place(address, routing, Scope::Cluster).ok()
     }
 
     /// Finds a slot for `address`: tier by tier, a local worker then a peer (or both weighed
@@ -484,7 +493,6 @@ impl Dispatcher {
             done: _,
             mut changes,
             scope,
-            attempts,
         } = *waiting;
         let mut next: Result<Placed, Box<Wait>> = Err(wait);
         for _ in 0..MAX_CLOSED_LINKS {
@@ -511,8 +519,9 @@ impl Dispatcher {
                 flight.finish(DispatchResult::Cancelled);
                 return None;
             }
+            // Each placement from the wait was woken by a change, so it starts a new series.
             let attempt = Attempt {
-                number: attempts + 1,
+                number: 1,
                 wait_until: Some(deadline),
             };
             request = match self.send(&flight, request, placed, &routing, attempt) {

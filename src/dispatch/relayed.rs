@@ -10,7 +10,8 @@ use super::dispatcher::{Attempt, Dispatcher};
 use super::flight::Flight;
 use crate::link::RelayEntry;
 
-/// Most placements one dispatch gets when serving nodes answer that nothing ran.
+/// Most placements in a row one dispatch gets when serving nodes answer that nothing ran;
+/// past them it ends, or goes back to waiting while its wait for a worker lasts.
 pub(super) const MAX_RELAY_ATTEMPTS: u32 = 3;
 
 /// What a peer link holds for one relay.
@@ -38,7 +39,11 @@ fn nothing_ran(result: &DispatchResult) -> bool {
 
 impl RelayEntry for Relayed {
     fn answered(&self, result: DispatchResult) {
-        if nothing_ran(&result) && self.attempt.number < MAX_RELAY_ATTEMPTS {
+        let may_wait = self
+            .attempt
+            .wait_until
+            .is_some_and(|until| until > tokio::time::Instant::now());
+        if nothing_ran(&result) && (self.attempt.number < MAX_RELAY_ATTEMPTS || may_wait) {
             if let Some(dispatcher) = self.dispatcher.upgrade() {
                 if self.flight.unpush() {
                     let next = Attempt {

@@ -63,6 +63,9 @@ pub struct Registry {
     limits: AdmissionLimits,
     /// Touched on every change of membership, slots or waiters.
     changes: Signal,
+    /// Touched when a worker joins, leaves, changes capacity or exclusion, or its free slots
+    /// go between zero and some: what a peer must hear of at once.
+    crossings: Signal,
 }
 
 impl Registry {
@@ -73,6 +76,7 @@ impl Registry {
             next_id: AtomicU64::new(1),
             limits,
             changes: Signal::default(),
+            crossings: Signal::default(),
         })
     }
 
@@ -81,8 +85,16 @@ impl Registry {
         &self.changes
     }
 
+    /// Touched when a worker's free slots go between zero and some, or the membership,
+    /// capacity or exclusion of a worker changes.
+    pub fn crossings(&self) -> &Signal {
+        &self.crossings
+    }
+
+    /// A change a peer must hear of at once.
     fn touched(&self) {
         self.changes.touch();
+        self.crossings.touch();
     }
 
     /// The pools as a peer should see them, sorted by channel. Slots that `held` says the
@@ -212,7 +224,7 @@ impl Registry {
         };
         let node = address.node.map(str::to_owned);
         let (id, granted) = state.waiters.push(key.clone(), routing.clone(), node);
-        self.touched();
+        self.changes.touch();
         Err(Box::new(Wait {
             registry: Arc::clone(self),
             key,
@@ -360,8 +372,12 @@ impl Registry {
     }
 
     fn take_slot(self: &Arc<Self>, worker: Arc<WorkerCell>) -> Reservation {
-        worker.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.touched();
+        let before = worker.in_flight.fetch_add(1, Ordering::Relaxed);
+        let filled = before.saturating_add(1) >= worker.max_concurrency.load(Ordering::Relaxed);
+        self.changes.touch();
+        if filled {
+            self.crossings.touch();
+        }
         Reservation {
             held: Some((Arc::clone(self), worker)),
         }
@@ -436,14 +452,18 @@ impl Registry {
 
     fn release(self: &Arc<Self>, worker: &Arc<WorkerCell>) {
         let mut state = self.lock();
+        let was_full = worker.is_full();
         let _ = worker
             .in_flight
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        self.changes.touch();
+        if was_full {
+            self.crossings.touch();
+        }
         // A worker that left is no longer in any pool, so nobody is served from it.
         if state.workers.contains_key(&worker.id) {
             self.serve_waiters(&mut state, worker);
         }
-        self.touched();
     }
 
     /// Takes waiter `id` out of its queue; `None` when it was granted a slot first, otherwise

@@ -100,6 +100,7 @@ impl Session<'_> {
         let registry = shared.dispatcher.registry();
         // Noted before the snapshot, so no change after it is missed.
         let mut seen = registry.changes().epoch();
+        let mut seen_crossing = registry.crossings().epoch();
         let mut members = shared.dispatcher.mesh().subscribe_members();
         if self.snapshot().is_err() {
             return Close::Quietly;
@@ -140,8 +141,14 @@ impl Session<'_> {
                     }
                     false
                 }
-                // Not listened to while a flush is due: that flush looks anyway.
-                () = registry.changes().changed(&mut seen), if flush_at.is_none() => true,
+                // Free slots crossing zero, or workers coming and going: look at once.
+                () = registry.crossings().changed(&mut seen_crossing) => true,
+                // Any other change waits for the next flush; not listened to while one is due.
+                () = registry.changes().changed(&mut seen), if flush_at.is_none() => {
+                    let due = (last_sent + FLUSH_INTERVAL).max(Instant::now());
+                    schedule(&mut flush_at, flush.as_mut(), due);
+                    false
+                }
                 () = &mut flush, if flush_at.is_some() => {
                     flush_at = None;
                     true
@@ -172,8 +179,9 @@ impl Session<'_> {
             if !look {
                 continue;
             }
-            // Look at the registry at most once per MIN_LOOK_INTERVAL; send at once when a
-            // group crossed zero, otherwise at most once per FLUSH_INTERVAL.
+            // Look at the registry at most once per MIN_LOOK_INTERVAL, on a crossing or when a
+            // flush is due; send at once when a group crossed zero, otherwise at most once per
+            // FLUSH_INTERVAL.
             let now = Instant::now();
             let earliest = last_look + MIN_LOOK_INTERVAL;
             if now < earliest {
@@ -182,6 +190,7 @@ impl Session<'_> {
             }
             last_look = now;
             seen = registry.changes().epoch();
+            seen_crossing = registry.crossings().epoch();
             let delta = self.announcer.delta(self.presence(), self.draining());
             if delta.frames.is_empty() {
                 continue;
