@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::auth::{self, Authenticator, GrantConfig};
 use crate::dispatch::{DispatchLimits, Placement, DEFAULT_REPLY_TIMEOUT, MAX_TIMEOUT};
 use crate::registry::AdmissionLimits;
 
@@ -26,6 +27,8 @@ pub enum ConfigError {
     },
     #[error("invalid setting {name}: {reason}")]
     Invalid { name: &'static str, reason: String },
+    #[error("invalid grants: {0}")]
+    Grants(#[from] auth::GrantError),
 }
 
 /// Everything a node needs to run. Every field has a working default.
@@ -66,8 +69,11 @@ pub struct NodeConfig {
     pub max_name_len: usize,
     /// Most namespaces or activity types in a registration.
     pub max_set_len: usize,
-    /// When set, every hello must carry this token.
+    /// When set, every hello must carry this token (or one of `grants`); it grants every role
+    /// and namespace.
     pub auth_token: Option<String>,
+    /// Tokens granting some roles and namespaces each; when any is set, hellos need a token.
+    pub grants: Vec<GrantConfig>,
     /// Runtime threads for `lintel serve`: 1 is one thread, N > 1 a pool of N, 0 the default (1).
     pub threads: usize,
     /// Other nodes to link with, as `host:port`; one member is enough to join the whole mesh.
@@ -103,6 +109,7 @@ impl Default for NodeConfig {
             max_name_len: 256,
             max_set_len: 64,
             auth_token: None,
+            grants: Vec::new(),
             threads: 0,
             peers: Vec::new(),
             cluster_secret: None,
@@ -165,6 +172,7 @@ impl NodeConfig {
                 reason: format!("must be at most {} ms", MAX_TIMEOUT.as_millis()),
             });
         }
+        auth::validate(&self.grants)?;
         if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {
             return Err(ConfigError::Invalid {
                 name: "max_frame_len",
@@ -210,6 +218,15 @@ impl NodeConfig {
 
     pub fn late_reply_grace(&self) -> Duration {
         Duration::from_millis(self.late_reply_grace_ms)
+    }
+
+    /// Who may connect, and to do what.
+    pub fn authenticator(&self) -> Authenticator<'_> {
+        Authenticator {
+            auth_token: self.auth_token.as_deref(),
+            cluster_secret: self.cluster_secret.as_deref(),
+            grants: &self.grants,
+        }
     }
 
     /// The registry's admission limits.
@@ -260,6 +277,20 @@ mod tests {
         assert_eq!(config.listen.port(), 9000);
         assert_eq!(config.max_missed_pings, 5);
         assert_eq!(config.backlog, NodeConfig::default().backlog);
+    }
+
+    #[test]
+    fn grants_are_read_from_the_file_and_validated() {
+        let config: NodeConfig = toml::from_str(
+            "[[grants]]\ntoken = \"t\"\nroles = [\"worker\"]\nnamespaces = [\"billing\", \"team-*\"]\n",
+        )
+        .unwrap();
+        assert_eq!(config.grants.len(), 1);
+        assert!(config.validate().is_ok());
+        let empty: NodeConfig =
+            toml::from_str("[[grants]]\ntoken = \"t\"\nroles = []\nnamespaces = [\"a\"]\n")
+                .unwrap();
+        assert!(matches!(empty.validate(), Err(ConfigError::Grants(_))));
     }
 
     #[test]

@@ -360,3 +360,14 @@ async fn a_producer_cancel_crosses_the_hop_and_frees_the_remote_slot() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn two_nodes_joining_through_one_seed_at_the_same_moment_still_find_each_other() {
+    for _ in 0..5 {
+        let a = TestNode::joined("a", &[]).await;
+        let seed = [&a];
+        let (b, c) = tokio::join!(TestNode::joined("b", &seed), TestNode::joined("c", &seed));
+        b.wait_linked(&["a", "c"]).await;
+        c.wait_linked(&["a", "b"]).await;
+    }
+}

@@ -18,6 +18,7 @@ use lintel_wire::{
 };
 use tokio::time::Instant;
 
+use crate::auth::Grant;
 use crate::dispatch::{Caller, DispatchOptions, Dispatcher, Flight, Sink, Started, Tag};
 use crate::registry::WorkerId;
 use lintel_client::transport::Outbound;
@@ -44,6 +45,8 @@ pub(super) struct Flights {
     dispatcher: Arc<Dispatcher>,
     outbound: Outbound,
     answer: Answer,
+    /// The namespaces these dispatches may use.
+    grant: Grant,
     max_in_flight: usize,
     table: Mutex<Table>,
     /// The producer left: nothing more is sent to it.
@@ -76,11 +79,13 @@ impl Flights {
         outbound: Outbound,
         max_in_flight: usize,
         answer: Answer,
+        grant: Grant,
     ) -> Arc<Self> {
         Arc::new(Self {
             dispatcher,
             outbound,
             answer,
+            grant,
             max_in_flight,
             table: Mutex::new(Table::default()),
             closed: AtomicBool::new(false),
@@ -130,7 +135,15 @@ impl Flights {
     ) -> Option<Instant> {
         let admitted = {
             let mut table = self.table();
-            if table.flights.contains_key(&correlation) {
+            if !self.grant.allows(&request.namespace) {
+                Err((
+                    RefusedReason::NamespaceNotGranted,
+                    format!(
+                        "namespace {:?} is not granted to this token",
+                        request.namespace
+                    ),
+                ))
+            } else if table.flights.contains_key(&correlation) {
                 Err((
                     RefusedReason::DuplicateCorrelation,
                     format!("correlation {correlation} is already in flight"),
@@ -337,9 +350,17 @@ impl Answer {
                 })
             }
             Answer::Producer { .. } => {
-                // Version 1 has no `PeerLost`: the nearest it knows is a lost worker.
+                // Version 1 has no `PeerLost` and no `NamespaceNotGranted`: it gets the
+                // nearest it knows.
                 let result = match result {
                     DispatchResult::PeerLost { .. } => DispatchResult::WorkerLost { worker_id: 0 },
+                    DispatchResult::Refused(RefusedDispatch {
+                        reason: RefusedReason::NamespaceNotGranted,
+                        detail,
+                    }) => DispatchResult::Refused(RefusedDispatch {
+                        reason: RefusedReason::InvalidRequest,
+                        detail,
+                    }),
                     other => other,
                 };
                 Frame::Outcome(OutcomeFrame {

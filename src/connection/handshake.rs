@@ -4,6 +4,7 @@ use futures_util::StreamExt;
 use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
 
 use super::close::Close;
+use crate::auth::Grant;
 use crate::shared::Shared;
 use lintel_client::transport::{FrameReader, Outbound};
 
@@ -13,14 +14,20 @@ const MIN_VERSION: u16 = 1;
 /// The first protocol version with peer links.
 pub(crate) const PEER_VERSION: u16 = 2;
 
-/// Reads the hello and answers it; `Ok` carries the role the connection now has and the
-/// protocol version it speaks.
+/// A connection past its handshake: its role, the version it speaks, what it was granted.
+pub(super) struct Accepted {
+    pub(super) role: Role,
+    pub(super) version: u16,
+    pub(super) grant: Grant,
+}
+
+/// Reads the hello and answers it.
 pub(super) async fn accept(
     shared: &Shared,
     reader: &mut FrameReader,
     outbound: &Outbound,
     pid: u64,
-) -> Result<(Role, u16), Close> {
+) -> Result<Accepted, Close> {
     let timeout = shared.config.handshake_timeout();
     let first = tokio::select! {
         first = tokio::time::timeout(timeout, reader.next()) => first,
@@ -39,7 +46,7 @@ pub(super) async fn accept(
         Ok(Some(Ok(other))) => return Err(Close::unexpected(other.kind(), "before Hello")),
     };
     let version = negotiate(&hello).map_err(refuse)?;
-    check(shared, &hello, version).map_err(refuse)?;
+    let grant = check(shared, &hello, version).map_err(refuse)?;
     let welcome = Frame::Welcome(Welcome {
         version,
         node_id: shared.node_id().to_owned(),
@@ -48,7 +55,11 @@ pub(super) async fn accept(
     });
     outbound.send(welcome).await.map_err(|_| Close::Quietly)?;
     tracing::debug!(pid, role = ?hello.role, name = %hello.name, "connection welcomed");
-    Ok((hello.role, version))
+    Ok(Accepted {
+        role: hello.role,
+        version,
+        grant,
+    })
 }
 
 /// The highest version both sides speak.
@@ -66,25 +77,11 @@ fn negotiate(hello: &Hello) -> Result<u16, Refusal> {
     Ok(version)
 }
 
-fn check(shared: &Shared, hello: &Hello, version: u16) -> Result<(), Refusal> {
-    // A peer proves the cluster secret when one is set; everyone else the auth token.
-    let secret = match hello.role {
-        Role::Peer => shared
-            .config
-            .cluster_secret
-            .as_ref()
-            .or(shared.config.auth_token.as_ref()),
-        Role::Worker | Role::Producer => shared.config.auth_token.as_ref(),
-    };
-    if let Some(secret) = secret {
-        let presented = hello.auth_token.as_deref().unwrap_or_default();
-        if !constant_time_eq(presented.as_bytes(), secret.as_bytes()) {
-            return Err(Refusal {
-                code: RefusalCode::Unauthorized,
-                reason: "missing or wrong auth token".into(),
-            });
-        }
-    }
+fn check(shared: &Shared, hello: &Hello, version: u16) -> Result<Grant, Refusal> {
+    let grant = shared
+        .config
+        .authenticator()
+        .authenticate(hello.role, hello.auth_token.as_deref())?;
     if hello.role == Role::Peer && version < PEER_VERSION {
         return Err(Refusal {
             code: RefusalCode::VersionMismatch,
@@ -97,16 +94,11 @@ fn check(shared: &Shared, hello: &Hello, version: u16) -> Result<(), Refusal> {
             reason: "node is draining".into(),
         });
     }
-    Ok(())
+    Ok(grant)
 }
 
 fn refuse(refusal: Refusal) -> Close {
     Close::With(Box::new(Frame::HelloRefused(refusal)))
-}
-
-/// Compares without an early exit, so timing does not reveal a matching prefix.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -32,13 +32,16 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: TcpStream, pid: u64) {
     // The handshake and the closing flush run once each; boxed, they stay out of the task that
     // every idle connection keeps for its whole life.
     let close = match Box::pin(handshake::accept(&shared, &mut reader, &outbound, pid)).await {
-        Ok((Role::Worker, _)) => worker::serve(&shared, pid, &mut reader, &outbound).await,
-        Ok((Role::Producer, version)) => {
-            producer::serve(&shared, &mut reader, &outbound, version).await
-        }
-        Ok((Role::Peer, _)) => {
-            Box::pin(peer::serve_accepted(&shared, &mut reader, &outbound)).await
-        }
+        Ok(accepted) => match accepted.role {
+            Role::Worker => {
+                worker::serve(&shared, pid, &mut reader, &outbound, accepted.grant).await
+            }
+            Role::Producer => {
+                let (version, grant) = (accepted.version, accepted.grant);
+                producer::serve(&shared, &mut reader, &outbound, version, grant).await
+            }
+            Role::Peer => Box::pin(peer::serve_accepted(&shared, &mut reader, &outbound)).await,
+        },
         Err(close) => close,
     };
     if let Close::With(frame) = &close {

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::close::Close;
 use super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
+use crate::auth::Grant;
 use crate::shared::Shared;
 use lintel_client::transport::{FrameReader, Outbound};
 
@@ -21,6 +22,7 @@ pub(super) async fn serve(
     reader: &mut FrameReader,
     outbound: &Outbound,
     version: u16,
+    grant: Grant,
 ) -> Close {
     let answer = Answer::Producer {
         version,
@@ -31,6 +33,7 @@ pub(super) async fn serve(
         outbound.clone(),
         shared.config.max_in_flight_per_producer as usize,
         answer,
+        grant,
     );
     let closer = CloseOnDrop(Arc::clone(&flights));
     let mut timer = ReplyTimer::default();

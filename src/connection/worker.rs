@@ -4,11 +4,13 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use lintel_wire::{
-    Drain, ErrorCode, Frame, FrameKind, Ping, Pong, Register, Registered as RegisteredFrame,
+    Drain, ErrorCode, Frame, FrameKind, Ping, Pong, Refusal, RefusalCode, Register,
+    Registered as RegisteredFrame,
 };
 use tokio::time::MissedTickBehavior;
 
 use super::close::Close;
+use crate::auth::Grant;
 use crate::link::{ReplyFate, WorkerLink};
 use crate::notifier::Registered;
 use crate::shared::Shared;
@@ -20,11 +22,13 @@ pub(super) async fn serve(
     pid: u64,
     reader: &mut FrameReader,
     outbound: &Outbound,
+    grant: Grant,
 ) -> Close {
     let mut conn = WorkerConn {
         shared,
         pid,
         outbound,
+        grant,
         registered: None,
         missed_pings: 0,
         last_nonce: 0,
@@ -77,6 +81,8 @@ struct WorkerConn<'a> {
     shared: &'a Arc<Shared>,
     pid: u64,
     outbound: &'a Outbound,
+    /// The namespaces this worker may register into.
+    grant: Grant,
     registered: Option<Registered>,
     missed_pings: u32,
     last_nonce: u64,
@@ -146,6 +152,22 @@ impl WorkerConn<'_> {
     async fn register(&mut self, register: Register) -> Result<(), Close> {
         if self.registered.is_some() {
             return Err(Close::unexpected(FrameKind::Register, "once registered"));
+        }
+        if let Some(namespace) = register
+            .namespaces
+            .iter()
+            .find(|namespace| !self.grant.allows(namespace))
+        {
+            let refused = Frame::RegisterRefused(Refusal {
+                code: RefusalCode::Unauthorized,
+                reason: format!("namespace {namespace:?} is not granted to this worker's token"),
+            });
+            tracing::debug!(pid = self.pid, %namespace, "registration refused: namespace not granted");
+            return self
+                .outbound
+                .send(refused)
+                .await
+                .map_err(|_| Close::Quietly);
         }
         let link = WorkerLink::held(self.pid, self.outbound.clone());
         let notifier = Arc::clone(&self.shared.notifier);

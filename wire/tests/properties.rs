@@ -115,6 +115,7 @@ fn refused_reason() -> impl Strategy<Value = RefusedReason> {
         WorkerBackpressure,
         TooManyInFlight,
         DuplicateCorrelation,
+        NamespaceNotGranted,
     ])
 }
 

@@ -1642,10 +1642,12 @@ fn refused_reason_values() -> Vec<RefusedReason> {
         WorkerBackpressure,
         TooManyInFlight,
         DuplicateCorrelation,
+        NamespaceNotGranted,
     ];
     for value in &all {
         match value {
-            InvalidRequest | WorkerBackpressure | TooManyInFlight | DuplicateCorrelation => {}
+            InvalidRequest | WorkerBackpressure | TooManyInFlight | DuplicateCorrelation
+            | NamespaceNotGranted => {}
         }
     }
     all

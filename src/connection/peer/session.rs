@@ -11,6 +11,7 @@ use super::super::close::Close;
 use super::super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
 use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
 use super::hello::{own_hello, Side};
+use crate::auth::Grant;
 use crate::cluster::{PresenceError, Remote, MAX_MEMBERS};
 use crate::link::{PeerLink, ReplyFate};
 use crate::shared::Shared;
@@ -53,6 +54,8 @@ pub(super) async fn run(
         outbound.clone(),
         shared.config.max_active_dispatches,
         Answer::Peer,
+        // The origin held its producer to its grants; a peer relays what it was allowed.
+        Grant::all(),
     );
     let closer = CloseOnDrop(Arc::clone(&served));
     let mut session = Session {
@@ -102,7 +105,14 @@ impl Session<'_> {
         let mut seen = registry.changes().epoch();
         let mut seen_crossing = registry.crossings().epoch();
         let mut members = shared.dispatcher.mesh().subscribe_members();
-        if self.snapshot().is_err() {
+        // Members learned between the first hello and the subscription above are only in
+        // this one: without it, two nodes joining through one seed at once can miss each other.
+        if self
+            .outbound
+            .send_owed(Frame::PeerHello(own_hello(shared)))
+            .is_err()
+            || self.snapshot().is_err()
+        {
             return Close::Quietly;
         }
         let mut last_look = Instant::now();

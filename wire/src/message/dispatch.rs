@@ -127,6 +127,8 @@ pub enum RefusedReason {
     TooManyInFlight,
     /// The correlation id is already in flight on this connection.
     DuplicateCorrelation,
+    /// Version 2: the producer's credentials do not grant the request's namespace.
+    NamespaceNotGranted,
 }
 
 /// A refused dispatch.

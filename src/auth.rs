@@ -1,0 +1,306 @@
+//! Who a connection is and what it may do: the node's credentials, matched at the handshake.
+//!
+//! With nothing configured every connection may do anything, which suits loopback. The single
+//! `auth_token` grants every role and namespace; each entry of `grants` grants its token some
+//! roles and namespaces (exact names, or prefixes ending in `*`). Peers present the
+//! `cluster_secret` when one is set. Secrets are compared in constant time.
+
+use std::collections::HashSet;
+
+use lintel_wire::{Refusal, RefusalCode, Role};
+use serde::Deserialize;
+use subtle::ConstantTimeEq;
+
+/// A role a grant may allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GrantRole {
+    Worker,
+    Producer,
+    Peer,
+}
+
+impl GrantRole {
+    fn of(role: Role) -> Self {
+        match role {
+            Role::Worker => GrantRole::Worker,
+            Role::Producer => GrantRole::Producer,
+            Role::Peer => GrantRole::Peer,
+        }
+    }
+}
+
+/// One credential from the config and what it allows.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantConfig {
+    /// The secret a hello presents as its `auth_token`.
+    pub token: String,
+    pub roles: Vec<GrantRole>,
+    /// Exact namespaces, or prefixes ending in `*`; `*` alone is every namespace.
+    pub namespaces: Vec<String>,
+}
+
+/// Why the grants in a config are unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    #[error("grant {index}: the token is empty")]
+    EmptyToken { index: usize },
+    #[error("grant {index}: it grants no role")]
+    NoRole { index: usize },
+    #[error("grant {index}: it grants no namespace")]
+    NoNamespace { index: usize },
+    #[error("grant {index}: the token is also the token of grant {other}")]
+    SharedToken { index: usize, other: usize },
+}
+
+/// Checks that every grant can be matched and means something.
+///
+/// # Errors
+/// The first [`GrantError`] found.
+pub fn validate(grants: &[GrantConfig]) -> Result<(), GrantError> {
+    for (index, grant) in grants.iter().enumerate() {
+        if grant.token.is_empty() {
+            return Err(GrantError::EmptyToken { index });
+        }
+        if grant.roles.is_empty() {
+            return Err(GrantError::NoRole { index });
+        }
+        if grant.namespaces.is_empty() {
+            return Err(GrantError::NoNamespace { index });
+        }
+        if let Some(other) = grants
+            .iter()
+            .take(index)
+            .position(|earlier| earlier.token == grant.token)
+        {
+            return Err(GrantError::SharedToken { index, other });
+        }
+    }
+    Ok(())
+}
+
+/// The namespaces a connection may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    all: bool,
+    exact: HashSet<String>,
+    prefixes: Vec<String>,
+}
+
+impl Grant {
+    /// Every namespace.
+    pub fn all() -> Self {
+        Self {
+            all: true,
+            exact: HashSet::new(),
+            prefixes: Vec::new(),
+        }
+    }
+
+    fn of(patterns: &[String]) -> Self {
+        let mut grant = Self {
+            all: false,
+            exact: HashSet::new(),
+            prefixes: Vec::new(),
+        };
+        for pattern in patterns {
+            match pattern.strip_suffix('*') {
+                Some("") => grant.all = true,
+                Some(prefix) => grant.prefixes.push(prefix.to_owned()),
+                None => {
+                    grant.exact.insert(pattern.clone());
+                }
+            }
+        }
+        grant
+    }
+
+    /// True when `namespace` is granted.
+    pub fn allows(&self, namespace: &str) -> bool {
+        self.all
+            || self.exact.contains(namespace)
+            || self
+                .prefixes
+                .iter()
+                .any(|prefix| namespace.starts_with(prefix.as_str()))
+    }
+
+    /// True when every namespace is granted.
+    pub fn is_all(&self) -> bool {
+        self.all
+    }
+}
+
+/// The node's credentials, borrowed from its config.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Authenticator<'a> {
+    pub auth_token: Option<&'a str>,
+    pub cluster_secret: Option<&'a str>,
+    pub grants: &'a [GrantConfig],
+}
+
+impl Authenticator<'_> {
+    /// What a hello in `role` presenting `presented` may do.
+    ///
+    /// # Errors
+    /// [`RefusalCode::Unauthorized`] for a missing or unknown secret, or one whose grant does
+    /// not include `role`.
+    pub fn authenticate(&self, role: Role, presented: Option<&str>) -> Result<Grant, Refusal> {
+        let presented = presented.unwrap_or_default().as_bytes();
+        if role == Role::Peer {
+            if let Some(secret) = self.cluster_secret {
+                return matches(presented, secret)
+                    .then(Grant::all)
+                    .ok_or_else(|| unauthorized("missing or wrong cluster secret"));
+            }
+        }
+        if self.auth_token.is_none() && self.grants.is_empty() {
+            return Ok(Grant::all());
+        }
+        if self
+            .auth_token
+            .as_ref()
+            .is_some_and(|token| matches(presented, token))
+        {
+            return Ok(Grant::all());
+        }
+        // Every grant is compared, so the time taken does not tell which one matched.
+        let matched = self
+            .grants
+            .iter()
+            .map(|grant| (grant, matches(presented, &grant.token)))
+            .fold(
+                None,
+                |found, (grant, hit)| if hit { Some(grant) } else { found },
+            );
+        let Some(grant) = matched else {
+            return Err(unauthorized("missing or wrong auth token"));
+        };
+        if !grant.roles.contains(&GrantRole::of(role)) {
+            return Err(unauthorized(&format!(
+                "this token is not granted the {role:?} role"
+            )));
+        }
+        Ok(if role == Role::Peer {
+            Grant::all()
+        } else {
+            Grant::of(&grant.namespaces)
+        })
+    }
+}
+
+fn matches(presented: &[u8], secret: &str) -> bool {
+    bool::from(presented.ct_eq(secret.as_bytes()))
+}
+
+fn unauthorized(reason: &str) -> Refusal {
+    Refusal {
+        code: RefusalCode::Unauthorized,
+        reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(token: &str, roles: &[GrantRole], namespaces: &[&str]) -> GrantConfig {
+        GrantConfig {
+            token: token.into(),
+            roles: roles.to_vec(),
+            namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
+        }
+    }
+
+    fn grants() -> Vec<GrantConfig> {
+        vec![
+            grant("billing", &[GrantRole::Worker], &["billing", "team-a.*"]),
+            grant("ops", &[GrantRole::Producer, GrantRole::Peer], &["*"]),
+        ]
+    }
+
+    fn node(grants: &[GrantConfig]) -> Authenticator<'_> {
+        Authenticator {
+            auth_token: Some("root"),
+            cluster_secret: None,
+            grants,
+        }
+    }
+
+    #[test]
+    fn nothing_configured_lets_everyone_do_everything() {
+        let open = Authenticator::default();
+        assert_eq!(open.authenticate(Role::Worker, None), Ok(Grant::all()));
+    }
+
+    #[test]
+    fn the_single_token_grants_every_role_and_namespace() {
+        for role in [Role::Worker, Role::Producer, Role::Peer] {
+            assert!(node(&grants())
+                .authenticate(role, Some("root"))
+                .unwrap()
+                .is_all());
+        }
+    }
+
+    #[test]
+    fn a_grant_allows_its_exact_names_and_prefixes_only() {
+        let grants = grants();
+        let grant = node(&grants)
+            .authenticate(Role::Worker, Some("billing"))
+            .unwrap();
+        assert!(grant.allows("billing"));
+        assert!(grant.allows("team-a.jobs"));
+        assert!(!grant.allows("billing2"));
+        assert!(!grant.allows("team-b"));
+    }
+
+    #[test]
+    fn a_token_used_in_a_role_it_lacks_or_an_unknown_token_is_unauthorized() {
+        for (role, token) in [
+            (Role::Producer, Some("billing")),
+            (Role::Worker, Some("nope")),
+            (Role::Worker, None),
+        ] {
+            let refused = node(&grants()).authenticate(role, token).unwrap_err();
+            assert_eq!(
+                refused.code,
+                RefusalCode::Unauthorized,
+                "{role:?} {token:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cluster_secret_is_what_peers_present() {
+        let grants = grants();
+        let node = Authenticator {
+            cluster_secret: Some("mesh"),
+            ..node(&grants)
+        };
+        assert!(node.authenticate(Role::Peer, Some("mesh")).is_ok());
+        assert!(node.authenticate(Role::Peer, Some("root")).is_err());
+        assert!(node.authenticate(Role::Producer, Some("root")).is_ok());
+    }
+
+    #[test]
+    fn unusable_grants_are_refused_by_validation() {
+        let cases = [
+            (grant("", &[GrantRole::Worker], &["a"]), "empty token"),
+            (grant("t", &[], &["a"]), "no role"),
+            (grant("t", &[GrantRole::Worker], &[]), "no namespace"),
+        ];
+        for (bad, what) in cases {
+            assert!(validate(&[bad]).is_err(), "{what}");
+        }
+        let twice = [
+            grant("t", &[GrantRole::Worker], &["a"]),
+            grant("t", &[GrantRole::Producer], &["b"]),
+        ];
+        assert_eq!(
+            validate(&twice),
+            Err(GrantError::SharedToken { index: 1, other: 0 })
+        );
+    }
+}
