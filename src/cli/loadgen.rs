@@ -1,8 +1,9 @@
 //! A closed-loop load generator: `concurrency` dispatch loops over one producer connection,
 //! bounded by a count or a duration, recording latency and outcome classes.
 //!
-//! Each loop keeps its own latency histogram and outcome counts, merged at the end, so memory
-//! stays flat however long the run and the loops share nothing but two counters.
+//! Each loop keeps its own latency histogram, outcome counts and serving-node counts, merged
+//! at the end, so memory stays flat however long the run and the loops share nothing but two
+//! counters.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,10 +47,14 @@ pub(super) struct Report {
     /// Latency percentiles over every dispatch that ended, in microseconds to three
     /// significant digits (recorded in nanoseconds).
     pub(super) p50_us: f64,
+    pub(super) p90_us: f64,
     pub(super) p99_us: f64,
     pub(super) p999_us: f64,
     /// Dispatches per outcome class; `completed` counts successful completions.
     pub(super) outcomes: BTreeMap<String, u64>,
+    /// Dispatches per node that served them, as the node named it; a dispatch whose node
+    /// named none (a version-1 node, a lost connection) is not counted.
+    pub(super) served_by: BTreeMap<String, u64>,
 }
 
 impl Report {
@@ -81,6 +86,7 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
         let mut latencies = histogram.clone();
         loops.push(tokio::spawn(async move {
             let mut outcomes = BTreeMap::<&'static str, u64>::new();
+            let mut served_by = BTreeMap::<String, u64>::new();
             let workflow_id = format!("load-{lane}");
             let mut ordinal = 0u64;
             loop {
@@ -107,8 +113,13 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
                     deadline_unix_ms: None,
                 };
                 let sent = Instant::now();
-                let class = match client.dispatch(request, &load.options).await {
-                    Ok(result) => class_of(&result),
+                let class = match client.dispatch_traced(request, &load.options).await {
+                    Ok(dispatched) => {
+                        if let Some(node) = dispatched.served_by {
+                            *served_by.entry(node).or_default() += 1;
+                        }
+                        class_of(&dispatched.result)
+                    }
                     Err(_) => "connection-lost",
                 };
                 let nanos = u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -119,7 +130,7 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
                     break;
                 }
             }
-            (latencies, outcomes)
+            (latencies, outcomes, served_by)
         }));
     }
     let progress = load.progress.then(|| {
@@ -142,12 +153,16 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
     });
     let mut latencies = histogram;
     let mut outcomes = BTreeMap::<String, u64>::new();
+    let mut served_by = BTreeMap::<String, u64>::new();
     for lane in loops {
-        if let Ok((lane_latencies, lane_outcomes)) = lane.await {
+        if let Ok((lane_latencies, lane_outcomes, lane_served_by)) = lane.await {
             // Every lane's histogram has the same bounds, so adding cannot fail.
             let _ = latencies.add(&lane_latencies);
             for (class, count) in lane_outcomes {
                 *outcomes.entry(class.to_owned()).or_default() += count;
+            }
+            for (node, count) in lane_served_by {
+                *served_by.entry(node).or_default() += count;
             }
         }
     }
@@ -168,9 +183,11 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
             0.0
         },
         p50_us: percentile(0.50),
+        p90_us: percentile(0.90),
         p99_us: percentile(0.99),
         p999_us: percentile(0.999),
         outcomes,
+        served_by,
     })
 }
 
