@@ -364,14 +364,14 @@ impl Serving {
         let mesh = self.node.dispatcher().mesh();
         let held = async {
             loop {
-                // Subscribed before looking, so no change between the look and the wait is lost.
-                let mut changes = mesh.subscribe();
+                // Noted before looking, so no change between the look and the wait is lost.
+                let mut seen = mesh.changes().epoch();
                 let mut members = mesh.subscribe_members();
                 if holds(&self.node.peers()) {
                     return;
                 }
                 tokio::select! {
-                    _ = changes.changed() => {}
+                    () = mesh.changes().changed(&mut seen) => {}
                     _ = members.changed() => {}
                 }
             }
