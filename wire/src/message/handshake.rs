@@ -37,7 +37,7 @@ pub struct Limits {
     pub max_frame_len: u32,
     /// Most submissions a producer connection may have in flight.
     pub max_in_flight: u32,
-    /// How often the node pings a worker, in milliseconds.
+    /// How often the node pings a worker or producer, in milliseconds.
     pub ping_interval_ms: u64,
     /// Consecutive unanswered pings after which the node closes the connection.
     pub max_missed_pings: u32,
