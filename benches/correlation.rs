@@ -65,6 +65,7 @@ impl PushEntry for Entry {
         black_box(response);
     }
     fn lost(&self) {}
+    fn abandoned(&self) {}
     fn released(&self, why: Release) {
         black_box(why);
     }

@@ -85,6 +85,8 @@ pub(crate) struct Registered {
     pid: u64,
     pub(crate) worker_id: WorkerId,
     pub(crate) link: WorkerLink,
+    /// The node is shutting down: pushes still live are abandoned rather than lost.
+    pub(crate) shutting_down: bool,
 }
 
 impl Registered {
@@ -99,6 +101,7 @@ impl Registered {
             pid,
             worker_id,
             link,
+            shutting_down: false,
         }
     }
 }
@@ -106,7 +109,11 @@ impl Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         self.notifier.on_worker_unregistered(self.pid);
-        // Deregistered first so nothing new selects it; then every waiter hears "lost".
-        self.link.close();
+        // Deregistered first so nothing new selects it; then every waiter hears how it ended.
+        if self.shutting_down {
+            self.link.close_abandoning();
+        } else {
+            self.link.close();
+        }
     }
 }

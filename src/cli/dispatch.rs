@@ -63,6 +63,7 @@ fn exit_code(result: &DispatchResult) -> u8 {
         DispatchResult::Cancelled => 15,
         DispatchResult::Draining => 16,
         DispatchResult::PeerLost { .. } => 17,
+        DispatchResult::ShutDown { .. } => 18,
     }
 }
 

@@ -277,6 +277,20 @@ impl Flights {
         next
     }
 
+    /// The node is shutting down: every dispatch still running here ends `ShutDown` now, its
+    /// outcome queued before the connection's last frame.
+    pub(super) fn shut_down(&self) {
+        let flights: Vec<Arc<Flight>> = self
+            .table()
+            .flights
+            .values()
+            .filter_map(|tracked| tracked.flight.clone())
+            .collect();
+        for flight in flights {
+            flight.abandon();
+        }
+    }
+
     /// The producer left: every submission is cancelled, on its worker too, and nothing more
     /// is sent.
     pub(super) fn close(&self) {
@@ -350,10 +364,12 @@ impl Answer {
                 })
             }
             Answer::Producer { .. } => {
-                // Version 1 has no `PeerLost` and no `NamespaceNotGranted`: it gets the
-                // nearest it knows.
+                // Version 1 has no `PeerLost`, `ShutDown` or `NamespaceNotGranted`: it gets
+                // the nearest it knows.
                 let result = match result {
-                    DispatchResult::PeerLost { .. } => DispatchResult::WorkerLost { worker_id: 0 },
+                    DispatchResult::PeerLost { .. } | DispatchResult::ShutDown { .. } => {
+                        DispatchResult::WorkerLost { worker_id: 0 }
+                    }
                     DispatchResult::Refused(RefusedDispatch {
                         reason: RefusedReason::NamespaceNotGranted,
                         detail,

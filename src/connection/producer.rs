@@ -47,7 +47,11 @@ pub(super) async fn serve(
         let room = outbound.has_room();
         let frame = tokio::select! {
             biased;
-            () = shared.closing.cancelled() => break Close::goodbye("node shutting down"),
+            () = shared.closing.cancelled() => {
+                // Whatever still runs gets its outcome before the goodbye.
+                flights.shut_down();
+                break Close::goodbye("node shutting down");
+            }
             () = &mut timer_sleep, if timer.armed.is_some() => {
                 timer.armed = None;
                 timer.arm(flights.expire(Instant::now()), timer_sleep.as_mut());

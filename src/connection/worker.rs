@@ -51,7 +51,12 @@ pub(super) async fn serve(
                 let grace_ms = shared.config.drain_timeout_ms;
                 let _ = outbound.try_send(Frame::Drain(Drain { grace_ms }));
             }
-            () = shared.closing.cancelled() => break Close::goodbye("node shutting down"),
+            () = shared.closing.cancelled() => {
+                if let Some(registered) = conn.registered.as_mut() {
+                    registered.shutting_down = true;
+                }
+                break Close::goodbye("node shutting down");
+            }
             frame = reader.next() => {
                 let step = match frame {
                     None => Err(Close::Quietly),

@@ -17,6 +17,7 @@ pub struct DispatchCounters {
     cancelled: AtomicU64,
     draining: AtomicU64,
     peer_lost: AtomicU64,
+    shut_down: AtomicU64,
     late_replies: AtomicU64,
     dropped_replies: AtomicU64,
     reclaimed_slots: AtomicU64,
@@ -44,6 +45,7 @@ impl DispatchCounters {
             DispatchResult::Cancelled => &self.cancelled,
             DispatchResult::Draining => &self.draining,
             DispatchResult::PeerLost { .. } => &self.peer_lost,
+            DispatchResult::ShutDown { .. } => &self.shut_down,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -66,6 +68,11 @@ impl DispatchCounters {
     /// Dispatches that ended `PeerLost`; version-1 counters have no field for them.
     pub fn peer_lost(&self) -> u64 {
         self.peer_lost.load(Ordering::Relaxed)
+    }
+
+    /// Dispatches that ended `ShutDown`; version-1 counters have no field for them.
+    pub fn shut_down(&self) -> u64 {
+        self.shut_down.load(Ordering::Relaxed)
     }
 
     /// The totals now.

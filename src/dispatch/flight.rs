@@ -195,6 +195,25 @@ impl Flight {
         }
     }
 
+    /// Ends the dispatch because the node is shutting down: a pushed one as `ShutDown` (it may
+    /// have run), any other as cancelled.
+    pub(crate) fn abandon(&self) {
+        let after = {
+            let state = self.state();
+            if state.caller.is_none() {
+                return;
+            }
+            state.pushed.as_ref().and(state.first_pushed)
+        };
+        match after {
+            Some(at) => {
+                let after_ms = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
+                self.end(DispatchResult::ShutDown { after_ms });
+            }
+            None => self.cancel(),
+        }
+    }
+
     /// Ends a pushed dispatch with `result` if the link decides this end came first.
     fn end(&self, result: DispatchResult) {
         let Some(to) = self.state().pushed.clone() else {
@@ -295,6 +314,21 @@ impl Flight {
         self.finish(result);
     }
 
+    /// Ends a relayed dispatch because this node shuts down.
+    pub(super) fn relay_abandoned(&self) {
+        self.shut_down();
+    }
+
+    /// Frees what the flight holds and ends it `ShutDown`, timed from its first push.
+    fn shut_down(&self) {
+        self.free_slot();
+        let after = self.state().first_pushed.map(|at| at.elapsed());
+        let after_ms = after.map_or(0, |after| {
+            u64::try_from(after.as_millis()).unwrap_or(u64::MAX)
+        });
+        self.finish(DispatchResult::ShutDown { after_ms });
+    }
+
     /// Lets go of the charge of a relay that had already ended.
     pub(super) fn relay_released(&self) {
         self.free_slot();
@@ -356,6 +390,15 @@ impl PushEntry for Flight {
         self.free_slot();
         let worker_id = self.worker_id().unwrap_or_default();
         self.finish(DispatchResult::WorkerLost { worker_id });
+    }
+
+    fn abandoned(&self) {
+        self.free_slot();
+        let after = self.state().first_pushed.map(|at| at.elapsed());
+        let after_ms = after.map_or(0, |after| {
+            u64::try_from(after.as_millis()).unwrap_or(u64::MAX)
+        });
+        self.finish(DispatchResult::ShutDown { after_ms });
     }
 
     fn released(&self, why: Release) {

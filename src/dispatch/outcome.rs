@@ -3,7 +3,7 @@
 use lintel_wire::{ActivityOutcome, DispatchResult};
 
 /// The class of an outcome: `completed`, `no-worker`, `worker-lost`, `timeout`, `refused`,
-/// `cancelled`, `draining` or `peer-lost`.
+/// `cancelled`, `draining`, `peer-lost` or `shut-down`.
 pub fn class(result: &DispatchResult) -> &'static str {
     match result {
         DispatchResult::Completed(_) => "completed",
@@ -14,6 +14,7 @@ pub fn class(result: &DispatchResult) -> &'static str {
         DispatchResult::Cancelled => "cancelled",
         DispatchResult::Draining => "draining",
         DispatchResult::PeerLost { .. } => "peer-lost",
+        DispatchResult::ShutDown { .. } => "shut-down",
     }
 }
 
@@ -55,6 +56,9 @@ pub fn describe(result: &DispatchResult) -> String {
         DispatchResult::Draining => "the node is draining".into(),
         DispatchResult::PeerLost { peer, after_ms } => {
             format!("the link to node {peer} died {after_ms} ms after the relay; it may have run")
+        }
+        DispatchResult::ShutDown { after_ms } => {
+            format!("the node shut down {after_ms} ms after the push; it may have run")
         }
     }
 }

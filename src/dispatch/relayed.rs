@@ -68,6 +68,10 @@ impl RelayEntry for Relayed {
         self.flight.relay_lost(&self.peer, after);
     }
 
+    fn abandoned(&self) {
+        self.flight.relay_abandoned();
+    }
+
     fn released(&self) {
         self.flight.relay_released();
     }

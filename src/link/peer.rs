@@ -22,6 +22,8 @@ pub trait RelayEntry: Send + Sync {
     fn answered(&self, result: DispatchResult);
     /// The link closed under a relay that had not ended, `after` it was sent: it may have run.
     fn lost(&self, after: Duration);
+    /// This node shut down under a relay that had not ended: it may have run.
+    fn abandoned(&self);
     /// A relay that had already ended is let go (its outcome came, or the link closed).
     fn released(&self);
 }
@@ -164,18 +166,36 @@ impl PeerLink {
 
     /// Closes the link: later relays fail, live ones are lost and ended ones let go, now.
     pub fn close(&self) {
-        let pending = {
-            let mut table = self.table();
-            table.closed = true;
-            std::mem::take(&mut table.pending)
-        };
-        for entry in pending.into_values() {
-            if entry.ended {
+        for (entry, ended) in self.take_all() {
+            if ended {
                 entry.relay.released();
             } else {
                 entry.relay.lost(entry.sent_at.elapsed());
             }
         }
+    }
+
+    /// Closes the link because this node shuts down: live relays are abandoned, not lost.
+    pub fn close_abandoning(&self) {
+        for (entry, ended) in self.take_all() {
+            if ended {
+                entry.relay.released();
+            } else {
+                entry.relay.abandoned();
+            }
+        }
+    }
+
+    fn take_all(&self) -> Vec<(Entry, bool)> {
+        let mut table = self.table();
+        table.closed = true;
+        std::mem::take(&mut table.pending)
+            .into_values()
+            .map(|entry| {
+                let ended = entry.ended;
+                (entry, ended)
+            })
+            .collect()
     }
 
     /// True once [`PeerLink::close`] ran.
@@ -244,6 +264,9 @@ mod tests {
         }
         fn lost(&self, _: Duration) {
             self.0.lock().unwrap().push("lost".into());
+        }
+        fn abandoned(&self) {
+            self.0.lock().unwrap().push("abandoned".into());
         }
         fn released(&self) {
             self.0.lock().unwrap().push("released".into());

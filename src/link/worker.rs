@@ -23,6 +23,8 @@ pub trait PushEntry: Send + Sync {
     fn replied(&self, response: DispatchResponse);
     /// The link closed under a push that had not ended: the worker may have run it.
     fn lost(&self);
+    /// The node shut down under a push that had not ended: the worker may have run it.
+    fn abandoned(&self);
     /// A push that had already ended is let go, for the reason given.
     fn released(&self, why: Release);
 }
@@ -236,6 +238,15 @@ impl WorkerLink {
 
     /// Closes the link: later pushes fail, live pushes are lost and ended ones let go, now.
     pub fn close(&self) {
+        self.close_as(|entry| entry.lost());
+    }
+
+    /// Closes the link because the node shuts down: live pushes are abandoned, not lost.
+    pub fn close_abandoning(&self) {
+        self.close_as(|entry| entry.abandoned());
+    }
+
+    fn close_as(&self, live: fn(&dyn PushEntry)) {
         let pending = {
             let mut table = self.table();
             table.closed = true;
@@ -244,7 +255,7 @@ impl WorkerLink {
         };
         for entry in pending.into_values() {
             match entry.ended_at {
-                None => entry.push.lost(),
+                None => live(&*entry.push),
                 Some(_) => entry.push.released(Release::LinkClosed),
             }
         }
@@ -334,6 +345,9 @@ mod tests {
         }
         fn lost(&self) {
             self.0.lock().unwrap().push("lost".into());
+        }
+        fn abandoned(&self) {
+            self.0.lock().unwrap().push("abandoned".into());
         }
         fn released(&self, why: Release) {
             self.0.lock().unwrap().push(format!("{why:?}"));

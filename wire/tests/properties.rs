@@ -285,6 +285,7 @@ fn dispatch_result() -> impl Strategy<Value = DispatchResult> {
         Just(DispatchResult::Cancelled),
         Just(DispatchResult::Draining),
         (text(), n64()).prop_map(|(peer, after_ms)| DispatchResult::PeerLost { peer, after_ms }),
+        n64().prop_map(|after_ms| DispatchResult::ShutDown { after_ms }),
     ]
 }
 
@@ -568,6 +569,7 @@ fn result_variant(result: &DispatchResult) -> usize {
         DispatchResult::Cancelled => 5,
         DispatchResult::Draining => 6,
         DispatchResult::PeerLost { .. } => 7,
+        DispatchResult::ShutDown { .. } => 8,
     }
 }
 
@@ -577,7 +579,7 @@ fn the_result_strategy_reaches_every_variant() {
         .iter()
         .map(result_variant)
         .collect();
-    assert_eq!(seen, (0..8).collect());
+    assert_eq!(seen, (0..9).collect());
 }
 
 #[test]

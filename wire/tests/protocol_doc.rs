@@ -1601,6 +1601,7 @@ fn dispatch_result_values() -> Vec<DispatchResult> {
             peer: String::new(),
             after_ms: 0,
         },
+        DispatchResult::ShutDown { after_ms: 0 },
     ];
     for value in &all {
         match value {
@@ -1611,7 +1612,8 @@ fn dispatch_result_values() -> Vec<DispatchResult> {
             | DispatchResult::Refused(_)
             | DispatchResult::Cancelled
             | DispatchResult::Draining
-            | DispatchResult::PeerLost { .. } => {}
+            | DispatchResult::PeerLost { .. }
+            | DispatchResult::ShutDown { .. } => {}
         }
     }
     all

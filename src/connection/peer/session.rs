@@ -134,7 +134,13 @@ impl Session<'_> {
             let room = self.outbound.has_room();
             let look = tokio::select! {
                 biased;
-                () = shared.closing.cancelled() => return Close::goodbye("node shutting down"),
+                () = shared.closing.cancelled() => {
+                    // What this node still runs for the peer gets its outcome before the goodbye,
+                    // and what it relayed there ends as shut down, not as a lost peer.
+                    self.served.shut_down();
+                    self.remote.link.close_abandoning();
+                    return Close::goodbye("node shutting down");
+                }
                 () = self.remote.evicted.cancelled() => return Close::goodbye("duplicate peer link"),
                 () = shared.draining.cancelled(), if !draining_told => {
                     draining_told = true;

@@ -158,6 +158,9 @@ pub enum DispatchResult {
     /// Version 2: the link to the node serving it died while the dispatch may have been
     /// running there; `after_ms` since it was relayed.
     PeerLost { peer: String, after_ms: u64 },
+    /// Version 2: the node shut down while the dispatch was running, `after_ms` after it was
+    /// pushed or relayed; it may have run.
+    ShutDown { after_ms: u64 },
 }
 
 /// Node to producer: the result of the submission with `correlation`.
