@@ -8,11 +8,11 @@
 use std::collections::HashSet;
 
 use lintel_wire::{Refusal, RefusalCode, Role};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 /// A role a grant may allow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GrantRole {
     Worker,
@@ -31,7 +31,7 @@ impl GrantRole {
 }
 
 /// One credential from the config and what it allows.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GrantConfig {
     /// The secret a hello presents as its `auth_token`.

@@ -51,10 +51,11 @@ pub fn run() -> ExitCode {
     // `serve` reads its config file before the runtime exists: the file may choose the threads.
     let (command, config_threads) = match cli.command {
         Command::Serve(args) => match serve::load(args) {
-            Ok(config) => {
+            Ok(serve::Loaded::Serve(config)) => {
                 let threads = config.threads;
-                (Loaded::Serve(Box::new(config)), threads)
+                (Loaded::Serve(config), threads)
             }
+            Ok(serve::Loaded::Printed) => return ExitCode::SUCCESS,
             Err(code) => return code,
         },
         other => (Loaded::Other(Box::new(other)), 0),

@@ -1,59 +1,81 @@
-//! `lintel serve`: defaults, then a config file, then environment, then flags.
+//! `lintel serve`: defaults, then a config file, then `LINTEL_*` variables, then flags, layered
+//! key by key (see `config::layers`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use serde::Serialize;
+
 use super::exit::fail;
 use super::signal::shutdown_signal;
-use crate::config::NodeConfig;
+use crate::config::{Layered, NodeConfig};
 use crate::dispatch::Placement;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
-    /// Address to listen on [default: 127.0.0.1:7400].
-    #[arg(long, env = "LINTEL_LISTEN")]
-    listen: Option<SocketAddr>,
-    /// TOML config file; flags and LINTEL_* variables override it.
+    /// TOML config file; variables and flags override it.
     #[arg(long, env = "LINTEL_CONFIG")]
     config: Option<PathBuf>,
-    /// Node id in welcomes and status [default: lintel-<port>].
-    #[arg(long, env = "LINTEL_NODE_ID")]
+    /// Print the effective config, with where each value came from, and exit.
+    #[arg(long)]
+    print_config: bool,
+    #[command(flatten)]
+    flags: Flags,
+}
+
+/// The keys an operator changes often, as flags; every key is also a `LINTEL_<KEY>` variable
+/// and a key of the config file. Only the flags given are laid over the other layers.
+#[derive(Debug, Default, clap::Args, Serialize)]
+struct Flags {
+    /// Address to listen on [default: 127.0.0.1:7400].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listen: Option<SocketAddr>,
+    /// Node id in welcomes, status and peer links [default: lintel-<port>].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     node_id: Option<String>,
-    /// Most connections at once.
-    #[arg(long, env = "LINTEL_MAX_CONNECTIONS")]
+    /// Most connections at once [default: 16384].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     max_connections: Option<usize>,
-    /// Require this token in every hello.
-    #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
+    /// Require this token in every hello; it grants every role and namespace.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     auth_token: Option<String>,
-    /// How often to ping workers, in milliseconds.
-    #[arg(long, env = "LINTEL_PING_INTERVAL_MS")]
+    /// How often to ping workers and producers, in milliseconds [default: 5000].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     ping_interval_ms: Option<u64>,
-    /// Default reply timeout, in milliseconds.
-    #[arg(long, env = "LINTEL_REPLY_TIMEOUT_MS")]
+    /// Default reply timeout, in milliseconds [default: 30000].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     reply_timeout_ms: Option<u64>,
-    /// How long shutdown waits for in-flight dispatches, in milliseconds.
-    #[arg(long, env = "LINTEL_DRAIN_TIMEOUT_MS")]
+    /// How long shutdown waits for in-flight dispatches, in milliseconds [default: 10000].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     drain_timeout_ms: Option<u64>,
     /// A node to link with, as host:port; repeatable, and one member joins the whole mesh.
-    #[arg(
-        long = "peer",
-        value_name = "ADDR",
-        env = "LINTEL_PEERS",
-        value_delimiter = ','
-    )]
+    #[arg(long = "peer", value_name = "ADDR")]
+    #[serde(rename = "peers", skip_serializing_if = "Vec::is_empty")]
     peers: Vec<String>,
     /// Secret every peer must present to link.
-    #[arg(long, env = "LINTEL_CLUSTER_SECRET", hide_env_values = true)]
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     cluster_secret: Option<String>,
     /// Address peers dial this node at [default: the listen address].
-    #[arg(long, env = "LINTEL_ADVERTISE")]
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     advertise: Option<String>,
-    /// Where a dispatch runs when both this node and a peer have a free worker.
-    #[arg(long, env = "LINTEL_PLACEMENT", value_enum)]
+    /// Where a dispatch runs when both this node and a peer have a free worker
+    /// [default: local-first].
+    #[arg(long, value_enum)]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "placement")]
     placement: Option<PlacementArg>,
     /// How often to ping peers, in milliseconds [default: 1000].
-    #[arg(long, env = "LINTEL_PEER_PING_INTERVAL_MS")]
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     peer_ping_interval_ms: Option<u64>,
 }
 
@@ -66,55 +88,45 @@ enum PlacementArg {
     Weighted,
 }
 
-/// The node's config: defaults, then the file, then variables and flags.
+fn placement<S: serde::Serializer>(
+    arg: &Option<PlacementArg>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let placement = arg.map(|arg| match arg {
+        PlacementArg::LocalFirst => Placement::LocalFirst,
+        PlacementArg::Weighted => Placement::Weighted,
+    });
+    placement.serialize(serializer)
+}
+
+/// What `serve` does once its config is loaded.
+pub(super) enum Loaded {
+    /// Serve with this config.
+    Serve(Box<NodeConfig>),
+    /// The effective config was printed; exit.
+    Printed,
+}
+
+/// The node's config: defaults, then the file, then variables, then flags.
 ///
 /// # Errors
-/// The exit code after printing why the file could not be read.
-pub(super) fn load(args: Args) -> Result<NodeConfig, ExitCode> {
-    let mut config = match &args.config {
-        Some(path) => NodeConfig::from_file(path).map_err(fail)?,
-        None => NodeConfig::default(),
-    };
-    if let Some(listen) = args.listen {
-        config.listen = listen;
+/// The exit code after printing which key, from which source, is wrong.
+pub(super) fn load(args: Args) -> Result<Loaded, ExitCode> {
+    let layered = layer(&args).map_err(fail)?;
+    let config = layered.build().map_err(fail)?;
+    if args.print_config {
+        print!("{}", layered.describe());
+        return Ok(Loaded::Printed);
     }
-    if let Some(node_id) = args.node_id {
-        config.node_id = node_id;
+    Ok(Loaded::Serve(Box::new(config)))
+}
+
+fn layer(args: &Args) -> Result<Layered, crate::config::ConfigError> {
+    let mut layered = Layered::defaults()?;
+    if let Some(path) = &args.config {
+        layered = layered.file(path)?;
     }
-    if let Some(max) = args.max_connections {
-        config.max_connections = max;
-    }
-    if let Some(token) = args.auth_token {
-        config.auth_token = Some(token);
-    }
-    if let Some(ms) = args.ping_interval_ms {
-        config.ping_interval_ms = ms;
-    }
-    if let Some(ms) = args.reply_timeout_ms {
-        config.reply_timeout_ms = ms;
-    }
-    if let Some(ms) = args.drain_timeout_ms {
-        config.drain_timeout_ms = ms;
-    }
-    if !args.peers.is_empty() {
-        config.peers = args.peers;
-    }
-    if let Some(secret) = args.cluster_secret {
-        config.cluster_secret = Some(secret);
-    }
-    if let Some(advertise) = args.advertise {
-        config.advertise = advertise;
-    }
-    if let Some(placement) = args.placement {
-        config.placement = match placement {
-            PlacementArg::LocalFirst => Placement::LocalFirst,
-            PlacementArg::Weighted => Placement::Weighted,
-        };
-    }
-    if let Some(ms) = args.peer_ping_interval_ms {
-        config.peer_ping_interval_ms = ms;
-    }
-    Ok(config)
+    layered.env(std::env::vars())?.flags(&args.flags)
 }
 
 /// Serves until Ctrl-C, then drains.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use lintel_wire::{
     Census, DispatchRequest, DispatchResult, NodeRouting, RefusedDispatch, RefusedReason,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -35,7 +35,7 @@ use crate::registry::{
 use lintel_client::DispatchOptions;
 
 /// How placement weighs this node's workers against its peers'.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
     /// A local worker with a free slot first; peers only when none is free here.

@@ -1,10 +1,15 @@
-//! Node configuration: defaults that work with no setup, a TOML file, then overrides.
+//! Node configuration: defaults that work with no setup, then a TOML file, `LINTEL_*`
+//! variables and flags, layered key by key in `layers`.
+
+mod layers;
+
+pub use layers::{Layered, Source, ENV_PREFIX};
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::auth::{self, Authenticator, GrantConfig};
 use crate::dispatch::{DispatchLimits, Placement, DEFAULT_REPLY_TIMEOUT, MAX_TIMEOUT};
@@ -29,10 +34,16 @@ pub enum ConfigError {
     Invalid { name: &'static str, reason: String },
     #[error("invalid grants: {0}")]
     Grants(#[from] auth::GrantError),
+    #[error("config key {key} (from {from}): {reason}")]
+    Layer {
+        key: String,
+        from: String,
+        reason: String,
+    },
 }
 
 /// Everything a node needs to run. Every field has a working default.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NodeConfig {
     /// Address the listener binds.
