@@ -19,6 +19,7 @@
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
 
 pub mod activities;
+mod admin;
 pub mod auth;
 pub mod cli;
 pub mod cluster;

@@ -77,6 +77,10 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     peer_ping_interval_ms: Option<u64>,
+    /// Address for the admin HTTP listener (/metrics, /health, /ready, /status) [default: off].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    admin_listen: Option<SocketAddr>,
 }
 
 /// `--placement` values.

@@ -98,6 +98,9 @@ pub struct NodeConfig {
     pub placement: Placement,
     /// The node pings each peer this often; `max_missed_pings` unanswered close the link.
     pub peer_ping_interval_ms: u64,
+    /// Address of the admin HTTP listener (`/metrics`, `/health`, `/ready`, `/status`); off
+    /// when unset.
+    pub admin_listen: Option<SocketAddr>,
 }
 
 impl Default for NodeConfig {
@@ -127,6 +130,7 @@ impl Default for NodeConfig {
             advertise: String::new(),
             placement: Placement::LocalFirst,
             peer_ping_interval_ms: 1_000,
+            admin_listen: None,
         }
     }
 }

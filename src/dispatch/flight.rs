@@ -75,6 +75,8 @@ struct State {
 #[derive(Debug)]
 pub(crate) struct Flight {
     counters: Arc<DispatchCounters>,
+    /// When the dispatch was admitted.
+    started: Instant,
     max_payload: usize,
     reply_timeout: Duration,
     state: Mutex<State>,
@@ -90,6 +92,7 @@ impl Flight {
     ) -> Arc<Self> {
         Arc::new(Self {
             counters,
+            started: Instant::now(),
             max_payload,
             reply_timeout,
             state: Mutex::new(State {
@@ -123,6 +126,7 @@ impl Flight {
             return;
         };
         self.counters.ended(&result);
+        self.counters.took(self.started.elapsed());
         caller.deliver(result, served_by);
         drop(active);
         if let Some(done) = done {

@@ -1,0 +1,331 @@
+//! The admin HTTP listener: `/metrics` (Prometheus text), `/health`, `/ready` and `/status`.
+//!
+//! Off unless `admin_listen` is set. Metrics are read from the node's own state at each scrape
+//! (pools, counters, peers), so nothing is kept twice; the dispatch latency histogram is the
+//! one the dispatcher records into. Label sets are bounded by real pools and peers.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::shared::Shared;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Serves admin requests on `listener` until `closing` fires.
+pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, closing: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            () = closing.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, _)) = accepted else {
+            continue;
+        };
+        let shared = Arc::clone(&shared);
+        let closing = closing.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let shared = Arc::clone(&shared);
+                async move { Ok::<_, Infallible>(answer(&shared, &request)) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = connection => {}
+                () = closing.cancelled() => {}
+            }
+        });
+    }
+}
+
+fn answer(shared: &Shared, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    if request.method() != Method::GET {
+        return reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "GET only\n".into(),
+        );
+    }
+    match request.uri().path() {
+        "/metrics" => match metrics(shared) {
+            Ok(text) => reply(
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                text,
+            ),
+            Err(err) => reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain",
+                err.to_string(),
+            ),
+        },
+        "/health" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/ready" => match not_ready(shared) {
+            None => reply(StatusCode::OK, "text/plain", "ready\n".into()),
+            Some(why) => reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("{why}\n"),
+            ),
+        },
+        "/status" => match status_json(shared) {
+            Ok(json) => reply(StatusCode::OK, "application/json", json),
+            Err(err) => reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain",
+                err.to_string(),
+            ),
+        },
+        _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+    }
+}
+
+fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+/// Why the node should get no traffic yet, if it should not: draining, or with peers
+/// configured, no peer linked or a peer's presence still arriving.
+fn not_ready(shared: &Shared) -> Option<&'static str> {
+    if shared.dispatcher.is_draining() {
+        return Some("draining");
+    }
+    let mesh = shared.dispatcher.mesh();
+    if !shared.config.peers.is_empty() && mesh.is_empty() {
+        return Some("no peer linked yet");
+    }
+    if !mesh.synced() {
+        return Some("a peer's presence is still arriving");
+    }
+    None
+}
+
+/// The same JSON as `lintel status --json`.
+fn status_json(shared: &Shared) -> Result<String, serde_json::Error> {
+    let report = shared.cluster_status(0);
+    let mut value = serde_json::to_value(&report.status)?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("peers".into(), serde_json::to_value(&report.peers)?);
+        object.insert("peer_lost".into(), report.peer_lost.into());
+    }
+    serde_json::to_string_pretty(&value)
+}
+
+fn gauge_family(registry: &mut Registry, name: &str, help: &str, rows: Vec<(Labels, i64)>) {
+    let family = Family::<Labels, Gauge>::default();
+    for (labels, value) in rows {
+        family.get_or_create(&labels).set(value);
+    }
+    registry.register(name, help, family);
+}
+
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
+    let gauge = Gauge::<i64>::default();
+    gauge.set(value);
+    registry.register(name, help, gauge);
+}
+
+fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let counter = Counter::<u64>::default();
+    counter.inc_by(value);
+    registry.register(name, help, counter);
+}
+
+fn count(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+/// The node's metrics now, in the Prometheus text format.
+fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
+    let mut registry = Registry::with_prefix("lintel");
+    let status = shared.cluster_status(0);
+    let node = &status.status;
+    let dispatcher = &shared.dispatcher;
+
+    gauge(
+        &mut registry,
+        "connections",
+        "Open connections of every role.",
+        count(node.connections),
+    );
+    gauge(
+        &mut registry,
+        "dispatches_in_flight",
+        "Dispatches admitted without an outcome yet.",
+        count(dispatcher.active()),
+    );
+    gauge(
+        &mut registry,
+        "dispatches_waiting",
+        "Dispatches queued for a worker.",
+        count(dispatcher.registry().waiting()),
+    );
+    gauge(
+        &mut registry,
+        "draining",
+        "1 while the node drains.",
+        i64::from(node.draining),
+    );
+
+    let mut workers = Vec::new();
+    let mut slots = Vec::new();
+    let mut free = Vec::new();
+    for pool in &node.pools {
+        let labels = vec![("channel", pool.channel.clone())];
+        let capacity: u64 = pool
+            .workers
+            .iter()
+            .map(|w| u64::from(w.max_concurrency))
+            .sum();
+        let open: u64 = pool
+            .workers
+            .iter()
+            .filter(|w| !w.draining)
+            .map(|w| u64::from(w.max_concurrency.saturating_sub(w.in_flight)))
+            .sum();
+        workers.push((labels.clone(), count(pool.workers.len())));
+        slots.push((labels.clone(), count(capacity)));
+        free.push((labels, count(open)));
+    }
+    gauge_family(
+        &mut registry,
+        "pool_workers",
+        "Workers registered in each pool, by channel name.",
+        workers,
+    );
+    gauge_family(
+        &mut registry,
+        "pool_slots",
+        "Sum of the workers' capacity in each pool.",
+        slots,
+    );
+    gauge_family(
+        &mut registry,
+        "pool_free_slots",
+        "Slots free in each pool, draining workers excluded.",
+        free,
+    );
+
+    let c = &node.counters;
+    let outcomes = Family::<Labels, Counter>::default();
+    for (outcome, value) in [
+        ("completed", c.completed),
+        ("no-worker", c.no_worker),
+        ("worker-lost", c.worker_lost),
+        ("timeout", c.timed_out),
+        ("refused", c.refused),
+        ("cancelled", c.cancelled),
+        ("draining", c.draining),
+        ("peer-lost", status.peer_lost),
+        ("shut-down", dispatcher.counters().shut_down()),
+    ] {
+        outcomes
+            .get_or_create(&vec![("outcome", outcome.to_owned())])
+            .inc_by(value);
+    }
+    registry.register(
+        "dispatches",
+        "Dispatches ended, by outcome class.",
+        outcomes,
+    );
+    counter(
+        &mut registry,
+        "dispatches_submitted",
+        "Dispatches admitted, whatever became of them.",
+        c.submitted,
+    );
+    counter(
+        &mut registry,
+        "pushes",
+        "Pushes queued on worker connections.",
+        c.pushed,
+    );
+    counter(
+        &mut registry,
+        "late_replies",
+        "Replies to pushes that had already ended.",
+        c.late_replies,
+    );
+    counter(
+        &mut registry,
+        "dropped_replies",
+        "Replies naming no push on their connection.",
+        c.dropped_replies,
+    );
+    counter(
+        &mut registry,
+        "reclaimed_slots",
+        "Slots freed because no late reply came within the grace.",
+        c.reclaimed_slots,
+    );
+    registry.register(
+        "dispatch_duration_seconds",
+        "Seconds from admission to outcome.",
+        dispatcher.counters().latency().clone(),
+    );
+
+    let mut up = Vec::new();
+    let mut sent = Vec::new();
+    let mut received = Vec::new();
+    let mut in_flight = Vec::new();
+    for peer in &status.peers {
+        let labels = vec![
+            ("peer", peer.node_id.clone()),
+            ("address", peer.address.clone()),
+        ];
+        up.push((
+            labels.clone(),
+            i64::from(peer.state == lintel_wire::PeerLinkState::Up),
+        ));
+        sent.push((labels.clone(), count(peer.relays_sent)));
+        received.push((labels.clone(), count(peer.relays_received)));
+        in_flight.push((labels, i64::from(peer.relays_in_flight)));
+    }
+    gauge_family(
+        &mut registry,
+        "peer_up",
+        "1 while the link to a known peer is up.",
+        up,
+    );
+    gauge_family(
+        &mut registry,
+        "peer_relays_sent",
+        "Relays sent to a peer on its current link.",
+        sent,
+    );
+    gauge_family(
+        &mut registry,
+        "peer_relays_received",
+        "Relays a peer sent here on its current link.",
+        received,
+    );
+    gauge_family(
+        &mut registry,
+        "peer_relays_in_flight",
+        "Relays sent to a peer without an outcome yet.",
+        in_flight,
+    );
+
+    let mut text = String::new();
+    encode(&mut text, &registry)?;
+    Ok(text)
+}
