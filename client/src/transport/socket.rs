@@ -202,3 +202,60 @@ impl fmt::Debug for WriteSocket {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::net::SocketAddr;
+
+    use futures_util::StreamExt;
+    use lintel_wire::{Frame, Ping};
+
+    use super::Socket;
+    use crate::transport::split;
+
+    /// Two framed ends over an in-memory pipe so small that writes are partial and wait.
+    fn pipe(local: SocketAddr) -> (Socket, Socket) {
+        let (near, far) = tokio::io::duplex(64);
+        let (near_read, near_write) = tokio::io::split(near);
+        let (far_read, far_write) = tokio::io::split(far);
+        (
+            Socket::from_io(near_read, near_write, Some(local)),
+            Socket::from_io(far_read, far_write, None),
+        )
+    }
+
+    #[tokio::test]
+    async fn frames_cross_async_halves_in_order_and_a_close_ends_the_peers_stream() {
+        let local: SocketAddr = "10.0.0.1:7000".parse().unwrap();
+        let (near, far) = pipe(local);
+        let (near_reader, near_out, near_writer) = split(near, 1 << 20, 4);
+        let (mut far_reader, far_out, far_writer) = split(far, 1 << 20, 4);
+        assert_eq!(near_reader.get_ref().local_addr().unwrap(), local);
+        assert_eq!(
+            far_reader.get_ref().local_addr().unwrap_err().kind(),
+            io::ErrorKind::NotConnected
+        );
+
+        let sender = tokio::spawn(async move {
+            for nonce in 0..200 {
+                near_out.send(Frame::Ping(Ping { nonce })).await.unwrap();
+            }
+            near_out.close();
+        });
+        for nonce in 0..200 {
+            assert_eq!(
+                far_reader.next().await.unwrap().unwrap(),
+                Frame::Ping(Ping { nonce })
+            );
+        }
+        assert!(
+            far_reader.next().await.is_none(),
+            "the close ends the stream"
+        );
+        sender.await.unwrap();
+        near_writer.await.unwrap().unwrap();
+        drop((near_reader, far_out));
+        far_writer.await.unwrap().unwrap();
+    }
+}
