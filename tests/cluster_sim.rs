@@ -309,17 +309,11 @@ fn violations(run: &Run) -> Vec<String> {
     found
 }
 
-fn kind(result: &DispatchResult) -> &'static str {
-    match result {
-        DispatchResult::Completed(_) => "completed",
-        DispatchResult::NoWorker(_) => "no_worker",
-        DispatchResult::WorkerLost { .. } => "worker_lost",
-        DispatchResult::Timeout { .. } => "timeout",
-        DispatchResult::Refused(_) => "refused",
-        DispatchResult::Cancelled => "cancelled",
-        DispatchResult::Draining => "draining",
-        DispatchResult::PeerLost { .. } => "peer_lost",
-    }
+/// The name of `result`'s variant.
+fn kind(result: &DispatchResult) -> String {
+    let debug = format!("{result:?}");
+    let end = debug.find([' ', '(', '{']).unwrap_or(debug.len());
+    debug[..end].to_owned()
 }
 
 /// A digest of how every dispatch ended and where it went, to compare a replay with the run it
@@ -347,7 +341,7 @@ fn digest(ledger: &Ledger) -> u64 {
 /// One line on what the run exercised.
 fn summary(run: &Run) -> String {
     let ledger = &run.ledger;
-    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
     for ended in ledger.outcomes.values().flatten() {
         *kinds.entry(kind(&ended.result)).or_default() += 1;
     }
