@@ -1,10 +1,17 @@
 //! The node: accept loop, connection limit, and the drain-then-close shutdown.
+//!
+//! [`Node::serve`] accepts TCP; [`Node::serve_connections`] serves connections from any source,
+//! and [`Node::with_dialer`] opens peer links through any [`Dialer`], so a test can run nodes
+//! over a simulated network.
 
 use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::{Stream, StreamExt};
 use lintel_wire::{Frame, NodeStatus, PeerStatus, Refusal, RefusalCode};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -18,7 +25,7 @@ use crate::listener;
 use crate::notifier::{ConnectionNotifier, RegistryNotifier};
 use crate::registry::Registry;
 use crate::shared::Shared;
-use lintel_client::transport::{self, Batched};
+use lintel_client::transport::{self, Batched, Dialer, Socket, TcpDialer};
 
 /// Connections refused for the limit that may be answering at once; beyond it they are dropped.
 const REFUSAL_LANE: usize = 64;
@@ -57,6 +64,19 @@ impl Node {
         config: NodeConfig,
         make: impl FnOnce(Arc<Registry>) -> Arc<dyn ConnectionNotifier>,
     ) -> Result<Self, ConfigError> {
+        Self::with_dialer(config, make, Arc::new(TcpDialer))
+    }
+
+    /// A node whose registrations go through the notifier `make` builds over the registry, and
+    /// whose links to peers are opened by `dialer`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an unusable configuration.
+    pub fn with_dialer(
+        config: NodeConfig,
+        make: impl FnOnce(Arc<Registry>) -> Arc<dyn ConnectionNotifier>,
+        dialer: Arc<dyn Dialer>,
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
         let registry = Registry::new(config.admission_limits());
         let mesh = Mesh::new(config.max_set_len);
@@ -68,7 +88,7 @@ impl Node {
         );
         let notifier = make(registry);
         Ok(Self {
-            shared: Arc::new(Shared::new(config, dispatcher, notifier)),
+            shared: Arc::new(Shared::new(config, dispatcher, notifier, dialer)),
         })
     }
 
@@ -103,8 +123,32 @@ impl Node {
         listener: TcpListener,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
-        let shared = &self.shared;
         let local = listener.local_addr()?;
+        let incoming = futures_util::stream::unfold(listener, |listener| async move {
+            let accepted = listener.accept().await.map(|(stream, _)| {
+                listener::tune(&stream);
+                Socket::from(stream)
+            });
+            Some((accepted, listener))
+        });
+        self.serve_connections(local, incoming, shutdown).await;
+        Ok(())
+    }
+
+    /// As [`Node::serve`], for connections from `incoming`, a listener bound at `local`: serves
+    /// each until `shutdown` resolves or `incoming` ends, then drains. An accept error backs
+    /// off before the next accept.
+    ///
+    /// `incoming` must be cancel-safe: `next` may be dropped when shutdown wins the race, and
+    /// the connection it was accepting must not be lost (a stream built with
+    /// [`futures_util::stream::unfold`] keeps its pending future across calls).
+    pub async fn serve_connections(
+        &self,
+        local: SocketAddr,
+        incoming: impl Stream<Item = io::Result<Socket>>,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        let shared = &self.shared;
         shared.set_node_id(shared.config.effective_node_id(local.port()));
         shared.set_advertise(shared.config.effective_advertise(local));
         tracing::info!(addr = %local, node_id = shared.node_id(), "listening");
@@ -117,16 +161,18 @@ impl Node {
         ));
         let next_pid = AtomicU64::new(1);
         let mut backoff = Duration::from_millis(5);
+        let mut incoming = Box::pin(incoming);
         tokio::pin!(shutdown);
         loop {
-            // `accept` is cancel-safe: losing the race to shutdown loses no connection.
+            // Cancel-safe, as required above: losing the race to shutdown loses no connection.
             let accepted = tokio::select! {
                 () = &mut shutdown => break,
-                accepted = listener.accept() => accepted,
+                accepted = incoming.next() => accepted,
             };
             let stream = match accepted {
-                Ok((stream, _)) => stream,
-                Err(err) => {
+                None => break,
+                Some(Ok(stream)) => stream,
+                Some(Err(err)) => {
                     tracing::warn!(error = %err, "accept failed; backing off");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
@@ -134,7 +180,6 @@ impl Node {
                 }
             };
             backoff = Duration::from_millis(5);
-            listener::tune(&stream);
             let pid = next_pid.fetch_add(1, Ordering::Relaxed);
             match Arc::clone(&limit).try_acquire_owned() {
                 Ok(permit) => {
@@ -152,9 +197,9 @@ impl Node {
                 }
             }
         }
-        drop(listener);
+        // Stops accepting: a TCP listener closes here.
+        drop(incoming);
         self.drain(&tasks).await;
-        Ok(())
     }
 
     async fn drain(&self, tasks: &TaskTracker) {
@@ -193,7 +238,7 @@ pub async fn serve(
 
 async fn run_connection(
     shared: Arc<Shared>,
-    stream: tokio::net::TcpStream,
+    stream: Socket,
     pid: u64,
     permit: OwnedSemaphorePermit,
 ) {
@@ -203,11 +248,7 @@ async fn run_connection(
 }
 
 /// Tells a connection over the limit why it is refused, then closes it.
-async fn refuse_connection(
-    shared: Arc<Shared>,
-    stream: tokio::net::TcpStream,
-    permit: OwnedSemaphorePermit,
-) {
+async fn refuse_connection(shared: Arc<Shared>, stream: Socket, permit: OwnedSemaphorePermit) {
     let (_reader, outbound, writer) = transport::split(stream, shared.config.max_frame_len, 1);
     let refusal = Frame::HelloRefused(Refusal {
         code: RefusalCode::TooManyConnections,

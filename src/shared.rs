@@ -1,10 +1,12 @@
-//! State every connection task of a node shares: configuration, dispatcher, notifier and the
-//! shutdown signals. It sits below the connection roles, which read it and never own it.
+//! State every connection task of a node shares: configuration, dispatcher, notifier, how peers
+//! are dialled, and the shutdown signals. It sits below the connection roles, which read it and
+//! never own it.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use lintel_client::transport::Dialer;
 use lintel_wire::{ClusterStatusReport, NodeStatus};
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +19,8 @@ pub(crate) struct Shared {
     pub(crate) config: NodeConfig,
     pub(crate) dispatcher: Arc<Dispatcher>,
     pub(crate) notifier: Arc<dyn ConnectionNotifier>,
+    /// Opens the links to peers.
+    pub(crate) dialer: Arc<dyn Dialer>,
     /// Fires first on shutdown: workers are told to drain.
     pub(crate) draining: CancellationToken,
     /// Fires after the drain: every connection closes.
@@ -35,11 +39,13 @@ impl Shared {
         config: NodeConfig,
         dispatcher: Arc<Dispatcher>,
         notifier: Arc<dyn ConnectionNotifier>,
+        dialer: Arc<dyn Dialer>,
     ) -> Self {
         Self {
             config,
             dispatcher,
             notifier,
+            dialer,
             draining: CancellationToken::new(),
             closing: CancellationToken::new(),
             node_id: OnceLock::new(),

@@ -1,7 +1,8 @@
 //! The client side of every SDK connection: dial with `TCP_NODELAY`, send `Hello`, await `Welcome`.
 //!
 //! [`connect`] either returns a handshaken [`Connection`] within its timeout or a [`ConnectError`]
-//! variant saying why not; it never retries, callers own their reconnect policy.
+//! variant saying why not; it never retries, callers own their reconnect policy. [`connect_with`]
+//! does the same over a connection a [`Dialer`] opens.
 
 use std::io;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use lintel_wire::{
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::task::JoinHandle;
 
-use crate::transport::{self, FrameReader, Outbound};
+use crate::transport::{self, Dialer, FrameReader, Outbound, Socket};
 
 /// Lowest protocol version the SDKs accept.
 pub const MIN_PROTOCOL_VERSION: u16 = 1;
@@ -111,20 +112,45 @@ pub async fn connect<A: ToSocketAddrs>(
     addr: A,
     handshake: &Handshake,
 ) -> Result<Connection, ConnectError> {
+    within(handshake, async {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        greet(stream.into(), handshake).await
+    })
+    .await
+}
+
+/// As [`connect`], over the connection `dialer` opens to `address`.
+///
+/// # Errors
+/// As [`connect`]; [`ConnectError::Io`] carries the dialer's error.
+pub async fn connect_with(
+    dialer: &dyn Dialer,
+    address: &str,
+    handshake: &Handshake,
+) -> Result<Connection, ConnectError> {
+    within(handshake, async {
+        let socket = dialer.dial(address).await?;
+        greet(socket, handshake).await
+    })
+    .await
+}
+
+/// Runs `attempt` within the handshake timeout.
+async fn within(
+    handshake: &Handshake,
+    attempt: impl std::future::Future<Output = Result<Connection, ConnectError>>,
+) -> Result<Connection, ConnectError> {
     let timeout = handshake.timeout;
-    tokio::time::timeout(timeout, dial_and_greet(addr, handshake))
+    tokio::time::timeout(timeout, attempt)
         .await
         .map_err(|_| ConnectError::Timeout(timeout))?
 }
 
-async fn dial_and_greet<A: ToSocketAddrs>(
-    addr: A,
-    handshake: &Handshake,
-) -> Result<Connection, ConnectError> {
-    let stream = TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
+/// Sends `Hello` over `socket` and waits for `Welcome`.
+async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, ConnectError> {
     let (mut reader, outbound, writer) =
-        transport::split(stream, handshake.max_frame_len, handshake.queue_len);
+        transport::split(socket, handshake.max_frame_len, handshake.queue_len);
     let hello = Hello {
         min_version: MIN_PROTOCOL_VERSION,
         max_version: PROTOCOL_VERSION,

@@ -12,12 +12,11 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use lintel_wire::{Frame, Role};
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 use crate::shared::Shared;
 use close::Close;
-use lintel_client::transport::{self, FrameReader, Outbound};
+use lintel_client::transport::{self, FrameReader, Outbound, Socket};
 
 pub(crate) use peer::supervise as supervise_peers;
 
@@ -25,7 +24,7 @@ pub(crate) use peer::supervise as supervise_peers;
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves connection `pid` until it closes; every path ends in the same orderly close.
-pub(crate) async fn serve(shared: Arc<Shared>, stream: TcpStream, pid: u64) {
+pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
     let config = &shared.config;
     let (mut reader, outbound, writer) =
         transport::split(stream, config.max_frame_len, config.outbound_queue);

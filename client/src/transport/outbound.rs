@@ -16,12 +16,11 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use lintel_wire::Frame;
-use socket2::SockRef;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::batch::{self, HeldWrite};
+use super::socket::WriteSocket;
 
 /// A buffer larger than this is released after it drains, so an idle connection stays small.
 const KEEP_BUFFER_BYTES: usize = 64 * 1024;
@@ -132,7 +131,7 @@ impl State {
 
 #[derive(Debug)]
 struct Pipe {
-    socket: OwnedWriteHalf,
+    socket: WriteSocket,
     state: Mutex<State>,
     /// Wakes the writer task.
     wake: Notify,
@@ -368,7 +367,7 @@ impl Outbound {
 ///
 /// The writer stops when asked to close, when every [`Outbound`] is dropped, or on a write error.
 pub(super) fn start(
-    socket: OwnedWriteHalf,
+    socket: WriteSocket,
     max_frame_len: usize,
     queue_len: usize,
 ) -> (Outbound, JoinHandle<io::Result<()>>) {
@@ -394,7 +393,7 @@ async fn write_loop(pipe: Arc<Pipe>) -> io::Result<()> {
         state.frames = 0;
     }
     pipe.changed.notify_waiters();
-    if let Err(err) = SockRef::from(pipe.socket.as_ref()).shutdown(std::net::Shutdown::Write) {
+    if let Err(err) = pipe.socket.shutdown().await {
         tracing::trace!(error = %err, "shutdown of the write side failed");
     }
     result
@@ -420,12 +419,9 @@ async fn drain(pipe: &Pipe) -> io::Result<()> {
             (batch, state.closing)
         };
         while !batch.is_empty() {
-            pipe.socket.writable().await?;
-            match pipe.socket.try_write(&batch) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(written) => batch.advance(written),
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-                Err(err) => return Err(err),
+            match pipe.socket.write(&batch).await? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                written => batch.advance(written),
             }
         }
         pipe.changed.notify_waiters();

@@ -6,10 +6,10 @@ use std::task::{ready, Context, Poll};
 use bytes::BytesMut;
 use futures_util::Stream;
 use lintel_wire::{CodecError, Frame, FrameCodec};
-use tokio::net::tcp::OwnedReadHalf;
 use tokio_util::codec::Decoder;
 
 use super::batch;
+use super::socket::ReadSocket;
 
 /// Room reserved for the first read, and the least reserved for any read.
 const MIN_READ: usize = 512;
@@ -27,7 +27,7 @@ const SHRINK_FACTOR: usize = 4;
 /// so answers to those frames go out before it takes more.
 #[derive(Debug)]
 pub struct FrameReader {
-    socket: OwnedReadHalf,
+    socket: ReadSocket,
     codec: FrameCodec,
     buf: BytesMut,
     /// Room to reserve for the next read: doubles when a read fills it, halves when one
@@ -40,7 +40,7 @@ pub struct FrameReader {
 }
 
 impl FrameReader {
-    pub(super) fn new(socket: OwnedReadHalf, max_frame_len: usize) -> Self {
+    pub(super) fn new(socket: ReadSocket, max_frame_len: usize) -> Self {
         Self {
             socket,
             codec: FrameCodec::new(max_frame_len),
@@ -52,7 +52,7 @@ impl FrameReader {
     }
 
     /// The socket's read half.
-    pub fn get_ref(&self) -> &OwnedReadHalf {
+    pub fn get_ref(&self) -> &ReadSocket {
         &self.socket
     }
 
@@ -129,12 +129,13 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
 
     use super::{FrameReader, MIN_READ, SHRINK_FACTOR};
+    use crate::transport::Socket;
 
     async fn pair() -> (FrameReader, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
-        let (read, _write) = accepted.unwrap().0.into_split();
+        let (read, _write) = Socket::from(accepted.unwrap().0).into_halves();
         (
             FrameReader::new(read, DEFAULT_MAX_FRAME_LEN),
             client.unwrap(),

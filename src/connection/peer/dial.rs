@@ -1,11 +1,12 @@
 //! Keeps a link to every known member: one dialler per address, redialling with jittered
-//! exponential backoff while no link to the node last seen there is up.
+//! exponential backoff while no link to the node last seen there is up. Links are opened by the
+//! node's [`Dialer`](lintel_client::transport::Dialer), TCP unless the node was given another.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_client::connect::connect;
+use lintel_client::connect::connect_with;
 use lintel_client::transport::Batched;
 use lintel_client::Handshake;
 use lintel_wire::Role;
@@ -68,7 +69,7 @@ async fn dial(shared: Arc<Shared>, address: String) {
         };
         let connected = tokio::select! {
             () = shared.closing.cancelled() => return,
-            connected = connect(address.as_str(), &handshake) => connected,
+            connected = connect_with(&*shared.dialer, &address, &handshake) => connected,
         };
         match connected {
             Ok(mut conn) => {

@@ -1,0 +1,261 @@
+//! The byte stream under a framed connection: a TCP stream, or any pair of async read and
+//! write halves (an in-memory pipe, a simulated network).
+//!
+//! TCP keeps its own path: senders write straight from their task with `try_write`, and the
+//! write side shuts through the socket. Other halves are written only by the writer task, which
+//! polls them like any `AsyncWrite`.
+
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use socket2::SockRef;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+/// The read half of a connection other than TCP.
+pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+/// The write half of a connection other than TCP.
+pub type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// A connected byte stream, not yet split into a frame reader and a writer.
+pub struct Socket(Inner);
+
+enum Inner {
+    Tcp(TcpStream),
+    Io {
+        read: BoxRead,
+        write: BoxWrite,
+        local_addr: Option<SocketAddr>,
+    },
+}
+
+impl Socket {
+    /// A connection over `read` and `write`, reporting `local_addr` as its local address.
+    pub fn from_io(
+        read: impl AsyncRead + Send + Unpin + 'static,
+        write: impl AsyncWrite + Send + Unpin + 'static,
+        local_addr: Option<SocketAddr>,
+    ) -> Self {
+        Self(Inner::Io {
+            read: Box::new(read),
+            write: Box::new(write),
+            local_addr,
+        })
+    }
+
+    pub(super) fn into_halves(self) -> (ReadSocket, WriteSocket) {
+        match self.0 {
+            Inner::Tcp(stream) => {
+                let (read, write) = stream.into_split();
+                (ReadSocket(ReadInner::Tcp(read)), WriteSocket::Tcp(write))
+            }
+            Inner::Io {
+                read,
+                write,
+                local_addr,
+            } => (
+                ReadSocket(ReadInner::Io {
+                    read: Mutex::new(read),
+                    local_addr,
+                }),
+                WriteSocket::Io(Mutex::new(write)),
+            ),
+        }
+    }
+}
+
+impl From<TcpStream> for Socket {
+    fn from(stream: TcpStream) -> Self {
+        Self(Inner::Tcp(stream))
+    }
+}
+
+impl fmt::Debug for Socket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Inner::Tcp(stream) => f.debug_tuple("Socket").field(stream).finish(),
+            Inner::Io { local_addr, .. } => f
+                .debug_struct("Socket")
+                .field("local_addr", local_addr)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// The read half a [`FrameReader`](super::FrameReader) reads from.
+pub struct ReadSocket(ReadInner);
+
+enum ReadInner {
+    Tcp(OwnedReadHalf),
+    Io {
+        /// Reached through `get_mut` alone, so never locked; the mutex makes the reader `Sync`.
+        read: Mutex<BoxRead>,
+        local_addr: Option<SocketAddr>,
+    },
+}
+
+impl ReadSocket {
+    /// The connection's local address.
+    ///
+    /// # Errors
+    /// The socket's error, or [`io::ErrorKind::NotConnected`] for halves given without one.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        match &self.0 {
+            ReadInner::Tcp(read) => read.local_addr(),
+            ReadInner::Io { local_addr, .. } => {
+                local_addr.ok_or_else(|| io::ErrorKind::NotConnected.into())
+            }
+        }
+    }
+}
+
+impl AsyncRead for ReadSocket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().0 {
+            ReadInner::Tcp(read) => Pin::new(read).poll_read(cx, buf),
+            ReadInner::Io { read, .. } => {
+                let read = read.get_mut().unwrap_or_else(PoisonError::into_inner);
+                Pin::new(read).poll_read(cx, buf)
+            }
+        }
+    }
+}
+
+impl fmt::Debug for ReadSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            ReadInner::Tcp(read) => f.debug_tuple("ReadSocket").field(read).finish(),
+            ReadInner::Io { local_addr, .. } => f
+                .debug_struct("ReadSocket")
+                .field("local_addr", local_addr)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// The write half an outbound buffer drains into.
+pub(super) enum WriteSocket {
+    Tcp(OwnedWriteHalf),
+    /// Locked only within one poll, by the writer task alone.
+    Io(Mutex<BoxWrite>),
+}
+
+impl WriteSocket {
+    /// Writes what the socket takes now without waiting; halves other than TCP take nothing
+    /// here (`WouldBlock`) and leave the write to the writer task.
+    pub(super) fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(write) => write.try_write(buf),
+            Self::Io(_) => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    /// Writes some of `buf`, waiting until the socket takes at least one byte or fails.
+    pub(super) async fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(write) => loop {
+                write.writable().await?;
+                match write.try_write(buf) {
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                    written => return written,
+                }
+            },
+            Self::Io(write) => poll_io(write, |write, cx| write.poll_write(cx, buf)).await,
+        }
+    }
+
+    /// Shuts the write side: the peer reads the end of the stream.
+    pub(super) async fn shutdown(&self) -> io::Result<()> {
+        match self {
+            Self::Tcp(write) => SockRef::from(write.as_ref()).shutdown(std::net::Shutdown::Write),
+            Self::Io(write) => poll_io(write, |write, cx| write.poll_shutdown(cx)).await,
+        }
+    }
+}
+
+/// Polls the locked write half with `op` until it is ready; the lock lasts one poll.
+fn poll_io<'a, T>(
+    write: &'a Mutex<BoxWrite>,
+    mut op: impl FnMut(Pin<&mut BoxWrite>, &mut Context<'_>) -> Poll<io::Result<T>> + 'a,
+) -> impl Future<Output = io::Result<T>> + 'a {
+    poll_fn(move |cx| {
+        let mut write = write.lock().unwrap_or_else(PoisonError::into_inner);
+        op(Pin::new(&mut *write), cx)
+    })
+}
+
+impl fmt::Debug for WriteSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Tcp(write) => f.debug_tuple("WriteSocket").field(write).finish(),
+            Self::Io(_) => f.debug_tuple("WriteSocket").finish_non_exhaustive(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::net::SocketAddr;
+
+    use futures_util::StreamExt;
+    use lintel_wire::{Frame, Ping};
+
+    use super::Socket;
+    use crate::transport::split;
+
+    /// Two framed ends over an in-memory pipe so small that writes are partial and wait.
+    fn pipe(local: SocketAddr) -> (Socket, Socket) {
+        let (near, far) = tokio::io::duplex(64);
+        let (near_read, near_write) = tokio::io::split(near);
+        let (far_read, far_write) = tokio::io::split(far);
+        (
+            Socket::from_io(near_read, near_write, Some(local)),
+            Socket::from_io(far_read, far_write, None),
+        )
+    }
+
+    #[tokio::test]
+    async fn frames_cross_async_halves_in_order_and_a_close_ends_the_peers_stream() {
+        let local: SocketAddr = "10.0.0.1:7000".parse().unwrap();
+        let (near, far) = pipe(local);
+        let (near_reader, near_out, near_writer) = split(near, 1 << 20, 4);
+        let (mut far_reader, far_out, far_writer) = split(far, 1 << 20, 4);
+        assert_eq!(near_reader.get_ref().local_addr().unwrap(), local);
+        assert_eq!(
+            far_reader.get_ref().local_addr().unwrap_err().kind(),
+            io::ErrorKind::NotConnected
+        );
+
+        let sender = tokio::spawn(async move {
+            for nonce in 0..200 {
+                near_out.send(Frame::Ping(Ping { nonce })).await.unwrap();
+            }
+            near_out.close();
+        });
+        for nonce in 0..200 {
+            assert_eq!(
+                far_reader.next().await.unwrap().unwrap(),
+                Frame::Ping(Ping { nonce })
+            );
+        }
+        assert!(
+            far_reader.next().await.is_none(),
+            "the close ends the stream"
+        );
+        sender.await.unwrap();
+        near_writer.await.unwrap().unwrap();
+        drop((near_reader, far_out));
+        far_writer.await.unwrap().unwrap();
+    }
+}

@@ -1,0 +1,216 @@
+//! Nodes on a turmoil network: each node host serves the connections its simulated listener
+//! accepts and dials its peers through the simulated network, and every byte a node writes
+//! passes a tap that records the `Relay` frames it sends.
+//!
+//! The [`Ledger`] is what the simulation observed, written by the taps, the workers and the
+//! producers, and checked once the run ends.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{ready, Context, Poll};
+
+use bytes::BytesMut;
+use lintel::notifier::RegistryNotifier;
+use lintel::transport::{Dialer, Dialing, Socket};
+use lintel::wire::{DispatchResult, Frame, FrameCodec, DEFAULT_MAX_FRAME_LEN};
+use lintel::{Node, NodeConfig};
+use tokio::io::AsyncWrite;
+use tokio_util::codec::Decoder;
+
+/// The port every node listens on.
+pub const PORT: u16 = 7000;
+
+/// Where node `name` is dialled.
+pub fn address(name: &str) -> String {
+    format!("{name}:{PORT}")
+}
+
+/// How one dispatch ended, as its producer read it.
+#[derive(Debug, Clone)]
+pub struct Ended {
+    pub served_by: String,
+    pub result: DispatchResult,
+}
+
+/// What the simulation observed.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Each submitted dispatch, by workflow id, with its origin: the node its producer is
+    /// connected to.
+    pub submitted: BTreeMap<String, String>,
+    /// Every outcome a producer read, by workflow id.
+    pub outcomes: BTreeMap<String, Vec<Ended>>,
+    /// Dispatches in flight when their producer's connection closed: nobody is left to answer.
+    pub lost: BTreeSet<String>,
+    /// Each push a worker received, by workflow id: the worker and the node it is connected to.
+    pub pushes: BTreeMap<String, Vec<(String, String)>>,
+    /// Each `Relay` a node wrote: the sending node and the relayed workflow id.
+    pub relays: Vec<(String, String)>,
+    /// Broken invariants the clients saw as they ran (a worker over capacity, an outcome for
+    /// nothing in flight).
+    pub violations: Vec<String>,
+    /// Producers that submitted everything and heard every outcome.
+    pub producers_done: usize,
+}
+
+/// The ledger, shared by every host of one simulation.
+#[derive(Debug, Clone, Default)]
+pub struct Record(Arc<Mutex<Ledger>>);
+
+impl Record {
+    pub fn lock(&self) -> MutexGuard<'_, Ledger> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A write half that records the `Relay` frames written through it by `node`.
+struct Tap<W> {
+    inner: W,
+    node: String,
+    record: Record,
+    codec: FrameCodec,
+    written: BytesMut,
+    /// The bytes stopped decoding; nothing more is recorded.
+    lost_track: bool,
+}
+
+impl<W> Tap<W> {
+    fn new(inner: W, node: &str, record: &Record) -> Self {
+        Self {
+            inner,
+            node: node.to_owned(),
+            record: record.clone(),
+            codec: FrameCodec::new(DEFAULT_MAX_FRAME_LEN),
+            written: BytesMut::new(),
+            lost_track: false,
+        }
+    }
+
+    fn observe(&mut self, bytes: &[u8]) {
+        if self.lost_track {
+            return;
+        }
+        self.written.extend_from_slice(bytes);
+        loop {
+            match self.codec.decode(&mut self.written) {
+                Ok(Some(Frame::Relay(relay))) => self
+                    .record
+                    .lock()
+                    .relays
+                    .push((self.node.clone(), relay.request.workflow_id)),
+                Ok(Some(_)) => {}
+                Ok(None) => return,
+                Err(err) => {
+                    let violation = format!("{} wrote bytes that are not frames: {err}", self.node);
+                    self.record.lock().violations.push(violation);
+                    self.lost_track = true;
+                    self.written = BytesMut::new();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Tap<W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let written = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
+        this.observe(&buf[..written]);
+        Poll::Ready(Ok(written))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// A simulated connection; with `tap`, what is written through it is recorded as `tap.0`'s.
+pub fn socket(stream: turmoil::net::TcpStream, tap: Option<(&str, &Record)>) -> Socket {
+    let local = stream.local_addr().ok();
+    let (read, write) = stream.into_split();
+    match tap {
+        Some((node, record)) => Socket::from_io(read, Tap::new(write, node, record), local),
+        None => Socket::from_io(read, write, local),
+    }
+}
+
+/// Dials over the simulated network; a node's dialer taps what it writes.
+pub struct SimDialer {
+    tap: Option<(String, Record)>,
+}
+
+impl SimDialer {
+    /// A dialer for a worker or a producer.
+    pub fn client() -> Self {
+        Self { tap: None }
+    }
+
+    /// A dialer for node `node`'s peer links.
+    pub fn node(node: &str, record: &Record) -> Self {
+        Self {
+            tap: Some((node.to_owned(), record.clone())),
+        }
+    }
+}
+
+impl Dialer for SimDialer {
+    fn dial<'a>(&'a self, address: &'a str) -> Dialing<'a> {
+        Box::pin(async move {
+            let stream = turmoil::net::TcpStream::connect(address).await?;
+            let tap = self
+                .tap
+                .as_ref()
+                .map(|(node, record)| (node.as_str(), record));
+            Ok(socket(stream, tap))
+        })
+    }
+}
+
+/// Adds host `name` running a node with `config`; a bounce starts a new node process with the
+/// same config.
+pub fn node_host(
+    sim: &mut turmoil::Sim<'_>,
+    name: &'static str,
+    config: NodeConfig,
+    record: &Record,
+) {
+    let record = record.clone();
+    sim.host(name, move || {
+        let config = config.clone();
+        let record = record.clone();
+        async move {
+            let listener = turmoil::net::TcpListener::bind(("0.0.0.0", PORT)).await?;
+            let local = listener.local_addr()?;
+            let dialer = Arc::new(SimDialer::node(name, &record));
+            let node = Node::with_dialer(
+                config,
+                |registry| Arc::new(RegistryNotifier::new(registry)),
+                dialer,
+            )?;
+            let incoming = futures_util::stream::unfold(listener, move |listener| {
+                let record = record.clone();
+                async move {
+                    let accepted = listener
+                        .accept()
+                        .await
+                        .map(|(stream, _)| socket(stream, Some((name, &record))));
+                    Some((accepted, listener))
+                }
+            });
+            node.serve_connections(local, incoming, std::future::pending())
+                .await;
+            Ok(())
+        }
+    });
+}

@@ -1,0 +1,328 @@
+//! The simulation's workers and producers: raw protocol clients on turmoil hosts that record
+//! what they see in the [`Record`].
+//!
+//! A worker counts the pushes it holds on its current connection and records a violation when
+//! they exceed its `max_concurrency`; it replies to every push (a cancelled one at once) and
+//! drops its work when its connection goes. A producer submits a fixed number of dispatches
+//! with a bounded window; the dispatches in flight when its connection closes are recorded as
+//! lost, and it reconnects.
+//!
+//! Both ping the node and give a connection up when nothing arrives for [`IDLE`]: a partition
+//! can swallow a close, and turmoil does not retransmit, so a silent connection is dead.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use lintel::sdk::connect::connect_with;
+use lintel::sdk::{Connection, Handshake};
+use lintel::wire::{
+    ActivityOutcome, DispatchRequest, DispatchResponse, Frame, NodeRouting, Ping, Pong, Push,
+    Register, Reply, Role, Submit, DEFAULT_MAX_FRAME_LEN,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::{interval, sleep, sleep_until, Instant, MissedTickBehavior};
+
+use super::sim::{address, Ended, Record, SimDialer};
+
+/// A connection that reads nothing for this long is given up.
+pub const IDLE: Duration = Duration::from_millis(1_500);
+/// How often a client pings its node.
+const PING: Duration = Duration::from_millis(250);
+/// The pause before dialling again.
+const REDIAL: Duration = Duration::from_millis(200);
+/// The pool and activity every worker serves and every dispatch asks for.
+pub const NAMESPACE: &str = "sim";
+pub const ACTIVITY: &str = "work";
+
+fn handshake(role: Role, name: &str) -> Handshake {
+    Handshake {
+        role,
+        name: name.to_owned(),
+        auth_token: None,
+        timeout: Duration::from_secs(1),
+        max_frame_len: DEFAULT_MAX_FRAME_LEN,
+        queue_len: 256,
+    }
+}
+
+/// Dials `node` until a handshake succeeds.
+async fn connect(node: &str, role: Role, name: &str) -> Connection {
+    let dialer = SimDialer::client();
+    loop {
+        if let Ok(conn) = connect_with(&dialer, &address(node), &handshake(role, name)).await {
+            return conn;
+        }
+        sleep(REDIAL).await;
+    }
+}
+
+/// A worker process connected to `node`.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerSpec {
+    pub name: &'static str,
+    pub node: &'static str,
+    pub capacity: u32,
+}
+
+/// `seed` mixed with `name` (FNV-1a), for generators that are pure functions of both.
+pub fn mix(seed: u64, name: &str) -> u64 {
+    let mut hash = seed ^ 0xcbf2_9ce4_8422_2325;
+    for byte in name.bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// How long the worker takes over `workflow_id`: a pure function of the seed and the id, so
+/// a replay runs the same work. Mostly short, some long, a few past the reply timeout.
+fn run_time(seed: u64, workflow_id: &str) -> Duration {
+    let mut rng = fastrand::Rng::with_seed(mix(seed, workflow_id));
+    match rng.u32(0..100) {
+        0..=79 => Duration::from_millis(rng.u64(5..150)),
+        80..=95 => Duration::from_millis(rng.u64(150..800)),
+        _ => Duration::from_millis(2_500),
+    }
+}
+
+/// Runs the worker for the whole simulation, reconnecting whenever its connection goes.
+pub async fn worker(spec: WorkerSpec, seed: u64, record: Record) -> turmoil::Result {
+    loop {
+        let conn = connect(spec.node, Role::Worker, spec.name).await;
+        serve_pushes(spec, seed, &record, conn).await;
+        sleep(REDIAL).await;
+    }
+}
+
+/// Registers and serves pushes until the connection goes; the work in hand goes with it.
+async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connection) {
+    let Connection {
+        mut reader,
+        outbound,
+        ..
+    } = conn;
+    let register = Register {
+        namespaces: vec![NAMESPACE.into()],
+        task_queue: String::new(),
+        node: None,
+        activity_types: vec![ACTIVITY.into()],
+        identity: spec.name.into(),
+        max_concurrency: spec.capacity,
+    };
+    if outbound.send(Frame::Register(register)).await.is_err() {
+        return;
+    }
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<u64>();
+    // Dropped with the connection: the work in hand is abandoned.
+    let mut work = JoinSet::new();
+    let mut holding: BTreeMap<u64, Push> = BTreeMap::new();
+    let mut ping = interval(PING);
+    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut nonce = 0;
+    let mut heard = Instant::now();
+    loop {
+        tokio::select! {
+            frame = reader.next() => {
+                let Some(Ok(frame)) = frame else { return };
+                heard = Instant::now();
+                match frame {
+                    Frame::Registered(_) | Frame::Pong(_) => {}
+                    Frame::Push(push) => {
+                        let correlation = push.correlation;
+                        let workflow_id = push.request.workflow_id.clone();
+                        let took = run_time(seed, &workflow_id);
+                        {
+                            let mut ledger = record.lock();
+                            ledger
+                                .pushes
+                                .entry(workflow_id.clone())
+                                .or_default()
+                                .push((spec.name.into(), spec.node.into()));
+                            if holding.insert(correlation, push).is_some() {
+                                ledger.violations.push(format!(
+                                    "{} got push {correlation} twice on one connection",
+                                    spec.name
+                                ));
+                            }
+                            if holding.len() > spec.capacity as usize {
+                                ledger.violations.push(format!(
+                                    "{} holds {} pushes with max_concurrency {} ({workflow_id})",
+                                    spec.name,
+                                    holding.len(),
+                                    spec.capacity
+                                ));
+                            }
+                        }
+                        let done = done_tx.clone();
+                        work.spawn(async move {
+                            sleep(took).await;
+                            let _ = done.send(correlation);
+                        });
+                    }
+                    // Any reply lets go of the slot; the node drops it as late.
+                    Frame::Cancel(cancel) => reply(spec, &outbound, &mut holding, cancel.correlation),
+                    Frame::Ping(ping) => {
+                        let _ = outbound.try_send(Frame::Pong(Pong { nonce: ping.nonce }));
+                    }
+                    // Drain, Goodbye, Error, a refused registration: this connection is over.
+                    _ => return,
+                }
+            }
+            Some(correlation) = done_rx.recv() => reply(spec, &outbound, &mut holding, correlation),
+            () = sleep_until(heard + IDLE) => return,
+            _ = ping.tick() => {
+                nonce += 1;
+                let _ = outbound.try_send(Frame::Ping(Ping { nonce }));
+            }
+        }
+    }
+}
+
+/// Replies to the push `correlation` if it is still held, naming the worker's node.
+fn reply(
+    spec: WorkerSpec,
+    outbound: &lintel::transport::Outbound,
+    holding: &mut BTreeMap<u64, Push>,
+    correlation: u64,
+) {
+    let Some(push) = holding.remove(&correlation) else {
+        return;
+    };
+    let response = DispatchResponse {
+        workflow_id: push.request.workflow_id,
+        ordinal: push.request.ordinal,
+        run_id: push.request.run_id,
+        outcome: ActivityOutcome::Success(Bytes::from_static(spec.node.as_bytes())),
+    };
+    let _ = outbound.send_owed(Frame::Reply(Reply {
+        correlation,
+        response,
+    }));
+}
+
+/// A producer process connected to `node`.
+#[derive(Debug, Clone, Copy)]
+pub struct ProducerSpec {
+    pub name: &'static str,
+    pub node: &'static str,
+    /// Dispatches it submits in all.
+    pub dispatches: u64,
+}
+
+/// Submissions a producer has in flight at most.
+const WINDOW: usize = 6;
+/// Reply timeout of every submission.
+pub const REPLY_TIMEOUT_MS: u64 = 1_500;
+
+/// Submits `spec.dispatches` dispatches, reconnecting when its connection goes, until each has
+/// an outcome or was lost with a connection.
+pub async fn producer(spec: ProducerSpec, seed: u64, record: Record) -> turmoil::Result {
+    // The workload is a pure function of the seed and the producer.
+    let mut rng = fastrand::Rng::with_seed(mix(seed, spec.name));
+    let mut next = 0;
+    loop {
+        let conn = connect(spec.node, Role::Producer, spec.name).await;
+        if submit_all(spec, &mut rng, &mut next, &record, conn).await {
+            record.lock().producers_done += 1;
+            return Ok(());
+        }
+        sleep(REDIAL).await;
+    }
+}
+
+/// Submits on one connection; true once everything was submitted and answered, false when the
+/// connection went first.
+async fn submit_all(
+    spec: ProducerSpec,
+    rng: &mut fastrand::Rng,
+    next: &mut u64,
+    record: &Record,
+    conn: Connection,
+) -> bool {
+    let Connection {
+        mut reader,
+        outbound,
+        ..
+    } = conn;
+    let mut in_flight: BTreeMap<u64, String> = BTreeMap::new();
+    let mut submit_at = Instant::now() + Duration::from_millis(rng.u64(20..300));
+    let mut ping = interval(PING);
+    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut nonce = 0;
+    let mut heard = Instant::now();
+    let answered = loop {
+        if *next >= spec.dispatches && in_flight.is_empty() {
+            break true;
+        }
+        let room = *next < spec.dispatches && in_flight.len() < WINDOW;
+        tokio::select! {
+            frame = reader.next() => {
+                let Some(Ok(frame)) = frame else { break false };
+                heard = Instant::now();
+                match frame {
+                    Frame::ServedOutcome(outcome) => {
+                        let mut ledger = record.lock();
+                        match in_flight.remove(&outcome.correlation) {
+                            Some(workflow_id) => ledger.outcomes.entry(workflow_id).or_default().push(Ended {
+                                served_by: outcome.served_by,
+                                result: outcome.result,
+                            }),
+                            None => ledger.violations.push(format!(
+                                "{} got an outcome for {}, not in flight: {:?}",
+                                spec.name, outcome.correlation, outcome.result
+                            )),
+                        }
+                    }
+                    Frame::Ping(ping) => {
+                        let _ = outbound.try_send(Frame::Pong(Pong { nonce: ping.nonce }));
+                    }
+                    Frame::Pong(_) => {}
+                    _ => break false,
+                }
+            }
+            () = sleep_until(submit_at), if room => {
+                let seq = *next;
+                *next += 1;
+                let workflow_id = format!("{}/{seq}", spec.name);
+                let wait_for_worker_ms = (rng.u32(0..5) != 0).then(|| rng.u64(0..600));
+                let submit = Submit {
+                    correlation: seq,
+                    request: DispatchRequest {
+                        namespace: NAMESPACE.into(),
+                        task_queue: String::new(),
+                        activity_type: ACTIVITY.into(),
+                        node: None,
+                        workflow_id: workflow_id.clone(),
+                        ordinal: seq,
+                        run_id: None,
+                        attempt: 1,
+                        input: Bytes::new(),
+                        deadline_unix_ms: None,
+                    },
+                    wait_for_worker_ms,
+                    reply_timeout_ms: Some(REPLY_TIMEOUT_MS),
+                    routing: NodeRouting::Any,
+                };
+                record.lock().submitted.insert(workflow_id.clone(), spec.node.into());
+                in_flight.insert(seq, workflow_id);
+                if outbound.send(Frame::Submit(submit)).await.is_err() {
+                    break false;
+                }
+                submit_at = Instant::now() + Duration::from_millis(rng.u64(20..300));
+            }
+            () = sleep_until(heard + IDLE) => break false,
+            _ = ping.tick() => {
+                nonce += 1;
+                let _ = outbound.try_send(Frame::Ping(Ping { nonce }));
+            }
+        }
+    };
+    if !answered {
+        let mut ledger = record.lock();
+        ledger.lost.extend(in_flight.into_values());
+    }
+    outbound.close();
+    answered
+}
