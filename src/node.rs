@@ -116,14 +116,28 @@ impl Node {
     /// accepting, takes workers out of selection, tells them to drain, waits for in-flight
     /// dispatches up to the drain timeout, closes every connection and waits for its task.
     ///
+    /// With `admin_listen` set, the admin HTTP listener is bound too and served until the
+    /// connections close.
+    ///
     /// # Errors
-    /// [`ServeError::Listener`] when the listener's address cannot be read.
+    /// [`ServeError::Listener`] when the listener's address cannot be read or the admin
+    /// listener cannot bind.
     pub async fn serve(
         &self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
         let local = listener.local_addr()?;
+        if let Some(admin) = self.shared.config.admin_listen {
+            let admin = TcpListener::bind(admin).await?;
+            tracing::info!(addr = %admin.local_addr()?, "admin listening");
+            let closing = self.shared.closing.clone();
+            tokio::spawn(crate::admin::serve(
+                admin,
+                Arc::clone(&self.shared),
+                closing,
+            ));
+        }
         let incoming = futures_util::stream::unfold(listener, |listener| async move {
             let accepted = listener.accept().await.map(|(stream, _)| {
                 listener::tune(&stream);

@@ -1,0 +1,147 @@
+//! The admin listener of a real node under load: `/metrics` parsed as Prometheus text,
+//! `/health`, `/ready` and `/status`.
+
+mod support;
+
+use std::net::SocketAddr;
+
+use lintel::sdk::{handler_fn, DispatchOptions};
+use lintel::wire::{ActivityOutcome, DispatchRequest, DispatchResult};
+use lintel::NodeConfig;
+use prometheus_parse::{Scrape, Value};
+use support::{client, plain, request, sdk_worker, within, TestNode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// GETs `path` from the admin listener: the status code and the body.
+async fn get(admin: SocketAddr, path: &str) -> (u16, String) {
+    within("an admin request", async {
+        let mut stream = tokio::net::TcpStream::connect(admin)
+            .await
+            .expect("connect");
+        let head = format!("GET {path} HTTP/1.1\r\nHost: lintel\r\nConnection: close\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+        let code = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .expect("a status code");
+        (code, body.to_owned())
+    })
+    .await
+}
+
+fn sample(scrape: &Scrape, name: &str, label: Option<(&str, &str)>) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .filter(|sample| sample.metric == name)
+        .find(|sample| label.is_none_or(|(key, value)| sample.labels.get(key) == Some(value)))
+        .and_then(|sample| match &sample.value {
+            Value::Counter(value) | Value::Gauge(value) | Value::Untyped(value) => Some(*value),
+            _ => None,
+        })
+}
+
+#[tokio::test]
+async fn metrics_health_ready_and_status_describe_a_node_under_load() {
+    let admin = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        probe.local_addr().expect("addr")
+    };
+    let node = TestNode::with_config(NodeConfig {
+        admin_listen: Some(admin),
+        node_id: "metered".into(),
+        ..NodeConfig::default()
+    })
+    .await;
+    let echo = handler_fn(|request: DispatchRequest| {
+        std::future::ready(ActivityOutcome::Success(request.input))
+    });
+    let _worker = sdk_worker(node.addr, plain("ns", "echo", 8, "w"), echo).await;
+    let producer = client(node.addr).await;
+    let waiting = DispatchOptions::default().wait_for_worker(std::time::Duration::from_secs(10));
+    let mut dispatches = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let producer = producer.clone();
+        let waiting = waiting.clone();
+        dispatches.spawn(async move {
+            producer
+                .dispatch(request("ns", "echo", &i.to_string()), &waiting)
+                .await
+        });
+    }
+    while let Some(done) = dispatches.join_next().await {
+        let result = done.expect("task").expect("connection stays up");
+        assert!(matches!(result, DispatchResult::Completed(_)), "{result:?}");
+    }
+    for _ in 0..5 {
+        let missing = producer
+            .dispatch(request("nowhere", "echo", "x"), &DispatchOptions::default())
+            .await
+            .expect("connection stays up");
+        assert!(matches!(missing, DispatchResult::NoWorker(_)));
+    }
+
+    let (code, text) = get(admin, "/metrics").await;
+    assert_eq!(code, 200);
+    let scrape =
+        Scrape::parse(text.lines().map(|line| Ok(line.to_owned()))).expect("Prometheus text");
+    let completed = sample(
+        &scrape,
+        "lintel_dispatches_total",
+        Some(("outcome", "completed")),
+    );
+    assert_eq!(completed, Some(200.0));
+    let no_worker = sample(
+        &scrape,
+        "lintel_dispatches_total",
+        Some(("outcome", "no-worker")),
+    );
+    assert_eq!(no_worker, Some(5.0));
+    let channel = "aion.dispatch.ns.default";
+    assert_eq!(
+        sample(&scrape, "lintel_pool_workers", Some(("channel", channel))),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&scrape, "lintel_pool_slots", Some(("channel", channel))),
+        Some(8.0)
+    );
+    assert_eq!(
+        sample(
+            &scrape,
+            "lintel_pool_free_slots",
+            Some(("channel", channel))
+        ),
+        Some(8.0)
+    );
+    assert_eq!(
+        sample(&scrape, "lintel_dispatches_in_flight", None),
+        Some(0.0)
+    );
+    let latency = scrape
+        .samples
+        .iter()
+        .find(|sample| sample.metric == "lintel_dispatch_duration_seconds")
+        .expect("the latency histogram");
+    match &latency.value {
+        Value::Histogram(buckets) => {
+            let total = buckets.last().map(|bucket| bucket.count);
+            assert_eq!(total, Some(205.0), "every dispatch was timed");
+        }
+        other => panic!("expected a histogram, got {other:?}"),
+    }
+
+    assert_eq!(get(admin, "/health").await.0, 200);
+    assert_eq!(get(admin, "/ready").await.0, 200);
+    let (code, status) = get(admin, "/status").await;
+    assert_eq!(code, 200);
+    let status: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
+    assert_eq!(status["node_id"], "metered");
+    assert_eq!(status["counters"]["completed"], 200);
+    assert!(status["peers"].is_array());
+    assert_eq!(get(admin, "/nowhere").await.0, 404);
+}
