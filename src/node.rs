@@ -177,10 +177,23 @@ impl Node {
         let mut backoff = Duration::from_millis(5);
         let mut incoming = Box::pin(incoming);
         tokio::pin!(shutdown);
+        // Polled only once shutdown began: until the drain is over the listener keeps
+        // accepting, and each new connection is refused `Draining` at its hello.
+        let drain = self.drain(&tasks);
+        tokio::pin!(drain);
+        let mut draining = false;
+        let mut drained = false;
         loop {
             // Cancel-safe, as required above: losing the race to shutdown loses no connection.
             let accepted = tokio::select! {
-                () = &mut shutdown => break,
+                () = &mut shutdown, if !draining => {
+                    draining = true;
+                    continue;
+                }
+                () = &mut drain, if draining => {
+                    drained = true;
+                    break;
+                }
                 accepted = incoming.next() => accepted,
             };
             let stream = match accepted {
@@ -213,7 +226,10 @@ impl Node {
         }
         // Stops accepting: a TCP listener closes here.
         drop(incoming);
-        self.drain(&tasks).await;
+        if !drained {
+            // The listener ended before the drain did: finish it now.
+            drain.await;
+        }
     }
 
     async fn drain(&self, tasks: &TaskTracker) {

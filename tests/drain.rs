@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lintel::dispatch::DispatchOptions;
-use lintel::wire::{DispatchResult, Frame};
+use lintel::wire::{DispatchResult, Frame, RefusalCode, Role};
 use lintel::NodeConfig;
 use support::{
-    dispatch, next_frame, next_outcome, outcome_of, plain, poll_once, producer, request, served_by,
-    spawn_dispatch, submit, within, RawWorker, TestNode,
+    dispatch, hello, next_frame, next_outcome, outcome_of, plain, poll_once, producer, request,
+    served_by, spawn_dispatch, submit, within, RawClient, RawWorker, TestNode,
 };
 
 #[tokio::test]
@@ -59,6 +59,13 @@ async fn during_shutdown_new_dispatches_end_draining_and_in_flight_ones_complete
         (outcome.correlation, outcome.result),
         (5, DispatchResult::Draining)
     );
+    // The listener still accepts while draining, and refuses the newcomer politely.
+    let mut late = RawClient::connect(node.addr).await;
+    late.send(Frame::Hello(hello(Role::Producer))).await;
+    match late.recv().await {
+        Some(Frame::HelloRefused(refusal)) => assert_eq!(refusal.code, RefusalCode::Draining),
+        other => panic!("expected HelloRefused{{Draining}}, got {other:?}"),
+    }
 
     worker.reply(&push, "finished").await;
     assert_eq!(served_by(&outcome_of(in_flight).await), "finished");
