@@ -192,3 +192,59 @@ fn status_prints_no_log_lines() {
     assert_eq!(text(&output.stderr), "", "nothing on stderr");
     assert!(text(&output.stdout).starts_with("node "));
 }
+
+#[test]
+fn bench_piped_prints_no_progress_lines() {
+    let served = Served::start(&[]);
+    let output = lintel()
+        .args(["bench", "--connect", &served.addr])
+        .args(["--duration", "1.6", "--workers", "1", "--concurrency", "4"])
+        .output()
+        .expect("lintel bench runs");
+    let stdout = text(&output.stdout);
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    for stream in [&stdout, &stderr] {
+        assert!(
+            !stream.contains('\r'),
+            "a redrawn line when piped: {stream:?}"
+        );
+        assert!(
+            !stream.contains('\u{1b}'),
+            "an escape when piped: {stream:?}"
+        );
+        assert!(
+            !stream.contains(" /s"),
+            "a progress line when piped: {stream:?}"
+        );
+    }
+    assert_eq!(stderr.lines().count(), 1, "only the run's header: {stderr}");
+    assert!(stdout.contains(" dispatches in "), "the summary: {stdout}");
+}
+
+#[test]
+fn bench_json_to_stdout_is_the_report_alone() {
+    let served = Served::start(&[]);
+    let output = lintel()
+        .args(["bench", "--connect", &served.addr])
+        .args([
+            "--count",
+            "200",
+            "--workers",
+            "1",
+            "--concurrency",
+            "4",
+            "--json",
+            "-",
+        ])
+        .output()
+        .expect("lintel bench runs");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("stdout is one JSON report");
+    assert_eq!(report["dispatches"], 200);
+    assert_eq!(report["outcomes"]["completed"], 200);
+    for key in ["rps", "p50_us", "p99_us", "p999_us", "served_by"] {
+        assert!(report.get(key).is_some(), "no {key} in {report}");
+    }
+}

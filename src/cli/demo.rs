@@ -243,7 +243,7 @@ fn load(args: &Args) -> Load {
         count: Some(args.dispatches),
         duration: None,
         options: DispatchOptions::default().wait_for_worker(Duration::from_secs(5)),
-        progress: false,
+        progress: true,
     }
 }
 

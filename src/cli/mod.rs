@@ -6,6 +6,7 @@ mod dispatch;
 mod exit;
 mod loadgen;
 mod logging;
+mod progress;
 mod runtime;
 mod serve;
 mod signal;
