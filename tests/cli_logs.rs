@@ -223,20 +223,12 @@ fn bench_piped_prints_no_progress_lines() {
 }
 
 #[test]
-fn bench_json_to_stdout_is_the_report_alone() {
+fn bench_json_to_stdout_is_the_report_alone_and_the_histogram_goes_to_stderr() {
     let served = Served::start(&[]);
     let output = lintel()
         .args(["bench", "--connect", &served.addr])
-        .args([
-            "--count",
-            "200",
-            "--workers",
-            "1",
-            "--concurrency",
-            "4",
-            "--json",
-            "-",
-        ])
+        .args(["--count", "200", "--workers", "1", "--concurrency", "4"])
+        .args(["--json", "-", "--histogram", "-"])
         .output()
         .expect("lintel bench runs");
     assert!(output.status.success(), "{}", text(&output.stderr));
@@ -247,4 +239,7 @@ fn bench_json_to_stdout_is_the_report_alone() {
     for key in ["rps", "p50_us", "p99_us", "p999_us", "served_by"] {
         assert!(report.get(key).is_some(), "no {key} in {report}");
     }
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("latency (log-scaled buckets)"), "{stderr}");
+    assert!(stderr.lines().any(|line| line.contains('#')), "{stderr}");
 }

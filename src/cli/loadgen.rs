@@ -65,11 +65,18 @@ impl Report {
     }
 }
 
+/// A finished run: its report and every latency it recorded, in nanoseconds.
+#[derive(Debug)]
+pub(super) struct Run {
+    pub(super) report: Report,
+    pub(super) latencies: Histogram<u64>,
+}
+
 /// Runs `load` through `client` and reports.
 ///
 /// # Errors
 /// Only if the latency histogram cannot be made.
-pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, CreationError> {
+pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationError> {
     // Latencies in nanoseconds from 1 ns to an hour, to three significant digits.
     let histogram = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
     let remaining = Arc::new(AtomicU64::new(load.count.unwrap_or(u64::MAX)));
@@ -160,7 +167,7 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
     let elapsed = started.elapsed().as_secs_f64();
     let dispatches = latencies.len();
     let percentile = |q: f64| latencies.value_at_quantile(q) as f64 / 1_000.0;
-    Ok(Report {
+    let report = Report {
         concurrency: load.concurrency.max(1),
         payload_bytes: load.payload,
         dispatches,
@@ -176,7 +183,8 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
         p999_us: percentile(0.999),
         outcomes,
         served_by,
-    })
+    };
+    Ok(Run { report, latencies })
 }
 
 fn class_of(result: &DispatchResult) -> &'static str {

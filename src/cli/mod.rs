@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod dispatch;
 mod exit;
+mod histogram;
 mod loadgen;
 mod logging;
 mod progress;
