@@ -9,7 +9,8 @@ use lintel_client::{Client, ClientConfig, DispatchOptions, Worker, WorkerConfig,
 use lintel_wire::Register;
 
 use super::exit::fail;
-use super::loadgen::{self, Load};
+use super::histogram;
+use super::loadgen::{self, Load, Run};
 use crate::activities::BuiltIn;
 
 #[derive(Debug, clap::Args)]
@@ -43,6 +44,10 @@ pub(super) struct Args {
     /// Namespace to dispatch in (and register the started workers in).
     #[arg(long, default_value = "bench")]
     namespace: String,
+    /// Write the latency distribution as an SVG to this file, or as text bars with `-` (to
+    /// stdout, or to stderr when `--json -` takes stdout).
+    #[arg(long, value_name = "FILE")]
+    histogram: Option<PathBuf>,
     /// Auth token for nodes that require one.
     #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
@@ -87,8 +92,8 @@ pub(super) async fn run(args: Args) -> ExitCode {
             (None, None) => String::new(),
         }
     );
-    let report = match loadgen::run(&client, &load).await {
-        Ok(report) => report,
+    let Run { report, latencies } = match loadgen::run(&client, &load).await {
+        Ok(run) => run,
         Err(err) => {
             eprintln!("cannot record latencies: {err}");
             return ExitCode::FAILURE;
@@ -115,6 +120,14 @@ pub(super) async fn run(args: Args) -> ExitCode {
         eprint!("{summary}");
     } else {
         print!("{summary}");
+    }
+    if let Some(path) = &args.histogram {
+        if let Err(err) = histogram::write(path, &latencies, json_to_stdout) {
+            return fail(format!(
+                "cannot write the histogram to {}: {err}",
+                path.display()
+            ));
+        }
     }
     if let Some(path) = &args.json {
         let written = serde_json::to_string_pretty(&report)

@@ -5,11 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hdrhistogram::CreationError;
+use hdrhistogram::{CreationError, Histogram};
 use lintel_client::{
     Client, ClientConfig, ConnectError, DispatchOptions, Worker, WorkerConfig, WorkerError,
     WorkerHandle,
@@ -20,7 +21,8 @@ use tokio::sync::oneshot;
 use tokio::task::{JoinError, JoinHandle};
 
 use super::exit::fail;
-use super::loadgen::{self, Load, Report};
+use super::histogram;
+use super::loadgen::{self, Load, Report, Run};
 use crate::activities::BuiltIn;
 use crate::config::{ConfigError, NodeConfig};
 use crate::node::{Node, ServeError};
@@ -50,6 +52,10 @@ pub(super) struct Args {
     /// workers run on the other nodes, so every dispatch crosses a hop.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16))]
     nodes: u8,
+    /// Write the latency distribution as an SVG to this file, or as text bars to stdout with
+    /// `-`.
+    #[arg(long, value_name = "FILE")]
+    histogram: Option<PathBuf>,
 }
 
 /// Why the demo stopped before reporting success.
@@ -73,6 +79,11 @@ enum DemoError {
     Serve(#[from] ServeError),
     #[error(transparent)]
     ServeTask(#[from] JoinError),
+    #[error("cannot write the histogram to {}: {source}", path.display())]
+    Histogram {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{missing} of {total} dispatches did not complete")]
     Incomplete { missing: u64, total: u64 },
 }
@@ -113,7 +124,7 @@ async fn single(args: &Args) -> Result<(), DemoError> {
         "pushing {} dispatches of {} B, {} in flight",
         args.dispatches, args.payload, args.concurrency
     );
-    let report = loadgen::run(&client, &load(args)).await?;
+    let Run { report, latencies } = loadgen::run(&client, &load(args)).await?;
     println!(
         "{} dispatches in {:.2}s: {:.0}/s, latency p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us",
         report.dispatches,
@@ -126,6 +137,7 @@ async fn single(args: &Args) -> Result<(), DemoError> {
     for (class, count) in &report.outcomes {
         println!("  {class}: {count}");
     }
+    draw(args, &latencies)?;
     finish(client, &workers, vec![node], &report, args.dispatches).await
 }
 
@@ -206,7 +218,7 @@ async fn cluster(args: &Args) -> Result<(), DemoError> {
         "pushing {} dispatches of {} B into {}, {} in flight, each relayed to a worker's node",
         args.dispatches, args.payload, entry.id, args.concurrency
     );
-    let report = loadgen::run(&client, &load(args)).await?;
+    let Run { report, latencies } = loadgen::run(&client, &load(args)).await?;
     println!(
         "{} cross-node dispatches in {:.2}s: {:.0}/s, latency p50 {:.1} us, p90 {:.1} us, \
          p99 {:.1} us",
@@ -229,8 +241,22 @@ async fn cluster(args: &Args) -> Result<(), DemoError> {
             println!("  served by {id}: {count}");
         }
     }
+    draw(args, &latencies)?;
     let nodes = std::iter::once(entry).chain(serving).collect();
     finish(client, &workers, nodes, &report, args.dispatches).await
+}
+
+/// Writes the latency histogram where `--histogram` asks, if it does.
+fn draw(args: &Args, latencies: &Histogram<u64>) -> Result<(), DemoError> {
+    match &args.histogram {
+        Some(path) => {
+            histogram::write(path, latencies, false).map_err(|source| DemoError::Histogram {
+                path: path.clone(),
+                source,
+            })
+        }
+        None => Ok(()),
+    }
 }
 
 /// The load every demo pushes: `args.dispatches` echoes, waiting up to 5 s for a worker.
@@ -243,7 +269,7 @@ fn load(args: &Args) -> Load {
         count: Some(args.dispatches),
         duration: None,
         options: DispatchOptions::default().wait_for_worker(Duration::from_secs(5)),
-        progress: false,
+        progress: true,
     }
 }
 

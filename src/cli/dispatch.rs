@@ -15,6 +15,7 @@ pub(super) struct Args {
     /// Node address.
     #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
     connect: String,
+    /// Namespace to dispatch in.
     #[arg(long)]
     namespace: String,
     /// Task queue; empty means `default`.

@@ -2,8 +2,8 @@
 //! bounded by a count or a duration, recording latency and outcome classes.
 //!
 //! Each loop keeps its own latency histogram, outcome counts and serving-node counts, merged
-//! at the end, so memory stays flat however long the run and the loops share nothing but two
-//! counters.
+//! at the end, so memory stays flat however long the run and the loops share nothing but the
+//! remaining count and the progress tally.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +16,7 @@ use lintel_client::{Client, DispatchOptions};
 use lintel_wire::{DispatchRequest, DispatchResult};
 use serde::Serialize;
 
+use super::progress::{self, Tally};
 use crate::dispatch::outcome;
 
 /// What to run.
@@ -30,7 +31,7 @@ pub(super) struct Load {
     /// ...or after this long, whichever comes first.
     pub(super) duration: Option<Duration>,
     pub(super) options: DispatchOptions,
-    /// Print a progress line to stderr every second.
+    /// Draw a live progress line on stderr when it is a terminal and the run lasts a while.
     pub(super) progress: bool,
 }
 
@@ -64,15 +65,22 @@ impl Report {
     }
 }
 
+/// A finished run: its report and every latency it recorded, in nanoseconds.
+#[derive(Debug)]
+pub(super) struct Run {
+    pub(super) report: Report,
+    pub(super) latencies: Histogram<u64>,
+}
+
 /// Runs `load` through `client` and reports.
 ///
 /// # Errors
 /// Only if the latency histogram cannot be made.
-pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, CreationError> {
+pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationError> {
     // Latencies in nanoseconds from 1 ns to an hour, to three significant digits.
     let histogram = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
     let remaining = Arc::new(AtomicU64::new(load.count.unwrap_or(u64::MAX)));
-    let done = Arc::new(AtomicU64::new(0));
+    let tally = Arc::new(Tally::default());
     let deadline = load.duration.map(|d| Instant::now() + d);
     let input = Bytes::from(vec![b'x'; load.payload]);
     let started = Instant::now();
@@ -80,7 +88,7 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
     for lane in 0..load.concurrency.max(1) {
         let client = client.clone();
         let remaining = Arc::clone(&remaining);
-        let done = Arc::clone(&done);
+        let tally = Arc::clone(&tally);
         let input = input.clone();
         let load = load.clone();
         let mut latencies = histogram.clone();
@@ -124,7 +132,7 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
                 };
                 let nanos = u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 latencies.saturating_record(nanos.max(1));
-                done.fetch_add(1, Ordering::Relaxed);
+                tally.record(class == "completed");
                 *outcomes.entry(class).or_default() += 1;
                 if class == "connection-lost" {
                     break;
@@ -133,24 +141,11 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
             (latencies, outcomes, served_by)
         }));
     }
-    let progress = load.progress.then(|| {
-        let done = Arc::clone(&done);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            tick.tick().await;
-            let mut last = 0;
-            loop {
-                tick.tick().await;
-                let now = done.load(Ordering::Relaxed);
-                eprintln!(
-                    "  {:>6.1}s  {now:>10} dispatches  {:>9} /s",
-                    started.elapsed().as_secs_f64(),
-                    now - last
-                );
-                last = now;
-            }
-        })
-    });
+    let live = if load.progress {
+        progress::start(Arc::clone(&tally), started)
+    } else {
+        None
+    };
     let mut latencies = histogram;
     let mut outcomes = BTreeMap::<String, u64>::new();
     let mut served_by = BTreeMap::<String, u64>::new();
@@ -166,13 +161,13 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
             }
         }
     }
-    if let Some(progress) = progress {
-        progress.abort();
+    if let Some(live) = live {
+        live.finish().await;
     }
     let elapsed = started.elapsed().as_secs_f64();
     let dispatches = latencies.len();
     let percentile = |q: f64| latencies.value_at_quantile(q) as f64 / 1_000.0;
-    Ok(Report {
+    let report = Report {
         concurrency: load.concurrency.max(1),
         payload_bytes: load.payload,
         dispatches,
@@ -188,7 +183,8 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Report, Creation
         p999_us: percentile(0.999),
         outcomes,
         served_by,
-    })
+    };
+    Ok(Run { report, latencies })
 }
 
 fn class_of(result: &DispatchResult) -> &'static str {

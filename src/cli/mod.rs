@@ -4,17 +4,21 @@ mod bench;
 mod demo;
 mod dispatch;
 mod exit;
+mod histogram;
 mod loadgen;
+mod logging;
+mod progress;
 mod runtime;
 mod serve;
 mod signal;
 mod status;
 mod worker;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use logging::LogFormat;
 
 /// lintel: a push-dispatch message-bus node.
 #[derive(Debug, Parser)]
@@ -26,6 +30,15 @@ struct Cli {
     /// the default: one for `serve` and `worker`, one per core for the rest (see the README).
     #[arg(long, global = true, env = "LINTEL_THREADS")]
     threads: Option<usize>,
+    /// Log lines on stderr: text, or one JSON object per line.
+    #[arg(
+        long,
+        global = true,
+        env = "LINTEL_LOG_FORMAT",
+        value_enum,
+        default_value_t
+    )]
+    log_format: LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -47,7 +60,7 @@ enum Command {
 /// Parses the command line, runs the subcommand and maps its result to an exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    logging::init(cli.log_format, default_log_filter(&cli.command));
     // `serve` reads its config file before the runtime exists: the file may choose the threads.
     let (command, config_threads) = match cli.command {
         Command::Serve(args) => match serve::load(args) {
@@ -94,14 +107,11 @@ enum Loaded {
     Other(Box<Command>),
 }
 
-/// Logs go to stderr through tracing, filtered by `RUST_LOG` (default `info`), coloured only
-/// when stderr is a terminal.
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+/// `serve` and `worker` run until stopped and log what they do; the one-shot commands print
+/// their result and only warnings and errors besides.
+fn default_log_filter(command: &Command) -> &'static str {
+    match command {
+        Command::Serve(_) | Command::Worker(_) => "info",
+        Command::Dispatch(_) | Command::Status(_) | Command::Demo(_) | Command::Bench(_) => "warn",
+    }
 }
