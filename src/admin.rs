@@ -283,6 +283,65 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
         dispatcher.counters().latency().clone(),
     );
 
+    let mut connections = Vec::new();
+    let mut frames = Vec::new();
+    let mut bytes = Vec::new();
+    for (role, load) in shared.tally.by_role() {
+        let labels = vec![("role", format!("{role:?}").to_ascii_lowercase())];
+        connections.push((labels.clone(), count(load.connections)));
+        frames.push((labels.clone(), count(load.queued_frames)));
+        bytes.push((labels, count(load.queued_bytes)));
+    }
+    gauge_family(
+        &mut registry,
+        "connections_by_role",
+        "Connections past their handshake, by role.",
+        connections,
+    );
+    gauge_family(
+        &mut registry,
+        "outbound_queued_frames",
+        "Frames queued to send and not yet written, summed by role.",
+        frames,
+    );
+    gauge_family(
+        &mut registry,
+        "outbound_queued_bytes",
+        "Bytes queued to send and not yet written, summed by role.",
+        bytes,
+    );
+
+    let refusals = Family::<Labels, Counter>::default();
+    for ((stage, code), value) in shared.tally.refusals() {
+        refusals
+            .get_or_create(&vec![("stage", stage.to_owned()), ("code", code)])
+            .inc_by(value);
+    }
+    for (reason, value) in dispatcher.counters().refused_by_reason() {
+        if value > 0 {
+            refusals
+                .get_or_create(&vec![
+                    ("stage", "dispatch".to_owned()),
+                    ("code", format!("{reason:?}")),
+                ])
+                .inc_by(value);
+        }
+    }
+    registry.register(
+        "refusals",
+        "Refusals sent: at hello, at registration, or of a dispatch, by code.",
+        refusals,
+    );
+    let errors = Family::<Labels, Counter>::default();
+    for (code, value) in shared.tally.errors() {
+        errors.get_or_create(&vec![("code", code)]).inc_by(value);
+    }
+    registry.register(
+        "errors",
+        "Error frames sent before closing a connection, by code.",
+        errors,
+    );
+
     let mut up = Vec::new();
     let mut sent = Vec::new();
     let mut received = Vec::new();

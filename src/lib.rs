@@ -33,6 +33,7 @@ pub mod notifier;
 pub mod registry;
 mod shared;
 pub mod signal;
+mod tally;
 
 pub use config::NodeConfig;
 pub use node::{serve, Node, ServeError};

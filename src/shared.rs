@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::NodeConfig;
 use crate::dispatch::Dispatcher;
 use crate::notifier::ConnectionNotifier;
+use crate::tally::Tally;
 
 /// State every connection task shares.
 pub(crate) struct Shared {
@@ -32,6 +33,8 @@ pub(crate) struct Shared {
     pub(crate) incarnation: u64,
     started: Instant,
     connections: AtomicU32,
+    /// Connections by role, refusals and errors, for the metrics endpoint.
+    pub(crate) tally: Tally,
 }
 
 impl Shared {
@@ -53,6 +56,7 @@ impl Shared {
             incarnation: fastrand::u64(1..),
             started: Instant::now(),
             connections: AtomicU32::new(0),
+            tally: Tally::default(),
         }
     }
 

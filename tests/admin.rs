@@ -85,6 +85,26 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
         assert!(matches!(missing, DispatchResult::NoWorker(_)));
     }
 
+    // A refused hello, a refused dispatch and a protocol error, to be counted by code.
+    let mut stranger = support::RawClient::connect(node.addr).await;
+    stranger
+        .send(lintel::wire::Frame::Hello(lintel::wire::Hello {
+            min_version: 9,
+            max_version: 9,
+            ..support::hello(lintel::wire::Role::Producer)
+        }))
+        .await;
+    stranger.closed().await;
+    let invalid = producer
+        .dispatch(request("", "echo", "x"), &DispatchOptions::default())
+        .await
+        .expect("connection stays up");
+    assert!(matches!(invalid, DispatchResult::Refused(_)));
+    let (mut rude, _) = support::RawClient::hello(node.addr, lintel::wire::Role::Producer).await;
+    rude.send(lintel::wire::Frame::Register(plain("ns", "echo", 1, "x")))
+        .await;
+    rude.closed().await;
+
     let (code, text) = get(admin, "/metrics").await;
     assert_eq!(code, 200);
     let scrape =
@@ -122,6 +142,36 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
         sample(&scrape, "lintel_dispatches_in_flight", None),
         Some(0.0)
     );
+    let by_role = |role| sample(&scrape, "lintel_connections_by_role", Some(("role", role)));
+    assert_eq!(
+        (by_role("worker"), by_role("producer")),
+        (Some(1.0), Some(1.0))
+    );
+    let refusals = |stage: &str, code: &str| {
+        scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == "lintel_refusals_total")
+            .find(|s| s.labels.get("stage") == Some(stage) && s.labels.get("code") == Some(code))
+            .and_then(|s| match s.value {
+                Value::Counter(v) | Value::Untyped(v) | Value::Gauge(v) => Some(v),
+                _ => None,
+            })
+    };
+    assert_eq!(refusals("hello", "VersionMismatch"), Some(1.0));
+    assert_eq!(refusals("dispatch", "InvalidRequest"), Some(1.0));
+    let errors = sample(
+        &scrape,
+        "lintel_errors_total",
+        Some(("code", "UnexpectedFrame")),
+    );
+    assert_eq!(errors, Some(1.0));
+    assert!(sample(
+        &scrape,
+        "lintel_outbound_queued_bytes",
+        Some(("role", "worker"))
+    )
+    .is_some());
     let latency = scrape
         .samples
         .iter()
@@ -130,7 +180,7 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
     match &latency.value {
         Value::Histogram(buckets) => {
             let total = buckets.last().map(|bucket| bucket.count);
-            assert_eq!(total, Some(205.0), "every dispatch was timed");
+            assert_eq!(total, Some(206.0), "every dispatch was timed");
         }
         other => panic!("expected a histogram, got {other:?}"),
     }

@@ -31,16 +31,12 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
     // The handshake and the closing flush run once each; boxed, they stay out of the task that
     // every idle connection keeps for its whole life.
     let close = match Box::pin(handshake::accept(&shared, &mut reader, &outbound, pid)).await {
-        Ok(accepted) => match accepted.role {
-            Role::Worker => {
-                worker::serve(&shared, pid, &mut reader, &outbound, accepted.grant).await
-            }
-            Role::Producer => {
-                let (version, grant) = (accepted.version, accepted.grant);
-                producer::serve(&shared, &mut reader, &outbound, version, grant).await
-            }
-            Role::Peer => Box::pin(peer::serve_accepted(&shared, &mut reader, &outbound)).await,
-        },
+        Ok(accepted) => {
+            shared.tally.opened(pid, accepted.role, &outbound);
+            let close = serve_role(&shared, pid, &mut reader, &outbound, accepted).await;
+            shared.tally.closed(pid);
+            close
+        }
         Err(close) => close,
     };
     if let Close::With(frame) = &close {
@@ -48,12 +44,41 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
             tracing::debug!(pid, code = ?error.code, reason = %error.reason, "closing on protocol error");
         }
     }
-    finish(close, outbound, writer).await;
+    finish(&shared, close, outbound, writer).await;
     tracing::debug!(pid, "connection closed");
 }
 
+/// Runs the role a connection took at its handshake until it should close.
+async fn serve_role(
+    shared: &Arc<Shared>,
+    pid: u64,
+    reader: &mut FrameReader,
+    outbound: &Outbound,
+    accepted: handshake::Accepted,
+) -> Close {
+    match accepted.role {
+        Role::Worker => worker::serve(shared, pid, reader, outbound, accepted.grant).await,
+        Role::Producer => {
+            producer::serve(shared, reader, outbound, accepted.version, accepted.grant).await
+        }
+        Role::Peer => Box::pin(peer::serve_accepted(shared, reader, outbound)).await,
+    }
+}
+
 /// Sends the closing frame, if any, and waits a bounded time for the writer to flush.
-async fn finish(close: Close, outbound: Outbound, writer: JoinHandle<std::io::Result<()>>) {
+async fn finish(
+    shared: &Shared,
+    close: Close,
+    outbound: Outbound,
+    writer: JoinHandle<std::io::Result<()>>,
+) {
+    if let Close::With(frame) = &close {
+        match &**frame {
+            Frame::Error(error) => shared.tally.error(error.code),
+            Frame::HelloRefused(refusal) => shared.tally.refused("hello", refusal.code),
+            _ => {}
+        }
+    }
     let flush = async {
         match close {
             Close::With(frame) => outbound.close_with(*frame).await,

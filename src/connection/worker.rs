@@ -168,6 +168,9 @@ impl WorkerConn<'_> {
                 reason: format!("namespace {namespace:?} is not granted to this worker's token"),
             });
             tracing::debug!(pid = self.pid, %namespace, "registration refused: namespace not granted");
+            self.shared
+                .tally
+                .refused("register", RefusalCode::Unauthorized);
             return self
                 .outbound
                 .send(refused)
@@ -187,6 +190,7 @@ impl WorkerConn<'_> {
             }
             Err(refusal) => {
                 tracing::debug!(pid = self.pid, code = ?refusal.code, "registration refused");
+                self.shared.tally.refused("register", refusal.code);
                 let refused = Frame::RegisterRefused(refusal);
                 self.outbound
                     .send(refused)

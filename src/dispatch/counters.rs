@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use lintel_wire::{Counters, DispatchResult};
+use lintel_wire::{Counters, DispatchResult, RefusedReason};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 
 /// One counter per outcome class, plus submissions, pushes and what became of late replies,
@@ -25,7 +25,18 @@ pub struct DispatchCounters {
     late_replies: AtomicU64,
     dropped_replies: AtomicU64,
     reclaimed_slots: AtomicU64,
+    /// Refused dispatches by reason, in `RefusedReason` order.
+    refused_by: [AtomicU64; REFUSED_REASONS.len()],
 }
+
+/// Every refusal reason, in wire order.
+const REFUSED_REASONS: [RefusedReason; 5] = [
+    RefusedReason::InvalidRequest,
+    RefusedReason::WorkerBackpressure,
+    RefusedReason::TooManyInFlight,
+    RefusedReason::DuplicateCorrelation,
+    RefusedReason::NamespaceNotGranted,
+];
 
 impl Default for DispatchCounters {
     fn default() -> Self {
@@ -45,6 +56,7 @@ impl Default for DispatchCounters {
             late_replies: AtomicU64::default(),
             dropped_replies: AtomicU64::default(),
             reclaimed_slots: AtomicU64::default(),
+            refused_by: Default::default(),
         }
     }
 }
@@ -84,6 +96,23 @@ impl DispatchCounters {
             DispatchResult::ShutDown { .. } => &self.shut_down,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        if let DispatchResult::Refused(refused) = result {
+            let at = REFUSED_REASONS
+                .iter()
+                .position(|reason| *reason == refused.reason);
+            if let Some(count) = at.and_then(|at| self.refused_by.get(at)) {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Refused dispatches by reason.
+    pub fn refused_by_reason(&self) -> Vec<(RefusedReason, u64)> {
+        REFUSED_REASONS
+            .iter()
+            .zip(&self.refused_by)
+            .map(|(reason, count)| (*reason, count.load(Ordering::Relaxed)))
+            .collect()
     }
 
     /// A worker replied to a push that had already ended (timed out or cancelled).

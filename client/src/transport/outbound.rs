@@ -314,6 +314,12 @@ impl Outbound {
         }
     }
 
+    /// Frames and bytes queued and not yet written.
+    pub fn queued(&self) -> (usize, usize) {
+        let state = self.pipe.state();
+        (state.frames, state.buf.len())
+    }
+
     /// True while the queue is below its bound, or once the connection is closing (waiting
     /// for room would then be waiting for nothing).
     pub fn has_room(&self) -> bool {
