@@ -2,18 +2,24 @@
 //!
 //! # Layout
 //! Lowest layer first; a module imports only from the ones above it in this list.
-//! - [`transport`]: from `lintel-client`: a framed TCP connection, a reader plus a writer task
-//!   behind a bounded queue.
-//! - [`link`]: a worker's push path: its queue and the table that decides each push's fate.
+//! - [`transport`]: from `lintel-client`: a framed connection over TCP or any socket halves,
+//!   a reader plus a writer task behind a bounded queue; [`signal`]: a cheap change counter.
+//! - [`link`]: the push paths: a worker's queue and a peer's, each with the table that decides
+//!   every push's or relay's fate.
 //! - [`registry`]: pools of connected workers, selection with reserved slots, FIFO waiters,
 //!   census; [`notifier`]: maps a connection's pid to its registry entry for its life.
+//! - [`cluster`]: the peers this node links to and the pools each announced, with the relays
+//!   charged against them.
 //! - [`dispatch`]: the one admission and the one finish every dispatch takes, whatever its
-//!   source; options (from `lintel-client`) and typed outcomes.
-//! - `shared`: the state every connection task reads; `connection`: one accepted connection:
-//!   handshake, then the worker or producer role (a producer's dispatches in flight in
-//!   `connection::flights`).
+//!   source; placement across the cluster, relays, options and typed outcomes.
+//! - [`auth`]: credentials and grants; `tally`: connections, refusals and errors counted for
+//!   operators; `shared`: the state every connection task reads.
+//! - `connection`: one connection: handshake, then the worker, producer or peer role (a
+//!   connection's dispatches in flight in `connection::flights`, peer links and their
+//!   dialler in `connection::peer`).
 //! - [`node`]: the accept loop, connection limit and drain-then-close shutdown; [`serve`];
-//!   [`listener`]: binding and socket tuning; [`config`]: [`NodeConfig`].
+//!   `admin`: the metrics and health listener; [`listener`]: binding and socket tuning;
+//!   [`config`]: [`NodeConfig`] and its layers.
 //! - [`cli`]: the `lintel` command; [`sdk`]: the `lintel-client` crate re-exported;
 //!   [`activities`]: built-in `echo` and `sleep`.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]

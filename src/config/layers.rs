@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{ConfigError, NodeConfig};
+use super::node::{ConfigError, NodeConfig};
 
 /// Prefix of every variable the node reads.
 pub const ENV_PREFIX: &str = "LINTEL_";

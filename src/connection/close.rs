@@ -1,6 +1,16 @@
 //! How a connection ends: quietly, or after one last frame.
 
+use std::time::Duration;
+
+use futures_util::StreamExt;
 use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye};
+use tokio::task::JoinHandle;
+
+use crate::shared::Shared;
+use lintel_client::transport::{FrameReader, Outbound};
+
+/// How long a closing connection may take to flush its last frames.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// How a connection ends.
 #[derive(Debug)]
@@ -39,5 +49,45 @@ impl Close {
             CodecError::Truncated { .. } => Close::error(ErrorCode::Malformed, err.to_string()),
             CodecError::Encode(_) | CodecError::Io(_) => Close::Quietly,
         }
+    }
+}
+
+/// Sends the closing frame, if any, and waits a bounded time for the writer to flush.
+pub(super) async fn finish(
+    shared: &Shared,
+    close: Close,
+    outbound: Outbound,
+    writer: JoinHandle<std::io::Result<()>>,
+) {
+    if let Close::With(frame) = &close {
+        match &**frame {
+            Frame::Error(error) => shared.tally.error(error.code),
+            Frame::HelloRefused(refusal) => shared.tally.refused("hello", refusal.code),
+            _ => {}
+        }
+    }
+    let flush = async {
+        match close {
+            Close::With(frame) => outbound.close_with(*frame).await,
+            Close::Quietly => outbound.close(),
+        }
+    };
+    let _ = Box::pin(tokio::time::timeout(CLOSE_GRACE, flush)).await;
+    drop(outbound);
+    let mut writer = writer;
+    if tokio::time::timeout(CLOSE_GRACE, &mut writer)
+        .await
+        .is_err()
+    {
+        writer.abort();
+    }
+}
+
+/// The next frame; the end of the stream or bad bytes become the close they call for.
+pub(super) async fn next(reader: &mut FrameReader) -> Result<Frame, Close> {
+    match reader.next().await {
+        None => Err(Close::Quietly),
+        Some(Err(err)) => Err(Close::read_failed(err)),
+        Some(Ok(frame)) => Ok(frame),
     }
 }

@@ -8,20 +8,14 @@ mod producer;
 mod worker;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures_util::StreamExt;
 use lintel_wire::{Frame, Role};
-use tokio::task::JoinHandle;
 
 use crate::shared::Shared;
 use close::Close;
 use lintel_client::transport::{self, FrameReader, Outbound, Socket};
 
 pub(crate) use peer::supervise as supervise_peers;
-
-/// How long a closing connection may take to flush its last frames.
-const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves connection `pid` until it closes; every path ends in the same orderly close.
 pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
@@ -44,7 +38,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
             tracing::debug!(pid, code = ?error.code, reason = %error.reason, "closing on protocol error");
         }
     }
-    finish(&shared, close, outbound, writer).await;
+    close::finish(&shared, close, outbound, writer).await;
     tracing::debug!(pid, "connection closed");
 }
 
@@ -62,45 +56,5 @@ async fn serve_role(
             producer::serve(shared, reader, outbound, accepted.version, accepted.grant).await
         }
         Role::Peer => Box::pin(peer::serve_accepted(shared, reader, outbound)).await,
-    }
-}
-
-/// Sends the closing frame, if any, and waits a bounded time for the writer to flush.
-async fn finish(
-    shared: &Shared,
-    close: Close,
-    outbound: Outbound,
-    writer: JoinHandle<std::io::Result<()>>,
-) {
-    if let Close::With(frame) = &close {
-        match &**frame {
-            Frame::Error(error) => shared.tally.error(error.code),
-            Frame::HelloRefused(refusal) => shared.tally.refused("hello", refusal.code),
-            _ => {}
-        }
-    }
-    let flush = async {
-        match close {
-            Close::With(frame) => outbound.close_with(*frame).await,
-            Close::Quietly => outbound.close(),
-        }
-    };
-    let _ = Box::pin(tokio::time::timeout(CLOSE_GRACE, flush)).await;
-    drop(outbound);
-    let mut writer = writer;
-    if tokio::time::timeout(CLOSE_GRACE, &mut writer)
-        .await
-        .is_err()
-    {
-        writer.abort();
-    }
-}
-
-/// The next frame; the end of the stream or bad bytes become the close they call for.
-async fn next(reader: &mut FrameReader) -> Result<Frame, Close> {
-    match reader.next().await {
-        None => Err(Close::Quietly),
-        Some(Err(err)) => Err(Close::read_failed(err)),
-        Some(Ok(frame)) => Ok(frame),
     }
 }

@@ -26,7 +26,7 @@ use super::admission::{validate, DispatchLimits};
 use super::caller::{Caller, Oneshot};
 use super::counters::DispatchCounters;
 use super::flight::{Flight, Slot, Target};
-use super::relayed::Relayed;
+use super::relayed::{Attempt, PlaceAgain, Relayed};
 use crate::cluster::{Mesh, RemoteSlot};
 use crate::link::{PushError, RelayEntry};
 use crate::registry::{
@@ -52,13 +52,6 @@ pub(crate) enum Scope {
     Cluster,
     /// This node's workers only: it was relayed here.
     Local,
-}
-
-/// Which placement of a dispatch this is, and until when it may wait for a worker.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Attempt {
-    pub(super) number: u32,
-    pub(super) wait_until: Option<Instant>,
 }
 
 /// Where a dispatch was placed.
@@ -343,7 +336,7 @@ impl Dispatcher {
     /// Places a dispatch again after the peer it was relayed to ran nothing, within what is
     /// left of its reply budget: somewhere free now (for the first few attempts), or back in
     /// the wait while its wait for a worker lasts; ends it with `last` when neither is left.
-    pub(super) fn place_again(
+    fn place_again_now(
         &self,
         flight: &Arc<Flight>,
         request: DispatchRequest,
@@ -663,7 +656,7 @@ impl Dispatcher {
         flight.arm(Slot::Remote(slot));
         let entry = |request| -> Arc<dyn RelayEntry> {
             Arc::new(Relayed {
-                dispatcher: self.me.clone(),
+                dispatcher: self.me.clone() as Weak<dyn PlaceAgain>,
                 flight: Arc::clone(flight),
                 request,
                 routing: routing.clone(),
@@ -759,6 +752,19 @@ impl Dispatcher {
             ));
         }
         Ok(())
+    }
+}
+
+impl PlaceAgain for Dispatcher {
+    fn place_again(
+        &self,
+        flight: &Arc<Flight>,
+        request: DispatchRequest,
+        routing: &NodeRouting,
+        attempt: Attempt,
+        last: (DispatchResult, Arc<str>),
+    ) {
+        self.place_again_now(flight, request, routing, attempt, last);
     }
 }
 

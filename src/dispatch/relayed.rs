@@ -5,10 +5,30 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use lintel_wire::{DispatchRequest, DispatchResult, NodeRouting, RefusedReason};
+use tokio::time::Instant;
 
-use super::dispatcher::{Attempt, Dispatcher};
 use super::flight::Flight;
 use crate::link::RelayEntry;
+
+/// Which placement of a dispatch this is, and until when it may wait for a worker.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Attempt {
+    pub(super) number: u32,
+    pub(super) wait_until: Option<Instant>,
+}
+
+/// Places a dispatch again after the node it was relayed to ran nothing.
+pub(super) trait PlaceAgain: Send + Sync {
+    /// Places `flight` again, or ends it with `last` (the serving node's outcome and id).
+    fn place_again(
+        &self,
+        flight: &Arc<Flight>,
+        request: DispatchRequest,
+        routing: &NodeRouting,
+        attempt: Attempt,
+        last: (DispatchResult, Arc<str>),
+    );
+}
 
 /// Most placements in a row one dispatch gets when serving nodes answer that nothing ran;
 /// past them it ends, or goes back to waiting while its wait for a worker lasts.
@@ -16,7 +36,7 @@ pub(super) const MAX_RELAY_ATTEMPTS: u32 = 3;
 
 /// What a peer link holds for one relay.
 pub(super) struct Relayed {
-    pub(super) dispatcher: Weak<Dispatcher>,
+    pub(super) dispatcher: Weak<dyn PlaceAgain>,
     pub(super) flight: Arc<Flight>,
     /// Kept to place the dispatch again if the serving node runs nothing.
     pub(super) request: DispatchRequest,
@@ -42,7 +62,7 @@ impl RelayEntry for Relayed {
         let may_wait = self
             .attempt
             .wait_until
-            .is_some_and(|until| until > tokio::time::Instant::now());
+            .is_some_and(|until| until > Instant::now());
         if nothing_ran(&result) && (self.attempt.number < MAX_RELAY_ATTEMPTS || may_wait) {
             if let Some(dispatcher) = self.dispatcher.upgrade() {
                 if self.flight.unpush() {

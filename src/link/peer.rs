@@ -14,7 +14,7 @@ use lintel_wire::{Cancel, DispatchRequest, DispatchResult, Frame, NodeRouting, R
 
 use lintel_client::transport::{Outbound, SendError};
 
-use super::{End, PushError, ReplyFate};
+use super::fate::{unreachable_request, End, PushError, ReplyFate};
 
 /// What a peer link holds for one relay until the peer lets go of it.
 pub trait RelayEntry: Send + Sync {
@@ -226,7 +226,7 @@ impl PeerLink {
 fn into_request(frame: Frame) -> DispatchRequest {
     match frame {
         Frame::Relay(relay) => relay.request,
-        _ => super::worker::unreachable_request(),
+        _ => unreachable_request(),
     }
 }
 

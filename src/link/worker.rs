@@ -15,7 +15,7 @@ use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
 
 use lintel_client::transport::{Outbound, SendError};
 
-use super::{End, PushError, ReplyFate};
+use super::fate::{unreachable_request, End, PushError, ReplyFate};
 
 /// What a link holds for one push until the worker lets go of it.
 pub trait PushEntry: Send + Sync {
@@ -280,22 +280,6 @@ fn into_request(frame: Frame) -> DispatchRequest {
     match frame {
         Frame::Push(push) => push.request,
         _ => unreachable_request(),
-    }
-}
-
-#[cold]
-pub(super) fn unreachable_request() -> DispatchRequest {
-    DispatchRequest {
-        namespace: String::new(),
-        task_queue: String::new(),
-        activity_type: String::new(),
-        node: None,
-        workflow_id: String::new(),
-        ordinal: 0,
-        run_id: None,
-        attempt: 0,
-        input: bytes::Bytes::new(),
-        deadline_unix_ms: None,
     }
 }
 

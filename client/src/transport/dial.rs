@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use tokio::net::TcpStream;
 
-use super::Socket;
+use super::socket::Socket;
 
 /// The future a [`Dialer`] returns.
 pub type Dialing<'a> = Pin<Box<dyn Future<Output = io::Result<Socket>> + Send + 'a>>;

@@ -94,7 +94,7 @@ async fn dial(shared: Arc<Shared>, address: String) {
                         }
                         Err(HelloFailed::Close(close)) => close,
                     };
-                super::super::finish(&shared, close, conn.outbound, conn.writer).await;
+                super::super::close::finish(&shared, close, conn.outbound, conn.writer).await;
             }
             Err(err) => tracing::debug!(%address, error = %err, "peer dial failed"),
         }

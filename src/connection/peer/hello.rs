@@ -44,7 +44,7 @@ pub(super) async fn exchange(
         return Err(HelloFailed::Close(Close::Quietly));
     }
     let timeout = shared.config.handshake_timeout();
-    let theirs = match tokio::time::timeout(timeout, super::super::next(reader)).await {
+    let theirs = match tokio::time::timeout(timeout, super::super::close::next(reader)).await {
         Err(_) => {
             return Err(HelloFailed::Close(Close::error(
                 lintel_wire::ErrorCode::HandshakeTimeout,

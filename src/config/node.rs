@@ -1,0 +1,310 @@
+//! The node's settings, every one with a working default, and their checks.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{self, Authenticator, GrantConfig};
+use crate::dispatch::{DispatchLimits, Placement, DEFAULT_REPLY_TIMEOUT, MAX_TIMEOUT};
+use crate::registry::AdmissionLimits;
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        path: String,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error("invalid setting {name}: {reason}")]
+    Invalid { name: &'static str, reason: String },
+    #[error("invalid grants: {0}")]
+    Grants(#[from] auth::GrantError),
+    #[error("config key {key} (from {from}): {reason}")]
+    Layer {
+        key: String,
+        from: String,
+        reason: String,
+    },
+}
+
+/// Everything a node needs to run. Every field has a working default.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Address the listener binds.
+    pub listen: SocketAddr,
+    /// The node's name in welcomes and status; empty means `lintel-<port>`.
+    pub node_id: String,
+    /// Listen backlog.
+    pub backlog: u32,
+    /// Most connections at once; more are refused with `TooManyConnections`.
+    pub max_connections: usize,
+    /// A connection must say hello within this many milliseconds.
+    pub handshake_timeout_ms: u64,
+    /// The node pings each worker this often.
+    pub ping_interval_ms: u64,
+    /// Consecutive unanswered pings before a worker's connection is closed.
+    pub max_missed_pings: u32,
+    /// Reply timeout for dispatches that state none.
+    pub reply_timeout_ms: u64,
+    /// On shutdown, how long in-flight dispatches may take before connections close.
+    pub drain_timeout_ms: u64,
+    /// How long a push that ended without its reply (timed out, cancelled) keeps its worker
+    /// slot while the worker may still run it; a late reply frees it sooner.
+    pub late_reply_grace_ms: u64,
+    /// Frames queued per connection before pushes to it see back-pressure; a producer whose
+    /// queue is this full is read no further until it drains.
+    pub outbound_queue: usize,
+    /// Largest frame body accepted or sent.
+    pub max_frame_len: usize,
+    /// Most submissions a producer connection may have in flight.
+    pub max_in_flight_per_producer: u32,
+    /// Most dispatches the node runs at once, across every producer and in-process caller.
+    pub max_active_dispatches: usize,
+    /// Longest name in a registration or request.
+    pub max_name_len: usize,
+    /// Most namespaces or activity types in a registration.
+    pub max_set_len: usize,
+    /// When set, every hello must carry this token (or one of `grants`); it grants every role
+    /// and namespace.
+    pub auth_token: Option<String>,
+    /// Tokens granting some roles and namespaces each; when any is set, hellos need a token.
+    pub grants: Vec<GrantConfig>,
+    /// Runtime threads for `lintel serve`: 1 is one thread, N > 1 a pool of N, 0 the default (1).
+    pub threads: usize,
+    /// Other nodes to link with, as `host:port`; one member is enough to join the whole mesh.
+    pub peers: Vec<String>,
+    /// When set, peers must present it (instead of `auth_token`) to link.
+    pub cluster_secret: Option<String>,
+    /// Where peers dial this node; empty means the listen address.
+    pub advertise: String,
+    /// How a dispatch weighs this node's workers against its peers': `local-first` or
+    /// `weighted`.
+    pub placement: Placement,
+    /// The node pings each peer this often; `max_missed_pings` unanswered close the link.
+    pub peer_ping_interval_ms: u64,
+    /// Address of the admin HTTP listener (`/metrics`, `/health`, `/ready`, `/status`); off
+    /// when unset.
+    pub admin_listen: Option<SocketAddr>,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7400)),
+            node_id: String::new(),
+            backlog: 1024,
+            max_connections: 16_384,
+            handshake_timeout_ms: 5_000,
+            ping_interval_ms: 5_000,
+            max_missed_pings: 3,
+            reply_timeout_ms: u64::try_from(DEFAULT_REPLY_TIMEOUT.as_millis()).unwrap_or(30_000),
+            drain_timeout_ms: 10_000,
+            late_reply_grace_ms: 60_000,
+            outbound_queue: 1_024,
+            max_frame_len: lintel_wire::DEFAULT_MAX_FRAME_LEN,
+            max_in_flight_per_producer: 4_096,
+            max_active_dispatches: 262_144,
+            max_name_len: 256,
+            max_set_len: 64,
+            auth_token: None,
+            grants: Vec::new(),
+            threads: 0,
+            peers: Vec::new(),
+            cluster_secret: None,
+            advertise: String::new(),
+            placement: Placement::LocalFirst,
+            peer_ping_interval_ms: 1_000,
+            admin_listen: None,
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Reads a TOML file; keys left out keep their defaults.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] or [`ConfigError::Parse`].
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Checks settings that would make the node unusable.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the setting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("max_connections", self.max_connections as u64),
+            ("handshake_timeout_ms", self.handshake_timeout_ms),
+            ("ping_interval_ms", self.ping_interval_ms),
+            ("max_missed_pings", u64::from(self.max_missed_pings)),
+            ("outbound_queue", self.outbound_queue as u64),
+            (
+                "max_in_flight_per_producer",
+                u64::from(self.max_in_flight_per_producer),
+            ),
+            ("max_active_dispatches", self.max_active_dispatches as u64),
+            ("max_name_len", self.max_name_len as u64),
+            ("max_set_len", self.max_set_len as u64),
+            ("late_reply_grace_ms", self.late_reply_grace_ms),
+            ("reply_timeout_ms", self.reply_timeout_ms),
+            ("peer_ping_interval_ms", self.peer_ping_interval_ms),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(ConfigError::Invalid {
+                    name,
+                    reason: "must be at least 1".into(),
+                });
+            }
+        }
+        if Duration::from_millis(self.reply_timeout_ms) > MAX_TIMEOUT {
+            return Err(ConfigError::Invalid {
+                name: "reply_timeout_ms",
+                reason: format!("must be at most {} ms", MAX_TIMEOUT.as_millis()),
+            });
+        }
+        auth::validate(&self.grants)?;
+        if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {
+            return Err(ConfigError::Invalid {
+                name: "max_frame_len",
+                reason: "must be between 64 KiB and 4 GiB".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The node id, or `lintel-<port>` when none was set.
+    pub fn effective_node_id(&self, port: u16) -> String {
+        if self.node_id.is_empty() {
+            format!("lintel-{port}")
+        } else {
+            self.node_id.clone()
+        }
+    }
+
+    pub fn handshake_timeout(&self) -> Duration {
+        Duration::from_millis(self.handshake_timeout_ms)
+    }
+
+    pub fn ping_interval(&self) -> Duration {
+        Duration::from_millis(self.ping_interval_ms)
+    }
+
+    pub fn peer_ping_interval(&self) -> Duration {
+        Duration::from_millis(self.peer_ping_interval_ms)
+    }
+
+    /// Where peers dial this node, given the address its listener bound.
+    pub fn effective_advertise(&self, bound: SocketAddr) -> String {
+        if self.advertise.is_empty() {
+            bound.to_string()
+        } else {
+            self.advertise.clone()
+        }
+    }
+
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_millis(self.drain_timeout_ms)
+    }
+
+    pub fn late_reply_grace(&self) -> Duration {
+        Duration::from_millis(self.late_reply_grace_ms)
+    }
+
+    /// Who may connect, and to do what.
+    pub fn authenticator(&self) -> Authenticator<'_> {
+        Authenticator {
+            auth_token: self.auth_token.as_deref(),
+            cluster_secret: self.cluster_secret.as_deref(),
+            grants: &self.grants,
+        }
+    }
+
+    /// The registry's admission limits.
+    pub fn admission_limits(&self) -> AdmissionLimits {
+        AdmissionLimits {
+            max_name_len: self.max_name_len,
+            max_set_len: self.max_set_len,
+        }
+    }
+
+    /// The dispatcher's limits.
+    pub fn dispatch_limits(&self) -> DispatchLimits {
+        DispatchLimits {
+            default_reply_timeout: Duration::from_millis(self.reply_timeout_ms),
+            max_name_len: self.max_name_len,
+            max_set_len: self.max_set_len,
+            max_frame_len: self.max_frame_len,
+            max_active: self.max_active_dispatches,
+        }
+    }
+
+    /// The limits announced in every welcome.
+    pub fn wire_limits(&self) -> lintel_wire::Limits {
+        lintel_wire::Limits {
+            max_frame_len: u32::try_from(self.max_frame_len).unwrap_or(u32::MAX),
+            max_in_flight: self.max_in_flight_per_producer,
+            ping_interval_ms: self.ping_interval_ms,
+            max_missed_pings: self.max_missed_pings,
+            max_name_len: u32::try_from(self.max_name_len).unwrap_or(u32::MAX),
+            max_set_len: u32::try_from(self.max_set_len).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_config_is_valid() {
+        assert!(NodeConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn a_partial_file_keeps_the_other_defaults() {
+        let config: NodeConfig =
+            toml::from_str("listen = \"127.0.0.1:9000\"\nmax_missed_pings = 5\n").unwrap();
+        assert_eq!(config.listen.port(), 9000);
+        assert_eq!(config.max_missed_pings, 5);
+        assert_eq!(config.backlog, NodeConfig::default().backlog);
+    }
+
+    #[test]
+    fn grants_are_read_from_the_file_and_validated() {
+        let config: NodeConfig = toml::from_str(
+            "[[grants]]\ntoken = \"t\"\nroles = [\"worker\"]\nnamespaces = [\"billing\", \"team-*\"]\n",
+        )
+        .unwrap();
+        assert_eq!(config.grants.len(), 1);
+        assert!(config.validate().is_ok());
+        let empty: NodeConfig =
+            toml::from_str("[[grants]]\ntoken = \"t\"\nroles = []\nnamespaces = [\"a\"]\n")
+                .unwrap();
+        assert!(matches!(empty.validate(), Err(ConfigError::Grants(_))));
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        assert!(toml::from_str::<NodeConfig>("listn = \"x\"").is_err());
+    }
+}

@@ -1,0 +1,53 @@
+//! What became of a push or relay, shared by both kinds of link.
+
+use lintel_wire::DispatchRequest;
+
+/// Why a push did not reach the link's queue; either way nothing was queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PushError {
+    /// The outbound queue is full; the worker or peer stays connected.
+    #[error("outbound queue is full")]
+    Backpressure,
+    /// The connection is closed, so the push never left.
+    #[error("connection is closed")]
+    Closed,
+}
+
+/// What ending a push for the dispatch's own reason decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The push ended here; `Cancel` was sent and the entry stays until the other side lets go.
+    Ended,
+    /// The push ended while held, before it was sent: nothing reached the other side.
+    Unsent,
+    /// The answer or the link's close decided it first.
+    TooLate,
+}
+
+/// What a link did with an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyFate {
+    /// It answered a live push.
+    Delivered,
+    /// It answered a push that had already ended.
+    Late,
+    /// It matched no push held on this link.
+    Unknown,
+}
+
+/// A request for a frame that, by construction, always carries one; never reached.
+#[cold]
+pub(super) fn unreachable_request() -> DispatchRequest {
+    DispatchRequest {
+        namespace: String::new(),
+        task_queue: String::new(),
+        activity_type: String::new(),
+        node: None,
+        workflow_id: String::new(),
+        ordinal: 0,
+        run_id: None,
+        attempt: 0,
+        input: bytes::Bytes::new(),
+        deadline_unix_ms: None,
+    }
+}
