@@ -32,6 +32,11 @@ impl Caller {
         Self { sink, tag }
     }
 
+    /// The source's own id for the dispatch.
+    pub(crate) fn correlation(&self) -> u64 {
+        self.tag.correlation
+    }
+
     pub(crate) fn deliver(self, result: DispatchResult, served_by: Option<Arc<str>>) {
         self.sink.deliver(self.tag, result, served_by);
     }

@@ -242,7 +242,7 @@ impl Dispatcher {
     /// in-flight bound), counting and answering it like any other.
     pub(crate) fn refuse(&self, caller: Caller, refused: RefusedDispatch) {
         self.counters.submitted();
-        let flight = self.flight(caller, None, self.activity.enter());
+        let flight = self.flight(caller, None, self.activity.enter(), None);
         flight.finish(DispatchResult::Refused(refused));
     }
 
@@ -277,7 +277,7 @@ impl Dispatcher {
         self.counters.submitted();
         let active = self.activity.enter();
         let crowded = active.count() > self.limits.max_active;
-        let flight = self.flight(caller, options.reply_timeout, active);
+        let flight = self.flight(caller, options.reply_timeout, active, Some(&request));
         if let Err(result) = self.admit(&request, options, crowded) {
             flight.finish(result);
             return Started::Ended;
@@ -720,10 +720,19 @@ impl Dispatcher {
         caller: Caller,
         reply_timeout: Option<Duration>,
         active: Active,
+        request: Option<&DispatchRequest>,
     ) -> Arc<Flight> {
         let reply_timeout = reply_timeout.unwrap_or(self.limits.default_reply_timeout);
+        // Named only for the debug log of outcomes, so nothing is spent when it is off.
+        let channel = request
+            .filter(|_| tracing::enabled!(tracing::Level::DEBUG))
+            .map(|request| {
+                let task_queue = normalize_task_queue(&request.task_queue);
+                lintel_wire::channel::dispatch_channel_name(&request.namespace, task_queue, None)
+            });
         Flight::new(
             Arc::clone(&self.counters),
+            channel,
             caller,
             active,
             reply_timeout,

@@ -77,6 +77,8 @@ pub(crate) struct Flight {
     counters: Arc<DispatchCounters>,
     /// When the dispatch was admitted.
     started: Instant,
+    /// The pool's channel name, kept only while debug logging is on.
+    channel: Option<String>,
     max_payload: usize,
     reply_timeout: Duration,
     state: Mutex<State>,
@@ -85,6 +87,7 @@ pub(crate) struct Flight {
 impl Flight {
     pub(super) fn new(
         counters: Arc<DispatchCounters>,
+        channel: Option<String>,
         caller: Caller,
         active: Active,
         reply_timeout: Duration,
@@ -93,6 +96,7 @@ impl Flight {
         Arc::new(Self {
             counters,
             started: Instant::now(),
+            channel,
             max_payload,
             reply_timeout,
             state: Mutex::new(State {
@@ -127,6 +131,15 @@ impl Flight {
         };
         self.counters.ended(&result);
         self.counters.took(self.started.elapsed());
+        if !matches!(result, DispatchResult::Completed(_)) {
+            tracing::debug!(
+                correlation = caller.correlation(),
+                channel = self.channel.as_deref().unwrap_or_default(),
+                outcome = super::outcome::class(&result),
+                served_by = served_by.as_deref().unwrap_or_default(),
+                "dispatch ended"
+            );
+        }
         caller.deliver(result, served_by);
         drop(active);
         if let Some(done) = done {
