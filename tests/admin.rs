@@ -15,9 +15,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// GETs `path` from the admin listener: the status code and the body.
 async fn get(admin: SocketAddr, path: &str) -> (u16, String) {
     within("an admin request", async {
-        let mut stream = tokio::net::TcpStream::connect(admin)
-            .await
-            .expect("connect");
+        // The node binds its admin listener as it starts serving: until then, connecting is
+        // refused, and the next attempt waits for the node's task to run.
+        let mut stream = loop {
+            match tokio::net::TcpStream::connect(admin).await {
+                Ok(stream) => break stream,
+                Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    tokio::task::yield_now().await;
+                }
+                Err(err) => panic!("connect to the admin listener: {err}"),
+            }
+        };
         let head = format!("GET {path} HTTP/1.1\r\nHost: lintel\r\nConnection: close\r\n\r\n");
         stream.write_all(head.as_bytes()).await.expect("write");
         let mut response = String::new();
@@ -194,4 +202,24 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
     assert_eq!(status["counters"]["completed"], 200);
     assert!(status["peers"].is_array());
     assert_eq!(get(admin, "/nowhere").await.0, 404);
+}
+
+#[tokio::test]
+async fn a_node_with_peers_configured_is_not_ready_until_one_is_linked() {
+    let admin = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        probe.local_addr().expect("addr")
+    };
+    // Nobody listens at port 1: the peer never links.
+    let node = TestNode::with_config(NodeConfig {
+        admin_listen: Some(admin),
+        peers: vec!["127.0.0.1:1".into()],
+        ..NodeConfig::default()
+    })
+    .await;
+    let (code, why) = get(admin, "/ready").await;
+    assert_eq!(code, 503);
+    assert!(why.contains("no peer linked"), "{why}");
+    assert_eq!(get(admin, "/health").await.0, 200, "alive all the same");
+    drop(node);
 }
