@@ -63,3 +63,59 @@ async fn a_producer_that_answers_its_pings_stays_connected() {
         }
     }
 }
+
+fn slow_frames_node() -> NodeConfig {
+    NodeConfig {
+        frame_timeout_ms: 200,
+        ..NodeConfig::default()
+    }
+}
+
+/// Sends the first half of a `StatusQuery` frame and nothing more.
+async fn half_a_frame(client: &mut RawClient) {
+    use tokio::io::AsyncWriteExt;
+    let mut bytes = bytes::BytesMut::new();
+    lintel::wire::encode_frame(
+        &Frame::StatusQuery(StatusQuery { correlation: 1 }),
+        &mut bytes,
+        1 << 20,
+    )
+    .expect("encode");
+    let half = bytes.len() / 2;
+    client
+        .framed
+        .get_mut()
+        .write_all(&bytes[..half])
+        .await
+        .expect("write");
+}
+
+#[tokio::test]
+async fn a_frame_dribbled_past_the_frame_timeout_closes_with_frame_timeout() {
+    let node = TestNode::with_config(slow_frames_node()).await;
+    let mut client = RawClient::connect(node.addr).await;
+    client
+        .send(Frame::Hello(support::hello_at(Role::Producer, 2)))
+        .await;
+    assert!(matches!(client.recv().await, Some(Frame::Welcome(_))));
+    half_a_frame(&mut client).await;
+    match client.recv().await {
+        Some(Frame::Error(error)) => assert_eq!(error.code, ErrorCode::FrameTimeout),
+        other => panic!("expected Error{{FrameTimeout}}, got {other:?}"),
+    }
+    assert!(
+        client.recv().await.is_none(),
+        "the node closed the connection"
+    );
+}
+
+#[tokio::test]
+async fn a_version_1_client_too_slow_with_a_frame_is_closed_without_a_frame_it_cannot_read() {
+    let node = TestNode::with_config(slow_frames_node()).await;
+    let (mut client, _) = RawClient::hello(node.addr, Role::Producer).await;
+    half_a_frame(&mut client).await;
+    assert!(
+        client.recv().await.is_none(),
+        "closed, with nothing version 1 cannot decode"
+    );
+}

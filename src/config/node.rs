@@ -51,6 +51,9 @@ pub struct NodeConfig {
     pub max_connections: usize,
     /// A connection must say hello within this many milliseconds.
     pub handshake_timeout_ms: u64,
+    /// After the handshake, a frame must arrive whole within this many milliseconds of its
+    /// first byte; a slower one closes the connection with `Error{FrameTimeout}`.
+    pub frame_timeout_ms: u64,
     /// The node pings each worker this often.
     pub ping_interval_ms: u64,
     /// Consecutive unanswered pings before a worker's connection is closed.
@@ -106,6 +109,7 @@ impl Default for NodeConfig {
             backlog: 1024,
             max_connections: 16_384,
             handshake_timeout_ms: 5_000,
+            frame_timeout_ms: 30_000,
             ping_interval_ms: 5_000,
             max_missed_pings: 3,
             reply_timeout_ms: u64::try_from(DEFAULT_REPLY_TIMEOUT.as_millis()).unwrap_or(30_000),
@@ -154,6 +158,7 @@ impl NodeConfig {
         let positive = [
             ("max_connections", self.max_connections as u64),
             ("handshake_timeout_ms", self.handshake_timeout_ms),
+            ("frame_timeout_ms", self.frame_timeout_ms),
             ("ping_interval_ms", self.ping_interval_ms),
             ("max_missed_pings", u64::from(self.max_missed_pings)),
             ("outbound_queue", self.outbound_queue as u64),
@@ -203,6 +208,10 @@ impl NodeConfig {
 
     pub fn handshake_timeout(&self) -> Duration {
         Duration::from_millis(self.handshake_timeout_ms)
+    }
+
+    pub fn frame_timeout(&self) -> Duration {
+        Duration::from_millis(self.frame_timeout_ms)
     }
 
     pub fn ping_interval(&self) -> Duration {

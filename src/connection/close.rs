@@ -7,7 +7,7 @@ use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye};
 use tokio::task::JoinHandle;
 
 use crate::shared::Shared;
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_client::transport::{is_frame_timeout, FrameReader, Outbound};
 
 /// How long a closing connection may take to flush its last frames.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -42,11 +42,29 @@ impl Close {
         )
     }
 
+    /// This close as a connection speaking `version` can read it: version 1 knows no
+    /// `FrameTimeout`, so it is closed without the frame.
+    pub(super) fn for_version(self, version: u16) -> Self {
+        match &self {
+            Close::With(frame)
+                if version < 2
+                    && matches!(&**frame, Frame::Error(error) if error.code == ErrorCode::FrameTimeout) =>
+            {
+                Close::Quietly
+            }
+            _ => self,
+        }
+    }
+
     /// The close owed for a read error: bad bytes get an `Error` frame, a dead socket nothing.
     pub(super) fn read_failed(err: CodecError) -> Self {
         match err {
             CodecError::Decode(err) => Close::error(err.error_code(), err.to_string()),
             CodecError::Truncated { .. } => Close::error(ErrorCode::Malformed, err.to_string()),
+            ref err if is_frame_timeout(err) => Close::error(
+                ErrorCode::FrameTimeout,
+                "a frame took longer than frame_timeout_ms to arrive",
+            ),
             CodecError::Encode(_) | CodecError::Io(_) => Close::Quietly,
         }
     }

@@ -27,9 +27,11 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
     let close = match Box::pin(handshake::accept(&shared, &mut reader, &outbound, pid)).await {
         Ok(accepted) => {
             shared.tally.opened(pid, accepted.role, &outbound);
+            reader.set_frame_timeout(Some(config.frame_timeout()));
+            let version = accepted.version;
             let close = serve_role(&shared, pid, &mut reader, &outbound, accepted).await;
             shared.tally.closed(pid);
-            close
+            close.for_version(version)
         }
         Err(close) => close,
     };

@@ -29,8 +29,8 @@ pub use dispatch::{
 };
 #[allow(unused_imports)]
 pub use frames::{
-    hello, on_node, plain, register, registration, reply_frame, request, request_in, response_to,
-    submit, submit_timing_out,
+    hello, hello_at, on_node, plain, register, registration, reply_frame, request, request_in,
+    response_to, submit, submit_timing_out,
 };
 #[allow(unused_imports)]
 pub use node::{quiet_config, within, Events, TestNode, WAIT};

@@ -94,6 +94,7 @@ fn error_code() -> impl Strategy<Value = ErrorCode> {
         ZeroCapacity,
         ShuttingDown,
         LimitExceeded,
+        FrameTimeout,
     ])
 }
 

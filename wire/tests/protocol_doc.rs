@@ -1537,11 +1537,12 @@ fn error_code_values() -> Vec<ErrorCode> {
         ZeroCapacity,
         ShuttingDown,
         LimitExceeded,
+        FrameTimeout,
     ];
     for value in &all {
         match value {
             Malformed | Oversize | UnknownFrameKind | UnexpectedFrame | HandshakeTimeout
-            | LivenessTimeout | ZeroCapacity | ShuttingDown | LimitExceeded => {}
+            | LivenessTimeout | ZeroCapacity | ShuttingDown | LimitExceeded | FrameTimeout => {}
         }
     }
     all

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 pub use batch::Batched;
 pub use dial::{Dialer, Dialing, TcpDialer};
 pub use outbound::{Outbound, SendError};
-pub use reader::FrameReader;
+pub use reader::{is_frame_timeout, FrameReader};
 pub use socket::{BoxRead, BoxWrite, ReadSocket, Socket};
 
 /// Splits `stream` into a frame reader and a writer task with room for `queue_len` frames.

@@ -1,11 +1,14 @@
 //! Frames read from a socket into a buffer that grows under load and shrinks back when idle.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use futures_util::Stream;
 use lintel_wire::{CodecError, Frame, FrameCodec};
+use tokio::time::Sleep;
 use tokio_util::codec::Decoder;
 
 use super::batch;
@@ -37,6 +40,16 @@ pub struct FrameReader {
     handed_out: bool,
     /// The stream ended, cleanly or on an error.
     done: bool,
+    /// How long a frame may take to arrive once its first byte has; `None` is forever.
+    frame_timeout: Option<Duration>,
+    /// When the frame being read must be whole, while part of one is buffered.
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+/// The error a frame that arrived too slowly ends the stream with: an I/O error of kind
+/// [`std::io::ErrorKind::TimedOut`].
+pub fn is_frame_timeout(err: &CodecError) -> bool {
+    matches!(err, CodecError::Io(err) if err.kind() == std::io::ErrorKind::TimedOut)
 }
 
 impl FrameReader {
@@ -48,6 +61,27 @@ impl FrameReader {
             want: MIN_READ,
             handed_out: false,
             done: false,
+            frame_timeout: None,
+            deadline: None,
+        }
+    }
+
+    /// Ends the stream with a [`is_frame_timeout`] error when a frame takes longer than
+    /// `timeout` to arrive once its first byte has: a peer that dribbles bytes holds nothing.
+    pub fn set_frame_timeout(&mut self, timeout: Option<Duration>) {
+        self.frame_timeout = timeout;
+        self.deadline = None;
+    }
+
+    /// Starts the clock for a partly buffered frame, or stops it when nothing is buffered.
+    fn watch_partial(&mut self, restart: bool) {
+        match self.frame_timeout {
+            Some(timeout) if !self.buf.is_empty() => {
+                if restart || self.deadline.is_none() {
+                    self.deadline = Some(Box::pin(tokio::time::sleep(timeout)));
+                }
+            }
+            _ => self.deadline = None,
         }
     }
 
@@ -92,12 +126,24 @@ impl Stream for FrameReader {
             match this.codec.decode(&mut this.buf) {
                 Ok(Some(frame)) => {
                     this.handed_out = true;
+                    // What is left, if anything, is the start of the next frame.
+                    this.watch_partial(true);
                     return Poll::Ready(Some(Ok(frame)));
                 }
-                Ok(None) => {}
+                Ok(None) => this.watch_partial(false),
                 Err(err) => {
                     this.done = true;
                     return Poll::Ready(Some(Err(err)));
+                }
+            }
+            if let Some(deadline) = this.deadline.as_mut() {
+                if deadline.as_mut().poll(cx).is_ready() {
+                    this.done = true;
+                    let late = std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "a frame took too long to arrive",
+                    );
+                    return Poll::Ready(Some(Err(CodecError::Io(late))));
                 }
             }
             if std::mem::take(&mut this.handed_out) {

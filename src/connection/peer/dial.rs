@@ -73,6 +73,8 @@ async fn dial(shared: Arc<Shared>, address: String) {
         };
         match connected {
             Ok(mut conn) => {
+                conn.reader
+                    .set_frame_timeout(Some(shared.config.frame_timeout()));
                 let close =
                     match hello::exchange(&shared, &mut conn.reader, &conn.outbound, Side::Dialled)
                         .await

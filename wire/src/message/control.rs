@@ -61,6 +61,9 @@ pub enum ErrorCode {
     /// A peer announced more pools or groups than the receiver holds. On client connections
     /// the node refuses work over its bounds instead (`RegisterRefused`, a `Refused` outcome).
     LimitExceeded,
+    /// Version 2: a frame took longer than the node's `frame_timeout_ms` to arrive once its
+    /// first byte had.
+    FrameTimeout,
 }
 
 /// A protocol violation; the sender closes the connection after it.
