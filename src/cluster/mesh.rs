@@ -339,11 +339,6 @@ impl Mesh {
         }
     }
 
-    /// The remote with a live link to `node_id`.
-    pub fn remote(&self, node_id: &str) -> Option<Arc<Remote>> {
-        self.lock().remotes.get(node_id).cloned()
-    }
-
     /// Every known member: the linked ones with their link's figures, the others connecting.
     pub fn status(&self) -> Vec<PeerStatus> {
         let (remotes, members) = {

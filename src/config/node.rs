@@ -1,7 +1,6 @@
 //! The node's settings, every one with a working default, and their checks.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -135,21 +134,6 @@ impl Default for NodeConfig {
 }
 
 impl NodeConfig {
-    /// Reads a TOML file; keys left out keep their defaults.
-    ///
-    /// # Errors
-    /// [`ConfigError::Read`] or [`ConfigError::Parse`].
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse {
-            path: path.display().to_string(),
-            source,
-        })
-    }
-
     /// Checks settings that would make the node unusable.
     ///
     /// # Errors

@@ -3,6 +3,7 @@
 mod close;
 mod flights;
 mod handshake;
+mod liveness;
 mod peer;
 mod producer;
 mod worker;

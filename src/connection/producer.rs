@@ -4,11 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lintel_wire::{ErrorCode, Frame, Ping, Pong, StatusReport};
+use lintel_wire::{Frame, Pong, StatusReport};
 use tokio::time::Instant;
 
 use super::close::Close;
 use super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
+use super::liveness::{ticker, Liveness};
 use crate::auth::Grant;
 use crate::shared::Shared;
 use lintel_client::transport::{FrameReader, Outbound};
@@ -39,7 +40,8 @@ pub(super) async fn serve(
     let mut timer = ReplyTimer::default();
     let timer_sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer_sleep);
-    let mut liveness = Liveness::new(shared.config.ping_interval());
+    let mut ticks = ticker(shared.config.ping_interval());
+    let mut liveness = Liveness::new(shared.config.max_missed_pings);
     // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep, an interval
     // tick and a wait for room lose nothing. While the producer's queue is full nothing more
     // is read, so what it is owed stays bounded; deadlines and shutdown are still served.
@@ -57,9 +59,16 @@ pub(super) async fn serve(
                 timer.arm(flights.expire(Instant::now()), timer_sleep.as_mut());
                 continue;
             }
-            _ = liveness.ticks.tick() => {
-                match liveness.ping(outbound, shared.config.max_missed_pings) {
-                    Ok(()) => continue,
+            _ = ticks.tick() => {
+                match liveness.next_ping() {
+                    Ok(ping) => {
+                        // A producer that only stops reading is not dead: a ping its full
+                        // queue cannot take is not counted.
+                        if outbound.try_send(Frame::Ping(ping)).is_err() {
+                            liveness.unsent();
+                        }
+                        continue;
+                    }
                     Err(close) => break close,
                 }
             }
@@ -71,7 +80,7 @@ pub(super) async fn serve(
             Some(Err(err)) => break Close::read_failed(err),
             Some(Ok(frame)) => frame,
         };
-        liveness.missed = 0;
+        liveness.heard();
         match frame {
             Frame::Submit(submit) => {
                 let deadline = flights.submit(submit);
@@ -103,41 +112,4 @@ pub(super) async fn serve(
     drop(closer);
     let _ = tokio::time::timeout(SETTLE_GRACE, flights.settled()).await;
     close
-}
-
-/// Pings the producer; one that answers nothing for `max_missed_pings` pings is closed.
-struct Liveness {
-    ticks: tokio::time::Interval,
-    /// Pings sent since the producer last sent anything.
-    missed: u32,
-    nonce: u64,
-}
-
-impl Liveness {
-    fn new(period: Duration) -> Self {
-        let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        Self {
-            ticks,
-            missed: 0,
-            nonce: 0,
-        }
-    }
-
-    /// Sends the next ping, or closes when too many went unanswered. A ping that finds the
-    /// queue full is not sent and not counted: a producer that stops reading is not dead.
-    fn ping(&mut self, outbound: &Outbound, max_missed: u32) -> Result<(), Close> {
-        if self.missed >= max_missed {
-            return Err(Close::error(
-                ErrorCode::LivenessTimeout,
-                format!("{max_missed} pings in a row went unanswered"),
-            ));
-        }
-        self.nonce = self.nonce.wrapping_add(1);
-        let ping = Frame::Ping(Ping { nonce: self.nonce });
-        if outbound.try_send(ping).is_ok() {
-            self.missed += 1;
-        }
-        Ok(())
-    }
 }

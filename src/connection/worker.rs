@@ -7,9 +7,9 @@ use lintel_wire::{
     Drain, ErrorCode, Frame, FrameKind, Ping, Pong, Refusal, RefusalCode, Register,
     Registered as RegisteredFrame,
 };
-use tokio::time::MissedTickBehavior;
 
 use super::close::Close;
+use super::liveness::{ticker, Liveness};
 use crate::auth::Grant;
 use crate::link::{ReplyFate, WorkerLink};
 use crate::notifier::Registered;
@@ -30,12 +30,10 @@ pub(super) async fn serve(
         outbound,
         grant,
         registered: None,
-        missed_pings: 0,
-        last_nonce: 0,
+        liveness: Liveness::new(shared.config.max_missed_pings),
     };
     let period = shared.config.ping_interval();
-    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut ping = ticker(period);
     let mut drain_sent = false;
     // Every branch is cancel-safe: `FramedRead::next`, `Interval::tick` and token waits
     // lose nothing when another branch wins. Biased so that when drain and close start
@@ -89,8 +87,7 @@ struct WorkerConn<'a> {
     /// The namespaces this worker may register into.
     grant: Grant,
     registered: Option<Registered>,
-    missed_pings: u32,
-    last_nonce: u64,
+    liveness: Liveness,
 }
 
 impl WorkerConn<'_> {
@@ -144,9 +141,7 @@ impl WorkerConn<'_> {
                 Ok(())
             }
             Frame::Pong(Pong { nonce }) => {
-                if nonce == self.last_nonce {
-                    self.missed_pings = 0;
-                }
+                self.liveness.answered(nonce);
                 Ok(())
             }
             Frame::Goodbye(_) => Err(Close::Quietly),
@@ -215,18 +210,8 @@ impl WorkerConn<'_> {
                 registered.link.reclaim(cutoff);
             }
         }
-        let max = self.shared.config.max_missed_pings;
-        if self.missed_pings >= max {
-            return Err(Close::error(
-                ErrorCode::LivenessTimeout,
-                format!("{max} pings in a row went unanswered"),
-            ));
-        }
-        self.missed_pings += 1;
-        self.last_nonce = self.last_nonce.wrapping_add(1);
-        let _ = self.outbound.try_send(Frame::Ping(Ping {
-            nonce: self.last_nonce,
-        }));
+        let ping = self.liveness.next_ping()?;
+        let _ = self.outbound.try_send(Frame::Ping(ping));
         Ok(())
     }
 }

@@ -80,11 +80,6 @@ impl PeerLink {
         &self.inner.node_id
     }
 
-    /// True when both handles name the same link.
-    pub fn same(&self, other: &PeerLink) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
     /// Queues `request` as a relay with `budget` left for the reply; once it is queued, the
     /// request is handed to `entry` to build what hears the relay's fate. Returns the relay's
     /// correlation id on this link.

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use lintel_wire::{ErrorCode, Frame, PeerHello, Ping, Pong, Presence};
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
 use super::super::close::Close;
 use super::super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
+use super::super::liveness::{ticker, Liveness};
 use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
 use super::hello::{own_hello, Side};
 use crate::auth::Grant;
@@ -64,8 +65,7 @@ pub(super) async fn run(
         outbound,
         served: &served,
         announcer: Announcer::default(),
-        missed_pings: 0,
-        last_nonce: 0,
+        liveness: Liveness::new(shared.config.max_missed_pings),
     };
     let close = session.serve(reader).await;
     mesh.leave(&remote);
@@ -93,8 +93,7 @@ struct Session<'a> {
     outbound: &'a Outbound,
     served: &'a Arc<Flights>,
     announcer: Announcer,
-    missed_pings: u32,
-    last_nonce: u64,
+    liveness: Liveness,
 }
 
 impl Session<'_> {
@@ -124,8 +123,7 @@ impl Session<'_> {
         let timer_sleep = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer_sleep);
         let period = shared.config.peer_ping_interval();
-        let mut ping = tokio::time::interval_at(Instant::now() + period, period);
-        ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut ping = ticker(period);
         let mut draining_told = false;
         // Every branch is cancel-safe: token waits, sleeps, interval ticks, watch changes, a
         // wait for room and `FrameReader::next` lose nothing when another branch wins. While
@@ -252,7 +250,7 @@ impl Session<'_> {
 
     /// Handles one frame; `Ok` carries a reply deadline for the link's timer.
     fn handle(&mut self, frame: Frame) -> Result<Option<Instant>, Close> {
-        self.missed_pings = 0;
+        self.liveness.heard();
         match frame {
             Frame::Presence(presence) => self.apply(presence).map(|()| None),
             Frame::Relay(relay) => {
@@ -310,18 +308,8 @@ impl Session<'_> {
     }
 
     fn ping(&mut self) -> Result<(), Close> {
-        let max = self.shared.config.max_missed_pings;
-        if self.missed_pings >= max {
-            return Err(Close::error(
-                ErrorCode::LivenessTimeout,
-                format!("{max} pings in a row went unanswered"),
-            ));
-        }
-        self.missed_pings += 1;
-        self.last_nonce = self.last_nonce.wrapping_add(1);
-        let _ = self.outbound.try_send(Frame::Ping(Ping {
-            nonce: self.last_nonce,
-        }));
+        let ping = self.liveness.next_ping()?;
+        let _ = self.outbound.try_send(Frame::Ping(ping));
         Ok(())
     }
 }
