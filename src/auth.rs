@@ -1,9 +1,11 @@
 //! Who a connection is and what it may do: the node's credentials, matched at the handshake.
 //!
 //! With nothing configured every connection may do anything, which suits loopback. The single
-//! `auth_token` grants every role and namespace; each entry of `grants` grants its token some
-//! roles and namespaces (exact names, or prefixes ending in `*`). Peers present the
-//! `cluster_secret` when one is set. Secrets are compared in constant time.
+//! `auth_token` grants every role and namespace; each entry of `grants` grants its token, or the
+//! identity of a verified client certificate, some roles and namespaces (exact names, or
+//! prefixes ending in `*`). A hello's token decides when it carries one; without a token, the
+//! client certificate's identity does. Peers present the `cluster_secret` when one is set.
+//! Secrets are compared in constant time.
 
 use std::collections::HashSet;
 
@@ -35,7 +37,12 @@ impl GrantRole {
 #[serde(deny_unknown_fields)]
 pub struct GrantConfig {
     /// The secret a hello presents as its `auth_token`.
-    pub token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// The identity of a verified client certificate (its first DNS name, else its first URI)
+    /// that holds this grant when its hello carries no token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
     pub roles: Vec<GrantRole>,
     /// Exact namespaces, or prefixes ending in `*`; `*` alone is every namespace.
     pub namespaces: Vec<String>,
@@ -46,12 +53,18 @@ pub struct GrantConfig {
 pub enum GrantError {
     #[error("grant {index}: the token is empty")]
     EmptyToken { index: usize },
+    #[error("grant {index}: the identity is empty")]
+    EmptyIdentity { index: usize },
+    #[error("grant {index}: it names neither a token nor an identity")]
+    NoCredential { index: usize },
     #[error("grant {index}: it grants no role")]
     NoRole { index: usize },
     #[error("grant {index}: it grants no namespace")]
     NoNamespace { index: usize },
     #[error("grant {index}: the token is also the token of grant {other}")]
     SharedToken { index: usize, other: usize },
+    #[error("grant {index}: the identity is also the identity of grant {other}")]
+    SharedIdentity { index: usize, other: usize },
 }
 
 /// Checks that every grant can be matched and means something.
@@ -60,8 +73,13 @@ pub enum GrantError {
 /// The first [`GrantError`] found.
 pub fn validate(grants: &[GrantConfig]) -> Result<(), GrantError> {
     for (index, grant) in grants.iter().enumerate() {
-        if grant.token.is_empty() {
-            return Err(GrantError::EmptyToken { index });
+        match (&grant.token, &grant.identity) {
+            (None, None) => return Err(GrantError::NoCredential { index }),
+            (Some(token), _) if token.is_empty() => return Err(GrantError::EmptyToken { index }),
+            (_, Some(identity)) if identity.is_empty() => {
+                return Err(GrantError::EmptyIdentity { index })
+            }
+            _ => {}
         }
         if grant.roles.is_empty() {
             return Err(GrantError::NoRole { index });
@@ -69,12 +87,20 @@ pub fn validate(grants: &[GrantConfig]) -> Result<(), GrantError> {
         if grant.namespaces.is_empty() {
             return Err(GrantError::NoNamespace { index });
         }
-        if let Some(other) = grants
-            .iter()
-            .take(index)
-            .position(|earlier| earlier.token == grant.token)
+        let earlier = || grants.iter().take(index);
+        if let Some(other) = grant
+            .token
+            .as_ref()
+            .and_then(|token| earlier().position(|e| e.token.as_ref() == Some(token)))
         {
             return Err(GrantError::SharedToken { index, other });
+        }
+        if let Some(other) = grant
+            .identity
+            .as_ref()
+            .and_then(|identity| earlier().position(|e| e.identity.as_ref() == Some(identity)))
+        {
+            return Err(GrantError::SharedIdentity { index, other });
         }
     }
     Ok(())
@@ -141,23 +167,48 @@ pub struct Authenticator<'a> {
 }
 
 impl Authenticator<'_> {
-    /// What a hello in `role` presenting `presented` may do.
+    /// What a hello in `role` presenting `presented` may do, over a connection whose verified
+    /// client certificate names `identity`.
     ///
     /// # Errors
-    /// [`RefusalCode::Unauthorized`] for a missing or unknown secret, or one whose grant does
-    /// not include `role`.
-    pub fn authenticate(&self, role: Role, presented: Option<&str>) -> Result<Grant, Refusal> {
-        let presented = presented.unwrap_or_default().as_bytes();
+    /// [`RefusalCode::Unauthorized`] for a missing or unknown secret or identity, or one whose
+    /// grant does not include `role`.
+    pub fn authenticate(
+        &self,
+        role: Role,
+        presented: Option<&str>,
+        identity: Option<&str>,
+    ) -> Result<Grant, Refusal> {
+        let presented = presented.unwrap_or_default();
+        let identified = identity.and_then(|identity| {
+            self.grants
+                .iter()
+                .find(|grant| grant.identity.as_deref() == Some(identity))
+        });
         if role == Role::Peer {
             if let Some(secret) = self.cluster_secret {
-                return matches(presented, secret)
-                    .then(Grant::all)
-                    .ok_or_else(|| unauthorized("missing or wrong cluster secret"));
+                if matches(presented.as_bytes(), secret) {
+                    return Ok(Grant::all());
+                }
+                return match identified {
+                    Some(grant) if presented.is_empty() => grant_for(grant, role, "identity"),
+                    _ => Err(unauthorized("missing or wrong cluster secret")),
+                };
             }
         }
         if self.auth_token.is_none() && self.grants.is_empty() {
             return Ok(Grant::all());
         }
+        if presented.is_empty() {
+            return match identified {
+                Some(grant) => grant_for(grant, role, "identity"),
+                None => Err(unauthorized(match identity {
+                    Some(_) => "no grant for this certificate's identity and no auth token",
+                    None => "missing auth token",
+                })),
+            };
+        }
+        let presented = presented.as_bytes();
         if self
             .auth_token
             .as_ref()
@@ -169,7 +220,8 @@ impl Authenticator<'_> {
         let matched = self
             .grants
             .iter()
-            .map(|grant| (grant, matches(presented, &grant.token)))
+            .filter_map(|grant| Some((grant, grant.token.as_deref()?)))
+            .map(|(grant, token)| (grant, matches(presented, token)))
             .fold(
                 None,
                 |found, (grant, hit)| if hit { Some(grant) } else { found },
@@ -177,17 +229,22 @@ impl Authenticator<'_> {
         let Some(grant) = matched else {
             return Err(unauthorized("missing or wrong auth token"));
         };
-        if !grant.roles.contains(&GrantRole::of(role)) {
-            return Err(unauthorized(&format!(
-                "this token is not granted the {role:?} role"
-            )));
-        }
-        Ok(if role == Role::Peer {
-            Grant::all()
-        } else {
-            Grant::of(&grant.namespaces)
-        })
+        grant_for(grant, role, "token")
     }
+}
+
+/// What `grant`, matched by its `credential`, allows a hello in `role`.
+fn grant_for(grant: &GrantConfig, role: Role, credential: &str) -> Result<Grant, Refusal> {
+    if !grant.roles.contains(&GrantRole::of(role)) {
+        return Err(unauthorized(&format!(
+            "this {credential} is not granted the {role:?} role"
+        )));
+    }
+    Ok(if role == Role::Peer {
+        Grant::all()
+    } else {
+        Grant::of(&grant.namespaces)
+    })
 }
 
 fn matches(presented: &[u8], secret: &str) -> bool {
@@ -207,7 +264,8 @@ mod tests {
 
     fn grant(token: &str, roles: &[GrantRole], namespaces: &[&str]) -> GrantConfig {
         GrantConfig {
-            token: token.into(),
+            token: Some(token.into()),
+            identity: None,
             roles: roles.to_vec(),
             namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
         }
@@ -231,14 +289,17 @@ mod tests {
     #[test]
     fn nothing_configured_lets_everyone_do_everything() {
         let open = Authenticator::default();
-        assert_eq!(open.authenticate(Role::Worker, None), Ok(Grant::all()));
+        assert_eq!(
+            open.authenticate(Role::Worker, None, None),
+            Ok(Grant::all())
+        );
     }
 
     #[test]
     fn the_single_token_grants_every_role_and_namespace() {
         for role in [Role::Worker, Role::Producer, Role::Peer] {
             assert!(node(&grants())
-                .authenticate(role, Some("root"))
+                .authenticate(role, Some("root"), None)
                 .unwrap()
                 .is_all());
         }
@@ -248,7 +309,7 @@ mod tests {
     fn a_grant_allows_its_exact_names_and_prefixes_only() {
         let grants = grants();
         let grant = node(&grants)
-            .authenticate(Role::Worker, Some("billing"))
+            .authenticate(Role::Worker, Some("billing"), None)
             .unwrap();
         assert!(grant.allows("billing"));
         assert!(grant.allows("team-a.jobs"));
@@ -263,7 +324,7 @@ mod tests {
             (Role::Worker, Some("nope")),
             (Role::Worker, None),
         ] {
-            let refused = node(&grants()).authenticate(role, token).unwrap_err();
+            let refused = node(&grants()).authenticate(role, token, None).unwrap_err();
             assert_eq!(
                 refused.code,
                 RefusalCode::Unauthorized,
@@ -279,15 +340,85 @@ mod tests {
             cluster_secret: Some("mesh"),
             ..node(&grants)
         };
-        assert!(node.authenticate(Role::Peer, Some("mesh")).is_ok());
-        assert!(node.authenticate(Role::Peer, Some("root")).is_err());
-        assert!(node.authenticate(Role::Producer, Some("root")).is_ok());
+        assert!(node.authenticate(Role::Peer, Some("mesh"), None).is_ok());
+        assert!(node.authenticate(Role::Peer, Some("root"), None).is_err());
+        assert!(node
+            .authenticate(Role::Producer, Some("root"), None)
+            .is_ok());
+    }
+
+    fn identified(identity: &str, roles: &[GrantRole], namespaces: &[&str]) -> GrantConfig {
+        GrantConfig {
+            token: None,
+            identity: Some(identity.into()),
+            ..grant("", roles, namespaces)
+        }
+    }
+
+    #[test]
+    fn a_certificate_identity_without_a_token_gets_its_grant() {
+        let grants = vec![identified(
+            "billing.example",
+            &[GrantRole::Worker],
+            &["billing"],
+        )];
+        let node = node(&grants);
+        let grant = node
+            .authenticate(Role::Worker, None, Some("billing.example"))
+            .unwrap();
+        assert!(grant.allows("billing") && !grant.allows("payroll"));
+        for (role, identity) in [
+            (Role::Producer, Some("billing.example")),
+            (Role::Worker, Some("other.example")),
+            (Role::Worker, None),
+        ] {
+            let refused = node.authenticate(role, None, identity).unwrap_err();
+            assert_eq!(
+                refused.code,
+                RefusalCode::Unauthorized,
+                "{role:?} {identity:?}"
+            );
+        }
+        // A token, when presented, decides instead of the identity.
+        assert!(node
+            .authenticate(Role::Worker, Some("root"), Some("billing.example"))
+            .unwrap()
+            .is_all());
+        assert!(node
+            .authenticate(Role::Worker, Some("wrong"), Some("billing.example"))
+            .is_err());
+    }
+
+    #[test]
+    fn a_peer_certificate_identity_may_stand_for_the_cluster_secret() {
+        let grants = vec![identified("node-b.example", &[GrantRole::Peer], &["*"])];
+        let node = Authenticator {
+            cluster_secret: Some("mesh"),
+            ..node(&grants)
+        };
+        assert!(node
+            .authenticate(Role::Peer, None, Some("node-b.example"))
+            .is_ok());
+        assert!(node
+            .authenticate(Role::Peer, None, Some("node-c.example"))
+            .is_err());
     }
 
     #[test]
     fn unusable_grants_are_refused_by_validation() {
         let cases = [
             (grant("", &[GrantRole::Worker], &["a"]), "empty token"),
+            (
+                identified("", &[GrantRole::Worker], &["a"]),
+                "empty identity",
+            ),
+            (
+                GrantConfig {
+                    token: None,
+                    ..grant("t", &[GrantRole::Worker], &["a"])
+                },
+                "no credential",
+            ),
             (grant("t", &[], &["a"]), "no role"),
             (grant("t", &[GrantRole::Worker], &[]), "no namespace"),
         ];
@@ -301,6 +432,14 @@ mod tests {
         assert_eq!(
             validate(&twice),
             Err(GrantError::SharedToken { index: 1, other: 0 })
+        );
+        let twice = [
+            identified("i", &[GrantRole::Worker], &["a"]),
+            identified("i", &[GrantRole::Producer], &["b"]),
+        ];
+        assert_eq!(
+            validate(&twice),
+            Err(GrantError::SharedIdentity { index: 1, other: 0 })
         );
     }
 }

@@ -12,7 +12,8 @@
 //!   charged against them.
 //! - [`dispatch`]: the one admission and the one finish every dispatch takes, whatever its
 //!   source; placement across the cluster, relays, options and typed outcomes.
-//! - [`auth`]: credentials and grants; `tally`: connections, refusals and errors counted for
+//! - [`tls`]: the listener's TLS, peer dialling over TLS, client-certificate identities;
+//!   [`auth`]: credentials and grants; `tally`: connections, refusals and errors counted for
 //!   operators; `shared`: the state every connection task reads.
 //! - `connection`: one connection: handshake, then the worker, producer or peer role (a
 //!   connection's dispatches in flight in `connection::flights`, peer links and their
@@ -40,6 +41,7 @@ pub mod registry;
 mod shared;
 pub mod signal;
 mod tally;
+pub mod tls;
 
 pub use config::NodeConfig;
 pub use node::{serve, Node, ServeError};

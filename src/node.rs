@@ -78,6 +78,7 @@ impl Node {
         dialer: Arc<dyn Dialer>,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
+        let tls = config.load_tls()?;
         let registry = Registry::new(config.admission_limits());
         let mesh = Mesh::new(config.max_set_len);
         let dispatcher = Dispatcher::clustered(
@@ -88,7 +89,7 @@ impl Node {
         );
         let notifier = make(registry);
         Ok(Self {
-            shared: Arc::new(Shared::new(config, dispatcher, notifier, dialer)),
+            shared: Arc::new(Shared::new(config, dispatcher, notifier, dialer, tls)),
         })
     }
 
@@ -279,7 +280,12 @@ async fn run_connection(
 
 /// Tells a connection over the limit why it is refused, then closes it.
 async fn refuse_connection(shared: Arc<Shared>, stream: Socket, permit: OwnedSemaphorePermit) {
-    let (_reader, outbound, writer) = transport::split(stream, shared.config.max_frame_len, 1);
+    let deadline = tokio::time::Instant::now() + shared.config.handshake_timeout();
+    let Ok(secured) = shared.tls.accept(stream, deadline).await else {
+        return;
+    };
+    let (_reader, outbound, writer) =
+        transport::split(secured.socket, shared.config.max_frame_len, 1);
     let refusal = Frame::HelloRefused(Refusal {
         code: RefusalCode::TooManyConnections,
         reason: format!(

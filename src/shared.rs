@@ -14,14 +14,17 @@ use crate::config::NodeConfig;
 use crate::dispatch::Dispatcher;
 use crate::notifier::ConnectionNotifier;
 use crate::tally::Tally;
+use crate::tls::NodeTls;
 
 /// State every connection task shares.
 pub(crate) struct Shared {
     pub(crate) config: NodeConfig,
     pub(crate) dispatcher: Arc<Dispatcher>,
     pub(crate) notifier: Arc<dyn ConnectionNotifier>,
-    /// Opens the links to peers.
+    /// Opens the links to peers, over TLS when the node speaks it.
     pub(crate) dialer: Arc<dyn Dialer>,
+    /// The listener's TLS; off unless configured.
+    pub(crate) tls: NodeTls,
     /// Fires first on shutdown: workers are told to drain.
     pub(crate) draining: CancellationToken,
     /// Fires after the drain: every connection closes.
@@ -43,12 +46,14 @@ impl Shared {
         dispatcher: Arc<Dispatcher>,
         notifier: Arc<dyn ConnectionNotifier>,
         dialer: Arc<dyn Dialer>,
+        tls: NodeTls,
     ) -> Self {
         Self {
             config,
             dispatcher,
             notifier,
-            dialer,
+            dialer: tls.peer_dialer(dialer),
+            tls,
             draining: CancellationToken::new(),
             closing: CancellationToken::new(),
             node_id: OnceLock::new(),

@@ -13,7 +13,8 @@ use support::{plain, request, within, RawClient, RawWorker, TestNode};
 
 fn granted_node_config() -> NodeConfig {
     let grant = |token: &str, roles: &[GrantRole], namespaces: &[&str]| GrantConfig {
-        token: token.into(),
+        token: Some(token.into()),
+        identity: None,
         roles: roles.to_vec(),
         namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
     };

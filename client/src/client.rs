@@ -21,11 +21,12 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::{
-    check_frame_len, connect, decode_error_frame, field_bound, ConnectError, Connection, Handshake,
-    VARINT_MAX,
+    check_frame_len, connect, connect_tls, decode_error_frame, field_bound, ConnectError,
+    Connection, Handshake, VARINT_MAX,
 };
 use crate::keepalive::{Keepalive, KeepaliveTick};
 use crate::options::DispatchOptions;
+use crate::tls::ClientTls;
 use crate::transport::{Batched, FrameReader, Outbound, SendError};
 
 /// How a [`Client`] introduces itself and sizes its connection.
@@ -40,6 +41,9 @@ pub struct ClientConfig {
     pub max_frame_len: usize,
     /// Frames the outbound queue holds before a dispatch waits for room.
     pub queue_len: usize,
+    /// Speak TLS to the node; `None` is plaintext. The node's certificate is checked against
+    /// the TLS server name, else the IP address dialled.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientConfig {
@@ -50,6 +54,7 @@ impl Default for ClientConfig {
             handshake_timeout: Duration::from_secs(10),
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             queue_len: 1024,
+            tls: None,
         }
     }
 }
@@ -220,7 +225,10 @@ impl Client {
             writer: _,
             welcome,
             max_send_len,
-        } = connect(addr, &handshake).await?;
+        } = match &config.tls {
+            None => connect(addr, &handshake).await?,
+            Some(tls) => connect_tls(addr, None, tls, &handshake).await?,
+        };
         let local_addr = reader.get_ref().local_addr().ok();
         let shared = Arc::new(Shared::default());
         let keepalive = Keepalive::new(&welcome.limits);

@@ -1,8 +1,8 @@
 //! The client side of every SDK connection: dial with `TCP_NODELAY`, send `Hello`, await `Welcome`.
 //!
 //! [`connect`] either returns a handshaken [`Connection`] within its timeout or a [`ConnectError`]
-//! variant saying why not; it never retries, callers own their reconnect policy. [`connect_with`]
-//! does the same over a connection a [`Dialer`] opens.
+//! variant saying why not; it never retries, callers own their reconnect policy. [`connect_tls`]
+//! runs TLS first; [`connect_with`] does the same over a connection a [`Dialer`] opens.
 
 use std::io;
 use std::time::Duration;
@@ -16,6 +16,7 @@ use lintel_wire::{
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::task::JoinHandle;
 
+use crate::tls::{rustls_error, ClientTls};
 use crate::transport::{self, Dialer, FrameReader, Outbound, Socket};
 
 /// Lowest protocol version the SDKs accept.
@@ -53,7 +54,11 @@ pub struct Connection {
 pub enum ConnectError {
     /// Connecting, reading or writing failed.
     #[error("i/o error: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+    /// TLS failed: the node's certificate is not signed by a trusted CA or names another host,
+    /// the node refused our certificate, or the other side does not speak TLS.
+    #[error("TLS failed: {0}")]
+    Tls(rustls::Error),
     /// The node answered `HelloRefused` (or `RegisterRefused` where a registration follows).
     #[error("refused ({:?}): {}", .0.code, .0.reason)]
     Refused(Refusal),
@@ -82,10 +87,19 @@ pub enum ConnectError {
     Closed,
 }
 
+impl From<io::Error> for ConnectError {
+    fn from(err: io::Error) -> Self {
+        match rustls_error(&err) {
+            Some(tls) => ConnectError::Tls(tls.clone()),
+            None => ConnectError::Io(err),
+        }
+    }
+}
+
 impl From<CodecError> for ConnectError {
     fn from(err: CodecError) -> Self {
         match err {
-            CodecError::Io(err) => ConnectError::Io(err),
+            CodecError::Io(err) => err.into(),
             other => ConnectError::Codec(other),
         }
     }
@@ -116,6 +130,27 @@ pub async fn connect<A: ToSocketAddrs>(
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         greet(stream.into(), handshake).await
+    })
+    .await
+}
+
+/// As [`connect`], speaking TLS as `tls` says: the node's certificate is checked against its
+/// server name, else `host`, else the IP address dialled. The TLS handshake counts against
+/// `handshake.timeout` too.
+///
+/// # Errors
+/// As [`connect`], and [`ConnectError::Tls`] when the TLS handshake fails.
+pub async fn connect_tls<A: ToSocketAddrs>(
+    addr: A,
+    host: Option<&str>,
+    tls: &ClientTls,
+    handshake: &Handshake,
+) -> Result<Connection, ConnectError> {
+    within(handshake, async {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let socket = tls.secure(stream, host).await?;
+        greet(socket, handshake).await
     })
     .await
 }

@@ -1,5 +1,5 @@
 //! `lintel-client`: the worker and producer SDKs of the lintel push-dispatch bus, speaking the
-//! wire protocol over TCP like any other client. It needs only `lintel-wire` and tokio.
+//! wire protocol over TCP, or TLS, like any other client. It needs `lintel-wire`, tokio and rustls.
 //!
 //! # Layout
 //! - [`connect`]: dial, `Hello`/`Welcome` handshake with a timeout, typed [`ConnectError`]s;
@@ -7,6 +7,8 @@
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
 //! - [`Client`]: a producer multiplexing many dispatches over one connection.
 //! - [`DispatchOptions`]: routing and waits of one dispatch, shared with the node's in-process API.
+//! - [`tls`]: [`ClientTls`], what a connection to a TLS node trusts and presents, and a TLS
+//!   [`Dialer`](transport::Dialer).
 //! - [`transport`]: a framed TCP connection, a reader plus a writer task behind a bounded queue;
 //!   the node's connections use it too.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
@@ -15,12 +17,14 @@ mod client;
 pub mod connect;
 mod keepalive;
 mod options;
+pub mod tls;
 pub mod transport;
 mod worker;
 
 pub use client::{Client, ClientConfig, ClientError, ClusterStatus, Dispatched};
 pub use connect::{ConnectError, Connection, Handshake};
 pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
+pub use tls::{ClientTls, PemIdentity, TlsError};
 pub use worker::{
     handler_fn, Backoff, FnHandler, Handler, Worker, WorkerConfig, WorkerError, WorkerHandle,
     WorkerState,

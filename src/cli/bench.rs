@@ -5,12 +5,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lintel_client::{Client, ClientConfig, DispatchOptions, Worker, WorkerConfig, WorkerHandle};
+use lintel_client::{
+    Client, ClientConfig, ClientTls, DispatchOptions, Worker, WorkerConfig, WorkerHandle,
+};
 use lintel_wire::Register;
 
 use super::exit::fail;
 use super::histogram;
 use super::loadgen::{self, Load, Run};
+use super::tls::ClientTlsArgs;
 use crate::activities::BuiltIn;
 
 #[derive(Debug, clap::Args)]
@@ -51,16 +54,23 @@ pub(super) struct Args {
     /// Auth token for nodes that require one.
     #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
+    #[command(flatten)]
+    tls: ClientTlsArgs,
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
-    let workers = match start_workers(&args).await {
+    let tls = match args.tls.load(&args.connect) {
+        Ok(tls) => tls,
+        Err(err) => return fail(err),
+    };
+    let workers = match start_workers(&args, tls.as_ref()).await {
         Ok(workers) => workers,
         Err(message) => return fail(message),
     };
     let config = ClientConfig {
         name: "lintel-bench".into(),
         auth_token: args.auth_token.clone(),
+        tls,
         ..ClientConfig::default()
     };
     let client = match Client::connect(args.connect.as_str(), config).await {
@@ -150,7 +160,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn start_workers(args: &Args) -> Result<Vec<WorkerHandle>, String> {
+async fn start_workers(args: &Args, tls: Option<&ClientTls>) -> Result<Vec<WorkerHandle>, String> {
     let mut workers = Vec::with_capacity(args.workers);
     for index in 0..args.workers {
         let registration = Register {
@@ -163,6 +173,7 @@ async fn start_workers(args: &Args) -> Result<Vec<WorkerHandle>, String> {
         };
         let mut config = WorkerConfig::new(args.connect.clone(), registration);
         config.auth_token = args.auth_token.clone();
+        config.tls = tls.cloned();
         workers.push(Worker::spawn(config, BuiltIn));
     }
     for worker in &workers {

@@ -8,6 +8,7 @@ use lintel_client::{Client, ClientConfig, DispatchOptions};
 use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult};
 
 use super::exit::fail;
+use super::tls::ClientTlsArgs;
 use crate::dispatch::outcome;
 
 #[derive(Debug, clap::Args)]
@@ -48,6 +49,8 @@ pub(super) struct Args {
     /// Auth token for nodes that require one.
     #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
+    #[command(flatten)]
+    tls: ClientTlsArgs,
 }
 
 /// Exit codes per outcome class; 0 is a successful completion.
@@ -69,9 +72,14 @@ fn exit_code(result: &DispatchResult) -> u8 {
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
+    let tls = match args.tls.load(&args.connect) {
+        Ok(tls) => tls,
+        Err(err) => return fail(err),
+    };
     let config = ClientConfig {
         name: "lintel-dispatch".into(),
         auth_token: args.auth_token,
+        tls,
         ..ClientConfig::default()
     };
     let client = match Client::connect(args.connect.as_str(), config).await {

@@ -12,6 +12,7 @@ mod runtime;
 mod serve;
 mod signal;
 mod status;
+mod tls;
 mod worker;
 
 use std::process::ExitCode;

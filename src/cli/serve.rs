@@ -81,6 +81,22 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     admin_listen: Option<SocketAddr>,
+    /// PEM certificate chain to present; with --tls-key every connection speaks TLS.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_key: Option<PathBuf>,
+    /// PEM CA certificates client certificates must chain to; every client must present one.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_client_ca: Option<PathBuf>,
+    /// PEM CA certificates peers' certificates must chain to [default: --tls-client-ca].
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_ca: Option<PathBuf>,
 }
 
 /// `--placement` values.
@@ -135,6 +151,7 @@ fn layer(args: &Args) -> Result<Layered, crate::config::ConfigError> {
 
 /// Serves until Ctrl-C, then drains.
 pub(super) async fn run(config: NodeConfig) -> ExitCode {
+    super::tls::warn_if_exposed(&config);
     match crate::node::serve(config, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(err),

@@ -18,12 +18,19 @@ pub(super) struct Args {
     /// Auth token for nodes that require one.
     #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
+    #[command(flatten)]
+    tls: super::tls::ClientTlsArgs,
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
+    let tls = match args.tls.load(&args.connect) {
+        Ok(tls) => tls,
+        Err(err) => return fail(err),
+    };
     let config = ClientConfig {
         name: "lintel-status".into(),
         auth_token: args.auth_token,
+        tls,
         ..ClientConfig::default()
     };
     let client = match Client::connect(args.connect.as_str(), config).await {

@@ -11,6 +11,7 @@ use lintel_wire::Register;
 
 use super::exit::fail;
 use super::signal::shutdown_signal;
+use super::tls::ClientTlsArgs;
 use crate::activities::{BuiltIn, BUILT_IN};
 
 #[derive(Debug, clap::Args)]
@@ -42,6 +43,8 @@ pub(super) struct Args {
     /// How long a drain on Ctrl-C may take, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     drain_ms: u64,
+    #[command(flatten)]
+    tls: ClientTlsArgs,
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
@@ -68,6 +71,10 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let mut config = WorkerConfig::new(args.connect.clone(), registration);
     config.auth_token = args.auth_token;
+    config.tls = match args.tls.load(&args.connect) {
+        Ok(tls) => tls,
+        Err(err) => return fail(err),
+    };
     let handle = Worker::spawn(config, BuiltIn);
     let mut state = handle.state();
     let watch_state = async {

@@ -19,7 +19,13 @@ use super::node::{ConfigError, NodeConfig};
 pub const ENV_PREFIX: &str = "LINTEL_";
 
 /// `LINTEL_*` variables other commands and the tests read, which are not node keys.
-const OTHER_VARIABLES: [&str; 4] = ["CONFIG", "CONNECT", "LOG_FORMAT", "THREADS"];
+const OTHER_VARIABLES: [&str; 5] = [
+    "CONFIG",
+    "CONNECT",
+    "LOG_FORMAT",
+    "THREADS",
+    "TLS_SERVER_NAME",
+];
 
 /// Keys whose values are secrets, masked when printed.
 const SECRETS: [&str; 2] = ["auth_token", "cluster_secret"];
@@ -227,7 +233,7 @@ fn mask(key: &str, value: &Value) -> String {
                 .iter()
                 .map(|grant| {
                     let mut grant = grant.clone();
-                    if let Some(token) = grant.get_mut("token") {
+                    if let Some(token) = grant.get_mut("token").filter(|token| !token.is_null()) {
                         *token = Value::String("***".into());
                     }
                     grant

@@ -1,6 +1,7 @@
 //! The node's settings, every one with a working default, and their checks.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -8,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::auth::{self, Authenticator, GrantConfig};
 use crate::dispatch::{DispatchLimits, Placement, DEFAULT_REPLY_TIMEOUT, MAX_TIMEOUT};
 use crate::registry::AdmissionLimits;
+use crate::tls::{NodeTls, TlsFiles, TlsSetupError};
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +30,8 @@ pub enum ConfigError {
     Invalid { name: &'static str, reason: String },
     #[error("invalid grants: {0}")]
     Grants(#[from] auth::GrantError),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsSetupError),
     #[error("config key {key} (from {from}): {reason}")]
     Layer {
         key: String,
@@ -98,6 +102,17 @@ pub struct NodeConfig {
     /// Address of the admin HTTP listener (`/metrics`, `/health`, `/ready`, `/status`); off
     /// when unset.
     pub admin_listen: Option<SocketAddr>,
+    /// PEM certificate chain the listener presents; with `tls_key`, every connection speaks
+    /// TLS and peers are dialled over TLS.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates client certificates must chain to; when set, every connection must
+    /// present one (mutual TLS), and its identity may hold a grant.
+    pub tls_client_ca: Option<PathBuf>,
+    /// PEM CA certificates a peer's certificate must chain to when this node dials it;
+    /// default `tls_client_ca`.
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Default for NodeConfig {
@@ -129,6 +144,10 @@ impl Default for NodeConfig {
             placement: Placement::LocalFirst,
             peer_ping_interval_ms: 1_000,
             admin_listen: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            tls_ca: None,
         }
     }
 }
@@ -172,6 +191,7 @@ impl NodeConfig {
             });
         }
         auth::validate(&self.grants)?;
+        self.validate_tls()?;
         if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {
             return Err(ConfigError::Invalid {
                 name: "max_frame_len",
@@ -179,6 +199,56 @@ impl NodeConfig {
             });
         }
         Ok(())
+    }
+
+    /// TLS needs a certificate and its key together, and CAs only mean something with them.
+    fn validate_tls(&self) -> Result<(), ConfigError> {
+        let needs_cert = |name: &'static str| ConfigError::Invalid {
+            name,
+            reason: "needs tls_cert and tls_key".into(),
+        };
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(_), None) => Err(needs_cert("tls_cert")),
+            (None, Some(_)) => Err(ConfigError::Invalid {
+                name: "tls_key",
+                reason: "needs tls_cert".into(),
+            }),
+            (None, None) if self.tls_client_ca.is_some() => Err(needs_cert("tls_client_ca")),
+            (None, None) if self.tls_ca.is_some() => Err(needs_cert("tls_ca")),
+            (Some(_), Some(_))
+                if !self.peers.is_empty()
+                    && self.tls_ca.is_none()
+                    && self.tls_client_ca.is_none() =>
+            {
+                Err(ConfigError::Invalid {
+                    name: "tls_ca",
+                    reason: "peers are dialled over TLS: name the CA their certificates chain to"
+                        .into(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The node's TLS, loaded from the files the config names; off without `tls_cert`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Tls`] naming a file that cannot be read or used.
+    pub fn load_tls(&self) -> Result<NodeTls, ConfigError> {
+        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
+            return Ok(NodeTls::default());
+        };
+        Ok(NodeTls::load(TlsFiles {
+            cert,
+            key,
+            client_ca: self.tls_client_ca.as_deref(),
+            peer_ca: self.tls_ca.as_deref(),
+        })?)
+    }
+
+    /// True when the listener speaks TLS.
+    pub fn tls_enabled(&self) -> bool {
+        self.tls_cert.is_some() && self.tls_key.is_some()
     }
 
     /// The node id, or `lintel-<port>` when none was set.
@@ -294,6 +364,25 @@ mod tests {
             toml::from_str("[[grants]]\ntoken = \"t\"\nroles = []\nnamespaces = [\"a\"]\n")
                 .unwrap();
         assert!(matches!(empty.validate(), Err(ConfigError::Grants(_))));
+    }
+
+    #[test]
+    fn a_tls_certificate_needs_its_key_and_cas_need_both() {
+        for (toml, name) in [
+            ("tls_cert = \"c.pem\"", "tls_cert"),
+            ("tls_key = \"k.pem\"", "tls_key"),
+            ("tls_client_ca = \"ca.pem\"", "tls_client_ca"),
+            ("tls_ca = \"ca.pem\"", "tls_ca"),
+        ] {
+            let config: NodeConfig = toml::from_str(toml).unwrap();
+            assert!(
+                matches!(config.validate(), Err(ConfigError::Invalid { name: n, .. }) if n == name),
+                "{toml}"
+            );
+        }
+        let config: NodeConfig =
+            toml::from_str("tls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n").unwrap();
+        assert!(config.validate().is_ok() && config.tls_enabled());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The node's side of the handshake: the first frame must be a `Hello` we can accept.
+//! The node's side of the handshake: TLS when the node speaks it, then the first frame must be
+//! a `Hello` we can accept.
 
 use futures_util::StreamExt;
 use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
@@ -6,7 +7,9 @@ use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, 
 use super::close::Close;
 use crate::auth::Grant;
 use crate::shared::Shared;
-use lintel_client::transport::{FrameReader, Outbound};
+use crate::tls::Secured;
+use lintel_client::transport::{FrameReader, Outbound, Socket};
+use tokio::time::Instant;
 
 /// The lowest protocol version this node speaks.
 const MIN_VERSION: u16 = 1;
@@ -21,16 +24,40 @@ pub(super) struct Accepted {
     pub(super) grant: Grant,
 }
 
-/// Reads the hello and answers it.
+/// Runs the TLS handshake when the node speaks TLS, by `deadline`; `None` when the connection
+/// failed it (or the node closed meanwhile) and is dropped without a word.
+pub(super) async fn secure(
+    shared: &Shared,
+    socket: Socket,
+    pid: u64,
+    deadline: Instant,
+) -> Option<Secured> {
+    let accepted = tokio::select! {
+        accepted = shared.tls.accept(socket, deadline) => accepted,
+        () = shared.closing.cancelled() => return None,
+    };
+    match accepted {
+        Ok(secured) => Some(secured),
+        Err(err) => {
+            tracing::debug!(pid, error = %err, "closing a connection that failed TLS");
+            None
+        }
+    }
+}
+
+/// Reads the hello by `deadline` and answers it; `identity` is what the connection's verified
+/// client certificate names.
 pub(super) async fn accept(
     shared: &Shared,
     reader: &mut FrameReader,
     outbound: &Outbound,
     pid: u64,
+    identity: Option<&str>,
+    deadline: Instant,
 ) -> Result<Accepted, Close> {
     let timeout = shared.config.handshake_timeout();
     let first = tokio::select! {
-        first = tokio::time::timeout(timeout, reader.next()) => first,
+        first = tokio::time::timeout_at(deadline, reader.next()) => first,
         () = shared.closing.cancelled() => return Err(Close::goodbye("node shutting down")),
     };
     let hello = match first {
@@ -46,7 +73,7 @@ pub(super) async fn accept(
         Ok(Some(Ok(other))) => return Err(Close::unexpected(other.kind(), "before Hello")),
     };
     let version = negotiate(&hello).map_err(refuse)?;
-    let grant = check(shared, &hello, version).map_err(refuse)?;
+    let grant = check(shared, &hello, version, identity).map_err(refuse)?;
     let welcome = Frame::Welcome(Welcome {
         version,
         node_id: shared.node_id().to_owned(),
@@ -77,11 +104,17 @@ fn negotiate(hello: &Hello) -> Result<u16, Refusal> {
     Ok(version)
 }
 
-fn check(shared: &Shared, hello: &Hello, version: u16) -> Result<Grant, Refusal> {
-    let grant = shared
-        .config
-        .authenticator()
-        .authenticate(hello.role, hello.auth_token.as_deref())?;
+fn check(
+    shared: &Shared,
+    hello: &Hello,
+    version: u16,
+    identity: Option<&str>,
+) -> Result<Grant, Refusal> {
+    let grant = shared.config.authenticator().authenticate(
+        hello.role,
+        hello.auth_token.as_deref(),
+        identity,
+    )?;
     if hello.role == Role::Peer && version < PEER_VERSION {
         return Err(Refusal {
             code: RefusalCode::VersionMismatch,

@@ -21,11 +21,18 @@ pub(crate) use peer::supervise as supervise_peers;
 /// Serves connection `pid` until it closes; every path ends in the same orderly close.
 pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
     let config = &shared.config;
+    // TLS, when on, and the hello both finish within one handshake timeout.
+    let deadline = tokio::time::Instant::now() + config.handshake_timeout();
+    let Some(secured) = Box::pin(handshake::secure(&shared, stream, pid, deadline)).await else {
+        return;
+    };
     let (mut reader, outbound, writer) =
-        transport::split(stream, config.max_frame_len, config.outbound_queue);
+        transport::split(secured.socket, config.max_frame_len, config.outbound_queue);
+    let identity = secured.identity.as_deref();
     // The handshake and the closing flush run once each; boxed, they stay out of the task that
     // every idle connection keeps for its whole life.
-    let close = match Box::pin(handshake::accept(&shared, &mut reader, &outbound, pid)).await {
+    let accepting = handshake::accept(&shared, &mut reader, &outbound, pid, identity, deadline);
+    let close = match Box::pin(accepting).await {
         Ok(accepted) => {
             shared.tally.opened(pid, accepted.role, &outbound);
             reader.set_frame_timeout(Some(config.frame_timeout()));

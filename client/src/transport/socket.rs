@@ -49,6 +49,17 @@ impl Socket {
         })
     }
 
+    /// The TCP stream under this socket, or the socket back when it runs over other halves.
+    ///
+    /// # Errors
+    /// The socket itself, unchanged, when it is not TCP.
+    pub fn into_tcp(self) -> Result<TcpStream, Self> {
+        match self.0 {
+            Inner::Tcp(stream) => Ok(stream),
+            other => Err(Self(other)),
+        }
+    }
+
     pub(super) fn into_halves(self) -> (ReadSocket, WriteSocket) {
         match self.0 {
             Inner::Tcp(stream) => {

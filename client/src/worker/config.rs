@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use lintel_wire::{Register, DEFAULT_MAX_FRAME_LEN};
 
+use crate::tls::ClientTls;
+
 /// Jittered exponential reconnect delays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
@@ -52,6 +54,9 @@ pub struct WorkerConfig {
     pub max_frame_len: usize,
     /// Frames the outbound queue holds before the runtime waits for room.
     pub queue_len: usize,
+    /// Speak TLS to the node; `None` is plaintext. The node's certificate is checked against
+    /// the TLS server name, else the host of `addr`.
+    pub tls: Option<ClientTls>,
 }
 
 impl WorkerConfig {
@@ -66,6 +71,7 @@ impl WorkerConfig {
             reconnect: Backoff::default(),
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             queue_len: 1024,
+            tls: None,
         }
     }
 }

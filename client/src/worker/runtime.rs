@@ -12,8 +12,11 @@ use super::config::WorkerConfig;
 use super::handler::Handler;
 use super::session::Session;
 use super::state::{SessionEnd, WorkerState};
-use crate::connect::{connect, is_final_refusal, next_frame, ConnectError, Connection, Handshake};
+use crate::connect::{
+    connect, connect_tls, is_final_refusal, next_frame, ConnectError, Connection, Handshake,
+};
 use crate::keepalive::Keepalive;
+use crate::tls::host_of;
 use crate::transport::{Batched, FrameReader, Outbound};
 
 /// The runtime's configuration and its side of the handle's channels.
@@ -70,7 +73,12 @@ impl<H: Handler> Runtime<H> {
             max_frame_len: self.config.max_frame_len,
             queue_len: self.config.queue_len,
         };
-        let conn = match connect(self.config.addr.as_str(), &handshake).await {
+        let addr = self.config.addr.as_str();
+        let connected = match &self.config.tls {
+            None => connect(addr, &handshake).await,
+            Some(tls) => connect_tls(addr, Some(host_of(addr)), tls, &handshake).await,
+        };
+        let conn = match connected {
             Ok(conn) => conn,
             Err(ConnectError::Refused(refusal)) if is_final_refusal(refusal.code) => {
                 return SessionEnd::Refused(refusal)

@@ -1,0 +1,302 @@
+//! TLS for connections to a node: the CAs to trust, the name the node's certificate must carry,
+//! and an optional client certificate; rustls on the ring provider.
+//!
+//! TLS wraps the same byte stream the plaintext protocol runs over; frames do not change. A
+//! connection is checked against [`ClientTls::with_server_name`]'s name when set, else the host
+//! of the address dialled when the SDK has it as text, else the IP address dialled.
+
+use std::io;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::transport::{Dialer, Dialing, Socket};
+
+/// Why TLS settings could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// PEM input that is not what it should hold.
+    #[error("invalid PEM in {what}: {source}")]
+    Pem {
+        what: String,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// PEM input with no certificate in it.
+    #[error("no certificate in {0}")]
+    NoCertificate(String),
+    /// rustls refused the certificates or the key (a key not matching its certificate, a CA
+    /// certificate it cannot parse).
+    #[error("unusable TLS certificates or key: {0}")]
+    Config(#[source] rustls::Error),
+    /// A server name that is neither a DNS name nor an IP address.
+    #[error("invalid TLS server name {0:?}")]
+    ServerName(String),
+}
+
+/// The crypto provider every TLS config here uses.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Every certificate in the PEM text `pem`; `what` names it in errors.
+///
+/// # Errors
+/// [`TlsError::Pem`] for malformed PEM, [`TlsError::NoCertificate`] when it holds none.
+pub fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TlsError::Pem {
+            what: what.to_owned(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate(what.to_owned()));
+    }
+    Ok(certs)
+}
+
+/// The first private key (PKCS#8, PKCS#1 or SEC1) in the PEM text `pem`.
+///
+/// # Errors
+/// [`TlsError::Pem`] for malformed PEM or no key.
+pub fn private_key(pem: &[u8], what: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|source| TlsError::Pem {
+        what: what.to_owned(),
+        source,
+    })
+}
+
+/// The bytes of the file at `path`.
+///
+/// # Errors
+/// [`TlsError::Read`] naming the file.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// A trust store holding every certificate in `pem`.
+///
+/// # Errors
+/// As [`certificates`], and [`TlsError::Config`] for a certificate rustls cannot use as a CA.
+pub fn roots(pem: &[u8], what: &str) -> Result<RootCertStore, TlsError> {
+    let mut store = RootCertStore::empty();
+    for cert in certificates(pem, what)? {
+        store.add(cert).map_err(TlsError::Config)?;
+    }
+    Ok(store)
+}
+
+/// A certificate chain and its private key, as PEM text.
+#[derive(Debug, Clone, Copy)]
+pub struct PemIdentity<'a> {
+    pub chain: &'a [u8],
+    pub key: &'a [u8],
+}
+
+/// How a connection to a node speaks TLS. Cheap to clone.
+#[derive(Clone)]
+pub struct ClientTls {
+    config: Arc<ClientConfig>,
+    server_name: Option<ServerName<'static>>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientTls {
+    /// Trusts the CA certificates in the PEM text `ca`, and presents `identity` to nodes that
+    /// ask for a client certificate.
+    ///
+    /// # Errors
+    /// [`TlsError`] for PEM without certificates or a key, or ones rustls refuses.
+    pub fn from_pem(ca: &[u8], identity: Option<PemIdentity<'_>>) -> Result<Self, TlsError> {
+        let roots = roots(ca, "the CA certificates")?;
+        let identity = match identity {
+            None => None,
+            Some(identity) => Some((
+                certificates(identity.chain, "the client certificate")?,
+                private_key(identity.key, "the client key")?,
+            )),
+        };
+        Self::new(roots, identity)
+    }
+
+    /// Trusts `roots`, and presents `identity` (a certificate chain and its key) to nodes that
+    /// ask for a client certificate.
+    ///
+    /// # Errors
+    /// [`TlsError::Config`] when rustls refuses the certificate or key.
+    pub fn new(
+        roots: RootCertStore,
+        identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    ) -> Result<Self, TlsError> {
+        let builder = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(TlsError::Config)?
+            .with_root_certificates(roots);
+        let config = match identity {
+            None => builder.with_no_client_auth(),
+            Some((chain, key)) => builder
+                .with_client_auth_cert(chain, key)
+                .map_err(TlsError::Config)?,
+        };
+        Ok(Self {
+            config: Arc::new(config),
+            server_name: None,
+        })
+    }
+
+    /// As [`ClientTls::from_pem`], reading the CA file and the optional certificate and key
+    /// files.
+    ///
+    /// # Errors
+    /// [`TlsError::Read`] for a file that cannot be read, else as [`ClientTls::from_pem`].
+    pub fn from_files(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<Self, TlsError> {
+        let ca = read_file(ca)?;
+        match identity {
+            None => Self::from_pem(&ca, None),
+            Some((chain, key)) => {
+                let chain = read_file(chain)?;
+                let key = read_file(key)?;
+                Self::from_pem(
+                    &ca,
+                    Some(PemIdentity {
+                        chain: &chain,
+                        key: &key,
+                    }),
+                )
+            }
+        }
+    }
+
+    /// Checks the node's certificate against `name` (a DNS name or an IP address) whatever
+    /// address is dialled.
+    ///
+    /// # Errors
+    /// [`TlsError::ServerName`] for a name that is neither.
+    pub fn with_server_name(mut self, name: &str) -> Result<Self, TlsError> {
+        let parsed = ServerName::try_from(name.to_owned())
+            .map_err(|_| TlsError::ServerName(name.to_owned()))?;
+        self.server_name = Some(parsed);
+        Ok(self)
+    }
+
+    /// Runs the TLS handshake over `stream`, checking the node's certificate against the
+    /// server name, else `host`, else the IP address `stream` is connected to.
+    ///
+    /// # Errors
+    /// The handshake's error; a refused certificate is an [`io::Error`] whose inner error is
+    /// the [`rustls::Error`] (see [`rustls_error`]).
+    pub async fn secure(&self, stream: TcpStream, host: Option<&str>) -> io::Result<Socket> {
+        let name = match (&self.server_name, host.and_then(host_name)) {
+            (Some(name), _) => name.clone(),
+            (None, Some(name)) => name,
+            (None, None) => ServerName::IpAddress(stream.peer_addr()?.ip().into()),
+        };
+        let local_addr = stream.local_addr().ok();
+        let tls = TlsConnector::from(Arc::clone(&self.config))
+            .connect(name, stream)
+            .await?;
+        let (read, write) = tokio::io::split(tls);
+        Ok(Socket::from_io(read, write, local_addr))
+    }
+}
+
+/// `host` as a server name: an IP address as one, else a DNS name; `None` when it is neither.
+fn host_name(host: &str) -> Option<ServerName<'static>> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Some(ServerName::IpAddress(ip.into()));
+    }
+    ServerName::try_from(bare.to_owned()).ok()
+}
+
+/// The host of a `host:port` address, brackets of an IPv6 literal kept.
+pub fn host_of(address: &str) -> &str {
+    address
+        .rsplit_once(':')
+        .map_or(address, |(host, _port)| host)
+}
+
+/// The TLS error inside an I/O error from a TLS stream, if that is what it is.
+pub fn rustls_error(err: &io::Error) -> Option<&rustls::Error> {
+    err.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+}
+
+/// Dials through another [`Dialer`] and runs TLS over the TCP connection it opens, checking
+/// each node's certificate against the host of the address dialled.
+pub struct TlsDialer {
+    inner: Arc<dyn Dialer>,
+    tls: ClientTls,
+}
+
+impl TlsDialer {
+    /// TLS over the connections `inner` opens, which must be TCP.
+    pub fn new(inner: Arc<dyn Dialer>, tls: ClientTls) -> Self {
+        Self { inner, tls }
+    }
+}
+
+impl Dialer for TlsDialer {
+    fn dial<'a>(&'a self, address: &'a str) -> Dialing<'a> {
+        Box::pin(async move {
+            let socket = self.inner.dial(address).await?;
+            let stream = socket.into_tcp().map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "TLS runs over TCP connections only",
+                )
+            })?;
+            self.tls.secure(stream, Some(host_of(address))).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_read_from_addresses() {
+        assert_eq!(host_of("node.example:7400"), "node.example");
+        assert_eq!(host_of("127.0.0.1:7400"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:7400"), "[::1]");
+        assert!(matches!(host_name("[::1]"), Some(ServerName::IpAddress(_))));
+        assert!(matches!(
+            host_name("node.example"),
+            Some(ServerName::DnsName(_))
+        ));
+        assert!(host_name("not a name").is_none());
+    }
+
+    #[test]
+    fn pem_without_certificates_is_refused() {
+        assert!(matches!(
+            ClientTls::from_pem(b"nothing here", None),
+            Err(TlsError::NoCertificate(_))
+        ));
+    }
+}

@@ -1,0 +1,588 @@
+//! TLS over real sockets, with certificates generated at test time: SDK workers and producers,
+//! the CLI against `lintel serve`, refused certificates and names, mutual TLS with identities
+//! holding grants, peers linked over TLS, and plaintext meeting TLS failing promptly.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use lintel::activities::BuiltIn;
+use lintel::auth::{GrantConfig, GrantRole};
+use lintel::sdk::{
+    Client, ClientConfig, ClientTls, ConnectError, DispatchOptions, PemIdentity, Worker,
+    WorkerConfig, WorkerError, WorkerHandle,
+};
+use lintel::wire::channel::dispatch_channel_name;
+use lintel::wire::{ActivityOutcome, DispatchResult, RefusalCode, Register};
+use lintel::NodeConfig;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use support::{plain, request, within, TestNode, WAIT};
+use tokio::io::AsyncReadExt;
+
+/// A certificate authority made for one test, and the files it wrote; removed on drop.
+struct Pki {
+    ca: rcgen::Certificate,
+    ca_key: KeyPair,
+    dir: PathBuf,
+}
+
+/// A certificate and its key, as PEM text.
+struct Leaf {
+    cert: String,
+    key: String,
+}
+
+impl Leaf {
+    fn identity(&self) -> PemIdentity<'_> {
+        PemIdentity {
+            chain: self.cert.as_bytes(),
+            key: self.key.as_bytes(),
+        }
+    }
+}
+
+impl Pki {
+    fn new() -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "lintel-tls-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = std::env::temp_dir().join(&name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        // Each CA its own name, so a stranger's CA is unknown rather than a bad signature.
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name} CA"));
+        let ca_key = KeyPair::generate().unwrap();
+        let ca = params.self_signed(&ca_key).unwrap();
+        let pki = Self { ca, ca_key, dir };
+        pki.write("ca.pem", &pki.ca_pem());
+        pki
+    }
+
+    fn ca_pem(&self) -> String {
+        self.ca.pem()
+    }
+
+    /// A certificate naming `names` (IP addresses as IP names), signed by this CA.
+    fn leaf(&self, names: &[&str]) -> Leaf {
+        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &self.ca, &self.ca_key)
+            .unwrap();
+        Leaf {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        }
+    }
+
+    /// Writes `text` to `name` in this test's directory.
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// A node certificate for 127.0.0.1 and `localhost`, written as `{prefix}.pem` and
+    /// `{prefix}.key`.
+    fn node_files(&self, prefix: &str) -> (PathBuf, PathBuf) {
+        let leaf = self.leaf(&["127.0.0.1", "localhost"]);
+        (
+            self.write(&format!("{prefix}.pem"), &leaf.cert),
+            self.write(&format!("{prefix}.key"), &leaf.key),
+        )
+    }
+
+    /// A node config serving TLS on loopback with a fresh node certificate.
+    fn node_config(&self, prefix: &str) -> NodeConfig {
+        let (cert, key) = self.node_files(prefix);
+        NodeConfig {
+            tls_cert: Some(cert),
+            tls_key: Some(key),
+            ..NodeConfig::default()
+        }
+    }
+
+    fn ca_path(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+
+    /// Client TLS trusting this CA, presenting `identity` when given.
+    fn client(&self, identity: Option<&Leaf>) -> ClientTls {
+        ClientTls::from_pem(self.ca_pem().as_bytes(), identity.map(Leaf::identity)).unwrap()
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn producer_config(tls: Option<ClientTls>) -> ClientConfig {
+    ClientConfig {
+        tls,
+        ..ClientConfig::default()
+    }
+}
+
+async fn producer(addr: SocketAddr, tls: ClientTls) -> Client {
+    within(
+        "TLS producer connection",
+        Client::connect(addr, producer_config(Some(tls))),
+    )
+    .await
+    .expect("the producer connects over TLS")
+}
+
+fn worker(addr: SocketAddr, tls: ClientTls, register: Register) -> WorkerHandle {
+    let mut config = WorkerConfig::new(addr.to_string(), register);
+    config.tls = Some(tls);
+    Worker::spawn(config, BuiltIn)
+}
+
+/// Dispatches `echo` of `input` in `namespace` and returns the echoed text.
+async fn echo(client: &Client, namespace: &str, input: &str) -> String {
+    let options = DispatchOptions::default().wait_for_worker(WAIT);
+    let result = within(
+        "an echo dispatch",
+        client.dispatch(request(namespace, "echo", input), &options),
+    )
+    .await
+    .expect("an outcome");
+    match result {
+        DispatchResult::Completed(response) => match response.outcome {
+            ActivityOutcome::Success(bytes) => String::from_utf8(bytes.to_vec()).unwrap(),
+            other => panic!("the echo failed: {other:?}"),
+        },
+        other => panic!("expected a completion, got {other:?}"),
+    }
+}
+
+/// The connect error of a producer connecting to `addr` as `config` says.
+async fn connect_error(addr: SocketAddr, config: ClientConfig) -> ConnectError {
+    match within("a failing connect", Client::connect(addr, config)).await {
+        Ok(_) => panic!("the connection was expected to fail"),
+        Err(err) => err,
+    }
+}
+
+#[tokio::test]
+async fn a_worker_and_a_producer_over_tls_complete_a_dispatch() {
+    let pki = Pki::new();
+    let node = TestNode::with_config(pki.node_config("node")).await;
+    let worker = worker(node.addr, pki.client(None), plain("demo", "echo", 4, "w"));
+    within("worker registration", worker.wait_registered(WAIT))
+        .await
+        .expect("the worker registers over TLS");
+    let client = producer(node.addr, pki.client(None)).await;
+    assert_eq!(echo(&client, "demo", "over tls").await, "over tls");
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_trust_the_ca_fails_with_a_tls_error() {
+    let pki = Pki::new();
+    let stranger = Pki::new();
+    let node = TestNode::with_config(pki.node_config("node")).await;
+    let err = connect_error(node.addr, producer_config(Some(stranger.client(None)))).await;
+    assert!(
+        matches!(
+            err,
+            ConnectError::Tls(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer
+            ))
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("TLS"), "{err}");
+}
+
+#[tokio::test]
+async fn a_certificate_for_another_name_fails_with_a_tls_error() {
+    let pki = Pki::new();
+    let node = TestNode::with_config(pki.node_config("node")).await;
+    let tls = pki
+        .client(None)
+        .with_server_name("elsewhere.example")
+        .unwrap();
+    let err = connect_error(node.addr, producer_config(Some(tls))).await;
+    assert!(
+        matches!(
+            err,
+            ConnectError::Tls(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. }
+            ))
+        ),
+        "{err:?}"
+    );
+}
+
+fn mutual_config(pki: &Pki) -> NodeConfig {
+    NodeConfig {
+        tls_client_ca: Some(pki.ca_path()),
+        grants: vec![GrantConfig {
+            token: None,
+            identity: Some("billing.workers.example".into()),
+            roles: vec![GrantRole::Worker],
+            namespaces: vec!["billing".into()],
+        }],
+        ..pki.node_config("node")
+    }
+}
+
+#[tokio::test]
+async fn with_a_client_ca_a_client_without_a_certificate_is_refused() {
+    let pki = Pki::new();
+    let node = TestNode::with_config(mutual_config(&pki)).await;
+    let err = connect_error(node.addr, producer_config(Some(pki.client(None)))).await;
+    assert!(matches!(err, ConnectError::Tls(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_client_certificate_identity_gets_exactly_its_grants_namespaces() {
+    let pki = Pki::new();
+    let node = TestNode::with_config(mutual_config(&pki)).await;
+    let cert = pki.leaf(&["billing.workers.example"]);
+
+    let mixed = Register {
+        namespaces: vec!["billing".into(), "payroll".into()],
+        ..plain("billing", "echo", 1, "w")
+    };
+    let refused = worker(node.addr, pki.client(Some(&cert)), mixed);
+    match within("a refusal", refused.wait_registered(WAIT)).await {
+        Err(WorkerError::Refused(refusal)) => {
+            assert_eq!(refusal.code, RefusalCode::Unauthorized);
+            assert!(refusal.reason.contains("payroll"), "{}", refusal.reason);
+        }
+        other => panic!("expected RegisterRefused, got {other:?}"),
+    }
+
+    let granted = worker(
+        node.addr,
+        pki.client(Some(&cert)),
+        plain("billing", "echo", 1, "w"),
+    );
+    within("registration", granted.wait_registered(WAIT))
+        .await
+        .expect("the granted namespace is accepted");
+
+    // The identity holds no producer role.
+    let err = connect_error(node.addr, producer_config(Some(pki.client(Some(&cert))))).await;
+    match err {
+        ConnectError::Refused(refusal) => assert_eq!(refusal.code, RefusalCode::Unauthorized),
+        other => panic!("expected Unauthorized, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn two_nodes_peer_over_tls_and_relay_a_dispatch() {
+    let pki = Pki::new();
+    let a = TestNode::with_config(NodeConfig {
+        node_id: "a".into(),
+        peer_ping_interval_ms: 100,
+        tls_ca: Some(pki.ca_path()),
+        ..pki.node_config("a")
+    })
+    .await;
+    let b = TestNode::with_config(NodeConfig {
+        node_id: "b".into(),
+        peers: vec![a.addr.to_string()],
+        peer_ping_interval_ms: 100,
+        tls_ca: Some(pki.ca_path()),
+        ..pki.node_config("b")
+    })
+    .await;
+    b.wait_linked(&["a"]).await;
+    let worker = worker(a.addr, pki.client(None), plain("relay", "echo", 2, "w"));
+    within("worker registration", worker.wait_registered(WAIT))
+        .await
+        .expect("the worker registers on a");
+    b.wait_announced("a", &dispatch_channel_name("relay", "default", None))
+        .await;
+    let client = producer(b.addr, pki.client(None)).await;
+    let dispatched = within(
+        "a relayed dispatch",
+        client.dispatch_traced(request("relay", "echo", "hop"), &DispatchOptions::default()),
+    )
+    .await
+    .expect("an outcome");
+    assert_eq!(dispatched.served_by.as_deref(), Some("a"));
+    assert!(
+        matches!(dispatched.result, DispatchResult::Completed(_)),
+        "{:?}",
+        dispatched.result
+    );
+}
+
+#[tokio::test]
+async fn a_plaintext_client_against_a_tls_listener_fails_promptly() {
+    let pki = Pki::new();
+    let node = TestNode::with_config(NodeConfig {
+        handshake_timeout_ms: 60_000,
+        ..pki.node_config("node")
+    })
+    .await;
+    let config = ClientConfig {
+        handshake_timeout: Duration::from_secs(60),
+        ..producer_config(None)
+    };
+    let err = connect_error(node.addr, config).await;
+    assert!(!matches!(err, ConnectError::Timeout(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_tls_client_against_a_plaintext_listener_fails_promptly_with_a_tls_error() {
+    let pki = Pki::new();
+    let node = TestNode::with_config(NodeConfig {
+        handshake_timeout_ms: 60_000,
+        ..NodeConfig::default()
+    })
+    .await;
+    let config = ClientConfig {
+        handshake_timeout: Duration::from_secs(60),
+        ..producer_config(Some(pki.client(None)))
+    };
+    let err = connect_error(node.addr, config).await;
+    assert!(matches!(err, ConnectError::Tls(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_silent_connection_to_a_tls_listener_is_closed_at_the_handshake_timeout() {
+    let pki = Pki::new();
+    let node = TestNode::with_config(NodeConfig {
+        handshake_timeout_ms: 200,
+        ..pki.node_config("node")
+    })
+    .await;
+    let mut silent = tokio::net::TcpStream::connect(node.addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let read = within(
+        "the node closing a silent connection",
+        silent.read(&mut buf),
+    )
+    .await;
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+}
+
+#[tokio::test]
+async fn past_the_connection_limit_a_tls_client_is_refused_too_many_connections() {
+    let pki = Pki::new();
+    let node = TestNode::with_config(NodeConfig {
+        max_connections: 1,
+        ..pki.node_config("node")
+    })
+    .await;
+    let _first = producer(node.addr, pki.client(None)).await;
+    let err = connect_error(node.addr, producer_config(Some(pki.client(None)))).await;
+    match err {
+        ConnectError::Refused(refusal) => {
+            assert_eq!(refusal.code, RefusalCode::TooManyConnections)
+        }
+        other => panic!("expected TooManyConnections, got {other:?}"),
+    }
+}
+
+/// `lintel` with no `RUST_LOG` or `LINTEL_*` settings inherited from the caller's shell.
+fn lintel() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lintel"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("LINTEL_") || name == "RUST_LOG" {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+/// A `lintel serve` child, killed on drop, with its stderr read line by line.
+struct Served {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Served {
+    fn start(args: &[&str]) -> Self {
+        let mut child = lintel()
+            .arg("serve")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("lintel serve starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads stderr until the `listening` line and returns the port in it.
+    fn port(&mut self) -> u16 {
+        let line = self.wait_for("listening");
+        let after = &line[line.rfind(':').expect("an address")..];
+        after
+            .trim_start_matches(':')
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .expect("a port")
+    }
+
+    /// Reads stderr until a line containing `text`, and returns it.
+    fn wait_for(&mut self, text: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {text:?} line within {WAIT:?}: {:?}", self.seen));
+            self.seen.push(line.clone());
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `command` to its end, bounded by three [`WAIT`]s; its success, stdout and stderr.
+fn finish(mut command: Command) -> (bool, String, String) {
+    let (send, done) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(command.output());
+    });
+    let output = done
+        .recv_timeout(WAIT * 3)
+        .expect("the command finishes")
+        .expect("the command runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn path(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn the_cli_worker_dispatch_and_bench_speak_tls_to_lintel_serve() {
+    let pki = Pki::new();
+    let (cert, key) = pki.node_files("node");
+    let mut served = Served::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        path(&cert),
+        "--tls-key",
+        path(&key),
+    ]);
+    let connect = format!("127.0.0.1:{}", served.port());
+    let ca = pki.ca_path();
+    let mut worker = lintel()
+        .args(["worker", "--connect", &connect, "--namespace", "cli"])
+        .args(["--activity", "echo", "--tls-ca", path(&ca)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lintel worker starts");
+    let worker_err = worker.stderr.take().unwrap();
+    let registered = std::thread::spawn(move || {
+        BufReader::new(worker_err)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.contains("registered as worker"))
+    });
+    let mut dispatch = lintel();
+    dispatch
+        .args(["dispatch", "--connect", &connect, "--namespace", "cli"])
+        .args([
+            "--activity",
+            "echo",
+            "--input",
+            "secured",
+            "--wait-ms",
+            "10000",
+        ])
+        .args(["--tls-ca", path(&ca)]);
+    let (ok, out, err) = finish(dispatch);
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert!(ok, "dispatch failed: {err}");
+    assert_eq!(out.trim(), "secured");
+    assert!(registered.join().unwrap(), "the worker registered");
+
+    let mut bench = lintel();
+    bench
+        .args([
+            "bench",
+            "--connect",
+            &connect,
+            "--workers",
+            "1",
+            "--count",
+            "50",
+        ])
+        .args(["--concurrency", "4", "--tls-ca", path(&ca)])
+        .args(["--tls-server-name", "localhost"]);
+    let (ok, out, err) = finish(bench);
+    assert!(ok, "bench failed: {out}{err}");
+    assert!(out.contains("50 dispatches"), "{out}");
+
+    // Plaintext against the TLS listener fails, and says so.
+    let mut plain = lintel();
+    plain.args(["dispatch", "--connect", &connect, "--namespace", "cli"]);
+    plain.args(["--activity", "echo", "--input", "x"]);
+    let (ok, _, err) = finish(plain);
+    assert!(!ok && err.contains("cannot connect"), "{err}");
+}
+
+#[test]
+fn listening_beyond_loopback_without_tls_warns_at_start() {
+    let mut exposed = Served::start(&["--listen", "0.0.0.0:0"]);
+    let warning = exposed.wait_for("without TLS");
+    assert!(warning.contains("WARN"), "{warning}");
+    exposed.wait_for("listening");
+
+    let mut loopback = Served::start(&["--listen", "127.0.0.1:0"]);
+    loopback.wait_for("listening");
+    assert!(
+        !loopback
+            .seen
+            .iter()
+            .any(|line| line.contains("without TLS")),
+        "{:?}",
+        loopback.seen
+    );
+}
