@@ -192,6 +192,50 @@ async fn a_worker_and_a_producer_over_tls_complete_a_dispatch() {
 }
 
 #[tokio::test]
+async fn large_dispatches_in_flight_over_tls_all_complete() {
+    let pki = Pki::new();
+    let node = TestNode::with_config(pki.node_config("node")).await;
+    let worker = worker(node.addr, pki.client(None), plain("bulk", "echo", 64, "w"));
+    within("worker registration", worker.wait_registered(WAIT))
+        .await
+        .expect("the worker registers over TLS");
+    let client = producer(node.addr, pki.client(None)).await;
+    let input = "x".repeat(256 * 1024);
+    let mut dispatches = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let client = client.clone();
+        let input = input.clone();
+        dispatches.spawn(async move { echo(&client, "bulk", &input).await.len() });
+    }
+    within("64 dispatches of 256 KiB each way", async {
+        while let Some(echoed) = dispatches.join_next().await {
+            assert_eq!(echoed.unwrap(), input.len());
+        }
+    })
+    .await;
+}
+
+/// A TLS stream buffers what it is given like a `BufWriter` does; the transport must flush it
+/// or the last frame of a burst waits for the next one.
+#[tokio::test]
+async fn a_buffering_write_half_delivers_each_frame_without_waiting_for_the_next() {
+    use futures_util::StreamExt;
+    use lintel::transport::{split, Socket};
+    use lintel::wire::{Frame, Ping};
+
+    let (near, far) = tokio::io::duplex(1 << 16);
+    let (near_read, near_write) = tokio::io::split(near);
+    let (far_read, far_write) = tokio::io::split(far);
+    let near = Socket::from_io(near_read, tokio::io::BufWriter::new(near_write), None);
+    let far = Socket::from_io(far_read, far_write, None);
+    let (_near_reader, near_out, _near_writer) = split(near, 1 << 20, 4);
+    let (mut far_reader, _far_out, _far_writer) = split(far, 1 << 20, 4);
+    near_out.send(Frame::Ping(Ping { nonce: 7 })).await.unwrap();
+    let frame = within("the one frame sent", far_reader.next()).await;
+    assert_eq!(frame.unwrap().unwrap(), Frame::Ping(Ping { nonce: 7 }));
+}
+
+#[tokio::test]
 async fn a_client_that_does_not_trust_the_ca_fails_with_a_tls_error() {
     let pki = Pki::new();
     let stranger = Pki::new();

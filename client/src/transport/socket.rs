@@ -181,7 +181,13 @@ impl WriteSocket {
                     written => return written,
                 }
             },
-            Self::Io(write) => poll_io(write, |write, cx| write.poll_write(cx, buf)).await,
+            // Flushed before returning: a half that buffers (TLS) would otherwise hold the
+            // tail of the last batch until the next write.
+            Self::Io(write) => {
+                let written = poll_io(write, |write, cx| write.poll_write(cx, buf)).await?;
+                poll_io(write, |write, cx| write.poll_flush(cx)).await?;
+                Ok(written)
+            }
         }
     }
 

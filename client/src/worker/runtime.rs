@@ -48,7 +48,12 @@ impl<H: Handler> Runtime<H> {
                     self.config.reconnect.delay(0)
                 }
                 SessionEnd::Unreachable(err) => {
-                    tracing::debug!(error = %err, addr = %self.config.addr, "worker cannot reach the node");
+                    if matches!(err, ConnectError::Tls(_)) {
+                        // A certificate problem is not transient: say so where it is seen.
+                        tracing::warn!(error = %err, addr = %self.config.addr, "worker cannot reach the node");
+                    } else {
+                        tracing::debug!(error = %err, addr = %self.config.addr, "worker cannot reach the node");
+                    }
                     let delay = self.config.reconnect.delay(failures);
                     failures = failures.saturating_add(1);
                     delay
