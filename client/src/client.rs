@@ -35,7 +35,7 @@ pub struct ClientConfig {
     /// Free-form name, for the node's logs and status.
     pub name: String,
     pub auth_token: Option<String>,
-    /// Bounds the TCP connect and the wait for `Welcome` together.
+    /// Bounds the TCP connect, the TLS handshake and the wait for `Welcome` together.
     pub handshake_timeout: Duration,
     /// Largest frame body this side reads or writes.
     pub max_frame_len: usize,
