@@ -372,6 +372,42 @@ async fn two_nodes_peer_over_tls_and_relay_a_dispatch() {
 }
 
 #[tokio::test]
+async fn peers_that_require_client_certificates_link_with_their_node_certificates() {
+    let pki = Pki::new();
+    let mutual = |id: &str, peers: Vec<String>| NodeConfig {
+        node_id: id.into(),
+        peers,
+        peer_ping_interval_ms: 100,
+        // No tls_ca: peers are checked against the client CA.
+        tls_client_ca: Some(pki.ca_path()),
+        ..pki.node_config(id)
+    };
+    let a = TestNode::with_config(mutual("a", Vec::new())).await;
+    let b = TestNode::with_config(mutual("b", vec![a.addr.to_string()])).await;
+    b.wait_linked(&["a"]).await;
+    a.wait_linked(&["b"]).await;
+}
+
+#[test]
+fn a_missing_certificate_file_is_a_config_error_naming_it() {
+    let pki = Pki::new();
+    let missing = pki.dir.join("absent.pem");
+    let config = NodeConfig {
+        tls_cert: Some(missing.clone()),
+        ..pki.node_config("node")
+    };
+    let err = match lintel::Node::new(config) {
+        Ok(_) => panic!("a node without its certificate file started"),
+        Err(err) => err,
+    };
+    assert!(
+        matches!(err, lintel::config::ConfigError::Tls(_)),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("absent.pem"), "{err}");
+}
+
+#[tokio::test]
 async fn a_plaintext_client_against_a_tls_listener_fails_promptly() {
     let pki = Pki::new();
     let node = TestNode::with_config(NodeConfig {
