@@ -185,7 +185,10 @@ impl Node {
         let mut drained = false;
         loop {
             // Cancel-safe, as required above: losing the race to shutdown loses no connection.
+            // Biased: a flood of connections cannot starve shutdown, and a replayed simulation
+            // takes the same branch.
             let accepted = tokio::select! {
+                biased;
                 () = &mut shutdown, if !draining => {
                     draining = true;
                     continue;

@@ -4,10 +4,10 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use lintel_client::transport::Dialer;
 use lintel_wire::{ClusterStatusReport, NodeStatus};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 

@@ -220,7 +220,7 @@ impl WorkerConn<'_> {
         if let Some(registered) = &self.registered {
             // Pushes that ended long ago without a reply give their slots back.
             let grace = self.shared.config.late_reply_grace();
-            if let Some(cutoff) = std::time::Instant::now().checked_sub(grace) {
+            if let Some(cutoff) = tokio::time::Instant::now().checked_sub(grace) {
                 registered.link.reclaim(cutoff);
             }
         }
