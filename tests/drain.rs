@@ -12,7 +12,8 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{handler_fn, Worker, WorkerConfig, WorkerState};
 use lintel::wire::{
@@ -21,8 +22,9 @@ use lintel::wire::{
 };
 use lintel::NodeConfig;
 use support::{
-    dispatch, hello, next_frame, next_outcome, outcome_of, plain, poll_once, producer, request,
-    served_by, spawn_dispatch, submit, within, RawClient, RawWorker, TestNode, WAIT,
+    dispatch, hello, next_frame, next_outcome, outcome_of, plain, poll_once, producer,
+    quiet_config, request, served_by, small_window_worker, spawn_dispatch, submit, within,
+    RawClient, RawWorker, TestNode, WAIT,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -320,6 +322,48 @@ async fn an_sdk_worker_drains_cleanly_saying_drained_then_goodbye() {
         "the node said goodbye only after the worker's Drained: {seen:?}"
     );
     drop(handle);
+}
+
+#[tokio::test]
+async fn a_worker_whose_queue_is_full_still_hears_drain() {
+    let config = NodeConfig {
+        drain_timeout_ms: 120_000,
+        ..quiet_config(1)
+    };
+    let mut node = TestNode::with_config(config).await;
+    let mut worker = small_window_worker(node.addr, plain("bp", "big", 10_000, "stalled")).await;
+    // The worker reads nothing: 1 MiB pushes fill its socket, then the node's queue.
+    let input = Bytes::from(vec![7u8; 1 << 20]);
+    let instant = DispatchOptions::default().reply_timeout(Duration::from_millis(1));
+    within("the worker's queue to fill", async {
+        for _ in 0..512 {
+            let big = DispatchRequest {
+                input: input.clone(),
+                ..request("bp", "big", "")
+            };
+            if let DispatchResult::Refused(_) = node.node.dispatcher().dispatch(big, &instant).await
+            {
+                return;
+            }
+        }
+        panic!("512 MiB pushed without back-pressure");
+    })
+    .await;
+
+    node.begin_shutdown();
+    within("the Drain behind the backlog", async {
+        loop {
+            match worker.client.framed.next().await {
+                Some(Ok(Frame::Drain(_))) => return,
+                Some(Ok(Frame::Push(_) | Frame::Cancel(_) | Frame::Ping(_))) => {}
+                other => panic!("expected the backlog, then Drain; got {other:?}"),
+            }
+        }
+    })
+    .await;
+    worker.client.send(drained(0)).await;
+    expect_goodbye_then_close(&mut worker.client).await;
+    node.shutdown().await;
 }
 
 /// Which way a frame crossed the proxy.

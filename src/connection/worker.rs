@@ -54,7 +54,9 @@ pub(super) async fn serve(
                     break Close::goodbye("node is draining");
                 }
                 let grace_ms = shared.config.drain_timeout_ms;
-                let _ = outbound.try_send(Frame::Drain(Drain { grace_ms }));
+                // Owed even to a full queue (once per connection): the drain waits for the
+                // answer, so the worker must hear it.
+                let _ = outbound.send_owed(Frame::Drain(Drain { grace_ms }));
             }
             () = shared.closing.cancelled() => {
                 if let Some(registered) = conn.registered.as_mut() {
