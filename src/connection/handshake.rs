@@ -30,7 +30,6 @@ pub(super) async fn accept(
 ) -> Result<Accepted, Close> {
     let timeout = shared.config.handshake_timeout();
     let first = tokio::select! {
-        biased;
         first = tokio::time::timeout(timeout, reader.next()) => first,
         () = shared.closing.cancelled() => return Err(Close::goodbye("node shutting down")),
     };
