@@ -113,9 +113,9 @@ impl Node {
         self.shared.dispatcher.mesh().status()
     }
 
-    /// Accepts connections on `listener` until `shutdown` resolves, then drains: stops
-    /// accepting, takes workers out of selection, tells them to drain, waits for in-flight
-    /// dispatches up to the drain timeout, closes every connection and waits for its task.
+    /// Accepts connections on `listener` until `shutdown` resolves, then drains: takes workers
+    /// out of selection, tells them to drain, waits up to the drain timeout for in-flight
+    /// dispatches and each worker's `Drained`, closes every connection and waits for its task.
     ///
     /// With `admin_listen` set, the admin HTTP listener is bound too and served until the
     /// connections close.
@@ -186,7 +186,10 @@ impl Node {
         let mut drained = false;
         loop {
             // Cancel-safe, as required above: losing the race to shutdown loses no connection.
+            // Biased: a flood of connections cannot starve shutdown, and a replayed simulation
+            // takes the same branch.
             let accepted = tokio::select! {
+                biased;
                 () = &mut shutdown, if !draining => {
                     draining = true;
                     continue;
@@ -233,18 +236,22 @@ impl Node {
         }
     }
 
+    /// Tells every worker to drain, then waits, up to the drain timeout, until no dispatch is
+    /// in flight and every registered worker said `Drained` or left; then closes everything.
     async fn drain(&self, tasks: &TaskTracker) {
         let shared = &self.shared;
         tracing::info!(active = shared.dispatcher.active(), "draining");
         shared.dispatcher.drain();
         shared.draining.cancel();
+        shared.undrained.close();
         let drain_timeout = shared.config.drain_timeout();
-        if tokio::time::timeout(drain_timeout, shared.dispatcher.wait_idle())
-            .await
-            .is_err()
-        {
+        let settled = async {
+            tokio::join!(shared.dispatcher.wait_idle(), shared.undrained.wait());
+        };
+        if tokio::time::timeout(drain_timeout, settled).await.is_err() {
             tracing::warn!(
                 active = shared.dispatcher.active(),
+                undrained = shared.undrained.len(),
                 "drain timeout; closing anyway"
             );
         }

@@ -4,11 +4,12 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use lintel_client::transport::Dialer;
 use lintel_wire::{ClusterStatusReport, NodeStatus};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::NodeConfig;
 use crate::dispatch::Dispatcher;
@@ -29,6 +30,9 @@ pub(crate) struct Shared {
     pub(crate) draining: CancellationToken,
     /// Fires after the drain: every connection closes.
     pub(crate) closing: CancellationToken,
+    /// A token per registered worker until it says `Drained` or its connection ends; the
+    /// drain waits for none to be left.
+    pub(crate) undrained: TaskTracker,
     node_id: OnceLock<String>,
     /// Where peers dial this node, known once the listener is bound.
     advertise: OnceLock<String>,
@@ -56,6 +60,7 @@ impl Shared {
             tls,
             draining: CancellationToken::new(),
             closing: CancellationToken::new(),
+            undrained: TaskTracker::new(),
             node_id: OnceLock::new(),
             advertise: OnceLock::new(),
             incarnation: fastrand::u64(1..),

@@ -3,7 +3,7 @@
 //!
 //! Keys are frame codes, so every map here is bounded by the protocol's code lists.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use lintel_client::transport::Outbound;
@@ -12,7 +12,8 @@ use lintel_wire::Role;
 /// Connections, refusals and errors, shared by every connection task.
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
-    open: Mutex<HashMap<u64, (Role, Outbound)>>,
+    /// By pid: ordered, so a crashed node in a simulation drops their queues in the same order.
+    open: Mutex<BTreeMap<u64, (Role, Outbound)>>,
     /// `(where, code)`: `hello` or `register`, and the refusal code.
     refusals: Mutex<BTreeMap<(&'static str, String), u64>>,
     errors: Mutex<BTreeMap<String, u64>>,

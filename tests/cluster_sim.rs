@@ -21,20 +21,23 @@
 //! the node's tasks, timers and `TaskTracker` run unchanged; a crash drops every task and
 //! socket of a host and a bounce starts a new node process; its TCP has partitions, held
 //! links and per-link latency. The node reaches it through `Node::serve_connections` and a
-//! `Dialer`. The node's few `std::time::Instant` readings are harmless here: they report ages
-//! (`after_ms`, uptime) or reclaim slots after the 60 s late-reply grace, which a run's real
-//! time never reaches.
+//! `Dialer`.
 //!
-//! Replaying: a seed's fault schedule, workload and work times are pure functions of the seed;
-//! turmoil's network randomness and the node's `fastrand` draws (incarnations, peer choice,
-//! redial jitter) are seeded from it too, since every host runs on the seed's thread. Two
-//! sources stay unseeded, so a replay runs the same schedule and workload but may interleave
-//! differently: tokio's `select!` branch order (turmoil seeds it only in a build with
-//! `RUSTFLAGS="--cfg tokio_unstable"`) and `HashMap` iteration order. A failing seed prints
+//! Replaying: a run is a function of its seed. The fault schedule, workload and work times are
+//! drawn from it; turmoil's network randomness is seeded with it, and so is `fastrand` on the
+//! run's thread, where every host runs, for the node's draws (incarnations, peer choice,
+//! redial jitter). What the seed cannot reach is kept out of the path a run takes: each
+//! `select!` on it that can find two branches ready is `biased;` (tokio seeds its branch
+//! order only under `--cfg tokio_unstable`), the mesh's change subscriptions wake waiters in
+//! the order they began to wait (a `watch` picks one of eight notifiers at random), maps whose
+//! order reaches the wire or a crash's closing order are walked in key order, and the node's
+//! clock is tokio's, which is the simulated one here. `a_seed_replays_exactly_every_outcome_at_the_same_simulated_time` runs one seed
+//! twice and compares the traces (every frame each node wrote, every push, reply and outcome,
+//! with its simulated time); it names the first line where they part. A failing seed prints
 //! its broken invariants, its schedule and the command that replays it,
 //! `LINTEL_SIM_SEED=<seed> cargo test --test cluster_sim -- --nocapture`; add
 //! `LINTEL_SIM_REPEAT=<n>` to run it n times. Each run prints a summary line with a digest of
-//! what happened, to compare a replay with the run it replays.
+//! its trace, to compare a replay with the run it replays.
 #[path = "support/sim.rs"]
 mod sim;
 #[path = "support/sim_clients.rs"]
@@ -51,7 +54,7 @@ use std::time::Duration;
 use lintel::wire::{ActivityOutcome, DispatchResult};
 use lintel::NodeConfig;
 
-use sim::{address, node_host, Ended, Ledger, Record};
+use sim::{address, node_host, Ended, Ledger, Record, Traced};
 use sim_clients::{producer, worker, ProducerSpec, WorkerSpec};
 use sim_faults::{apply, schedule, Event, Targets};
 
@@ -205,6 +208,11 @@ fn run(seed: u64) -> Run {
     let mut pending = events.iter().peekable();
     let stopped = loop {
         while let Some(event) = pending.next_if(|event| event.at <= sim.elapsed()) {
+            record.lock().trace.push(Traced {
+                at: sim.elapsed(),
+                workflow_id: "-".into(),
+                what: format!("{:?}", event.action),
+            });
             apply(&mut sim, event.action, &LATENCY);
         }
         if record.lock().producers_done == PRODUCERS.len() {
@@ -316,26 +324,40 @@ fn kind(result: &DispatchResult) -> String {
     debug[..end].to_owned()
 }
 
-/// A digest of how every dispatch ended and where it went, to compare a replay with the run it
-/// replays.
+/// A digest of the whole trace, times included, to compare a replay with the run it replays.
 fn digest(ledger: &Ledger) -> u64 {
-    let mut text = String::new();
-    for (workflow_id, outcomes) in &ledger.outcomes {
-        for ended in outcomes {
-            text.push_str(&format!(
-                "{workflow_id} {} {};",
-                kind(&ended.result),
-                ended.served_by
-            ));
-        }
-    }
-    for (workflow_id, pushes) in &ledger.pushes {
-        text.push_str(&format!("{workflow_id} {pushes:?};"));
-    }
-    let mut relays = ledger.relays.clone();
-    relays.sort();
-    text.push_str(&format!("{relays:?} {:?}", ledger.lost));
+    let text: String = ledger
+        .trace
+        .iter()
+        .map(|line| format!("{line}\n"))
+        .collect();
     sim_clients::mix(0, &text)
+}
+
+/// Where two traces of one seed part, with the lines around it; `None` when they are the same.
+fn divergence(first: &[Traced], second: &[Traced]) -> Option<String> {
+    let at = first
+        .iter()
+        .zip(second)
+        .position(|(a, b)| a != b)
+        .or_else(|| (first.len() != second.len()).then(|| first.len().min(second.len())))?;
+    let around = |trace: &[Traced]| {
+        trace
+            .iter()
+            .enumerate()
+            .skip(at.saturating_sub(3))
+            .take(7)
+            .map(|(i, line)| format!("{}{i:>5} {line}", if i == at { ">" } else { " " }))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Some(format!(
+        "traces part at line {at} of {} and {}:\nfirst run:\n{}\nsecond run:\n{}",
+        first.len(),
+        second.len(),
+        around(first),
+        around(second)
+    ))
 }
 
 /// One line on what the run exercised.
@@ -453,6 +475,28 @@ fn the_relay_keeps_its_invariants_through_crashes_partitions_and_latency() {
         assert!(served_remotely > 0, "no relayed dispatch completed");
         assert!(peer_lost > 0, "no relay ended PeerLost");
         assert!(lost > 0, "no origin crashed with dispatches in flight");
+    }
+}
+
+/// The seed the replay test runs twice when `LINTEL_SIM_SEED` names none.
+const REPLAYED: u64 = 5;
+
+#[test]
+fn a_seed_replays_exactly_every_outcome_at_the_same_simulated_time() {
+    count_panics();
+    let seed = seeds().first().copied().unwrap_or(REPLAYED);
+    let runs = run_all(vec![seed, seed]);
+    let [first, second] = runs.as_slice() else {
+        panic!("expected two runs, got {}", runs.len());
+    };
+    assert!(
+        first.ledger.trace.len() > first.ledger.submitted.len(),
+        "the trace records the run"
+    );
+    if let Some(parted) = divergence(&first.ledger.trace, &second.ledger.trace) {
+        panic!(
+            "seed {seed} did not replay exactly; replay: LINTEL_SIM_SEED={seed} cargo test --test cluster_sim -- --nocapture\n{parted}"
+        );
     }
 }
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use lintel::sdk::{handler_fn, Worker, WorkerConfig, WorkerState};
 use lintel::wire::{
-    ActivityOutcome, DispatchRequest, Drain, ErrorCode, ErrorFrame, Frame, Goodbye, Ping, Pong,
-    Refusal, RefusalCode, Register, Registered, Role,
+    ActivityOutcome, DispatchRequest, Drain, Drained, ErrorCode, ErrorFrame, Frame, Goodbye, Ping,
+    Pong, Refusal, RefusalCode, Register, Registered, Role,
 };
 use lintel::NodeConfig;
 use socket2::SockRef;
@@ -94,6 +94,7 @@ async fn a_valid_registration_is_acked_with_a_worker_id_and_notified_once() {
     assert_eq!(worker.worker_id, worker_id);
     assert_eq!(worker.pid, pid);
     assert_eq!(worker.max_concurrency, 3);
+    drop(client);
     node.shutdown().await;
 }
 
@@ -116,6 +117,7 @@ async fn a_registration_at_every_limit_is_admitted() {
     expect_registered(&mut client, registration).await;
     assert_eq!(node.events.registered(pid), 1);
     assert_eq!(node.registry().worker_count(), 1);
+    drop(client);
     node.shutdown().await;
 }
 
@@ -398,16 +400,18 @@ async fn a_worker_that_answers_pings_stays_registered() {
 
 #[tokio::test]
 async fn node_shutdown_closes_and_unregisters_once() {
-    let node = TestNode::start().await;
+    let mut node = TestNode::start().await;
     let (mut client, pid, _) = registered_worker(&node).await;
     let events = Arc::clone(&node.events);
     let registry = Arc::clone(node.registry());
 
-    node.shutdown().await;
+    node.begin_shutdown();
 
-    // Whether a `Drain` comes first is `node_shutdown_sends_each_registered_worker_drain_first`.
+    // Whether a `Drain` comes first is `node_shutdown_sends_each_registered_worker_drain_first`;
+    // the worker answers it as a worker does, or the node waits out its drain timeout.
     let mut frame = next_frame(&mut client).await;
     if matches!(frame, Some(Frame::Drain(_))) {
+        client.send(Frame::Drained(Drained { completed: 0 })).await;
         frame = next_frame(&mut client).await;
     }
     assert!(
@@ -416,6 +420,7 @@ async fn node_shutdown_closes_and_unregisters_once() {
     );
     let after = client.recv().await;
     assert!(after.is_none(), "expected the close, got {after:?}");
+    node.shutdown().await;
     events.wait_unregistered(pid).await;
     assert_eq!(events.unregistered(pid), 1);
     assert_eq!(events.registered(pid), 1);
@@ -423,27 +428,32 @@ async fn node_shutdown_closes_and_unregisters_once() {
 }
 
 /// PROTOCOL.md section 7: "When the node starts draining it sends `Drain{grace_ms}` to each
-/// registered worker". With nothing in flight the drain and the close start together, so the
-/// scenario runs many times: a node that only sometimes sends the `Drain` fails it.
+/// registered worker", and answers its `Drained` with `Goodbye` and the close. With nothing in
+/// flight the drain settles at once, so the scenario runs many times: a node that only
+/// sometimes sends the `Drain` fails it.
 #[tokio::test]
 async fn node_shutdown_sends_each_registered_worker_drain_first() {
     for round in 0..32 {
-        let node = TestNode::start().await;
+        let mut node = TestNode::start().await;
         let (mut client, _, _) = registered_worker(&node).await;
-        node.shutdown().await;
-        let frames = [next_frame(&mut client).await, next_frame(&mut client).await];
+        node.begin_shutdown();
+        let drain = next_frame(&mut client).await;
         assert!(
-            matches!(
-                frames,
-                [Some(Frame::Drain(Drain { .. })), Some(Frame::Goodbye(_))]
-            ),
-            "round {round}: expected Drain then Goodbye, got {frames:?}"
+            matches!(drain, Some(Frame::Drain(Drain { .. }))),
+            "round {round}: expected Drain, got {drain:?}"
+        );
+        client.send(Frame::Drained(Drained { completed: 0 })).await;
+        let goodbye = next_frame(&mut client).await;
+        assert!(
+            matches!(goodbye, Some(Frame::Goodbye(_))),
+            "round {round}: expected Goodbye after Drained, got {goodbye:?}"
         );
         let after = client.recv().await;
         assert!(
             after.is_none(),
             "round {round}: expected the close, got {after:?}"
         );
+        node.shutdown().await;
     }
 }
 

@@ -5,14 +5,14 @@
 //! that can make a remote slot usable (a presence frame, a peer joining) bumps one counter that
 //! waiting dispatches subscribe to before they look.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lintel_wire::{Census, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::changes::Changes;
 use super::view::{pick_weighted, GroupKey, PresenceError, View};
 use crate::link::PeerLink;
 use crate::registry::{Address, NodeFilter};
@@ -95,7 +95,8 @@ pub enum JoinError {
 
 #[derive(Debug, Default)]
 struct State {
-    remotes: HashMap<Arc<str>, Arc<Remote>>,
+    /// Ordered by node id, so placement weighs peers in the same order in every run.
+    remotes: BTreeMap<Arc<str>, Arc<Remote>>,
     /// Every address known to be a member, with the node id last seen there.
     members: BTreeMap<String, Option<Arc<str>>>,
 }
@@ -107,12 +108,12 @@ pub struct Mesh {
     /// Touched when a remote slot may have become usable: a presence frame, a link coming
     /// or going, a relay's charge taken back.
     changes: Arc<Signal>,
-    /// Bumped when a link comes up or goes down.
-    links: watch::Sender<u64>,
+    /// Touched when a link comes up or goes down.
+    links: Arc<Signal>,
     /// Links up, read without the lock on every dispatch.
     linked: AtomicUsize,
-    /// Bumped when a member is learned.
-    members_changed: watch::Sender<u64>,
+    /// Touched when a member is learned.
+    members_changed: Arc<Signal>,
     max_groups: usize,
 }
 
@@ -122,9 +123,9 @@ impl Mesh {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             changes: Arc::new(Signal::default()),
-            links: watch::channel(0).0,
+            links: Arc::new(Signal::default()),
             linked: AtomicUsize::new(0),
-            members_changed: watch::channel(0).0,
+            members_changed: Arc::new(Signal::default()),
             max_groups,
         })
     }
@@ -169,8 +170,8 @@ impl Mesh {
             old.evicted.cancel();
             old.link.close();
         }
-        self.members_changed.send_modify(|n| *n += 1);
-        self.links.send_modify(|n| *n += 1);
+        self.members_changed.touch();
+        self.links.touch();
         self.changed();
         Ok(())
     }
@@ -190,7 +191,7 @@ impl Mesh {
             }
         }
         remote.link.close();
-        self.links.send_modify(|n| *n += 1);
+        self.links.touch();
         self.changed();
     }
 
@@ -217,7 +218,7 @@ impl Mesh {
             }
         };
         if new {
-            self.members_changed.send_modify(|n| *n += 1);
+            self.members_changed.touch();
         }
         new
     }
@@ -252,9 +253,9 @@ impl Mesh {
         peers
     }
 
-    /// A receiver that sees every later link coming up or going down.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.links.subscribe()
+    /// A subscription that sees every later link coming up or going down.
+    pub fn subscribe(&self) -> Changes {
+        Changes::new(&self.links)
     }
 
     /// Touched on every change that can make a remote slot usable or change what a peer
@@ -263,9 +264,9 @@ impl Mesh {
         &self.changes
     }
 
-    /// A receiver that sees every later member learned.
-    pub fn subscribe_members(&self) -> watch::Receiver<u64> {
-        self.members_changed.subscribe()
+    /// A subscription that sees every later member learned.
+    pub fn subscribe_members(&self) -> Changes {
+        Changes::new(&self.members_changed)
     }
 
     fn changed(&self) {

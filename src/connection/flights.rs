@@ -280,13 +280,15 @@ impl Flights {
     /// The node is shutting down: every dispatch still running here ends `ShutDown` now, its
     /// outcome queued before the connection's last frame.
     pub(super) fn shut_down(&self) {
-        let flights: Vec<Arc<Flight>> = self
+        let mut flights: Vec<(u64, Arc<Flight>)> = self
             .table()
             .flights
-            .values()
-            .filter_map(|tracked| tracked.flight.clone())
+            .iter()
+            .filter_map(|(correlation, tracked)| Some((*correlation, tracked.flight.clone()?)))
             .collect();
-        for flight in flights {
+        // In correlation order, the same in every run.
+        flights.sort_unstable_by_key(|(correlation, _)| *correlation);
+        for (_, flight) in flights {
             flight.abandon();
         }
     }
@@ -300,7 +302,10 @@ impl Flights {
             table.deadlines.clear();
             std::mem::take(&mut table.flights)
         };
-        for tracked in flights.into_values() {
+        let mut flights: Vec<(u64, Tracked)> = flights.into_iter().collect();
+        // In correlation order, so the cancels go out in the same order in every run.
+        flights.sort_unstable_by_key(|(correlation, _)| *correlation);
+        for (_, tracked) in flights {
             if let Some(flight) = tracked.flight {
                 flight.cancel();
             }

@@ -1,4 +1,8 @@
 //! A worker connection: registration, replies, capacity, liveness and drain.
+//!
+//! While the node drains, a registered worker's connection stays open until the worker says
+//! `Drained` (its replies came before it), then the node says `Goodbye` and closes; a worker
+//! that never says it is closed when the drain timeout ends.
 
 use std::sync::Arc;
 
@@ -7,6 +11,8 @@ use lintel_wire::{
     Drain, ErrorCode, Frame, FrameKind, Ping, Pong, Refusal, RefusalCode, Register,
     Registered as RegisteredFrame,
 };
+
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::close::Close;
 use super::liveness::{ticker, Liveness};
@@ -30,6 +36,7 @@ pub(super) async fn serve(
         outbound,
         grant,
         registered: None,
+        undrained: None,
         liveness: Liveness::new(shared.config.max_missed_pings),
     };
     let period = shared.config.ping_interval();
@@ -47,7 +54,9 @@ pub(super) async fn serve(
                     break Close::goodbye("node is draining");
                 }
                 let grace_ms = shared.config.drain_timeout_ms;
-                let _ = outbound.try_send(Frame::Drain(Drain { grace_ms }));
+                // Owed even to a full queue (once per connection): the drain waits for the
+                // answer, so the worker must hear it.
+                let _ = outbound.send_owed(Frame::Drain(Drain { grace_ms }));
             }
             () = shared.closing.cancelled() => {
                 if let Some(registered) = conn.registered.as_mut() {
@@ -87,6 +96,8 @@ struct WorkerConn<'a> {
     /// The namespaces this worker may register into.
     grant: Grant,
     registered: Option<Registered>,
+    /// Held from registration until the worker says `Drained`: the node's drain waits for it.
+    undrained: Option<TaskTrackerToken>,
     liveness: Liveness,
 }
 
@@ -134,6 +145,10 @@ impl WorkerConn<'_> {
             }
             Frame::Drained(_) => {
                 self.registered(frame.kind())?;
+                self.undrained = None;
+                if self.shared.draining.is_cancelled() {
+                    return Err(Close::goodbye("drained"));
+                }
                 Ok(())
             }
             Frame::Ping(Ping { nonce }) => {
@@ -178,6 +193,7 @@ impl WorkerConn<'_> {
             Ok(worker_id) => {
                 self.registered =
                     Some(Registered::new(notifier, self.pid, worker_id, link.clone()));
+                self.undrained = Some(self.shared.undrained.token());
                 let ack = Frame::Registered(RegisteredFrame { worker_id });
                 self.outbound.send(ack).await.map_err(|_| Close::Quietly)?;
                 link.open();
@@ -206,7 +222,7 @@ impl WorkerConn<'_> {
         if let Some(registered) = &self.registered {
             // Pushes that ended long ago without a reply give their slots back.
             let grace = self.shared.config.late_reply_grace();
-            if let Some(cutoff) = std::time::Instant::now().checked_sub(grace) {
+            if let Some(cutoff) = tokio::time::Instant::now().checked_sub(grace) {
                 registered.link.reclaim(cutoff);
             }
         }

@@ -210,6 +210,7 @@ impl Dispatcher {
                 watch.0 = Some(Arc::clone(&waiting.flight));
                 let flight = Arc::clone(&waiting.flight);
                 tokio::select! {
+                    biased;
                     pushed = self.wait(waiting) => pushed,
                     () = &mut cancelled => {
                         flight.cancel();
@@ -618,6 +619,7 @@ impl Dispatcher {
             return;
         };
         tokio::select! {
+            biased;
             _ = done => {}
             () = tokio::time::sleep_until(deadline) => flight.expire(),
         }

@@ -7,7 +7,9 @@
 //! A relayed flight holds its charge against the peer until the peer answers or the link dies.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use lintel_wire::{ActivityOutcome, DispatchResponse, DispatchResult};
 use tokio::sync::oneshot;

@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use lintel_wire::{Cancel, DispatchRequest, DispatchResult, Frame, NodeRouting, Relay};
 
@@ -184,9 +186,13 @@ impl PeerLink {
     fn take_all(&self) -> Vec<(Entry, bool)> {
         let mut table = self.table();
         table.closed = true;
-        std::mem::take(&mut table.pending)
-            .into_values()
-            .map(|entry| {
+        let mut pending: Vec<(u64, Entry)> =
+            std::mem::take(&mut table.pending).into_iter().collect();
+        // In the order sent, so the outcomes go out in the same order in every run.
+        pending.sort_unstable_by_key(|(correlation, _)| *correlation);
+        pending
+            .into_iter()
+            .map(|(_, entry)| {
                 let ended = entry.ended;
                 (entry, ended)
             })

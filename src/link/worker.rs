@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
 
@@ -253,7 +253,10 @@ impl WorkerLink {
             table.held = None;
             std::mem::take(&mut table.pending)
         };
-        for entry in pending.into_values() {
+        let mut pending: Vec<(u64, Entry)> = pending.into_iter().collect();
+        // In the order pushed, so the outcomes go out in the same order in every run.
+        pending.sort_unstable_by_key(|(correlation, _)| *correlation);
+        for (_, entry) in pending {
             match entry.ended_at {
                 None => live(&*entry.push),
                 Some(_) => entry.push.released(Release::LinkClosed),

@@ -1,7 +1,7 @@
 //! When compatible workers last left an address, bounded by a fixed number of records.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::selection::NodeFilter;
 

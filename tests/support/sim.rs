@@ -1,15 +1,17 @@
 //! Nodes on a turmoil network: each node host serves the connections its simulated listener
 //! accepts and dials its peers through the simulated network, and every byte a node writes
-//! passes a tap that records the `Relay` frames it sends.
+//! passes a tap that records each frame it sends in the trace, and the `Relay` frames apart.
 //!
 //! The [`Ledger`] is what the simulation observed, written by the taps, the workers and the
 //! producers, and checked once the run ends.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use lintel::notifier::RegistryNotifier;
@@ -53,6 +55,41 @@ pub struct Ledger {
     pub violations: Vec<String>,
     /// Producers that submitted everything and heard every outcome.
     pub producers_done: usize,
+    /// Every fault, submission, push, reply, outcome, loss and frame a node wrote, with the
+    /// simulated time it was recorded at, in that order: two runs of one seed record the same.
+    pub trace: Vec<Traced>,
+}
+
+/// One line of the trace: when, which dispatch (or `-`), and what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Traced {
+    pub at: Duration,
+    pub workflow_id: String,
+    pub what: String,
+}
+
+impl fmt::Display for Traced {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:>6}.{:03} ms  {}  {}",
+            self.at.as_millis(),
+            self.at.subsec_micros() % 1_000,
+            self.workflow_id,
+            self.what
+        )
+    }
+}
+
+impl Ledger {
+    /// Adds `what` happening to `workflow_id` now, in simulated time, to the trace.
+    pub fn note(&mut self, workflow_id: &str, what: String) {
+        self.trace.push(Traced {
+            at: turmoil::sim_elapsed().unwrap_or_default(),
+            workflow_id: workflow_id.to_owned(),
+            what,
+        });
+    }
 }
 
 /// The ledger, shared by every host of one simulation.
@@ -65,7 +102,8 @@ impl Record {
     }
 }
 
-/// A write half that records the `Relay` frames written through it by `node`.
+/// A write half that records every frame written through it by `node` in the trace, and the
+/// `Relay` frames in the ledger.
 struct Tap<W> {
     inner: W,
     node: String,
@@ -95,12 +133,16 @@ impl<W> Tap<W> {
         self.written.extend_from_slice(bytes);
         loop {
             match self.codec.decode(&mut self.written) {
-                Ok(Some(Frame::Relay(relay))) => self
-                    .record
-                    .lock()
-                    .relays
-                    .push((self.node.clone(), relay.request.workflow_id)),
-                Ok(Some(_)) => {}
+                Ok(Some(Frame::Relay(relay))) => {
+                    let mut ledger = self.record.lock();
+                    let workflow_id = relay.request.workflow_id;
+                    ledger.note(&workflow_id, format!("relayed by {}", self.node));
+                    ledger.relays.push((self.node.clone(), workflow_id));
+                }
+                Ok(Some(frame)) => {
+                    let what = format!("{} wrote {frame:?}", self.node);
+                    self.record.lock().note("~", what);
+                }
                 Ok(None) => return,
                 Err(err) => {
                     let violation = format!("{} wrote bytes that are not frames: {err}", self.node);

@@ -123,7 +123,9 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
     let mut nonce = 0;
     let mut heard = Instant::now();
     loop {
+        // Biased, like every select the simulation runs: the same branch wins in a replay.
         tokio::select! {
+            biased;
             frame = reader.next() => {
                 let Some(Ok(frame)) = frame else { return };
                 heard = Instant::now();
@@ -135,6 +137,7 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
                         let took = run_time(seed, &workflow_id);
                         {
                             let mut ledger = record.lock();
+                            ledger.note(&workflow_id, format!("pushed to {} on {}", spec.name, spec.node));
                             ledger
                                 .pushes
                                 .entry(workflow_id.clone())
@@ -162,7 +165,7 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
                         });
                     }
                     // Any reply lets go of the slot; the node drops it as late.
-                    Frame::Cancel(cancel) => reply(spec, &outbound, &mut holding, cancel.correlation),
+                    Frame::Cancel(cancel) => reply(spec, record, &outbound, &mut holding, cancel.correlation),
                     Frame::Ping(ping) => {
                         let _ = outbound.try_send(Frame::Pong(Pong { nonce: ping.nonce }));
                     }
@@ -170,7 +173,7 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
                     _ => return,
                 }
             }
-            Some(correlation) = done_rx.recv() => reply(spec, &outbound, &mut holding, correlation),
+            Some(correlation) = done_rx.recv() => reply(spec, record, &outbound, &mut holding, correlation),
             () = sleep_until(heard + IDLE) => return,
             _ = ping.tick() => {
                 nonce += 1;
@@ -183,6 +186,7 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
 /// Replies to the push `correlation` if it is still held, naming the worker's node.
 fn reply(
     spec: WorkerSpec,
+    record: &Record,
     outbound: &lintel::transport::Outbound,
     holding: &mut BTreeMap<u64, Push>,
     correlation: u64,
@@ -190,6 +194,10 @@ fn reply(
     let Some(push) = holding.remove(&correlation) else {
         return;
     };
+    record.lock().note(
+        &push.request.workflow_id,
+        format!("replied by {}", spec.name),
+    );
     let response = DispatchResponse {
         workflow_id: push.request.workflow_id,
         ordinal: push.request.ordinal,
@@ -257,7 +265,9 @@ async fn submit_all(
             break true;
         }
         let room = *next < spec.dispatches && in_flight.len() < WINDOW;
+        // Biased, like every select the simulation runs: the same branch wins in a replay.
         tokio::select! {
+            biased;
             frame = reader.next() => {
                 let Some(Ok(frame)) = frame else { break false };
                 heard = Instant::now();
@@ -265,10 +275,14 @@ async fn submit_all(
                     Frame::ServedOutcome(outcome) => {
                         let mut ledger = record.lock();
                         match in_flight.remove(&outcome.correlation) {
-                            Some(workflow_id) => ledger.outcomes.entry(workflow_id).or_default().push(Ended {
-                                served_by: outcome.served_by,
-                                result: outcome.result,
-                            }),
+                            Some(workflow_id) => {
+                                let what = format!("{:?} served by {}", outcome.result, outcome.served_by);
+                                ledger.note(&workflow_id, what);
+                                ledger.outcomes.entry(workflow_id).or_default().push(Ended {
+                                    served_by: outcome.served_by,
+                                    result: outcome.result,
+                                });
+                            }
                             None => ledger.violations.push(format!(
                                 "{} got an outcome for {}, not in flight: {:?}",
                                 spec.name, outcome.correlation, outcome.result
@@ -305,7 +319,11 @@ async fn submit_all(
                     reply_timeout_ms: Some(REPLY_TIMEOUT_MS),
                     routing: NodeRouting::Any,
                 };
-                record.lock().submitted.insert(workflow_id.clone(), spec.node.into());
+                {
+                    let mut ledger = record.lock();
+                    ledger.note(&workflow_id, format!("submitted at {}", spec.node));
+                    ledger.submitted.insert(workflow_id.clone(), spec.node.into());
+                }
                 in_flight.insert(seq, workflow_id);
                 if outbound.send(Frame::Submit(submit)).await.is_err() {
                     break false;
@@ -321,7 +339,10 @@ async fn submit_all(
     };
     if !answered {
         let mut ledger = record.lock();
-        ledger.lost.extend(in_flight.into_values());
+        for workflow_id in in_flight.into_values() {
+            ledger.note(&workflow_id, "lost with its producer's connection".into());
+            ledger.lost.insert(workflow_id);
+        }
     }
     outbound.close();
     answered
