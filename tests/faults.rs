@@ -243,6 +243,8 @@ struct Figures {
     never_readers: u32,
     never_read_submissions: u64,
     never_readers_held: usize,
+    /// The longest a SIGSTOPped worker stayed registered.
+    half_open_found_ms: u128,
     outcomes: Tally,
     start_rss_kib: u64,
     peak_rss_kib: u64,
@@ -415,6 +417,8 @@ async fn run(seed: u64, mode: &Mode) {
                     },
                 )
                 .await;
+                figures.half_open_found_ms =
+                    figures.half_open_found_ms.max(at.elapsed().as_millis());
                 workers[index].process.resume().await;
                 workers[index].worker_id = workers[index].process.registered().await;
                 figures.stops += 1;
@@ -576,7 +580,7 @@ fn print_summary(seed: u64, mode: &Mode, figures: &Figures, elapsed: Duration) {
     let [welcomed, refused, closed] = figures.flood_answers;
     println!(
         "faults seed={seed} mode={} dispatches={} completed={} worker-lost={} no-worker={} \
-         cancelled={} kills={} stops={} garbage={} floods={} (welcomed {welcomed}, refused {refused}, \
+         cancelled={} kills={} stops={} (found in {}ms at most) garbage={} floods={} (welcomed {welcomed}, refused {refused}, \
          closed {closed}) never-readers={} ({} submissions unread) rss-at-start={:.1}MiB \
          peak-rss={:.1}MiB (bound {}MiB) elapsed={:.1}s",
         mode.name(),
@@ -587,6 +591,7 @@ fn print_summary(seed: u64, mode: &Mode, figures: &Figures, elapsed: Duration) {
         o.cancelled,
         figures.kills,
         figures.stops,
+        figures.half_open_found_ms,
         figures.garbage,
         figures.floods,
         figures.never_readers,

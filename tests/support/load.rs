@@ -51,8 +51,8 @@ impl LoadSpec {
 #[derive(Debug)]
 pub struct Sent {
     pub at: Instant,
-    /// The result a completion must carry.
-    pub expected: Bytes,
+    /// A digest of the result a completion must carry.
+    pub expected: u64,
     pub workflow_id: String,
     pub cancelled: bool,
 }
@@ -61,7 +61,38 @@ pub struct Sent {
 #[derive(Debug)]
 pub struct Heard {
     pub at: Instant,
-    pub result: DispatchResult,
+    pub ended: Ended,
+}
+
+/// An outcome, with a completion judged as it arrives so the ledger holds no payloads.
+#[derive(Debug)]
+pub enum Ended {
+    /// `right` when it carried its own request's identity and result.
+    Completed { right: bool },
+    /// Any other result.
+    Other(DispatchResult),
+}
+
+/// A digest of a result's bytes.
+fn digest(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Judges `result` against the submission it answers, if it answers one.
+fn judge(result: DispatchResult, correlation: u64, sent: Option<&Sent>) -> Ended {
+    match result {
+        DispatchResult::Completed(response) => Ended::Completed {
+            right: sent.is_some_and(|sent| {
+                response.workflow_id == sent.workflow_id
+                    && response.ordinal == correlation
+                    && matches!(&response.outcome, ActivityOutcome::Success(bytes) if digest(bytes) == sent.expected)
+            }),
+        },
+        other => Ended::Other(other),
+    }
 }
 
 /// Everything one producer sent and read.
@@ -117,9 +148,10 @@ pub async fn produce(
             frame = framed.next() => match frame {
                 Some(Ok(Frame::ServedOutcome(outcome))) => {
                     in_flight.remove(&outcome.correlation);
+                    let ended = judge(outcome.result, outcome.correlation, ledger.sent.get(&outcome.correlation));
                     ledger.heard.entry(outcome.correlation).or_default().push(Heard {
                         at: Instant::now(),
-                        result: outcome.result,
+                        ended,
                     });
                 }
                 Some(Ok(Frame::Ping(ping))) => {
@@ -197,13 +229,14 @@ fn submission(
     let (activity, input, expected) = if rng.bool() {
         let len = rng.usize(0..=spec.max_echo_len);
         let input: Bytes = (0..len).map(|_| rng.u8(..)).collect::<Vec<u8>>().into();
-        ("echo", input.clone(), input)
+        let expected = digest(&input);
+        ("echo", input, expected)
     } else {
         let millis = rng.u64(0..=spec.max_sleep_ms);
         (
             "sleep",
             Bytes::from(millis.to_string()),
-            Bytes::from(format!("slept {millis} ms")),
+            digest(format!("slept {millis} ms").as_bytes()),
         )
     };
     let request = DispatchRequest {
@@ -300,7 +333,7 @@ pub fn check(
                 "producer {p}: {correlation} ({}) has {} outcomes: {:?}",
                 sent.workflow_id,
                 heard.len(),
-                heard.iter().map(|h| &h.result).collect::<Vec<_>>()
+                heard.iter().map(|h| &h.ended).collect::<Vec<_>>()
             ));
             continue;
         };
@@ -312,21 +345,19 @@ pub fn check(
                 bounds.margin
             ));
         }
-        match &one.result {
-            DispatchResult::Completed(response) => {
+        match &one.ended {
+            Ended::Completed { right } => {
                 tally.completed += 1;
-                let right = response.workflow_id == sent.workflow_id
-                    && response.ordinal == *correlation
-                    && matches!(&response.outcome, ActivityOutcome::Success(bytes) if *bytes == sent.expected);
                 if !right {
                     violations.push(format!(
-                        "producer {p}: {correlation} completed with another request's result: {response:?}"
+                        "producer {p}: {correlation} completed with another request's identity or result"
                     ));
                 }
             }
-            DispatchResult::WorkerLost { worker_id } => {
-                tally.worker_lost += 1;
-                match deaths.get(worker_id) {
+            Ended::Other(result) => match result {
+                DispatchResult::WorkerLost { worker_id } => {
+                    tally.worker_lost += 1;
+                    match deaths.get(worker_id) {
                     None => violations.push(format!(
                         "producer {p}: {correlation} lost worker {worker_id}, which the test neither killed nor stopped"
                     )),
@@ -337,13 +368,14 @@ pub fn check(
                     )),
                     Some(_) => {}
                 }
-            }
-            DispatchResult::NoWorker(_) => tally.no_worker += 1,
-            DispatchResult::Cancelled if sent.cancelled => tally.cancelled += 1,
-            other => violations.push(format!(
-                "producer {p}: {correlation} ended {other:?}{}",
-                if sent.cancelled { " (cancelled)" } else { "" }
-            )),
+                }
+                DispatchResult::NoWorker(_) => tally.no_worker += 1,
+                DispatchResult::Cancelled if sent.cancelled => tally.cancelled += 1,
+                other => violations.push(format!(
+                    "producer {p}: {correlation} ended {other:?}{}",
+                    if sent.cancelled { " (cancelled)" } else { "" }
+                )),
+            },
         }
     }
     if violations.is_empty() {
