@@ -50,6 +50,18 @@ pub async fn signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill -s {signal} {pid} failed: {status}");
 }
 
+/// A `lintel` command without the caller's `LINTEL_*` variables: the node reads each as a
+/// config key and refuses the ones it does not know, such as the fault suite's own.
+fn lintel() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lintel"));
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("LINTEL_") {
+            command.env_remove(key);
+        }
+    }
+    command
+}
+
 /// The node's settings that the fault tests vary.
 #[derive(Debug, Clone)]
 pub struct NodeSettings {
@@ -71,7 +83,7 @@ pub struct NodeProcess {
 impl NodeProcess {
     /// Starts a node with `settings` and waits until both its listeners are bound.
     pub async fn start(settings: &NodeSettings) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lintel"))
+        let mut child = lintel()
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--admin-listen", "127.0.0.1:0"])
             .args(["--node-id", "faults"])
@@ -213,7 +225,7 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts a worker in `namespace` with `concurrency` slots; see [`WorkerProcess::registered`].
     pub fn start(node: SocketAddr, namespace: &str, concurrency: u32, identity: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lintel"))
+        let mut child = lintel()
             .args(["worker", "--connect", &node.to_string()])
             .args(["--namespace", namespace])
             .args(["--activity", "echo", "--activity", "sleep"])
