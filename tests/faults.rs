@@ -20,8 +20,10 @@
 //! minutes. `LINTEL_FAULTS=long cargo test --release --test faults -- --nocapture` (or
 //! `cargo test --release --test faults -- --ignored long --nocapture`) runs the long mode:
 //! `LINTEL_FAULT_SECONDS` (default 300) of faults with many more kills, on a seed drawn from the
-//! clock. `LINTEL_FAULT_SEED=N` replays seed N in either size. A seed fixes the fault schedule and
-//! the workload; how they interleave with the processes' scheduling varies between replays.
+//! clock. `LINTEL_FAULT_SEED=N` replays seed N in either size. A seed fixes the sequence of faults,
+//! the gaps between them and the workload; how they interleave with the processes' scheduling
+//! varies between replays. Every wait for an effect is on the event itself, or for the node's
+//! state on its admin endpoints, and bounded.
 //! Every run prints one summary line (seed, dispatches, kills, outcomes by class, peak memory);
 //! a failing run prints its seed and the command that replays it.
 mod support;
