@@ -43,7 +43,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use abuse::{garbage_at, Answer, Flood, NeverReader, GARBAGE, STATES};
-use load::{check, produce, Bounds, Deaths, Ledger, LoadSpec, Tally};
+use lintel::wire::DispatchResult;
+use load::{check, produce, Bounds, Deaths, Ended, Ledger, LoadSpec, Tally};
 use processes::{until, NodeProcess, NodeSettings, WorkerProcess};
 use support::{within, WAIT};
 
@@ -56,7 +57,7 @@ const CI_SEEDS: [u64; 3] = [1, 2, 3];
 const PEAK_RSS_BOUND_KIB: u64 = 32 * 1024;
 
 /// What a producer that never reads may cost the node, in KiB: the outcomes it is owed for the
-/// 3000 echoes of 4 KiB it submits (about 34 MiB each, measured).
+/// 3000 echoes of 4 KiB it submits (20 to 39 MiB each, measured).
 const NEVER_READER_ALLOWANCE_KIB: u64 = 48 * 1024;
 
 /// Producers that never read alive at once, at most: two in the CI size, four in the long mode.
@@ -64,6 +65,10 @@ const NEVER_READERS_HELD: usize = 4;
 
 /// The namespace the load runs in.
 const LOAD_NAMESPACE: &str = "faults";
+
+/// The namespace producers that never read submit into, served by a worker of its own so
+/// their dispatches never take the load's slots.
+const UNREAD_NAMESPACE: &str = "unread";
 
 /// Workers kept running, and each one's slots.
 const WORKERS: usize = 4;
@@ -245,6 +250,8 @@ struct Figures {
     never_readers: u32,
     never_read_submissions: u64,
     never_readers_held: usize,
+    /// Dispatches that ended worker-lost on a SIGSTOPped worker.
+    lost_half_open: u64,
     /// The longest a SIGSTOPped worker stayed registered.
     half_open_found_ms: u128,
     outcomes: Tally,
@@ -296,7 +303,7 @@ async fn long_run_of_faults() {
 #[ignore = "needs byte-bounded queues"]
 async fn a_producer_that_never_reads_is_closed_as_a_slow_consumer() {
     let node = NodeProcess::start(&settings()).await;
-    let _worker = start_worker(&node, 0).await;
+    let _worker = start_worker(&node, LOAD_NAMESPACE, "w0").await;
     let reader = NeverReader::start(
         node.addr,
         LOAD_NAMESPACE,
@@ -346,8 +353,9 @@ async fn run(seed: u64, mode: &Mode) {
     let mut node = NodeProcess::start(&settings).await;
     let mut workers = Vec::with_capacity(WORKERS);
     for index in 0..WORKERS {
-        workers.push(start_worker(&node, index).await);
+        workers.push(start_worker(&node, LOAD_NAMESPACE, &format!("w{index}")).await);
     }
+    let unread = start_worker(&node, UNREAD_NAMESPACE, "unread").await;
     let mut figures = Figures {
         start_rss_kib: node.rss_kib(),
         ..Figures::default()
@@ -368,6 +376,7 @@ async fn run(seed: u64, mode: &Mode) {
         .collect();
 
     let mut deaths = Deaths::new();
+    let mut half_open = BTreeSet::new();
     let mut never_readers = Vec::new();
     let mut events = match mode.long {
         None => ci_plan(&mut rng).into_iter(),
@@ -404,6 +413,7 @@ async fn run(seed: u64, mode: &Mode) {
                 let stopped_id = workers[index].worker_id;
                 let at = Instant::now();
                 deaths.insert(stopped_id, at);
+                half_open.insert(stopped_id);
                 workers[index].process.stop().await;
                 until(
                     "the node to drop the stopped worker",
@@ -463,7 +473,7 @@ async fn run(seed: u64, mode: &Mode) {
                 for _ in 0..2 {
                     let reader = NeverReader::start(
                         node.addr,
-                        LOAD_NAMESPACE,
+                        UNREAD_NAMESPACE,
                         4_096,
                         3_000,
                         Duration::from_secs(1),
@@ -493,6 +503,7 @@ async fn run(seed: u64, mode: &Mode) {
             Ok(tally) => figures.outcomes.add(tally),
             Err(found) => violations.extend(found),
         }
+        figures.lost_half_open += lost_to(&ledger, &half_open);
     }
     assert!(
         violations.is_empty(),
@@ -506,9 +517,20 @@ async fn run(seed: u64, mode: &Mode) {
             .join("\n")
     );
     assert!(figures.outcomes.completed > 0, "nothing completed");
+    assert!(
+        figures.lost_half_open >= u64::from(figures.stops),
+        "{} stopped workers held only {} pushes between them: the half-open case went untested",
+        figures.stops,
+        figures.lost_half_open
+    );
 
     drop(never_readers);
-    assert_nothing_leaks(&node, &workers).await;
+    let live: BTreeSet<u64> = workers
+        .iter()
+        .chain([&unread])
+        .map(|w| w.worker_id)
+        .collect();
+    assert_nothing_leaks(&node, &live).await;
     assert!(node.running(), "the node process exited");
     figures.peak_rss_kib = node.peak_rss_kib();
     let bound = rss_bound(figures.never_readers_held);
@@ -520,11 +542,18 @@ async fn run(seed: u64, mode: &Mode) {
     print_summary(seed, mode, &figures, started.elapsed());
 }
 
-async fn start_worker(node: &NodeProcess, index: usize) -> Running {
-    let mut process =
-        WorkerProcess::start(node.addr, LOAD_NAMESPACE, CAPACITY, &format!("w{index}"));
+async fn start_worker(node: &NodeProcess, namespace: &str, identity: &str) -> Running {
+    let mut process = WorkerProcess::start(node.addr, namespace, CAPACITY, identity);
     let worker_id = process.registered().await;
     Running { process, worker_id }
+}
+
+/// Dispatches in `ledger` that ended worker-lost on one of `workers`.
+fn lost_to(ledger: &Ledger, workers: &BTreeSet<u64>) -> u64 {
+    let lost = ledger.heard.values().flatten().filter(|heard| {
+        matches!(&heard.ended, Ended::Other(DispatchResult::WorkerLost { worker_id }) if workers.contains(worker_id))
+    });
+    lost.count() as u64
 }
 
 fn worker_ids(status: &lintel::wire::NodeStatus) -> BTreeSet<u64> {
@@ -535,11 +564,10 @@ fn worker_ids(status: &lintel::wire::NodeStatus) -> BTreeSet<u64> {
         .collect()
 }
 
-/// Waits until the node holds nothing but the live workers, idle: no dispatch in flight or
-/// waiting, every live worker registered with all its slots free, no other worker or pool, no
-/// connection but theirs.
-async fn assert_nothing_leaks(node: &NodeProcess, workers: &[Running]) {
-    let live: BTreeSet<u64> = workers.iter().map(|w| w.worker_id).collect();
+/// Waits until the node holds nothing but the `live` workers, idle: no dispatch in flight or
+/// waiting, every live worker registered with all its slots free, no other worker, no pool but
+/// the load's and the unread one's, no connection but the workers'.
+async fn assert_nothing_leaks(node: &NodeProcess, live: &BTreeSet<u64>) {
     until("the node to let go of everything", SETTLE, async || {
         let in_flight = node.metric("lintel_dispatches_in_flight").await;
         let waiting = node.metric("lintel_dispatches_waiting").await;
@@ -552,13 +580,13 @@ async fn assert_nothing_leaks(node: &NodeProcess, workers: &[Running]) {
             .filter(|w| w.in_flight != 0 || w.max_concurrency != CAPACITY || w.draining)
             .map(|w| (w.worker_id, w.in_flight, w.max_concurrency, w.draining))
             .collect();
-        let pools: Vec<_> = status.pools.iter().map(|p| p.namespace.clone()).collect();
+        let pools: BTreeSet<_> = status.pools.iter().map(|p| p.namespace.as_str()).collect();
         let clean = in_flight == 0.0
             && waiting == 0.0
-            && registered == live
+            && registered == *live
             && busy.is_empty()
-            && pools == [LOAD_NAMESPACE]
-            && status.connections as usize == workers.len();
+            && pools == BTreeSet::from([LOAD_NAMESPACE, UNREAD_NAMESPACE])
+            && status.connections as usize == live.len();
         if clean {
             Ok(())
         } else {
@@ -582,7 +610,7 @@ fn print_summary(seed: u64, mode: &Mode, figures: &Figures, elapsed: Duration) {
     let [welcomed, refused, closed] = figures.flood_answers;
     println!(
         "faults seed={seed} mode={} dispatches={} completed={} worker-lost={} no-worker={} \
-         cancelled={} kills={} stops={} (found in {}ms at most) garbage={} floods={} (welcomed {welcomed}, refused {refused}, \
+         cancelled={} kills={} stops={} (found in {}ms at most, {} dispatches lost on them) garbage={} floods={} (welcomed {welcomed}, refused {refused}, \
          closed {closed}) never-readers={} ({} submissions unread) rss-at-start={:.1}MiB \
          peak-rss={:.1}MiB (bound {}MiB) elapsed={:.1}s",
         mode.name(),
@@ -594,6 +622,7 @@ fn print_summary(seed: u64, mode: &Mode, figures: &Figures, elapsed: Duration) {
         figures.kills,
         figures.stops,
         figures.half_open_found_ms,
+        figures.lost_half_open,
         figures.garbage,
         figures.floods,
         figures.never_readers,
