@@ -234,7 +234,7 @@ fn settings() -> NodeSettings {
     NodeSettings {
         max_connections: 48,
         ping_interval_ms: 250,
-        max_missed_pings: 2,
+        max_missed_pings: 3,
         reply_timeout_ms: 20_000,
     }
 }
@@ -250,6 +250,8 @@ struct Figures {
     never_readers: u32,
     never_read_submissions: u64,
     never_readers_held: usize,
+    /// Workers the node dropped on its own (missed pings) and that reconnected.
+    dropped_by_node: u32,
     /// Dispatches that ended worker-lost on a SIGSTOPped worker.
     lost_half_open: u64,
     /// The longest a SIGSTOPped worker stayed registered.
@@ -355,7 +357,7 @@ async fn run(seed: u64, mode: &Mode) {
     for index in 0..WORKERS {
         workers.push(start_worker(&node, LOAD_NAMESPACE, &format!("w{index}")).await);
     }
-    let unread = start_worker(&node, UNREAD_NAMESPACE, "unread").await;
+    let mut unread = [start_worker(&node, UNREAD_NAMESPACE, "unread").await];
     let mut figures = Figures {
         start_rss_kib: node.rss_kib(),
         ..Figures::default()
@@ -394,13 +396,18 @@ async fn run(seed: u64, mode: &Mode) {
         };
         count += 1;
         tokio::time::sleep(Duration::from_millis(rng.u64(50..300))).await;
+        note_reconnects(&mut workers, &mut deaths, &mut figures);
         match event {
             Event::Kill { restart_after_ms } => {
                 let index = rng.usize(..workers.len());
                 let dead = workers.swap_remove(index);
                 deaths.insert(dead.worker_id, Instant::now());
                 let identity = dead.process.identity.clone();
-                dead.process.kill().await;
+                for id in dead.process.kill().await {
+                    // It had reconnected unseen: that registration died with it too.
+                    deaths.insert(id, Instant::now());
+                    figures.dropped_by_node += 1;
+                }
                 figures.kills += 1;
                 tokio::time::sleep(Duration::from_millis(restart_after_ms)).await;
                 let mut process =
@@ -489,21 +496,33 @@ async fn run(seed: u64, mode: &Mode) {
     }
 
     stop.send_replace(true);
-    let mut violations = Vec::new();
-    let bounds = Bounds {
-        margin: MARGIN,
-        lost_within: LOST_WITHIN,
-    };
+    let mut ledgers = Vec::with_capacity(producers.len());
     for producer in producers {
         let ledger = tokio::time::timeout(spec.budget() + MARGIN + WAIT, producer)
             .await
             .expect("a producer to finish")
             .expect("a producer task");
-        match check(&ledger, &spec, &deaths, bounds) {
+        ledgers.push(ledger);
+    }
+    drop(never_readers);
+    assert_nothing_leaks(&node, async || {
+        note_reconnects(&mut workers, &mut deaths, &mut figures);
+        note_reconnects(&mut unread, &mut deaths, &mut figures);
+        workers.iter().chain(&unread).map(|w| w.worker_id).collect()
+    })
+    .await;
+
+    let bounds = Bounds {
+        margin: MARGIN,
+        lost_within: LOST_WITHIN,
+    };
+    let mut violations = Vec::new();
+    for ledger in &ledgers {
+        match check(ledger, &spec, &deaths, bounds) {
             Ok(tally) => figures.outcomes.add(tally),
             Err(found) => violations.extend(found),
         }
-        figures.lost_half_open += lost_to(&ledger, &half_open);
+        figures.lost_half_open += lost_to(ledger, &half_open);
     }
     assert!(
         violations.is_empty(),
@@ -524,13 +543,6 @@ async fn run(seed: u64, mode: &Mode) {
         figures.lost_half_open
     );
 
-    drop(never_readers);
-    let live: BTreeSet<u64> = workers
-        .iter()
-        .chain([&unread])
-        .map(|w| w.worker_id)
-        .collect();
-    assert_nothing_leaks(&node, &live).await;
     assert!(node.running(), "the node process exited");
     figures.peak_rss_kib = node.peak_rss_kib();
     let bound = rss_bound(figures.never_readers_held);
@@ -546,6 +558,19 @@ async fn start_worker(node: &NodeProcess, namespace: &str, identity: &str) -> Ru
     let mut process = WorkerProcess::start(node.addr, namespace, CAPACITY, identity);
     let worker_id = process.registered().await;
     Running { process, worker_id }
+}
+
+/// Notes each worker the node dropped without the run killing or stopping it (its pings went
+/// unanswered on a starved machine), as the worker's re-registration shows: its old id joins
+/// `deaths` as of now, and it runs on under the new one.
+fn note_reconnects(workers: &mut [Running], deaths: &mut Deaths, figures: &mut Figures) {
+    for worker in workers {
+        while let Some((id, at)) = worker.process.reregistered() {
+            deaths.insert(worker.worker_id, at);
+            worker.worker_id = id;
+            figures.dropped_by_node += 1;
+        }
+    }
 }
 
 /// Dispatches in `ledger` that ended worker-lost on one of `workers`.
@@ -564,11 +589,12 @@ fn worker_ids(status: &lintel::wire::NodeStatus) -> BTreeSet<u64> {
         .collect()
 }
 
-/// Waits until the node holds nothing but the `live` workers, idle: no dispatch in flight or
-/// waiting, every live worker registered with all its slots free, no other worker, no pool but
-/// the load's and the unread one's, no connection but the workers'.
-async fn assert_nothing_leaks(node: &NodeProcess, live: &BTreeSet<u64>) {
+/// Waits until the node holds nothing but the workers `live` names, idle: no dispatch in flight
+/// or waiting, every live worker registered with all its slots free, no other worker, no pool
+/// but the load's and the unread one's, no connection but the workers'.
+async fn assert_nothing_leaks(node: &NodeProcess, mut live: impl AsyncFnMut() -> BTreeSet<u64>) {
     until("the node to let go of everything", SETTLE, async || {
+        let live = live().await;
         let in_flight = node.metric("lintel_dispatches_in_flight").await;
         let waiting = node.metric("lintel_dispatches_waiting").await;
         let status = node.status().await;
@@ -583,7 +609,7 @@ async fn assert_nothing_leaks(node: &NodeProcess, live: &BTreeSet<u64>) {
         let pools: BTreeSet<_> = status.pools.iter().map(|p| p.namespace.as_str()).collect();
         let clean = in_flight == 0.0
             && waiting == 0.0
-            && registered == *live
+            && registered == live
             && busy.is_empty()
             && pools == BTreeSet::from([LOAD_NAMESPACE, UNREAD_NAMESPACE])
             && status.connections as usize == live.len();
@@ -610,7 +636,7 @@ fn print_summary(seed: u64, mode: &Mode, figures: &Figures, elapsed: Duration) {
     let [welcomed, refused, closed] = figures.flood_answers;
     println!(
         "faults seed={seed} mode={} dispatches={} completed={} worker-lost={} no-worker={} \
-         cancelled={} kills={} stops={} (found in {}ms at most, {} dispatches lost on them) garbage={} floods={} (welcomed {welcomed}, refused {refused}, \
+         cancelled={} kills={} dropped-by-node={} stops={} (found in {}ms at most, {} dispatches lost on them) garbage={} floods={} (welcomed {welcomed}, refused {refused}, \
          closed {closed}) never-readers={} ({} submissions unread) rss-at-start={:.1}MiB \
          peak-rss={:.1}MiB (bound {}MiB) elapsed={:.1}s",
         mode.name(),
@@ -620,6 +646,7 @@ fn print_summary(seed: u64, mode: &Mode, figures: &Figures, elapsed: Duration) {
         o.no_worker,
         o.cancelled,
         figures.kills,
+        figures.dropped_by_node,
         figures.stops,
         figures.half_open_found_ms,
         figures.lost_half_open,

@@ -250,6 +250,13 @@ impl WorkerProcess {
         }
     }
 
+    /// A registration that came without being waited for (the worker reconnected after the
+    /// node dropped it), with when it was read; `None` when there is none.
+    pub fn reregistered(&mut self) -> Option<(u64, tokio::time::Instant)> {
+        let id = self.registrations.try_recv().ok()?;
+        Some((id, tokio::time::Instant::now()))
+    }
+
     /// Waits for the worker's next registration and returns its worker id.
     pub async fn registered(&mut self) -> u64 {
         within("a worker process to register", self.registrations.recv())
@@ -257,12 +264,20 @@ impl WorkerProcess {
             .unwrap_or_else(|| panic!("worker {} exited before registering", self.identity))
     }
 
-    /// SIGKILLs the worker and reaps it.
-    pub async fn kill(mut self) {
+    /// SIGKILLs the worker and reaps it; returns the ids of registrations it made that were not
+    /// waited for.
+    pub async fn kill(mut self) -> Vec<u64> {
         self.child.start_kill().expect("SIGKILL the worker");
         within("a killed worker to exit", self.child.wait())
             .await
             .expect("reap the worker");
+        // Its log ends with it: every registration it made is in the channel once the reader stops.
+        let _ = within("the killed worker's log to end", &mut self.read_log).await;
+        let mut unseen = Vec::new();
+        while let Ok(id) = self.registrations.try_recv() {
+            unseen.push(id);
+        }
+        unseen
     }
 
     /// SIGSTOPs the worker: its sockets stay open and nothing on them is read or answered.
