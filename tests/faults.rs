@@ -350,24 +350,13 @@ async fn run(seed: u64, mode: &Mode) {
         mode.replay(seed)
     ));
     let started = Instant::now();
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let settings = settings();
-    let mut node = NodeProcess::start(&settings).await;
-    let mut workers = Vec::with_capacity(WORKERS);
-    for index in 0..WORKERS {
-        workers.push(start_worker(&node, LOAD_NAMESPACE, &format!("w{index}")).await);
-    }
-    let mut unread = [start_worker(&node, UNREAD_NAMESPACE, "unread").await];
-    let mut figures = Figures {
-        start_rss_kib: node.rss_kib(),
-        ..Figures::default()
-    };
+    let mut chaos = Chaos::start(seed).await;
     let spec = mode.spec();
     let (stop, stopped) = watch::channel(false);
     let producers: Vec<JoinHandle<Ledger>> = (0..PRODUCERS)
         .map(|producer| {
             tokio::spawn(produce(
-                node.addr,
+                chaos.node.addr,
                 producer,
                 spec.clone(),
                 seed,
@@ -377,122 +366,20 @@ async fn run(seed: u64, mode: &Mode) {
         })
         .collect();
 
-    let mut deaths = Deaths::new();
-    let mut half_open = BTreeSet::new();
-    let mut never_readers = Vec::new();
-    let mut events = match mode.long {
-        None => ci_plan(&mut rng).into_iter(),
+    let mut planned = match mode.long {
+        None => ci_plan(&mut chaos.rng).into_iter(),
         Some(_) => Vec::new().into_iter(),
     };
-    let mut count = 0u32;
     loop {
         let event = match mode.long {
-            None => match events.next() {
+            None => match planned.next() {
                 Some(event) => event,
                 None => break,
             },
-            Some(seconds) if started.elapsed() < seconds => long_event(&mut rng),
+            Some(seconds) if started.elapsed() < seconds => long_event(&mut chaos.rng),
             Some(_) => break,
         };
-        count += 1;
-        tokio::time::sleep(Duration::from_millis(rng.u64(50..300))).await;
-        note_reconnects(&mut workers, &mut deaths, &mut figures);
-        match event {
-            Event::Kill { restart_after_ms } => {
-                let index = rng.usize(..workers.len());
-                let dead = workers.swap_remove(index);
-                deaths.insert(dead.worker_id, Instant::now());
-                let identity = dead.process.identity.clone();
-                for id in dead.process.kill().await {
-                    // It had reconnected unseen: that registration died with it too.
-                    deaths.insert(id, Instant::now());
-                    figures.dropped_by_node += 1;
-                }
-                figures.kills += 1;
-                tokio::time::sleep(Duration::from_millis(restart_after_ms)).await;
-                let mut process =
-                    WorkerProcess::start(node.addr, LOAD_NAMESPACE, CAPACITY, &identity);
-                let worker_id = process.registered().await;
-                workers.push(Running { process, worker_id });
-            }
-            Event::Stop => {
-                let index = rng.usize(..workers.len());
-                let stopped_id = workers[index].worker_id;
-                let at = Instant::now();
-                deaths.insert(stopped_id, at);
-                half_open.insert(stopped_id);
-                workers[index].process.stop().await;
-                until(
-                    "the node to drop the stopped worker",
-                    HALF_OPEN_FOUND_WITHIN,
-                    async || {
-                        let status = node.status().await;
-                        let ids = worker_ids(&status);
-                        if ids.contains(&stopped_id) {
-                            Err(format!("still registered: {ids:?}"))
-                        } else {
-                            Ok(())
-                        }
-                    },
-                )
-                .await;
-                figures.half_open_found_ms =
-                    figures.half_open_found_ms.max(at.elapsed().as_millis());
-                workers[index].process.resume().await;
-                workers[index].worker_id = workers[index].process.registered().await;
-                figures.stops += 1;
-            }
-            Event::Garbage(state, garbage) => {
-                let namespace = format!("garbage-{count}");
-                within(
-                    "a garbage case",
-                    garbage_at(node.addr, state, garbage, &namespace, &mut rng),
-                )
-                .await;
-                figures.garbage += 1;
-            }
-            Event::Flood { excess } => {
-                let before = node.status().await.connections as usize;
-                let total = settings.max_connections.saturating_sub(before) + excess;
-                let flood = Flood::open(node.addr, total).await;
-                let held = node.status().await.connections as usize;
-                assert!(
-                    held <= settings.max_connections,
-                    "{held} connections held past the limit of {}",
-                    settings.max_connections
-                );
-                let turned_away = flood.count(Answer::Refused) + flood.count(Answer::Closed);
-                assert!(
-                    turned_away >= 1 && flood.count(Answer::Welcomed) >= 1,
-                    "a flood of {total} with {before} connected: {:?}",
-                    flood.answers
-                );
-                figures.floods += 1;
-                figures.flood_answers[0] += flood.count(Answer::Welcomed);
-                figures.flood_answers[1] += flood.count(Answer::Refused);
-                figures.flood_answers[2] += flood.count(Answer::Closed);
-            }
-            Event::NeverReaders => {
-                // Their queues stay full for the rest of the run; the long mode keeps four.
-                if never_readers.len() >= NEVER_READERS_HELD {
-                    never_readers.drain(..2);
-                }
-                for _ in 0..2 {
-                    let reader = NeverReader::start(
-                        node.addr,
-                        UNREAD_NAMESPACE,
-                        4_096,
-                        3_000,
-                        Duration::from_secs(1),
-                    )
-                    .await;
-                    figures.never_readers += 1;
-                    figures.never_read_submissions += reader.submitted;
-                    never_readers.push(reader);
-                }
-                figures.never_readers_held = figures.never_readers_held.max(never_readers.len());
-            }
-        }
+        chaos.play(event).await;
     }
 
     stop.send_replace(true);
@@ -504,7 +391,16 @@ async fn run(seed: u64, mode: &Mode) {
             .expect("a producer task");
         ledgers.push(ledger);
     }
-    drop(never_readers);
+    chaos.never_readers.clear();
+    let Chaos {
+        mut node,
+        mut workers,
+        mut unread,
+        mut deaths,
+        half_open,
+        mut figures,
+        ..
+    } = chaos;
     assert_nothing_leaks(&node, async || {
         note_reconnects(&mut workers, &mut deaths, &mut figures);
         note_reconnects(&mut unread, &mut deaths, &mut figures);
@@ -542,7 +438,6 @@ async fn run(seed: u64, mode: &Mode) {
         figures.stops,
         figures.lost_half_open
     );
-
     assert!(node.running(), "the node process exited");
     figures.peak_rss_kib = node.peak_rss_kib();
     let bound = rss_bound(figures.never_readers_held);
@@ -552,6 +447,166 @@ async fn run(seed: u64, mode: &Mode) {
         figures.peak_rss_kib
     );
     print_summary(seed, mode, &figures, started.elapsed());
+}
+
+/// The node, its workers and the faults done to them so far.
+struct Chaos {
+    node: NodeProcess,
+    settings: NodeSettings,
+    rng: fastrand::Rng,
+    /// The load's workers.
+    workers: Vec<Running>,
+    /// The worker serving the producers that never read.
+    unread: [Running; 1],
+    /// Every registration the run ended (killed, stopped, or dropped by the node).
+    deaths: Deaths,
+    /// The registrations that ended SIGSTOPped.
+    half_open: BTreeSet<u64>,
+    never_readers: Vec<NeverReader>,
+    figures: Figures,
+    events: u32,
+}
+
+impl Chaos {
+    /// A node with its workers, all registered.
+    async fn start(seed: u64) -> Self {
+        let settings = settings();
+        let node = NodeProcess::start(&settings).await;
+        let mut workers = Vec::with_capacity(WORKERS);
+        for index in 0..WORKERS {
+            workers.push(start_worker(&node, LOAD_NAMESPACE, &format!("w{index}")).await);
+        }
+        let unread = [start_worker(&node, UNREAD_NAMESPACE, "unread").await];
+        let figures = Figures {
+            start_rss_kib: node.rss_kib(),
+            ..Figures::default()
+        };
+        Self {
+            node,
+            settings,
+            rng: fastrand::Rng::with_seed(seed),
+            workers,
+            unread,
+            deaths: Deaths::new(),
+            half_open: BTreeSet::new(),
+            never_readers: Vec::new(),
+            figures,
+            events: 0,
+        }
+    }
+
+    /// Waits a seeded gap, then does `event` and waits for its effect.
+    async fn play(&mut self, event: Event) {
+        self.events += 1;
+        tokio::time::sleep(Duration::from_millis(self.rng.u64(50..300))).await;
+        note_reconnects(&mut self.workers, &mut self.deaths, &mut self.figures);
+        match event {
+            Event::Kill { restart_after_ms } => self.kill(restart_after_ms).await,
+            Event::Stop => self.stop().await,
+            Event::Garbage(state, garbage) => {
+                let namespace = format!("garbage-{}", self.events);
+                let case = garbage_at(self.node.addr, state, garbage, &namespace, &mut self.rng);
+                within("a garbage case", case).await;
+                self.figures.garbage += 1;
+            }
+            Event::Flood { excess } => self.flood(excess).await,
+            Event::NeverReaders => self.never_read().await,
+        }
+    }
+
+    /// SIGKILLs a worker, and starts another in its place after `restart_after_ms`.
+    async fn kill(&mut self, restart_after_ms: u64) {
+        let index = self.rng.usize(..self.workers.len());
+        let dead = self.workers.swap_remove(index);
+        self.deaths.insert(dead.worker_id, Instant::now());
+        let identity = dead.process.identity.clone();
+        for id in dead.process.kill().await {
+            // It had reconnected unseen: that registration died with it too.
+            self.deaths.insert(id, Instant::now());
+            self.figures.dropped_by_node += 1;
+        }
+        self.figures.kills += 1;
+        tokio::time::sleep(Duration::from_millis(restart_after_ms)).await;
+        let mut process = WorkerProcess::start(self.node.addr, LOAD_NAMESPACE, CAPACITY, &identity);
+        let worker_id = process.registered().await;
+        self.workers.push(Running { process, worker_id });
+    }
+
+    /// SIGSTOPs a worker, waits until the node drops it, and SIGCONTs it to register again.
+    async fn stop(&mut self) {
+        let index = self.rng.usize(..self.workers.len());
+        let stopped = &mut self.workers[index];
+        let stopped_id = stopped.worker_id;
+        let at = Instant::now();
+        self.deaths.insert(stopped_id, at);
+        self.half_open.insert(stopped_id);
+        stopped.process.stop().await;
+        let node = &self.node;
+        until(
+            "the node to drop the stopped worker",
+            HALF_OPEN_FOUND_WITHIN,
+            async || {
+                let ids = worker_ids(&node.status().await);
+                if ids.contains(&stopped_id) {
+                    Err(format!("still registered: {ids:?}"))
+                } else {
+                    Ok(())
+                }
+            },
+        )
+        .await;
+        let found = at.elapsed().as_millis();
+        self.figures.half_open_found_ms = self.figures.half_open_found_ms.max(found);
+        stopped.process.resume().await;
+        stopped.worker_id = stopped.process.registered().await;
+        self.figures.stops += 1;
+    }
+
+    /// Opens connections up to the limit and `excess` past it, and checks how each was answered.
+    async fn flood(&mut self, excess: usize) {
+        let limit = self.settings.max_connections;
+        let before = self.node.status().await.connections as usize;
+        let total = limit.saturating_sub(before) + excess;
+        let flood = Flood::open(self.node.addr, total).await;
+        let held = self.node.status().await.connections as usize;
+        assert!(
+            held <= limit,
+            "{held} connections held past the limit of {limit}"
+        );
+        let turned_away = flood.count(Answer::Refused) + flood.count(Answer::Closed);
+        assert!(
+            turned_away >= 1 && flood.count(Answer::Welcomed) >= 1,
+            "a flood of {total} with {before} connected: {:?}",
+            flood.answers
+        );
+        self.figures.floods += 1;
+        self.figures.flood_answers[0] += flood.count(Answer::Welcomed);
+        self.figures.flood_answers[1] += flood.count(Answer::Refused);
+        self.figures.flood_answers[2] += flood.count(Answer::Closed);
+    }
+
+    /// Two more producers that submit and never read, held for the rest of the run; the
+    /// oldest two go when [`NEVER_READERS_HELD`] are held already.
+    async fn never_read(&mut self) {
+        if self.never_readers.len() >= NEVER_READERS_HELD {
+            self.never_readers.drain(..2);
+        }
+        for _ in 0..2 {
+            let reader = NeverReader::start(
+                self.node.addr,
+                UNREAD_NAMESPACE,
+                4_096,
+                3_000,
+                Duration::from_secs(1),
+            )
+            .await;
+            self.figures.never_readers += 1;
+            self.figures.never_read_submissions += reader.submitted;
+            self.never_readers.push(reader);
+        }
+        let held = self.never_readers.len();
+        self.figures.never_readers_held = self.figures.never_readers_held.max(held);
+    }
 }
 
 async fn start_worker(node: &NodeProcess, namespace: &str, identity: &str) -> Running {
