@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the wire fuzz targets: all of them, or the one named as $1, each for
+# Runs the fuzz targets: all of them, or the one named as $1, each for
 # ${FUZZ_SECONDS:-60} seconds. New corpus entries land in fuzz/corpus/<target>/ under
 # hash names and crashes in fuzz/artifacts/<target>/; both are gitignored, only seed-*
 # files are committed.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds="${FUZZ_SECONDS:-60}"
-all_targets=(channel_codec frame_decode peer_frames)
+all_targets=(channel_codec frame_decode peer_frames connection_state)
 if [[ $# -gt 0 ]]; then
     targets=("$1")
 else
