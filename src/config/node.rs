@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::auth::{self, Authenticator, GrantConfig};
 use crate::dispatch::{DispatchLimits, Placement, DEFAULT_REPLY_TIMEOUT, MAX_TIMEOUT};
 use crate::registry::AdmissionLimits;
+use lintel_client::transport::QueueLimits;
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +36,15 @@ pub enum ConfigError {
         reason: String,
     },
 }
+
+/// The default byte budget of a connection's outbound queue. With it, a producer holds at most
+/// 8 MiB of inputs in flight plus 32 MiB of owed outcomes, and a worker 8 MiB of pushes, so the
+/// node's memory grows with connections that stop reading by tens of MiB each, not by GiB.
+pub(crate) const DEFAULT_OUTBOUND_QUEUE_BYTES: usize = 8 * 1024 * 1024;
+
+/// A producer's owed outcomes may reach this many times `outbound_queue_bytes` before it is
+/// closed as a slow consumer at once, without waiting out the grace.
+pub(crate) const OWED_CEILING_FACTOR: usize = 4;
 
 /// Everything a node needs to run. Every field has a working default.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -98,6 +108,12 @@ pub struct NodeConfig {
     /// Address of the admin HTTP listener (`/metrics`, `/health`, `/ready`, `/status`); off
     /// when unset.
     pub admin_listen: Option<SocketAddr>,
+    /// Bytes queued per connection, beside `outbound_queue` frames, before pushes to it see
+    /// back-pressure, a producer is read no further and a peer is skipped for placement.
+    pub outbound_queue_bytes: usize,
+    /// How long a producer's queue may stay at its bound before the producer is closed with
+    /// `Error{SlowConsumer}`.
+    pub slow_consumer_grace_ms: u64,
 }
 
 impl Default for NodeConfig {
@@ -129,6 +145,8 @@ impl Default for NodeConfig {
             placement: Placement::LocalFirst,
             peer_ping_interval_ms: 1_000,
             admin_listen: None,
+            outbound_queue_bytes: DEFAULT_OUTBOUND_QUEUE_BYTES,
+            slow_consumer_grace_ms: 10_000,
         }
     }
 }
@@ -172,6 +190,17 @@ impl NodeConfig {
             });
         }
         auth::validate(&self.grants)?;
+        for (name, value) in [
+            ("outbound_queue_bytes", self.outbound_queue_bytes as u64),
+            ("slow_consumer_grace_ms", self.slow_consumer_grace_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid {
+                    name,
+                    reason: "must be at least 1".into(),
+                });
+            }
+        }
         if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {
             return Err(ConfigError::Invalid {
                 name: "max_frame_len",
@@ -221,6 +250,31 @@ impl NodeConfig {
 
     pub fn late_reply_grace(&self) -> Duration {
         Duration::from_millis(self.late_reply_grace_ms)
+    }
+
+    pub fn slow_consumer_grace(&self) -> Duration {
+        Duration::from_millis(self.slow_consumer_grace_ms)
+    }
+
+    /// A connection's outbound queue bounds; owed frames are never refused (`owed_ceiling`
+    /// unbounded), as a worker's and a peer's are bounded elsewhere.
+    pub fn queue_limits(&self) -> QueueLimits {
+        QueueLimits {
+            frames: self.outbound_queue,
+            bytes: self.outbound_queue_bytes,
+            owed_ceiling: usize::MAX,
+        }
+    }
+
+    /// A producer's outbound queue bounds: owed outcomes stop at a ceiling, past which the
+    /// producer is closed as a slow consumer.
+    pub fn producer_queue_limits(&self) -> QueueLimits {
+        QueueLimits {
+            owed_ceiling: self
+                .outbound_queue_bytes
+                .saturating_mul(OWED_CEILING_FACTOR),
+            ..self.queue_limits()
+        }
     }
 
     /// Who may connect, and to do what.

@@ -14,6 +14,14 @@ use crate::auth::Grant;
 use crate::shared::Shared;
 use lintel_client::transport::{FrameReader, Outbound};
 
+/// Sleeps until `at`; never wakes without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// How long a closing producer connection waits for its waiting submissions to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
 
@@ -37,16 +45,30 @@ pub(super) async fn serve(
         grant,
     );
     let closer = CloseOnDrop(Arc::clone(&flights));
+    outbound.set_limits(shared.config.producer_queue_limits());
+    let budget = shared.config.outbound_queue_bytes;
+    let grace = shared.config.slow_consumer_grace();
     let mut timer = ReplyTimer::default();
     let timer_sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer_sleep);
     let mut ticks = ticker(shared.config.ping_interval());
     let mut liveness = Liveness::new(shared.config.max_missed_pings);
     // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep, an interval
-    // tick and a wait for room lose nothing. While the producer's queue is full nothing more
-    // is read, so what it is owed stays bounded; deadlines and shutdown are still served.
+    // tick, a wait for room and a notification lose nothing. While the producer's queue, or
+    // its queue plus the inputs of its dispatches in flight, is at its bound nothing more is
+    // read, so what it is owed stays bounded; deadlines and shutdown are still served.
     let close = loop {
-        let room = outbound.has_room();
+        if outbound.overflowed() {
+            break Close::slow_consumer(format!(
+                "outcomes owed passed {} bytes unread",
+                outbound.limits().owed_ceiling
+            ));
+        }
+        let queue_room = outbound.has_room();
+        let room = queue_room && outbound.queued().1.saturating_add(flights.held_input()) < budget;
+        let stalled_until = outbound
+            .full_since()
+            .map(|since| Instant::from_std(since) + grace);
         let frame = tokio::select! {
             biased;
             () = shared.closing.cancelled() => {
@@ -57,6 +79,15 @@ pub(super) async fn serve(
             () = &mut timer_sleep, if timer.armed.is_some() => {
                 timer.armed = None;
                 timer.arm(flights.expire(Instant::now()), timer_sleep.as_mut());
+                continue;
+            }
+            () = sleep_until(stalled_until), if stalled_until.is_some() => {
+                if outbound.full_since().is_some_and(|since| since.elapsed() >= grace) {
+                    break Close::slow_consumer(format!(
+                        "its outbound queue stayed full for {} ms",
+                        grace.as_millis()
+                    ));
+                }
                 continue;
             }
             _ = ticks.tick() => {
@@ -72,7 +103,9 @@ pub(super) async fn serve(
                     Err(close) => break close,
                 }
             }
-            () = outbound.room(), if !room => continue,
+            () = outbound.room(), if !queue_room => continue,
+            () = flights.relieved(), if queue_room && !room => continue,
+            () = outbound.below(budget.saturating_sub(flights.held_input())), if queue_room && !room => continue,
             frame = reader.next(), if room => frame,
         };
         let frame = match frame {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use lintel_wire::{Cancel, DispatchRequest, DispatchResult, Frame, NodeRouting, Relay};
 
-use lintel_client::transport::{Outbound, SendError};
+use lintel_client::transport::Outbound;
 
 use super::fate::{unreachable_request, End, PushError, ReplyFate};
 
@@ -106,10 +106,7 @@ impl PeerLink {
             reply_timeout_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
         });
         if let Err(err) = self.inner.outbound.try_send_ref(&frame) {
-            let err = match err {
-                SendError::Full => PushError::Backpressure,
-                SendError::Closed => PushError::Closed,
-            };
+            let err = PushError::from_send(err);
             return Err((err, Box::new(into_request(frame))));
         }
         table.next_correlation = correlation;

@@ -1,13 +1,21 @@
-//! A connection's bounded outbound buffer and the writer task that drains it.
+//! A connection's bounded outbound queue and the writer task that drains it.
 //!
-//! Senders encode into a shared buffer under a short lock. Inside a batching scope the frames
-//! are held for the scope to write; otherwise a quiet connection writes straight from the
-//! sender (no task hop), and a busy one leaves the buffer to the writer task, which yields once
-//! before writing so one syscall carries many frames.
+//! Frames wait in one of two lanes. Bulk frames ([`Frame::Push`], [`Frame::Relay`]) carry
+//! work and its inputs: they are optional, since a full queue refuses them and the caller
+//! places the work elsewhere. Everything else is control (pings, pongs, cancels, outcomes,
+//! presence, handshakes and closes): small or owed, it keeps the connection alive and
+//! answers what the peer already sent. Control frames are written before queued bulk frames
+//! at the next frame boundary, never inside a partly written frame, and in their own order.
 //!
-//! No syscall runs under the lock. One party at a time owns the socket ([`Owner`]): a sender
-//! takes the buffer, writes it with the lock released, and hands what is left, plus what others
-//! appended meanwhile, to the writer task.
+//! The queue is bounded in frames and in bytes. A bounded send is refused while either bound
+//! is reached; an owed send ([`Outbound::send_owed`]) is taken past them up to a ceiling,
+//! beyond which it is refused as [`SendError::Overflow`] and the connection must close.
+//!
+//! Senders encode into the lanes under a short lock. Inside a batching scope the frames are
+//! held for the scope to write; otherwise a quiet connection writes straight from the sender
+//! (no task hop, one syscall), and a busy one leaves the lanes to the writer task, which
+//! yields once before writing so one syscall carries many frames. No syscall runs under the
+//! lock: one party at a time owns the socket ([`Owner`]).
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +23,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use lintel_wire::Frame;
+use lintel_wire::framing::LENGTH_PREFIX_LEN;
+use lintel_wire::{EncodeError, Frame, FrameKind};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -32,6 +41,9 @@ const BURST_GAP: Duration = Duration::from_micros(5);
 /// A held buffer this large is written at once instead of waiting for its scope to end.
 const HOLD_BYTES: usize = 64 * 1024;
 
+/// Bytes a connection queues before bounded sends are refused, unless set otherwise.
+pub const DEFAULT_QUEUE_BYTES: usize = 64 * 1024 * 1024;
+
 /// Why a frame could not be queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
@@ -41,9 +53,59 @@ pub enum SendError {
     /// The writer has stopped; the connection is closed or closing.
     #[error("connection is closed")]
     Closed,
+    /// The frame does not fit in one frame of the connection's limit; nothing was queued.
+    #[error("{kind} frame of {len} bytes exceeds the frame limit of {max} bytes")]
+    TooLarge {
+        kind: FrameKind,
+        len: usize,
+        max: usize,
+    },
+    /// The frame cannot be encoded at all; nothing was queued.
+    #[error("{kind} frame cannot be encoded")]
+    Unencodable { kind: FrameKind },
+    /// An owed frame would take the queue past its ceiling; nothing was queued, and the
+    /// connection should close as a slow consumer.
+    #[error("outbound queue is over its ceiling")]
+    Overflow,
 }
 
-/// Who writes to the socket next; everyone else only appends to the buffer.
+impl From<EncodeError> for SendError {
+    fn from(err: EncodeError) -> Self {
+        match err {
+            EncodeError::Oversize { kind, len, max } => SendError::TooLarge { kind, len, max },
+            EncodeError::Serialize { kind, .. } => SendError::Unencodable { kind },
+        }
+    }
+}
+
+/// How much one connection may queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// Frames queued before bounded sends are refused.
+    pub frames: usize,
+    /// Bytes queued (written or not yet) before bounded sends are refused.
+    pub bytes: usize,
+    /// Bytes past which even owed sends are refused; `usize::MAX` never refuses them.
+    pub owed_ceiling: usize,
+}
+
+/// The lane a frame waits in; see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    Control,
+    Bulk,
+}
+
+impl Lane {
+    fn of(frame: &Frame) -> Self {
+        match frame {
+            Frame::Push(_) | Frame::Relay(_) => Lane::Bulk,
+            _ => Lane::Control,
+        }
+    }
+}
+
+/// Who writes to the socket next; everyone else only appends to the lanes.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 enum Owner {
     /// Nobody: a sender may write directly.
@@ -56,14 +118,89 @@ enum Owner {
     Task,
 }
 
+/// Bytes of whole frames, the first of which may already be partly written.
+#[derive(Debug, Default)]
+struct Piece {
+    buf: BytesMut,
+    /// Bytes left of the frame at the front of `buf`; 0 when `buf` starts at a frame boundary.
+    frame_left: usize,
+    /// Bulk bytes, which a waiting control frame may cut at a frame boundary.
+    bulk: bool,
+}
+
+impl Piece {
+    /// Consumes `written` bytes, keeping track of where the current frame ends.
+    fn advance(&mut self, mut written: usize) {
+        while written > 0 && !self.buf.is_empty() {
+            if self.frame_left == 0 {
+                self.frame_left = next_frame_len(&self.buf);
+            }
+            let step = written.min(self.frame_left).min(self.buf.len());
+            self.buf.advance(step);
+            self.frame_left -= step;
+            written -= step;
+        }
+    }
+
+    /// Bytes to the next frame boundary: the rest of the current frame, or all of the next.
+    fn to_boundary(&self) -> usize {
+        if self.frame_left > 0 {
+            self.frame_left
+        } else {
+            next_frame_len(&self.buf)
+        }
+    }
+
+    /// Drops every frame after the current one; returns how many bytes went.
+    fn keep_current_frame(&mut self) -> usize {
+        let keep = if self.frame_left > 0 {
+            self.frame_left
+        } else {
+            0
+        };
+        let dropped = self.buf.len().saturating_sub(keep);
+        self.buf.truncate(keep);
+        dropped
+    }
+}
+
+/// The length, prefix included, of the frame at the front of `buf` (all of `buf` if it is
+/// too short to say, which the lanes never are).
+fn next_frame_len(buf: &[u8]) -> usize {
+    let body = buf
+        .get(..LENGTH_PREFIX_LEN)
+        .and_then(|prefix| <[u8; 4]>::try_from(prefix).ok())
+        .map(u32::from_be_bytes)
+        .and_then(|len| usize::try_from(len).ok());
+    match body {
+        Some(body) => (LENGTH_PREFIX_LEN + body).min(buf.len()),
+        None => buf.len(),
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
-    /// Encoded frames not yet written.
-    buf: BytesMut,
-    /// Frames in `buf` or being written, against the queue bound.
-    frames: usize,
+    /// Encoded control frames not yet taken.
+    control: BytesMut,
+    /// Bytes left of the frame at the front of `control`; 0 at a boundary.
+    control_left: usize,
+    /// Encoded bulk frames not yet taken.
+    bulk: BytesMut,
+    /// Bulk bytes handed back unwritten, older than `bulk`, so written before it.
+    resume: BytesMut,
+    /// Bytes left of the frame at the front of `resume`; 0 at a boundary.
+    resume_left: usize,
+    /// Frames in `control` and `bulk`, against the frame bound.
+    control_frames: usize,
+    bulk_frames: usize,
+    /// Bytes a writing party took and has not written yet.
+    in_hand: usize,
+    /// Since when the queue has been at or over a bound, while it is.
+    full_since: Option<Instant>,
+    /// An owed frame was refused at the ceiling.
+    overflowed: bool,
     owner: Owner,
-    /// A batching scope holds this buffer and writes it when its poll ends.
+    /// A batching scope holds the lanes and writes them when its poll ends.
     held: bool,
     /// The last batch grew while the writer yielded: keep batching instead of writing directly.
     busy: bool,
@@ -71,60 +208,113 @@ struct State {
     last_write: Option<Instant>,
     /// A close was asked for: flush, then shut the write side.
     closing: bool,
+    /// Only the frame being written and the control lane go out before the close.
+    discarding: bool,
     /// The writer has stopped.
     stopped: bool,
 }
 
-/// What is left to do, with the lock released, after a sender's write.
-#[derive(Debug)]
-struct AfterWrite {
-    /// The writer task took over.
-    wake_writer: bool,
-    /// The queue was full and the write made room.
-    freed_room: bool,
-    /// A buffer a burst grew, to free outside the lock.
-    release: Option<BytesMut>,
-}
-
 impl State {
-    /// Ends a sender's write of `batch`, `taken` frames of which the socket took `written`
-    /// bytes: the unwritten rest goes back in front of what others appended meanwhile, and the
-    /// writer task takes over when any bytes are left or a close was asked for.
-    fn sender_wrote(
-        &mut self,
-        mut batch: BytesMut,
-        written: usize,
-        taken: usize,
-        queue_len: usize,
-    ) -> AfterWrite {
-        if written < batch.len() {
-            // The count stays: the writer task resets it when it takes the buffer.
-            batch.advance(written);
-            batch.extend_from_slice(&self.buf);
-            self.buf = batch;
-            self.owner = Owner::Task;
-            return AfterWrite {
-                wake_writer: true,
-                freed_room: false,
-                release: None,
-            };
+    fn frames(&self) -> usize {
+        self.control_frames + self.bulk_frames
+    }
+
+    /// Bytes queued or being written.
+    fn bytes(&self) -> usize {
+        self.control.len() + self.bulk.len() + self.resume.len() + self.in_hand
+    }
+
+    fn is_full(&self, limits: &QueueLimits) -> bool {
+        self.frames() >= limits.frames || self.bytes() >= limits.bytes
+    }
+
+    fn is_empty(&self) -> bool {
+        self.control.is_empty() && self.bulk.is_empty() && self.resume.is_empty()
+    }
+
+    /// Notes when the queue became full, or that it is not; true when it just stopped being.
+    fn note_fullness(&mut self, limits: &QueueLimits, now: impl FnOnce() -> Instant) -> bool {
+        match (self.is_full(limits), self.full_since) {
+            (true, None) => {
+                self.full_since = Some(now());
+                false
+            }
+            (false, Some(_)) => {
+                self.full_since = None;
+                true
+            }
+            _ => false,
         }
-        let freed_room = self.frames >= queue_len;
-        self.frames = self.frames.saturating_sub(taken);
-        let release = if !self.buf.is_empty() || batch.capacity() > KEEP_BUFFER_BYTES {
-            // Keep what others appended, or let go of a buffer a burst grew.
-            Some(batch)
+    }
+
+    /// The next bytes to write, in order: the rest of a started bulk frame, then control
+    /// frames, then bulk frames handed back, then new bulk frames.
+    fn take(&mut self) -> Option<Piece> {
+        // A started bulk frame is finished first; `control_left` and `resume_left` are never
+        // both set, since one party writes at a time.
+        let piece = if self.resume_left == 0 && !self.control.is_empty() {
+            self.control_frames = 0;
+            Piece {
+                buf: self.control.split(),
+                frame_left: std::mem::take(&mut self.control_left),
+                bulk: false,
+            }
+        } else if !self.resume.is_empty() {
+            Piece {
+                buf: self.resume.split(),
+                frame_left: std::mem::take(&mut self.resume_left),
+                bulk: true,
+            }
+        } else if !self.bulk.is_empty() {
+            self.bulk_frames = 0;
+            Piece {
+                buf: self.bulk.split(),
+                frame_left: 0,
+                bulk: true,
+            }
         } else {
-            batch.clear();
-            self.buf = batch;
-            None
+            return None;
         };
-        let hand_over = !self.buf.is_empty() || self.closing;
-        self.owner = if hand_over { Owner::Task } else { Owner::Free };
-        AfterWrite {
-            wake_writer: hand_over,
-            freed_room,
-            release,
+        self.in_hand = piece.buf.len();
+        Some(piece)
+    }
+
+    /// Gives back the unwritten rest of `piece`, to go out before its lane's newer frames.
+    fn give_back(&mut self, mut piece: Piece) {
+        self.in_hand = 0;
+        if self.discarding {
+            piece.keep_current_frame();
+        }
+        if piece.buf.is_empty() {
+            return;
+        }
+        if piece.bulk {
+            // Only the writing party fills `resume`, and it took it whole.
+            let mut rest = piece.buf;
+            rest.unsplit(std::mem::take(&mut self.resume));
+            self.resume = rest;
+            self.resume_left = piece.frame_left;
+        } else {
+            let mut rest = piece.buf;
+            rest.unsplit(std::mem::take(&mut self.control));
+            self.control = rest;
+            self.control_left = piece.frame_left;
+        }
+    }
+
+    /// Records `written` bytes of the piece in hand as written; true when that made room.
+    fn wrote(&mut self, written: usize, limits: &QueueLimits, now: Instant) -> bool {
+        self.in_hand = self.in_hand.saturating_sub(written);
+        self.last_write = Some(now);
+        self.note_fullness(limits, || now)
+    }
+
+    /// Lets go of large buffers once the lanes drained, so an idle connection stays small.
+    fn shrink(&mut self) {
+        for buf in [&mut self.control, &mut self.bulk, &mut self.resume] {
+            if buf.is_empty() && buf.capacity() > KEEP_BUFFER_BYTES {
+                *buf = BytesMut::new();
+            }
         }
     }
 }
@@ -140,7 +330,7 @@ struct Pipe {
     /// Live [`Outbound`] handles; the last one to go closes the connection.
     handles: AtomicUsize,
     max_frame_len: usize,
-    queue_len: usize,
+    limits: Mutex<QueueLimits>,
 }
 
 impl Pipe {
@@ -151,27 +341,49 @@ impl Pipe {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Encodes `frame` into the buffer; `bounded` refuses it when the queue is full.
+    fn limits(&self) -> QueueLimits {
+        *self
+            .limits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Encodes `frame` into its lane; `bounded` refuses it when the queue is full, otherwise
+    /// it is refused only past the owed ceiling.
     fn enqueue(self: &Arc<Self>, frame: &Frame, bounded: bool) -> Result<(), SendError> {
+        let limits = self.limits();
         let mut state = self.state();
         if state.closing || state.stopped {
             return Err(SendError::Closed);
         }
-        if bounded && state.frames >= self.queue_len {
+        if bounded && state.is_full(&limits) {
             return Err(SendError::Full);
         }
-        let was_empty = state.buf.is_empty();
-        if let Err(err) = lintel_wire::encode_frame(frame, &mut state.buf, self.max_frame_len) {
-            // Senders bound what they queue; a frame that still cannot be encoded is skipped.
-            tracing::warn!(error = %err, "dropping a frame that cannot be encoded");
-            return Ok(());
+        if !bounded && state.bytes() >= limits.owed_ceiling {
+            state.overflowed = true;
+            drop(state);
+            self.changed.notify_waiters();
+            return Err(SendError::Overflow);
         }
-        state.frames += 1;
+        let was_empty = state.is_empty() && state.in_hand == 0;
+        let lane = Lane::of(frame);
+        let buf = match lane {
+            Lane::Control => &mut state.control,
+            Lane::Bulk => &mut state.bulk,
+        };
+        lintel_wire::encode_frame(frame, buf, self.max_frame_len)?;
+        match lane {
+            Lane::Control => state.control_frames += 1,
+            Lane::Bulk => state.bulk_frames += 1,
+        }
+        if state.full_since.is_none() && state.is_full(&limits) {
+            state.full_since = Some(Instant::now());
+        }
         if state.owner != Owner::Free {
             return Ok(());
         }
         if state.held {
-            if state.buf.len() >= HOLD_BYTES || state.frames >= self.queue_len / 2 {
+            if state.bytes() >= HOLD_BYTES || state.frames() >= limits.frames / 2 {
                 self.write_buffer(state, Instant::now());
             }
             return Ok(());
@@ -194,31 +406,49 @@ impl Pipe {
         Ok(())
     }
 
-    /// Writes the buffer from the calling task unless someone else owns the socket.
+    /// Writes one lane from the calling task unless someone else owns the socket, or both
+    /// lanes hold frames (the writer task then orders them).
     ///
-    /// The write runs with the lock released; what the socket does not take goes back in front
-    /// of what others appended meanwhile, and the writer task takes over.
+    /// The write runs with the lock released; what the socket does not take goes back in
+    /// front of its lane, and the writer task takes over.
     fn write_buffer(&self, mut state: MutexGuard<'_, State>, now: Instant) {
-        if state.owner != Owner::Free || state.buf.is_empty() {
+        if state.owner != Owner::Free || state.is_empty() {
             return;
         }
+        let one_lane = state.resume.is_empty()
+            && (state.control.is_empty() || state.bulk.is_empty())
+            && state.control_left == 0;
+        if !one_lane {
+            state.owner = Owner::Task;
+            drop(state);
+            self.wake.notify_one();
+            return;
+        }
+        let Some(mut piece) = state.take() else {
+            return;
+        };
         state.owner = Owner::Sender;
         state.last_write = Some(now);
-        let taken = state.frames;
-        let batch = std::mem::take(&mut state.buf);
         drop(state);
         // Would block, or an error the writer task will meet and report: nothing was written.
-        let written = self.socket.try_write(&batch).unwrap_or(0);
-        let after = self
-            .state()
-            .sender_wrote(batch, written, taken, self.queue_len);
-        if after.wake_writer {
+        let written = self.socket.try_write(&piece.buf).unwrap_or(0);
+        piece.advance(written);
+        let limits = self.limits();
+        let mut state = self.state();
+        let freed = state.wrote(written, &limits, now);
+        state.give_back(piece);
+        let hand_over = !state.is_empty() || state.closing;
+        state.owner = if hand_over { Owner::Task } else { Owner::Free };
+        if !hand_over {
+            state.shrink();
+        }
+        drop(state);
+        if hand_over {
             self.wake.notify_one();
         }
-        if after.freed_room {
+        if freed {
             self.changed.notify_waiters();
         }
-        drop(after.release);
     }
 
     fn close(&self) {
@@ -231,6 +461,32 @@ impl Pipe {
         state.owner = Owner::Task;
         drop(state);
         self.wake.notify_one();
+    }
+
+    /// Drops every frame not yet started, queues `frame` and closes.
+    fn discard_and_close(&self, frame: &Frame) -> Result<(), SendError> {
+        let mut state = self.state();
+        if state.closing || state.stopped {
+            return Err(SendError::Closed);
+        }
+        let mut control = BytesMut::new();
+        lintel_wire::encode_frame(frame, &mut control, self.max_frame_len)?;
+        // The rest of a started frame stays, or the peer could not tell where frames begin.
+        let mut resume = std::mem::take(&mut state.resume);
+        resume.truncate(state.resume_left);
+        state.resume = resume;
+        let mut started = std::mem::take(&mut state.control);
+        started.truncate(state.control_left);
+        started.extend_from_slice(&control);
+        state.control = started;
+        state.bulk = BytesMut::new();
+        state.control_frames = 1;
+        state.bulk_frames = 0;
+        state.discarding = true;
+        drop(state);
+        self.close();
+        self.changed.notify_waiters();
+        Ok(())
     }
 }
 
@@ -271,7 +527,9 @@ impl Outbound {
     /// Queues `frame` without waiting.
     ///
     /// # Errors
-    /// [`SendError::Full`] when the queue is full, [`SendError::Closed`] when the writer stopped.
+    /// [`SendError::Full`] when the queue is full, [`SendError::Closed`] when the writer
+    /// stopped, [`SendError::TooLarge`] or [`SendError::Unencodable`] when the frame cannot
+    /// be encoded.
     pub fn try_send(&self, frame: Frame) -> Result<(), SendError> {
         self.pipe.enqueue(&frame, true)
     }
@@ -288,7 +546,8 @@ impl Outbound {
     /// bounds them by reading no more requests while [`Outbound::has_room`] is false.
     ///
     /// # Errors
-    /// [`SendError::Closed`] when the writer stopped.
+    /// [`SendError::Overflow`] past the owed ceiling, [`SendError::Closed`] when the writer
+    /// stopped, and the encoding errors of [`Outbound::try_send`].
     pub fn send_owed(&self, frame: Frame) -> Result<(), SendError> {
         self.pipe.enqueue(&frame, false)
     }
@@ -296,7 +555,8 @@ impl Outbound {
     /// Queues `frame`, waiting for room.
     ///
     /// # Errors
-    /// [`SendError::Closed`] when the writer stopped.
+    /// [`SendError::Closed`] when the writer stopped, and the encoding errors of
+    /// [`Outbound::try_send`].
     pub async fn send(&self, frame: Frame) -> Result<(), SendError> {
         // Room is the common case: only a full queue pays for registering a wake-up.
         match self.pipe.enqueue(&frame, true) {
@@ -314,22 +574,61 @@ impl Outbound {
         }
     }
 
+    /// Sets how much this connection may queue from now on.
+    pub fn set_limits(&self, limits: QueueLimits) {
+        *self
+            .pipe
+            .limits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = QueueLimits {
+            frames: limits.frames.max(1),
+            bytes: limits.bytes.max(1),
+            owed_ceiling: limits.owed_ceiling.max(limits.bytes),
+        };
+    }
+
+    /// How much this connection may queue.
+    pub fn limits(&self) -> QueueLimits {
+        self.pipe.limits()
+    }
+
     /// Frames and bytes queued and not yet written.
     pub fn queued(&self) -> (usize, usize) {
         let state = self.pipe.state();
-        (state.frames, state.buf.len())
+        (state.frames(), state.bytes())
     }
 
-    /// True while the queue is below its bound, or once the connection is closing (waiting
+    /// True while the queue is below both bounds, or once the connection is closing (waiting
     /// for room would then be waiting for nothing).
     pub fn has_room(&self) -> bool {
+        let limits = self.pipe.limits();
         let state = self.pipe.state();
-        state.frames < self.pipe.queue_len || state.closing || state.stopped
+        !state.is_full(&limits) || state.closing || state.stopped
     }
 
-    /// Resolves once [`Outbound::has_room`] is true.
+    /// Since when the queue has been full without a break, while it is.
+    pub fn full_since(&self) -> Option<Instant> {
+        self.pipe.state().full_since
+    }
+
+    /// True once an owed frame was refused at the ceiling.
+    pub fn overflowed(&self) -> bool {
+        self.pipe.state().overflowed
+    }
+
+    /// Resolves once [`Outbound::has_room`] is true, or an owed frame overflowed.
     pub async fn room(&self) {
-        self.wait_until(Self::has_room).await;
+        self.wait_until(|outbound| outbound.has_room() || outbound.overflowed())
+            .await;
+    }
+
+    /// Resolves once fewer than `bytes` are queued, or the connection is closing.
+    pub async fn below(&self, bytes: usize) {
+        self.wait_until(|outbound| {
+            let state = outbound.pipe.state();
+            state.bytes() < bytes || state.closing || state.stopped
+        })
+        .await;
     }
 
     /// Queues `frame` and then a close: both go out in order, then the write side shuts.
@@ -337,6 +636,16 @@ impl Outbound {
         if self.send(frame).await.is_ok() {
             self.close();
         }
+    }
+
+    /// Drops every queued frame not yet started, then queues `frame` and a close: the frame
+    /// being written is finished, then `frame` goes out and the write side shuts.
+    ///
+    /// # Errors
+    /// [`SendError::Closed`] when a close was already asked for, and the encoding errors of
+    /// [`Outbound::try_send`].
+    pub fn discard_and_close_with(&self, frame: &Frame) -> Result<(), SendError> {
+        self.pipe.discard_and_close(frame)
     }
 
     /// Asks the writer to flush what is queued and shut its side of the socket.
@@ -356,7 +665,7 @@ impl Outbound {
 
     /// Resolves once `ready` holds, checking again each time the queue drains or the writer
     /// stops; the wake-up is registered before the check, so none is missed.
-    async fn wait_until(&self, ready: fn(&Self) -> bool) {
+    async fn wait_until(&self, ready: impl Fn(&Self) -> bool) {
         loop {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
@@ -369,7 +678,8 @@ impl Outbound {
     }
 }
 
-/// Starts the writer task for `socket`, with room for `queue_len` frames.
+/// Starts the writer task for `socket`, with room for `queue_len` frames and
+/// [`DEFAULT_QUEUE_BYTES`].
 ///
 /// The writer stops when asked to close, when every [`Outbound`] is dropped, or on a write error.
 pub(super) fn start(
@@ -384,7 +694,11 @@ pub(super) fn start(
         changed: Notify::new(),
         handles: AtomicUsize::new(1),
         max_frame_len,
-        queue_len: queue_len.max(1),
+        limits: Mutex::new(QueueLimits {
+            frames: queue_len.max(1),
+            bytes: DEFAULT_QUEUE_BYTES,
+            owed_ceiling: usize::MAX,
+        }),
     });
     let writer = tokio::spawn(write_loop(Arc::clone(&pipe)));
     (Outbound { pipe }, writer)
@@ -395,8 +709,12 @@ async fn write_loop(pipe: Arc<Pipe>) -> io::Result<()> {
     {
         let mut state = pipe.state();
         state.stopped = true;
-        state.buf = BytesMut::new();
-        state.frames = 0;
+        state.control = BytesMut::new();
+        state.bulk = BytesMut::new();
+        state.resume = BytesMut::new();
+        state.control_frames = 0;
+        state.bulk_frames = 0;
+        state.in_hand = 0;
     }
     pipe.changed.notify_waiters();
     if let Err(err) = pipe.socket.shutdown().await {
@@ -415,105 +733,81 @@ async fn drain(pipe: &Pipe) -> io::Result<()> {
         }
         // Woken writers run before the tasks that would add to the batch; yielding once
         // lets them queue first, and tells a busy connection from a quiet one.
-        let before = pipe.state().frames;
+        let before = pipe.state().frames();
         tokio::task::yield_now().await;
-        let (mut batch, closing) = {
+        let piece = {
             let mut state = pipe.state();
-            state.busy = state.frames > before;
-            state.frames = 0;
-            let batch = state.buf.split();
-            (batch, state.closing)
+            state.busy = state.frames() > before;
+            let piece = state.take();
+            if piece.is_none() {
+                if state.closing {
+                    return Ok(());
+                }
+                state.owner = Owner::Free;
+                state.shrink();
+            }
+            piece
         };
-        while !batch.is_empty() {
-            match pipe.socket.write(&batch).await? {
-                0 => return Err(io::ErrorKind::WriteZero.into()),
-                written => batch.advance(written),
-            }
-        }
-        pipe.changed.notify_waiters();
-        let mut state = pipe.state();
-        state.last_write = Some(Instant::now());
-        if state.buf.is_empty() {
-            if closing || state.closing {
-                return Ok(());
-            }
-            state.owner = Owner::Free;
-            if state.buf.capacity() > KEEP_BUFFER_BYTES {
-                state.buf = BytesMut::new();
-            }
+        if let Some(piece) = piece {
+            write_piece(pipe, piece).await?;
         }
     }
+}
+
+/// Writes `piece`, stopping at a frame boundary to give the rest back when a control frame
+/// waits behind bulk bytes.
+async fn write_piece(pipe: &Pipe, mut piece: Piece) -> io::Result<()> {
+    let mut to_boundary = false;
+    while !piece.buf.is_empty() {
+        let end = if to_boundary {
+            piece.to_boundary()
+        } else {
+            piece.buf.len()
+        };
+        let chunk = piece.buf.get(..end).unwrap_or(&piece.buf);
+        let written = match pipe.socket.write(chunk).await? {
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            written => written,
+        };
+        piece.advance(written);
+        let limits = pipe.limits();
+        let mut state = pipe.state();
+        let mut freed = state.wrote(written, &limits, Instant::now());
+        if state.discarding {
+            state.in_hand = state.in_hand.saturating_sub(piece.keep_current_frame());
+            freed |= state.note_fullness(&limits, Instant::now);
+        }
+        if piece.bulk && !state.control.is_empty() && !piece.buf.is_empty() {
+            if piece.frame_left == 0 {
+                state.give_back(std::mem::take(&mut piece));
+            } else {
+                to_boundary = true;
+            }
+        }
+        drop(state);
+        if freed {
+            pipe.changed.notify_waiters();
+        }
+    }
+    pipe.changed.notify_waiters();
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use bytes::{Bytes, BytesMut};
+    use bytes::Bytes;
     use futures_util::StreamExt;
-    use lintel_wire::{DispatchRequest, Frame, FrameCodec, Push};
+    use lintel_wire::{
+        Cancel, DispatchRequest, ErrorCode, ErrorFrame, Frame, FrameCodec, FrameKind, Ping, Push,
+    };
     use socket2::SockRef;
-    use tokio::net::{TcpListener, TcpStream};
+    use tokio::net::{TcpListener, TcpSocket, TcpStream};
     use tokio_util::codec::FramedRead;
 
-    use super::{Owner, State, KEEP_BUFFER_BYTES};
-    use crate::transport::{split, Batched};
-
-    /// A state while a sender writes: `appended` was queued meanwhile, `frames` counts both.
-    fn writing(appended: &[u8], frames: usize) -> State {
-        State {
-            buf: BytesMut::from(appended),
-            frames,
-            owner: Owner::Sender,
-            ..State::default()
-        }
-    }
-
-    #[test]
-    fn a_full_write_with_nothing_appended_frees_the_socket_and_keeps_the_buffer() {
-        let mut state = writing(b"", 2);
-        let after = state.sender_wrote(BytesMut::from(&b"abcdef"[..]), 6, 2, 4);
-        assert_eq!((state.owner, state.frames), (Owner::Free, 0));
-        assert!(state.buf.is_empty() && state.buf.capacity() >= 6);
-        assert!(!after.wake_writer && !after.freed_room && after.release.is_none());
-    }
-
-    #[test]
-    fn a_partial_write_puts_the_rest_in_front_of_what_was_appended() {
-        let mut state = writing(b"xyz", 3);
-        let after = state.sender_wrote(BytesMut::from(&b"abcdef"[..]), 4, 2, 4);
-        assert_eq!(&state.buf[..], b"efxyz");
-        assert_eq!((state.owner, state.frames), (Owner::Task, 3));
-        assert!(after.wake_writer && !after.freed_room);
-    }
-
-    #[test]
-    fn a_full_write_hands_what_was_appended_to_the_writer_task_and_frees_room() {
-        let mut state = writing(b"xyz", 5);
-        let after = state.sender_wrote(BytesMut::from(&b"abcdef"[..]), 6, 4, 4);
-        assert_eq!(&state.buf[..], b"xyz");
-        assert_eq!((state.owner, state.frames), (Owner::Task, 1));
-        assert!(after.wake_writer && after.freed_room);
-    }
-
-    #[test]
-    fn a_close_asked_for_during_a_write_goes_to_the_writer_task() {
-        let mut state = writing(b"", 1);
-        state.closing = true;
-        let after = state.sender_wrote(BytesMut::from(&b"ab"[..]), 2, 1, 4);
-        assert_eq!(state.owner, Owner::Task);
-        assert!(after.wake_writer);
-    }
-
-    #[test]
-    fn a_buffer_a_burst_grew_is_let_go_after_a_full_write() {
-        let mut state = writing(b"", 1);
-        let mut batch = BytesMut::with_capacity(KEEP_BUFFER_BYTES + 1);
-        batch.extend_from_slice(b"ab");
-        let after = state.sender_wrote(batch, 2, 1, 4);
-        assert_eq!(state.buf.capacity(), 0);
-        assert!(after.release.is_some());
-    }
+    use super::{QueueLimits, SendError};
+    use crate::transport::{split, Batched, FrameReader, Outbound};
 
     /// A push of `len` input bytes whose correlation names its sender and sequence number.
     fn push(sender: u64, seq: u64, len: usize) -> Frame {
@@ -534,6 +828,126 @@ mod tests {
         })
     }
 
+    fn ping(nonce: u64) -> Frame {
+        Frame::Ping(Ping { nonce })
+    }
+
+    /// An outbound whose socket takes little before writes stall, and the peer's frames, not
+    /// read until the test reads them.
+    async fn stalled_pair(
+        max_frame_len: usize,
+    ) -> (Outbound, FramedRead<TcpStream, FrameCodec>, FrameReader) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let (peer, accepted) = tokio::join!(socket.connect(addr), listener.accept());
+        let accepted = accepted.unwrap().0;
+        SockRef::from(&accepted).set_send_buffer_size(4096).unwrap();
+        let (reader, outbound, _writer) = split(accepted, max_frame_len, 64);
+        let peer = FramedRead::new(peer.unwrap(), FrameCodec::new(max_frame_len));
+        (outbound, peer, reader)
+    }
+
+    async fn next(peer: &mut FramedRead<TcpStream, FrameCodec>) -> Frame {
+        tokio::time::timeout(Duration::from_secs(30), peer.next())
+            .await
+            .expect("no frame arrived")
+            .expect("the stream ended")
+            .expect("a frame")
+    }
+
+    #[tokio::test]
+    async fn a_control_frame_queued_behind_bulk_payloads_goes_out_at_the_next_frame_boundary() {
+        let (outbound, mut peer, _reader) = stalled_pair(1 << 20).await;
+        let (first, second) = (push(1, 1, 256 * 1024), push(1, 2, 256 * 1024));
+        // Both payloads are handed to the socket as one write, which it takes only part of.
+        Batched::new(async {
+            outbound.try_send_ref(&first).unwrap();
+            outbound.try_send_ref(&second).unwrap();
+        })
+        .await;
+        outbound.try_send(ping(9)).unwrap();
+        assert_eq!(
+            next(&mut peer).await,
+            first,
+            "the started frame is finished"
+        );
+        assert_eq!(next(&mut peer).await, ping(9), "then the control frame");
+        assert_eq!(next(&mut peer).await, second);
+    }
+
+    #[tokio::test]
+    async fn a_frame_too_large_to_encode_is_an_error_the_caller_sees() {
+        let (outbound, mut peer, _reader) = stalled_pair(64 * 1024).await;
+        let refused = outbound.try_send(push(1, 1, 100 * 1024));
+        assert!(matches!(
+            refused,
+            Err(SendError::TooLarge {
+                kind: FrameKind::Push,
+                max: 65_536,
+                ..
+            })
+        ));
+        let owed = outbound.send_owed(push(1, 2, 100 * 1024));
+        assert!(matches!(owed, Err(SendError::TooLarge { .. })));
+        let waited = outbound.send(push(1, 3, 100 * 1024)).await;
+        assert!(matches!(waited, Err(SendError::TooLarge { .. })));
+        assert_eq!(outbound.queued(), (0, 0), "nothing was queued");
+        outbound.try_send(ping(1)).unwrap();
+        assert_eq!(next(&mut peer).await, ping(1), "the connection still works");
+    }
+
+    #[tokio::test]
+    async fn the_queue_is_bounded_in_bytes_and_owed_frames_stop_at_the_ceiling() {
+        let (outbound, _peer, _reader) = stalled_pair(1 << 20).await;
+        outbound.set_limits(QueueLimits {
+            frames: 1_000,
+            bytes: 100 * 1024,
+            owed_ceiling: 400 * 1024,
+        });
+        outbound.try_send(push(1, 1, 150 * 1024)).unwrap();
+        assert!(!outbound.has_room());
+        assert!(outbound.full_since().is_some());
+        assert_eq!(outbound.try_send(push(1, 2, 10)), Err(SendError::Full));
+        let mut owed = 0;
+        let overflow = loop {
+            match outbound.send_owed(push(1, 3, 100 * 1024)) {
+                Ok(()) => owed += 1,
+                Err(err) => break err,
+            }
+            assert!(owed < 10, "owed frames were never refused");
+        };
+        assert_eq!(overflow, SendError::Overflow);
+        assert!(outbound.overflowed());
+        let (_, bytes) = outbound.queued();
+        assert!(bytes < 600 * 1024, "{bytes} bytes queued");
+    }
+
+    #[tokio::test]
+    async fn discarding_finishes_the_started_frame_then_sends_only_the_closing_frame() {
+        let (outbound, mut peer, _reader) = stalled_pair(1 << 20).await;
+        let first = push(1, 1, 256 * 1024);
+        outbound.try_send_ref(&first).unwrap();
+        for seq in 2..6 {
+            outbound.send_owed(push(1, seq, 256 * 1024)).unwrap();
+            outbound.send_owed(ping(seq)).unwrap();
+        }
+        let error = Frame::Error(ErrorFrame {
+            code: ErrorCode::SlowConsumer,
+            reason: "slow".into(),
+        });
+        outbound.discard_and_close_with(&error).unwrap();
+        assert!(
+            outbound.queued().1 < 300 * 1024,
+            "queued frames were let go"
+        );
+        assert_eq!(next(&mut peer).await, first);
+        assert_eq!(next(&mut peer).await, error);
+        let end = tokio::time::timeout(Duration::from_secs(30), peer.next()).await;
+        assert!(matches!(end, Ok(None)), "the stream ends after the error");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_senders_keep_their_order_through_partial_writes_and_a_close_flushes_all() {
         const SENDERS: u64 = 6;
@@ -552,7 +966,14 @@ mod tests {
             senders.push(tokio::spawn(async move {
                 for seq in 0..EACH {
                     let len = if seq % 16 == 0 { 50_000 } else { 24 };
-                    let frame = push(sender, seq, len);
+                    // Senders 0 and 3 send control frames, the others bulk ones.
+                    let frame = if sender % 3 == 0 {
+                        Frame::Cancel(Cancel {
+                            correlation: (sender << 32) | seq,
+                        })
+                    } else {
+                        push(sender, seq, len)
+                    };
                     let sent = if sender % 2 == 0 {
                         outbound.send(frame).await
                     } else {
@@ -571,10 +992,12 @@ mod tests {
             let mut next = vec![0u64; SENDERS as usize];
             let mut frames = FramedRead::new(peer.unwrap(), FrameCodec::new(1 << 20));
             while let Some(frame) = frames.next().await {
-                let Frame::Push(push) = frame.unwrap() else {
-                    panic!("only pushes were sent");
+                let correlation = match frame.unwrap() {
+                    Frame::Push(push) => push.correlation,
+                    Frame::Cancel(cancel) => cancel.correlation,
+                    other => panic!("only pushes and cancels were sent, got {other:?}"),
                 };
-                let (sender, seq) = (push.correlation >> 32, push.correlation & 0xffff_ffff);
+                let (sender, seq) = (correlation >> 32, correlation & 0xffff_ffff);
                 assert_eq!(seq, next[sender as usize], "sender {sender} out of order");
                 next[sender as usize] += 1;
             }
