@@ -6,6 +6,7 @@ mod handshake;
 mod liveness;
 mod peer;
 mod producer;
+mod report;
 mod worker;
 
 use std::sync::Arc;

@@ -10,9 +10,10 @@ use tokio::time::Instant;
 use super::close::Close;
 use super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
 use super::liveness::{ticker, Liveness};
+use super::report;
 use crate::auth::Grant;
 use crate::shared::Shared;
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_client::transport::{FrameReader, Outbound, SendError};
 
 /// Sleeps until `at`; never wakes without one.
 async fn sleep_until(at: Option<Instant>) {
@@ -129,8 +130,15 @@ pub(super) async fn serve(
                         status: shared.status(),
                     })
                 };
-                if outbound.send_owed(report).is_err() {
-                    break Close::Quietly;
+                let report = report::fit(report, shared.config.max_frame_len);
+                match outbound.send_owed(report) {
+                    // An overflow closes the producer as a slow consumer at the loop's top.
+                    Ok(()) | Err(SendError::Overflow | SendError::Full) => {}
+                    Err(SendError::Closed) => break Close::Quietly,
+                    Err(err @ (SendError::TooLarge { .. } | SendError::Unencodable { .. })) => {
+                        tracing::error!(error = %err, "a status report could not be sent");
+                        break Close::Quietly;
+                    }
                 }
             }
             Frame::Ping(ping) => {
