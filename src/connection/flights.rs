@@ -208,6 +208,19 @@ impl Flights {
         }
     }
 
+    /// Answers a relay without running it, because what this connection is owed is over its
+    /// byte budget: `Refused{WorkerBackpressure}`, which the origin places again elsewhere.
+    pub(super) fn turn_away(self: &Arc<Self>, correlation: u64) {
+        // Ticket 0 names no tracked dispatch, so the outcome removes nothing.
+        self.dispatcher.refuse(
+            self.caller(correlation, 0),
+            RefusedDispatch {
+                reason: RefusedReason::WorkerBackpressure,
+                detail: "the link back to the origin is over its byte budget".into(),
+            },
+        );
+    }
+
     fn caller(self: &Arc<Self>, correlation: u64, ticket: u64) -> Caller {
         Caller::new(
             Arc::clone(self) as Arc<dyn Sink>,

@@ -190,6 +190,12 @@ impl PeerLink {
             .collect()
     }
 
+    /// True while the link's outbound queue is at its bound: the peer is alive but reading
+    /// slowly, so placement skips it instead of queuing more relays behind its backlog.
+    pub fn is_busy(&self) -> bool {
+        !self.inner.outbound.has_room()
+    }
+
     /// True once [`PeerLink::close`] ran.
     pub fn is_closed(&self) -> bool {
         self.table().closed
