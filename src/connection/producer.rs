@@ -59,16 +59,17 @@ pub(super) async fn serve(
     // its queue plus the inputs of its dispatches in flight, is at its bound nothing more is
     // read, so what it is owed stays bounded; deadlines and shutdown are still served.
     let close = loop {
-        if outbound.overflowed() {
+        let pressure = outbound.pressure();
+        if pressure.overflowed {
             break Close::slow_consumer(format!(
                 "outcomes owed passed {} bytes unread",
                 outbound.limits().owed_ceiling
             ));
         }
-        let queue_room = outbound.has_room();
-        let room = queue_room && outbound.queued().1.saturating_add(flights.held_input()) < budget;
-        let stalled_until = outbound
-            .full_since()
+        let queue_room = pressure.room;
+        let room = queue_room && pressure.bytes.saturating_add(flights.held_input()) < budget;
+        let stalled_until = pressure
+            .full_since
             .map(|since| Instant::from_std(since) + grace);
         let frame = tokio::select! {
             biased;

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 pub use batch::Batched;
 pub use dial::{Dialer, Dialing, TcpDialer};
-pub use outbound::{Outbound, QueueLimits, SendError, DEFAULT_QUEUE_BYTES};
+pub use outbound::{Outbound, Pressure, QueueLimits, SendError, DEFAULT_QUEUE_BYTES};
 pub use reader::{is_frame_timeout, FrameReader};
 pub use socket::{BoxRead, BoxWrite, ReadSocket, Socket};
 

@@ -89,6 +89,29 @@ pub struct QueueLimits {
     pub owed_ceiling: usize,
 }
 
+impl Default for QueueLimits {
+    fn default() -> Self {
+        Self {
+            frames: 1024,
+            bytes: DEFAULT_QUEUE_BYTES,
+            owed_ceiling: usize::MAX,
+        }
+    }
+}
+
+/// How full a connection's queue is, at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pressure {
+    /// Below both bounds (or closing): [`Outbound::has_room`].
+    pub room: bool,
+    /// Bytes queued or being written.
+    pub bytes: usize,
+    /// [`Outbound::full_since`].
+    pub full_since: Option<Instant>,
+    /// [`Outbound::overflowed`].
+    pub overflowed: bool,
+}
+
 /// The lane a frame waits in; see the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lane {
@@ -180,6 +203,8 @@ fn next_frame_len(buf: &[u8]) -> usize {
 
 #[derive(Debug, Default)]
 struct State {
+    /// The bounds, kept under the same lock as what they bound.
+    limits: QueueLimits,
     /// Encoded control frames not yet taken.
     control: BytesMut,
     /// Bytes left of the frame at the front of `control`; 0 at a boundary.
@@ -224,8 +249,8 @@ impl State {
         self.control.len() + self.bulk.len() + self.resume.len() + self.in_hand
     }
 
-    fn is_full(&self, limits: &QueueLimits) -> bool {
-        self.frames() >= limits.frames || self.bytes() >= limits.bytes
+    fn is_full(&self) -> bool {
+        self.frames() >= self.limits.frames || self.bytes() >= self.limits.bytes
     }
 
     fn is_empty(&self) -> bool {
@@ -233,8 +258,8 @@ impl State {
     }
 
     /// Notes when the queue became full, or that it is not; true when it just stopped being.
-    fn note_fullness(&mut self, limits: &QueueLimits, now: impl FnOnce() -> Instant) -> bool {
-        match (self.is_full(limits), self.full_since) {
+    fn note_fullness(&mut self, now: impl FnOnce() -> Instant) -> bool {
+        match (self.is_full(), self.full_since) {
             (true, None) => {
                 self.full_since = Some(now());
                 false
@@ -303,10 +328,10 @@ impl State {
     }
 
     /// Records `written` bytes of the piece in hand as written; true when that made room.
-    fn wrote(&mut self, written: usize, limits: &QueueLimits, now: Instant) -> bool {
+    fn wrote(&mut self, written: usize, now: Instant) -> bool {
         self.in_hand = self.in_hand.saturating_sub(written);
         self.last_write = Some(now);
-        self.note_fullness(limits, || now)
+        self.note_fullness(|| now)
     }
 
     /// Lets go of large buffers once the lanes drained, so an idle connection stays small.
@@ -330,7 +355,6 @@ struct Pipe {
     /// Live [`Outbound`] handles; the last one to go closes the connection.
     handles: AtomicUsize,
     max_frame_len: usize,
-    limits: Mutex<QueueLimits>,
 }
 
 impl Pipe {
@@ -341,25 +365,17 @@ impl Pipe {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn limits(&self) -> QueueLimits {
-        *self
-            .limits
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// Encodes `frame` into its lane; `bounded` refuses it when the queue is full, otherwise
     /// it is refused only past the owed ceiling.
     fn enqueue(self: &Arc<Self>, frame: &Frame, bounded: bool) -> Result<(), SendError> {
-        let limits = self.limits();
         let mut state = self.state();
         if state.closing || state.stopped {
             return Err(SendError::Closed);
         }
-        if bounded && state.is_full(&limits) {
+        if bounded && state.is_full() {
             return Err(SendError::Full);
         }
-        if !bounded && state.bytes() >= limits.owed_ceiling {
+        if !bounded && state.bytes() >= state.limits.owed_ceiling {
             state.overflowed = true;
             drop(state);
             self.changed.notify_waiters();
@@ -376,14 +392,14 @@ impl Pipe {
             Lane::Control => state.control_frames += 1,
             Lane::Bulk => state.bulk_frames += 1,
         }
-        if state.full_since.is_none() && state.is_full(&limits) {
+        if state.full_since.is_none() && state.is_full() {
             state.full_since = Some(Instant::now());
         }
         if state.owner != Owner::Free {
             return Ok(());
         }
         if state.held {
-            if state.bytes() >= HOLD_BYTES || state.frames() >= limits.frames / 2 {
+            if state.bytes() >= HOLD_BYTES || state.frames() >= state.limits.frames / 2 {
                 self.write_buffer(state, Instant::now());
             }
             return Ok(());
@@ -433,9 +449,8 @@ impl Pipe {
         // Would block, or an error the writer task will meet and report: nothing was written.
         let written = self.socket.try_write(&piece.buf).unwrap_or(0);
         piece.advance(written);
-        let limits = self.limits();
         let mut state = self.state();
-        let freed = state.wrote(written, &limits, now);
+        let freed = state.wrote(written, now);
         state.give_back(piece);
         let hand_over = !state.is_empty() || state.closing;
         state.owner = if hand_over { Owner::Task } else { Owner::Free };
@@ -576,20 +591,29 @@ impl Outbound {
 
     /// Sets how much this connection may queue from now on.
     pub fn set_limits(&self, limits: QueueLimits) {
-        *self
-            .pipe
-            .limits
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = QueueLimits {
+        let mut state = self.pipe.state();
+        state.limits = QueueLimits {
             frames: limits.frames.max(1),
             bytes: limits.bytes.max(1),
             owed_ceiling: limits.owed_ceiling.max(limits.bytes),
         };
+        state.note_fullness(Instant::now);
     }
 
     /// How much this connection may queue.
     pub fn limits(&self) -> QueueLimits {
-        self.pipe.limits()
+        self.pipe.state().limits
+    }
+
+    /// How full the queue is, read under one lock.
+    pub fn pressure(&self) -> Pressure {
+        let state = self.pipe.state();
+        Pressure {
+            room: !state.is_full() || state.closing || state.stopped,
+            bytes: state.bytes(),
+            full_since: state.full_since,
+            overflowed: state.overflowed,
+        }
     }
 
     /// Frames and bytes queued and not yet written.
@@ -601,9 +625,8 @@ impl Outbound {
     /// True while the queue is below both bounds, or once the connection is closing (waiting
     /// for room would then be waiting for nothing).
     pub fn has_room(&self) -> bool {
-        let limits = self.pipe.limits();
         let state = self.pipe.state();
-        !state.is_full(&limits) || state.closing || state.stopped
+        !state.is_full() || state.closing || state.stopped
     }
 
     /// Since when the queue has been full without a break, while it is.
@@ -694,12 +717,11 @@ pub(super) fn start(
         changed: Notify::new(),
         handles: AtomicUsize::new(1),
         max_frame_len,
-        limits: Mutex::new(QueueLimits {
-            frames: queue_len.max(1),
-            bytes: DEFAULT_QUEUE_BYTES,
-            owed_ceiling: usize::MAX,
-        }),
     });
+    pipe.state().limits = QueueLimits {
+        frames: queue_len.max(1),
+        ..QueueLimits::default()
+    };
     let writer = tokio::spawn(write_loop(Arc::clone(&pipe)));
     (Outbound { pipe }, writer)
 }
@@ -770,12 +792,11 @@ async fn write_piece(pipe: &Pipe, mut piece: Piece) -> io::Result<()> {
             written => written,
         };
         piece.advance(written);
-        let limits = pipe.limits();
         let mut state = pipe.state();
-        let mut freed = state.wrote(written, &limits, Instant::now());
+        let mut freed = state.wrote(written, Instant::now());
         if state.discarding {
             state.in_hand = state.in_hand.saturating_sub(piece.keep_current_frame());
-            freed |= state.note_fullness(&limits, Instant::now);
+            freed |= state.note_fullness(Instant::now);
         }
         if piece.bulk && !state.control.is_empty() && !piece.buf.is_empty() {
             if piece.frame_left == 0 {

@@ -259,9 +259,9 @@ impl Session<'_> {
             Frame::Presence(presence) => self.apply(presence).map(|()| None),
             Frame::Relay(relay) => {
                 self.remote.relay_received();
-                let owed = self.outbound.queued().1;
-                if !self.outbound.has_room()
-                    || owed.saturating_add(self.served.held_input()) >= self.budget
+                let pressure = self.outbound.pressure();
+                if !pressure.room
+                    || pressure.bytes.saturating_add(self.served.held_input()) >= self.budget
                 {
                     self.served.turn_away(relay.correlation);
                     return Ok(None);
