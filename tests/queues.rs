@@ -1,8 +1,9 @@
-//! A peer link's queue against a real node on 127.0.0.1: a peer that reads slowly but is
-//! alive is skipped for placement while its queue is over budget, and never disconnected.
+//! Outbound queues against a real node on 127.0.0.1: control frames go ahead of queued
+//! pushes and relays, and a peer that reads slowly but is alive is skipped for placement
+//! while its queue is over budget, never disconnected.
 //!
-//! The peer is hand-written from frames so the test decides when it reads; it stays alive by
-//! sending frames of its own while it reads nothing.
+//! Workers and peers are hand-written from frames so the test decides when they read; the
+//! peer stays alive by sending frames of its own while it reads nothing.
 
 mod support;
 
@@ -17,7 +18,10 @@ use lintel::wire::{
     PeerHello, Ping, Pong, PoolPresence, Presence, PresenceGroup, RelayOutcome, Role,
     PROTOCOL_VERSION,
 };
-use support::{cluster_config, outcome_of, request, spawn_dispatch, up, within, TestNode};
+use support::{
+    cluster_config, next_frame, outcome_of, plain, poll_once, request, small_window_worker,
+    spawn_dispatch, up, within, TestNode,
+};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::codec::Framed;
 
@@ -173,4 +177,40 @@ async fn a_slow_but_alive_peer_is_skipped_for_placement_and_never_disconnected()
         "expected Completed, got {first:?}"
     );
     assert!(up(&a.peers(), "hand"));
+}
+
+#[tokio::test]
+async fn a_cancel_goes_to_a_slow_worker_ahead_of_the_pushes_queued_before_it() {
+    let node = TestNode::start().await;
+    let mut worker = small_window_worker(node.addr, plain("ns", "echo", 8, "slow")).await;
+    let dispatcher = std::sync::Arc::clone(node.node.dispatcher());
+    let options = options();
+    // Three 2 MiB pushes, each queued in its dispatch's first poll: more than the socket takes.
+    let big = |n: u8| lintel::wire::DispatchRequest {
+        input: Bytes::from(vec![n; 2 * 1024 * 1024]),
+        ..request("ns", "echo", "")
+    };
+    let mut first = Box::pin(dispatcher.dispatch(big(1), &options));
+    let mut second = Box::pin(dispatcher.dispatch(big(2), &options));
+    let mut third = Box::pin(dispatcher.dispatch(big(3), &options));
+    for pending in [&mut first, &mut second, &mut third] {
+        assert!(poll_once(pending).await.is_pending());
+    }
+    // Dropping the third cancels it: its `Cancel` names the worker's third correlation.
+    drop(third);
+
+    let mut order = Vec::new();
+    while !order.contains(&"push 3") {
+        order.push(match next_frame(&mut worker.client).await {
+            Some(Frame::Push(push)) if push.correlation == 1 => "push 1",
+            Some(Frame::Push(push)) if push.correlation == 2 => "push 2",
+            Some(Frame::Push(push)) if push.correlation == 3 => "push 3",
+            Some(Frame::Cancel(cancel)) if cancel.correlation == 3 => "cancel 3",
+            other => panic!("unexpected {other:?}"),
+        });
+    }
+    let at = |what| order.iter().position(|seen| *seen == what).unwrap();
+    assert_eq!(at("push 1"), 0, "{order:?}");
+    assert!(at("cancel 3") < at("push 3"), "{order:?}");
+    drop((first, second));
 }
