@@ -1,6 +1,6 @@
 //! A connection's bounded outbound queue and the writer task that drains it.
 //!
-//! Frames wait in one of two lanes. Bulk frames ([`Frame::Push`], [`Frame::Relay`]) carry
+//! Frames wait in one of two lanes ([`super::lanes`]). Bulk frames (`Push`, `Relay`) carry
 //! work and its inputs: they are optional, since a full queue refuses them and the caller
 //! places the work elsewhere. Everything else is control (pings, pongs, cancels, outcomes,
 //! presence, handshakes and closes): small or owed, it keeps the connection alive and
@@ -22,17 +22,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
-use lintel_wire::framing::LENGTH_PREFIX_LEN;
+use bytes::BytesMut;
 use lintel_wire::{EncodeError, Frame, FrameKind};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::batch::{self, HeldWrite};
+use super::lanes::{Lane, Owner, Piece, Pressure, QueueLimits, State};
 use super::socket::WriteSocket;
-
-/// A buffer larger than this is released after it drains, so an idle connection stays small.
-const KEEP_BUFFER_BYTES: usize = 64 * 1024;
 
 /// A frame following the previous write this closely is part of a burst: it is left to the
 /// writer task to batch instead of costing a syscall of its own.
@@ -40,9 +37,6 @@ const BURST_GAP: Duration = Duration::from_micros(5);
 
 /// A held buffer this large is written at once instead of waiting for its scope to end.
 const HOLD_BYTES: usize = 64 * 1024;
-
-/// Bytes a connection queues before bounded sends are refused, unless set otherwise.
-pub const DEFAULT_QUEUE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Why a frame could not be queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -78,271 +72,7 @@ impl From<EncodeError> for SendError {
     }
 }
 
-/// How much one connection may queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueueLimits {
-    /// Frames queued before bounded sends are refused.
-    pub frames: usize,
-    /// Bytes queued (written or not yet) before bounded sends are refused.
-    pub bytes: usize,
-    /// Bytes past which even owed sends are refused; `usize::MAX` never refuses them.
-    pub owed_ceiling: usize,
-}
-
-impl Default for QueueLimits {
-    fn default() -> Self {
-        Self {
-            frames: 1024,
-            bytes: DEFAULT_QUEUE_BYTES,
-            owed_ceiling: usize::MAX,
-        }
-    }
-}
-
-/// How full a connection's queue is, at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pressure {
-    /// Below both bounds (or closing): [`Outbound::has_room`].
-    pub room: bool,
-    /// Bytes queued or being written.
-    pub bytes: usize,
-    /// [`Outbound::full_since`].
-    pub full_since: Option<Instant>,
-    /// [`Outbound::overflowed`].
-    pub overflowed: bool,
-}
-
-/// The lane a frame waits in; see the module docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lane {
-    Control,
-    Bulk,
-}
-
-impl Lane {
-    fn of(frame: &Frame) -> Self {
-        match frame {
-            Frame::Push(_) | Frame::Relay(_) => Lane::Bulk,
-            _ => Lane::Control,
-        }
-    }
-}
-
-/// Who writes to the socket next; everyone else only appends to the lanes.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum Owner {
-    /// Nobody: a sender may write directly.
-    #[default]
-    Free,
-    /// A sender is writing with the lock released; it hands over to the writer task when
-    /// bytes are left, and on a close.
-    Sender,
-    /// The writer task.
-    Task,
-}
-
 /// Bytes of whole frames, the first of which may already be partly written.
-#[derive(Debug, Default)]
-struct Piece {
-    buf: BytesMut,
-    /// Bytes left of the frame at the front of `buf`; 0 when `buf` starts at a frame boundary.
-    frame_left: usize,
-    /// Bulk bytes, which a waiting control frame may cut at a frame boundary.
-    bulk: bool,
-}
-
-impl Piece {
-    /// Consumes `written` bytes, keeping track of where the current frame ends.
-    fn advance(&mut self, mut written: usize) {
-        while written > 0 && !self.buf.is_empty() {
-            if self.frame_left == 0 {
-                self.frame_left = next_frame_len(&self.buf);
-            }
-            let step = written.min(self.frame_left).min(self.buf.len());
-            self.buf.advance(step);
-            self.frame_left -= step;
-            written -= step;
-        }
-    }
-
-    /// Bytes to the next frame boundary: the rest of the current frame, or all of the next.
-    fn to_boundary(&self) -> usize {
-        if self.frame_left > 0 {
-            self.frame_left
-        } else {
-            next_frame_len(&self.buf)
-        }
-    }
-
-    /// Drops every frame after the current one; returns how many bytes went.
-    fn keep_current_frame(&mut self) -> usize {
-        let keep = if self.frame_left > 0 {
-            self.frame_left
-        } else {
-            0
-        };
-        let dropped = self.buf.len().saturating_sub(keep);
-        self.buf.truncate(keep);
-        dropped
-    }
-}
-
-/// The length, prefix included, of the frame at the front of `buf` (all of `buf` if it is
-/// too short to say, which the lanes never are).
-fn next_frame_len(buf: &[u8]) -> usize {
-    let body = buf
-        .get(..LENGTH_PREFIX_LEN)
-        .and_then(|prefix| <[u8; 4]>::try_from(prefix).ok())
-        .map(u32::from_be_bytes)
-        .and_then(|len| usize::try_from(len).ok());
-    match body {
-        Some(body) => (LENGTH_PREFIX_LEN + body).min(buf.len()),
-        None => buf.len(),
-    }
-}
-
-#[derive(Debug, Default)]
-struct State {
-    /// The bounds, kept under the same lock as what they bound.
-    limits: QueueLimits,
-    /// Encoded control frames not yet taken.
-    control: BytesMut,
-    /// Bytes left of the frame at the front of `control`; 0 at a boundary.
-    control_left: usize,
-    /// Encoded bulk frames not yet taken.
-    bulk: BytesMut,
-    /// Bulk bytes handed back unwritten, older than `bulk`, so written before it.
-    resume: BytesMut,
-    /// Bytes left of the frame at the front of `resume`; 0 at a boundary.
-    resume_left: usize,
-    /// Frames in `control` and `bulk`, against the frame bound.
-    control_frames: usize,
-    bulk_frames: usize,
-    /// Bytes a writing party took and has not written yet.
-    in_hand: usize,
-    /// Since when the queue has been at or over a bound, while it is.
-    full_since: Option<Instant>,
-    /// An owed frame was refused at the ceiling.
-    overflowed: bool,
-    owner: Owner,
-    /// A batching scope holds the lanes and writes them when its poll ends.
-    held: bool,
-    /// The last batch grew while the writer yielded: keep batching instead of writing directly.
-    busy: bool,
-    /// When bytes last went to the socket.
-    last_write: Option<Instant>,
-    /// A close was asked for: flush, then shut the write side.
-    closing: bool,
-    /// Only the frame being written and the control lane go out before the close.
-    discarding: bool,
-    /// The writer has stopped.
-    stopped: bool,
-}
-
-impl State {
-    fn frames(&self) -> usize {
-        self.control_frames + self.bulk_frames
-    }
-
-    /// Bytes queued or being written.
-    fn bytes(&self) -> usize {
-        self.control.len() + self.bulk.len() + self.resume.len() + self.in_hand
-    }
-
-    fn is_full(&self) -> bool {
-        self.frames() >= self.limits.frames || self.bytes() >= self.limits.bytes
-    }
-
-    fn is_empty(&self) -> bool {
-        self.control.is_empty() && self.bulk.is_empty() && self.resume.is_empty()
-    }
-
-    /// Notes when the queue became full, or that it is not; true when it just stopped being.
-    fn note_fullness(&mut self, now: impl FnOnce() -> Instant) -> bool {
-        match (self.is_full(), self.full_since) {
-            (true, None) => {
-                self.full_since = Some(now());
-                false
-            }
-            (false, Some(_)) => {
-                self.full_since = None;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// The next bytes to write, in order: the rest of a started bulk frame, then control
-    /// frames, then bulk frames handed back, then new bulk frames.
-    fn take(&mut self) -> Option<Piece> {
-        // A started bulk frame is finished first; `control_left` and `resume_left` are never
-        // both set, since one party writes at a time.
-        let piece = if self.resume_left == 0 && !self.control.is_empty() {
-            self.control_frames = 0;
-            Piece {
-                buf: self.control.split(),
-                frame_left: std::mem::take(&mut self.control_left),
-                bulk: false,
-            }
-        } else if !self.resume.is_empty() {
-            Piece {
-                buf: self.resume.split(),
-                frame_left: std::mem::take(&mut self.resume_left),
-                bulk: true,
-            }
-        } else if !self.bulk.is_empty() {
-            self.bulk_frames = 0;
-            Piece {
-                buf: self.bulk.split(),
-                frame_left: 0,
-                bulk: true,
-            }
-        } else {
-            return None;
-        };
-        self.in_hand = piece.buf.len();
-        Some(piece)
-    }
-
-    /// Gives back the unwritten rest of `piece`, to go out before its lane's newer frames.
-    fn give_back(&mut self, mut piece: Piece) {
-        self.in_hand = 0;
-        if self.discarding {
-            piece.keep_current_frame();
-        }
-        if piece.buf.is_empty() {
-            return;
-        }
-        if piece.bulk {
-            // Only the writing party fills `resume`, and it took it whole.
-            let mut rest = piece.buf;
-            rest.unsplit(std::mem::take(&mut self.resume));
-            self.resume = rest;
-            self.resume_left = piece.frame_left;
-        } else {
-            let mut rest = piece.buf;
-            rest.unsplit(std::mem::take(&mut self.control));
-            self.control = rest;
-            self.control_left = piece.frame_left;
-        }
-    }
-
-    /// Records `written` bytes of the piece in hand as written; true when that made room.
-    fn wrote(&mut self, written: usize, now: Instant) -> bool {
-        self.in_hand = self.in_hand.saturating_sub(written);
-        self.last_write = Some(now);
-        self.note_fullness(|| now)
-    }
-
-    /// Lets go of large buffers once the lanes drained, so an idle connection stays small.
-    fn shrink(&mut self) {
-        for buf in [&mut self.control, &mut self.bulk, &mut self.resume] {
-            if buf.is_empty() && buf.capacity() > KEEP_BUFFER_BYTES {
-                *buf = BytesMut::new();
-            }
-        }
-    }
-}
 
 #[derive(Debug)]
 struct Pipe {
@@ -702,7 +432,7 @@ impl Outbound {
 }
 
 /// Starts the writer task for `socket`, with room for `queue_len` frames and
-/// [`DEFAULT_QUEUE_BYTES`].
+/// [`super::DEFAULT_QUEUE_BYTES`].
 ///
 /// The writer stops when asked to close, when every [`Outbound`] is dropped, or on a write error.
 pub(super) fn start(
@@ -827,8 +557,8 @@ mod tests {
     use tokio::net::{TcpListener, TcpSocket, TcpStream};
     use tokio_util::codec::FramedRead;
 
-    use super::{QueueLimits, SendError};
-    use crate::transport::{split, Batched, FrameReader, Outbound};
+    use super::SendError;
+    use crate::transport::{split, Batched, FrameReader, Outbound, QueueLimits};
 
     /// A push of `len` input bytes whose correlation names its sender and sequence number.
     fn push(sender: u64, seq: u64, len: usize) -> Frame {
