@@ -20,7 +20,7 @@ use lintel::wire::{
 };
 use support::{
     cluster_config, next_frame, outcome_of, plain, poll_once, request, small_window_worker,
-    spawn_dispatch, up, within, TestNode,
+    spawn_dispatch, submit, up, within, RawClient, RawWorker, TestNode,
 };
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::codec::Framed;
@@ -213,4 +213,80 @@ async fn a_cancel_goes_to_a_slow_worker_ahead_of_the_pushes_queued_before_it() {
     assert_eq!(at("push 1"), 0, "{order:?}");
     assert!(at("cancel 3") < at("push 3"), "{order:?}");
     drop((first, second));
+}
+
+#[tokio::test]
+async fn a_producer_with_its_input_budget_in_flight_is_read_no_further_yet_stays_connected() {
+    let node = TestNode::with_config(lintel::config::NodeConfig {
+        outbound_queue_bytes: 64 * 1024,
+        ping_interval_ms: 100,
+        max_missed_pings: 3,
+        ..lintel::config::NodeConfig::default()
+    })
+    .await;
+    let mut worker = RawWorker::start(node.addr, plain("ns", "act", 10, "held")).await;
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    // The worker answers the node's pings throughout, holds the first push until released,
+    // then answers both.
+    let held = tokio::spawn(async move {
+        let first = worker.next_push().await;
+        let mut released = released;
+        loop {
+            tokio::select! {
+                _ = &mut released => break,
+                frame = worker.client.framed.next() => match frame {
+                    Some(Ok(Frame::Ping(ping))) => {
+                        worker.client.send(Frame::Pong(Pong { nonce: ping.nonce })).await;
+                    }
+                    other => panic!("the worker got {other:?} while holding its push"),
+                },
+            }
+        }
+        worker.reply(&first, "one").await;
+        let second = worker.next_push().await;
+        assert_eq!(second.request.input.len(), 100 * 1024);
+        worker.reply(&second, "two").await;
+        // Answers pings until the test ends.
+        while let Some(Ok(frame)) = worker.client.framed.next().await {
+            if let Frame::Ping(ping) = frame {
+                worker
+                    .client
+                    .send(Frame::Pong(Pong { nonce: ping.nonce }))
+                    .await;
+            }
+        }
+    });
+    let (mut producer, _pid) = RawClient::hello(node.addr, Role::Producer).await;
+    let input = |n: u8| lintel::wire::DispatchRequest {
+        input: Bytes::from(vec![n; 100 * 1024]),
+        ..request("ns", "act", "")
+    };
+    // The first input alone is over the 64 KiB budget: the second waits unread.
+    producer.send(submit(1, input(1), None)).await;
+    producer.send(submit(2, input(2), None)).await;
+
+    // Five pings with nothing read back: the node counts none of them while it reads nothing.
+    let mut pings = 0;
+    while pings < 5 {
+        match producer.recv().await {
+            Some(Frame::Ping(ping)) => {
+                pings += 1;
+                producer.send(Frame::Pong(Pong { nonce: ping.nonce })).await;
+            }
+            other => panic!("expected pings while the worker holds the push, got {other:?}"),
+        }
+    }
+
+    // The first outcome frees the budget, and the second submission is read and pushed.
+    release.send(()).expect("the worker holds its push");
+    let mut outcomes = Vec::new();
+    while outcomes.len() < 2 {
+        match next_frame(&mut producer).await {
+            Some(Frame::Outcome(outcome)) => outcomes.push(outcome.correlation),
+            other => panic!("expected outcomes, got {other:?}"),
+        }
+    }
+    outcomes.sort_unstable();
+    assert_eq!(outcomes, [1, 2]);
+    held.abort();
 }

@@ -96,8 +96,10 @@ pub(super) async fn serve(
                 match liveness.next_ping() {
                     Ok(ping) => {
                         // A producer that only stops reading is not dead: a ping its full
-                        // queue cannot take is not counted.
-                        if outbound.try_send(Frame::Ping(ping)).is_err() {
+                        // queue cannot take is not counted, nor one whose answer this loop
+                        // will not read while it reads nothing (the ping still tells the
+                        // producer this side is alive).
+                        if outbound.try_send(Frame::Ping(ping)).is_err() || !room {
                             liveness.unsent();
                         }
                         continue;
