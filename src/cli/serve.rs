@@ -97,6 +97,15 @@ struct Flags {
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     tls_ca: Option<PathBuf>,
+    /// Bytes queued per connection before back-pressure [default: 8388608].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outbound_queue_bytes: Option<usize>,
+    /// How long a producer's full queue is borne before it is closed as a slow consumer, in
+    /// milliseconds [default: 10000].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slow_consumer_grace_ms: Option<u64>,
 }
 
 /// `--placement` values.

@@ -1,11 +1,15 @@
 //! `lintel status`: a node's pools, workers, capacity, in-flight work and waiting dispatches.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use lintel_client::{Client, ClientConfig, ClusterStatus};
 use lintel_wire::PeerLinkState;
 
 use super::exit::fail;
+
+/// How long `lintel status` waits for the report before giving up.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
@@ -37,9 +41,15 @@ pub(super) async fn run(args: Args) -> ExitCode {
         Ok(client) => client,
         Err(err) => return fail(format!("cannot connect to {}: {err}", args.connect)),
     };
-    let status = match client.cluster_status().await {
-        Ok(status) => status,
-        Err(err) => return fail(format!("no status: {err}")),
+    let status = match tokio::time::timeout(STATUS_TIMEOUT, client.cluster_status()).await {
+        Ok(Ok(status)) => status,
+        Ok(Err(err)) => return fail(format!("no status: {err}")),
+        Err(_) => {
+            return fail(format!(
+                "no status: the node did not answer within {} s",
+                STATUS_TIMEOUT.as_secs()
+            ))
+        }
     };
     client.close().await;
     if args.json {
@@ -119,6 +129,11 @@ fn render(cluster: &ClusterStatus) -> String {
         );
     }
     for pool in &status.pools {
+        // The marker a report too large for one frame ends with: no real pool lacks a namespace.
+        if pool.namespace.is_empty() {
+            let _ = writeln!(out, "\n{}", pool.channel);
+            continue;
+        }
         let _ = writeln!(
             out,
             "\npool {}  ({} / {})",

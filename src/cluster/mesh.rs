@@ -292,7 +292,7 @@ impl Mesh {
         let mut candidates: Vec<(Arc<Remote>, u32)> = self
             .remotes()
             .into_iter()
-            .filter(|remote| !remote.link.is_closed())
+            .filter(|remote| !remote.link.is_closed() && !remote.link.is_busy())
             .map(|remote| {
                 let usable = remote.view().usable_slots(address, filter);
                 (remote, usable)

@@ -10,6 +10,7 @@ use crate::auth::{self, Authenticator, GrantConfig};
 use crate::dispatch::{DispatchLimits, Placement, DEFAULT_REPLY_TIMEOUT, MAX_TIMEOUT};
 use crate::registry::AdmissionLimits;
 use crate::tls::{NodeTls, TlsFiles, TlsSetupError};
+use lintel_client::transport::QueueLimits;
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +40,15 @@ pub enum ConfigError {
         reason: String,
     },
 }
+
+/// The default byte budget of a connection's outbound queue. With it, a producer holds at most
+/// 8 MiB of inputs in flight plus 32 MiB of owed outcomes, and a worker 8 MiB of pushes, so the
+/// node's memory grows with connections that stop reading by tens of MiB each, not by GiB.
+pub(crate) const DEFAULT_OUTBOUND_QUEUE_BYTES: usize = 8 * 1024 * 1024;
+
+/// A producer's owed outcomes may reach this many times `outbound_queue_bytes` before it is
+/// closed as a slow consumer at once, without waiting out the grace.
+pub(crate) const OWED_CEILING_FACTOR: usize = 4;
 
 /// Everything a node needs to run. Every field has a working default.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -113,6 +123,12 @@ pub struct NodeConfig {
     /// PEM CA certificates a peer's certificate must chain to when this node dials it;
     /// default `tls_client_ca`.
     pub tls_ca: Option<PathBuf>,
+    /// Bytes queued per connection, beside `outbound_queue` frames, before pushes to it see
+    /// back-pressure, a producer is read no further and a peer is skipped for placement.
+    pub outbound_queue_bytes: usize,
+    /// How long a producer's queue may stay at its bound before the producer is closed with
+    /// `Error{SlowConsumer}`.
+    pub slow_consumer_grace_ms: u64,
 }
 
 impl Default for NodeConfig {
@@ -148,6 +164,8 @@ impl Default for NodeConfig {
             tls_key: None,
             tls_client_ca: None,
             tls_ca: None,
+            outbound_queue_bytes: DEFAULT_OUTBOUND_QUEUE_BYTES,
+            slow_consumer_grace_ms: 10_000,
         }
     }
 }
@@ -192,6 +210,17 @@ impl NodeConfig {
         }
         auth::validate(&self.grants)?;
         self.validate_tls()?;
+        for (name, value) in [
+            ("outbound_queue_bytes", self.outbound_queue_bytes as u64),
+            ("slow_consumer_grace_ms", self.slow_consumer_grace_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid {
+                    name,
+                    reason: "must be at least 1".into(),
+                });
+            }
+        }
         if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {
             return Err(ConfigError::Invalid {
                 name: "max_frame_len",
@@ -291,6 +320,31 @@ impl NodeConfig {
 
     pub fn late_reply_grace(&self) -> Duration {
         Duration::from_millis(self.late_reply_grace_ms)
+    }
+
+    pub fn slow_consumer_grace(&self) -> Duration {
+        Duration::from_millis(self.slow_consumer_grace_ms)
+    }
+
+    /// A connection's outbound queue bounds; owed frames are never refused (`owed_ceiling`
+    /// unbounded), as a worker's and a peer's are bounded elsewhere.
+    pub fn queue_limits(&self) -> QueueLimits {
+        QueueLimits {
+            frames: self.outbound_queue,
+            bytes: self.outbound_queue_bytes,
+            owed_ceiling: usize::MAX,
+        }
+    }
+
+    /// A producer's outbound queue bounds: owed outcomes stop at a ceiling, past which the
+    /// producer is closed as a slow consumer.
+    pub fn producer_queue_limits(&self) -> QueueLimits {
+        QueueLimits {
+            owed_ceiling: self
+                .outbound_queue_bytes
+                .saturating_mul(OWED_CEILING_FACTOR),
+            ..self.queue_limits()
+        }
     }
 
     /// Who may connect, and to do what.

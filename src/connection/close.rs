@@ -19,6 +19,9 @@ pub(crate) enum Close {
     Quietly,
     /// Send this frame, then close. Boxed: a close is rare, a `Result` carrying it is not.
     With(Box<Frame>),
+    /// Drop every queued frame not yet started, send this frame, then close: for a peer that
+    /// reads too slowly to be sent what is queued.
+    Shed(Box<Frame>),
 }
 
 impl Close {
@@ -35,6 +38,15 @@ impl Close {
         })))
     }
 
+    /// The close of a connection that read too slowly: `Error{SlowConsumer}`, after dropping
+    /// what was queued for it.
+    pub(super) fn slow_consumer(reason: impl Into<String>) -> Self {
+        Close::Shed(Box::new(Frame::Error(ErrorFrame {
+            code: ErrorCode::SlowConsumer,
+            reason: reason.into(),
+        })))
+    }
+
     pub(super) fn unexpected(kind: FrameKind, state: &str) -> Self {
         Close::error(
             ErrorCode::UnexpectedFrame,
@@ -43,9 +55,18 @@ impl Close {
     }
 
     /// This close as a connection speaking `version` can read it: version 1 knows no
-    /// `FrameTimeout`, so it is closed without the frame.
+    /// `FrameTimeout`, so it is closed without the frame, and no `SlowConsumer`, so it is told
+    /// `Goodbye` with the reason.
     pub(super) fn for_version(self, version: u16) -> Self {
         match &self {
+            Close::Shed(frame) if version < 2 => match &**frame {
+                Frame::Error(error) if error.code == ErrorCode::SlowConsumer => {
+                    Close::Shed(Box::new(Frame::Goodbye(Goodbye {
+                        reason: format!("slow consumer: {}", error.reason),
+                    })))
+                }
+                _ => self,
+            },
             Close::With(frame)
                 if version < 2
                     && matches!(&**frame, Frame::Error(error) if error.code == ErrorCode::FrameTimeout) =>
@@ -77,7 +98,7 @@ pub(super) async fn finish(
     outbound: Outbound,
     writer: JoinHandle<std::io::Result<()>>,
 ) {
-    if let Close::With(frame) = &close {
+    if let Close::With(frame) | Close::Shed(frame) = &close {
         match &**frame {
             Frame::Error(error) => shared.tally.error(error.code),
             Frame::HelloRefused(refusal) => shared.tally.refused("hello", refusal.code),
@@ -87,6 +108,11 @@ pub(super) async fn finish(
     let flush = async {
         match close {
             Close::With(frame) => outbound.close_with(*frame).await,
+            Close::Shed(frame) => {
+                if outbound.discard_and_close_with(&frame).is_err() {
+                    outbound.close();
+                }
+            }
             Close::Quietly => outbound.close(),
         }
     };
@@ -99,6 +125,13 @@ pub(super) async fn finish(
     {
         writer.abort();
     }
+}
+
+/// Reads and drops what the other side still sends, until it closes or a grace passes, so a
+/// closing frame is not lost to the reset that closing on unread input would send.
+pub(super) async fn linger(reader: &mut FrameReader) {
+    let drain = async { while let Some(Ok(_)) = reader.next().await {} };
+    let _ = tokio::time::timeout(CLOSE_GRACE, drain).await;
 }
 
 /// The next frame; the end of the stream or bad bytes become the close they call for.

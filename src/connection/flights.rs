@@ -8,7 +8,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::auth::Grant;
 use crate::dispatch::{Caller, DispatchOptions, Dispatcher, Flight, Sink, Started, Tag};
 use crate::registry::WorkerId;
-use lintel_client::transport::Outbound;
+use lintel_client::transport::{Outbound, SendError};
 
 /// Longest a serving node's reply timer runs inside a relay's budget, so that its `Timeout`
 /// reaches the origin before the origin's own backstop fires.
@@ -51,6 +51,11 @@ pub(super) struct Flights {
     table: Mutex<Table>,
     /// The producer left: nothing more is sent to it.
     closed: AtomicBool,
+    /// Input bytes of the dispatches in flight, held until each one's outcome: the
+    /// connection reads no more while these plus its queue are over its byte budget.
+    held_input: AtomicUsize,
+    /// Wakes the connection when an outcome let go of input bytes.
+    relieved: tokio::sync::Notify,
     /// Waiting-path tasks still running.
     tasks: tokio_util::task::TaskTracker,
 }
@@ -66,6 +71,8 @@ struct Table {
 
 struct Tracked {
     ticket: u64,
+    /// Input bytes counted in [`Flights::held_input`] until the outcome.
+    input: usize,
     /// The reply deadline of a submission pushed from the reader.
     deadline: Option<Instant>,
     /// `None` only while [`Flights::submit`] is starting it.
@@ -89,6 +96,8 @@ impl Flights {
             max_in_flight,
             table: Mutex::new(Table::default()),
             closed: AtomicBool::new(false),
+            held_input: AtomicUsize::new(0),
+            relieved: tokio::sync::Notify::new(),
             tasks: tokio_util::task::TaskTracker::new(),
         })
     }
@@ -156,10 +165,13 @@ impl Flights {
             } else {
                 table.next_ticket += 1;
                 let ticket = table.next_ticket;
+                let input = request.input.len();
+                self.held_input.fetch_add(input, Ordering::Relaxed);
                 table.flights.insert(
                     correlation,
                     Tracked {
                         ticket,
+                        input,
                         deadline: None,
                         flight: None,
                     },
@@ -194,6 +206,19 @@ impl Flights {
                 None
             }
         }
+    }
+
+    /// Answers a relay without running it, because what this connection is owed is over its
+    /// byte budget: `Refused{WorkerBackpressure}`, which the origin places again elsewhere.
+    pub(super) fn turn_away(self: &Arc<Self>, correlation: u64) {
+        // Ticket 0 names no tracked dispatch, so the outcome removes nothing.
+        self.dispatcher.refuse(
+            self.caller(correlation, 0),
+            RefusedDispatch {
+                reason: RefusedReason::WorkerBackpressure,
+                detail: "the link back to the origin is over its byte budget".into(),
+            },
+        );
     }
 
     fn caller(self: &Arc<Self>, correlation: u64, ticket: u64) -> Caller {
@@ -324,6 +349,17 @@ impl Flights {
         held
     }
 
+    /// Input bytes of the dispatches in flight.
+    pub(super) fn held_input(&self) -> usize {
+        self.held_input.load(Ordering::Relaxed)
+    }
+
+    /// Resolves after an outcome let go of input bytes (or at once if one did since the last
+    /// call); cancel-safe.
+    pub(super) async fn relieved(&self) {
+        self.relieved.notified().await;
+    }
+
     /// Resolves once every waiting-path task has ended.
     pub(super) async fn settled(&self) {
         self.tasks.wait().await;
@@ -334,19 +370,42 @@ impl Sink for Flights {
     /// Forgets the submission and queues its outcome. What is queued stays bounded because the
     /// connection reads no more submissions while its queue is full.
     fn deliver(&self, tag: Tag, result: DispatchResult, served_by: Option<Arc<str>>) {
-        {
+        let released = {
             let mut table = self.table();
             let ours = table
                 .flights
                 .get(&tag.correlation)
                 .is_some_and(|tracked| tracked.ticket == tag.ticket);
             if ours {
-                table.flights.remove(&tag.correlation);
+                table.flights.remove(&tag.correlation)
+            } else {
+                None
             }
+        };
+        if let Some(tracked) = released {
+            self.held_input.fetch_sub(tracked.input, Ordering::Relaxed);
+            self.relieved.notify_one();
         }
         if !self.closed.load(Ordering::Acquire) {
             let frame = self.answer.frame(tag.correlation, result, served_by);
-            let _ = self.outbound.send_owed(frame);
+            match self.outbound.send_owed(frame) {
+                // The connection closes as a slow consumer, which its owner hears from the
+                // queue; the outcome goes with the connection.
+                Ok(()) | Err(SendError::Closed | SendError::Overflow) => {}
+                Err(err @ (SendError::TooLarge { .. } | SendError::Unencodable { .. })) => {
+                    // The dispatch layer fits results to the frame limit, so this is a bug;
+                    // the producer still hears an outcome.
+                    tracing::error!(error = %err, "an outcome could not be encoded");
+                    let refused = DispatchResult::Refused(RefusedDispatch {
+                        reason: RefusedReason::InvalidRequest,
+                        detail: format!("the outcome could not be sent: {err}"),
+                    });
+                    let _ =
+                        self.outbound
+                            .send_owed(self.answer.frame(tag.correlation, refused, None));
+                }
+                Err(SendError::Full) => {}
+            }
         }
     }
 }

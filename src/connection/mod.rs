@@ -6,6 +6,7 @@ mod handshake;
 mod liveness;
 mod peer;
 mod producer;
+mod report;
 mod worker;
 
 use std::sync::Arc;
@@ -29,6 +30,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
     let (mut reader, outbound, writer) =
         transport::split(secured.socket, config.max_frame_len, config.outbound_queue);
     let identity = secured.identity.as_deref();
+    outbound.set_limits(config.queue_limits());
     // The handshake and the closing flush run once each; boxed, they stay out of the task that
     // every idle connection keeps for its whole life.
     let accepting = handshake::accept(&shared, &mut reader, &outbound, pid, identity, deadline);
@@ -39,16 +41,25 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
             let version = accepted.version;
             let close = serve_role(&shared, pid, &mut reader, &outbound, accepted).await;
             shared.tally.closed(pid);
+            if let Close::Shed(frame) = &close {
+                if let Frame::Error(error) = &**frame {
+                    tracing::info!(pid, version, reason = %error.reason, "closing a slow consumer");
+                }
+            }
             close.for_version(version)
         }
         Err(close) => close,
     };
-    if let Close::With(frame) = &close {
+    if let Close::With(frame) | Close::Shed(frame) = &close {
         if let Frame::Error(error) = &**frame {
             tracing::debug!(pid, code = ?error.code, reason = %error.reason, "closing on protocol error");
         }
     }
+    let shed = matches!(close, Close::Shed(_));
     close::finish(&shared, close, outbound, writer).await;
+    if shed {
+        close::linger(&mut reader).await;
+    }
     tracing::debug!(pid, "connection closed");
 }
 

@@ -10,9 +10,18 @@ use tokio::time::Instant;
 use super::close::Close;
 use super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
 use super::liveness::{ticker, Liveness};
+use super::report;
 use crate::auth::Grant;
 use crate::shared::Shared;
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_client::transport::{FrameReader, Outbound, SendError};
+
+/// Sleeps until `at`; never wakes without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
 
 /// How long a closing producer connection waits for its waiting submissions to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
@@ -37,16 +46,31 @@ pub(super) async fn serve(
         grant,
     );
     let closer = CloseOnDrop(Arc::clone(&flights));
+    outbound.set_limits(shared.config.producer_queue_limits());
+    let budget = shared.config.outbound_queue_bytes;
+    let grace = shared.config.slow_consumer_grace();
     let mut timer = ReplyTimer::default();
     let timer_sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer_sleep);
     let mut ticks = ticker(shared.config.ping_interval());
     let mut liveness = Liveness::new(shared.config.max_missed_pings);
     // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep, an interval
-    // tick and a wait for room lose nothing. While the producer's queue is full nothing more
-    // is read, so what it is owed stays bounded; deadlines and shutdown are still served.
+    // tick, a wait for room and a notification lose nothing. While the producer's queue, or
+    // its queue plus the inputs of its dispatches in flight, is at its bound nothing more is
+    // read, so what it is owed stays bounded; deadlines and shutdown are still served.
     let close = loop {
-        let room = outbound.has_room();
+        let pressure = outbound.pressure();
+        if pressure.overflowed {
+            break Close::slow_consumer(format!(
+                "outcomes owed passed {} bytes unread",
+                outbound.limits().owed_ceiling
+            ));
+        }
+        let queue_room = pressure.room;
+        let room = queue_room && pressure.bytes.saturating_add(flights.held_input()) < budget;
+        let stalled_until = pressure
+            .full_since
+            .map(|since| Instant::from_std(since) + grace);
         let frame = tokio::select! {
             biased;
             () = shared.closing.cancelled() => {
@@ -59,12 +83,23 @@ pub(super) async fn serve(
                 timer.arm(flights.expire(Instant::now()), timer_sleep.as_mut());
                 continue;
             }
+            () = sleep_until(stalled_until), if stalled_until.is_some() => {
+                if outbound.full_since().is_some_and(|since| since.elapsed() >= grace) {
+                    break Close::slow_consumer(format!(
+                        "its outbound queue stayed full for {} ms",
+                        grace.as_millis()
+                    ));
+                }
+                continue;
+            }
             _ = ticks.tick() => {
                 match liveness.next_ping() {
                     Ok(ping) => {
                         // A producer that only stops reading is not dead: a ping its full
-                        // queue cannot take is not counted.
-                        if outbound.try_send(Frame::Ping(ping)).is_err() {
+                        // queue cannot take is not counted, nor one whose answer this loop
+                        // will not read while it reads nothing (the ping still tells the
+                        // producer this side is alive).
+                        if outbound.try_send(Frame::Ping(ping)).is_err() || !room {
                             liveness.unsent();
                         }
                         continue;
@@ -72,7 +107,9 @@ pub(super) async fn serve(
                     Err(close) => break close,
                 }
             }
-            () = outbound.room(), if !room => continue,
+            () = outbound.room(), if !queue_room => continue,
+            () = flights.relieved(), if queue_room && !room => continue,
+            () = outbound.below(budget.saturating_sub(flights.held_input())), if queue_room && !room => continue,
             frame = reader.next(), if room => frame,
         };
         let frame = match frame {
@@ -96,8 +133,15 @@ pub(super) async fn serve(
                         status: shared.status(),
                     })
                 };
-                if outbound.send_owed(report).is_err() {
-                    break Close::Quietly;
+                let report = report::fit(report, shared.config.max_frame_len);
+                match outbound.send_owed(report) {
+                    // An overflow closes the producer as a slow consumer at the loop's top.
+                    Ok(()) | Err(SendError::Overflow | SendError::Full) => {}
+                    Err(SendError::Closed) => break Close::Quietly,
+                    Err(err @ (SendError::TooLarge { .. } | SendError::Unencodable { .. })) => {
+                        tracing::error!(error = %err, "a status report could not be sent");
+                        break Close::Quietly;
+                    }
                 }
             }
             Frame::Ping(ping) => {

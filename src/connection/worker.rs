@@ -227,7 +227,8 @@ impl WorkerConn<'_> {
             }
         }
         let ping = self.liveness.next_ping()?;
-        let _ = self.outbound.try_send(Frame::Ping(ping));
+        // Owed, in the control lane: a queue full of pushes must not make a live worker miss it.
+        let _ = self.outbound.send_owed(Frame::Ping(ping));
         Ok(())
     }
 }

@@ -1,5 +1,6 @@
 //! What became of a push or relay, shared by both kinds of link.
 
+use lintel_client::transport::SendError;
 use lintel_wire::DispatchRequest;
 
 /// Why a push did not reach the link's queue; either way nothing was queued.
@@ -11,6 +12,22 @@ pub enum PushError {
     /// The connection is closed, so the push never left.
     #[error("connection is closed")]
     Closed,
+}
+
+impl PushError {
+    /// Why the outbound queue refused a push or relay. A frame it could not encode counts as
+    /// back-pressure: admission bounds every request below the frame limit, so it is a bug,
+    /// logged, and the dispatch still gets a refusal rather than silence.
+    pub(super) fn from_send(err: SendError) -> Self {
+        match err {
+            SendError::Closed => PushError::Closed,
+            SendError::Full | SendError::Overflow => PushError::Backpressure,
+            SendError::TooLarge { .. } | SendError::Unencodable { .. } => {
+                tracing::error!(error = %err, "a push or relay could not be encoded");
+                PushError::Backpressure
+            }
+        }
+    }
 }
 
 /// What ending a push for the dispatch's own reason decided.

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use lintel_wire::{Cancel, DispatchRequest, DispatchResult, Frame, NodeRouting, Relay};
 
-use lintel_client::transport::{Outbound, SendError};
+use lintel_client::transport::Outbound;
 
 use super::fate::{unreachable_request, End, PushError, ReplyFate};
 
@@ -108,10 +108,7 @@ impl PeerLink {
             reply_timeout_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
         });
         if let Err(err) = self.inner.outbound.try_send_ref(&frame) {
-            let err = match err {
-                SendError::Full => PushError::Backpressure,
-                SendError::Closed => PushError::Closed,
-            };
+            let err = PushError::from_send(err);
             return Err((err, Box::new(into_request(frame))));
         }
         table.next_correlation = correlation;
@@ -197,6 +194,12 @@ impl PeerLink {
                 (entry, ended)
             })
             .collect()
+    }
+
+    /// True while the link's outbound queue is at its bound: the peer is alive but reading
+    /// slowly, so placement skips it instead of queuing more relays behind its backlog.
+    pub fn is_busy(&self) -> bool {
+        !self.inner.outbound.has_room()
     }
 
     /// True once [`PeerLink::close`] ran.

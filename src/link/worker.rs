@@ -4,8 +4,9 @@
 //! an `.await`: whichever of the reply, the dispatch's own end (deadline or cancel) and the
 //! link's close takes the entry first wins. An ended push stays in the table until the worker
 //! replies late, the link closes or a grace runs out, so its slot is held while the worker may
-//! still run it. Frames are queued under the table lock, so a `Cancel` never overtakes its
-//! `Push`; inside a batching scope (every connection task) queuing is only a buffer append.
+//! still run it. A `Cancel` is a control frame and a `Push` bulk, so a `Cancel` may reach the
+//! worker before a `Push` still queued: the worker ignores it, and the late reply frees the
+//! slot. Inside a batching scope (every connection task) queuing is only a buffer append.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,7 +14,7 @@ use tokio::time::Instant;
 
 use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
 
-use lintel_client::transport::{Outbound, SendError};
+use lintel_client::transport::Outbound;
 
 use super::fate::{unreachable_request, End, PushError, ReplyFate};
 
@@ -143,10 +144,7 @@ impl WorkerLink {
             Some(held) => held.push((correlation, frame)),
             None => {
                 if let Err(err) = self.inner.outbound.try_send_ref(&frame) {
-                    let err = match err {
-                        SendError::Full => PushError::Backpressure,
-                        SendError::Closed => PushError::Closed,
-                    };
+                    let err = PushError::from_send(err);
                     return Err((err, Box::new(into_request(frame))));
                 }
             }

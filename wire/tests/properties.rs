@@ -95,6 +95,7 @@ fn error_code() -> impl Strategy<Value = ErrorCode> {
         ShuttingDown,
         LimitExceeded,
         FrameTimeout,
+        SlowConsumer,
     ])
 }
 

@@ -1538,11 +1538,13 @@ fn error_code_values() -> Vec<ErrorCode> {
         ShuttingDown,
         LimitExceeded,
         FrameTimeout,
+        SlowConsumer,
     ];
     for value in &all {
         match value {
             Malformed | Oversize | UnknownFrameKind | UnexpectedFrame | HandshakeTimeout
-            | LivenessTimeout | ZeroCapacity | ShuttingDown | LimitExceeded | FrameTimeout => {}
+            | LivenessTimeout | ZeroCapacity | ShuttingDown | LimitExceeded | FrameTimeout
+            | SlowConsumer => {}
         }
     }
     all

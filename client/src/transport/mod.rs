@@ -7,6 +7,7 @@
 
 mod batch;
 mod dial;
+mod lanes;
 mod outbound;
 mod reader;
 mod socket;
@@ -15,6 +16,7 @@ use tokio::task::JoinHandle;
 
 pub use batch::Batched;
 pub use dial::{Dialer, Dialing, TcpDialer};
+pub use lanes::{Pressure, QueueLimits, DEFAULT_QUEUE_BYTES};
 pub use outbound::{Outbound, SendError};
 pub use reader::{is_frame_timeout, FrameReader};
 pub use socket::{BoxRead, BoxWrite, ReadSocket, Socket};

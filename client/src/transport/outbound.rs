@@ -1,13 +1,21 @@
-//! A connection's bounded outbound buffer and the writer task that drains it.
+//! A connection's bounded outbound queue and the writer task that drains it.
 //!
-//! Senders encode into a shared buffer under a short lock. Inside a batching scope the frames
-//! are held for the scope to write; otherwise a quiet connection writes straight from the
-//! sender (no task hop), and a busy one leaves the buffer to the writer task, which yields once
-//! before writing so one syscall carries many frames.
+//! Frames wait in one of two lanes ([`super::lanes`]). Bulk frames (`Push`, `Relay`) carry
+//! work and its inputs: they are optional, since a full queue refuses them and the caller
+//! places the work elsewhere. Everything else is control (pings, pongs, cancels, outcomes,
+//! presence, handshakes and closes): small or owed, it keeps the connection alive and
+//! answers what the peer already sent. Control frames are written before queued bulk frames
+//! at the next frame boundary, never inside a partly written frame, and in their own order.
 //!
-//! No syscall runs under the lock. One party at a time owns the socket ([`Owner`]): a sender
-//! takes the buffer, writes it with the lock released, and hands what is left, plus what others
-//! appended meanwhile, to the writer task.
+//! The queue is bounded in frames and in bytes. A bounded send is refused while either bound
+//! is reached; an owed send ([`Outbound::send_owed`]) is taken past them up to a ceiling,
+//! beyond which it is refused as [`SendError::Overflow`] and the connection must close.
+//!
+//! Senders encode into the lanes under a short lock. Inside a batching scope the frames are
+//! held for the scope to write; otherwise a quiet connection writes straight from the sender
+//! (no task hop, one syscall), and a busy one leaves the lanes to the writer task, which
+//! yields once before writing so one syscall carries many frames. No syscall runs under the
+//! lock: one party at a time owns the socket ([`Owner`]).
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,16 +24,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use bytes::{Buf, BytesMut};
-use lintel_wire::Frame;
+use bytes::BytesMut;
+use lintel_wire::{EncodeError, Frame, FrameKind};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::batch::{self, HeldWrite};
+use super::lanes::{Lane, Owner, Piece, Pressure, QueueLimits, State};
 use super::socket::WriteSocket;
-
-/// A buffer larger than this is released after it drains, so an idle connection stays small.
-const KEEP_BUFFER_BYTES: usize = 64 * 1024;
 
 /// A frame following the previous write this closely is part of a burst: it is left to the
 /// writer task to batch instead of costing a syscall of its own.
@@ -43,93 +49,32 @@ pub enum SendError {
     /// The writer has stopped; the connection is closed or closing.
     #[error("connection is closed")]
     Closed,
+    /// The frame does not fit in one frame of the connection's limit; nothing was queued.
+    #[error("{kind} frame of {len} bytes exceeds the frame limit of {max} bytes")]
+    TooLarge {
+        kind: FrameKind,
+        len: usize,
+        max: usize,
+    },
+    /// The frame cannot be encoded at all; nothing was queued.
+    #[error("{kind} frame cannot be encoded")]
+    Unencodable { kind: FrameKind },
+    /// An owed frame would take the queue past its ceiling; nothing was queued, and the
+    /// connection should close as a slow consumer.
+    #[error("outbound queue is over its ceiling")]
+    Overflow,
 }
 
-/// Who writes to the socket next; everyone else only appends to the buffer.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum Owner {
-    /// Nobody: a sender may write directly.
-    #[default]
-    Free,
-    /// A sender is writing with the lock released; it hands over to the writer task when
-    /// bytes are left, and on a close.
-    Sender,
-    /// The writer task.
-    Task,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    /// Encoded frames not yet written.
-    buf: BytesMut,
-    /// Frames in `buf` or being written, against the queue bound.
-    frames: usize,
-    owner: Owner,
-    /// A batching scope holds this buffer and writes it when its poll ends.
-    held: bool,
-    /// The last batch grew while the writer yielded: keep batching instead of writing directly.
-    busy: bool,
-    /// When bytes last went to the socket.
-    last_write: Option<Instant>,
-    /// A close was asked for: flush, then shut the write side.
-    closing: bool,
-    /// The writer has stopped.
-    stopped: bool,
-}
-
-/// What is left to do, with the lock released, after a sender's write.
-#[derive(Debug)]
-struct AfterWrite {
-    /// The writer task took over.
-    wake_writer: bool,
-    /// The queue was full and the write made room.
-    freed_room: bool,
-    /// A buffer a burst grew, to free outside the lock.
-    release: Option<BytesMut>,
-}
-
-impl State {
-    /// Ends a sender's write of `batch`, `taken` frames of which the socket took `written`
-    /// bytes: the unwritten rest goes back in front of what others appended meanwhile, and the
-    /// writer task takes over when any bytes are left or a close was asked for.
-    fn sender_wrote(
-        &mut self,
-        mut batch: BytesMut,
-        written: usize,
-        taken: usize,
-        queue_len: usize,
-    ) -> AfterWrite {
-        if written < batch.len() {
-            // The count stays: the writer task resets it when it takes the buffer.
-            batch.advance(written);
-            batch.extend_from_slice(&self.buf);
-            self.buf = batch;
-            self.owner = Owner::Task;
-            return AfterWrite {
-                wake_writer: true,
-                freed_room: false,
-                release: None,
-            };
-        }
-        let freed_room = self.frames >= queue_len;
-        self.frames = self.frames.saturating_sub(taken);
-        let release = if !self.buf.is_empty() || batch.capacity() > KEEP_BUFFER_BYTES {
-            // Keep what others appended, or let go of a buffer a burst grew.
-            Some(batch)
-        } else {
-            batch.clear();
-            self.buf = batch;
-            None
-        };
-        let hand_over = !self.buf.is_empty() || self.closing;
-        self.owner = if hand_over { Owner::Task } else { Owner::Free };
-        AfterWrite {
-            wake_writer: hand_over,
-            freed_room,
-            release,
+impl From<EncodeError> for SendError {
+    fn from(err: EncodeError) -> Self {
+        match err {
+            EncodeError::Oversize { kind, len, max } => SendError::TooLarge { kind, len, max },
+            EncodeError::Serialize { kind, .. } => SendError::Unencodable { kind },
         }
     }
 }
+
+/// Bytes of whole frames, the first of which may already be partly written.
 
 #[derive(Debug)]
 struct Pipe {
@@ -142,7 +87,6 @@ struct Pipe {
     /// Live [`Outbound`] handles; the last one to go closes the connection.
     handles: AtomicUsize,
     max_frame_len: usize,
-    queue_len: usize,
 }
 
 impl Pipe {
@@ -153,27 +97,41 @@ impl Pipe {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Encodes `frame` into the buffer; `bounded` refuses it when the queue is full.
+    /// Encodes `frame` into its lane; `bounded` refuses it when the queue is full, otherwise
+    /// it is refused only past the owed ceiling.
     fn enqueue(self: &Arc<Self>, frame: &Frame, bounded: bool) -> Result<(), SendError> {
         let mut state = self.state();
         if state.closing || state.stopped {
             return Err(SendError::Closed);
         }
-        if bounded && state.frames >= self.queue_len {
+        if bounded && state.is_full() {
             return Err(SendError::Full);
         }
-        let was_empty = state.buf.is_empty();
-        if let Err(err) = lintel_wire::encode_frame(frame, &mut state.buf, self.max_frame_len) {
-            // Senders bound what they queue; a frame that still cannot be encoded is skipped.
-            tracing::warn!(error = %err, "dropping a frame that cannot be encoded");
-            return Ok(());
+        if !bounded && state.bytes() >= state.limits.owed_ceiling {
+            state.overflowed = true;
+            drop(state);
+            self.changed.notify_waiters();
+            return Err(SendError::Overflow);
         }
-        state.frames += 1;
+        let was_empty = state.is_empty() && state.in_hand == 0;
+        let lane = Lane::of(frame);
+        let buf = match lane {
+            Lane::Control => &mut state.control,
+            Lane::Bulk => &mut state.bulk,
+        };
+        lintel_wire::encode_frame(frame, buf, self.max_frame_len)?;
+        match lane {
+            Lane::Control => state.control_frames += 1,
+            Lane::Bulk => state.bulk_frames += 1,
+        }
+        if state.full_since.is_none() && state.is_full() {
+            state.full_since = Some(Instant::now());
+        }
         if state.owner != Owner::Free {
             return Ok(());
         }
         if state.held {
-            if state.buf.len() >= HOLD_BYTES || state.frames >= self.queue_len / 2 {
+            if state.bytes() >= HOLD_BYTES || state.frames() >= state.limits.frames / 2 {
                 self.write_buffer(state, Instant::now());
             }
             return Ok(());
@@ -196,31 +154,48 @@ impl Pipe {
         Ok(())
     }
 
-    /// Writes the buffer from the calling task unless someone else owns the socket.
+    /// Writes one lane from the calling task unless someone else owns the socket, or both
+    /// lanes hold frames (the writer task then orders them).
     ///
-    /// The write runs with the lock released; what the socket does not take goes back in front
-    /// of what others appended meanwhile, and the writer task takes over.
+    /// The write runs with the lock released; what the socket does not take goes back in
+    /// front of its lane, and the writer task takes over.
     fn write_buffer(&self, mut state: MutexGuard<'_, State>, now: Instant) {
-        if state.owner != Owner::Free || state.buf.is_empty() {
+        if state.owner != Owner::Free || state.is_empty() {
             return;
         }
+        let one_lane = state.resume.is_empty()
+            && (state.control.is_empty() || state.bulk.is_empty())
+            && state.control_left == 0;
+        if !one_lane {
+            state.owner = Owner::Task;
+            drop(state);
+            self.wake.notify_one();
+            return;
+        }
+        let Some(mut piece) = state.take() else {
+            return;
+        };
         state.owner = Owner::Sender;
         state.last_write = Some(now);
-        let taken = state.frames;
-        let batch = std::mem::take(&mut state.buf);
         drop(state);
         // Would block, or an error the writer task will meet and report: nothing was written.
-        let written = self.socket.try_write(&batch).unwrap_or(0);
-        let after = self
-            .state()
-            .sender_wrote(batch, written, taken, self.queue_len);
-        if after.wake_writer {
+        let written = self.socket.try_write(&piece.buf).unwrap_or(0);
+        piece.advance(written);
+        let mut state = self.state();
+        let freed = state.wrote(written, now);
+        state.give_back(piece);
+        let hand_over = !state.is_empty() || state.closing;
+        state.owner = if hand_over { Owner::Task } else { Owner::Free };
+        if !hand_over {
+            state.shrink();
+        }
+        drop(state);
+        if hand_over {
             self.wake.notify_one();
         }
-        if after.freed_room {
+        if freed {
             self.changed.notify_waiters();
         }
-        drop(after.release);
     }
 
     fn close(&self) {
@@ -233,6 +208,32 @@ impl Pipe {
         state.owner = Owner::Task;
         drop(state);
         self.wake.notify_one();
+    }
+
+    /// Drops every frame not yet started, queues `frame` and closes.
+    fn discard_and_close(&self, frame: &Frame) -> Result<(), SendError> {
+        let mut state = self.state();
+        if state.closing || state.stopped {
+            return Err(SendError::Closed);
+        }
+        let mut control = BytesMut::new();
+        lintel_wire::encode_frame(frame, &mut control, self.max_frame_len)?;
+        // The rest of a started frame stays, or the peer could not tell where frames begin.
+        let mut resume = std::mem::take(&mut state.resume);
+        resume.truncate(state.resume_left);
+        state.resume = resume;
+        let mut started = std::mem::take(&mut state.control);
+        started.truncate(state.control_left);
+        started.extend_from_slice(&control);
+        state.control = started;
+        state.bulk = BytesMut::new();
+        state.control_frames = 1;
+        state.bulk_frames = 0;
+        state.discarding = true;
+        drop(state);
+        self.close();
+        self.changed.notify_waiters();
+        Ok(())
     }
 }
 
@@ -273,7 +274,9 @@ impl Outbound {
     /// Queues `frame` without waiting.
     ///
     /// # Errors
-    /// [`SendError::Full`] when the queue is full, [`SendError::Closed`] when the writer stopped.
+    /// [`SendError::Full`] when the queue is full, [`SendError::Closed`] when the writer
+    /// stopped, [`SendError::TooLarge`] or [`SendError::Unencodable`] when the frame cannot
+    /// be encoded.
     pub fn try_send(&self, frame: Frame) -> Result<(), SendError> {
         self.pipe.enqueue(&frame, true)
     }
@@ -290,7 +293,8 @@ impl Outbound {
     /// bounds them by reading no more requests while [`Outbound::has_room`] is false.
     ///
     /// # Errors
-    /// [`SendError::Closed`] when the writer stopped.
+    /// [`SendError::Overflow`] past the owed ceiling, [`SendError::Closed`] when the writer
+    /// stopped, and the encoding errors of [`Outbound::try_send`].
     pub fn send_owed(&self, frame: Frame) -> Result<(), SendError> {
         self.pipe.enqueue(&frame, false)
     }
@@ -298,7 +302,8 @@ impl Outbound {
     /// Queues `frame`, waiting for room.
     ///
     /// # Errors
-    /// [`SendError::Closed`] when the writer stopped.
+    /// [`SendError::Closed`] when the writer stopped, and the encoding errors of
+    /// [`Outbound::try_send`].
     pub async fn send(&self, frame: Frame) -> Result<(), SendError> {
         // Room is the common case: only a full queue pays for registering a wake-up.
         match self.pipe.enqueue(&frame, true) {
@@ -316,22 +321,69 @@ impl Outbound {
         }
     }
 
+    /// Sets how much this connection may queue from now on.
+    pub fn set_limits(&self, limits: QueueLimits) {
+        let mut state = self.pipe.state();
+        state.limits = QueueLimits {
+            frames: limits.frames.max(1),
+            bytes: limits.bytes.max(1),
+            owed_ceiling: limits.owed_ceiling.max(limits.bytes),
+        };
+        state.note_fullness(Instant::now);
+    }
+
+    /// How much this connection may queue.
+    pub fn limits(&self) -> QueueLimits {
+        self.pipe.state().limits
+    }
+
+    /// How full the queue is, read under one lock.
+    pub fn pressure(&self) -> Pressure {
+        let state = self.pipe.state();
+        Pressure {
+            room: !state.is_full() || state.closing || state.stopped,
+            bytes: state.bytes(),
+            full_since: state.full_since,
+            overflowed: state.overflowed,
+        }
+    }
+
     /// Frames and bytes queued and not yet written.
     pub fn queued(&self) -> (usize, usize) {
         let state = self.pipe.state();
-        (state.frames, state.buf.len())
+        (state.frames(), state.bytes())
     }
 
-    /// True while the queue is below its bound, or once the connection is closing (waiting
+    /// True while the queue is below both bounds, or once the connection is closing (waiting
     /// for room would then be waiting for nothing).
     pub fn has_room(&self) -> bool {
         let state = self.pipe.state();
-        state.frames < self.pipe.queue_len || state.closing || state.stopped
+        !state.is_full() || state.closing || state.stopped
     }
 
-    /// Resolves once [`Outbound::has_room`] is true.
+    /// Since when the queue has been full without a break, while it is.
+    pub fn full_since(&self) -> Option<Instant> {
+        self.pipe.state().full_since
+    }
+
+    /// True once an owed frame was refused at the ceiling.
+    pub fn overflowed(&self) -> bool {
+        self.pipe.state().overflowed
+    }
+
+    /// Resolves once [`Outbound::has_room`] is true, or an owed frame overflowed.
     pub async fn room(&self) {
-        self.wait_until(Self::has_room).await;
+        self.wait_until(|outbound| outbound.has_room() || outbound.overflowed())
+            .await;
+    }
+
+    /// Resolves once fewer than `bytes` are queued, or the connection is closing.
+    pub async fn below(&self, bytes: usize) {
+        self.wait_until(|outbound| {
+            let state = outbound.pipe.state();
+            state.bytes() < bytes || state.closing || state.stopped
+        })
+        .await;
     }
 
     /// Queues `frame` and then a close: both go out in order, then the write side shuts.
@@ -339,6 +391,16 @@ impl Outbound {
         if self.send(frame).await.is_ok() {
             self.close();
         }
+    }
+
+    /// Drops every queued frame not yet started, then queues `frame` and a close: the frame
+    /// being written is finished, then `frame` goes out and the write side shuts.
+    ///
+    /// # Errors
+    /// [`SendError::Closed`] when a close was already asked for, and the encoding errors of
+    /// [`Outbound::try_send`].
+    pub fn discard_and_close_with(&self, frame: &Frame) -> Result<(), SendError> {
+        self.pipe.discard_and_close(frame)
     }
 
     /// Asks the writer to flush what is queued and shut its side of the socket.
@@ -358,7 +420,7 @@ impl Outbound {
 
     /// Resolves once `ready` holds, checking again each time the queue drains or the writer
     /// stops; the wake-up is registered before the check, so none is missed.
-    async fn wait_until(&self, ready: fn(&Self) -> bool) {
+    async fn wait_until(&self, ready: impl Fn(&Self) -> bool) {
         loop {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
@@ -371,7 +433,8 @@ impl Outbound {
     }
 }
 
-/// Starts the writer task for `socket`, with room for `queue_len` frames.
+/// Starts the writer task for `socket`, with room for `queue_len` frames and
+/// [`super::DEFAULT_QUEUE_BYTES`].
 ///
 /// The writer stops when asked to close, when every [`Outbound`] is dropped, or on a write error.
 pub(super) fn start(
@@ -386,8 +449,11 @@ pub(super) fn start(
         changed: Notify::new(),
         handles: AtomicUsize::new(1),
         max_frame_len,
-        queue_len: queue_len.max(1),
     });
+    pipe.state().limits = QueueLimits {
+        frames: queue_len.max(1),
+        ..QueueLimits::default()
+    };
     let writer = tokio::spawn(write_loop(Arc::clone(&pipe)));
     (Outbound { pipe }, writer)
 }
@@ -397,8 +463,12 @@ async fn write_loop(pipe: Arc<Pipe>) -> io::Result<()> {
     {
         let mut state = pipe.state();
         state.stopped = true;
-        state.buf = BytesMut::new();
-        state.frames = 0;
+        state.control = BytesMut::new();
+        state.bulk = BytesMut::new();
+        state.resume = BytesMut::new();
+        state.control_frames = 0;
+        state.bulk_frames = 0;
+        state.in_hand = 0;
     }
     pipe.changed.notify_waiters();
     if let Err(err) = pipe.socket.shutdown().await {
@@ -417,105 +487,80 @@ async fn drain(pipe: &Pipe) -> io::Result<()> {
         }
         // Woken writers run before the tasks that would add to the batch; yielding once
         // lets them queue first, and tells a busy connection from a quiet one.
-        let before = pipe.state().frames;
+        let before = pipe.state().frames();
         tokio::task::yield_now().await;
-        let (mut batch, closing) = {
+        let piece = {
             let mut state = pipe.state();
-            state.busy = state.frames > before;
-            state.frames = 0;
-            let batch = state.buf.split();
-            (batch, state.closing)
+            state.busy = state.frames() > before;
+            let piece = state.take();
+            if piece.is_none() {
+                if state.closing {
+                    return Ok(());
+                }
+                state.owner = Owner::Free;
+                state.shrink();
+            }
+            piece
         };
-        while !batch.is_empty() {
-            match pipe.socket.write(&batch).await? {
-                0 => return Err(io::ErrorKind::WriteZero.into()),
-                written => batch.advance(written),
-            }
-        }
-        pipe.changed.notify_waiters();
-        let mut state = pipe.state();
-        state.last_write = Some(Instant::now());
-        if state.buf.is_empty() {
-            if closing || state.closing {
-                return Ok(());
-            }
-            state.owner = Owner::Free;
-            if state.buf.capacity() > KEEP_BUFFER_BYTES {
-                state.buf = BytesMut::new();
-            }
+        if let Some(piece) = piece {
+            write_piece(pipe, piece).await?;
         }
     }
+}
+
+/// Writes `piece`, stopping at a frame boundary to give the rest back when a control frame
+/// waits behind bulk bytes.
+async fn write_piece(pipe: &Pipe, mut piece: Piece) -> io::Result<()> {
+    let mut to_boundary = false;
+    while !piece.buf.is_empty() {
+        let end = if to_boundary {
+            piece.to_boundary()
+        } else {
+            piece.buf.len()
+        };
+        let chunk = piece.buf.get(..end).unwrap_or(&piece.buf);
+        let written = match pipe.socket.write(chunk).await? {
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            written => written,
+        };
+        piece.advance(written);
+        let mut state = pipe.state();
+        let mut freed = state.wrote(written, Instant::now());
+        if state.discarding {
+            state.in_hand = state.in_hand.saturating_sub(piece.keep_current_frame());
+            freed |= state.note_fullness(Instant::now);
+        }
+        if piece.bulk && !state.control.is_empty() && !piece.buf.is_empty() {
+            if piece.frame_left == 0 {
+                state.give_back(std::mem::take(&mut piece));
+            } else {
+                to_boundary = true;
+            }
+        }
+        drop(state);
+        if freed {
+            pipe.changed.notify_waiters();
+        }
+    }
+    pipe.changed.notify_waiters();
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use bytes::{Bytes, BytesMut};
+    use bytes::Bytes;
     use futures_util::StreamExt;
-    use lintel_wire::{DispatchRequest, Frame, FrameCodec, Push};
+    use lintel_wire::{
+        Cancel, DispatchRequest, ErrorCode, ErrorFrame, Frame, FrameCodec, FrameKind, Ping, Push,
+    };
     use socket2::SockRef;
-    use tokio::net::{TcpListener, TcpStream};
+    use tokio::net::{TcpListener, TcpSocket, TcpStream};
     use tokio_util::codec::FramedRead;
 
-    use super::{Owner, State, KEEP_BUFFER_BYTES};
-    use crate::transport::{split, Batched};
-
-    /// A state while a sender writes: `appended` was queued meanwhile, `frames` counts both.
-    fn writing(appended: &[u8], frames: usize) -> State {
-        State {
-            buf: BytesMut::from(appended),
-            frames,
-            owner: Owner::Sender,
-            ..State::default()
-        }
-    }
-
-    #[test]
-    fn a_full_write_with_nothing_appended_frees_the_socket_and_keeps_the_buffer() {
-        let mut state = writing(b"", 2);
-        let after = state.sender_wrote(BytesMut::from(&b"abcdef"[..]), 6, 2, 4);
-        assert_eq!((state.owner, state.frames), (Owner::Free, 0));
-        assert!(state.buf.is_empty() && state.buf.capacity() >= 6);
-        assert!(!after.wake_writer && !after.freed_room && after.release.is_none());
-    }
-
-    #[test]
-    fn a_partial_write_puts_the_rest_in_front_of_what_was_appended() {
-        let mut state = writing(b"xyz", 3);
-        let after = state.sender_wrote(BytesMut::from(&b"abcdef"[..]), 4, 2, 4);
-        assert_eq!(&state.buf[..], b"efxyz");
-        assert_eq!((state.owner, state.frames), (Owner::Task, 3));
-        assert!(after.wake_writer && !after.freed_room);
-    }
-
-    #[test]
-    fn a_full_write_hands_what_was_appended_to_the_writer_task_and_frees_room() {
-        let mut state = writing(b"xyz", 5);
-        let after = state.sender_wrote(BytesMut::from(&b"abcdef"[..]), 6, 4, 4);
-        assert_eq!(&state.buf[..], b"xyz");
-        assert_eq!((state.owner, state.frames), (Owner::Task, 1));
-        assert!(after.wake_writer && after.freed_room);
-    }
-
-    #[test]
-    fn a_close_asked_for_during_a_write_goes_to_the_writer_task() {
-        let mut state = writing(b"", 1);
-        state.closing = true;
-        let after = state.sender_wrote(BytesMut::from(&b"ab"[..]), 2, 1, 4);
-        assert_eq!(state.owner, Owner::Task);
-        assert!(after.wake_writer);
-    }
-
-    #[test]
-    fn a_buffer_a_burst_grew_is_let_go_after_a_full_write() {
-        let mut state = writing(b"", 1);
-        let mut batch = BytesMut::with_capacity(KEEP_BUFFER_BYTES + 1);
-        batch.extend_from_slice(b"ab");
-        let after = state.sender_wrote(batch, 2, 1, 4);
-        assert_eq!(state.buf.capacity(), 0);
-        assert!(after.release.is_some());
-    }
+    use super::SendError;
+    use crate::transport::{split, Batched, FrameReader, Outbound, QueueLimits};
 
     /// A push of `len` input bytes whose correlation names its sender and sequence number.
     fn push(sender: u64, seq: u64, len: usize) -> Frame {
@@ -536,6 +581,126 @@ mod tests {
         })
     }
 
+    fn ping(nonce: u64) -> Frame {
+        Frame::Ping(Ping { nonce })
+    }
+
+    /// An outbound whose socket takes little before writes stall, and the peer's frames, not
+    /// read until the test reads them.
+    async fn stalled_pair(
+        max_frame_len: usize,
+    ) -> (Outbound, FramedRead<TcpStream, FrameCodec>, FrameReader) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let (peer, accepted) = tokio::join!(socket.connect(addr), listener.accept());
+        let accepted = accepted.unwrap().0;
+        SockRef::from(&accepted).set_send_buffer_size(4096).unwrap();
+        let (reader, outbound, _writer) = split(accepted, max_frame_len, 64);
+        let peer = FramedRead::new(peer.unwrap(), FrameCodec::new(max_frame_len));
+        (outbound, peer, reader)
+    }
+
+    async fn next(peer: &mut FramedRead<TcpStream, FrameCodec>) -> Frame {
+        tokio::time::timeout(Duration::from_secs(30), peer.next())
+            .await
+            .expect("no frame arrived")
+            .expect("the stream ended")
+            .expect("a frame")
+    }
+
+    #[tokio::test]
+    async fn a_control_frame_queued_behind_bulk_payloads_goes_out_at_the_next_frame_boundary() {
+        let (outbound, mut peer, _reader) = stalled_pair(1 << 20).await;
+        let (first, second) = (push(1, 1, 256 * 1024), push(1, 2, 256 * 1024));
+        // Both payloads are handed to the socket as one write, which it takes only part of.
+        Batched::new(async {
+            outbound.try_send_ref(&first).unwrap();
+            outbound.try_send_ref(&second).unwrap();
+        })
+        .await;
+        outbound.try_send(ping(9)).unwrap();
+        assert_eq!(
+            next(&mut peer).await,
+            first,
+            "the started frame is finished"
+        );
+        assert_eq!(next(&mut peer).await, ping(9), "then the control frame");
+        assert_eq!(next(&mut peer).await, second);
+    }
+
+    #[tokio::test]
+    async fn a_frame_too_large_to_encode_is_an_error_the_caller_sees() {
+        let (outbound, mut peer, _reader) = stalled_pair(64 * 1024).await;
+        let refused = outbound.try_send(push(1, 1, 100 * 1024));
+        assert!(matches!(
+            refused,
+            Err(SendError::TooLarge {
+                kind: FrameKind::Push,
+                max: 65_536,
+                ..
+            })
+        ));
+        let owed = outbound.send_owed(push(1, 2, 100 * 1024));
+        assert!(matches!(owed, Err(SendError::TooLarge { .. })));
+        let waited = outbound.send(push(1, 3, 100 * 1024)).await;
+        assert!(matches!(waited, Err(SendError::TooLarge { .. })));
+        assert_eq!(outbound.queued(), (0, 0), "nothing was queued");
+        outbound.try_send(ping(1)).unwrap();
+        assert_eq!(next(&mut peer).await, ping(1), "the connection still works");
+    }
+
+    #[tokio::test]
+    async fn the_queue_is_bounded_in_bytes_and_owed_frames_stop_at_the_ceiling() {
+        let (outbound, _peer, _reader) = stalled_pair(1 << 20).await;
+        outbound.set_limits(QueueLimits {
+            frames: 1_000,
+            bytes: 100 * 1024,
+            owed_ceiling: 400 * 1024,
+        });
+        outbound.try_send(push(1, 1, 150 * 1024)).unwrap();
+        assert!(!outbound.has_room());
+        assert!(outbound.full_since().is_some());
+        assert_eq!(outbound.try_send(push(1, 2, 10)), Err(SendError::Full));
+        let mut owed = 0;
+        let overflow = loop {
+            match outbound.send_owed(push(1, 3, 100 * 1024)) {
+                Ok(()) => owed += 1,
+                Err(err) => break err,
+            }
+            assert!(owed < 10, "owed frames were never refused");
+        };
+        assert_eq!(overflow, SendError::Overflow);
+        assert!(outbound.overflowed());
+        let (_, bytes) = outbound.queued();
+        assert!(bytes < 600 * 1024, "{bytes} bytes queued");
+    }
+
+    #[tokio::test]
+    async fn discarding_finishes_the_started_frame_then_sends_only_the_closing_frame() {
+        let (outbound, mut peer, _reader) = stalled_pair(1 << 20).await;
+        let first = push(1, 1, 256 * 1024);
+        outbound.try_send_ref(&first).unwrap();
+        for seq in 2..6 {
+            outbound.send_owed(push(1, seq, 256 * 1024)).unwrap();
+            outbound.send_owed(ping(seq)).unwrap();
+        }
+        let error = Frame::Error(ErrorFrame {
+            code: ErrorCode::SlowConsumer,
+            reason: "slow".into(),
+        });
+        outbound.discard_and_close_with(&error).unwrap();
+        assert!(
+            outbound.queued().1 < 300 * 1024,
+            "queued frames were let go"
+        );
+        assert_eq!(next(&mut peer).await, first);
+        assert_eq!(next(&mut peer).await, error);
+        let end = tokio::time::timeout(Duration::from_secs(30), peer.next()).await;
+        assert!(matches!(end, Ok(None)), "the stream ends after the error");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_senders_keep_their_order_through_partial_writes_and_a_close_flushes_all() {
         const SENDERS: u64 = 6;
@@ -554,7 +719,14 @@ mod tests {
             senders.push(tokio::spawn(async move {
                 for seq in 0..EACH {
                     let len = if seq % 16 == 0 { 50_000 } else { 24 };
-                    let frame = push(sender, seq, len);
+                    // Senders 0 and 3 send control frames, the others bulk ones.
+                    let frame = if sender % 3 == 0 {
+                        Frame::Cancel(Cancel {
+                            correlation: (sender << 32) | seq,
+                        })
+                    } else {
+                        push(sender, seq, len)
+                    };
                     let sent = if sender % 2 == 0 {
                         outbound.send(frame).await
                     } else {
@@ -573,10 +745,12 @@ mod tests {
             let mut next = vec![0u64; SENDERS as usize];
             let mut frames = FramedRead::new(peer.unwrap(), FrameCodec::new(1 << 20));
             while let Some(frame) = frames.next().await {
-                let Frame::Push(push) = frame.unwrap() else {
-                    panic!("only pushes were sent");
+                let correlation = match frame.unwrap() {
+                    Frame::Push(push) => push.correlation,
+                    Frame::Cancel(cancel) => cancel.correlation,
+                    other => panic!("only pushes and cancels were sent, got {other:?}"),
                 };
-                let (sender, seq) = (push.correlation >> 32, push.correlation & 0xffff_ffff);
+                let (sender, seq) = (correlation >> 32, correlation & 0xffff_ffff);
                 assert_eq!(seq, next[sender as usize], "sender {sender} out of order");
                 next[sender as usize] += 1;
             }

@@ -36,6 +36,7 @@ pub(super) async fn run(
         Side::Dialled => Arc::from(shared.node_id()),
         Side::Accepted => Arc::clone(&node_id),
     };
+    outbound.set_limits(shared.config.queue_limits());
     let link = PeerLink::new(Arc::clone(&node_id), outbound.clone());
     let remote = Remote::new(
         Arc::clone(&node_id),
@@ -66,6 +67,7 @@ pub(super) async fn run(
         served: &served,
         announcer: Announcer::default(),
         liveness: Liveness::new(shared.config.max_missed_pings),
+        budget: shared.config.outbound_queue_bytes,
     };
     let close = session.serve(reader).await;
     mesh.leave(&remote);
@@ -94,6 +96,8 @@ struct Session<'a> {
     served: &'a Arc<Flights>,
     announcer: Announcer,
     liveness: Liveness,
+    /// The link's outbound byte budget.
+    budget: usize,
 }
 
 impl Session<'_> {
@@ -125,11 +129,12 @@ impl Session<'_> {
         let period = shared.config.peer_ping_interval();
         let mut ping = ticker(period);
         let mut draining_told = false;
-        // Every branch is cancel-safe: token waits, sleeps, interval ticks, watch changes, a
-        // wait for room and `FrameReader::next` lose nothing when another branch wins. While
-        // the queue is full nothing more is read, so the outcomes owed stay bounded.
+        // Every branch is cancel-safe: token waits, sleeps, interval ticks, watch changes and
+        // `FrameReader::next` lose nothing when another branch wins. A link is always read, so
+        // two nodes relaying to each other never wait on each other and pings are always
+        // heard; while its queue is over budget, relays it sends are turned away instead, so
+        // what it is owed stays bounded.
         loop {
-            let room = self.outbound.has_room();
             let look = tokio::select! {
                 biased;
                 () = shared.closing.cancelled() => {
@@ -176,8 +181,7 @@ impl Session<'_> {
                     }
                     false
                 }
-                () = self.outbound.room(), if !room => false,
-                frame = reader.next(), if room => {
+                frame = reader.next() => {
                     let frame = match frame {
                         None => return Close::Quietly,
                         Some(Err(err)) => return Close::read_failed(err),
@@ -255,6 +259,13 @@ impl Session<'_> {
             Frame::Presence(presence) => self.apply(presence).map(|()| None),
             Frame::Relay(relay) => {
                 self.remote.relay_received();
+                let pressure = self.outbound.pressure();
+                if !pressure.room
+                    || pressure.bytes.saturating_add(self.served.held_input()) >= self.budget
+                {
+                    self.served.turn_away(relay.correlation);
+                    return Ok(None);
+                }
                 Ok(self.served.relay(relay))
             }
             Frame::RelayOutcome(outcome) => {
@@ -285,7 +296,8 @@ impl Session<'_> {
                 Ok(None)
             }
             Frame::Ping(Ping { nonce }) => {
-                let _ = self.outbound.try_send(Frame::Pong(Pong { nonce }));
+                // Owed, and ahead of queued relays: a busy link still answers at once.
+                let _ = self.outbound.send_owed(Frame::Pong(Pong { nonce }));
                 Ok(None)
             }
             Frame::Pong(_) => Ok(None),
@@ -309,7 +321,8 @@ impl Session<'_> {
 
     fn ping(&mut self) -> Result<(), Close> {
         let ping = self.liveness.next_ping()?;
-        let _ = self.outbound.try_send(Frame::Ping(ping));
+        // Owed: a ping a busy queue refused would count as missed and close a live link.
+        let _ = self.outbound.send_owed(Frame::Ping(ping));
         Ok(())
     }
 }

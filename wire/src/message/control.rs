@@ -64,6 +64,9 @@ pub enum ErrorCode {
     /// Version 2: a frame took longer than the node's `frame_timeout_ms` to arrive once its
     /// first byte had.
     FrameTimeout,
+    /// Version 2: the receiver's outbound queue stayed over its byte budget past the node's
+    /// `slow_consumer_grace_ms`, or what it was owed passed the queue's ceiling.
+    SlowConsumer,
 }
 
 /// A protocol violation; the sender closes the connection after it.

@@ -1,0 +1,201 @@
+//! A status report that fits in one frame: a node too large to describe in one is described
+//! in part, with a marker saying what was left out.
+//!
+//! Workers go first, from the end, then the waiting entries, then the pools, then the peers;
+//! the marker is a pool with an empty namespace, which no real pool has.
+
+use bytes::BytesMut;
+use lintel_wire::{ClusterStatusReport, Frame, NodeStatus, PeerStatus, PoolStatus, StatusReport};
+
+/// `report` (a `Status` or `ClusterStatus` frame) cut down until it encodes within
+/// `max_frame_len`; any other frame, or a report that fits, is returned as it is.
+pub(super) fn fit(report: Frame, max_frame_len: usize) -> Frame {
+    let fits = |frame: &Frame| {
+        let mut scratch = BytesMut::new();
+        lintel_wire::encode_frame(frame, &mut scratch, max_frame_len).is_ok()
+    };
+    if fits(&report) {
+        return report;
+    }
+    let (status, rebuild): (NodeStatus, Box<dyn Fn(NodeStatus, bool) -> Frame>) = match report {
+        Frame::Status(StatusReport {
+            correlation,
+            status,
+        }) => (
+            status,
+            Box::new(move |status, _| {
+                Frame::Status(StatusReport {
+                    correlation,
+                    status,
+                })
+            }),
+        ),
+        Frame::ClusterStatus(ClusterStatusReport {
+            correlation,
+            status,
+            peers,
+            peer_lost,
+        }) => (
+            status,
+            Box::new(move |status, with_peers| {
+                let peers: Vec<PeerStatus> = if with_peers {
+                    peers.clone()
+                } else {
+                    Vec::new()
+                };
+                Frame::ClusterStatus(ClusterStatusReport {
+                    correlation,
+                    status,
+                    peers,
+                    peer_lost,
+                })
+            }),
+        ),
+        other => return other,
+    };
+    let total = status.pools.iter().map(|pool| pool.workers.len()).sum();
+    // The most workers that still fit, with the waiting entries left out: found by bisection,
+    // as a report's size grows with the workers it keeps.
+    let with = |kept: usize, pools: bool, peers: bool| {
+        rebuild(truncated(&status, kept, total, pools), peers)
+    };
+    if fits(&with(0, true, true)) {
+        let (mut fit_in, mut too_many) = (0, total);
+        while too_many - fit_in > 1 {
+            let middle = fit_in + (too_many - fit_in) / 2;
+            if fits(&with(middle, true, true)) {
+                fit_in = middle;
+            } else {
+                too_many = middle;
+            }
+        }
+        return with(fit_in, true, true);
+    }
+    let without_pools = with(0, false, true);
+    if fits(&without_pools) {
+        return without_pools;
+    }
+    with(0, false, false)
+}
+
+/// `status` with only its first `kept` workers (of `total`), its waiting entries left out,
+/// its pools too unless `pools`, and the marker pool last.
+fn truncated(status: &NodeStatus, kept: usize, total: usize, pools: bool) -> NodeStatus {
+    let mut left = kept;
+    let mut out: Vec<PoolStatus> = Vec::new();
+    if pools {
+        for pool in &status.pools {
+            let take = left.min(pool.workers.len());
+            left -= take;
+            out.push(PoolStatus {
+                namespace: pool.namespace.clone(),
+                task_queue: pool.task_queue.clone(),
+                channel: pool.channel.clone(),
+                workers: pool.workers.iter().take(take).cloned().collect(),
+            });
+            if left == 0 {
+                break;
+            }
+        }
+    }
+    let pools_left_out = status.pools.len() - out.len();
+    out.push(PoolStatus {
+        namespace: String::new(),
+        task_queue: String::new(),
+        channel: format!(
+            "truncated: {} workers and {} waiting entries not shown ({} pools left out)",
+            total - kept.min(total),
+            status.waiting.len(),
+            pools_left_out
+        ),
+        workers: Vec::new(),
+    });
+    NodeStatus {
+        node_id: status.node_id.clone(),
+        uptime_ms: status.uptime_ms,
+        connections: status.connections,
+        draining: status.draining,
+        pools: out,
+        waiting: Vec::new(),
+        counters: status.counters.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lintel_wire::{Counters, WorkerStatus};
+
+    use super::*;
+
+    fn worker(id: u64) -> WorkerStatus {
+        WorkerStatus {
+            worker_id: id,
+            pid: id,
+            identity: "w".repeat(200),
+            node: None,
+            activity_types: vec!["a".repeat(200); 20],
+            max_concurrency: 1,
+            in_flight: 0,
+            draining: false,
+        }
+    }
+
+    fn report(pools: usize, workers: u64) -> Frame {
+        let pools = (0..pools)
+            .map(|n| PoolStatus {
+                namespace: format!("ns{n}"),
+                task_queue: "default".into(),
+                channel: format!("aion.dispatch.ns{n}.default"),
+                workers: (0..workers).map(worker).collect(),
+            })
+            .collect();
+        Frame::Status(StatusReport {
+            correlation: 7,
+            status: NodeStatus {
+                node_id: "n".into(),
+                uptime_ms: 1,
+                connections: 2,
+                draining: false,
+                pools,
+                waiting: Vec::new(),
+                counters: Counters::default(),
+            },
+        })
+    }
+
+    fn encoded_len(frame: &Frame) -> usize {
+        let mut buf = BytesMut::new();
+        lintel_wire::encode_frame(frame, &mut buf, usize::MAX).unwrap();
+        buf.len()
+    }
+
+    #[test]
+    fn a_report_that_fits_is_left_whole() {
+        let whole = report(2, 3);
+        assert_eq!(fit(whole.clone(), 1 << 20), whole);
+    }
+
+    #[test]
+    fn a_report_too_large_for_a_frame_keeps_what_fits_and_ends_with_a_marker() {
+        let whole = report(8, 40);
+        let limit = 64 * 1024;
+        assert!(encoded_len(&whole) > limit);
+        let Frame::Status(cut) = fit(whole, limit) else {
+            panic!("still a status report");
+        };
+        assert_eq!(cut.correlation, 7);
+        assert!(encoded_len(&Frame::Status(cut.clone())) <= limit + 4);
+        let marker = cut.status.pools.last().unwrap();
+        assert!(marker.namespace.is_empty() && marker.workers.is_empty());
+        assert!(
+            marker.channel.starts_with("truncated: "),
+            "{}",
+            marker.channel
+        );
+        let shown: usize = cut.status.pools.iter().map(|p| p.workers.len()).sum();
+        assert!(shown > 0, "some workers still fit");
+        assert!(marker
+            .channel
+            .contains(&format!("{} workers", 8 * 40 - shown)));
+    }
+}
