@@ -7,13 +7,14 @@
 //! still run it. Frames are queued under the table lock, so a `Cancel` never overtakes its
 //! `Push`; inside a batching scope (every connection task) queuing is only a buffer append.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
 
 use lintel_client::transport::{Outbound, SendError};
+
+use crate::idmap::IdMap;
 
 use super::fate::{unreachable_request, End, PushError, ReplyFate};
 
@@ -51,7 +52,7 @@ struct Entry {
 #[derive(Default)]
 struct Table {
     next_correlation: u64,
-    pending: HashMap<u64, Entry>,
+    pending: IdMap<u64, Entry>,
     /// Pushes held until [`WorkerLink::open`], so they follow the `Registered` frame.
     held: Option<Vec<(u64, Frame)>>,
     closed: bool,
