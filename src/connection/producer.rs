@@ -42,6 +42,9 @@ pub(super) async fn serve(
     tokio::pin!(timer_sleep);
     let mut ticks = ticker(shared.config.ping_interval());
     let mut liveness = Liveness::new(shared.config.max_missed_pings);
+    // Made once, not per turn of the loop: the token wait registers with its token once.
+    let closing = shared.closing.cancelled();
+    tokio::pin!(closing);
     // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep, an interval
     // tick and a wait for room lose nothing. While the producer's queue is full nothing more
     // is read, so what it is owed stays bounded; deadlines and shutdown are still served.
@@ -49,7 +52,7 @@ pub(super) async fn serve(
         let room = outbound.has_room();
         let frame = tokio::select! {
             biased;
-            () = shared.closing.cancelled() => {
+            () = &mut closing => {
                 // Whatever still runs gets its outcome before the goodbye.
                 flights.shut_down();
                 break Close::goodbye("node shutting down");
