@@ -7,9 +7,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::message::{
-    Cancel, CapacityUpdate, ClusterStatusReport, Drain, Drained, ErrorFrame, Goodbye, Hello,
-    OutcomeFrame, PeerHello, Ping, Pong, Presence, Push, Refusal, Register, Registered, Relay,
-    RelayOutcome, Reply, ServedOutcome, StatusQuery, StatusReport, Submit, Welcome,
+    ActivityOutcome, Cancel, CapacityUpdate, ClusterStatusReport, DispatchRequest, DispatchResult,
+    Drain, Drained, ErrorFrame, Goodbye, Hello, OutcomeFrame, PeerHello, Ping, Pong, Presence,
+    Push, Refusal, Register, Registered, Relay, RelayOutcome, Reply, ServedOutcome, StatusQuery,
+    StatusReport, Submit, Welcome,
 };
 
 /// One frame body. The discriminant is the frame kind on the wire.
@@ -185,6 +186,25 @@ impl std::fmt::Display for FrameKind {
 }
 
 impl Frame {
+    /// Bytes of opaque payload the frame carries: a request's input or a success's result.
+    pub fn payload_len(&self) -> usize {
+        let request = |request: &DispatchRequest| request.input.len();
+        let result = |result: &DispatchResult| match result {
+            DispatchResult::Completed(response) => outcome_len(&response.outcome),
+            _ => 0,
+        };
+        match self {
+            Frame::Submit(submit) => request(&submit.request),
+            Frame::Push(push) => request(&push.request),
+            Frame::Relay(relay) => request(&relay.request),
+            Frame::Reply(reply) => outcome_len(&reply.response.outcome),
+            Frame::Outcome(outcome) => result(&outcome.result),
+            Frame::ServedOutcome(outcome) => result(&outcome.result),
+            Frame::RelayOutcome(outcome) => result(&outcome.result),
+            _ => 0,
+        }
+    }
+
     /// This frame's kind.
     pub fn kind(&self) -> FrameKind {
         match self {
@@ -215,5 +235,12 @@ impl Frame {
             Frame::ServedOutcome(_) => FrameKind::ServedOutcome,
             Frame::ClusterStatus(_) => FrameKind::ClusterStatus,
         }
+    }
+}
+
+fn outcome_len(outcome: &ActivityOutcome) -> usize {
+    match outcome {
+        ActivityOutcome::Success(bytes) => bytes.len(),
+        ActivityOutcome::Failure { .. } => 0,
     }
 }

@@ -6,12 +6,16 @@ use bytes::{Buf, BufMut, BytesMut};
 
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::{Frame, FrameKind};
+use crate::payload;
 
 /// Bytes in the length prefix.
 pub const LENGTH_PREFIX_LEN: usize = 4;
 
 /// Default largest frame body: 4 MiB.
 pub const DEFAULT_MAX_FRAME_LEN: usize = 4 * 1024 * 1024;
+
+/// Room reserved beyond a large payload for the rest of its frame (names, ids, varints).
+const ENCODE_SLACK: usize = 1024;
 
 /// Appends `frame` to `dst` as one length-prefixed frame.
 ///
@@ -23,6 +27,11 @@ pub fn encode_frame(
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
     let start = dst.len();
+    // Room for a large payload at once, so the buffer grows by one copy, not by doublings.
+    let payload = frame.payload_len();
+    if payload >= payload::SHARE_MIN {
+        dst.reserve(LENGTH_PREFIX_LEN + payload + ENCODE_SLACK);
+    }
     dst.put_u32(0);
     let kind = frame.kind();
     if let Err(source) = postcard::serialize_with_flavor(frame, BytesMutFlavor { buf: dst }) {
@@ -77,7 +86,12 @@ pub fn decode_frame(
     }
     src.advance(LENGTH_PREFIX_LEN);
     let body = src.split_to(len);
-    decode_body(&body).map(Some)
+    if len < payload::SHARE_MIN {
+        return decode_body(&body).map(Some);
+    }
+    // Large payloads become slices of the body, which keeps only its own bytes alive.
+    let body = body.freeze();
+    payload::decode_sharing(&body, decode_body).map(Some)
 }
 
 /// Decodes one frame body (without its length prefix), requiring every byte be used.

@@ -33,7 +33,8 @@ pub struct FrameReader {
     socket: ReadSocket,
     codec: FrameCodec,
     buf: BytesMut,
-    /// Room to reserve for the next read: doubles when a read fills it, halves when one
+    /// Room to reserve for the next read: doubles when a read fills it (up to [`MAX_READ`]),
+    /// grows to hold a whole frame as large as the last one handed out, halves when a read
     /// uses under a quarter of it.
     want: usize,
     /// Frames were handed out since the last read.
@@ -42,8 +43,10 @@ pub struct FrameReader {
     done: bool,
     /// How long a frame may take to arrive once its first byte has; `None` is forever.
     frame_timeout: Option<Duration>,
-    /// When the frame being read must be whole, while part of one is buffered.
+    /// When the frame being read must be whole; kept between frames and reset, not rebuilt.
     deadline: Option<Pin<Box<Sleep>>>,
+    /// `deadline` runs for the partial frame now buffered.
+    armed: bool,
 }
 
 /// The error a frame that arrived too slowly ends the stream with: an I/O error of kind
@@ -63,6 +66,7 @@ impl FrameReader {
             done: false,
             frame_timeout: None,
             deadline: None,
+            armed: false,
         }
     }
 
@@ -71,17 +75,27 @@ impl FrameReader {
     pub fn set_frame_timeout(&mut self, timeout: Option<Duration>) {
         self.frame_timeout = timeout;
         self.deadline = None;
+        self.armed = false;
     }
 
-    /// Starts the clock for a partly buffered frame, or stops it when nothing is buffered.
-    fn watch_partial(&mut self, restart: bool) {
-        match self.frame_timeout {
-            Some(timeout) if !self.buf.is_empty() => {
-                if restart || self.deadline.is_none() {
-                    self.deadline = Some(Box::pin(tokio::time::sleep(timeout)));
-                }
-            }
-            _ => self.deadline = None,
+    /// Starts the clock for a partly buffered frame, once per frame: the reader is about to
+    /// wait for the rest of it. Frames handed out whole never touch the timer.
+    fn watch_partial(&mut self) {
+        let Some(timeout) = self.frame_timeout else {
+            return;
+        };
+        if self.buf.is_empty() {
+            self.armed = false;
+            return;
+        }
+        if self.armed {
+            return;
+        }
+        self.armed = true;
+        let at = tokio::time::Instant::now() + timeout;
+        match self.deadline.as_mut() {
+            Some(deadline) => deadline.as_mut().reset(at),
+            None => self.deadline = Some(Box::pin(tokio::time::sleep_until(at))),
         }
     }
 
@@ -106,7 +120,7 @@ impl FrameReader {
             &mut self.buf
         ))?;
         if read >= room {
-            self.want = (self.want * 2).min(MAX_READ);
+            self.want = (self.want * 2).min(MAX_READ).max(self.want);
         } else if read < self.want / 4 {
             self.want = (self.want / 2).max(MIN_READ);
         }
@@ -123,20 +137,28 @@ impl Stream for FrameReader {
             if this.done {
                 return Poll::Ready(None);
             }
+            let buffered = this.buf.len();
             match this.codec.decode(&mut this.buf) {
                 Ok(Some(frame)) => {
                     this.handed_out = true;
-                    // What is left, if anything, is the start of the next frame.
-                    this.watch_partial(true);
+                    // Room for a whole frame as large as this one, so the next such frame
+                    // lands in one allocation instead of being moved as it grows.
+                    let took = buffered.saturating_sub(this.buf.len());
+                    if took > this.want {
+                        this.want = took.saturating_add(MIN_READ);
+                    }
+                    // What is left, if anything, is the start of the next frame: its clock
+                    // starts if the reader has to wait for the rest.
+                    this.armed = false;
                     return Poll::Ready(Some(Ok(frame)));
                 }
-                Ok(None) => this.watch_partial(false),
+                Ok(None) => this.watch_partial(),
                 Err(err) => {
                     this.done = true;
                     return Poll::Ready(Some(Err(err)));
                 }
             }
-            if let Some(deadline) = this.deadline.as_mut() {
+            if let Some(deadline) = this.deadline.as_mut().filter(|_| this.armed) {
                 if deadline.as_mut().poll(cx).is_ready() {
                     this.done = true;
                     let late = std::io::Error::new(
