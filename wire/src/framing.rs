@@ -63,6 +63,7 @@ pub fn encode_frame(
 ///
 /// # Errors
 /// A [`DecodeError`] naming why the bytes are not a frame. The frame's bytes are consumed.
+#[inline]
 pub fn decode_frame(
     src: &mut BytesMut,
     max_frame_len: usize,
@@ -99,6 +100,7 @@ pub fn decode_frame(
 /// # Errors
 /// [`DecodeError::MissingKind`], [`DecodeError::UnknownKind`], [`DecodeError::Malformed`]
 /// or [`DecodeError::TrailingBytes`].
+#[inline]
 pub fn decode_body(body: &[u8]) -> Result<Frame, DecodeError> {
     let discriminant = read_varint_u32(body).ok_or(DecodeError::MissingKind)?;
     let kind = FrameKind::from_discriminant(discriminant)
