@@ -23,5 +23,7 @@ pub mod payload;
 pub use codec::FrameCodec;
 pub use error::{CodecError, DecodeError, EncodeError};
 pub use frame::{Frame, FrameKind};
-pub use framing::{decode_body, decode_frame, encode_frame, DEFAULT_MAX_FRAME_LEN};
+pub use framing::{
+    decode_body, decode_frame, encode_frame, encode_frame_spliced, Spliced, DEFAULT_MAX_FRAME_LEN,
+};
 pub use message::*;
