@@ -114,11 +114,16 @@ impl FrameReader {
             self.buf.reserve(self.want);
         }
         let room = self.buf.capacity() - self.buf.len();
-        let read = ready!(tokio_util::io::poll_read_buf(
-            Pin::new(&mut self.socket),
-            cx,
-            &mut self.buf
-        ))?;
+        let polled = tokio_util::io::poll_read_buf(Pin::new(&mut self.socket), cx, &mut self.buf);
+        let Poll::Ready(read) = polled else {
+            // Waiting with nothing buffered: room grown for large frames is let go, so a
+            // connection that once carried one does not keep it while it idles.
+            if self.buf.is_empty() && self.buf.capacity() > SHRINK_FACTOR * MAX_READ {
+                self.buf = BytesMut::new();
+            }
+            return Poll::Pending;
+        };
+        let read = read?;
         if read >= room {
             self.want = (self.want * 2).min(MAX_READ).max(self.want);
         } else if read < self.want / 4 {
@@ -196,7 +201,7 @@ mod tests {
     use tokio::io::AsyncWriteExt;
     use tokio::net::{TcpListener, TcpStream};
 
-    use super::{FrameReader, MIN_READ, SHRINK_FACTOR};
+    use super::{FrameReader, MAX_READ, MIN_READ, SHRINK_FACTOR};
     use crate::transport::Socket;
 
     async fn pair() -> (FrameReader, TcpStream) {
@@ -208,6 +213,24 @@ mod tests {
             FrameReader::new(read, DEFAULT_MAX_FRAME_LEN),
             client.unwrap(),
         )
+    }
+
+    fn push(len: usize) -> Frame {
+        Frame::Push(lintel_wire::Push {
+            correlation: 1,
+            request: lintel_wire::DispatchRequest {
+                namespace: "ns".into(),
+                task_queue: String::new(),
+                activity_type: "echo".into(),
+                node: None,
+                workflow_id: "wf".into(),
+                ordinal: 1,
+                run_id: None,
+                attempt: 1,
+                input: bytes::Bytes::from(vec![3u8; len]),
+                deadline_unix_ms: None,
+            },
+        })
     }
 
     fn pings(from: u64, count: u64) -> Vec<u8> {
@@ -241,5 +264,30 @@ mod tests {
         }
         assert_eq!(reader.want, MIN_READ);
         assert!(reader.buf.capacity() <= SHRINK_FACTOR * MIN_READ);
+    }
+
+    #[tokio::test]
+    async fn room_for_large_frames_is_kept_while_they_come_and_let_go_when_the_reader_waits() {
+        let (mut reader, mut peer) = pair().await;
+        let frame = Frame::Ping(Ping { nonce: 1 });
+        let mut large = bytes::BytesMut::new();
+        let push = push(2 * MAX_READ);
+        encode_frame(&push, &mut large, 1 << 20).unwrap();
+        encode_frame(&push, &mut large, 1 << 20).unwrap();
+        peer.write_all(&large).await.unwrap();
+        for _ in 0..2 {
+            assert_eq!(reader.next().await.unwrap().unwrap(), push);
+        }
+        assert!(
+            reader.want > 2 * MAX_READ,
+            "reads grew to hold a whole large frame"
+        );
+        // Nothing more to read: the reader waits, and lets the large room go.
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(50), reader.next()).await;
+        assert!(waited.is_err());
+        assert!(reader.buf.capacity() <= SHRINK_FACTOR * MAX_READ);
+        peer.write_all(&pings(1, 1)).await.unwrap();
+        assert_eq!(reader.next().await.unwrap().unwrap(), frame);
     }
 }
