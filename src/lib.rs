@@ -3,7 +3,8 @@
 //! # Layout
 //! Lowest layer first; a module imports only from the ones above it in this list.
 //! - [`transport`]: from `lintel-client`: a framed connection over TCP or any socket halves,
-//!   a reader plus a writer task behind a bounded queue; [`signal`]: a cheap change counter.
+//!   a reader plus a writer task behind a bounded queue; [`signal`]: a cheap change counter;
+//!   [`idmap`]: maps keyed by ids the node assigns, with a fast hasher.
 //! - [`link`]: the push paths: a worker's queue and a peer's, each with the table that decides
 //!   every push's or relay's fate.
 //! - [`registry`]: pools of connected workers, selection with reserved slots, FIFO waiters,
@@ -33,6 +34,7 @@ pub mod cluster;
 pub mod config;
 mod connection;
 pub mod dispatch;
+pub mod idmap;
 pub mod link;
 pub mod listener;
 pub mod node;

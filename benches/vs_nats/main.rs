@@ -275,6 +275,18 @@ async fn run_compare(
         (Topology::CrossNode, false) => compare::grid(&[1, 256], &[4], &[64, 4 << 10]),
     };
     if !args.scenarios.is_empty() {
+        let known: Vec<String> = scenarios.iter().map(compare::Scenario::name).collect();
+        let unknown: Vec<&String> = args
+            .scenarios
+            .iter()
+            .filter(|name| !known.contains(name))
+            .collect();
+        if !unknown.is_empty() {
+            println!(
+                "not in this grid, left out: {unknown:?}; the grid has {}",
+                known.join(", ")
+            );
+        }
         scenarios.retain(|scenario| args.scenarios.contains(&scenario.name()));
     }
     println!(
@@ -332,11 +344,40 @@ async fn run_compare(
         machine["commit"].as_str().unwrap_or("?"),
         settings.mode.label(),
     );
-    match plot::draw(&svg_path, &outcomes, 4, 64, settings.mode, &subtitle) {
+    let Some((workers, payload)) = plot_family(&outcomes) else {
+        println!("plot skipped: no scenario was measured");
+        return Ok(());
+    };
+    match plot::draw(
+        &svg_path,
+        &outcomes,
+        workers,
+        payload,
+        settings.mode,
+        &subtitle,
+    ) {
         Ok(()) => println!("wrote {}", svg_path.display()),
         Err(err) => println!("plot skipped: {err}"),
     }
     Ok(())
+}
+
+/// The scenario family the plot draws: 4 workers at 64 B when measured, otherwise the family
+/// with the most scenarios measured (the first of them on a tie).
+fn plot_family(outcomes: &[compare::Outcome]) -> Option<(usize, usize)> {
+    let families: Vec<(usize, usize)> = outcomes
+        .iter()
+        .map(|outcome| (outcome.scenario.workers, outcome.scenario.payload_bytes))
+        .collect();
+    if families.contains(&(4, 64)) {
+        return Some((4, 64));
+    }
+    let count = |family: &(usize, usize)| families.iter().filter(|f| *f == family).count();
+    families
+        .iter()
+        .copied()
+        .rev()
+        .max_by_key(|family| count(family))
 }
 
 async fn run_scaling(

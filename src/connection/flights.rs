@@ -7,7 +7,7 @@
 //! answered. Outcomes come back through [`Sink::deliver`], once per dispatch.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{hash_map, BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -152,31 +152,35 @@ impl Flights {
                         request.namespace
                     ),
                 ))
-            } else if table.flights.contains_key(&correlation) {
-                Err((
-                    RefusedReason::DuplicateCorrelation,
-                    format!("correlation {correlation} is already in flight"),
-                ))
-            } else if table.flights.len() >= self.max_in_flight {
-                Err((
-                    RefusedReason::TooManyInFlight,
-                    format!("{} submissions already in flight", self.max_in_flight),
-                ))
             } else {
-                table.next_ticket += 1;
-                let ticket = table.next_ticket;
+                // One look-up: the correlation is hashed once to check and insert.
+                let full = table.flights.len() >= self.max_in_flight;
+                let ticket = table.next_ticket + 1;
                 let input = request.input.len();
-                self.held_input.fetch_add(input, Ordering::Relaxed);
-                table.flights.insert(
-                    correlation,
-                    Tracked {
-                        ticket,
-                        input,
-                        deadline: None,
-                        flight: None,
-                    },
-                );
-                Ok(ticket)
+                let admitted = match table.flights.entry(correlation) {
+                    hash_map::Entry::Occupied(_) => Err((
+                        RefusedReason::DuplicateCorrelation,
+                        format!("correlation {correlation} is already in flight"),
+                    )),
+                    hash_map::Entry::Vacant(_) if full => Err((
+                        RefusedReason::TooManyInFlight,
+                        format!("{} submissions already in flight", self.max_in_flight),
+                    )),
+                    hash_map::Entry::Vacant(slot) => {
+                        slot.insert(Tracked {
+                            ticket,
+                            input,
+                            deadline: None,
+                            flight: None,
+                        });
+                        Ok(ticket)
+                    }
+                };
+                if admitted.is_ok() {
+                    table.next_ticket = ticket;
+                    self.held_input.fetch_add(input, Ordering::Relaxed);
+                }
+                admitted
             }
         };
         let ticket = match admitted {
@@ -372,14 +376,11 @@ impl Sink for Flights {
     fn deliver(&self, tag: Tag, result: DispatchResult, served_by: Option<Arc<str>>) {
         let released = {
             let mut table = self.table();
-            let ours = table
-                .flights
-                .get(&tag.correlation)
-                .is_some_and(|tracked| tracked.ticket == tag.ticket);
-            if ours {
-                table.flights.remove(&tag.correlation)
-            } else {
-                None
+            match table.flights.entry(tag.correlation) {
+                hash_map::Entry::Occupied(tracked) if tracked.get().ticket == tag.ticket => {
+                    Some(tracked.remove())
+                }
+                _ => None,
             }
         };
         if let Some(tracked) = released {

@@ -54,6 +54,9 @@ pub(super) async fn serve(
     tokio::pin!(timer_sleep);
     let mut ticks = ticker(shared.config.ping_interval());
     let mut liveness = Liveness::new(shared.config.max_missed_pings);
+    // Made once, not per turn of the loop: the token wait registers with its token once.
+    let closing = shared.closing.cancelled();
+    tokio::pin!(closing);
     // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep, an interval
     // tick, a wait for room and a notification lose nothing. While the producer's queue, or
     // its queue plus the inputs of its dispatches in flight, is at its bound nothing more is
@@ -73,7 +76,7 @@ pub(super) async fn serve(
             .map(|since| Instant::from_std(since) + grace);
         let frame = tokio::select! {
             biased;
-            () = shared.closing.cancelled() => {
+            () = &mut closing => {
                 // Whatever still runs gets its outcome before the goodbye.
                 flights.shut_down();
                 break Close::goodbye("node shutting down");

@@ -42,13 +42,17 @@ pub(super) async fn serve(
     let period = shared.config.ping_interval();
     let mut ping = ticker(period);
     let mut drain_sent = false;
+    // Made once, not per turn of the loop: each token wait registers with its token once.
+    let draining = shared.draining.cancelled();
+    let closing = shared.closing.cancelled();
+    tokio::pin!(draining, closing);
     // Every branch is cancel-safe: `FramedRead::next`, `Interval::tick` and token waits
     // lose nothing when another branch wins. Biased so that when drain and close start
     // together the `Drain` still goes out first, and a flooding peer cannot starve shutdown.
     let close = loop {
         tokio::select! {
             biased;
-            () = shared.draining.cancelled(), if !drain_sent => {
+            () = &mut draining, if !drain_sent => {
                 drain_sent = true;
                 if conn.registered.is_none() {
                     break Close::goodbye("node is draining");
@@ -58,7 +62,7 @@ pub(super) async fn serve(
                 // answer, so the worker must hear it.
                 let _ = outbound.send_owed(Frame::Drain(Drain { grace_ms }));
             }
-            () = shared.closing.cancelled() => {
+            () = &mut closing => {
                 if let Some(registered) = conn.registered.as_mut() {
                     registered.shutting_down = true;
                 }

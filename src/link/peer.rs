@@ -5,7 +5,6 @@
 //! relay ended here keeps its entry until the peer's outcome for it arrives or the link
 //! closes, so the capacity it was charged against stays charged while it may still run.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -15,6 +14,8 @@ use tokio::time::Instant;
 use lintel_wire::{Cancel, DispatchRequest, DispatchResult, Frame, NodeRouting, Relay};
 
 use lintel_client::transport::Outbound;
+
+use crate::idmap::IdMap;
 
 use super::fate::{unreachable_request, End, PushError, ReplyFate};
 
@@ -39,7 +40,7 @@ struct Entry {
 #[derive(Default)]
 struct Table {
     next_correlation: u64,
-    pending: HashMap<u64, Entry>,
+    pending: IdMap<u64, Entry>,
     closed: bool,
 }
 

@@ -8,13 +8,14 @@
 //! worker before a `Push` still queued: the worker ignores it, and the late reply frees the
 //! slot. Inside a batching scope (every connection task) queuing is only a buffer append.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::time::Instant;
 
 use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
 
 use lintel_client::transport::Outbound;
+
+use crate::idmap::IdMap;
 
 use super::fate::{unreachable_request, End, PushError, ReplyFate};
 
@@ -52,7 +53,7 @@ struct Entry {
 #[derive(Default)]
 struct Table {
     next_correlation: u64,
-    pending: HashMap<u64, Entry>,
+    pending: IdMap<u64, Entry>,
     /// Pushes held until [`WorkerLink::open`], so they follow the `Registered` frame.
     held: Option<Vec<(u64, Frame)>>,
     closed: bool,

@@ -24,6 +24,7 @@ use super::departures::Departures;
 use super::selection::{census, compatible, eligible, NodeFilter, Tiers};
 use super::waiters::{WaitKey, Waiters};
 use super::worker::{WorkerCell, WorkerId};
+use crate::idmap::IdMap;
 use crate::link::WorkerLink;
 use crate::signal::Signal;
 
@@ -47,7 +48,7 @@ struct Pool {
 
 #[derive(Debug, Default)]
 struct State {
-    workers: HashMap<WorkerId, Arc<WorkerCell>>,
+    workers: IdMap<WorkerId, Arc<WorkerCell>>,
     /// namespace -> task queue -> pool; nested so look-ups borrow `&str`.
     pools: HashMap<String, HashMap<String, Pool>>,
     departures: Departures,
@@ -499,17 +500,21 @@ fn pick(pool: &mut Pool, activity: &str, filter: NodeFilter<'_>) -> Option<Arc<W
     if len == 0 {
         return None;
     }
-    let start = pool.cursors.get(activity).copied().unwrap_or(0) % len;
+    // One look-up of the cursor: the activity name is hashed once per pick.
+    let cursor = pool.cursors.get_mut(activity);
+    let start = cursor.as_deref().copied().unwrap_or(0) % len;
+    let members = &pool.members;
     let found = (0..len).map(|step| (start + step) % len).find(|&index| {
-        pool.members
+        members
             .get(index)
             .is_some_and(|w| eligible(w, activity, filter))
     })?;
-    let worker = pool.members.get(found).cloned()?;
-    if let Some(cursor) = pool.cursors.get_mut(activity) {
-        *cursor = found + 1;
-    } else {
-        pool.cursors.insert(activity.to_owned(), found + 1);
+    let worker = members.get(found).cloned()?;
+    match cursor {
+        Some(cursor) => *cursor = found + 1,
+        None => {
+            pool.cursors.insert(activity.to_owned(), found + 1);
+        }
     }
     Some(worker)
 }

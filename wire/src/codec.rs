@@ -35,6 +35,7 @@ impl Decoder for FrameCodec {
     type Item = Frame;
     type Error = CodecError;
 
+    #[inline]
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, CodecError> {
         Ok(decode_frame(src, self.max_frame_len)?)
     }

@@ -4,12 +4,14 @@
 //! reordered or removed; new kinds are appended and only sent to a peer whose
 //! negotiated version knows them (see `PROTOCOL.md`).
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::message::{
-    Cancel, CapacityUpdate, ClusterStatusReport, Drain, Drained, ErrorFrame, Goodbye, Hello,
-    OutcomeFrame, PeerHello, Ping, Pong, Presence, Push, Refusal, Register, Registered, Relay,
-    RelayOutcome, Reply, ServedOutcome, StatusQuery, StatusReport, Submit, Welcome,
+    ActivityOutcome, Cancel, CapacityUpdate, ClusterStatusReport, DispatchResult, Drain, Drained,
+    ErrorFrame, Goodbye, Hello, OutcomeFrame, PeerHello, Ping, Pong, Presence, Push, Refusal,
+    Register, Registered, Relay, RelayOutcome, Reply, ServedOutcome, StatusQuery, StatusReport,
+    Submit, Welcome,
 };
 
 /// One frame body. The discriminant is the frame kind on the wire.
@@ -185,6 +187,25 @@ impl std::fmt::Display for FrameKind {
 }
 
 impl Frame {
+    /// Bytes of opaque payload the frame carries: a request's input or a success's result.
+    pub fn payload_len(&self) -> usize {
+        self.payload().map_or(0, Bytes::len)
+    }
+
+    /// The opaque payload the frame carries, if any: a request's input or a success's result.
+    pub fn payload(&self) -> Option<&Bytes> {
+        match self {
+            Frame::Submit(submit) => Some(&submit.request.input),
+            Frame::Push(push) => Some(&push.request.input),
+            Frame::Relay(relay) => Some(&relay.request.input),
+            Frame::Reply(reply) => outcome_payload(&reply.response.outcome),
+            Frame::Outcome(outcome) => result_payload(&outcome.result),
+            Frame::ServedOutcome(outcome) => result_payload(&outcome.result),
+            Frame::RelayOutcome(outcome) => result_payload(&outcome.result),
+            _ => None,
+        }
+    }
+
     /// This frame's kind.
     pub fn kind(&self) -> FrameKind {
         match self {
@@ -215,5 +236,19 @@ impl Frame {
             Frame::ServedOutcome(_) => FrameKind::ServedOutcome,
             Frame::ClusterStatus(_) => FrameKind::ClusterStatus,
         }
+    }
+}
+
+fn result_payload(result: &DispatchResult) -> Option<&Bytes> {
+    match result {
+        DispatchResult::Completed(response) => outcome_payload(&response.outcome),
+        _ => None,
+    }
+}
+
+fn outcome_payload(outcome: &ActivityOutcome) -> Option<&Bytes> {
+    match outcome {
+        ActivityOutcome::Success(bytes) => Some(bytes),
+        ActivityOutcome::Failure { .. } => None,
     }
 }

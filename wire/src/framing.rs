@@ -2,16 +2,20 @@
 //!
 //! No I/O here; [`crate::codec`] adapts these functions to `tokio_util`.
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::{Frame, FrameKind};
+use crate::payload;
 
 /// Bytes in the length prefix.
 pub const LENGTH_PREFIX_LEN: usize = 4;
 
 /// Default largest frame body: 4 MiB.
 pub const DEFAULT_MAX_FRAME_LEN: usize = 4 * 1024 * 1024;
+
+/// Room reserved beyond a large payload for the rest of its frame (names, ids, varints).
+const ENCODE_SLACK: usize = 1024;
 
 /// Appends `frame` to `dst` as one length-prefixed frame.
 ///
@@ -22,14 +26,71 @@ pub fn encode_frame(
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
+    encode_leaving_out(frame, dst, max_frame_len, None).map(|_| ())
+}
+
+/// Where the payload left out of a frame by [`encode_frame_spliced`] goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spliced {
+    /// Bytes of the appended frame, from its length prefix on, that come before the payload.
+    pub at: usize,
+    /// The payload, still the frame's own bytes: a slice, never a copy.
+    pub payload: Bytes,
+}
+
+/// As [`encode_frame`], but a payload of [`payload::SHARE_MIN`] bytes or more is left out of
+/// `dst`: the frame on the wire is the first [`Spliced::at`] bytes appended, the payload, then
+/// the rest appended. For a vectored write that sends a large payload without copying it.
+/// `None` when the frame went into `dst` whole.
+///
+/// # Errors
+/// As [`encode_frame`]; the length checked includes the payload.
+pub fn encode_frame_spliced(
+    frame: &Frame,
+    dst: &mut BytesMut,
+    max_frame_len: usize,
+) -> Result<Option<Spliced>, EncodeError> {
+    let payload = frame
+        .payload()
+        .filter(|payload| payload.len() >= payload::SHARE_MIN);
     let start = dst.len();
+    let at = encode_leaving_out(frame, dst, max_frame_len, payload)?;
+    Ok(at.zip(payload).map(|(at, payload)| Spliced {
+        at: at - start,
+        payload: payload.clone(),
+    }))
+}
+
+/// Encodes `frame` at the end of `dst`, leaving out `leave_out`'s bytes when the frame
+/// serializes them; returns where in `dst` they were left out.
+fn encode_leaving_out(
+    frame: &Frame,
+    dst: &mut BytesMut,
+    max_frame_len: usize,
+    leave_out: Option<&Bytes>,
+) -> Result<Option<usize>, EncodeError> {
+    let start = dst.len();
+    // Room for a large payload at once, so the buffer grows by one copy, not by doublings.
+    let payload = frame.payload_len();
+    if payload >= payload::SHARE_MIN && leave_out.is_none() {
+        dst.reserve(LENGTH_PREFIX_LEN + payload + ENCODE_SLACK);
+    }
     dst.put_u32(0);
     let kind = frame.kind();
-    if let Err(source) = postcard::serialize_with_flavor(frame, BytesMutFlavor { buf: dst }) {
-        dst.truncate(start);
-        return Err(EncodeError::Serialize { kind, source });
-    }
-    let len = dst.len() - start - LENGTH_PREFIX_LEN;
+    let flavor = BytesMutFlavor {
+        buf: dst,
+        leave_out: leave_out.map(|bytes| &bytes[..]),
+        left_out_at: None,
+    };
+    let left_out_at = match postcard::serialize_with_flavor(frame, flavor) {
+        Ok(at) => at,
+        Err(source) => {
+            dst.truncate(start);
+            return Err(EncodeError::Serialize { kind, source });
+        }
+    };
+    let left_out = left_out_at.and(leave_out).map_or(0, Bytes::len);
+    let len = dst.len() - start - LENGTH_PREFIX_LEN + left_out;
     let prefix = match u32::try_from(len) {
         Ok(prefix) if len <= max_frame_len => prefix,
         _ => {
@@ -44,7 +105,7 @@ pub fn encode_frame(
     if let Some(slot) = dst.get_mut(start..start + LENGTH_PREFIX_LEN) {
         slot.copy_from_slice(&prefix.to_be_bytes());
     }
-    Ok(())
+    Ok(left_out_at)
 }
 
 /// Takes one frame off the front of `src`, or `Ok(None)` when more bytes are needed.
@@ -54,6 +115,7 @@ pub fn encode_frame(
 ///
 /// # Errors
 /// A [`DecodeError`] naming why the bytes are not a frame. The frame's bytes are consumed.
+#[inline]
 pub fn decode_frame(
     src: &mut BytesMut,
     max_frame_len: usize,
@@ -77,7 +139,12 @@ pub fn decode_frame(
     }
     src.advance(LENGTH_PREFIX_LEN);
     let body = src.split_to(len);
-    decode_body(&body).map(Some)
+    if len < payload::SHARE_MIN {
+        return decode_body(&body).map(Some);
+    }
+    // Large payloads become slices of the body, which keeps only its own bytes alive.
+    let body = body.freeze();
+    payload::decode_sharing(&body, decode_body).map(Some)
 }
 
 /// Decodes one frame body (without its length prefix), requiring every byte be used.
@@ -85,6 +152,7 @@ pub fn decode_frame(
 /// # Errors
 /// [`DecodeError::MissingKind`], [`DecodeError::UnknownKind`], [`DecodeError::Malformed`]
 /// or [`DecodeError::TrailingBytes`].
+#[inline]
 pub fn decode_body(body: &[u8]) -> Result<Frame, DecodeError> {
     let discriminant = read_varint_u32(body).ok_or(DecodeError::MissingKind)?;
     let kind = FrameKind::from_discriminant(discriminant)
@@ -119,13 +187,16 @@ fn read_varint_u32(bytes: &[u8]) -> Option<u32> {
     None
 }
 
-/// A postcard flavor that appends straight into a `BytesMut`.
+/// A postcard flavor that appends straight into a `BytesMut`, except the bytes of
+/// `leave_out` (recognised by address, not content), whose place it notes.
 struct BytesMutFlavor<'a> {
     buf: &'a mut BytesMut,
+    leave_out: Option<&'a [u8]>,
+    left_out_at: Option<usize>,
 }
 
 impl postcard::ser_flavors::Flavor for BytesMutFlavor<'_> {
-    type Output = ();
+    type Output = Option<usize>;
 
     fn try_push(&mut self, data: u8) -> postcard::Result<()> {
         self.buf.put_u8(data);
@@ -133,12 +204,21 @@ impl postcard::ser_flavors::Flavor for BytesMutFlavor<'_> {
     }
 
     fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
-        self.buf.extend_from_slice(data);
+        let skip = self.leave_out.is_some_and(|payload| {
+            self.left_out_at.is_none()
+                && payload.len() == data.len()
+                && std::ptr::eq(payload.as_ptr(), data.as_ptr())
+        });
+        if skip {
+            self.left_out_at = Some(self.buf.len());
+        } else {
+            self.buf.extend_from_slice(data);
+        }
         Ok(())
     }
 
-    fn finalize(self) -> postcard::Result<()> {
-        Ok(())
+    fn finalize(self) -> postcard::Result<Option<usize>> {
+        Ok(self.left_out_at)
     }
 }
 
@@ -242,6 +322,64 @@ mod tests {
         let result = encode_frame(&Frame::Ping(Ping { nonce: u64::MAX }), &mut buf, 4);
         assert!(matches!(result, Err(EncodeError::Oversize { .. })));
         assert_eq!(&buf[..], b"keep");
+    }
+
+    fn push(len: usize) -> Frame {
+        Frame::Push(crate::message::Push {
+            correlation: 9,
+            request: crate::message::DispatchRequest {
+                namespace: "ns".into(),
+                task_queue: String::new(),
+                activity_type: "echo".into(),
+                node: None,
+                workflow_id: "wf".into(),
+                ordinal: 1,
+                run_id: None,
+                attempt: 1,
+                input: Bytes::from(vec![5u8; len]),
+                deadline_unix_ms: Some(77),
+            },
+        })
+    }
+
+    #[test]
+    fn a_spliced_frame_is_the_whole_frame_with_its_payload_left_out() {
+        let frame = push(payload::SHARE_MIN + 3);
+        let mut buf = BytesMut::from(&b"keep"[..]);
+        let spliced = encode_frame_spliced(&frame, &mut buf, DEFAULT_MAX_FRAME_LEN)
+            .ok()
+            .flatten()
+            .expect("a large payload is left out");
+        assert_eq!(&buf[..4], b"keep");
+        let appended = &buf[4..];
+        let mut wire = BytesMut::from(&appended[..spliced.at]);
+        wire.extend_from_slice(&spliced.payload);
+        wire.extend_from_slice(&appended[spliced.at..]);
+        assert_eq!(wire, encoded(&frame), "the same bytes as a whole encode");
+        let Frame::Push(push) = &frame else {
+            unreachable!()
+        };
+        assert_eq!(
+            spliced.payload.as_ptr(),
+            push.request.input.as_ptr(),
+            "not a copy"
+        );
+    }
+
+    #[test]
+    fn a_small_payload_is_not_left_out_and_the_bound_counts_a_left_out_one() {
+        let small = push(64);
+        let mut buf = BytesMut::new();
+        assert_eq!(
+            encode_frame_spliced(&small, &mut buf, DEFAULT_MAX_FRAME_LEN).ok(),
+            Some(None)
+        );
+        assert_eq!(buf, encoded(&small));
+        let large = push(payload::SHARE_MIN);
+        let mut buf = BytesMut::new();
+        let refused = encode_frame_spliced(&large, &mut buf, payload::SHARE_MIN);
+        assert!(matches!(refused, Err(EncodeError::Oversize { .. })));
+        assert!(buf.is_empty());
     }
 
     #[test]

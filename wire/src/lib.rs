@@ -4,6 +4,7 @@
 //! - [`frame`]: the top-level [`Frame`] enum and its frozen kind order.
 //! - [`message`]: frame bodies (handshake, registration, dispatch, control, status).
 //! - [`framing`]: pure encode/decode of length-prefixed frames over `BytesMut`, no I/O.
+//! - [`payload`]: large payloads decoded as slices of their frame's body, not copies.
 //! - [`codec`]: the `tokio_util::codec` adapter over [`framing`].
 //! - [`channel`]: injective, invertible channel names for pools.
 //! - [`error`]: typed errors of each layer.
@@ -17,9 +18,12 @@ pub mod error;
 pub mod frame;
 pub mod framing;
 pub mod message;
+pub mod payload;
 
 pub use codec::FrameCodec;
 pub use error::{CodecError, DecodeError, EncodeError};
 pub use frame::{Frame, FrameKind};
-pub use framing::{decode_body, decode_frame, encode_frame, DEFAULT_MAX_FRAME_LEN};
+pub use framing::{
+    decode_body, decode_frame, encode_frame, encode_frame_spliced, Spliced, DEFAULT_MAX_FRAME_LEN,
+};
 pub use message::*;

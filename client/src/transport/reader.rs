@@ -33,7 +33,8 @@ pub struct FrameReader {
     socket: ReadSocket,
     codec: FrameCodec,
     buf: BytesMut,
-    /// Room to reserve for the next read: doubles when a read fills it, halves when one
+    /// Room to reserve for the next read: doubles when a read fills it (up to [`MAX_READ`]),
+    /// grows to hold a whole frame as large as the last one handed out, halves when a read
     /// uses under a quarter of it.
     want: usize,
     /// Frames were handed out since the last read.
@@ -42,8 +43,10 @@ pub struct FrameReader {
     done: bool,
     /// How long a frame may take to arrive once its first byte has; `None` is forever.
     frame_timeout: Option<Duration>,
-    /// When the frame being read must be whole, while part of one is buffered.
+    /// When the frame being read must be whole; kept between frames and reset, not rebuilt.
     deadline: Option<Pin<Box<Sleep>>>,
+    /// `deadline` runs for the partial frame now buffered.
+    armed: bool,
 }
 
 /// The error a frame that arrived too slowly ends the stream with: an I/O error of kind
@@ -63,6 +66,7 @@ impl FrameReader {
             done: false,
             frame_timeout: None,
             deadline: None,
+            armed: false,
         }
     }
 
@@ -71,17 +75,27 @@ impl FrameReader {
     pub fn set_frame_timeout(&mut self, timeout: Option<Duration>) {
         self.frame_timeout = timeout;
         self.deadline = None;
+        self.armed = false;
     }
 
-    /// Starts the clock for a partly buffered frame, or stops it when nothing is buffered.
-    fn watch_partial(&mut self, restart: bool) {
-        match self.frame_timeout {
-            Some(timeout) if !self.buf.is_empty() => {
-                if restart || self.deadline.is_none() {
-                    self.deadline = Some(Box::pin(tokio::time::sleep(timeout)));
-                }
-            }
-            _ => self.deadline = None,
+    /// Starts the clock for a partly buffered frame, once per frame: the reader is about to
+    /// wait for the rest of it. Frames handed out whole never touch the timer.
+    fn watch_partial(&mut self) {
+        let Some(timeout) = self.frame_timeout else {
+            return;
+        };
+        if self.buf.is_empty() {
+            self.armed = false;
+            return;
+        }
+        if self.armed {
+            return;
+        }
+        self.armed = true;
+        let at = tokio::time::Instant::now() + timeout;
+        match self.deadline.as_mut() {
+            Some(deadline) => deadline.as_mut().reset(at),
+            None => self.deadline = Some(Box::pin(tokio::time::sleep_until(at))),
         }
     }
 
@@ -100,13 +114,18 @@ impl FrameReader {
             self.buf.reserve(self.want);
         }
         let room = self.buf.capacity() - self.buf.len();
-        let read = ready!(tokio_util::io::poll_read_buf(
-            Pin::new(&mut self.socket),
-            cx,
-            &mut self.buf
-        ))?;
+        let polled = tokio_util::io::poll_read_buf(Pin::new(&mut self.socket), cx, &mut self.buf);
+        let Poll::Ready(read) = polled else {
+            // Waiting with nothing buffered: room grown for large frames is let go, so a
+            // connection that once carried one does not keep it while it idles.
+            if self.buf.is_empty() && self.buf.capacity() > SHRINK_FACTOR * MAX_READ {
+                self.buf = BytesMut::new();
+            }
+            return Poll::Pending;
+        };
+        let read = read?;
         if read >= room {
-            self.want = (self.want * 2).min(MAX_READ);
+            self.want = (self.want * 2).min(MAX_READ).max(self.want);
         } else if read < self.want / 4 {
             self.want = (self.want / 2).max(MIN_READ);
         }
@@ -123,20 +142,28 @@ impl Stream for FrameReader {
             if this.done {
                 return Poll::Ready(None);
             }
+            let buffered = this.buf.len();
             match this.codec.decode(&mut this.buf) {
                 Ok(Some(frame)) => {
                     this.handed_out = true;
-                    // What is left, if anything, is the start of the next frame.
-                    this.watch_partial(true);
+                    // Room for a whole frame as large as this one, so the next such frame
+                    // lands in one allocation instead of being moved as it grows.
+                    let took = buffered.saturating_sub(this.buf.len());
+                    if took > this.want {
+                        this.want = took.saturating_add(MIN_READ);
+                    }
+                    // What is left, if anything, is the start of the next frame: its clock
+                    // starts if the reader has to wait for the rest.
+                    this.armed = false;
                     return Poll::Ready(Some(Ok(frame)));
                 }
-                Ok(None) => this.watch_partial(false),
+                Ok(None) => this.watch_partial(),
                 Err(err) => {
                     this.done = true;
                     return Poll::Ready(Some(Err(err)));
                 }
             }
-            if let Some(deadline) = this.deadline.as_mut() {
+            if let Some(deadline) = this.deadline.as_mut().filter(|_| this.armed) {
                 if deadline.as_mut().poll(cx).is_ready() {
                     this.done = true;
                     let late = std::io::Error::new(
@@ -174,7 +201,7 @@ mod tests {
     use tokio::io::AsyncWriteExt;
     use tokio::net::{TcpListener, TcpStream};
 
-    use super::{FrameReader, MIN_READ, SHRINK_FACTOR};
+    use super::{FrameReader, MAX_READ, MIN_READ, SHRINK_FACTOR};
     use crate::transport::Socket;
 
     async fn pair() -> (FrameReader, TcpStream) {
@@ -186,6 +213,24 @@ mod tests {
             FrameReader::new(read, DEFAULT_MAX_FRAME_LEN),
             client.unwrap(),
         )
+    }
+
+    fn push(len: usize) -> Frame {
+        Frame::Push(lintel_wire::Push {
+            correlation: 1,
+            request: lintel_wire::DispatchRequest {
+                namespace: "ns".into(),
+                task_queue: String::new(),
+                activity_type: "echo".into(),
+                node: None,
+                workflow_id: "wf".into(),
+                ordinal: 1,
+                run_id: None,
+                attempt: 1,
+                input: bytes::Bytes::from(vec![3u8; len]),
+                deadline_unix_ms: None,
+            },
+        })
     }
 
     fn pings(from: u64, count: u64) -> Vec<u8> {
@@ -219,5 +264,30 @@ mod tests {
         }
         assert_eq!(reader.want, MIN_READ);
         assert!(reader.buf.capacity() <= SHRINK_FACTOR * MIN_READ);
+    }
+
+    #[tokio::test]
+    async fn room_for_large_frames_is_kept_while_they_come_and_let_go_when_the_reader_waits() {
+        let (mut reader, mut peer) = pair().await;
+        let frame = Frame::Ping(Ping { nonce: 1 });
+        let mut large = bytes::BytesMut::new();
+        let push = push(2 * MAX_READ);
+        encode_frame(&push, &mut large, 1 << 20).unwrap();
+        encode_frame(&push, &mut large, 1 << 20).unwrap();
+        peer.write_all(&large).await.unwrap();
+        for _ in 0..2 {
+            assert_eq!(reader.next().await.unwrap().unwrap(), push);
+        }
+        assert!(
+            reader.want > 2 * MAX_READ,
+            "reads grew to hold a whole large frame"
+        );
+        // Nothing more to read: the reader waits, and lets the large room go.
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(50), reader.next()).await;
+        assert!(waited.is_err());
+        assert!(reader.buf.capacity() <= SHRINK_FACTOR * MAX_READ);
+        peer.write_all(&pings(1, 1)).await.unwrap();
+        assert_eq!(reader.next().await.unwrap().unwrap(), frame);
     }
 }

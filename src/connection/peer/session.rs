@@ -129,6 +129,12 @@ impl Session<'_> {
         let period = shared.config.peer_ping_interval();
         let mut ping = ticker(period);
         let mut draining_told = false;
+        // Made once, not per turn of the loop: each token wait registers with its token once.
+        let closing = shared.closing.cancelled();
+        let evicted_token = self.remote.evicted.clone();
+        let evicted = evicted_token.cancelled();
+        let draining = shared.draining.cancelled();
+        tokio::pin!(closing, evicted, draining);
         // Every branch is cancel-safe: token waits, sleeps, interval ticks, watch changes and
         // `FrameReader::next` lose nothing when another branch wins. A link is always read, so
         // two nodes relaying to each other never wait on each other and pings are always
@@ -137,15 +143,15 @@ impl Session<'_> {
         loop {
             let look = tokio::select! {
                 biased;
-                () = shared.closing.cancelled() => {
+                () = &mut closing => {
                     // What this node still runs for the peer gets its outcome before the goodbye,
                     // and what it relayed there ends as shut down, not as a lost peer.
                     self.served.shut_down();
                     self.remote.link.close_abandoning();
                     return Close::goodbye("node shutting down");
                 }
-                () = self.remote.evicted.cancelled() => return Close::goodbye("duplicate peer link"),
-                () = shared.draining.cancelled(), if !draining_told => {
+                () = &mut evicted => return Close::goodbye("duplicate peer link"),
+                () = &mut draining, if !draining_told => {
                     draining_told = true;
                     true
                 }

@@ -18,6 +18,7 @@ pub struct DispatchRequest {
     /// One-based attempt number.
     pub attempt: u32,
     /// Opaque to the node.
+    #[serde(deserialize_with = "crate::payload::deserialize")]
     pub input: Bytes,
     /// Wall-clock deadline, milliseconds since the Unix epoch; advisory for the worker.
     pub deadline_unix_ms: Option<u64>,
@@ -27,7 +28,7 @@ pub struct DispatchRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ActivityOutcome {
     /// Result bytes, opaque to the node.
-    Success(Bytes),
+    Success(#[serde(deserialize_with = "crate::payload::deserialize")] Bytes),
     /// The activity failed; `retryable` tells the engine whether another attempt may help.
     Failure { message: String, retryable: bool },
 }
