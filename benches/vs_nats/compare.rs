@@ -16,6 +16,7 @@ use crate::mode::Mode;
 use crate::nats::NatsServers;
 use crate::process::Launcher;
 use crate::systems::Running;
+use crate::tls::TlsFiles;
 use crate::topology::Topology;
 
 /// How long and how often to measure, and where the processes go.
@@ -29,6 +30,8 @@ pub struct Settings {
     pub topology: Topology,
     /// How peer processes (NATS responders and requester, the floor's pieces) are started.
     pub launcher: Launcher,
+    /// Certificates for lintel over TLS, made when `--tls` asks for it.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Settings {
@@ -149,7 +152,7 @@ pub struct RatioSpec {
 
 /// The ratios reported, headline first: lintel's p50 over the floor's, lintel's throughput over
 /// NATS's.
-pub const RATIOS: [RatioSpec; 4] = [
+pub const RATIOS: [RatioSpec; 6] = [
     RatioSpec {
         key: "lintel_floor_p50",
         of: Kind::Lintel,
@@ -172,6 +175,18 @@ pub const RATIOS: [RatioSpec; 4] = [
         key: "lintel_floor_rps",
         of: Kind::Lintel,
         to: Kind::Floor,
+        metric: Metric::Rps,
+    },
+    RatioSpec {
+        key: "tls_plain_p50",
+        of: Kind::LintelTls,
+        to: Kind::Lintel,
+        metric: Metric::P50,
+    },
+    RatioSpec {
+        key: "tls_plain_rps",
+        of: Kind::LintelTls,
+        to: Kind::Lintel,
         metric: Metric::Rps,
     },
 ];
@@ -242,6 +257,7 @@ pub async fn run_scenario(
             settings.topology,
             servers,
             &settings.launcher,
+            settings.tls.as_ref(),
         )
         .await;
         match started {
@@ -284,7 +300,7 @@ pub async fn run_scenario(
         system.stop().await;
     }
     let mut results = BTreeMap::new();
-    for kind in Kind::ALL {
+    for kind in Kind::EVERY {
         let measured = rounds.remove(&kind).map(Measured::of);
         if let Some(measured) = &measured {
             let failed: u64 = measured.rounds.iter().map(|r| r.sample.failed()).sum();

@@ -29,6 +29,7 @@ use tokio::task::JoinHandle;
 use crate::measure::{self, Load, Sample, Target};
 use crate::mode::{Mode, Producer};
 use crate::process::{self, Proc, Stream};
+use crate::tls::TlsFiles;
 use crate::topology::Topology;
 
 /// The `lintel` binary built beside this harness (release for `cargo bench`).
@@ -92,19 +93,35 @@ pub struct Lintel {
     serving: Serving,
     workers: Workers,
     producing: Producing,
+    /// TLS between every piece and its node, when set.
+    tls: Option<TlsFiles>,
 }
 
 impl Lintel {
     /// A node with default settings (two peered nodes, cross-node) and `workers` echo workers
-    /// in [`NAMESPACE`], placed as `mode` says.
+    /// in [`NAMESPACE`], placed as `mode` says; with `tls`, every connection to a node is TLS
+    /// (mode `all` only: each piece is a `lintel` process given the certificate files).
     ///
     /// # Errors
     /// What failed, as text.
-    pub async fn start(workers: usize, mode: Mode, topology: Topology) -> Result<Self, String> {
+    pub async fn start(
+        workers: usize,
+        mode: Mode,
+        topology: Topology,
+        tls: Option<&TlsFiles>,
+    ) -> Result<Self, String> {
+        if tls.is_some() && mode != Mode::All {
+            return Err(format!(
+                "lintel over TLS runs in mode all only, not {}",
+                mode.key()
+            ));
+        }
+        let serve_args = tls.map(TlsFiles::serve_args).unwrap_or_default();
+        let client_args = tls.map(TlsFiles::client_args).unwrap_or_default();
         let workers = workers.max(1);
         let (serving, addr, producer_addr) = match topology {
             Topology::OneMiddle if mode.middle_own_process() => {
-                let child = LintelChild::start(workers + 100).await?;
+                let child = LintelChild::start_with_args(workers + 100, &serve_args).await?;
                 let addr = child.addr;
                 (Serving::Child(child), addr, addr)
             }
@@ -113,7 +130,7 @@ impl Lintel {
                 (serving, addr, addr)
             }
             Topology::CrossNode if mode == Mode::All => {
-                let (a, b) = LintelChild::start_peered_pair(workers + 100).await?;
+                let (a, b) = LintelChild::start_peered_pair(workers + 100, &serve_args).await?;
                 let (a_addr, b_addr) = (a.addr, b.addr);
                 (Serving::Peered { a, b }, b_addr, a_addr)
             }
@@ -126,7 +143,7 @@ impl Lintel {
             }
         };
         let started = if mode.workers_own_processes() {
-            spawn_worker_processes(addr, workers)
+            spawn_worker_processes(addr, workers, &client_args)
                 .await
                 .map(Workers::Processes)
         } else {
@@ -143,7 +160,7 @@ impl Lintel {
             }
         };
         if producer_addr != addr {
-            if let Err(err) = wait_until_relayed(producer_addr, PRESENCE_WAIT).await {
+            if let Err(err) = wait_until_relayed(producer_addr, PRESENCE_WAIT, tls).await {
                 stop_parts(workers, serving).await;
                 return Err(err);
             }
@@ -166,6 +183,7 @@ impl Lintel {
                 serving,
                 workers,
                 producing,
+                tls: tls.cloned(),
             }),
             Err(err) => {
                 stop_parts(workers, serving).await;
@@ -198,6 +216,7 @@ impl Lintel {
                 serving,
                 workers,
                 producing,
+                tls: None,
             }),
             Err(err) => {
                 stop_parts(workers, serving).await;
@@ -220,7 +239,7 @@ impl Lintel {
         match &self.producing {
             Producing::Sdk(_, target) => measure::run(target, load).await,
             Producing::Embedded(target) => measure::run(target, load).await,
-            Producing::Process(addr) => bench_process(*addr, load)
+            Producing::Process(addr) => bench_process(*addr, load, self.tls.as_ref())
                 .await
                 .unwrap_or_else(Sample::failed_with),
         }
@@ -295,8 +314,12 @@ async fn stop_serving(serving: Serving) {
 ///
 /// # Errors
 /// None completed in time.
-async fn wait_until_relayed(addr: SocketAddr, within: Duration) -> Result<(), String> {
-    let client = connect_client(addr).await?;
+async fn wait_until_relayed(
+    addr: SocketAddr,
+    within: Duration,
+    tls: Option<&TlsFiles>,
+) -> Result<(), String> {
+    let client = connect_client_with(addr, tls).await?;
     let options = DispatchOptions::default().wait_for_worker(PROBE_WAIT_FOR_WORKER);
     let deadline = Instant::now() + within;
     let mut last = String::new();
@@ -349,12 +372,16 @@ fn dispatch_options() -> DispatchOptions {
     DispatchOptions::default().wait_for_worker(WAIT_FOR_WORKER)
 }
 
-/// `workers` `lintel worker` processes serving `echo` in [`NAMESPACE`] with [`WORKER_CAPACITY`],
-/// each waited for until it says it registered.
+/// `workers` `lintel worker` processes serving `echo` in [`NAMESPACE`] with [`WORKER_CAPACITY`]
+/// and `extra` arguments, each waited for until it says it registered.
 ///
 /// # Errors
 /// The first that did not register.
-async fn spawn_worker_processes(addr: SocketAddr, workers: usize) -> Result<Vec<Proc>, String> {
+async fn spawn_worker_processes(
+    addr: SocketAddr,
+    workers: usize,
+    extra: &[String],
+) -> Result<Vec<Proc>, String> {
     let mut procs = Vec::with_capacity(workers);
     for index in 0..workers {
         let mut command = tokio::process::Command::new(LINTEL_BIN);
@@ -364,6 +391,7 @@ async fn spawn_worker_processes(addr: SocketAddr, workers: usize) -> Result<Vec<
             .args(["--namespace", NAMESPACE, "--activity", "echo"])
             .args(["--concurrency", &WORKER_CAPACITY.to_string()])
             .args(["--identity", &format!("bench-worker-{index}")])
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null());
@@ -410,11 +438,16 @@ impl BenchReport {
     }
 }
 
-/// Runs `load` as a `lintel bench --workers 0` process against the node at `addr`.
+/// Runs `load` as a `lintel bench --workers 0` process against the node at `addr`, over TLS
+/// when `tls` is set.
 ///
 /// # Errors
 /// It failed or printed no report.
-async fn bench_process(addr: SocketAddr, load: &Load) -> Result<Sample, String> {
+async fn bench_process(
+    addr: SocketAddr,
+    load: &Load,
+    tls: Option<&TlsFiles>,
+) -> Result<Sample, String> {
     let seconds = load.duration.as_secs_f64();
     let mut command = tokio::process::Command::new(LINTEL_BIN);
     command
@@ -426,6 +459,7 @@ async fn bench_process(addr: SocketAddr, load: &Load) -> Result<Sample, String> 
         .args(["--duration", &seconds.to_string()])
         .args(["--count", &load.max_count.to_string()])
         .args(["--json", "-"])
+        .args(tls.map(TlsFiles::client_args).unwrap_or_default())
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null());
     let limit = load.duration + Duration::from_secs(60);
@@ -449,18 +483,34 @@ impl LintelChild {
     /// # Errors
     /// What failed, as text.
     pub async fn start(max_connections: usize) -> Result<Self, String> {
-        let [addr] = free_addrs()?;
-        Self::start_at(addr, max_connections, &[]).await
+        Self::start_with_args(max_connections, &[]).await
     }
 
-    /// Node `a` and node `b`, each started with the other as its `--peer`; both listening.
+    /// [`LintelChild::start`] with `extra` arguments to `lintel serve`.
     ///
     /// # Errors
     /// What failed, as text.
-    pub async fn start_peered_pair(max_connections: usize) -> Result<(Self, Self), String> {
+    pub async fn start_with_args(max_connections: usize, extra: &[String]) -> Result<Self, String> {
+        let [addr] = free_addrs()?;
+        Self::start_at(addr, max_connections, extra).await
+    }
+
+    /// Node `a` and node `b`, each started with the other as its `--peer` and with `extra`
+    /// arguments; both listening.
+    ///
+    /// # Errors
+    /// What failed, as text.
+    pub async fn start_peered_pair(
+        max_connections: usize,
+        extra: &[String],
+    ) -> Result<(Self, Self), String> {
         let [a_addr, b_addr] = free_addrs()?;
         let args = |id: &str, peer: SocketAddr| {
-            ["--node-id", id, "--peer", &peer.to_string()].map(str::to_owned)
+            let mut args = ["--node-id", id, "--peer", &peer.to_string()]
+                .map(str::to_owned)
+                .to_vec();
+            args.extend_from_slice(extra);
+            args
         };
         let b = Self::start_at(b_addr, max_connections, &args("b", a_addr)).await?;
         let a = Self::start_at(a_addr, max_connections, &args("a", b_addr)).await?;
@@ -580,8 +630,24 @@ pub async fn stop_workers(workers: &[WorkerHandle]) {
 /// # Errors
 /// The connect error, as text.
 pub async fn connect_client(addr: SocketAddr) -> Result<Client, String> {
+    connect_client_with(addr, None).await
+}
+
+/// A producer connection to `addr`, over TLS trusting `tls`'s CA when set.
+///
+/// # Errors
+/// The connect error, as text.
+async fn connect_client_with(addr: SocketAddr, tls: Option<&TlsFiles>) -> Result<Client, String> {
+    let tls = match tls {
+        Some(files) => Some(
+            lintel_client::ClientTls::from_files(&files.ca, None)
+                .map_err(|err| format!("cannot load the bench CA: {err}"))?,
+        ),
+        None => None,
+    };
     let config = ClientConfig {
         name: "vs-nats".into(),
+        tls,
         ..ClientConfig::default()
     };
     Client::connect(addr, config)

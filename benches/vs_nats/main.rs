@@ -39,6 +39,7 @@ mod process;
 mod report;
 mod scaling;
 mod systems;
+mod tls;
 mod topology;
 
 use std::path::{Path, PathBuf};
@@ -92,10 +93,16 @@ struct Args {
     /// Where results go [default: bench-results, or target/vs-nats-quick with --quick].
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Also run lintel with TLS between every piece and its node (`lintel-tls`, certificates
+    /// made for the run), interleaved with the rest; writes `vs-nats-tls.json` (or
+    /// `cross-node-tls.json`). Mode `all` only.
+    #[arg(long, conflicts_with = "scaling")]
+    tls: bool,
     /// Leave NATS out.
     #[arg(long)]
     no_nats: bool,
-    /// Measure only these systems (lintel, nats, floor); the others are recorded as null.
+    /// Measure only these systems (lintel, nats, floor, lintel-tls); the others are recorded as
+    /// null.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run only these scenarios of the grid, by name (`c256-w4-64B`).
@@ -128,6 +135,10 @@ fn main() -> ExitCode {
         eprintln!("vs_nats: --cross-node runs in mode all only");
         return ExitCode::FAILURE;
     }
+    if args.tls && args.mode != Mode::All {
+        eprintln!("vs_nats: --tls runs in mode all only");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -146,6 +157,17 @@ fn main() -> ExitCode {
         }
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tls = if args.tls {
+        match tls::TlsFiles::generate(&root.join("target/vs-nats-tls")) {
+            Ok(files) => Some(files),
+            Err(err) => {
+                eprintln!("vs_nats: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let out = args.out.clone().unwrap_or_else(|| {
         if args.quick {
             root.join("target/vs-nats-quick")
@@ -169,6 +191,7 @@ fn main() -> ExitCode {
             Topology::OneMiddle
         },
         launcher,
+        tls,
     };
     let nats_wanted = args.only.is_empty() || args.only.iter().any(|o| o == "nats");
     let server_bin = if args.no_nats || !nats_wanted {
@@ -226,12 +249,14 @@ fn describe_run(args: &Args, settings: &Settings) -> String {
 }
 
 /// `vs-nats.json` for the default mode, `vs-nats-<mode>.<ext>` for the others, so a run in
-/// another mode never replaces the all-separate results; `cross-node.<ext>` cross-node.
-fn result_file(out: &Path, mode: Mode, topology: Topology, ext: &str) -> PathBuf {
-    match (topology, mode) {
-        (Topology::CrossNode, _) => out.join(format!("cross-node.{ext}")),
-        (Topology::OneMiddle, Mode::All) => out.join(format!("vs-nats.{ext}")),
-        (Topology::OneMiddle, other) => out.join(format!("vs-nats-{}.{ext}", other.key())),
+/// another mode never replaces the all-separate results; `cross-node.<ext>` cross-node; a run
+/// with `--tls` adds `-tls` to the name.
+fn result_file(out: &Path, settings: &Settings, ext: &str) -> PathBuf {
+    let tls = if settings.tls.is_some() { "-tls" } else { "" };
+    match (settings.topology, settings.mode) {
+        (Topology::CrossNode, _) => out.join(format!("cross-node{tls}.{ext}")),
+        (Topology::OneMiddle, Mode::All) => out.join(format!("vs-nats{tls}.{ext}")),
+        (Topology::OneMiddle, other) => out.join(format!("vs-nats-{}{tls}.{ext}", other.key())),
     }
 }
 
@@ -253,9 +278,10 @@ async fn run_compare(
         }
         None => None,
     };
-    let kinds: Vec<Kind> = Kind::ALL
+    let kinds: Vec<Kind> = Kind::EVERY
         .into_iter()
         .filter(|k| *k != Kind::Nats || servers.is_some())
+        .filter(|k| *k != Kind::LintelTls || settings.tls.is_some())
         .filter(|k| settings.mode.runs(*k))
         .filter(|k| args.only.is_empty() || args.only.iter().any(|o| o == k.key()))
         .collect();
@@ -306,7 +332,7 @@ async fn run_compare(
     let mut outcomes = Vec::new();
     for (index, scenario) in scenarios.iter().enumerate() {
         let outcome = compare::run_scenario(scenario, &kinds, servers.as_ref(), settings).await;
-        let brief: Vec<String> = Kind::ALL
+        let brief: Vec<String> = Kind::EVERY
             .iter()
             .map(|&kind| match outcome.sample(kind) {
                 Some(s) => format!("{} {:.1}us {:.0}/s", kind.key(), s.p50_us, s.rps),
@@ -325,7 +351,7 @@ async fn run_compare(
     }
     let mut doc = report::to_json(machine.clone(), settings.mode, &outcomes);
     settings.topology.annotate(&mut doc);
-    let json_path = result_file(out, settings.mode, settings.topology, "json");
+    let json_path = result_file(out, settings, "json");
     report::write_json(&json_path, &doc)?;
     println!("\n{}", report::table(settings.mode, &outcomes));
     println!("topology {}", settings.topology.label());
@@ -334,7 +360,7 @@ async fn run_compare(
         // Two concurrencies make no curve; the table and the JSON say it all.
         return Ok(());
     }
-    let svg_path = result_file(out, settings.mode, settings.topology, "svg");
+    let svg_path = result_file(out, settings, "svg");
     let subtitle = format!(
         "{} cores, {}, kernel {}, {}, commit {}; {}",
         machine["cores"],

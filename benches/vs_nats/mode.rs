@@ -86,7 +86,7 @@ impl Mode {
     pub fn processes(self) -> serde_json::Value {
         use crate::kind::Kind;
         let mut out = serde_json::Map::new();
-        for kind in Kind::ALL {
+        for kind in Kind::EVERY {
             let value = if self.runs(kind) {
                 serde_json::json!({
                     "middle": self.middle_process(kind),
@@ -106,9 +106,9 @@ impl Mode {
         use crate::kind::Kind;
         match (kind, self.middle_own_process(), self) {
             (Kind::Nats, _, _) => "nats-server",
-            (Kind::Lintel, true, _) => "lintel serve",
+            (Kind::Lintel | Kind::LintelTls, true, _) => "lintel serve",
             (Kind::Floor, true, _) => "floor relay (vs_nats peer process)",
-            (Kind::Lintel, false, Mode::Embedded) => "harness: node and producer",
+            (Kind::Lintel | Kind::LintelTls, false, Mode::Embedded) => "harness: node and producer",
             (Kind::Floor, false, Mode::Embedded) => "harness: client, no relay",
             (_, false, _) => "harness: everything",
         }
@@ -117,7 +117,7 @@ impl Mode {
     fn workers_where(self, kind: crate::kind::Kind) -> &'static str {
         use crate::kind::Kind;
         match (kind, self.workers_own_processes()) {
-            (Kind::Lintel, true) => "one `lintel worker` process each",
+            (Kind::Lintel | Kind::LintelTls, true) => "one `lintel worker` process each",
             (Kind::Nats, true) => "one responder process each (vs_nats peer)",
             (Kind::Floor, true) => "one echo process each (vs_nats peer)",
             (_, false) => "harness",
@@ -127,11 +127,13 @@ impl Mode {
     fn producer_where(self, kind: crate::kind::Kind) -> &'static str {
         use crate::kind::Kind;
         match (kind, self.producer()) {
-            (Kind::Lintel, Producer::OwnProcess) => {
+            (Kind::Lintel | Kind::LintelTls, Producer::OwnProcess) => {
                 "`lintel bench --workers 0` process, one per round"
             }
             (_, Producer::OwnProcess) => "client process (vs_nats peer), one per round",
-            (Kind::Lintel, Producer::InMiddle) => "harness, through Node::dispatcher()",
+            (Kind::Lintel | Kind::LintelTls, Producer::InMiddle) => {
+                "harness, through Node::dispatcher()"
+            }
             (_, Producer::InMiddle) => "harness, dialling each echo process directly",
             (_, Producer::Harness) => "harness",
         }

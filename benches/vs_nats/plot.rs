@@ -17,6 +17,7 @@ fn colour(kind: Kind) -> RGBColor {
         Kind::Lintel => RGBColor(0xd6, 0x27, 0x28),
         Kind::Nats => RGBColor(0x1f, 0x77, 0xb4),
         Kind::Floor => RGBColor(0x55, 0x55, 0x55),
+        Kind::LintelTls => RGBColor(0xff, 0x7f, 0x0e),
     }
 }
 
@@ -47,7 +48,7 @@ pub fn draw(
     mode: Mode,
     subtitle: &str,
 ) -> Result<(), String> {
-    let all: Vec<(Kind, Vec<Point>)> = Kind::ALL
+    let all: Vec<(Kind, Vec<Point>)> = Kind::EVERY
         .iter()
         .map(|&kind| (kind, series(outcomes, kind, workers, payload)))
         .filter(|(_, points)| !points.is_empty())

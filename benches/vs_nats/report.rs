@@ -60,7 +60,7 @@ pub fn to_json(machine: Value, mode: Mode, outcomes: &[Outcome]) -> Value {
     let scenarios: Vec<Value> = outcomes
         .iter()
         .map(|outcome| {
-            let results: serde_json::Map<String, Value> = Kind::ALL
+            let results: serde_json::Map<String, Value> = Kind::EVERY
                 .iter()
                 .map(|kind| {
                     let measured = outcome.results.get(kind).and_then(Option::as_ref);

@@ -1,4 +1,4 @@
-//! The three systems behind one enum: set each up for a scenario in a [`Mode`], measure it,
+//! The systems behind one enum: set each up for a scenario in a [`Mode`], measure it,
 //! tear it down.
 
 use crate::floor::Floor;
@@ -8,6 +8,7 @@ use crate::measure::{Load, Sample};
 use crate::mode::Mode;
 use crate::nats::{Nats, NatsServers};
 use crate::process::Launcher;
+use crate::tls::TlsFiles;
 use crate::topology::Topology;
 
 /// One system set up for a scenario.
@@ -20,7 +21,7 @@ pub enum Running {
 impl Running {
     /// Sets up `kind` with `workers` echo workers, placed as `mode` and `topology` say; NATS
     /// needs running `servers` (two routed ones, cross-node); peer processes start through
-    /// `launcher`.
+    /// `launcher`; lintel over TLS needs `tls`.
     ///
     /// # Errors
     /// Why it could not be set up, as text.
@@ -31,11 +32,18 @@ impl Running {
         topology: Topology,
         servers: Option<&NatsServers>,
         launcher: &Launcher,
+        tls: Option<&TlsFiles>,
     ) -> Result<Self, String> {
         match kind {
             Kind::Lintel => Ok(Running::Lintel(
-                Lintel::start(workers, mode, topology).await?,
+                Lintel::start(workers, mode, topology, None).await?,
             )),
+            Kind::LintelTls => {
+                let tls = tls.ok_or("no TLS certificates were made for this run")?;
+                Ok(Running::Lintel(
+                    Lintel::start(workers, mode, topology, Some(tls)).await?,
+                ))
+            }
             Kind::Nats => {
                 let servers = servers.ok_or("nats-server is not available")?;
                 Ok(Running::Nats(

@@ -61,7 +61,7 @@ impl Topology {
     /// The processes whose CPU time is reported as `kind`'s middle, cross-node.
     fn cross_node_middles(kind: Kind) -> &'static str {
         match kind {
-            Kind::Lintel => {
+            Kind::Lintel | Kind::LintelTls => {
                 "two `lintel serve` processes peered with --peer: node a (the producer's) and \
                  node b (the workers'); CPU time of both"
             }
@@ -82,7 +82,7 @@ impl Topology {
         doc["topology"] = Value::from(self.key());
         doc["topology_label"] = Value::from(self.label());
         if self == Topology::CrossNode {
-            for kind in Kind::ALL {
+            for kind in Kind::EVERY {
                 let processes = &mut doc["processes"][kind.key()];
                 if processes.is_object() {
                     processes["middle"] = Value::from(Self::cross_node_middles(kind));
