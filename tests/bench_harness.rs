@@ -35,6 +35,8 @@ mod process;
 mod report;
 #[path = "../benches/vs_nats/systems.rs"]
 mod systems;
+#[path = "../benches/vs_nats/tls.rs"]
+mod tls;
 #[path = "../benches/vs_nats/topology.rs"]
 mod topology;
 
@@ -58,6 +60,7 @@ fn settings(mode: Mode, topology: Topology, runs: usize) -> Settings {
         mode,
         topology,
         launcher: process::Launcher::test_entry(PEER_ENTRY).expect("this test binary's path"),
+        tls: None,
     }
 }
 
@@ -364,4 +367,48 @@ async fn cross_node_puts_a_second_middle_between_producer_and_workers() {
         assert!(middle.starts_with("two "), "{}: {middle}", kind.key());
     }
     assert!(doc["scenarios"][0]["ratios"]["lintel_floor_p50"]["median"].is_number());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tls_lintel_over_tls_runs_beside_plaintext_lintel_and_their_ratio_is_reported() {
+    let dir = std::env::temp_dir().join(format!("lintel-bench-tls-{}", std::process::id()));
+    let files = tls::TlsFiles::generate(&dir).expect("certificates");
+    let settings = Settings {
+        tls: Some(files),
+        ..settings(Mode::All, Topology::OneMiddle, 2)
+    };
+    let scenario = Scenario {
+        concurrency: 4,
+        workers: 1,
+        payload_bytes: 64,
+    };
+    let kinds = [Kind::Lintel, Kind::LintelTls];
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        compare::run_scenario(&scenario, &kinds, None, &settings),
+    )
+    .await
+    .expect("the scenario finishes");
+    assert!(outcome.notes.is_empty(), "notes: {:?}", outcome.notes);
+    for kind in kinds {
+        let measured = outcome.results[&kind].as_ref().expect("a result");
+        assert_eq!(measured.rounds.len(), 2, "{kind:?}");
+        for round in &measured.rounds {
+            assert!(round.sample.completed > 0, "{kind:?}: {:?}", round.sample);
+            assert!(
+                round.sample.failures.is_empty(),
+                "{kind:?}: {:?}",
+                round.sample
+            );
+        }
+    }
+    let doc = report::to_json(
+        machine::describe("test", serde_json::json!({})),
+        Mode::All,
+        &[outcome],
+    );
+    assert!(doc["scenarios"][0]["results"]["lintel-tls"].is_object());
+    let ratio = &doc["scenarios"][0]["ratios"]["tls_plain_rps"];
+    assert_eq!(ratio["rounds"].as_array().map(Vec::len), Some(2), "{ratio}");
+    let _ = std::fs::remove_dir_all(dir);
 }

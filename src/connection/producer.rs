@@ -71,9 +71,7 @@ pub(super) async fn serve(
         }
         let queue_room = pressure.room;
         let room = queue_room && pressure.bytes.saturating_add(flights.held_input()) < budget;
-        let stalled_until = pressure
-            .full_since
-            .map(|since| Instant::from_std(since) + grace);
+        let stalled_until = pressure.full_since.map(|since| since + grace);
         let frame = tokio::select! {
             biased;
             () = &mut closing => {

@@ -6,7 +6,7 @@
 //! then every control frame, then bulk frames, so control frames overtake bulk ones only at
 //! a frame boundary. All of it lives under the outbound's one lock.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use bytes::{Buf, BytesMut};
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
