@@ -290,3 +290,46 @@ async fn a_producer_with_its_input_budget_in_flight_is_read_no_further_yet_stays
     assert_eq!(outcomes, [1, 2]);
     held.abort();
 }
+
+// Two threads, so a node loop that spun instead of ending could not starve the test's timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_gone_while_its_input_budget_is_in_flight_is_let_go_and_its_dispatch_cancelled()
+{
+    let node = TestNode::with_config(lintel::config::NodeConfig {
+        outbound_queue_bytes: 64 * 1024,
+        ping_interval_ms: 100,
+        ..lintel::config::NodeConfig::default()
+    })
+    .await;
+    let mut worker = RawWorker::start(node.addr, plain("ns", "act", 10, "held")).await;
+    let (mut producer, _pid) = RawClient::hello(node.addr, Role::Producer).await;
+    let input = lintel::wire::DispatchRequest {
+        input: Bytes::from(vec![7; 100 * 1024]),
+        ..request("ns", "act", "")
+    };
+    // Over the budget on its own: the node reads this producer no further while it runs.
+    producer.send(submit(1, input, None)).await;
+    let push = worker.next_push().await;
+    drop(producer);
+
+    // The node's next write to the gone producer fails; it must end the connection, and with
+    // it the dispatch, rather than wait on a budget that only an outcome could free.
+    within("the held push to be cancelled", async {
+        loop {
+            match worker.client.framed.next().await {
+                Some(Ok(Frame::Ping(ping))) => {
+                    worker
+                        .client
+                        .send(Frame::Pong(Pong { nonce: ping.nonce }))
+                        .await;
+                }
+                Some(Ok(Frame::Cancel(cancel))) => {
+                    assert_eq!(cancel.correlation, push.correlation);
+                    break;
+                }
+                other => panic!("the worker got {other:?} while holding its push"),
+            }
+        }
+    })
+    .await;
+}

@@ -63,6 +63,10 @@ pub(super) async fn serve(
     // read, so what it is owed stays bounded; deadlines and shutdown are still served.
     let close = loop {
         let pressure = outbound.pressure();
+        if pressure.closed {
+            // The socket is gone or going: nothing read now could be answered.
+            break Close::Quietly;
+        }
         if pressure.overflowed {
             break Close::slow_consumer(format!(
                 "outcomes owed passed {} bytes unread",

@@ -50,6 +50,8 @@ pub struct Pressure {
     pub full_since: Option<Instant>,
     /// [`super::Outbound::overflowed`].
     pub overflowed: bool,
+    /// A close was asked for or the writer has stopped: nothing more will be written.
+    pub closed: bool,
 }
 
 /// The lane a frame waits in; see the module docs.

@@ -345,6 +345,7 @@ impl Outbound {
             bytes: state.bytes(),
             full_since: state.full_since,
             overflowed: state.overflowed,
+            closed: state.closing || state.stopped,
         }
     }
 
