@@ -299,10 +299,8 @@ async fn long_run_of_faults() {
 
 /// A producer that submits 64 KiB echoes and never reads is closed by the node, another producer
 /// is served meanwhile, and the node's memory stays within its footprint plus one never-reader's
-/// allowance: what a connection is owed is bounded in bytes, not frames. On main the outcomes
-/// owed pile up past the frame-counted queue (peaks of 228 and 254 MiB measured).
+/// allowance: what a connection is owed is bounded in bytes, not frames.
 #[tokio::test]
-#[ignore = "needs byte-bounded queues"]
 async fn a_producer_that_never_reads_is_closed_as_a_slow_consumer() {
     let node = NodeProcess::start(&settings()).await;
     let _worker = start_worker(&node, LOAD_NAMESPACE, "w0").await;
