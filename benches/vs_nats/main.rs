@@ -334,6 +334,7 @@ async fn run_compare(
         let outcome = compare::run_scenario(scenario, &kinds, servers.as_ref(), settings).await;
         let brief: Vec<String> = Kind::EVERY
             .iter()
+            .filter(|kind| **kind != Kind::LintelTls || settings.tls.is_some())
             .map(|&kind| match outcome.sample(kind) {
                 Some(s) => format!("{} {:.1}us {:.0}/s", kind.key(), s.p50_us, s.rps),
                 None => format!("{} -", kind.key()),
