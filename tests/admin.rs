@@ -3,43 +3,11 @@
 
 mod support;
 
-use std::net::SocketAddr;
-
 use lintel::sdk::{handler_fn, DispatchOptions};
 use lintel::wire::{ActivityOutcome, DispatchRequest, DispatchResult};
 use lintel::NodeConfig;
 use prometheus_parse::{Scrape, Value};
-use support::{client, plain, request, sdk_worker, within, TestNode};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// GETs `path` from the admin listener: the status code and the body.
-async fn get(admin: SocketAddr, path: &str) -> (u16, String) {
-    within("an admin request", async {
-        // The node binds its admin listener as it starts serving: until then, connecting is
-        // refused, and the next attempt waits for the node's task to run.
-        let mut stream = loop {
-            match tokio::net::TcpStream::connect(admin).await {
-                Ok(stream) => break stream,
-                Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
-                    tokio::task::yield_now().await;
-                }
-                Err(err) => panic!("connect to the admin listener: {err}"),
-            }
-        };
-        let head = format!("GET {path} HTTP/1.1\r\nHost: lintel\r\nConnection: close\r\n\r\n");
-        stream.write_all(head.as_bytes()).await.expect("write");
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.expect("read");
-        let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
-        let code = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .expect("a status code");
-        (code, body.to_owned())
-    })
-    .await
-}
+use support::{admin_get as get, client, plain, request, sdk_worker, TestNode};
 
 fn sample(scrape: &Scrape, name: &str, label: Option<(&str, &str)>) -> Option<f64> {
     scrape

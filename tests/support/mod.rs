@@ -2,6 +2,7 @@
 //! peers, a counting notifier, and helpers to build frames and read dispatch results.
 //!
 //! # Layout
+//! - `admin`: [`admin_get`], a GET against a node's admin listener.
 //! - `node`: [`TestNode`], its notifier [`Events`], [`within`], the bound on every wait, and
 //!   node configs tests share.
 //! - `raw`: [`RawClient`], a client speaking frames, and [`next_frame`], the one way tests read
@@ -12,6 +13,7 @@
 //! - `cluster`: peered test nodes, waits on what a node knows of its peers, SDK workers.
 #![allow(dead_code, unreachable_pub)]
 
+mod admin;
 mod cluster;
 mod dispatch;
 pub mod faulty;
@@ -21,6 +23,8 @@ mod peers;
 mod raw;
 
 // Each test file is its own crate and uses a part of what follows.
+#[allow(unused_imports)]
+pub use admin::admin_get;
 #[allow(unused_imports)]
 pub use cluster::{client, cluster_config, sdk_worker, up, WELL_UNDER_TIMEOUT};
 #[allow(unused_imports)]

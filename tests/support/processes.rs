@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use lintel::wire::NodeStatus;
 use prometheus_parse::{Scrape, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStderr, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -138,23 +138,7 @@ impl NodeProcess {
 
     /// GETs `path` from the admin listener: the status code and the body.
     pub async fn get(&self, path: &str) -> (u16, String) {
-        within("an admin request", async {
-            let mut stream = tokio::net::TcpStream::connect(self.admin)
-                .await
-                .expect("connect to the admin listener");
-            let head = format!("GET {path} HTTP/1.1\r\nHost: lintel\r\nConnection: close\r\n\r\n");
-            stream.write_all(head.as_bytes()).await.expect("write");
-            let mut response = String::new();
-            stream.read_to_string(&mut response).await.expect("read");
-            let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
-            let code = head
-                .split_whitespace()
-                .nth(1)
-                .and_then(|code| code.parse().ok())
-                .expect("a status code");
-            (code, body.to_owned())
-        })
-        .await
+        crate::support::admin_get(self.admin, path).await
     }
 
     /// The node's status, from `/status`.

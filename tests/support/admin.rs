@@ -1,0 +1,36 @@
+//! A plain HTTP GET against a node's admin listener, as an operator's scraper would send it.
+
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::node::within;
+
+/// GETs `path` from the admin listener: the status code and the body.
+pub async fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
+    within("an admin request", async {
+        // The node binds its admin listener as it starts serving: until then, connecting is
+        // refused, and the next attempt waits for the node's task to run.
+        let mut stream = loop {
+            match tokio::net::TcpStream::connect(admin).await {
+                Ok(stream) => break stream,
+                Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    tokio::task::yield_now().await;
+                }
+                Err(err) => panic!("connect to the admin listener: {err}"),
+            }
+        };
+        let head = format!("GET {path} HTTP/1.1\r\nHost: lintel\r\nConnection: close\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+        let code = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .expect("a status code");
+        (code, body.to_owned())
+    })
+    .await
+}
