@@ -1,6 +1,8 @@
 //! The built binary's log and output hygiene: `serve` logs as text without ANSI escapes or as
 //! JSON lines, and one-shot clients print their result and nothing else.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{self, Receiver};
@@ -41,15 +43,7 @@ impl Served {
             .stderr(Stdio::piped())
             .spawn()
             .expect("lintel serve starts");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (send, rest) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rest = support::stderr_lines(&mut child);
         let mut served = Self {
             child,
             addr: String::new(),

@@ -1,11 +1,11 @@
 //! The README's config examples are configs the node accepts, key for key; the "Securing a
 //! node" example starts a TLS node that a worker and a producer with certificates use.
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use lintel::activities::BuiltIn;
@@ -153,15 +153,7 @@ impl Served {
             .stderr(Stdio::piped())
             .spawn()
             .expect("lintel serve starts");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (send, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = support::stderr_lines(&mut child);
         let deadline = Instant::now() + WAIT;
         let mut seen = Vec::new();
         let port = loop {

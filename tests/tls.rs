@@ -502,15 +502,7 @@ impl Served {
             .stderr(Stdio::piped())
             .spawn()
             .expect("lintel serve starts");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (send, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = support::stderr_lines(&mut child);
         Self {
             child,
             lines,

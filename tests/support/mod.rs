@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //! - `admin`: [`admin_get`], a GET against a node's admin listener.
+//! - `lines`: [`stderr_lines`], a child process's stderr line by line.
 //! - `node`: [`TestNode`], its notifier [`Events`], [`within`], the bound on every wait, and
 //!   node configs tests share.
 //! - `raw`: [`RawClient`], a client speaking frames, and [`next_frame`], the one way tests read
@@ -18,6 +19,7 @@ mod cluster;
 mod dispatch;
 pub mod faulty;
 mod frames;
+mod lines;
 mod node;
 mod peers;
 mod raw;
@@ -36,6 +38,8 @@ pub use frames::{
     hello, hello_at, on_node, plain, register, registration, reply_frame, request, request_in,
     response_to, submit, submit_timing_out,
 };
+#[allow(unused_imports)]
+pub use lines::stderr_lines;
 #[allow(unused_imports)]
 pub use node::{quiet_config, within, Events, TestNode, WAIT};
 #[allow(unused_imports)]
