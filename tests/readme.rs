@@ -16,7 +16,6 @@ use lintel::wire::{
     ActivityOutcome, DispatchRequest, DispatchResult, RefusalCode, RefusedReason, Register,
 };
 use lintel::NodeConfig;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 
 /// The bound on every wait.
 const WAIT: Duration = Duration::from_secs(20);
@@ -102,27 +101,16 @@ impl Drop for Scratch {
 
 /// Writes, with rcgen, the files the README's openssl commands make.
 fn rcgen_files(dir: &Scratch) {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "lintel-ca");
-    let ca_key = KeyPair::generate().unwrap();
-    let ca = params.self_signed(&ca_key).unwrap();
-    dir.write("ca.crt", &ca.pem());
+    let pki = support::Pki::new();
+    dir.write("ca.crt", &pki.ca_pem());
     for (name, san) in [
-        ("node", vec!["localhost", "127.0.0.1"]),
-        ("billing-worker", vec!["billing-worker"]),
-        ("billing-producer", vec!["billing-producer"]),
+        ("node", &["localhost", "127.0.0.1"][..]),
+        ("billing-worker", &["billing-worker"][..]),
+        ("billing-producer", &["billing-producer"][..]),
     ] {
-        let key = KeyPair::generate().unwrap();
-        let names: Vec<String> = san.into_iter().map(String::from).collect();
-        let cert = CertificateParams::new(names)
-            .unwrap()
-            .signed_by(&key, &ca, &ca_key)
-            .unwrap();
-        dir.write(&format!("{name}.crt"), &cert.pem());
-        dir.write(&format!("{name}.key"), &key.serialize_pem());
+        let leaf = pki.leaf(san);
+        dir.write(&format!("{name}.crt"), &leaf.cert);
+        dir.write(&format!("{name}.key"), &leaf.key);
     }
 }
 

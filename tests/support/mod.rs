@@ -6,6 +6,7 @@
 //! - `lines`: [`stderr_lines`], a child process's stderr line by line.
 //! - `node`: [`TestNode`], its notifier [`Events`], [`within`], the bound on every wait, and
 //!   node configs tests share.
+//! - `pki`: [`Pki`], a CA made for one test, and the [`Leaf`] certificates it signs.
 //! - `raw`: [`RawClient`], a client speaking frames, and [`next_frame`], the one way tests read
 //!   a frame past the node's pings.
 //! - `peers`: scripted peers over a [`RawClient`]: [`RawWorker`], [`AutoWorker`], producers.
@@ -22,6 +23,7 @@ mod frames;
 mod lines;
 mod node;
 mod peers;
+mod pki;
 mod raw;
 
 // Each test file is its own crate and uses a part of what follows.
@@ -44,5 +46,7 @@ pub use lines::stderr_lines;
 pub use node::{quiet_config, within, Events, TestNode, WAIT};
 #[allow(unused_imports)]
 pub use peers::{next_outcome, producer, small_window_worker, AutoWorker, RawWorker, Stats};
+#[allow(unused_imports)]
+pub use pki::{Leaf, Pki};
 #[allow(unused_imports)]
 pub use raw::{next_frame, small_window_client, RawClient};
