@@ -334,65 +334,6 @@ impl Dispatcher {
         Started::Ended
     }
 
-    /// Places a dispatch again after the peer it was relayed to ran nothing, within what is
-    /// left of its reply budget: somewhere free now (for the first few attempts), or back in
-    /// the wait while its wait for a worker lasts; ends it with `last` when neither is left.
-    fn place_again_now(
-        &self,
-        flight: &Arc<Flight>,
-        request: DispatchRequest,
-        routing: &NodeRouting,
-        attempt: Attempt,
-        last: (DispatchResult, Arc<str>),
-    ) {
-        let mut request = request;
-        for _ in 0..MAX_CLOSED_LINKS {
-            if flight.budget_left().is_zero() {
-                break;
-            }
-            // Noted before looking, as a first placement does.
-            let changes = self.mesh.changes().epoch();
-            let address = address_of(&request);
-            let placed = match self.place_now(address, routing, attempt) {
-                Some(placed) => placed,
-                None => {
-                    let Some(deadline) = attempt.wait_until.filter(|at| *at > Instant::now())
-                    else {
-                        break;
-                    };
-                    match self.registry.select_or_wait(address, routing) {
-                        Ok(reservation) => Placed::Local(reservation),
-                        Err(wait) => {
-                            let waiting = Box::new(Waiting {
-                                flight: Arc::clone(flight),
-                                request,
-                                routing: routing.clone(),
-                                wait,
-                                deadline,
-                                cancelled: flight.watch_cancel(),
-                                done: None,
-                                changes: Some(changes),
-                                scope: Scope::Cluster,
-                            });
-                            if let Some(me) = self.me.upgrade() {
-                                // The source still watches the reply deadline of the first
-                                // relay; this task only waits and places.
-                                tokio::spawn(async move { me.wait(waiting).await });
-                            }
-                            return;
-                        }
-                    }
-                }
-            };
-            match self.send(flight, request, placed, routing, attempt) {
-                Push::Queued | Push::Ended => return,
-                Push::Unsent(unsent) => request = *unsent,
-            }
-        }
-        let (result, peer) = last;
-        flight.relay_answered(result, peer);
-    }
-
     /// A slot free now, unless the dispatch already had its attempts in a row.
     fn place_now(
         &self,
@@ -767,6 +708,9 @@ impl Dispatcher {
 }
 
 impl PlaceAgain for Dispatcher {
+    /// Places a dispatch again after the peer it was relayed to ran nothing, within what is
+    /// left of its reply budget: somewhere free now (for the first few attempts), or back in
+    /// the wait while its wait for a worker lasts; ends it with `last` when neither is left.
     fn place_again(
         &self,
         flight: &Arc<Flight>,
@@ -775,7 +719,52 @@ impl PlaceAgain for Dispatcher {
         attempt: Attempt,
         last: (DispatchResult, Arc<str>),
     ) {
-        self.place_again_now(flight, request, routing, attempt, last);
+        let mut request = request;
+        for _ in 0..MAX_CLOSED_LINKS {
+            if flight.budget_left().is_zero() {
+                break;
+            }
+            // Noted before looking, as a first placement does.
+            let changes = self.mesh.changes().epoch();
+            let address = address_of(&request);
+            let placed = match self.place_now(address, routing, attempt) {
+                Some(placed) => placed,
+                None => {
+                    let Some(deadline) = attempt.wait_until.filter(|at| *at > Instant::now())
+                    else {
+                        break;
+                    };
+                    match self.registry.select_or_wait(address, routing) {
+                        Ok(reservation) => Placed::Local(reservation),
+                        Err(wait) => {
+                            let waiting = Box::new(Waiting {
+                                flight: Arc::clone(flight),
+                                request,
+                                routing: routing.clone(),
+                                wait,
+                                deadline,
+                                cancelled: flight.watch_cancel(),
+                                done: None,
+                                changes: Some(changes),
+                                scope: Scope::Cluster,
+                            });
+                            if let Some(me) = self.me.upgrade() {
+                                // The source still watches the reply deadline of the first
+                                // relay; this task only waits and places.
+                                tokio::spawn(async move { me.wait(waiting).await });
+                            }
+                            return;
+                        }
+                    }
+                }
+            };
+            match self.send(flight, request, placed, routing, attempt) {
+                Push::Queued | Push::Ended => return,
+                Push::Unsent(unsent) => request = *unsent,
+            }
+        }
+        let (result, peer) = last;
+        flight.relay_answered(result, peer);
     }
 }
 
