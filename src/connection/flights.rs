@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::auth::Grant;
 use crate::dispatch::{Caller, DispatchOptions, Dispatcher, Flight, Sink, Started, Tag};
+use crate::idmap::KeyedMap;
 use crate::registry::WorkerId;
 use lintel_client::transport::{Outbound, SendError};
 
@@ -62,7 +63,8 @@ pub(super) struct Flights {
 
 #[derive(Default)]
 struct Table {
-    flights: HashMap<u64, Tracked>,
+    /// Keyed by the producer's own correlation ids.
+    flights: KeyedMap<u64, Tracked>,
     /// `(deadline, correlation, ticket)` of pushed submissions, earliest first; entries of
     /// ended ones are skipped when met.
     deadlines: BinaryHeap<Reverse<(Instant, u64, u64)>>,

@@ -24,7 +24,7 @@ use super::departures::Departures;
 use super::selection::{census, compatible, eligible, NodeFilter, Tiers};
 use super::waiters::{WaitKey, Waiters};
 use super::worker::{WorkerCell, WorkerId};
-use crate::idmap::IdMap;
+use crate::idmap::{IdMap, KeyedMap};
 use crate::link::WorkerLink;
 use crate::signal::Signal;
 
@@ -43,14 +43,14 @@ pub struct Address<'a> {
 struct Pool {
     members: Vec<Arc<WorkerCell>>,
     /// Round-robin position per activity type, shared by pinned and unpinned lookups.
-    cursors: HashMap<String, usize>,
+    cursors: KeyedMap<String, usize>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     workers: IdMap<WorkerId, Arc<WorkerCell>>,
     /// namespace -> task queue -> pool; nested so look-ups borrow `&str`.
-    pools: HashMap<String, HashMap<String, Pool>>,
+    pools: KeyedMap<String, KeyedMap<String, Pool>>,
     departures: Departures,
     waiters: Waiters<Reservation>,
     draining: bool,
@@ -312,7 +312,7 @@ impl Registry {
         let cursors = state
             .pools
             .values()
-            .flat_map(HashMap::values)
+            .flat_map(KeyedMap::values)
             .map(|pool| pool.cursors.len())
             .sum();
         (cursors, state.departures.len())
