@@ -426,7 +426,7 @@ impl Answer {
                 let served_by = served_by.unwrap_or_else(|| Arc::clone(node_id));
                 Frame::ServedOutcome(ServedOutcome {
                     correlation,
-                    served_by: served_by.to_string(),
+                    served_by: String::from(&*served_by),
                     result,
                 })
             }
