@@ -2,13 +2,16 @@
 //! are dialled, and the shutdown signals. It sits below the connection roles, which read it and
 //! never own it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Waker};
 
 use lintel_client::transport::Dialer;
 use lintel_wire::{ClusterStatusReport, NodeStatus};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tokio_util::task::TaskTracker;
 
 use crate::config::NodeConfig;
@@ -126,5 +129,51 @@ pub(crate) struct OpenConnection(Arc<Shared>);
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Resolves once `token` is cancelled, for a loop that polls it on every turn: once registered
+/// with the polling task it only reads the token's state, and registers again only when the
+/// task's waker changes. Cancel-safe; made once per loop, not per turn.
+pub(crate) struct Fired<'a> {
+    token: &'a CancellationToken,
+    /// Boxed so the wait stays put while `Fired` moves; one allocation per loop.
+    wait: Pin<Box<WaitForCancellationFuture<'a>>>,
+    /// The waker the wait is registered with.
+    registered: Option<Waker>,
+}
+
+impl<'a> Fired<'a> {
+    pub(crate) fn new(token: &'a CancellationToken) -> Self {
+        Self {
+            token,
+            wait: Box::pin(token.cancelled()),
+            registered: None,
+        }
+    }
+}
+
+impl Future for Fired<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        if this
+            .registered
+            .as_ref()
+            .is_some_and(|waker| waker.will_wake(cx.waker()))
+        {
+            // This task is woken by the cancel already: only the state needs reading.
+            return if this.token.is_cancelled() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
+        }
+        let polled = this.wait.as_mut().poll(cx);
+        if polled.is_pending() {
+            this.registered = Some(cx.waker().clone());
+        }
+        polled
     }
 }

@@ -12,7 +12,7 @@ use super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
 use super::liveness::{ticker, Liveness};
 use super::report;
 use crate::auth::Grant;
-use crate::shared::Shared;
+use crate::shared::{Fired, Shared};
 use lintel_client::transport::{FrameReader, Outbound, SendError};
 
 /// Sleeps until `at`; never wakes without one.
@@ -54,9 +54,9 @@ pub(super) async fn serve(
     tokio::pin!(timer_sleep);
     let mut ticks = ticker(shared.config.ping_interval());
     let mut liveness = Liveness::new(shared.config.max_missed_pings);
-    // Made once, not per turn of the loop: the token wait registers with its token once.
-    let closing = shared.closing.cancelled();
-    tokio::pin!(closing);
+    // Made once, not per turn of the loop: the token wait registers with its token once, and
+    // later turns only read the token's state.
+    let mut closing = Fired::new(&shared.closing);
     // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep, an interval
     // tick, a wait for room and a notification lose nothing. While the producer's queue, or
     // its queue plus the inputs of its dispatches in flight, is at its bound nothing more is

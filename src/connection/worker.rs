@@ -19,7 +19,7 @@ use super::liveness::{ticker, Liveness};
 use crate::auth::Grant;
 use crate::link::{ReplyFate, WorkerLink};
 use crate::notifier::Registered;
-use crate::shared::Shared;
+use crate::shared::{Fired, Shared};
 use lintel_client::transport::{FrameReader, Outbound};
 
 /// Runs the worker role until the connection should close.
@@ -42,10 +42,10 @@ pub(super) async fn serve(
     let period = shared.config.ping_interval();
     let mut ping = ticker(period);
     let mut drain_sent = false;
-    // Made once, not per turn of the loop: each token wait registers with its token once.
-    let draining = shared.draining.cancelled();
-    let closing = shared.closing.cancelled();
-    tokio::pin!(draining, closing);
+    // Made once, not per turn of the loop: each token wait registers with its token once, and
+    // later turns only read the token's state.
+    let mut draining = Fired::new(&shared.draining);
+    let mut closing = Fired::new(&shared.closing);
     // Every branch is cancel-safe: `FramedRead::next`, `Interval::tick` and token waits
     // lose nothing when another branch wins. Biased so that when drain and close start
     // together the `Drain` still goes out first, and a flooding peer cannot starve shutdown.
