@@ -9,6 +9,8 @@ use tokio::sync::Notify;
 #[derive(Debug, Default)]
 pub(crate) struct Activity {
     count: AtomicUsize,
+    /// Callers inside [`Activity::idle`]: the last guard to drop wakes only when there are any.
+    waiting: AtomicUsize,
     idle: Notify,
 }
 
@@ -29,15 +31,28 @@ impl Activity {
 
     /// Resolves once nothing is in progress.
     pub(crate) async fn idle(&self) {
+        // Counted before the count is read (both `SeqCst`), so a guard that drops the count to
+        // zero after that read sees this waiter and wakes it.
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _left = Waiting(&self.waiting);
         loop {
             let notified = self.idle.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.count() == 0 {
+            if self.count.load(Ordering::SeqCst) == 0 {
                 return;
             }
             notified.await;
         }
+    }
+}
+
+/// One caller inside [`Activity::idle`], uncounted when it leaves, even by being dropped.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -58,7 +73,8 @@ impl Active {
 
 impl Drop for Active {
     fn drop(&mut self) {
-        if self.activity.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let last = self.activity.count.fetch_sub(1, Ordering::SeqCst) == 1;
+        if last && self.activity.waiting.load(Ordering::SeqCst) > 0 {
             self.activity.idle.notify_waiters();
         }
     }

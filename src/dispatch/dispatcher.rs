@@ -10,6 +10,7 @@
 //! usable slot, which the dispatch is relayed to. A relayed dispatch is served locally only.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -72,6 +73,9 @@ pub struct Dispatcher {
     placement: Placement,
     counters: Arc<DispatchCounters>,
     limits: DispatchLimits,
+    /// Set by [`Dispatcher::drain`]; admission reads it as a plain flag.
+    drained: AtomicBool,
+    /// Cancelled by [`Dispatcher::drain`], for dispatches waiting for a worker.
     draining: CancellationToken,
     activity: Arc<Activity>,
     /// Itself, for relays that place their dispatch again.
@@ -125,6 +129,7 @@ impl Dispatcher {
             placement,
             counters: Arc::new(DispatchCounters::default()),
             limits,
+            drained: AtomicBool::new(false),
             draining: CancellationToken::new(),
             activity: Arc::default(),
             me: me.clone(),
@@ -154,12 +159,13 @@ impl Dispatcher {
     /// Stops taking work: workers leave selection, waiting and new dispatches end as draining.
     pub fn drain(&self) {
         self.registry.drain();
+        self.drained.store(true, Ordering::Release);
         self.draining.cancel();
     }
 
     /// True once [`Dispatcher::drain`] was called.
     pub fn is_draining(&self) -> bool {
-        self.draining.is_cancelled()
+        self.drained.load(Ordering::Acquire)
     }
 
     /// Dispatches without an outcome yet.
