@@ -289,7 +289,7 @@ impl Dispatcher {
             flight.finish(result);
             return Started::Ended;
         }
-        let deadline = options.wait_for_worker.map(|wait| Instant::now() + wait);
+        let deadline = options.wait_for_worker.map(|wait| flight.started() + wait);
         // Subscribed before looking, so a remote slot announced meanwhile is not missed.
         let mut changes = deadline
             .filter(|_| scope == Scope::Cluster)

@@ -154,6 +154,11 @@ impl Flight {
         self.reply_timeout
     }
 
+    /// When the dispatch was admitted.
+    pub(super) fn started(&self) -> Instant {
+        self.started
+    }
+
     /// What is left of the reply budget, which counts from the first push or relay.
     pub(super) fn budget_left(&self) -> Duration {
         match self.state().first_pushed {
