@@ -116,9 +116,9 @@ impl FrameReader {
         let room = self.buf.capacity() - self.buf.len();
         let polled = tokio_util::io::poll_read_buf(Pin::new(&mut self.socket), cx, &mut self.buf);
         let Poll::Ready(read) = polled else {
-            // Waiting with nothing buffered: room grown for large frames is let go, so a
-            // connection that once carried one does not keep it while it idles.
-            if self.buf.is_empty() && self.buf.capacity() > SHRINK_FACTOR * MAX_READ {
+            // Waiting with nothing buffered: the room is let go, so an idle connection holds
+            // no read buffer; a busy one takes it back with its next read.
+            if self.buf.is_empty() {
                 self.buf = BytesMut::new();
             }
             return Poll::Pending;
@@ -267,6 +267,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_reader_waiting_with_nothing_buffered_holds_no_read_buffer() {
+        let (mut reader, mut peer) = pair().await;
+        peer.write_all(&pings(7, 1)).await.unwrap();
+        assert_eq!(
+            reader.next().await.unwrap().unwrap(),
+            Frame::Ping(Ping { nonce: 7 })
+        );
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(50), reader.next()).await;
+        assert!(waited.is_err());
+        assert_eq!(
+            reader.buf.capacity(),
+            0,
+            "an idle connection keeps no read room"
+        );
+        peer.write_all(&pings(8, 1)).await.unwrap();
+        assert_eq!(
+            reader.next().await.unwrap().unwrap(),
+            Frame::Ping(Ping { nonce: 8 })
+        );
+    }
+
+    #[tokio::test]
     async fn room_for_large_frames_is_kept_while_they_come_and_let_go_when_the_reader_waits() {
         let (mut reader, mut peer) = pair().await;
         let frame = Frame::Ping(Ping { nonce: 1 });
@@ -286,7 +309,7 @@ mod tests {
         let waited =
             tokio::time::timeout(std::time::Duration::from_millis(50), reader.next()).await;
         assert!(waited.is_err());
-        assert!(reader.buf.capacity() <= SHRINK_FACTOR * MAX_READ);
+        assert_eq!(reader.buf.capacity(), 0);
         peer.write_all(&pings(1, 1)).await.unwrap();
         assert_eq!(reader.next().await.unwrap().unwrap(), frame);
     }
