@@ -33,19 +33,22 @@ pub struct Remote {
     dialler: Arc<str>,
     pub link: PeerLink,
     view: Mutex<View>,
-    /// Fires when this link lost to another one for the same peer.
+    /// Fires when this link lost to another one for the same peer, or when the token it was
+    /// made under (the node's shutdown) fires.
     pub evicted: CancellationToken,
     received: AtomicU64,
 }
 
 impl Remote {
-    /// A peer reached over `link`, dialled by node `dialler`.
+    /// A peer reached over `link`, dialled by node `dialler`; its `evicted` token is a child
+    /// of `closing`, so one wait hears both.
     pub fn new(
         node_id: Arc<str>,
         incarnation: u64,
         address: String,
         dialler: Arc<str>,
         link: PeerLink,
+        closing: &CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Self {
             node_id,
@@ -54,7 +57,7 @@ impl Remote {
             dialler,
             link,
             view: Mutex::new(View::default()),
-            evicted: CancellationToken::new(),
+            evicted: closing.child_token(),
             received: AtomicU64::new(0),
         })
     }
