@@ -30,6 +30,14 @@ impl Signal {
         }
     }
 
+    /// Resolves to the epoch now once a change happened after epoch `seen`; owning its epoch,
+    /// it can be kept pinned across turns of a loop, registered as a waiter once. Cancel-safe.
+    pub async fn after(&self, seen: u64) -> u64 {
+        let mut seen = seen;
+        self.changed(&mut seen).await;
+        seen
+    }
+
     /// Resolves once a change happened after epoch `seen`, and moves `seen` to the epoch now.
     /// Cancel-safe: nothing changes until it resolves.
     pub async fn changed(&self, seen: &mut u64) {

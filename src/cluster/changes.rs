@@ -30,6 +30,12 @@ impl Changes {
         }
     }
 
+    /// The counter and the epoch this subscription saw, for a wait kept across turns of a
+    /// loop with [`Signal::after`].
+    pub(crate) fn into_parts(self) -> (Arc<Signal>, u64) {
+        (self.signal, self.seen)
+    }
+
     /// Resolves once the counter changed after the last change this subscription saw.
     /// Cancel-safe: a change that lands while another branch wins is seen by the next call.
     ///

@@ -1,7 +1,8 @@
 //! The mesh: the peers this node has a link to, what each announced, and who else is known.
 //!
-//! Placement reads it to find a peer with a usable slot and charges the relay there under that
-//! peer's lock, so concurrent dispatches never charge past what a peer announced. Every change
+//! Placement reads it to find a peer with a usable slot and charges the relay there under the
+//! mesh's and that peer's locks, so concurrent dispatches never charge past what a peer
+//! announced. Locks are taken mesh first, then a peer's view, never the other way. Every change
 //! that can make a remote slot usable (a presence frame, a peer joining) bumps one counter that
 //! waiting dispatches subscribe to before they look.
 
@@ -13,7 +14,7 @@ use lintel_wire::{Census, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, P
 use tokio_util::sync::CancellationToken;
 
 use super::changes::Changes;
-use super::view::{pick_weighted, GroupKey, PresenceError, View};
+use super::view::{draw, Charge, PresenceError, View};
 use crate::link::PeerLink;
 use crate::registry::{Address, NodeFilter};
 use crate::signal::Signal;
@@ -32,19 +33,22 @@ pub struct Remote {
     dialler: Arc<str>,
     pub link: PeerLink,
     view: Mutex<View>,
-    /// Fires when this link lost to another one for the same peer.
+    /// Fires when this link lost to another one for the same peer, or when the token it was
+    /// made under (the node's shutdown) fires.
     pub evicted: CancellationToken,
     received: AtomicU64,
 }
 
 impl Remote {
-    /// A peer reached over `link`, dialled by node `dialler`.
+    /// A peer reached over `link`, dialled by node `dialler`; its `evicted` token is a child
+    /// of `closing`, so one wait hears both.
     pub fn new(
         node_id: Arc<str>,
         incarnation: u64,
         address: String,
         dialler: Arc<str>,
         link: PeerLink,
+        closing: &CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Self {
             node_id,
@@ -53,7 +57,7 @@ impl Remote {
             dialler,
             link,
             view: Mutex::new(View::default()),
-            evicted: CancellationToken::new(),
+            evicted: closing.child_token(),
             received: AtomicU64::new(0),
         })
     }
@@ -273,48 +277,52 @@ impl Mesh {
         self.changes.touch();
     }
 
-    fn remotes(&self) -> Vec<Arc<Remote>> {
-        self.lock().remotes.values().cloned().collect()
-    }
-
     /// True when no peer link is up; placement then skips the mesh entirely.
     pub fn is_empty(&self) -> bool {
         self.linked.load(Ordering::Acquire) == 0
     }
 
     /// Charges one relay to a peer with a usable slot for `address` under `filter`, chosen
-    /// weighted by usable slots.
+    /// weighted by usable slots across every peer's groups.
+    ///
+    /// Holds the mesh's lock across both looks, so no other dispatch charges in between; a
+    /// presence frame that shrank a peer's slots meanwhile makes it look again.
     pub(crate) fn reserve(
         &self,
         address: Address<'_>,
         filter: NodeFilter<'_>,
     ) -> Option<RemoteSlot> {
-        let mut candidates: Vec<(Arc<Remote>, u32)> = self
-            .remotes()
-            .into_iter()
-            .filter(|remote| !remote.link.is_closed() && !remote.link.is_busy())
-            .map(|remote| {
-                let usable = remote.view().usable_slots(address, filter);
-                (remote, usable)
-            })
-            .filter(|(_, usable)| *usable > 0)
-            .collect();
-        while !candidates.is_empty() {
-            let weighted = candidates
-                .iter()
-                .enumerate()
-                .map(|(index, (_, usable))| (index, *usable))
-                .collect();
-            let index = pick_weighted(weighted)?;
-            let (remote, _) = candidates.swap_remove(index);
-            // Charged under the peer's lock: a slot another dispatch took meanwhile is skipped.
-            let key = remote.view().charge(address, filter);
-            if let Some(key) = key {
-                return Some(RemoteSlot {
-                    remote,
-                    key,
-                    changes: Arc::clone(&self.changes),
-                });
+        let state = self.lock();
+        let open = || {
+            state
+                .remotes
+                .values()
+                .filter(|remote| remote.link.is_open() && !remote.link.is_busy())
+        };
+        let mut peers = open();
+        if let (Some(only), None) = (peers.next(), peers.next()) {
+            // One peer: one look at its view draws and charges.
+            let charge = only.view().charge(address, filter)?;
+            return Some(RemoteSlot {
+                remote: Arc::clone(only),
+                charge,
+                changes: Arc::clone(&self.changes),
+            });
+        }
+        for _ in 0..=state.remotes.len() {
+            let total = open()
+                .map(|remote| u64::from(remote.view().usable_slots(address, filter)))
+                .sum();
+            let mut at = draw(total)?;
+            for remote in open() {
+                // Charged under the peer's lock: the draw walks the slots still usable there.
+                if let Some(charge) = remote.view().charge_at(address, filter, &mut at) {
+                    return Some(RemoteSlot {
+                        remote: Arc::clone(remote),
+                        charge,
+                        changes: Arc::clone(&self.changes),
+                    });
+                }
             }
         }
         None
@@ -322,8 +330,9 @@ impl Mesh {
 
     /// Usable remote slots for `address` under `filter`, across every peer.
     pub(crate) fn usable_slots(&self, address: Address<'_>, filter: NodeFilter<'_>) -> u32 {
-        self.remotes()
-            .iter()
+        self.lock()
+            .remotes
+            .values()
             .map(|remote| remote.view().usable_slots(address, filter))
             .fold(0, u32::saturating_add)
     }
@@ -335,7 +344,7 @@ impl Mesh {
         address: Address<'_>,
         filter: NodeFilter<'_>,
     ) {
-        for remote in self.remotes() {
+        for remote in self.lock().remotes.values() {
             remote.view().count_into(census, address, filter);
         }
     }
@@ -376,7 +385,10 @@ impl Mesh {
 
     /// True when every linked peer's whole presence has arrived.
     pub fn synced(&self) -> bool {
-        self.remotes().iter().all(|remote| remote.view().synced)
+        self.lock()
+            .remotes
+            .values()
+            .all(|remote| remote.view().synced)
     }
 }
 
@@ -384,7 +396,7 @@ impl Mesh {
 #[derive(Debug)]
 pub struct RemoteSlot {
     remote: Arc<Remote>,
-    key: GroupKey,
+    charge: Charge,
     changes: Arc<Signal>,
 }
 
@@ -397,7 +409,7 @@ impl RemoteSlot {
     /// The routing the relay carries: the charged group's node label when it has one, so the
     /// peer serves from the group that was charged; otherwise the tier's filter.
     pub(crate) fn routing(&self, filter: NodeFilter<'_>) -> NodeRouting {
-        match (&self.key.node, filter) {
+        match (&self.charge.node, filter) {
             (Some(node), _) => NodeRouting::Pin(node.clone()),
             (None, NodeFilter::Any) => NodeRouting::Any,
             (None, NodeFilter::One(node)) => NodeRouting::Pin(node.to_owned()),
@@ -408,7 +420,7 @@ impl RemoteSlot {
 
 impl Drop for RemoteSlot {
     fn drop(&mut self) {
-        self.remote.view().uncharge(&self.key);
+        self.charge.release();
         // The peer's announced free slots do not change when our own relay ends, so this is
         // the only wake a waiting dispatch gets for the slot.
         self.changes.touch();

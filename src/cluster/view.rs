@@ -7,6 +7,8 @@
 //! charges with it, and the peer's authoritative refusal covers the rest.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use lintel_wire::channel::parse_channel_name;
 use lintel_wire::{Census, PoolPresence, Presence, PresenceGroup};
@@ -31,25 +33,39 @@ pub enum PresenceError {
     },
 }
 
-/// A group's key: pool, activity type and worker node label.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct GroupKey {
-    pub(crate) namespace: String,
-    pub(crate) task_queue: String,
-    pub(crate) activity_type: String,
+/// One relay charged to a group; [`Charge::release`] takes it back, once.
+///
+/// It holds the group's counter itself, so taking it back needs neither the view's lock nor
+/// a lookup; a group the peer stopped announcing took its charges with it.
+#[derive(Debug)]
+pub(crate) struct Charge {
+    charged: Arc<AtomicU32>,
+    /// The charged group's worker node label.
     pub(crate) node: Option<String>,
+}
+
+impl Charge {
+    /// Takes the relay back from its group's count; call once.
+    pub(crate) fn release(&self) {
+        // Never below zero: `fetch_update` with a checked subtraction stops at it.
+        let _ = self
+            .charged
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
 }
 
 #[derive(Debug)]
 struct Group {
     announced: PresenceGroup,
-    /// Relays sent to this group and not answered.
-    charged: u32,
+    /// Relays sent to this group and not answered; shared with their [`Charge`]s. Raised
+    /// only under the view's lock, so a charge never passes what was announced free.
+    charged: Arc<AtomicU32>,
 }
 
 impl Group {
     fn usable(&self) -> u32 {
-        self.announced.free.saturating_sub(self.charged)
+        let charged = self.charged.load(Ordering::Acquire);
+        self.announced.free.saturating_sub(charged)
     }
 
     fn is(&self, activity: &str, node: Option<&str>) -> bool {
@@ -131,7 +147,7 @@ impl View {
                                 old.is(&announced.activity_type, announced.node.as_deref())
                             })
                         })
-                        .map_or(0, |old| old.charged);
+                        .map_or_else(Arc::default, |old| Arc::clone(&old.charged));
                     Group { announced, charged }
                 })
                 .collect();
@@ -155,12 +171,6 @@ impl View {
             .get(normalize_task_queue(address.task_queue))
     }
 
-    fn pool_mut(&mut self, namespace: &str, task_queue: &str) -> Option<&mut Pool> {
-        self.pools
-            .get_mut(namespace)?
-            .get_mut(normalize_task_queue(task_queue))
-    }
-
     /// Slots usable for `address` under `filter`: announced free less relays charged.
     pub(crate) fn usable_slots(&self, address: Address<'_>, filter: NodeFilter<'_>) -> u32 {
         if self.draining {
@@ -175,47 +185,41 @@ impl View {
             .fold(0, u32::saturating_add)
     }
 
+    /// One step of a weighted choice over slots: when `*at` falls inside this peer's usable
+    /// slots, charges the group it falls on; otherwise takes those slots off `*at` and
+    /// returns `None`.
+    pub(crate) fn charge_at(
+        &mut self,
+        address: Address<'_>,
+        filter: NodeFilter<'_>,
+        at: &mut u64,
+    ) -> Option<Charge> {
+        if self.draining {
+            return None;
+        }
+        let groups = self.pool(address).map(|pool| pool.groups.as_slice());
+        charge_in(groups.unwrap_or_default(), address, filter, at)
+    }
+
     /// Charges one relay to a group with a usable slot, chosen weighted by usable slots;
     /// `None` when no group has one.
     pub(crate) fn charge(
         &mut self,
         address: Address<'_>,
         filter: NodeFilter<'_>,
-    ) -> Option<GroupKey> {
+    ) -> Option<Charge> {
         if self.draining {
             return None;
         }
-        let pool = self.pool_mut(address.namespace, address.task_queue)?;
-        let usable: Vec<(usize, u32)> = pool
-            .groups
+        let groups = self.pool(address).map(|pool| pool.groups.as_slice());
+        let groups = groups.unwrap_or_default();
+        let total = groups
             .iter()
-            .enumerate()
-            .filter(|(_, group)| matches(group, address, filter))
-            .map(|(index, group)| (index, group.usable()))
-            .filter(|(_, usable)| *usable > 0)
-            .collect();
-        let group = pool.groups.get_mut(pick_weighted(usable)?)?;
-        group.charged += 1;
-        Some(GroupKey {
-            namespace: address.namespace.to_owned(),
-            task_queue: normalize_task_queue(address.task_queue).to_owned(),
-            activity_type: address.activity_type.to_owned(),
-            node: group.announced.node.clone(),
-        })
-    }
-
-    /// Takes back a charge made by [`View::charge`], if its group is still announced.
-    pub(crate) fn uncharge(&mut self, key: &GroupKey) {
-        let group = self
-            .pool_mut(&key.namespace, &key.task_queue)
-            .and_then(|pool| {
-                pool.groups
-                    .iter_mut()
-                    .find(|group| group.is(&key.activity_type, key.node.as_deref()))
-            });
-        if let Some(group) = group {
-            group.charged = group.charged.saturating_sub(1);
-        }
+            .filter(|group| matches(group, address, filter))
+            .map(|group| u64::from(group.usable()))
+            .sum();
+        let mut at = draw(total)?;
+        charge_in(groups, address, filter, &mut at)
     }
 
     /// Adds this peer's workers for `address` under `filter` to `census`.
@@ -262,26 +266,39 @@ impl View {
     }
 }
 
+/// Charges the group among `groups` that `*at` falls on, weighing each by its usable slots;
+/// otherwise takes all their usable slots off `*at`.
+fn charge_in(
+    groups: &[Group],
+    address: Address<'_>,
+    filter: NodeFilter<'_>,
+    at: &mut u64,
+) -> Option<Charge> {
+    for group in groups {
+        if !matches(group, address, filter) {
+            continue;
+        }
+        let usable = u64::from(group.usable());
+        if *at < usable {
+            group.charged.fetch_add(1, Ordering::AcqRel);
+            return Some(Charge {
+                charged: Arc::clone(&group.charged),
+                node: group.announced.node.clone(),
+            });
+        }
+        *at -= usable;
+    }
+    None
+}
+
 fn matches(group: &Group, address: Address<'_>, filter: NodeFilter<'_>) -> bool {
     group.announced.activity_type == address.activity_type
         && filter.allows(group.announced.node.as_deref())
 }
 
-/// Picks one item with probability proportional to its weight.
-pub(crate) fn pick_weighted<T>(items: Vec<(T, u32)>) -> Option<T> {
-    let total: u64 = items.iter().map(|(_, weight)| u64::from(*weight)).sum();
-    if total == 0 {
-        return None;
-    }
-    let mut at = fastrand::u64(0..total);
-    for (item, weight) in items {
-        let weight = u64::from(weight);
-        if at < weight {
-            return Some(item);
-        }
-        at -= weight;
-    }
-    None
+/// A point drawn uniformly from `0..total`, for a weighted choice; `None` when `total` is 0.
+pub(crate) fn draw(total: u64) -> Option<u64> {
+    (total > 0).then(|| fastrand::u64(0..total))
 }
 
 #[cfg(test)]
@@ -339,7 +356,7 @@ mod tests {
             .collect();
         assert!(view.charge(address("echo"), NodeFilter::Any).is_none());
         assert_eq!(view.usable_slots(address("echo"), NodeFilter::Any), 0);
-        view.uncharge(&keys[0]);
+        keys[0].release();
         assert_eq!(view.usable_slots(address("echo"), NodeFilter::Any), 1);
     }
 

@@ -59,11 +59,13 @@ fn nothing_ran(result: &DispatchResult) -> bool {
 
 impl RelayEntry for Relayed {
     fn answered(&self, result: DispatchResult) {
-        let may_wait = self
-            .attempt
-            .wait_until
-            .is_some_and(|until| until > Instant::now());
-        if nothing_ran(&result) && (self.attempt.number < MAX_RELAY_ATTEMPTS || may_wait) {
+        // The clock is read only for an outcome that may be placed again.
+        let may_wait = || {
+            self.attempt
+                .wait_until
+                .is_some_and(|until| until > Instant::now())
+        };
+        if nothing_ran(&result) && (self.attempt.number < MAX_RELAY_ATTEMPTS || may_wait()) {
             if let Some(dispatcher) = self.dispatcher.upgrade() {
                 if self.flight.unpush() {
                     let next = Attempt {

@@ -5,7 +5,7 @@
 //! relay ended here keeps its entry until the peer's outcome for it arrives or the link
 //! closes, so the capacity it was charged against stays charged while it may still run.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -48,6 +48,8 @@ struct Inner {
     node_id: Arc<str>,
     outbound: Outbound,
     table: Mutex<Table>,
+    /// Mirrors `Table::closed` for placement, which reads it without the table's lock.
+    closed: AtomicBool,
     sent: AtomicU64,
 }
 
@@ -73,6 +75,7 @@ impl PeerLink {
                 node_id,
                 outbound,
                 table: Mutex::new(Table::default()),
+                closed: AtomicBool::new(false),
                 sent: AtomicU64::new(0),
             }),
         }
@@ -184,6 +187,7 @@ impl PeerLink {
     fn take_all(&self) -> Vec<(Entry, bool)> {
         let mut table = self.table();
         table.closed = true;
+        self.inner.closed.store(true, Ordering::Release);
         let mut pending: Vec<(u64, Entry)> =
             std::mem::take(&mut table.pending).into_iter().collect();
         // In the order sent, so the outcomes go out in the same order in every run.
@@ -203,9 +207,10 @@ impl PeerLink {
         !self.inner.outbound.has_room()
     }
 
-    /// True once [`PeerLink::close`] ran.
-    pub fn is_closed(&self) -> bool {
-        self.table().closed
+    /// False once [`PeerLink::close`] ran; read without the table's lock, so a relay may still
+    /// meet a close this did not see, and is refused then.
+    pub fn is_open(&self) -> bool {
+        !self.inner.closed.load(Ordering::Acquire)
     }
 
     /// Relays without an outcome yet, ended ones included.

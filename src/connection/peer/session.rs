@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use lintel_wire::{ErrorCode, Frame, PeerHello, Ping, Pong, Presence};
 use tokio::time::Instant;
 
@@ -17,6 +17,10 @@ use crate::cluster::{PresenceError, Remote, MAX_MEMBERS};
 use crate::link::{PeerLink, ReplyFate};
 use crate::shared::Shared;
 use lintel_client::transport::{FrameReader, Outbound};
+
+/// Most frames a link handles in one turn of its loop when more are already read; then the
+/// other branches (shutdown, timers, presence) get their look.
+const FRAMES_PER_TURN: usize = 64;
 
 /// How long a closing link waits for the relays it serves to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
@@ -44,6 +48,7 @@ pub(super) async fn run(
         theirs.advertise.clone(),
         dialler,
         link,
+        &shared.closing,
     );
     learn(shared, &theirs);
     if mesh.join(&remote).is_err() {
@@ -107,7 +112,7 @@ impl Session<'_> {
         // Noted before the snapshot, so no change after it is missed.
         let mut seen = registry.changes().epoch();
         let mut seen_crossing = registry.crossings().epoch();
-        let mut members = shared.dispatcher.mesh().subscribe_members();
+        let (members, mut seen_members) = shared.dispatcher.mesh().subscribe_members().into_parts();
         // Members learned between the first hello and the subscription above are only in
         // this one: without it, two nodes joining through one seed at once can miss each other.
         if self
@@ -130,12 +135,18 @@ impl Session<'_> {
         let mut ping = ticker(period);
         let mut draining_told = false;
         // Made once, not per turn of the loop: each token wait registers with its token once.
-        let closing = shared.closing.cancelled();
-        let evicted_token = self.remote.evicted.clone();
-        let evicted = evicted_token.cancelled();
+        // The eviction token is a child of the node's shutdown token: one wait hears both.
+        let stop_token = self.remote.evicted.clone();
+        let stop = stop_token.cancelled();
         let draining = shared.draining.cancelled();
-        tokio::pin!(closing, evicted, draining);
-        // Every branch is cancel-safe: token waits, sleeps, interval ticks, watch changes and
+        tokio::pin!(stop, draining);
+        // Kept across turns as well, and made again only when they fire or a look moves the
+        // epochs they wait past.
+        let crossed = registry.crossings().after(seen_crossing);
+        let changed = registry.changes().after(seen);
+        let learned = members.after(seen_members);
+        tokio::pin!(crossed, changed, learned);
+        // Every branch is cancel-safe: token waits, sleeps, interval ticks, signal waits and
         // `FrameReader::next` lose nothing when another branch wins. A link is always read, so
         // two nodes relaying to each other never wait on each other and pings are always
         // heard; while its queue is over budget, relays it sends are turned away instead, so
@@ -143,14 +154,16 @@ impl Session<'_> {
         loop {
             let look = tokio::select! {
                 biased;
-                () = &mut closing => {
+                () = &mut stop => {
+                    if !shared.closing.is_cancelled() {
+                        return Close::goodbye("duplicate peer link");
+                    }
                     // What this node still runs for the peer gets its outcome before the goodbye,
                     // and what it relayed there ends as shut down, not as a lost peer.
                     self.served.shut_down();
                     self.remote.link.close_abandoning();
                     return Close::goodbye("node shutting down");
                 }
-                () = &mut evicted => return Close::goodbye("duplicate peer link"),
                 () = &mut draining, if !draining_told => {
                     draining_told = true;
                     true
@@ -167,9 +180,15 @@ impl Session<'_> {
                     false
                 }
                 // Free slots crossing zero, or workers coming and going: look at once.
-                () = registry.crossings().changed(&mut seen_crossing) => true,
+                epoch = &mut crossed => {
+                    seen_crossing = epoch;
+                    crossed.set(registry.crossings().after(seen_crossing));
+                    true
+                }
                 // Any other change waits for the next flush; not listened to while one is due.
-                () = registry.changes().changed(&mut seen), if flush_at.is_none() => {
+                epoch = &mut changed, if flush_at.is_none() => {
+                    seen = epoch;
+                    changed.set(registry.changes().after(seen));
                     let due = (last_sent + FLUSH_INTERVAL).max(Instant::now());
                     schedule(&mut flush_at, flush.as_mut(), due);
                     false
@@ -178,24 +197,34 @@ impl Session<'_> {
                     flush_at = None;
                     true
                 }
-                changed = members.changed() => {
-                    if changed.is_ok() {
-                        let hello = Frame::PeerHello(own_hello(shared));
-                        if self.outbound.send_owed(hello).is_err() {
-                            return Close::Quietly;
-                        }
+                epoch = &mut learned => {
+                    seen_members = epoch;
+                    learned.set(members.after(seen_members));
+                    let hello = Frame::PeerHello(own_hello(shared));
+                    if self.outbound.send_owed(hello).is_err() {
+                        return Close::Quietly;
                     }
                     false
                 }
                 frame = reader.next() => {
-                    let frame = match frame {
-                        None => return Close::Quietly,
-                        Some(Err(err)) => return Close::read_failed(err),
-                        Some(Ok(frame)) => frame,
-                    };
-                    match self.handle(frame) {
-                        Ok(deadline) => timer.arm(deadline, timer_sleep.as_mut()),
-                        Err(close) => return close,
+                    // Frames already read are handled in this turn, up to a bound, instead of
+                    // each paying a poll of every branch above.
+                    let mut next = Some(frame);
+                    let mut handled = 0;
+                    while let Some(frame) = next.take() {
+                        let frame = match frame {
+                            None => return Close::Quietly,
+                            Some(Err(err)) => return Close::read_failed(err),
+                            Some(Ok(frame)) => frame,
+                        };
+                        match self.handle(frame) {
+                            Ok(deadline) => timer.arm(deadline, timer_sleep.as_mut()),
+                            Err(close) => return close,
+                        }
+                        handled += 1;
+                        if handled < FRAMES_PER_TURN {
+                            next = reader.next().now_or_never();
+                        }
                     }
                     false
                 }
@@ -215,6 +244,8 @@ impl Session<'_> {
             last_look = now;
             seen = registry.changes().epoch();
             seen_crossing = registry.crossings().epoch();
+            changed.set(registry.changes().after(seen));
+            crossed.set(registry.crossings().after(seen_crossing));
             let delta = self.announcer.delta(self.presence(), self.draining());
             if delta.frames.is_empty() {
                 continue;
