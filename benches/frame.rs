@@ -72,14 +72,14 @@ fn submit_to_push(c: &mut Criterion) {
     let runtime = runtime();
     let mut group = c.benchmark_group("frame_trip_node");
     for (label, payload_len) in PAYLOADS {
-        let submit = encoded(&Frame::Submit(Submit {
+        let submit = encoded(&Frame::from(Submit {
             correlation: 7,
             request: request(payload_len),
             wait_for_worker_ms: Some(2_000),
             reply_timeout_ms: None,
             routing: NodeRouting::Any,
         }));
-        let push_len = encoded(&Frame::Push(Push {
+        let push_len = encoded(&Frame::from(Push {
             correlation: 7,
             request: request(payload_len),
         }))
@@ -101,7 +101,7 @@ fn submit_to_push(c: &mut Criterion) {
                         let Some(Ok(Frame::Submit(submit))) = frame else {
                             panic!("the node reads a submit, not {frame:?}");
                         };
-                        let push = Frame::Push(Push {
+                        let push = Frame::from(Push {
                             correlation: submit.correlation,
                             request: submit.request,
                         });

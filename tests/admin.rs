@@ -77,7 +77,7 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
         .expect("connection stays up");
     assert!(matches!(invalid, DispatchResult::Refused(_)));
     let (mut rude, _) = support::RawClient::hello(node.addr, lintel::wire::Role::Producer).await;
-    rude.send(lintel::wire::Frame::Register(plain("ns", "echo", 1, "x")))
+    rude.send(lintel::wire::Frame::from(plain("ns", "echo", 1, "x")))
         .await;
     rude.closed().await;
 

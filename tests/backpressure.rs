@@ -41,7 +41,7 @@ async fn a_producer_that_stops_reading_is_read_no_further_yet_its_deadlines_stil
     let attempts = 2_000u64;
     let mut taken = 0u64;
     for correlation in 2..2 + attempts {
-        let frame = Frame::Submit(Submit {
+        let frame = Frame::from(Submit {
             correlation,
             request: DispatchRequest {
                 input: input.clone(),

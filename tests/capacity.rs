@@ -258,7 +258,7 @@ async fn zero_capacity_is_refused_at_registration_and_at_update() {
     let node = TestNode::start().await;
     let (mut client, pid) = RawClient::hello(node.addr, Role::Worker).await;
     client
-        .send(Frame::Register(plain("ns", "act", 0, "zero")))
+        .send(Frame::from(plain("ns", "act", 0, "zero")))
         .await;
     match next_frame(&mut client).await {
         Some(Frame::RegisterRefused(refusal)) => {

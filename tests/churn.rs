@@ -146,7 +146,7 @@ async fn raw_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>, mut r
     };
     let capacity = rng.u32(1..=3);
     client
-        .send(Frame::Register(registration(
+        .send(Frame::from(registration(
             activities,
             capacity,
             format!("raw-{index}"),
@@ -328,7 +328,7 @@ impl Producer {
         let (tx, rx) = oneshot::channel();
         self.waiting.lock().unwrap().insert(correlation, tx);
         self.tx
-            .send(Frame::Submit(Submit {
+            .send(Frame::from(Submit {
                 correlation,
                 request,
                 wait_for_worker_ms: options.wait_for_worker_ms(),
@@ -387,7 +387,7 @@ async fn steady_worker(
 ) -> tokio::task::JoinHandle<()> {
     let (mut client, pid) = RawClient::hello(addr, Role::Worker).await;
     client
-        .send(Frame::Register(registration(
+        .send(Frame::from(registration(
             &[WORK],
             4,
             format!("steady-{index}"),

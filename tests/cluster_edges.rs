@@ -73,7 +73,7 @@ async fn next_of(raw: &mut RawClient, wanted: fn(&Frame) -> bool) -> Frame {
 }
 
 fn relay(correlation: u64, activity: &str, reply_timeout_ms: u64) -> Frame {
-    Frame::Relay(Relay {
+    Frame::from(Relay {
         correlation,
         request: request("ns", activity, "relayed"),
         routing: NodeRouting::Any,

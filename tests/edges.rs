@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, oneshot};
 async fn worker(node: &TestNode, activity: &str, capacity: u32, on: Option<&str>) -> RawClient {
     let (mut client, _) = RawClient::hello(node.addr, Role::Worker).await;
     client
-        .send(Frame::Register(Register {
+        .send(Frame::from(Register {
             namespaces: vec!["ns".into()],
             task_queue: String::new(),
             node: on.map(str::to_owned),
@@ -50,7 +50,7 @@ async fn worker(node: &TestNode, activity: &str, capacity: u32, on: Option<&str>
 }
 
 fn submit(correlation: u64, request: DispatchRequest, options: &DispatchOptions) -> Frame {
-    Frame::Submit(Submit {
+    Frame::from(Submit {
         correlation,
         request,
         wait_for_worker_ms: options.wait_for_worker_ms(),
@@ -61,7 +61,7 @@ fn submit(correlation: u64, request: DispatchRequest, options: &DispatchOptions)
 
 async fn next_push(worker: &mut RawClient) -> Push {
     match next_frame(worker).await {
-        Some(Frame::Push(push)) => push,
+        Some(Frame::Push(push)) => *push,
         other => panic!("expected a Push, got {other:?}"),
     }
 }

@@ -68,7 +68,7 @@ async fn a_worker_registers_only_into_the_namespaces_its_token_grants() {
         namespaces: ["billing", "payroll"].map(String::from).into(),
         ..plain("billing", "echo", 1, "w")
     };
-    raw.send(Frame::Register(mixed)).await;
+    raw.send(Frame::from(mixed)).await;
     match raw.recv().await {
         Some(Frame::RegisterRefused(refusal)) => {
             assert_eq!(refusal.code, RefusalCode::Unauthorized);
@@ -77,7 +77,7 @@ async fn a_worker_registers_only_into_the_namespaces_its_token_grants() {
         other => panic!("expected RegisterRefused, got {other:?}"),
     }
     // The connection stays usable, and a granted prefix is accepted.
-    raw.send(Frame::Register(plain("team-blue", "echo", 1, "w")))
+    raw.send(Frame::from(plain("team-blue", "echo", 1, "w")))
         .await;
     assert!(matches!(raw.recv().await, Some(Frame::Registered(_))));
     assert_eq!(node.registry().worker_count(), 1);
@@ -149,7 +149,7 @@ async fn the_single_auth_token_still_grants_every_role_and_namespace() {
     let node = TestNode::with_config(granted_node_config()).await;
     let (mut raw, welcome) = hello_as(&node, Role::Worker, "root").await;
     assert!(matches!(welcome, Some(Frame::Welcome(_))));
-    raw.send(Frame::Register(plain("anything", "echo", 1, "w")))
+    raw.send(Frame::from(plain("anything", "echo", 1, "w")))
         .await;
     assert!(matches!(raw.recv().await, Some(Frame::Registered(_))));
     let producer = producer(&node, "root").await;

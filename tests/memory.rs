@@ -156,7 +156,7 @@ async fn producer(addr: &str, version: u16) -> (Framed<TcpStream, FrameCodec>, u
 }
 
 fn submission(correlation: u64, input: &Bytes) -> Frame {
-    Frame::Submit(Submit {
+    Frame::from(Submit {
         correlation,
         request: DispatchRequest {
             input: input.clone(),

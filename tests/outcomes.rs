@@ -30,7 +30,7 @@ async fn a_worker_dying_mid_dispatch_is_worker_lost_long_before_the_reply_timeou
     let patient = DispatchOptions::default().reply_timeout(Duration::from_secs(30));
     let in_process = spawn_dispatch(&node, request("ns", "act", "a"), patient.clone());
     let mut wire = producer(node.addr).await;
-    wire.send(Frame::Submit(Submit {
+    wire.send(Frame::from(Submit {
         correlation: 41,
         request: request("ns", "act", "b"),
         wait_for_worker_ms: None,

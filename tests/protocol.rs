@@ -58,7 +58,7 @@ async fn expect_close(client: &mut RawClient) {
 
 /// Sends `registration` and returns the worker id the node acked it with.
 async fn expect_registered(client: &mut RawClient, registration: Register) -> u64 {
-    client.send(Frame::Register(registration)).await;
+    client.send(Frame::from(registration)).await;
     match next_frame(client).await {
         Some(Frame::Registered(Registered { worker_id })) => worker_id,
         other => panic!("expected Registered, got {other:?}"),
@@ -76,7 +76,7 @@ async fn settle(client: &mut RawClient, nonce: u64) {
 }
 
 fn submit(correlation: u64, request: DispatchRequest, reply_timeout_ms: u64) -> Frame {
-    Frame::Submit(Submit {
+    Frame::from(Submit {
         correlation,
         request,
         wait_for_worker_ms: None,
@@ -100,7 +100,7 @@ fn reply(correlation: u64, push: &Push, output: &'static str) -> Frame {
 
 async fn expect_push(worker: &mut RawClient) -> Push {
     match next_frame(worker).await {
-        Some(Frame::Push(push)) => push,
+        Some(Frame::Push(push)) => *push,
         other => panic!("expected a Push, got {other:?}"),
     }
 }
@@ -284,9 +284,7 @@ async fn silence_past_the_handshake_timeout_gets_handshake_timeout_then_close() 
 async fn a_first_frame_other_than_hello_is_an_unexpected_frame() {
     let node = TestNode::start().await;
     let mut client = RawClient::connect(node.addr).await;
-    client
-        .send(Frame::Register(register("ns", "echo", 1)))
-        .await;
+    client.send(Frame::from(register("ns", "echo", 1))).await;
     expect_error_then_close(&mut client, ErrorCode::UnexpectedFrame).await;
     assert_eq!(node.registry().worker_count(), 0);
 }
@@ -465,7 +463,7 @@ async fn a_push_before_hello_is_an_unexpected_frame() {
     let in_flight = InFlight::start(&node).await;
     let mut bad = RawClient::connect(node.addr).await;
 
-    bad.send(Frame::Push(Push {
+    bad.send(Frame::from(Push {
         correlation: 1,
         request: request("ns", "echo", "x"),
     }))

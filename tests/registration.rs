@@ -20,7 +20,7 @@ use tokio::io::AsyncWriteExt;
 
 /// Sends `registration` and returns the worker id the node acked it with.
 async fn expect_registered(client: &mut RawClient, registration: Register) -> u64 {
-    client.send(Frame::Register(registration)).await;
+    client.send(Frame::from(registration)).await;
     match next_frame(client).await {
         Some(Frame::Registered(Registered { worker_id })) => worker_id,
         other => panic!("expected Registered, got {other:?}"),
@@ -212,7 +212,7 @@ async fn each_invalid_registration_is_refused_with_its_code_and_the_connection_s
     ];
     for (what, registration, code) in cases {
         let (mut client, pid) = RawClient::hello(node.addr, Role::Worker).await;
-        client.send(Frame::Register(registration)).await;
+        client.send(Frame::from(registration)).await;
         match next_frame(&mut client).await {
             Some(Frame::RegisterRefused(Refusal { code: got, .. })) => {
                 assert_eq!(got, code, "{what}");
@@ -244,9 +244,7 @@ async fn each_invalid_registration_is_refused_with_its_code_and_the_connection_s
 async fn a_connection_that_never_registered_is_never_unregistered() {
     let node = TestNode::start().await;
     let (mut client, pid) = RawClient::hello(node.addr, Role::Worker).await;
-    client
-        .send(Frame::Register(register("ns", "echo", 0)))
-        .await;
+    client.send(Frame::from(register("ns", "echo", 0))).await;
     assert!(matches!(
         next_frame(&mut client).await,
         Some(Frame::RegisterRefused(_))
@@ -271,9 +269,7 @@ async fn registering_twice_is_an_unexpected_frame_that_closes_and_unregisters_th
     let node = TestNode::start().await;
     let (mut client, pid, _) = registered_worker(&node).await;
 
-    client
-        .send(Frame::Register(register("other", "echo", 1)))
-        .await;
+    client.send(Frame::from(register("other", "echo", 1))).await;
 
     expect_error_then_close(&mut client, ErrorCode::UnexpectedFrame).await;
     assert_eq!(

@@ -104,11 +104,11 @@ impl Peer {
             panic!("expected Register");
         };
         self.send(Frame::Registered(Registered { worker_id })).await;
-        register
+        *register
     }
 
     async fn push(&mut self, correlation: u64, request: DispatchRequest) {
-        self.send(Frame::Push(Push {
+        self.send(Frame::from(Push {
             correlation,
             request,
         }))
@@ -124,7 +124,7 @@ impl Peer {
 
     async fn recv_submit(&mut self) -> Submit {
         match self.recv().await {
-            Frame::Submit(submit) => submit,
+            Frame::Submit(submit) => *submit,
             other => panic!("expected Submit, got {other:?}"),
         }
     }
@@ -875,7 +875,7 @@ async fn the_client_answers_pings_and_queries_status() {
         waiting: Vec::new(),
         counters: Counters::default(),
     };
-    peer.send(Frame::Status(StatusReport {
+    peer.send(Frame::from(StatusReport {
         correlation: query.correlation,
         status: report.clone(),
     }))

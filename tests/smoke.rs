@@ -10,9 +10,7 @@ use support::{next_frame, register, request, within, RawClient, TestNode};
 async fn a_registered_raw_worker_answers_an_in_process_dispatch() {
     let node = TestNode::start().await;
     let (mut worker, pid) = RawClient::hello(node.addr, Role::Worker).await;
-    worker
-        .send(Frame::Register(register("ns", "echo", 1)))
-        .await;
+    worker.send(Frame::from(register("ns", "echo", 1))).await;
     assert!(matches!(
         worker.recv().await,
         Some(Frame::Registered(Registered { .. }))

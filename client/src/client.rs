@@ -287,7 +287,7 @@ impl Client {
             routing: options.routing.clone(),
         };
         let bound = submit_len_bound(&submit);
-        let frame = Frame::Submit(submit);
+        let frame = Frame::from(submit);
         check_frame_len(&frame, bound, inner.max_send_len).map_err(|len| {
             ClientError::Oversize {
                 len,

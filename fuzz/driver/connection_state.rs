@@ -197,12 +197,12 @@ impl Client {
                                 }
                             }
                             Frame::Push(push) => {
-                                seen.pushes.push(push.clone());
+                                seen.pushes.push(Push::clone(push));
                                 if answers == Answers::AsWorker {
                                     if push.request.activity_type == "echo" {
                                         let _ = out.send(Out::Frame(Box::new(reply(push))));
                                     } else {
-                                        held.push(push.clone());
+                                        held.push(Push::clone(push));
                                     }
                                 }
                             }
@@ -302,7 +302,7 @@ fn submit(
     wait: Option<u64>,
     reply: Option<u64>,
 ) -> Frame {
-    Frame::Submit(Submit {
+    Frame::from(Submit {
         correlation,
         request,
         wait_for_worker_ms: wait,
@@ -372,7 +372,7 @@ async fn drive(data: &[u8]) -> Report {
     let other = if as_producer {
         let worker = Client::connect(&incoming, Answers::AsWorker);
         worker.send(hello(Role::Worker, 1, 2));
-        worker.send(Frame::Register(register(&["ns"], &["echo", "slow"], 2)));
+        worker.send(Frame::from(register(&["ns"], &["echo", "slow"], 2)));
         let registered = worker
             .until(SETTLE, |seen| {
                 seen.frames
@@ -495,7 +495,7 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
             send(
                 client,
                 model,
-                Frame::Register(register(&namespaces, &[activity], capacity)),
+                Frame::from(register(&namespaces, &[activity], capacity)),
             );
         }
         2 => {
@@ -583,12 +583,12 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
         }
         12 => {
             let frame = match script.byte() % 6 {
-                0 => Frame::Push(Push {
+                0 => Frame::from(Push {
                     correlation: 1,
                     request: request("ns", "echo", b""),
                 }),
                 1 => Frame::Registered(Registered { worker_id: 1 }),
-                2 => Frame::Relay(Relay {
+                2 => Frame::from(Relay {
                     correlation: 1,
                     request: request("ns", "echo", b""),
                     routing: NodeRouting::Any,

@@ -266,7 +266,7 @@ impl Case {
                 request,
                 routing,
                 reply_timeout_ms,
-            } => Frame::Relay(Relay {
+            } => Frame::from(Relay {
                 correlation,
                 request: request.into_wire(),
                 routing: routing.into_wire(),
@@ -283,7 +283,7 @@ impl Case {
                 correlation,
                 served_by,
                 result,
-            } => Frame::ServedOutcome(ServedOutcome {
+            } => Frame::from(ServedOutcome {
                 correlation,
                 served_by,
                 result: result.into_wire(),

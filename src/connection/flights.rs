@@ -115,7 +115,7 @@ impl Flights {
     ///
     /// Never waits: outcomes are queued past the connection's bound, so the connection must
     /// stop reading while its queue is full.
-    pub(super) fn submit(self: &Arc<Self>, submit: Submit) -> Option<Instant> {
+    pub(super) fn submit(self: &Arc<Self>, submit: Box<Submit>) -> Option<Instant> {
         let options = DispatchOptions::from_wire(
             submit.routing,
             submit.wait_for_worker_ms,
@@ -126,7 +126,7 @@ impl Flights {
 
     /// Starts a dispatch a peer relayed here: this node's workers only, no waiting, and a
     /// reply timer running slightly inside the budget the origin sent.
-    pub(super) fn relay(self: &Arc<Self>, relay: Relay) -> Option<Instant> {
+    pub(super) fn relay(self: &Arc<Self>, relay: Box<Relay>) -> Option<Instant> {
         let budget = Duration::from_millis(relay.reply_timeout_ms);
         let margin = (budget / 10).min(RELAY_MARGIN);
         let options = DispatchOptions {
@@ -424,7 +424,7 @@ impl Answer {
         match self {
             Answer::Producer { version, node_id } if *version >= 2 => {
                 let served_by = served_by.unwrap_or_else(|| Arc::clone(node_id));
-                Frame::ServedOutcome(ServedOutcome {
+                Frame::from(ServedOutcome {
                     correlation,
                     served_by: String::from(&*served_by),
                     result,

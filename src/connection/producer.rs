@@ -131,9 +131,9 @@ pub(super) async fn serve(
             Frame::Cancel(cancel) => flights.cancel(cancel.correlation),
             Frame::StatusQuery(query) => {
                 let report = if version >= 2 {
-                    Frame::ClusterStatus(shared.cluster_status(query.correlation))
+                    Frame::from(shared.cluster_status(query.correlation))
                 } else {
-                    Frame::Status(StatusReport {
+                    Frame::from(StatusReport {
                         correlation: query.correlation,
                         status: shared.status(),
                     })

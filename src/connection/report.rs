@@ -18,39 +18,45 @@ pub(super) fn fit(report: Frame, max_frame_len: usize) -> Frame {
         return report;
     }
     let (status, rebuild): (NodeStatus, Box<dyn Fn(NodeStatus, bool) -> Frame>) = match report {
-        Frame::Status(StatusReport {
-            correlation,
-            status,
-        }) => (
-            status,
-            Box::new(move |status, _| {
-                Frame::Status(StatusReport {
-                    correlation,
-                    status,
-                })
-            }),
-        ),
-        Frame::ClusterStatus(ClusterStatusReport {
-            correlation,
-            status,
-            peers,
-            peer_lost,
-        }) => (
-            status,
-            Box::new(move |status, with_peers| {
-                let peers: Vec<PeerStatus> = if with_peers {
-                    peers.clone()
-                } else {
-                    Vec::new()
-                };
-                Frame::ClusterStatus(ClusterStatusReport {
-                    correlation,
-                    status,
-                    peers,
-                    peer_lost,
-                })
-            }),
-        ),
+        Frame::Status(report) => {
+            let StatusReport {
+                correlation,
+                status,
+            } = *report;
+            (
+                status,
+                Box::new(move |status, _| {
+                    Frame::from(StatusReport {
+                        correlation,
+                        status,
+                    })
+                }),
+            )
+        }
+        Frame::ClusterStatus(report) => {
+            let ClusterStatusReport {
+                correlation,
+                status,
+                peers,
+                peer_lost,
+            } = *report;
+            (
+                status,
+                Box::new(move |status, with_peers| {
+                    let peers: Vec<PeerStatus> = if with_peers {
+                        peers.clone()
+                    } else {
+                        Vec::new()
+                    };
+                    Frame::from(ClusterStatusReport {
+                        correlation,
+                        status,
+                        peers,
+                        peer_lost,
+                    })
+                }),
+            )
+        }
         other => return other,
     };
     let total = status.pools.iter().map(|pool| pool.workers.len()).sum();
@@ -149,7 +155,7 @@ mod tests {
                 workers: (0..workers).map(worker).collect(),
             })
             .collect();
-        Frame::Status(StatusReport {
+        Frame::from(StatusReport {
             correlation: 7,
             status: NodeStatus {
                 node_id: "n".into(),

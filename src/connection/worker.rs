@@ -74,7 +74,7 @@ pub(super) async fn serve(
                     Some(Err(err)) => Err(Close::read_failed(err)),
                     // Boxed: registering happens once, and its sends would otherwise be carried
                     // in every idle connection's task.
-                    Some(Ok(Frame::Register(register))) => Box::pin(conn.register(register)).await,
+                    Some(Ok(Frame::Register(register))) => Box::pin(conn.register(*register)).await,
                     Some(Ok(frame)) => conn.handle(frame),
                 };
                 if let Err(close) = step {

@@ -105,7 +105,7 @@ impl PeerLink {
             return Err((PushError::Closed, Box::new(request)));
         }
         let correlation = table.next_correlation.wrapping_add(1);
-        let frame = Frame::Relay(Relay {
+        let frame = Frame::from(Relay {
             correlation,
             request,
             routing,

@@ -137,7 +137,7 @@ impl WorkerLink {
             return Err((PushError::Closed, Box::new(request)));
         }
         let correlation = table.next_correlation.wrapping_add(1);
-        let frame = Frame::Push(Push {
+        let frame = Frame::from(Push {
             correlation,
             request,
         });

@@ -202,7 +202,7 @@ pub async fn garbage_at(
     rng: &mut fastrand::Rng,
 ) {
     let submit_one = |correlation| {
-        Frame::Submit(Submit {
+        Frame::from(Submit {
             correlation,
             request: request(namespace, "act", "x"),
             wait_for_worker_ms: Some(5_000),
@@ -221,7 +221,7 @@ pub async fn garbage_at(
         }
         State::WorkerBeforeRegister => {
             let (mut client, _) = hello(addr, Role::Worker).await;
-            let allowed = Frame::Register(plain(namespace, "act", 1, "garbage"));
+            let allowed = Frame::from(plain(namespace, "act", 1, "garbage"));
             let refused = Frame::CapacityUpdate(CapacityUpdate { max_concurrency: 3 });
             let bytes = bytes_of(garbage, &allowed, &refused, rng);
             send_garbage(&mut client, garbage, &bytes).await;
@@ -229,7 +229,7 @@ pub async fn garbage_at(
         }
         State::ProducerBeforeSubmit => {
             let (mut client, _) = hello(addr, Role::Producer).await;
-            let refused = Frame::Register(plain(namespace, "act", 1, "garbage"));
+            let refused = Frame::from(plain(namespace, "act", 1, "garbage"));
             let bytes = bytes_of(garbage, &submit_one(1), &refused, rng);
             send_garbage(&mut client, garbage, &bytes).await;
             expect_answer(&mut client, garbage, state).await;
@@ -242,7 +242,7 @@ pub async fn garbage_at(
             producer.send(submit_one(7)).await;
             let push = worker.next_push().await;
             let allowed = reply_frame(&push, "done");
-            let refused = Frame::Register(plain(namespace, "act", 1, "again"));
+            let refused = Frame::from(plain(namespace, "act", 1, "again"));
             let bytes = bytes_of(garbage, &allowed, &refused, rng);
             send_garbage(&mut worker.client, garbage, &bytes).await;
             expect_answer(&mut worker.client, garbage, state).await;
@@ -429,7 +429,7 @@ impl NeverReader {
         let input = Bytes::from(vec![b'n'; payload]);
         let mut submitted = 0;
         for correlation in 1..=max {
-            let frame = Frame::Submit(Submit {
+            let frame = Frame::from(Submit {
                 correlation,
                 request: DispatchRequest {
                     input: input.clone(),

@@ -109,7 +109,7 @@ pub fn reply_frame(push: &Push, payload: &str) -> Frame {
 
 /// A submission routed anywhere, waiting `wait_ms` for a worker, with the node's reply timeout.
 pub fn submit(correlation: u64, request: DispatchRequest, wait_ms: Option<u64>) -> Frame {
-    Frame::Submit(Submit {
+    Frame::from(Submit {
         correlation,
         request,
         wait_for_worker_ms: wait_ms,
@@ -120,7 +120,7 @@ pub fn submit(correlation: u64, request: DispatchRequest, wait_ms: Option<u64>) 
 
 /// A submission for `ns` / `act` carrying `workflow_id` as input, with its own reply timeout.
 pub fn submit_timing_out(correlation: u64, workflow_id: &str, reply_timeout_ms: u64) -> Frame {
-    Frame::Submit(Submit {
+    Frame::from(Submit {
         correlation,
         request: request("ns", "act", workflow_id),
         wait_for_worker_ms: None,

@@ -251,7 +251,7 @@ fn submission(
         input,
         deadline_unix_ms: None,
     };
-    let frame = Frame::Submit(Submit {
+    let frame = Frame::from(Submit {
         correlation,
         request,
         wait_for_worker_ms: Some(spec.wait_for_worker_ms),

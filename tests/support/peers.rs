@@ -28,7 +28,7 @@ impl RawWorker {
     }
 
     pub async fn register(mut client: RawClient, pid: u64, register: Register) -> Self {
-        client.send(Frame::Register(register)).await;
+        client.send(Frame::from(register)).await;
         match next_frame(&mut client).await {
             Some(Frame::Registered(registered)) => Self {
                 client,
@@ -43,7 +43,7 @@ impl RawWorker {
     /// The next push; any other frame but a ping fails the test.
     pub async fn next_push(&mut self) -> Push {
         match next_frame(&mut self.client).await {
-            Some(Frame::Push(push)) => push,
+            Some(Frame::Push(push)) => *push,
             other => panic!("expected a Push, got {other:?}"),
         }
     }

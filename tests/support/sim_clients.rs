@@ -111,7 +111,7 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
         identity: spec.name.into(),
         max_concurrency: spec.capacity,
     };
-    if outbound.send(Frame::Register(register)).await.is_err() {
+    if outbound.send(Frame::from(register)).await.is_err() {
         return;
     }
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<u64>();
@@ -143,7 +143,7 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
                                 .entry(workflow_id.clone())
                                 .or_default()
                                 .push((spec.name.into(), spec.node.into()));
-                            if holding.insert(correlation, push).is_some() {
+                            if holding.insert(correlation, *push).is_some() {
                                 ledger.violations.push(format!(
                                     "{} got push {correlation} twice on one connection",
                                     spec.name
@@ -325,7 +325,7 @@ async fn submit_all(
                     ledger.submitted.insert(workflow_id.clone(), spec.node.into());
                 }
                 in_flight.insert(seq, workflow_id);
-                if outbound.send(Frame::Submit(submit)).await.is_err() {
+                if outbound.send(Frame::from(submit)).await.is_err() {
                     break false;
                 }
                 submit_at = Instant::now() + Duration::from_millis(rng.u64(20..300));

@@ -19,7 +19,7 @@ const LARGE_INPUT: usize = 64 * 1024;
 
 fn push_frame(payload_len: usize) -> Frame {
     let input: Vec<u8> = (0..payload_len).map(|i| (i % 251) as u8).collect();
-    Frame::Push(Push {
+    Frame::from(Push {
         correlation: 1_048_577,
         request: DispatchRequest {
             namespace: "remote".to_owned(),
@@ -107,7 +107,7 @@ fn submit_bytes(payload_len: usize) -> Bytes {
     let Frame::Push(push) = push_frame(payload_len) else {
         unreachable!("push_frame builds a push");
     };
-    let submit = Frame::Submit(Submit {
+    let submit = Frame::from(Submit {
         correlation: 7,
         request: push.request,
         wait_for_worker_ms: Some(2_000),
@@ -133,7 +133,7 @@ fn submit_to_push(c: &mut Criterion) {
                         panic!("bench submit does not decode");
                     };
                     out.clear();
-                    let push = Frame::Push(Push {
+                    let push = Frame::from(Push {
                         correlation: submit.correlation,
                         request: submit.request,
                     });

@@ -15,6 +15,10 @@ use crate::message::{
 };
 
 /// One frame body. The discriminant is the frame kind on the wire.
+///
+/// Bodies larger than a [`Reply`] (a request, a registration, a report) are boxed, so a frame
+/// stays small to move between the decoder, the reader and its handlers; boxing changes no
+/// byte on the wire. Build one with `body.into()`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Frame {
     /// Client to node, first frame of every connection.
@@ -24,7 +28,7 @@ pub enum Frame {
     /// Node to client: the handshake failed; the node closes after sending it.
     HelloRefused(Refusal),
     /// Worker to node: join pools.
-    Register(Register),
+    Register(Box<Register>),
     /// Node to worker: the registration was admitted.
     Registered(Registered),
     /// Node to worker: the registration was refused; the connection stays usable.
@@ -32,11 +36,11 @@ pub enum Frame {
     /// Worker to node: new `max_concurrency`, effective on the next selection.
     CapacityUpdate(CapacityUpdate),
     /// Node to worker: execute this request and reply with the same correlation id.
-    Push(Push),
+    Push(Box<Push>),
     /// Worker to node: the answer to a push.
     Reply(Reply),
     /// Producer to node: dispatch a request.
-    Submit(Submit),
+    Submit(Box<Submit>),
     /// Node to producer: how a submission ended.
     Outcome(OutcomeFrame),
     /// Producer to node, or node to worker: abandon an in-flight request.
@@ -56,20 +60,74 @@ pub enum Frame {
     /// Producer to node: ask for the node's status.
     StatusQuery(StatusQuery),
     /// Node to producer: the answer to a status query.
-    Status(StatusReport),
+    Status(Box<StatusReport>),
     /// Version 2, peer to peer: who the sender is and the members it knows.
     PeerHello(PeerHello),
     /// Version 2, peer to peer: the sender's own pools, a snapshot then deltas.
     Presence(Presence),
     /// Version 2, peer to peer: run this dispatch on your own workers.
-    Relay(Relay),
+    Relay(Box<Relay>),
     /// Version 2, peer to peer: how a relay ended.
     RelayOutcome(RelayOutcome),
     /// Version 2, node to producer: how a submission ended and which node served it.
-    ServedOutcome(ServedOutcome),
+    ServedOutcome(Box<ServedOutcome>),
     /// Version 2, node to producer: the answer to a status query, with the node's peers.
-    ClusterStatus(ClusterStatusReport),
+    ClusterStatus(Box<ClusterStatusReport>),
 }
+
+/// `From<Body> for Frame` for every body that belongs to one kind only; `Refusal` belongs to two.
+macro_rules! from_body {
+    ($($variant:ident($body:ty)),* $(,)?) => {$(
+        impl From<$body> for Frame {
+            fn from(body: $body) -> Self {
+                Frame::$variant(body)
+            }
+        }
+    )*};
+    (boxed: $($variant:ident($body:ty)),* $(,)?) => {$(
+        impl From<$body> for Frame {
+            fn from(body: $body) -> Self {
+                Frame::$variant(Box::new(body))
+            }
+        }
+
+        impl From<Box<$body>> for Frame {
+            fn from(body: Box<$body>) -> Self {
+                Frame::$variant(body)
+            }
+        }
+    )*};
+}
+
+from_body!(
+    Hello(Hello),
+    Welcome(Welcome),
+    Registered(Registered),
+    CapacityUpdate(CapacityUpdate),
+    Reply(Reply),
+    Outcome(OutcomeFrame),
+    Cancel(Cancel),
+    Ping(Ping),
+    Pong(Pong),
+    Drain(Drain),
+    Drained(Drained),
+    Goodbye(Goodbye),
+    Error(ErrorFrame),
+    StatusQuery(StatusQuery),
+    PeerHello(PeerHello),
+    Presence(Presence),
+    RelayOutcome(RelayOutcome),
+);
+
+from_body!(
+    boxed: Register(Register),
+    Push(Push),
+    Submit(Submit),
+    Status(StatusReport),
+    Relay(Relay),
+    ServedOutcome(ServedOutcome),
+    ClusterStatus(ClusterStatusReport),
+);
 
 /// The kind of a frame: its wire discriminant, without the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -250,5 +308,51 @@ fn outcome_payload(outcome: &ActivityOutcome) -> Option<&Bytes> {
     match outcome {
         ActivityOutcome::Success(bytes) => Some(bytes),
         ActivityOutcome::Failure { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::DispatchRequest;
+
+    /// The largest body kept inline is a reply or an outcome; everything larger is boxed.
+    #[test]
+    fn a_frame_stays_small_to_move() {
+        let largest_inline = std::mem::size_of::<Reply>()
+            .max(std::mem::size_of::<OutcomeFrame>())
+            .max(std::mem::size_of::<RelayOutcome>());
+        assert!(
+            largest_inline <= 104,
+            "inline bodies grew to {largest_inline} bytes"
+        );
+        assert!(
+            std::mem::size_of::<Frame>() <= 112,
+            "a frame is {} bytes",
+            std::mem::size_of::<Frame>()
+        );
+    }
+
+    #[test]
+    fn from_a_body_builds_its_kind() {
+        let push = Push {
+            correlation: 7,
+            request: DispatchRequest {
+                namespace: "ns".into(),
+                task_queue: String::new(),
+                activity_type: "echo".into(),
+                node: None,
+                workflow_id: "wf".into(),
+                ordinal: 1,
+                run_id: None,
+                attempt: 1,
+                input: Bytes::from_static(b"in"),
+                deadline_unix_ms: None,
+            },
+        };
+        let frame: Frame = push.clone().into();
+        assert_eq!(frame, Frame::Push(Box::new(push)));
+        let frame: Frame = Ping { nonce: 3 }.into();
+        assert_eq!(frame.kind(), FrameKind::Ping);
     }
 }

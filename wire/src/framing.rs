@@ -325,7 +325,7 @@ mod tests {
     }
 
     fn push(len: usize) -> Frame {
-        Frame::Push(crate::message::Push {
+        Frame::from(crate::message::Push {
             correlation: 9,
             request: crate::message::DispatchRequest {
                 namespace: "ns".into(),

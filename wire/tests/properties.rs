@@ -489,10 +489,10 @@ fn version_2_frame() -> impl Strategy<Value = Frame> {
     prop::strategy::Union::new(vec![
         peer_hello().prop_map(Frame::PeerHello).boxed(),
         presence().prop_map(Frame::Presence).boxed(),
-        relay().prop_map(Frame::Relay).boxed(),
+        relay().prop_map(Frame::from).boxed(),
         relay_outcome().prop_map(Frame::RelayOutcome).boxed(),
-        served_outcome().prop_map(Frame::ServedOutcome).boxed(),
-        cluster_status().prop_map(Frame::ClusterStatus).boxed(),
+        served_outcome().prop_map(Frame::from).boxed(),
+        cluster_status().prop_map(Frame::from).boxed(),
     ])
 }
 
@@ -502,13 +502,13 @@ fn frame() -> impl Strategy<Value = Frame> {
         hello().prop_map(Frame::Hello),
         welcome().prop_map(Frame::Welcome),
         refusal().prop_map(Frame::HelloRefused),
-        register().prop_map(Frame::Register),
+        register().prop_map(Frame::from),
         n64().prop_map(|worker_id| Frame::Registered(Registered { worker_id })),
         refusal().prop_map(Frame::RegisterRefused),
         n32().prop_map(|max_concurrency| Frame::CapacityUpdate(CapacityUpdate { max_concurrency })),
-        push().prop_map(Frame::Push),
+        push().prop_map(Frame::from),
         reply().prop_map(Frame::Reply),
-        submit().prop_map(Frame::Submit),
+        submit().prop_map(Frame::from),
         outcome().prop_map(Frame::Outcome),
         n64().prop_map(|correlation| Frame::Cancel(Cancel { correlation })),
         n64().prop_map(|nonce| Frame::Ping(Ping { nonce })),
@@ -518,13 +518,13 @@ fn frame() -> impl Strategy<Value = Frame> {
         text().prop_map(|reason| Frame::Goodbye(Goodbye { reason })),
         (error_code(), text()).prop_map(|(code, reason)| Frame::Error(ErrorFrame { code, reason })),
         n64().prop_map(|correlation| Frame::StatusQuery(StatusQuery { correlation })),
-        status_report().prop_map(Frame::Status),
+        status_report().prop_map(Frame::from),
         peer_hello().prop_map(Frame::PeerHello),
         presence().prop_map(Frame::Presence),
-        relay().prop_map(Frame::Relay),
+        relay().prop_map(Frame::from),
         relay_outcome().prop_map(Frame::RelayOutcome),
-        served_outcome().prop_map(Frame::ServedOutcome),
-        cluster_status().prop_map(Frame::ClusterStatus),
+        served_outcome().prop_map(Frame::from),
+        cluster_status().prop_map(Frame::from),
     ]
 }
 

@@ -82,7 +82,7 @@ fn hello_refused() -> Frame {
 }
 
 fn register() -> Frame {
-    Frame::Register(Register {
+    Frame::from(Register {
         namespaces: vec!["remote".to_owned()],
         task_queue: "gpu".to_owned(),
         node: Some("box-7".to_owned()),
@@ -121,7 +121,7 @@ fn response() -> DispatchResponse {
 }
 
 fn push() -> Frame {
-    Frame::Push(Push {
+    Frame::from(Push {
         correlation: 1000,
         request: request(),
     })
@@ -135,7 +135,7 @@ fn reply() -> Frame {
 }
 
 fn submit() -> Frame {
-    Frame::Submit(Submit {
+    Frame::from(Submit {
         correlation: 5,
         request: request(),
         wait_for_worker_ms: Some(2000),
@@ -221,7 +221,7 @@ fn presence() -> Frame {
 }
 
 fn relay() -> Frame {
-    Frame::Relay(Relay {
+    Frame::from(Relay {
         correlation: 17,
         request: request(),
         routing: NodeRouting::Prefer(vec!["box-7".to_owned()]),
@@ -237,7 +237,7 @@ fn relay_outcome() -> Frame {
 }
 
 fn served_outcome() -> Frame {
-    Frame::ServedOutcome(ServedOutcome {
+    Frame::from(ServedOutcome {
         correlation: 5,
         served_by: "node-a".to_owned(),
         result: DispatchResult::PeerLost {
@@ -261,7 +261,7 @@ fn peer_status() -> PeerStatus {
 }
 
 fn cluster_status() -> Frame {
-    Frame::ClusterStatus(ClusterStatusReport {
+    Frame::from(ClusterStatusReport {
         correlation: 9,
         status: NodeStatus {
             node_id: "node-a".to_owned(),
@@ -1217,12 +1217,12 @@ fn frame_samples() -> Vec<Frame> {
         registered(),
         Frame::RegisterRefused(refusal()),
         Frame::CapacityUpdate(CapacityUpdate { max_concurrency: 1 }),
-        Frame::Push(Push {
+        Frame::from(Push {
             correlation: 1,
             request: full_request(),
         }),
         reply(),
-        Frame::Submit(Submit {
+        Frame::from(Submit {
             correlation: 1,
             request: full_request(),
             wait_for_worker_ms: Some(0),
@@ -1240,16 +1240,16 @@ fn frame_samples() -> Vec<Frame> {
         }),
         error(),
         Frame::StatusQuery(StatusQuery { correlation: 1 }),
-        Frame::Status(StatusReport {
+        Frame::from(StatusReport {
             correlation: 1,
             status: node_status(),
         }),
         peer_hello(),
         presence(),
-        Frame::Relay(full_relay()),
+        Frame::from(full_relay()),
         relay_outcome(),
         served_outcome(),
-        Frame::ClusterStatus(full_cluster_status()),
+        Frame::from(full_cluster_status()),
     ]
 }
 

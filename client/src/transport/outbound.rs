@@ -565,7 +565,7 @@ mod tests {
 
     /// A push of `len` input bytes whose correlation names its sender and sequence number.
     fn push(sender: u64, seq: u64, len: usize) -> Frame {
-        Frame::Push(Push {
+        Frame::from(Push {
             correlation: (sender << 32) | seq,
             request: DispatchRequest {
                 namespace: "ns".into(),

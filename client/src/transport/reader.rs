@@ -216,7 +216,7 @@ mod tests {
     }
 
     fn push(len: usize) -> Frame {
-        Frame::Push(lintel_wire::Push {
+        Frame::from(lintel_wire::Push {
             correlation: 1,
             request: lintel_wire::DispatchRequest {
                 namespace: "ns".into(),

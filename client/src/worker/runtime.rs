@@ -105,7 +105,7 @@ impl<H: Handler> Runtime<H> {
         let timeout = self.config.handshake_timeout;
         let registered = tokio::time::timeout(
             timeout,
-            register(&mut reader, &outbound, Frame::Register(registration)),
+            register(&mut reader, &outbound, Frame::from(registration)),
         )
         .await
         .unwrap_or(Err(ConnectError::Timeout(timeout)));

@@ -167,11 +167,11 @@ impl<H: Handler> Session<'_, H> {
     ///
     /// Pushes that arrive while draining still run: the node sent them before it saw the drain
     /// and waits for their replies; the grace deadline bounds them.
-    async fn start(&mut self, push: Push) -> Flow {
+    async fn start(&mut self, push: Box<Push>) -> Flow {
         let Push {
             correlation,
             request,
-        } = push;
+        } = *push;
         if self.in_flight.contains_key(&correlation) {
             tracing::warn!(
                 correlation,
