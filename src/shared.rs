@@ -132,22 +132,25 @@ impl Drop for OpenConnection {
     }
 }
 
-/// Resolves once `token` is cancelled, for a loop that polls it on every turn: once registered
-/// with the polling task it only reads the token's state, and registers again only when the
-/// task's waker changes. Cancel-safe; made once per loop, not per turn.
-pub(crate) struct Fired<'a> {
-    token: &'a CancellationToken,
-    /// Boxed so the wait stays put while `Fired` moves; one allocation per loop.
-    wait: Pin<Box<WaitForCancellationFuture<'a>>>,
-    /// The waker the wait is registered with.
-    registered: Option<Waker>,
+pin_project_lite::pin_project! {
+    /// Resolves once `token` is cancelled, for a loop that polls it on every turn: once
+    /// registered with the polling task it only reads the token's state, and registers again
+    /// only when the task's waker changes. Cancel-safe; pin it once per loop, not per turn.
+    pub(crate) struct Fired<'a> {
+        token: &'a CancellationToken,
+        // Held in place, not boxed: an idle connection pays no allocation for it.
+        #[pin]
+        wait: WaitForCancellationFuture<'a>,
+        // The waker the wait is registered with.
+        registered: Option<Waker>,
+    }
 }
 
 impl<'a> Fired<'a> {
     pub(crate) fn new(token: &'a CancellationToken) -> Self {
         Self {
             token,
-            wait: Box::pin(token.cancelled()),
+            wait: token.cancelled(),
             registered: None,
         }
     }
@@ -156,8 +159,8 @@ impl<'a> Fired<'a> {
 impl Future for Fired<'_> {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
         if this
             .registered
             .as_ref()
@@ -170,9 +173,9 @@ impl Future for Fired<'_> {
                 Poll::Pending
             };
         }
-        let polled = this.wait.as_mut().poll(cx);
+        let polled = this.wait.poll(cx);
         if polled.is_pending() {
-            this.registered = Some(cx.waker().clone());
+            *this.registered = Some(cx.waker().clone());
         }
         polled
     }

@@ -73,8 +73,16 @@ async fn serve_role(
 ) -> Close {
     match accepted.role {
         Role::Worker => worker::serve(shared, pid, reader, outbound, accepted.grant).await,
+        // Boxed: an idle worker connection's task is sized by the worker loop alone.
         Role::Producer => {
-            producer::serve(shared, reader, outbound, accepted.version, accepted.grant).await
+            Box::pin(producer::serve(
+                shared,
+                reader,
+                outbound,
+                accepted.version,
+                accepted.grant,
+            ))
+            .await
         }
         Role::Peer => Box::pin(peer::serve_accepted(shared, reader, outbound)).await,
     }

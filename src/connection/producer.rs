@@ -56,7 +56,8 @@ pub(super) async fn serve(
     let mut liveness = Liveness::new(shared.config.max_missed_pings);
     // Made once, not per turn of the loop: the token wait registers with its token once, and
     // later turns only read the token's state.
-    let mut closing = Fired::new(&shared.closing);
+    let closing = Fired::new(&shared.closing);
+    tokio::pin!(closing);
     // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep, an interval
     // tick, a wait for room and a notification lose nothing. While the producer's queue, or
     // its queue plus the inputs of its dispatches in flight, is at its bound nothing more is

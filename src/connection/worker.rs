@@ -44,8 +44,9 @@ pub(super) async fn serve(
     let mut drain_sent = false;
     // Made once, not per turn of the loop: each token wait registers with its token once, and
     // later turns only read the token's state.
-    let mut draining = Fired::new(&shared.draining);
-    let mut closing = Fired::new(&shared.closing);
+    let draining = Fired::new(&shared.draining);
+    let closing = Fired::new(&shared.closing);
+    tokio::pin!(draining, closing);
     // Every branch is cancel-safe: `FramedRead::next`, `Interval::tick` and token waits
     // lose nothing when another branch wins. Biased so that when drain and close start
     // together the `Drain` still goes out first, and a flooding peer cannot starve shutdown.
