@@ -120,6 +120,9 @@ impl Queue {
         frame: &Frame,
         max_frame_len: usize,
     ) -> Result<(), EncodeError> {
+        if frame.payload_len() < lintel_wire::payload::SHARE_MIN {
+            return lintel_wire::encode_frame(frame, &mut self.open, max_frame_len);
+        }
         let start = self.open.len();
         if let Some(spliced) =
             lintel_wire::encode_frame_spliced(frame, &mut self.open, max_frame_len)?

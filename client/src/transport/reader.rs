@@ -120,6 +120,7 @@ impl FrameReader {
     /// Leaves room for `room` more bytes: in place when the buffer is ours alone, otherwise in
     /// a new buffer holding only the buffered bytes. Never by growing the allocation, which
     /// would copy all of it, consumed bytes included.
+    #[inline]
     fn make_room(&mut self, room: usize) {
         if self.buf.capacity() - self.buf.len() >= room || self.buf.try_reclaim(room) {
             return;
