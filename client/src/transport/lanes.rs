@@ -6,14 +6,20 @@
 //! then every control frame, then bulk frames, so control frames overtake bulk ones only at
 //! a frame boundary. All of it lives under the outbound's one lock.
 
+use std::collections::VecDeque;
+use std::io::IoSlice;
+
 use tokio::time::Instant;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
-use lintel_wire::Frame;
+use lintel_wire::{EncodeError, Frame};
 
 /// A buffer larger than this is released after it drains, so an idle connection stays small.
 pub(super) const KEEP_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Room for this many segments is kept after a queue drains; more is released.
+const KEEP_SEGMENTS: usize = 64;
 
 /// Bytes a connection queues before bounded sends are refused, unless set otherwise.
 pub const DEFAULT_QUEUE_BYTES: usize = 64 * 1024 * 1024;
@@ -83,24 +89,225 @@ pub(super) enum Owner {
     Task,
 }
 
+/// Encoded frames waiting in order: the segments of `sealed`, then `open`. A large payload is
+/// a segment of its own, a slice of the frame it came from, never copied here.
+#[derive(Debug, Default)]
+pub(super) struct Queue {
+    /// Older than `open`: encoded bytes up to a large payload, the payload, and so on.
+    sealed: VecDeque<Bytes>,
+    /// Bytes in `sealed`.
+    sealed_len: usize,
+    /// Encoded bytes after the last sealed segment, where new frames are appended.
+    open: BytesMut,
+}
+
+impl Queue {
+    /// Bytes queued, large payloads included.
+    pub(super) fn len(&self) -> usize {
+        self.sealed_len + self.open.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends `frame`, leaving a large payload as a segment of its own.
+    ///
+    /// # Errors
+    /// As [`lintel_wire::encode_frame`]; nothing is appended then.
+    pub(super) fn push_frame(
+        &mut self,
+        frame: &Frame,
+        max_frame_len: usize,
+    ) -> Result<(), EncodeError> {
+        if frame.payload_len() < lintel_wire::payload::SHARE_MIN {
+            return lintel_wire::encode_frame(frame, &mut self.open, max_frame_len);
+        }
+        let start = self.open.len();
+        if let Some(spliced) =
+            lintel_wire::encode_frame_spliced(frame, &mut self.open, max_frame_len)?
+        {
+            let head = self.open.split_to(start + spliced.at).freeze();
+            self.seal(head);
+            self.seal(spliced.payload);
+        }
+        Ok(())
+    }
+
+    fn seal(&mut self, bytes: Bytes) {
+        if !bytes.is_empty() {
+            self.sealed_len += bytes.len();
+            self.sealed.push_back(bytes);
+        }
+    }
+
+    /// Takes every byte queued, leaving the queue empty with its spare room.
+    pub(super) fn take(&mut self) -> Queue {
+        Queue {
+            sealed: std::mem::take(&mut self.sealed),
+            sealed_len: std::mem::take(&mut self.sealed_len),
+            open: self.open.split(),
+        }
+    }
+
+    /// Puts `older` in front of what is queued.
+    pub(super) fn prepend(&mut self, older: Queue) {
+        if older.is_empty() {
+            return;
+        }
+        if older.sealed.is_empty() && self.sealed.is_empty() {
+            // Contiguous when nothing was appended since `older` was taken: no copy.
+            let mut open = older.open;
+            open.unsplit(std::mem::take(&mut self.open));
+            self.open = open;
+            return;
+        }
+        let mut sealed = older.sealed;
+        let mut sealed_len = older.sealed_len;
+        if !older.open.is_empty() {
+            sealed_len += older.open.len();
+            sealed.push_back(older.open.freeze());
+        }
+        sealed.append(&mut self.sealed);
+        self.sealed = sealed;
+        self.sealed_len += sealed_len;
+    }
+
+    /// Puts `newer` behind what is queued.
+    pub(super) fn append(&mut self, mut newer: Queue) {
+        newer.prepend(std::mem::take(self));
+        *self = newer;
+    }
+
+    /// Consumes the first `len` bytes (all of them if fewer are queued).
+    pub(super) fn advance(&mut self, mut len: usize) {
+        while len > 0 {
+            let Some(first) = self.sealed.front_mut() else {
+                let step = len.min(self.open.len());
+                self.open.advance(step);
+                return;
+            };
+            let step = len.min(first.len());
+            first.advance(step);
+            self.sealed_len -= step;
+            len -= step;
+            if first.is_empty() {
+                self.sealed.pop_front();
+            }
+        }
+    }
+
+    /// Keeps the first `len` bytes and drops the rest.
+    pub(super) fn truncate(&mut self, mut len: usize) {
+        if len >= self.len() {
+            return;
+        }
+        if len < self.sealed_len {
+            self.open.clear();
+            let mut kept = 0;
+            while let Some(segment) = self.sealed.get_mut(kept) {
+                if len <= segment.len() {
+                    segment.truncate(len);
+                    break;
+                }
+                len -= segment.len();
+                kept += 1;
+            }
+            self.sealed.truncate(kept + 1);
+            self.sealed.retain(|segment| !segment.is_empty());
+            self.sealed_len = self.sealed.iter().map(Bytes::len).sum();
+        } else {
+            self.open.truncate(len - self.sealed_len);
+        }
+    }
+
+    /// The first bytes queued, up to `N`, and how many there are.
+    fn peek<const N: usize>(&self) -> ([u8; N], usize) {
+        let mut out = [0u8; N];
+        let mut filled = 0;
+        for segment in self.segments() {
+            for (slot, byte) in out.iter_mut().skip(filled).zip(segment) {
+                *slot = *byte;
+                filled += 1;
+            }
+            if filled == N {
+                break;
+            }
+        }
+        (out, filled)
+    }
+
+    /// The first `limit` bytes queued when they are one slice: no large payload among them.
+    pub(super) fn contiguous(&self, limit: usize) -> Option<&[u8]> {
+        if !self.sealed.is_empty() {
+            return None;
+        }
+        Some(self.open.get(..limit).unwrap_or(&self.open))
+    }
+
+    /// Fills `out` with the queued bytes in order, at most `limit` of them; returns how many
+    /// slices it filled.
+    pub(super) fn slices<'a>(&'a self, mut limit: usize, out: &mut [IoSlice<'a>]) -> usize {
+        let mut filled = 0;
+        for segment in self.segments() {
+            if limit == 0 {
+                break;
+            }
+            let segment = segment.get(..limit).unwrap_or(segment);
+            if segment.is_empty() {
+                continue;
+            }
+            let Some(slot) = out.get_mut(filled) else {
+                break;
+            };
+            *slot = IoSlice::new(segment);
+            limit -= segment.len();
+            filled += 1;
+        }
+        filled
+    }
+
+    /// The queued bytes in order, one slice per segment.
+    fn segments(&self) -> impl Iterator<Item = &[u8]> {
+        let sealed = self.sealed.iter().map(AsRef::as_ref);
+        sealed.chain(std::iter::once(self.open.as_ref()))
+    }
+
+    /// Lets go of a large buffer once drained, so an idle connection stays small.
+    fn shrink(&mut self) {
+        if self.is_empty() {
+            if self.open.capacity() > KEEP_BUFFER_BYTES {
+                self.open = BytesMut::new();
+            }
+            if self.sealed.capacity() > KEEP_SEGMENTS {
+                self.sealed = VecDeque::new();
+            }
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Piece {
-    pub(super) buf: BytesMut,
-    /// Bytes left of the frame at the front of `buf`; 0 when `buf` starts at a frame boundary.
+    pub(super) queue: Queue,
+    /// Bytes left of the frame at the front of `queue`; 0 when it starts at a frame boundary.
     pub(super) frame_left: usize,
     /// Bulk bytes, which a waiting control frame may cut at a frame boundary.
     pub(super) bulk: bool,
 }
 
 impl Piece {
+    pub(super) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// Consumes `written` bytes, keeping track of where the current frame ends.
     pub(super) fn advance(&mut self, mut written: usize) {
-        while written > 0 && !self.buf.is_empty() {
+        while written > 0 && !self.queue.is_empty() {
             if self.frame_left == 0 {
-                self.frame_left = next_frame_len(&self.buf);
+                self.frame_left = next_frame_len(&self.queue);
             }
-            let step = written.min(self.frame_left).min(self.buf.len());
-            self.buf.advance(step);
+            let step = written.min(self.frame_left).min(self.queue.len());
+            self.queue.advance(step);
             self.frame_left -= step;
             written -= step;
         }
@@ -111,34 +318,26 @@ impl Piece {
         if self.frame_left > 0 {
             self.frame_left
         } else {
-            next_frame_len(&self.buf)
+            next_frame_len(&self.queue)
         }
     }
 
     /// Drops every frame after the current one; returns how many bytes went.
     pub(super) fn keep_current_frame(&mut self) -> usize {
-        let keep = if self.frame_left > 0 {
-            self.frame_left
-        } else {
-            0
-        };
-        let dropped = self.buf.len().saturating_sub(keep);
-        self.buf.truncate(keep);
+        let dropped = self.queue.len().saturating_sub(self.frame_left);
+        self.queue.truncate(self.frame_left);
         dropped
     }
 }
 
-/// The length, prefix included, of the frame at the front of `buf` (all of `buf` if it is
-/// too short to say, which the lanes never are).
-pub(super) fn next_frame_len(buf: &[u8]) -> usize {
-    let body = buf
-        .get(..LENGTH_PREFIX_LEN)
-        .and_then(|prefix| <[u8; 4]>::try_from(prefix).ok())
-        .map(u32::from_be_bytes)
-        .and_then(|len| usize::try_from(len).ok());
-    match body {
-        Some(body) => (LENGTH_PREFIX_LEN + body).min(buf.len()),
-        None => buf.len(),
+/// The length, prefix included, of the frame at the front of `queue` (all of `queue` if it
+/// is too short to say, which the lanes never are).
+fn next_frame_len(queue: &Queue) -> usize {
+    let (prefix, filled) = queue.peek::<LENGTH_PREFIX_LEN>();
+    let body = usize::try_from(u32::from_be_bytes(prefix)).ok();
+    match body.filter(|_| filled == LENGTH_PREFIX_LEN) {
+        Some(body) => LENGTH_PREFIX_LEN.saturating_add(body).min(queue.len()),
+        None => queue.len(),
     }
 }
 
@@ -147,13 +346,13 @@ pub(super) struct State {
     /// The bounds, kept under the same lock as what they bound.
     pub(super) limits: QueueLimits,
     /// Encoded control frames not yet taken.
-    pub(super) control: BytesMut,
+    pub(super) control: Queue,
     /// Bytes left of the frame at the front of `control`; 0 at a boundary.
     pub(super) control_left: usize,
     /// Encoded bulk frames not yet taken.
-    pub(super) bulk: BytesMut,
+    pub(super) bulk: Queue,
     /// Bulk bytes handed back unwritten, older than `bulk`, so written before it.
-    pub(super) resume: BytesMut,
+    pub(super) resume: Queue,
     /// Bytes left of the frame at the front of `resume`; 0 at a boundary.
     pub(super) resume_left: usize,
     /// Frames in `control` and `bulk`, against the frame bound.
@@ -221,27 +420,27 @@ impl State {
         let piece = if self.resume_left == 0 && !self.control.is_empty() {
             self.control_frames = 0;
             Piece {
-                buf: self.control.split(),
+                queue: self.control.take(),
                 frame_left: std::mem::take(&mut self.control_left),
                 bulk: false,
             }
         } else if !self.resume.is_empty() {
             Piece {
-                buf: self.resume.split(),
+                queue: self.resume.take(),
                 frame_left: std::mem::take(&mut self.resume_left),
                 bulk: true,
             }
         } else if !self.bulk.is_empty() {
             self.bulk_frames = 0;
             Piece {
-                buf: self.bulk.split(),
+                queue: self.bulk.take(),
                 frame_left: 0,
                 bulk: true,
             }
         } else {
             return None;
         };
-        self.in_hand = piece.buf.len();
+        self.in_hand = piece.queue.len();
         Some(piece)
     }
 
@@ -251,19 +450,15 @@ impl State {
         if self.discarding {
             piece.keep_current_frame();
         }
-        if piece.buf.is_empty() {
+        if piece.is_empty() {
             return;
         }
         if piece.bulk {
             // Only the writing party fills `resume`, and it took it whole.
-            let mut rest = piece.buf;
-            rest.unsplit(std::mem::take(&mut self.resume));
-            self.resume = rest;
+            self.resume.prepend(piece.queue);
             self.resume_left = piece.frame_left;
         } else {
-            let mut rest = piece.buf;
-            rest.unsplit(std::mem::take(&mut self.control));
-            self.control = rest;
+            self.control.prepend(piece.queue);
             self.control_left = piece.frame_left;
         }
     }
@@ -277,27 +472,56 @@ impl State {
 
     /// Lets go of large buffers once the lanes drained, so an idle connection stays small.
     pub(super) fn shrink(&mut self) {
-        for buf in [&mut self.control, &mut self.bulk, &mut self.resume] {
-            if buf.is_empty() && buf.capacity() > KEEP_BUFFER_BYTES {
-                *buf = BytesMut::new();
-            }
+        for queue in [&mut self.control, &mut self.bulk, &mut self.resume] {
+            queue.shrink();
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use bytes::BytesMut;
-    use lintel_wire::{Frame, Ping};
+    use lintel_wire::{DispatchRequest, Frame, Ping, Push};
 
     use super::*;
 
-    fn encoded(frames: &[Frame]) -> BytesMut {
+    fn encoded(frames: &[Frame]) -> Queue {
+        let mut queue = Queue::default();
+        for frame in frames {
+            queue.push_frame(frame, 1 << 20).unwrap();
+        }
+        queue
+    }
+
+    /// The bytes a queue would put on the wire, in order.
+    fn wire(queue: &Queue) -> Vec<u8> {
+        queue.segments().flatten().copied().collect()
+    }
+
+    /// What `encode_frame` makes of `frames`: the wire bytes a queue must match.
+    fn whole(frames: &[Frame]) -> Vec<u8> {
         let mut buf = BytesMut::new();
         for frame in frames {
             lintel_wire::encode_frame(frame, &mut buf, 1 << 20).unwrap();
         }
-        buf
+        buf.to_vec()
+    }
+
+    fn push(seq: u64, len: usize) -> Frame {
+        Frame::Push(Push {
+            correlation: seq,
+            request: DispatchRequest {
+                namespace: "ns".into(),
+                task_queue: String::new(),
+                activity_type: "act".into(),
+                node: None,
+                workflow_id: "wf".into(),
+                ordinal: seq,
+                run_id: None,
+                attempt: 1,
+                input: Bytes::from(vec![seq as u8; len]),
+                deadline_unix_ms: None,
+            },
+        })
     }
 
     fn ping(nonce: u64) -> Frame {
@@ -308,7 +532,7 @@ mod tests {
     fn a_piece_knows_where_its_current_frame_ends_across_partial_writes() {
         let frame_len = encoded(&[ping(300)]).len();
         let mut piece = Piece {
-            buf: encoded(&[ping(300), ping(301), ping(302)]),
+            queue: encoded(&[ping(300), ping(301), ping(302)]),
             frame_left: 0,
             bulk: true,
         };
@@ -326,7 +550,7 @@ mod tests {
             frame_len,
             "the third frame goes"
         );
-        assert_eq!(piece.buf.len(), frame_len - 3);
+        assert_eq!(piece.queue.len(), frame_len - 3);
     }
 
     #[test]
@@ -352,11 +576,102 @@ mod tests {
         state.give_back(started);
         let control = state.take().unwrap();
         assert_eq!(
-            (control.bulk, &control.buf[..]),
-            (false, &encoded(&[ping(9)])[..])
+            (control.bulk, wire(&control.queue)),
+            (false, whole(&[ping(9)]))
         );
         let bulk = state.take().unwrap();
-        assert_eq!((bulk.bulk, &bulk.buf[..]), (true, &encoded(&[ping(2)])[..]));
+        assert_eq!((bulk.bulk, wire(&bulk.queue)), (true, whole(&[ping(2)])));
         assert!(state.take().is_none());
+    }
+
+    #[test]
+    fn a_large_payload_is_queued_as_its_own_segment_and_counted_in_full() {
+        let frames = [
+            ping(1),
+            push(2, 20_000),
+            ping(3),
+            push(4, 70_000),
+            push(5, 10),
+        ];
+        let queue = encoded(&frames);
+        assert_eq!(wire(&queue), whole(&frames), "the same bytes on the wire");
+        assert_eq!(queue.len(), whole(&frames).len(), "payloads are counted");
+        let Frame::Push(large) = &frames[3] else {
+            unreachable!()
+        };
+        assert!(
+            queue
+                .segments()
+                .any(|segment| segment.as_ptr() == large.request.input.as_ptr()),
+            "the payload is the frame's own bytes, not a copy"
+        );
+        let mut slices = [IoSlice::new(&[]); 3];
+        let filled = queue.slices(30, &mut slices);
+        let limited: Vec<u8> = slices[..filled]
+            .iter()
+            .flat_map(|s| s.iter().copied())
+            .collect();
+        assert_eq!(
+            limited,
+            whole(&frames)[..30],
+            "a limit cuts inside a segment"
+        );
+    }
+
+    #[test]
+    fn a_spliced_queue_advances_truncates_and_takes_back_its_bytes_exactly() {
+        let frames = [push(1, 20_000), ping(2), push(3, 17_000)];
+        let bytes = whole(&frames);
+        // Every cut point around the segment edges, and a few in between.
+        let first = whole(&frames[..1]).len();
+        for cut in [
+            0,
+            1,
+            30,
+            31,
+            40,
+            5_000,
+            first - 1,
+            first,
+            first + 1,
+            bytes.len() - 1,
+        ] {
+            let mut queue = encoded(&frames);
+            queue.advance(cut);
+            assert_eq!(wire(&queue), bytes[cut..], "advanced by {cut}");
+            assert_eq!(queue.len(), bytes.len() - cut);
+            let mut kept = encoded(&frames);
+            kept.truncate(cut);
+            assert_eq!(wire(&kept), bytes[..cut], "truncated to {cut}");
+            assert_eq!(kept.len(), cut);
+            // Taken, partly written, and given back ahead of newer frames.
+            let mut lane = encoded(&frames);
+            let mut taken = lane.take();
+            taken.advance(cut);
+            lane.push_frame(&push(4, 16_384), 1 << 20).unwrap();
+            lane.push_frame(&ping(5), 1 << 20).unwrap();
+            lane.prepend(taken);
+            let mut expected = bytes[cut..].to_vec();
+            expected.extend(whole(&[push(4, 16_384), ping(5)]));
+            assert_eq!(wire(&lane), expected, "given back after {cut}");
+            assert_eq!(lane.len(), expected.len());
+        }
+    }
+
+    #[test]
+    fn frame_boundaries_are_found_across_payload_segments() {
+        let frames = [push(1, 20_000), ping(2)];
+        let first = whole(&frames[..1]).len();
+        let mut piece = Piece {
+            queue: encoded(&frames),
+            frame_left: 0,
+            bulk: true,
+        };
+        assert_eq!(piece.to_boundary(), first);
+        piece.advance(first - 7);
+        assert_eq!(piece.to_boundary(), 7);
+        assert_eq!(piece.keep_current_frame(), whole(&frames[1..]).len());
+        piece.advance(7);
+        assert!(piece.is_empty());
     }
 }

@@ -17,25 +17,27 @@
 //! yields once before writing so one syscall carries many frames. No syscall runs under the
 //! lock: one party at a time owns the socket ([`Owner`]).
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use bytes::BytesMut;
 use lintel_wire::{EncodeError, Frame, FrameKind};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::batch::{self, HeldWrite};
-use super::lanes::{Lane, Owner, Piece, Pressure, QueueLimits, State};
+use super::lanes::{Lane, Owner, Piece, Pressure, Queue, QueueLimits, State};
 use super::socket::WriteSocket;
 
 /// A frame following the previous write this closely is part of a burst: it is left to the
 /// writer task to batch instead of costing a syscall of its own.
 const BURST_GAP: Duration = Duration::from_micros(5);
+
+/// Most slices handed to one vectored write; what is left goes in the next.
+const MAX_SLICES: usize = 64;
 
 /// A held buffer this large is written at once instead of waiting for its scope to end.
 const HOLD_BYTES: usize = 64 * 1024;
@@ -115,11 +117,11 @@ impl Pipe {
         }
         let was_empty = state.is_empty() && state.in_hand == 0;
         let lane = Lane::of(frame);
-        let buf = match lane {
+        let queue = match lane {
             Lane::Control => &mut state.control,
             Lane::Bulk => &mut state.bulk,
         };
-        lintel_wire::encode_frame(frame, buf, self.max_frame_len)?;
+        queue.push_frame(frame, self.max_frame_len)?;
         match lane {
             Lane::Control => state.control_frames += 1,
             Lane::Bulk => state.bulk_frames += 1,
@@ -179,7 +181,16 @@ impl Pipe {
         state.last_write = Some(now);
         drop(state);
         // Would block, or an error the writer task will meet and report: nothing was written.
-        let written = self.socket.try_write(&piece.buf).unwrap_or(0);
+        let written = match piece.queue.contiguous(usize::MAX) {
+            Some(bytes) => self.socket.try_write_vectored(&[IoSlice::new(bytes)]),
+            None => {
+                let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+                let filled = piece.queue.slices(usize::MAX, &mut slices);
+                let slices = slices.get(..filled).unwrap_or_default();
+                self.socket.try_write_vectored(slices)
+            }
+        };
+        let written = written.unwrap_or(0);
         piece.advance(written);
         let mut state = self.state();
         let freed = state.wrote(written, now);
@@ -216,17 +227,15 @@ impl Pipe {
         if state.closing || state.stopped {
             return Err(SendError::Closed);
         }
-        let mut control = BytesMut::new();
-        lintel_wire::encode_frame(frame, &mut control, self.max_frame_len)?;
+        let mut control = Queue::default();
+        control.push_frame(frame, self.max_frame_len)?;
         // The rest of a started frame stays, or the peer could not tell where frames begin.
-        let mut resume = std::mem::take(&mut state.resume);
-        resume.truncate(state.resume_left);
-        state.resume = resume;
-        let mut started = std::mem::take(&mut state.control);
-        started.truncate(state.control_left);
-        started.extend_from_slice(&control);
-        state.control = started;
-        state.bulk = BytesMut::new();
+        let resume_left = state.resume_left;
+        state.resume.truncate(resume_left);
+        let control_left = state.control_left;
+        state.control.truncate(control_left);
+        state.control.append(control);
+        state.bulk = Queue::default();
         state.control_frames = 1;
         state.bulk_frames = 0;
         state.discarding = true;
@@ -464,9 +473,9 @@ async fn write_loop(pipe: Arc<Pipe>) -> io::Result<()> {
     {
         let mut state = pipe.state();
         state.stopped = true;
-        state.control = BytesMut::new();
-        state.bulk = BytesMut::new();
-        state.resume = BytesMut::new();
+        state.control = Queue::default();
+        state.bulk = Queue::default();
+        state.resume = Queue::default();
         state.control_frames = 0;
         state.bulk_frames = 0;
         state.in_hand = 0;
@@ -513,14 +522,22 @@ async fn drain(pipe: &Pipe) -> io::Result<()> {
 /// waits behind bulk bytes.
 async fn write_piece(pipe: &Pipe, mut piece: Piece) -> io::Result<()> {
     let mut to_boundary = false;
-    while !piece.buf.is_empty() {
-        let end = if to_boundary {
+    while !piece.is_empty() {
+        let limit = if to_boundary {
             piece.to_boundary()
         } else {
-            piece.buf.len()
+            usize::MAX
         };
-        let chunk = piece.buf.get(..end).unwrap_or(&piece.buf);
-        let written = match pipe.socket.write(chunk).await? {
+        let written = match piece.queue.contiguous(limit) {
+            Some(bytes) => pipe.socket.write_vectored(&[IoSlice::new(bytes)]).await?,
+            None => {
+                let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+                let filled = piece.queue.slices(limit, &mut slices);
+                let slices = slices.get(..filled).unwrap_or_default();
+                pipe.socket.write_vectored(slices).await?
+            }
+        };
+        let written = match written {
             0 => return Err(io::ErrorKind::WriteZero.into()),
             written => written,
         };
@@ -531,7 +548,7 @@ async fn write_piece(pipe: &Pipe, mut piece: Piece) -> io::Result<()> {
             state.in_hand = state.in_hand.saturating_sub(piece.keep_current_frame());
             freed |= state.note_fullness(Instant::now);
         }
-        if piece.bulk && !state.control.is_empty() && !piece.buf.is_empty() {
+        if piece.bulk && !state.control.is_empty() && !piece.is_empty() {
             if piece.frame_left == 0 {
                 state.give_back(std::mem::take(&mut piece));
             } else {
@@ -765,5 +782,108 @@ mod tests {
             sender.await.unwrap();
         }
         writer.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn spliced_payloads_cross_a_stalling_tcp_socket_byte_for_byte() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let (peer, accepted) = tokio::join!(socket.connect(addr), listener.accept());
+        let accepted = accepted.unwrap().0;
+        SockRef::from(&accepted).set_send_buffer_size(4096).unwrap();
+        let (_reader, outbound, writer) = split(accepted, 1 << 20, 1024);
+        let frames: Vec<Frame> = (0..40)
+            .map(|seq| {
+                push(
+                    1,
+                    seq,
+                    [16_384, 3, 70_000, 16_383, 300_000][seq as usize % 5],
+                )
+            })
+            .collect();
+        let mut expected = bytes::BytesMut::new();
+        for frame in &frames {
+            lintel_wire::encode_frame(frame, &mut expected, 1 << 20).unwrap();
+        }
+        let send = async {
+            for (at, frame) in frames.iter().enumerate() {
+                // Some straight from the sender, some batched into one vectored write.
+                if at % 3 == 0 {
+                    outbound.send(frame.clone()).await.unwrap();
+                } else {
+                    Batched::new(outbound.send(frame.clone())).await.unwrap();
+                }
+            }
+            outbound.close();
+        };
+        let mut received = Vec::new();
+        let read = async {
+            let mut peer = peer.unwrap();
+            tokio::io::AsyncReadExt::read_to_end(&mut peer, &mut received)
+                .await
+                .unwrap();
+        };
+        tokio::time::timeout(Duration::from_secs(30), async { tokio::join!(send, read) })
+            .await
+            .expect("the bytes never all arrived");
+        assert_eq!(received.len(), expected.len());
+        assert!(received == expected, "the same bytes as whole encodes");
+        writer.await.unwrap().unwrap();
+    }
+
+    /// A write half that never takes a byte.
+    struct Stuck;
+
+    impl tokio::io::AsyncWrite for Stuck {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::task::Poll::Pending
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_byte_bound_counts_spliced_payloads_exactly() {
+        let socket = crate::transport::Socket::from_io(tokio::io::empty(), Stuck, None);
+        let (_reader, outbound, _writer) = split(socket, 1 << 20, 1024);
+        let frame = push(1, 1, 300_000);
+        let mut encoded = bytes::BytesMut::new();
+        lintel_wire::encode_frame(&frame, &mut encoded, 1 << 20).unwrap();
+        let mut ping_len = bytes::BytesMut::new();
+        lintel_wire::encode_frame(&ping(1), &mut ping_len, 1 << 20).unwrap();
+        outbound.set_limits(QueueLimits {
+            frames: 1_000,
+            bytes: 3 * encoded.len() + 1,
+            owed_ceiling: usize::MAX,
+        });
+        // Nothing is ever written, so everything queued (or in the writer's hand) counts.
+        for _ in 0..3 {
+            outbound.try_send_ref(&frame).unwrap();
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(outbound.queued().1, 3 * encoded.len());
+        assert!(outbound.has_room(), "one byte below the bound");
+        outbound.try_send(ping(1)).unwrap();
+        assert_eq!(outbound.queued().1, 3 * encoded.len() + ping_len.len());
+        assert!(!outbound.has_room());
+        assert_eq!(outbound.try_send_ref(&frame), Err(SendError::Full));
     }
 }

@@ -5,8 +5,10 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use futures_util::Stream;
+use lintel_wire::framing::LENGTH_PREFIX_LEN;
+use lintel_wire::payload::SHARE_MIN;
 use lintel_wire::{CodecError, Frame, FrameCodec};
 use tokio::time::Sleep;
 use tokio_util::codec::Decoder;
@@ -32,6 +34,8 @@ const SHRINK_FACTOR: usize = 4;
 pub struct FrameReader {
     socket: ReadSocket,
     codec: FrameCodec,
+    /// The codec's limit: a length over it is the decoder's to refuse, never room to make.
+    max_frame_len: usize,
     buf: BytesMut,
     /// Room to reserve for the next read: doubles when a read fills it (up to [`MAX_READ`]),
     /// grows to hold a whole frame as large as the last one handed out, halves when a read
@@ -60,6 +64,7 @@ impl FrameReader {
         Self {
             socket,
             codec: FrameCodec::new(max_frame_len),
+            max_frame_len,
             buf: BytesMut::new(),
             want: MIN_READ,
             handed_out: false,
@@ -104,17 +109,50 @@ impl FrameReader {
         &self.socket
     }
 
+    /// Makes room for the rest of a frame partly buffered whose length is in, so the
+    /// decoder need not grow the buffer itself.
+    fn room_for_partial_frame(&mut self) {
+        if let Some(rest) = frame_rest(&self.buf, self.max_frame_len) {
+            self.make_room(rest);
+        }
+    }
+
+    /// Leaves room for `room` more bytes: in place when the buffer is ours alone, otherwise in
+    /// a new buffer holding only the buffered bytes. Never by growing the allocation, which
+    /// would copy all of it, consumed bytes included.
+    #[inline]
+    fn make_room(&mut self, room: usize) {
+        if self.buf.capacity() - self.buf.len() >= room || self.buf.try_reclaim(room) {
+            return;
+        }
+        let mut fresh = BytesMut::with_capacity(self.buf.len().saturating_add(room));
+        fresh.extend_from_slice(&self.buf);
+        self.buf = fresh;
+    }
+
+    /// A frame of [`SHARE_MIN`] bytes or more is partly buffered.
+    fn large_partial(&self) -> bool {
+        frame_rest(&self.buf, self.max_frame_len)
+            .is_some_and(|rest| self.buf.len().saturating_add(rest) >= SHARE_MIN)
+    }
+
     /// Reads once into the buffer; `Ok(0)` at end of stream.
+    ///
+    /// A large frame partly buffered is read to its end and no further: the next frame
+    /// starts a buffer of its own, instead of being copied out of one that the large frame's
+    /// payload, handed out as a slice, still holds.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
         if self.buf.is_empty() && self.buf.capacity() > SHRINK_FACTOR * self.want {
             self.buf = BytesMut::new();
         }
-        let spare = self.buf.capacity() - self.buf.len();
-        if spare < self.want {
-            self.buf.reserve(self.want);
+        let large_rest = frame_rest(&self.buf, self.max_frame_len)
+            .filter(|rest| self.buf.len().saturating_add(*rest) >= SHARE_MIN);
+        if large_rest.is_none() {
+            self.make_room(self.want);
         }
         let room = self.buf.capacity() - self.buf.len();
-        let polled = tokio_util::io::poll_read_buf(Pin::new(&mut self.socket), cx, &mut self.buf);
+        let mut limited = (&mut self.buf).limit(large_rest.unwrap_or(usize::MAX));
+        let polled = tokio_util::io::poll_read_buf(Pin::new(&mut self.socket), cx, &mut limited);
         let Poll::Ready(read) = polled else {
             // Waiting with nothing buffered: the room is let go, so an idle connection holds
             // no read buffer; a busy one takes it back with its next read.
@@ -124,13 +162,28 @@ impl FrameReader {
             return Poll::Pending;
         };
         let read = read?;
-        if read >= room {
+        if large_rest.is_some() {
+            // Cut short on purpose: says nothing of how much the socket had.
+        } else if read >= room {
             self.want = (self.want * 2).min(MAX_READ).max(self.want);
-        } else if read < self.want / 4 {
+        } else if read < self.want / 4 && !self.large_partial() {
+            // A large frame only partly in keeps the room that will hold the next one whole.
             self.want = (self.want / 2).max(MIN_READ);
         }
         Poll::Ready(Ok(read))
     }
+}
+
+/// Bytes missing from a partly buffered frame whose length prefix is in and within
+/// `max_frame_len` (a longer one is the decoder's to refuse); `None` otherwise.
+fn frame_rest(buf: &[u8], max_frame_len: usize) -> Option<usize> {
+    let prefix = buf.get(..LENGTH_PREFIX_LEN)?;
+    let body = u32::from_be_bytes(<[u8; LENGTH_PREFIX_LEN]>::try_from(prefix).ok()?);
+    let body = usize::try_from(body)
+        .ok()
+        .filter(|body| *body <= max_frame_len)?;
+    let total = LENGTH_PREFIX_LEN.saturating_add(body);
+    total.checked_sub(buf.len()).filter(|rest| *rest > 0)
 }
 
 impl Stream for FrameReader {
@@ -142,6 +195,7 @@ impl Stream for FrameReader {
             if this.done {
                 return Poll::Ready(None);
             }
+            this.room_for_partial_frame();
             let buffered = this.buf.len();
             match this.codec.decode(&mut this.buf) {
                 Ok(Some(frame)) => {
@@ -312,5 +366,27 @@ mod tests {
         assert_eq!(reader.buf.capacity(), 0);
         peer.write_all(&pings(1, 1)).await.unwrap();
         assert_eq!(reader.next().await.unwrap().unwrap(), frame);
+    }
+
+    #[tokio::test]
+    async fn a_large_frame_is_read_to_its_end_and_no_further() {
+        let (mut reader, mut peer) = pair().await;
+        let large = push(3 * MAX_READ);
+        let mut bytes = bytes::BytesMut::new();
+        encode_frame(&large, &mut bytes, 1 << 20).unwrap();
+        encode_frame(&large, &mut bytes, 1 << 20).unwrap();
+        bytes.extend_from_slice(&pings(5, 1));
+        peer.write_all(&bytes).await.unwrap();
+        // Its first read says how large it is; later reads stop at its end, so the next
+        // frame is not in the buffer its payload slice holds.
+        assert_eq!(reader.next().await.unwrap().unwrap(), large);
+        assert!(reader.buf.is_empty(), "nothing past the frame was read");
+        // A read from a frame boundary reads what room it reserved: at most a sliver more.
+        assert_eq!(reader.next().await.unwrap().unwrap(), large);
+        assert!(reader.buf.len() <= MIN_READ);
+        assert_eq!(
+            reader.next().await.unwrap().unwrap(),
+            Frame::Ping(Ping { nonce: 5 })
+        );
     }
 }

@@ -7,7 +7,7 @@
 
 use std::fmt;
 use std::future::{poll_fn, Future};
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
@@ -17,6 +17,9 @@ use socket2::SockRef;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+
+/// Most bytes gathered into one write for a half that is not vectored: one TLS record.
+const GATHER_BYTES: usize = 16 * 1024;
 
 /// The read half of a connection other than TCP.
 pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
@@ -162,21 +165,23 @@ pub(super) enum WriteSocket {
 }
 
 impl WriteSocket {
-    /// Writes what the socket takes now without waiting; halves other than TCP take nothing
-    /// here (`WouldBlock`) and leave the write to the writer task.
-    pub(super) fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+    /// Writes what the socket takes of `bufs`, in order, now without waiting; halves other
+    /// than TCP take nothing here (`WouldBlock`) and leave the write to the writer task.
+    pub(super) fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
-            Self::Tcp(write) => write.try_write(buf),
+            Self::Tcp(write) => write.try_write_vectored(bufs),
             Self::Io(_) => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
 
-    /// Writes some of `buf`, waiting until the socket takes at least one byte or fails.
-    pub(super) async fn write(&self, buf: &[u8]) -> io::Result<usize> {
+    /// Writes some of `bufs`, in order, waiting until the socket takes at least one byte or
+    /// fails. A half that is not vectored gets small slices gathered into one write and a
+    /// large one alone, uncopied.
+    pub(super) async fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
             Self::Tcp(write) => loop {
                 write.writable().await?;
-                match write.try_write(buf) {
+                match write.try_write_vectored(bufs) {
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
                     written => return written,
                 }
@@ -184,7 +189,17 @@ impl WriteSocket {
             // Flushed before returning: a half that buffers (TLS) would otherwise hold the
             // tail of the last batch until the next write.
             Self::Io(write) => {
-                let written = poll_io(write, |write, cx| write.poll_write(cx, buf)).await?;
+                let vectored = write
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .is_write_vectored();
+                let gathered = if vectored { None } else { gather(bufs) };
+                let written = match &gathered {
+                    Some(gathered) => {
+                        poll_io(write, |write, cx| write.poll_write(cx, gathered)).await?
+                    }
+                    None => poll_io(write, |write, cx| write.poll_write_vectored(cx, bufs)).await?,
+                };
                 poll_io(write, |write, cx| write.poll_flush(cx)).await?;
                 Ok(written)
             }
@@ -198,6 +213,26 @@ impl WriteSocket {
             Self::Io(write) => poll_io(write, |write, cx| write.poll_shutdown(cx)).await,
         }
     }
+}
+
+/// Slices gathered into one buffer for a half that is not vectored: the leading slices while
+/// they fit in [`GATHER_BYTES`] together. `None` when the first slice is to be written alone
+/// (it is large, or the only one), which `poll_write_vectored` then does without copying.
+fn gather(bufs: &[IoSlice<'_>]) -> Option<Vec<u8>> {
+    let mut slices = bufs.iter().filter(|slice| !slice.is_empty());
+    let first = slices.next()?;
+    let second = slices.next()?;
+    if first.len() + second.len() > GATHER_BYTES {
+        return None;
+    }
+    let mut gathered = Vec::with_capacity(GATHER_BYTES);
+    for slice in bufs {
+        if gathered.len() + slice.len() > GATHER_BYTES {
+            break;
+        }
+        gathered.extend_from_slice(slice);
+    }
+    Some(gathered)
 }
 
 /// Polls the locked write half with `op` until it is ready; the lock lasts one poll.
@@ -222,14 +257,171 @@ impl fmt::Debug for WriteSocket {
 
 #[cfg(test)]
 mod tests {
-    use std::io;
+    use std::io::{self, IoSlice};
     use std::net::SocketAddr;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use std::time::Duration;
 
+    use bytes::{Bytes, BytesMut};
     use futures_util::StreamExt;
-    use lintel_wire::{Frame, Ping};
+    use lintel_wire::{encode_frame, DispatchRequest, Frame, Ping, Push};
+    use tokio::io::{AsyncReadExt, AsyncWrite, DuplexStream};
 
     use super::Socket;
-    use crate::transport::split;
+    use crate::transport::{split, Batched};
+
+    /// A write half that takes at most `per_call` bytes a call, across slice edges when
+    /// `vectored`, from the first slice alone otherwise.
+    struct Trickle {
+        inner: DuplexStream,
+        per_call: usize,
+        vectored: bool,
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let len = buf.len().min(self.per_call);
+            Pin::new(&mut self.inner).poll_write(cx, &buf[..len])
+        }
+
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            if !self.vectored {
+                let first = bufs.iter().find(|buf| !buf.is_empty());
+                return self.poll_write(cx, first.map_or(&[][..], |buf| &buf[..]));
+            }
+            let mut gathered = Vec::new();
+            for buf in bufs {
+                let room = self.per_call - gathered.len();
+                gathered.extend_from_slice(&buf[..buf.len().min(room)]);
+            }
+            Pin::new(&mut self.inner).poll_write(cx, &gathered)
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            self.vectored
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_flush(cx)
+        }
+
+        fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_shutdown(cx)
+        }
+    }
+
+    fn push(seq: u64, len: usize) -> Frame {
+        Frame::Push(Push {
+            correlation: seq,
+            request: DispatchRequest {
+                namespace: "ns".into(),
+                task_queue: String::new(),
+                activity_type: "act".into(),
+                node: None,
+                workflow_id: "wf".into(),
+                ordinal: seq,
+                run_id: None,
+                attempt: 1,
+                input: Bytes::from((0..len).map(|at| (at % 251) as u8).collect::<Vec<u8>>()),
+                deadline_unix_ms: None,
+            },
+        })
+    }
+
+    /// Large and small pushes, and pings among them when `pings`.
+    fn mixed(pings: bool) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        for seq in 0..24u64 {
+            let len = [10, 16_384, 17_001, 65_536, 0, 200_000][seq as usize % 6];
+            frames.push(push(seq, len));
+            if pings && seq % 4 == 1 {
+                frames.push(Frame::Ping(Ping { nonce: seq }));
+            }
+        }
+        frames
+    }
+
+    fn wire(frames: &[Frame]) -> Vec<u8> {
+        let mut wire = BytesMut::new();
+        for frame in frames {
+            encode_frame(frame, &mut wire, 1 << 20).unwrap();
+        }
+        wire.to_vec()
+    }
+
+    /// What a writer taking `per_call` bytes a call receives of `frames`, sent from a
+    /// batching scope so that many go out in one write.
+    async fn trickled(frames: &[Frame], per_call: usize, vectored: bool) -> Vec<u8> {
+        let (near, mut far) = tokio::io::duplex(1 << 16);
+        let trickle = Trickle {
+            inner: near,
+            per_call,
+            vectored,
+        };
+        let socket = Socket::from_io(tokio::io::empty(), trickle, None);
+        let (_reader, outbound, writer) = split(socket, 1 << 20, 1024);
+        Batched::new(async {
+            for frame in frames {
+                outbound.send(frame.clone()).await.unwrap();
+            }
+        })
+        .await;
+        outbound.close();
+        let mut received = Vec::new();
+        let read = far.read_to_end(&mut received);
+        tokio::time::timeout(Duration::from_secs(30), read)
+            .await
+            .expect("the bytes never all arrived")
+            .unwrap();
+        writer.await.unwrap().unwrap();
+        received
+    }
+
+    #[tokio::test]
+    async fn spliced_payloads_cross_writers_taking_a_few_bytes_a_call_byte_for_byte() {
+        let frames = mixed(false);
+        let expected = wire(&frames);
+        for (per_call, vectored) in [(7, true), (7, false), (4096, true), (40_000, false)] {
+            let received = trickled(&frames, per_call, vectored).await;
+            assert_eq!(
+                received.len(),
+                expected.len(),
+                "{per_call} a call, vectored {vectored}"
+            );
+            assert!(
+                received == expected,
+                "{per_call} a call, vectored {vectored}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn control_frames_overtaking_spliced_payloads_leave_every_frame_whole() {
+        let frames = mixed(true);
+        for (per_call, vectored) in [(5, true), (3000, false)] {
+            let received = trickled(&frames, per_call, vectored).await;
+            let mut buf = BytesMut::from(&received[..]);
+            let mut decoded = Vec::new();
+            while let Some(frame) = lintel_wire::decode_frame(&mut buf, 1 << 20).unwrap() {
+                decoded.push(frame);
+            }
+            assert!(buf.is_empty(), "no partial frame is left");
+            let is_ping = |frame: &&Frame| matches!(frame, Frame::Ping(_));
+            let lanes = |frames: &[Frame]| -> (Vec<Frame>, Vec<Frame>) {
+                frames.iter().cloned().partition(|frame| is_ping(&frame))
+            };
+            assert_eq!(lanes(&decoded), lanes(&frames), "each lane in its order");
+        }
+    }
 
     /// Two framed ends over an in-memory pipe so small that writes are partial and wait.
     fn pipe(local: SocketAddr) -> (Socket, Socket) {
