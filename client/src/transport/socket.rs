@@ -320,7 +320,7 @@ mod tests {
     }
 
     fn push(seq: u64, len: usize) -> Frame {
-        Frame::Push(Push {
+        Frame::from(Push {
             correlation: seq,
             request: DispatchRequest {
                 namespace: "ns".into(),
