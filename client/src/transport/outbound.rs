@@ -76,8 +76,8 @@ impl From<EncodeError> for SendError {
     }
 }
 
-/// Bytes of whole frames, the first of which may already be partly written.
-
+/// One connection's outbound queue and the socket it drains into, shared by every sender
+/// and the writer task.
 #[derive(Debug)]
 struct Pipe {
     socket: WriteSocket,
@@ -531,7 +531,9 @@ async fn write_piece(pipe: &Pipe, mut piece: Piece) -> io::Result<()> {
         let written = match piece.queue.contiguous(limit) {
             Some(bytes) => pipe.socket.write_vectored(&[IoSlice::new(bytes)]).await?,
             None => {
-                let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+                // On the heap: an array held across the write's await would sit in every
+                // connection's writer task, idle or not, for a path only large payloads take.
+                let mut slices = vec![IoSlice::new(&[]); MAX_SLICES];
                 let filled = piece.queue.slices(limit, &mut slices);
                 let slices = slices.get(..filled).unwrap_or_default();
                 pipe.socket.write_vectored(slices).await?
