@@ -144,11 +144,12 @@ mod tests {
     use std::time::Duration;
 
     use futures_util::{FutureExt, StreamExt};
-    use lintel_wire::{Frame, FrameCodec, Ping};
+    use lintel_wire::FrameCodec;
     use tokio::net::{TcpListener, TcpStream};
     use tokio_util::codec::FramedRead;
 
     use super::{flush, hold, Batched, HeldWrite};
+    use crate::transport::fixtures::ping;
     use crate::transport::{split, Outbound};
 
     /// Counts the writes a scope asks of it.
@@ -247,10 +248,6 @@ mod tests {
             outbound,
             FramedRead::new(client.unwrap(), FrameCodec::default()),
         )
-    }
-
-    fn ping(nonce: u64) -> Frame {
-        Frame::Ping(Ping { nonce })
     }
 
     #[tokio::test]

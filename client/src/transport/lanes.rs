@@ -480,7 +480,9 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use lintel_wire::{DispatchRequest, Frame, Ping, Push};
+    use lintel_wire::Frame;
+
+    use crate::transport::fixtures::{self, ping};
 
     use super::*;
 
@@ -507,25 +509,7 @@ mod tests {
     }
 
     fn push(seq: u64, len: usize) -> Frame {
-        Frame::from(Push {
-            correlation: seq,
-            request: DispatchRequest {
-                namespace: "ns".into(),
-                task_queue: String::new(),
-                activity_type: "act".into(),
-                node: None,
-                workflow_id: "wf".into(),
-                ordinal: seq,
-                run_id: None,
-                attempt: 1,
-                input: Bytes::from(vec![seq as u8; len]),
-                deadline_unix_ms: None,
-            },
-        })
-    }
-
-    fn ping(nonce: u64) -> Frame {
-        Frame::Ping(Ping { nonce })
+        fixtures::push(seq, seq, Bytes::from(vec![seq as u8; len]))
     }
 
     #[test]

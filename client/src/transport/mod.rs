@@ -7,6 +7,8 @@
 
 mod batch;
 mod dial;
+#[cfg(test)]
+mod fixtures;
 mod lanes;
 mod outbound;
 mod reader;

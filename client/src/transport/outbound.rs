@@ -572,37 +572,18 @@ mod tests {
 
     use bytes::Bytes;
     use futures_util::StreamExt;
-    use lintel_wire::{
-        Cancel, DispatchRequest, ErrorCode, ErrorFrame, Frame, FrameCodec, FrameKind, Ping, Push,
-    };
+    use lintel_wire::{Cancel, ErrorCode, ErrorFrame, Frame, FrameCodec, FrameKind};
     use socket2::SockRef;
-    use tokio::net::{TcpListener, TcpSocket, TcpStream};
+    use tokio::net::{TcpListener, TcpStream};
     use tokio_util::codec::FramedRead;
 
     use super::SendError;
+    use crate::transport::fixtures::{self, ping};
     use crate::transport::{split, Batched, FrameReader, Outbound, QueueLimits};
 
     /// A push of `len` input bytes whose correlation names its sender and sequence number.
     fn push(sender: u64, seq: u64, len: usize) -> Frame {
-        Frame::from(Push {
-            correlation: (sender << 32) | seq,
-            request: DispatchRequest {
-                namespace: "ns".into(),
-                task_queue: String::new(),
-                activity_type: "act".into(),
-                node: None,
-                workflow_id: "wf".into(),
-                ordinal: seq,
-                run_id: None,
-                attempt: 1,
-                input: Bytes::from(vec![7; len]),
-                deadline_unix_ms: None,
-            },
-        })
-    }
-
-    fn ping(nonce: u64) -> Frame {
-        Frame::Ping(Ping { nonce })
+        fixtures::push((sender << 32) | seq, seq, Bytes::from(vec![7; len]))
     }
 
     /// An outbound whose socket takes little before writes stall, and the peer's frames, not
@@ -610,15 +591,9 @@ mod tests {
     async fn stalled_pair(
         max_frame_len: usize,
     ) -> (Outbound, FramedRead<TcpStream, FrameCodec>, FrameReader) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let socket = TcpSocket::new_v4().unwrap();
-        socket.set_recv_buffer_size(4096).unwrap();
-        let (peer, accepted) = tokio::join!(socket.connect(addr), listener.accept());
-        let accepted = accepted.unwrap().0;
-        SockRef::from(&accepted).set_send_buffer_size(4096).unwrap();
+        let (accepted, peer) = fixtures::stalling_pair().await;
         let (reader, outbound, _writer) = split(accepted, max_frame_len, 64);
-        let peer = FramedRead::new(peer.unwrap(), FrameCodec::new(max_frame_len));
+        let peer = FramedRead::new(peer, FrameCodec::new(max_frame_len));
         (outbound, peer, reader)
     }
 
@@ -788,13 +763,7 @@ mod tests {
 
     #[tokio::test]
     async fn spliced_payloads_cross_a_stalling_tcp_socket_byte_for_byte() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let socket = TcpSocket::new_v4().unwrap();
-        socket.set_recv_buffer_size(4096).unwrap();
-        let (peer, accepted) = tokio::join!(socket.connect(addr), listener.accept());
-        let accepted = accepted.unwrap().0;
-        SockRef::from(&accepted).set_send_buffer_size(4096).unwrap();
+        let (accepted, peer) = fixtures::stalling_pair().await;
         let (_reader, outbound, writer) = split(accepted, 1 << 20, 1024);
         let frames: Vec<Frame> = (0..40)
             .map(|seq| {
@@ -822,7 +791,7 @@ mod tests {
         };
         let mut received = Vec::new();
         let read = async {
-            let mut peer = peer.unwrap();
+            let mut peer = peer;
             tokio::io::AsyncReadExt::read_to_end(&mut peer, &mut received)
                 .await
                 .unwrap();

@@ -256,7 +256,7 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
 
     use super::{FrameReader, MAX_READ, MIN_READ, SHRINK_FACTOR};
-    use crate::transport::Socket;
+    use crate::transport::{fixtures, Socket};
 
     async fn pair() -> (FrameReader, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -270,21 +270,7 @@ mod tests {
     }
 
     fn push(len: usize) -> Frame {
-        Frame::from(lintel_wire::Push {
-            correlation: 1,
-            request: lintel_wire::DispatchRequest {
-                namespace: "ns".into(),
-                task_queue: String::new(),
-                activity_type: "echo".into(),
-                node: None,
-                workflow_id: "wf".into(),
-                ordinal: 1,
-                run_id: None,
-                attempt: 1,
-                input: bytes::Bytes::from(vec![3u8; len]),
-                deadline_unix_ms: None,
-            },
-        })
+        fixtures::push(1, 1, bytes::Bytes::from(vec![3u8; len]))
     }
 
     fn pings(from: u64, count: u64) -> Vec<u8> {

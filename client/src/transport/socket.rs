@@ -265,10 +265,11 @@ mod tests {
 
     use bytes::{Bytes, BytesMut};
     use futures_util::StreamExt;
-    use lintel_wire::{encode_frame, DispatchRequest, Frame, Ping, Push};
+    use lintel_wire::{encode_frame, Frame, Ping};
     use tokio::io::{AsyncReadExt, AsyncWrite, DuplexStream};
 
     use super::Socket;
+    use crate::transport::fixtures;
     use crate::transport::{split, Batched};
 
     /// A write half that takes at most `per_call` bytes a call, across slice edges when
@@ -320,21 +321,8 @@ mod tests {
     }
 
     fn push(seq: u64, len: usize) -> Frame {
-        Frame::from(Push {
-            correlation: seq,
-            request: DispatchRequest {
-                namespace: "ns".into(),
-                task_queue: String::new(),
-                activity_type: "act".into(),
-                node: None,
-                workflow_id: "wf".into(),
-                ordinal: seq,
-                run_id: None,
-                attempt: 1,
-                input: Bytes::from((0..len).map(|at| (at % 251) as u8).collect::<Vec<u8>>()),
-                deadline_unix_ms: None,
-            },
-        })
+        let input = (0..len).map(|at| (at % 251) as u8).collect::<Vec<u8>>();
+        fixtures::push(seq, seq, Bytes::from(input))
     }
 
     /// Large and small pushes, and pings among them when `pings`.
