@@ -6,13 +6,13 @@
 //! their group and follow it across deltas; a group the peer stops announcing takes its
 //! charges with it, and the peer's authoritative refusal covers the rest.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use lintel_wire::channel::parse_channel_name;
 use lintel_wire::{Census, PoolPresence, Presence, PresenceGroup};
 
+use crate::idmap::KeyedMap;
 use crate::registry::{normalize_task_queue, Address, NodeFilter};
 
 /// Most pools held per peer; a peer announcing more is cut off.
@@ -84,7 +84,7 @@ struct Pool {
 #[derive(Debug, Default)]
 pub(crate) struct View {
     /// namespace -> task queue -> pool.
-    pools: HashMap<String, HashMap<String, Pool>>,
+    pools: KeyedMap<String, KeyedMap<String, Pool>>,
     pool_count: usize,
     pub(crate) synced: bool,
     pub(crate) draining: bool,
@@ -252,7 +252,7 @@ impl View {
         let mut channels: Vec<String> = self
             .pools
             .values()
-            .flat_map(HashMap::values)
+            .flat_map(KeyedMap::values)
             .map(|pool| pool.channel.clone())
             .collect();
         channels.sort();
