@@ -4,87 +4,14 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant};
+use std::process::{Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use support::{lintel, Served};
 
 /// The bound on every wait for the node's output.
 const WAIT: Duration = Duration::from_secs(20);
-
-/// `lintel` with no `RUST_LOG` or `LINTEL_*` settings inherited from the caller's shell.
-fn lintel() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_lintel"));
-    command
-        .env_remove("RUST_LOG")
-        .env_remove("LINTEL_LOG_FORMAT")
-        .env_remove("LINTEL_CONNECT")
-        .env_remove("LINTEL_AUTH_TOKEN")
-        .env_remove("LINTEL_THREADS");
-    command
-}
-
-/// A `lintel serve` child on a free loopback port, killed on drop.
-struct Served {
-    child: Child,
-    addr: String,
-    /// Every stderr line read so far, the `listening` line last.
-    lines: Vec<String>,
-    rest: Receiver<String>,
-}
-
-impl Served {
-    /// Starts `lintel serve` on 127.0.0.1:0 with `extra` flags and reads its stderr until the
-    /// `listening` line, taking the bound address from it.
-    fn start(extra: &[&str]) -> Self {
-        let mut child = lintel()
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("lintel serve starts");
-        let rest = support::stderr_lines(&mut child);
-        let mut served = Self {
-            child,
-            addr: String::new(),
-            lines: Vec::new(),
-            rest,
-        };
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = served.rest.recv_timeout(left).unwrap_or_else(|_| {
-                panic!("no listening line within {WAIT:?}: {:?}", served.lines)
-            });
-            let listening = line.contains("listening");
-            if listening {
-                served.addr = address_in(&line)
-                    .unwrap_or_else(|| panic!("no address in the listening line: {line}"));
-            }
-            served.lines.push(line);
-            if listening {
-                return served;
-            }
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The `127.0.0.1:port` in a log line, text (`addr=...`) or JSON (`"addr":"..."`).
-fn address_in(line: &str) -> Option<String> {
-    let start = line.find("127.0.0.1:")?;
-    let addr: String = line[start..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
-        .collect();
-    Some(addr)
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -92,30 +19,30 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn serve_logs_text_without_ansi_escapes_when_piped() {
-    let served = Served::start(&[]);
-    for line in &served.lines {
+    let (served, _addr) = Served::on_loopback(&[]);
+    for line in &served.seen {
         assert!(
             !line.contains('\u{1b}'),
             "ANSI escape in a piped log line: {line:?}"
         );
     }
-    assert!(served.lines.iter().any(|line| line.contains("INFO")));
+    assert!(served.seen.iter().any(|line| line.contains("INFO")));
 }
 
 #[test]
 fn serve_log_format_json_writes_one_object_per_line() {
-    let served = Served::start(&["--log-format", "json"]);
-    for line in &served.lines {
+    let (served, addr) = Served::on_loopback(&["--log-format", "json"]);
+    for line in &served.seen {
         let value: serde_json::Value = serde_json::from_str(line)
             .unwrap_or_else(|err| panic!("not a JSON log line ({err}): {line}"));
         assert!(value.is_object(), "not an object: {line}");
         assert!(value.get("level").is_some(), "no level: {line}");
     }
     let listening: serde_json::Value =
-        serde_json::from_str(served.lines.last().expect("a listening line")).expect("JSON");
+        serde_json::from_str(served.seen.last().expect("a listening line")).expect("JSON");
     assert_eq!(listening["level"], "INFO");
     assert_eq!(listening["fields"]["message"], "listening");
-    assert_eq!(listening["fields"]["addr"], served.addr.as_str());
+    assert_eq!(listening["fields"]["addr"], addr.as_str());
 }
 
 #[test]
@@ -146,13 +73,13 @@ fn log_format_comes_from_the_environment_too() {
 
 #[test]
 fn dispatch_with_no_worker_prints_only_its_outcome() {
-    let served = Served::start(&[]);
+    let (_served, addr) = Served::on_loopback(&[]);
     let Output {
         status,
         stdout,
         stderr,
     } = lintel()
-        .args(["dispatch", "--connect", &served.addr])
+        .args(["dispatch", "--connect", &addr])
         .args([
             "--namespace",
             "cli-logs",
@@ -177,9 +104,9 @@ fn dispatch_with_no_worker_prints_only_its_outcome() {
 
 #[test]
 fn status_prints_no_log_lines() {
-    let served = Served::start(&[]);
+    let (_served, addr) = Served::on_loopback(&[]);
     let output = lintel()
-        .args(["status", "--connect", &served.addr])
+        .args(["status", "--connect", &addr])
         .output()
         .expect("lintel status runs");
     assert!(output.status.success(), "{}", text(&output.stderr));
@@ -189,9 +116,9 @@ fn status_prints_no_log_lines() {
 
 #[test]
 fn bench_piped_prints_no_progress_lines() {
-    let served = Served::start(&[]);
+    let (_served, addr) = Served::on_loopback(&[]);
     let output = lintel()
-        .args(["bench", "--connect", &served.addr])
+        .args(["bench", "--connect", &addr])
         .args(["--duration", "1.6", "--workers", "1", "--concurrency", "4"])
         .output()
         .expect("lintel bench runs");
@@ -218,9 +145,9 @@ fn bench_piped_prints_no_progress_lines() {
 
 #[test]
 fn bench_json_to_stdout_is_the_report_alone_and_the_histogram_goes_to_stderr() {
-    let served = Served::start(&[]);
+    let (_served, addr) = Served::on_loopback(&[]);
     let output = lintel()
-        .args(["bench", "--connect", &served.addr])
+        .args(["bench", "--connect", &addr])
         .args(["--count", "200", "--workers", "1", "--concurrency", "4"])
         .args(["--json", "-", "--histogram", "-"])
         .output()

@@ -7,9 +7,9 @@ mod support;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use lintel::activities::BuiltIn;
 use lintel::auth::{GrantConfig, GrantRole};
@@ -20,7 +20,7 @@ use lintel::sdk::{
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{ActivityOutcome, DispatchResult, RefusalCode, Register};
 use lintel::NodeConfig;
-use support::{plain, request, within, Leaf, Pki, TestNode, WAIT};
+use support::{lintel, plain, request, within, Leaf, Pki, Served, TestNode, WAIT};
 use tokio::io::AsyncReadExt;
 
 impl Pki {
@@ -384,78 +384,6 @@ async fn past_the_connection_limit_a_tls_client_is_refused_too_many_connections(
     }
 }
 
-/// `lintel` with no `RUST_LOG` or `LINTEL_*` settings inherited from the caller's shell.
-fn lintel() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_lintel"));
-    for (name, _) in std::env::vars() {
-        if name.starts_with("LINTEL_") || name == "RUST_LOG" {
-            command.env_remove(name);
-        }
-    }
-    command
-}
-
-/// A `lintel serve` child, killed on drop, with its stderr read line by line.
-struct Served {
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Served {
-    fn start(args: &[&str]) -> Self {
-        let mut child = lintel()
-            .arg("serve")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("lintel serve starts");
-        let lines = support::stderr_lines(&mut child);
-        Self {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Reads stderr until the `listening` line and returns the port in it.
-    fn port(&mut self) -> u16 {
-        let line = self.wait_for("listening");
-        let after = &line[line.rfind(':').expect("an address")..];
-        after
-            .trim_start_matches(':')
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-            .parse()
-            .expect("a port")
-    }
-
-    /// Reads stderr until a line containing `text`, and returns it.
-    fn wait_for(&mut self, text: &str) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no {text:?} line within {WAIT:?}: {:?}", self.seen));
-            self.seen.push(line.clone());
-            if line.contains(text) {
-                return line;
-            }
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Runs `command` to its end, bounded by three [`WAIT`]s; its success, stdout and stderr.
 fn finish(mut command: Command) -> (bool, String, String) {
     let (send, done) = mpsc::channel();
@@ -489,7 +417,7 @@ fn the_cli_worker_dispatch_and_bench_speak_tls_to_lintel_serve() {
         "--tls-key",
         path(&key),
     ]);
-    let connect = format!("127.0.0.1:{}", served.port());
+    let connect = served.listening();
     let ca = pki.ca_path();
     let mut worker = lintel()
         .args(["worker", "--connect", &connect, "--namespace", "cli"])

@@ -13,6 +13,8 @@
 //! - `frames`: builders for handshakes, registrations, requests, replies and submissions.
 //! - `dispatch`: in-process dispatches and what to read from their results.
 //! - `cluster`: peered test nodes, waits on what a node knows of its peers, SDK workers.
+//! - `served`: [`lintel`], the built binary free of the caller's settings, and [`Served`], a
+//!   `lintel serve` child read line by line.
 #![allow(dead_code, unreachable_pub)]
 
 mod admin;
@@ -25,6 +27,7 @@ mod node;
 mod peers;
 mod pki;
 mod raw;
+mod served;
 
 // Each test file is its own crate and uses a part of what follows.
 #[allow(unused_imports)]
@@ -50,3 +53,5 @@ pub use peers::{next_outcome, producer, small_window_worker, AutoWorker, RawWork
 pub use pki::{Leaf, Pki};
 #[allow(unused_imports)]
 pub use raw::{next_frame, small_window_client, RawClient};
+#[allow(unused_imports)]
+pub use served::{lintel, Served};

@@ -14,7 +14,7 @@ use tokio::process::{Child, ChildStderr, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::support::within;
+use crate::support::{self, within};
 
 /// How often [`until`] looks again at a process it can only poll.
 const POLL: Duration = Duration::from_millis(25);
@@ -50,18 +50,6 @@ pub async fn signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill -s {signal} {pid} failed: {status}");
 }
 
-/// A `lintel` command without the caller's `LINTEL_*` variables: the node reads each as a
-/// config key and refuses the ones it does not know, such as the fault suite's own.
-fn lintel() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_lintel"));
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("LINTEL_") {
-            command.env_remove(key);
-        }
-    }
-    command
-}
-
 /// The node's settings that the fault tests vary.
 #[derive(Debug, Clone)]
 pub struct NodeSettings {
@@ -83,7 +71,7 @@ pub struct NodeProcess {
 impl NodeProcess {
     /// Starts a node with `settings` and waits until both its listeners are bound.
     pub async fn start(settings: &NodeSettings) -> Self {
-        let mut child = lintel()
+        let mut child = Command::from(support::lintel())
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--admin-listen", "127.0.0.1:0"])
             .args(["--node-id", "faults"])
@@ -94,7 +82,6 @@ impl NodeProcess {
                 "LINTEL_MAX_MISSED_PINGS",
                 settings.max_missed_pings.to_string(),
             )
-            .env_remove("LINTEL_CONFIG")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -209,7 +196,7 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts a worker in `namespace` with `concurrency` slots; see [`WorkerProcess::registered`].
     pub fn start(node: SocketAddr, namespace: &str, concurrency: u32, identity: &str) -> Self {
-        let mut child = lintel()
+        let mut child = Command::from(support::lintel())
             .args(["worker", "--connect", &node.to_string()])
             .args(["--namespace", namespace])
             .args(["--activity", "echo", "--activity", "sleep"])

@@ -1,0 +1,95 @@
+//! The built `lintel` binary as a child process: commands free of the caller's settings, and
+//! [`Served`], a `lintel serve` whose stderr is read line by line.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::Instant;
+
+use super::{stderr_lines, WAIT};
+
+/// `lintel` with no `RUST_LOG` or `LINTEL_*` settings inherited from the caller's shell: the
+/// node reads each `LINTEL_*` as a config key and refuses the ones it does not know.
+pub fn lintel() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lintel"));
+    for (name, _) in std::env::vars_os() {
+        let name_text = name.to_string_lossy();
+        if name_text.starts_with("LINTEL_") || name_text == "RUST_LOG" {
+            command.env_remove(&name);
+        }
+    }
+    command
+}
+
+/// A `lintel serve` child, killed on drop, with its stderr read line by line.
+pub struct Served {
+    child: Child,
+    lines: Receiver<String>,
+    /// Every stderr line read so far, in order.
+    pub seen: Vec<String>,
+}
+
+impl Served {
+    /// Starts `lintel serve` with `args`.
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = lintel()
+            .arg("serve")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("lintel serve starts");
+        let lines = stderr_lines(&mut child);
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Starts `lintel serve --listen 127.0.0.1:0` with `extra` flags and waits until it
+    /// listens; the node and its `127.0.0.1:port`.
+    pub fn on_loopback(extra: &[&str]) -> (Self, String) {
+        let mut args = vec!["--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut served = Self::start(&args);
+        let addr = served.listening();
+        (served, addr)
+    }
+
+    /// Reads stderr until a line containing `text`, and returns it.
+    pub fn wait_for(&mut self, text: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {text:?} line within {WAIT:?}: {:?}", self.seen));
+            self.seen.push(line.clone());
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+
+    /// Reads stderr until the `listening` line and returns the `127.0.0.1:port` in it, from a
+    /// text (`addr=...`) or a JSON (`"addr":"..."`) log line.
+    pub fn listening(&mut self) -> String {
+        let line = self.wait_for("listening");
+        let start = line
+            .find("127.0.0.1:")
+            .unwrap_or_else(|| panic!("no loopback address in the listening line: {line}"));
+        line.get(start..)
+            .unwrap_or_default()
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+            .collect()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
