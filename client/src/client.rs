@@ -126,9 +126,14 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Pending {
     closed: bool,
-    dispatches: HashMap<u64, oneshot::Sender<Dispatched>>,
-    statuses: HashMap<u64, oneshot::Sender<ClusterStatus>>,
+    dispatches: IdMap<oneshot::Sender<Dispatched>>,
+    statuses: IdMap<oneshot::Sender<ClusterStatus>>,
 }
+
+/// A map keyed by a correlation id this client assigned itself. The ids are sequential and
+/// never come from the node, so nobody can choose them to collide: a fixed-seed fast hasher
+/// is enough, and costs a fraction of SipHash.
+type IdMap<V> = HashMap<u64, V, foldhash::fast::FixedState>;
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Pending> {
@@ -185,10 +190,16 @@ struct PendingGuard<'a> {
     table: Table,
     correlation: u64,
     submitted: bool,
+    /// The waiter heard back (an answer or the connection's end), so whoever dropped its
+    /// sender already removed the entry: nothing is left to remove or cancel.
+    settled: bool,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
         let removed = {
             let mut pending = self.inner.shared.lock();
             match self.table {
@@ -305,7 +316,9 @@ impl Client {
             .await
             .map_err(|_| ClientError::Closed)?;
         guard.submitted = true;
-        rx.await.map_err(|_| ClientError::Closed)
+        let answer = rx.await;
+        guard.settled = true;
+        answer.map_err(|_| ClientError::Closed)
     }
 
     /// Asks the node for its status.
@@ -324,7 +337,7 @@ impl Client {
         let inner = &*self.inner;
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        let _guard = inner.insert(Table::Status, correlation, |pending| {
+        let mut guard = inner.insert(Table::Status, correlation, |pending| {
             pending.statuses.insert(correlation, tx);
         })?;
         inner
@@ -332,7 +345,9 @@ impl Client {
             .send(Frame::StatusQuery(StatusQuery { correlation }))
             .await
             .map_err(|_| ClientError::Closed)?;
-        rx.await.map_err(|_| ClientError::Closed)
+        let answer = rx.await;
+        guard.settled = true;
+        answer.map_err(|_| ClientError::Closed)
     }
 
     /// Says `Goodbye` and closes the connection; pending calls on every clone fail with
@@ -389,6 +404,7 @@ impl Inner {
             table,
             correlation,
             submitted: false,
+            settled: false,
         })
     }
 
