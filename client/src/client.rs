@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use lintel_wire::{
     Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, Goodbye, NodeRouting,
     NodeStatus, PeerStatus, Pong, Role, StatusQuery, Submit, Welcome, DEFAULT_MAX_FRAME_LEN,
@@ -424,6 +424,10 @@ impl Inner {
     }
 }
 
+/// Most frames the read loop handles in one pass through its `select!`, so a steady stream of
+/// outcomes cannot keep the keepalive waiting long.
+const FRAME_BATCH: usize = 64;
+
 /// Completes pending entries from the node's frames until the connection ends, then fails the
 /// rest at once.
 async fn read_loop(
@@ -432,29 +436,47 @@ async fn read_loop(
     shared: Arc<Shared>,
     mut keepalive: Keepalive,
 ) {
-    loop {
+    'read: loop {
         // Both branches are cancel-safe: `FramedRead` keeps partial frames buffered, and
         // `Keepalive::tick` changes nothing until it resolves.
         tokio::select! {
-            frame = reader.next() => match frame {
-                Some(Ok(frame)) => {
-                    keepalive.heard();
-                    if let Err(violation) = on_frame(frame, &shared, &outbound) {
-                        shared.fail_all();
-                        outbound.close_with(Frame::Error(violation)).await;
-                        return;
+            read = reader.next() => {
+                // The frames already buffered behind this one are handled in the same pass,
+                // up to a batch, so a burst of outcomes costs one pass through the select.
+                let mut read = read;
+                let mut handled = 0;
+                loop {
+                    match read {
+                        Some(Ok(frame)) => {
+                            keepalive.heard();
+                            if let Err(violation) = on_frame(frame, &shared, &outbound) {
+                                shared.fail_all();
+                                outbound.close_with(Frame::Error(violation)).await;
+                                return;
+                            }
+                        }
+                        Some(Err(err)) => {
+                            tracing::warn!(error = %err, "producer connection failed");
+                            shared.fail_all();
+                            if let Some(error) = decode_error_frame(&err) {
+                                outbound.close_with(Frame::Error(error)).await;
+                            }
+                            break 'read;
+                        }
+                        None => break 'read,
+                    }
+                    handled += 1;
+                    if handled == FRAME_BATCH {
+                        break;
+                    }
+                    // Polled without a waker: a `Pending` only ends the batch, and the select
+                    // polls the reader again, with the task's waker, before the task parks.
+                    match reader.next().now_or_never() {
+                        Some(next) => read = next,
+                        None => break,
                     }
                 }
-                Some(Err(err)) => {
-                    tracing::warn!(error = %err, "producer connection failed");
-                    shared.fail_all();
-                    if let Some(error) = decode_error_frame(&err) {
-                        outbound.close_with(Frame::Error(error)).await;
-                    }
-                    break;
-                }
-                None => break,
-            },
+            }
             tick = keepalive.tick() => match tick {
                 KeepaliveTick::Ping(ping) => {
                     let _ = outbound.try_send(Frame::Ping(ping));

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt};
 use lintel_wire::{
-    ActivityOutcome, CapacityUpdate, DispatchResponse, Drain, Drained, ErrorCode, ErrorFrame,
-    Frame, Goodbye, Pong, Push, Reply,
+    ActivityOutcome, CapacityUpdate, CodecError, DispatchResponse, Drain, Drained, ErrorCode,
+    ErrorFrame, Frame, Goodbye, Pong, Push, Reply,
 };
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinError, JoinSet};
@@ -22,6 +22,14 @@ use crate::transport::{FrameReader, Outbound};
 
 /// How long a finished drain waits for `Drained` and `Goodbye` to reach the socket.
 const GOODBYE_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most frames handled in one pass through the session's `select!`, so a steady stream of
+/// pushes cannot keep the other branches (finished tasks, keepalive, drain) waiting long.
+const FRAME_BATCH: usize = 64;
+
+/// Requests in flight by the node's correlation id. The ids come off the socket, so the map is
+/// seeded at random per process and per map: colliding ids cannot be computed ahead.
+pub(super) type InFlight = HashMap<u64, AbortHandle, foldhash::fast::RandomState>;
 
 /// Who asked for the drain in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +65,7 @@ pub(super) struct Session<'a, H> {
     /// Requests whose reply is still owed, by correlation id. A cancelled request leaves this
     /// map before its task is aborted and is answered by the cancel, so a task that finishes
     /// anyway sends nothing more.
-    pub(super) in_flight: HashMap<u64, AbortHandle>,
+    pub(super) in_flight: InFlight,
     pub(super) draining: Option<Draining>,
 }
 
@@ -76,20 +84,7 @@ impl<H: Handler> Session<'_, H> {
             // is rebuilt from the stored deadline, and `Keepalive::tick` changes nothing until
             // it resolves.
             let flow = tokio::select! {
-                frame = futures_util::StreamExt::next(&mut self.reader) => match frame {
-                    Some(Ok(frame)) => {
-                        self.keepalive.heard();
-                        self.on_frame(frame).await
-                    }
-                    Some(Err(err)) => {
-                        tracing::warn!(error = %err, "worker connection failed");
-                        if let Some(error) = decode_error_frame(&err) {
-                            self.outbound.close_with(Frame::Error(error)).await;
-                        }
-                        Err(SessionEnd::Lost)
-                    }
-                    None => Err(SessionEnd::Lost),
-                },
+                read = self.reader.next() => self.on_read(read).await,
                 Some(joined) = self.tasks.join_next() => self.on_joined(joined).await,
                 Ok(()) = self.capacity_rx.changed() => self.on_capacity().await,
                 Ok(()) = self.drain_rx.changed(), if self.draining.is_none() => {
@@ -109,6 +104,39 @@ impl<H: Handler> Session<'_, H> {
             };
             if let Err(end) = flow {
                 return end;
+            }
+        }
+    }
+
+    /// Handles what the reader handed out, then the frames already buffered behind it, up to
+    /// [`FRAME_BATCH`]: a burst of pushes costs one pass through `serve`'s `select!` instead of
+    /// one each. A drain ends the batch, so `serve` checks for a finished drain between frames.
+    async fn on_read(&mut self, mut read: Option<Result<Frame, CodecError>>) -> Flow {
+        let mut handled = 0;
+        loop {
+            match read {
+                Some(Ok(frame)) => {
+                    self.keepalive.heard();
+                    self.on_frame(frame).await?;
+                }
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, "worker connection failed");
+                    if let Some(error) = decode_error_frame(&err) {
+                        self.outbound.close_with(Frame::Error(error)).await;
+                    }
+                    return Err(SessionEnd::Lost);
+                }
+                None => return Err(SessionEnd::Lost),
+            }
+            handled += 1;
+            if handled == FRAME_BATCH || self.draining.is_some() {
+                return Ok(());
+            }
+            // Polled without a waker: a `Pending` here only ends the batch, and `serve` polls
+            // the reader again, with its own waker, before the task parks.
+            match self.reader.next().now_or_never() {
+                Some(next) => read = next,
+                None => return Ok(()),
             }
         }
     }
