@@ -196,10 +196,7 @@ impl<H: Handler> Session<'_, H> {
     /// Pushes that arrive while draining still run: the node sent them before it saw the drain
     /// and waits for their replies; the grace deadline bounds them.
     async fn start(&mut self, push: Box<Push>) -> Flow {
-        let Push {
-            correlation,
-            request,
-        } = *push;
+        let correlation = push.correlation;
         if self.in_flight.contains_key(&correlation) {
             tracing::warn!(
                 correlation,
@@ -210,6 +207,7 @@ impl<H: Handler> Session<'_, H> {
         let capacity = usize::try_from(self.capacity).unwrap_or(usize::MAX);
         if self.in_flight.len() >= capacity {
             tracing::warn!(correlation, capacity, "push beyond capacity refused");
+            let Push { request, .. } = *push;
             let response = DispatchResponse {
                 workflow_id: request.workflow_id,
                 ordinal: request.ordinal,
@@ -222,7 +220,8 @@ impl<H: Handler> Session<'_, H> {
             return self.reply(correlation, response).await;
         }
         let handler = Arc::clone(&self.handler);
-        let run = run_handler(handler, correlation, request);
+        // The request stays in its box until the handler takes it, so the task holds it once.
+        let run = run_handler(handler, push);
         let task = if self.handler.runs_briefly() {
             let mut run = Box::pin(run);
             // A handler that must wait is polled again, with its own waker, in its task.
