@@ -221,9 +221,9 @@ impl<H: Handler> Session<'_, H> {
         }
         let handler = Arc::clone(&self.handler);
         // The request stays in its box until the handler takes it, so the task holds it once.
-        let run = run_handler(handler, push);
+        // Built in the call that boxes it: the future is the handler's whole state, large to move.
         let task = if self.handler.runs_briefly() {
-            let mut run = Box::pin(run);
+            let mut run = Box::pin(run_handler(handler, push));
             // A handler that must wait is polled again, with its own waker, in its task.
             if let Some((correlation, response)) = (&mut run).now_or_never() {
                 if let Some(draining) = &mut self.draining {
@@ -233,7 +233,7 @@ impl<H: Handler> Session<'_, H> {
             }
             self.tasks.spawn(run)
         } else {
-            self.tasks.spawn(run)
+            self.tasks.spawn(run_handler(handler, push))
         };
         self.in_flight.insert(correlation, task);
         Ok(())
