@@ -582,3 +582,106 @@ fn submit_len_bound(submit: &Submit) -> usize {
     .into_iter()
     .fold(0, usize::saturating_add)
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::{Bytes, BytesMut};
+    use futures_util::StreamExt;
+    use lintel_wire::{
+        encode_frame, ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, Frame,
+        FrameCodec, Limits, OutcomeFrame, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+    };
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+    use tokio_util::codec::FramedRead;
+
+    use super::{Client, ClientConfig, FRAME_BATCH};
+    use crate::DispatchOptions;
+
+    fn request(ordinal: u64) -> DispatchRequest {
+        DispatchRequest {
+            namespace: "ns".into(),
+            task_queue: String::new(),
+            activity_type: "echo".into(),
+            node: None,
+            workflow_id: format!("wf-{ordinal}"),
+            ordinal,
+            run_id: None,
+            attempt: 1,
+            input: Bytes::from(ordinal.to_string()),
+            deadline_unix_ms: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn outcomes_arriving_in_one_burst_longer_than_a_batch_each_reach_their_dispatch() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let count = 3 * FRAME_BATCH + 1;
+        // A node that answers every submission at once, in one write, once all have arrived.
+        let node = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            let (read, mut write) = socket.into_split();
+            let mut frames = FramedRead::new(read, FrameCodec::new(DEFAULT_MAX_FRAME_LEN));
+            let Some(Ok(Frame::Hello(_))) = frames.next().await else {
+                panic!("expected Hello");
+            };
+            let welcome = Frame::Welcome(Welcome {
+                version: PROTOCOL_VERSION,
+                node_id: "fake-node".to_owned(),
+                pid: 1,
+                limits: Limits {
+                    max_frame_len: 4 * 1024 * 1024,
+                    max_in_flight: 4096,
+                    ping_interval_ms: 0,
+                    max_missed_pings: 3,
+                    max_name_len: 256,
+                    max_set_len: 64,
+                },
+            });
+            let mut bytes = BytesMut::new();
+            encode_frame(&welcome, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+            write.write_all(&bytes).await.unwrap();
+            bytes.clear();
+            for _ in 0..count {
+                let Some(Ok(Frame::Submit(submit))) = frames.next().await else {
+                    panic!("expected Submit");
+                };
+                let outcome = Frame::Outcome(OutcomeFrame {
+                    correlation: submit.correlation,
+                    result: DispatchResult::Completed(DispatchResponse {
+                        workflow_id: submit.request.workflow_id.clone(),
+                        ordinal: submit.request.ordinal,
+                        run_id: None,
+                        outcome: ActivityOutcome::Success(submit.request.input.clone()),
+                    }),
+                });
+                encode_frame(&outcome, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+            }
+            write.write_all(&bytes).await.unwrap();
+            (frames, write)
+        });
+        let client = Client::connect(addr, ClientConfig::default())
+            .await
+            .unwrap();
+        let options = DispatchOptions::default();
+        let dispatches = (0..count as u64).map(|ordinal| {
+            let client = client.clone();
+            let options = options.clone();
+            tokio::spawn(async move { client.dispatch(request(ordinal), &options).await })
+        });
+        let results = futures_util::future::join_all(dispatches.collect::<Vec<_>>()).await;
+        for (ordinal, result) in results.into_iter().enumerate() {
+            let DispatchResult::Completed(response) = result.unwrap().unwrap() else {
+                panic!("dispatch {ordinal} did not complete");
+            };
+            assert_eq!(response.workflow_id, format!("wf-{ordinal}"));
+            assert_eq!(
+                response.outcome,
+                ActivityOutcome::Success(Bytes::from(ordinal.to_string()))
+            );
+        }
+        assert!(!client.is_closed());
+        let _node_side = node.await.unwrap();
+    }
+}

@@ -392,3 +392,127 @@ fn response_len_bound(response: &DispatchResponse) -> usize {
     .into_iter()
     .fold(0, usize::saturating_add)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::{Bytes, BytesMut};
+    use futures_util::StreamExt;
+    use lintel_wire::{
+        encode_frame, ActivityOutcome, DispatchRequest, Drain, Drained, Frame, FrameCodec, Limits,
+        Push, Register, Registered, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+    };
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+    use tokio_util::codec::FramedRead;
+
+    use super::FRAME_BATCH;
+    use crate::{Handler, Worker, WorkerConfig};
+
+    /// Echoes its input at once, on the connection's task.
+    struct BriefEcho;
+
+    impl Handler for BriefEcho {
+        async fn handle(&self, request: DispatchRequest) -> ActivityOutcome {
+            ActivityOutcome::Success(request.input)
+        }
+
+        fn runs_briefly(&self) -> bool {
+            true
+        }
+    }
+
+    fn push(correlation: u64) -> Frame {
+        Frame::from(Push {
+            correlation,
+            request: DispatchRequest {
+                namespace: "ns".into(),
+                task_queue: String::new(),
+                activity_type: "echo".into(),
+                node: None,
+                workflow_id: format!("wf-{correlation}"),
+                ordinal: correlation,
+                run_id: None,
+                attempt: 1,
+                input: Bytes::from(correlation.to_string()),
+                deadline_unix_ms: None,
+            },
+        })
+    }
+
+    #[tokio::test]
+    async fn a_burst_longer_than_a_batch_is_answered_in_order_and_a_drain_in_it_ends_it() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let registration = Register {
+            namespaces: vec!["ns".to_owned()],
+            task_queue: String::new(),
+            node: None,
+            activity_types: vec!["echo".to_owned()],
+            identity: "worker-under-test".to_owned(),
+            max_concurrency: 8,
+        };
+        let mut config =
+            WorkerConfig::new(listener.local_addr().unwrap().to_string(), registration);
+        config.handshake_timeout = Duration::from_secs(10);
+        let worker = Worker::spawn(config, BriefEcho);
+
+        let (socket, _) = listener.accept().await.unwrap();
+        let (read, mut write) = socket.into_split();
+        let mut frames = FramedRead::new(read, FrameCodec::new(DEFAULT_MAX_FRAME_LEN));
+        let mut recv = async || frames.next().await.unwrap().unwrap();
+        let Frame::Hello(_) = recv().await else {
+            panic!("expected Hello");
+        };
+        let mut bytes = BytesMut::new();
+        let mut queue =
+            |frame: Frame| encode_frame(&frame, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+        queue(Frame::Welcome(Welcome {
+            version: PROTOCOL_VERSION,
+            node_id: "fake-node".to_owned(),
+            pid: 1,
+            limits: Limits {
+                max_frame_len: 4 * 1024 * 1024,
+                max_in_flight: 1024,
+                ping_interval_ms: 0,
+                max_missed_pings: 3,
+                max_name_len: 256,
+                max_set_len: 64,
+            },
+        }));
+        write.write_all(&bytes).await.unwrap();
+        bytes.clear();
+        let Frame::Register(_) = recv().await else {
+            panic!("expected Register");
+        };
+
+        // Registered, a burst, a drain and pushes behind it, all in one write.
+        let burst = 2 * FRAME_BATCH as u64 + 1;
+        let mut queue =
+            |frame: Frame| encode_frame(&frame, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+        queue(Frame::Registered(Registered { worker_id: 1 }));
+        for correlation in 1..=burst {
+            queue(push(correlation));
+        }
+        queue(Frame::Drain(Drain { grace_ms: 60_000 }));
+        for correlation in burst + 1..=burst + 3 {
+            queue(push(correlation));
+        }
+        write.write_all(&bytes).await.unwrap();
+
+        for correlation in 1..=burst {
+            let Frame::Reply(reply) = recv().await else {
+                panic!("expected the reply to push {correlation}");
+            };
+            assert_eq!(reply.correlation, correlation);
+            assert_eq!(
+                reply.response.outcome,
+                ActivityOutcome::Success(Bytes::from(correlation.to_string()))
+            );
+        }
+        // Nothing was in flight when the drain came, so it finished before the pushes behind it.
+        assert_eq!(recv().await, Frame::Drained(Drained { completed: 0 }));
+        assert!(matches!(recv().await, Frame::Goodbye(_)));
+        worker.shutdown().await;
+    }
+}
