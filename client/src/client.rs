@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use lintel_wire::{
     Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, Goodbye, NodeRouting,
     NodeStatus, PeerStatus, Pong, Role, StatusQuery, Submit, Welcome, DEFAULT_MAX_FRAME_LEN,
@@ -126,9 +126,14 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Pending {
     closed: bool,
-    dispatches: HashMap<u64, oneshot::Sender<Dispatched>>,
-    statuses: HashMap<u64, oneshot::Sender<ClusterStatus>>,
+    dispatches: IdMap<oneshot::Sender<Dispatched>>,
+    statuses: IdMap<oneshot::Sender<ClusterStatus>>,
 }
+
+/// A map keyed by a correlation id this client assigned itself. The ids are sequential and
+/// never come from the node, so nobody can choose them to collide: a fixed-seed fast hasher
+/// is enough, and costs a fraction of SipHash.
+type IdMap<V> = HashMap<u64, V, foldhash::fast::FixedState>;
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Pending> {
@@ -185,10 +190,16 @@ struct PendingGuard<'a> {
     table: Table,
     correlation: u64,
     submitted: bool,
+    /// The waiter heard back (an answer or the connection's end), so whoever dropped its
+    /// sender already removed the entry: nothing is left to remove or cancel.
+    settled: bool,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
         let removed = {
             let mut pending = self.inner.shared.lock();
             match self.table {
@@ -305,7 +316,9 @@ impl Client {
             .await
             .map_err(|_| ClientError::Closed)?;
         guard.submitted = true;
-        rx.await.map_err(|_| ClientError::Closed)
+        let answer = rx.await;
+        guard.settled = true;
+        answer.map_err(|_| ClientError::Closed)
     }
 
     /// Asks the node for its status.
@@ -324,7 +337,7 @@ impl Client {
         let inner = &*self.inner;
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        let _guard = inner.insert(Table::Status, correlation, |pending| {
+        let mut guard = inner.insert(Table::Status, correlation, |pending| {
             pending.statuses.insert(correlation, tx);
         })?;
         inner
@@ -332,7 +345,9 @@ impl Client {
             .send(Frame::StatusQuery(StatusQuery { correlation }))
             .await
             .map_err(|_| ClientError::Closed)?;
-        rx.await.map_err(|_| ClientError::Closed)
+        let answer = rx.await;
+        guard.settled = true;
+        answer.map_err(|_| ClientError::Closed)
     }
 
     /// Says `Goodbye` and closes the connection; pending calls on every clone fail with
@@ -389,6 +404,7 @@ impl Inner {
             table,
             correlation,
             submitted: false,
+            settled: false,
         })
     }
 
@@ -408,6 +424,10 @@ impl Inner {
     }
 }
 
+/// Most frames the read loop handles in one pass through its `select!`, so a steady stream of
+/// outcomes cannot keep the keepalive waiting long.
+const FRAME_BATCH: usize = 64;
+
 /// Completes pending entries from the node's frames until the connection ends, then fails the
 /// rest at once.
 async fn read_loop(
@@ -416,29 +436,47 @@ async fn read_loop(
     shared: Arc<Shared>,
     mut keepalive: Keepalive,
 ) {
-    loop {
+    'read: loop {
         // Both branches are cancel-safe: `FramedRead` keeps partial frames buffered, and
         // `Keepalive::tick` changes nothing until it resolves.
         tokio::select! {
-            frame = reader.next() => match frame {
-                Some(Ok(frame)) => {
-                    keepalive.heard();
-                    if let Err(violation) = on_frame(frame, &shared, &outbound) {
-                        shared.fail_all();
-                        outbound.close_with(Frame::Error(violation)).await;
-                        return;
+            read = reader.next() => {
+                // The frames already buffered behind this one are handled in the same pass,
+                // up to a batch, so a burst of outcomes costs one pass through the select.
+                let mut read = read;
+                let mut handled = 0;
+                loop {
+                    match read {
+                        Some(Ok(frame)) => {
+                            keepalive.heard();
+                            if let Err(violation) = on_frame(frame, &shared, &outbound) {
+                                shared.fail_all();
+                                outbound.close_with(Frame::Error(violation)).await;
+                                return;
+                            }
+                        }
+                        Some(Err(err)) => {
+                            tracing::warn!(error = %err, "producer connection failed");
+                            shared.fail_all();
+                            if let Some(error) = decode_error_frame(&err) {
+                                outbound.close_with(Frame::Error(error)).await;
+                            }
+                            break 'read;
+                        }
+                        None => break 'read,
+                    }
+                    handled += 1;
+                    if handled == FRAME_BATCH {
+                        break;
+                    }
+                    // Polled without a waker: a `Pending` only ends the batch, and the select
+                    // polls the reader again, with the task's waker, before the task parks.
+                    match reader.next().now_or_never() {
+                        Some(next) => read = next,
+                        None => break,
                     }
                 }
-                Some(Err(err)) => {
-                    tracing::warn!(error = %err, "producer connection failed");
-                    shared.fail_all();
-                    if let Some(error) = decode_error_frame(&err) {
-                        outbound.close_with(Frame::Error(error)).await;
-                    }
-                    break;
-                }
-                None => break,
-            },
+            }
             tick = keepalive.tick() => match tick {
                 KeepaliveTick::Ping(ping) => {
                     let _ = outbound.try_send(Frame::Ping(ping));
@@ -543,4 +581,107 @@ fn submit_len_bound(submit: &Submit) -> usize {
     ]
     .into_iter()
     .fold(0, usize::saturating_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::{Bytes, BytesMut};
+    use futures_util::StreamExt;
+    use lintel_wire::{
+        encode_frame, ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, Frame,
+        FrameCodec, Limits, OutcomeFrame, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+    };
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+    use tokio_util::codec::FramedRead;
+
+    use super::{Client, ClientConfig, FRAME_BATCH};
+    use crate::DispatchOptions;
+
+    fn request(ordinal: u64) -> DispatchRequest {
+        DispatchRequest {
+            namespace: "ns".into(),
+            task_queue: String::new(),
+            activity_type: "echo".into(),
+            node: None,
+            workflow_id: format!("wf-{ordinal}"),
+            ordinal,
+            run_id: None,
+            attempt: 1,
+            input: Bytes::from(ordinal.to_string()),
+            deadline_unix_ms: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn outcomes_arriving_in_one_burst_longer_than_a_batch_each_reach_their_dispatch() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let count = 3 * FRAME_BATCH + 1;
+        // A node that answers every submission at once, in one write, once all have arrived.
+        let node = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            let (read, mut write) = socket.into_split();
+            let mut frames = FramedRead::new(read, FrameCodec::new(DEFAULT_MAX_FRAME_LEN));
+            let Some(Ok(Frame::Hello(_))) = frames.next().await else {
+                panic!("expected Hello");
+            };
+            let welcome = Frame::Welcome(Welcome {
+                version: PROTOCOL_VERSION,
+                node_id: "fake-node".to_owned(),
+                pid: 1,
+                limits: Limits {
+                    max_frame_len: 4 * 1024 * 1024,
+                    max_in_flight: 4096,
+                    ping_interval_ms: 0,
+                    max_missed_pings: 3,
+                    max_name_len: 256,
+                    max_set_len: 64,
+                },
+            });
+            let mut bytes = BytesMut::new();
+            encode_frame(&welcome, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+            write.write_all(&bytes).await.unwrap();
+            bytes.clear();
+            for _ in 0..count {
+                let Some(Ok(Frame::Submit(submit))) = frames.next().await else {
+                    panic!("expected Submit");
+                };
+                let outcome = Frame::Outcome(OutcomeFrame {
+                    correlation: submit.correlation,
+                    result: DispatchResult::Completed(DispatchResponse {
+                        workflow_id: submit.request.workflow_id.clone(),
+                        ordinal: submit.request.ordinal,
+                        run_id: None,
+                        outcome: ActivityOutcome::Success(submit.request.input.clone()),
+                    }),
+                });
+                encode_frame(&outcome, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+            }
+            write.write_all(&bytes).await.unwrap();
+            (frames, write)
+        });
+        let client = Client::connect(addr, ClientConfig::default())
+            .await
+            .unwrap();
+        let options = DispatchOptions::default();
+        let dispatches = (0..count as u64).map(|ordinal| {
+            let client = client.clone();
+            let options = options.clone();
+            tokio::spawn(async move { client.dispatch(request(ordinal), &options).await })
+        });
+        let results = futures_util::future::join_all(dispatches.collect::<Vec<_>>()).await;
+        for (ordinal, result) in results.into_iter().enumerate() {
+            let DispatchResult::Completed(response) = result.unwrap().unwrap() else {
+                panic!("dispatch {ordinal} did not complete");
+            };
+            assert_eq!(response.workflow_id, format!("wf-{ordinal}"));
+            assert_eq!(
+                response.outcome,
+                ActivityOutcome::Success(Bytes::from(ordinal.to_string()))
+            );
+        }
+        assert!(!client.is_closed());
+        let _node_side = node.await.unwrap();
+    }
 }

@@ -5,7 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResponse};
+use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResponse, Push};
 
 /// Executes pushed requests. The runtime runs each request on a task of its own (or, for a
 /// handler that [`runs_briefly`](Handler::runs_briefly), first on the connection's task) and drops
@@ -45,12 +45,19 @@ where
     }
 }
 
-/// Runs the handler, turning a panic into a failure, and tags the response with `correlation`.
+/// Runs the handler on the pushed request, turning a panic into a failure, and tags the
+/// response with the push's correlation.
+///
+/// Takes the push boxed, as it was decoded: a future's arguments live in it beside its later
+/// state, so a request passed unboxed would be held twice.
 pub(super) async fn run_handler<H: Handler>(
     handler: Arc<H>,
-    correlation: u64,
-    request: DispatchRequest,
+    push: Box<Push>,
 ) -> (u64, DispatchResponse) {
+    let Push {
+        correlation,
+        request,
+    } = *push;
     let workflow_id = request.workflow_id.clone();
     let ordinal = request.ordinal;
     let run_id = request.run_id.clone();

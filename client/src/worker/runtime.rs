@@ -1,6 +1,5 @@
 //! The worker's connect, register and reconnect loop.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +9,7 @@ use tokio::task::JoinSet;
 
 use super::config::WorkerConfig;
 use super::handler::Handler;
-use super::session::Session;
+use super::session::{InFlight, Session};
 use super::state::{SessionEnd, WorkerState};
 use crate::connect::{
     connect, connect_tls, is_final_refusal, next_frame, ConnectError, Connection, Handshake,
@@ -133,7 +132,7 @@ impl<H: Handler> Runtime<H> {
             worker_id,
             capacity,
             tasks: JoinSet::new(),
-            in_flight: HashMap::new(),
+            in_flight: InFlight::default(),
             draining: None,
         };
         Batched::new(session.serve()).await

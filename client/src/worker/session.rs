@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt};
 use lintel_wire::{
-    ActivityOutcome, CapacityUpdate, DispatchResponse, Drain, Drained, ErrorCode, ErrorFrame,
-    Frame, Goodbye, Pong, Push, Reply,
+    ActivityOutcome, CapacityUpdate, CodecError, DispatchResponse, Drain, Drained, ErrorCode,
+    ErrorFrame, Frame, Goodbye, Pong, Push, Reply,
 };
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinError, JoinSet};
@@ -22,6 +22,14 @@ use crate::transport::{FrameReader, Outbound};
 
 /// How long a finished drain waits for `Drained` and `Goodbye` to reach the socket.
 const GOODBYE_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most frames handled in one pass through the session's `select!`, so a steady stream of
+/// pushes cannot keep the other branches (finished tasks, keepalive, drain) waiting long.
+const FRAME_BATCH: usize = 64;
+
+/// Requests in flight by the node's correlation id. The ids come off the socket, so the map is
+/// seeded at random per process and per map: colliding ids cannot be computed ahead.
+pub(super) type InFlight = HashMap<u64, AbortHandle, foldhash::fast::RandomState>;
 
 /// Who asked for the drain in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +65,7 @@ pub(super) struct Session<'a, H> {
     /// Requests whose reply is still owed, by correlation id. A cancelled request leaves this
     /// map before its task is aborted and is answered by the cancel, so a task that finishes
     /// anyway sends nothing more.
-    pub(super) in_flight: HashMap<u64, AbortHandle>,
+    pub(super) in_flight: InFlight,
     pub(super) draining: Option<Draining>,
 }
 
@@ -76,20 +84,7 @@ impl<H: Handler> Session<'_, H> {
             // is rebuilt from the stored deadline, and `Keepalive::tick` changes nothing until
             // it resolves.
             let flow = tokio::select! {
-                frame = futures_util::StreamExt::next(&mut self.reader) => match frame {
-                    Some(Ok(frame)) => {
-                        self.keepalive.heard();
-                        self.on_frame(frame).await
-                    }
-                    Some(Err(err)) => {
-                        tracing::warn!(error = %err, "worker connection failed");
-                        if let Some(error) = decode_error_frame(&err) {
-                            self.outbound.close_with(Frame::Error(error)).await;
-                        }
-                        Err(SessionEnd::Lost)
-                    }
-                    None => Err(SessionEnd::Lost),
-                },
+                read = self.reader.next() => self.on_read(read).await,
                 Some(joined) = self.tasks.join_next() => self.on_joined(joined).await,
                 Ok(()) = self.capacity_rx.changed() => self.on_capacity().await,
                 Ok(()) = self.drain_rx.changed(), if self.draining.is_none() => {
@@ -109,6 +104,39 @@ impl<H: Handler> Session<'_, H> {
             };
             if let Err(end) = flow {
                 return end;
+            }
+        }
+    }
+
+    /// Handles what the reader handed out, then the frames already buffered behind it, up to
+    /// [`FRAME_BATCH`]: a burst of pushes costs one pass through `serve`'s `select!` instead of
+    /// one each. A drain ends the batch, so `serve` checks for a finished drain between frames.
+    async fn on_read(&mut self, mut read: Option<Result<Frame, CodecError>>) -> Flow {
+        let mut handled = 0;
+        loop {
+            match read {
+                Some(Ok(frame)) => {
+                    self.keepalive.heard();
+                    self.on_frame(frame).await?;
+                }
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, "worker connection failed");
+                    if let Some(error) = decode_error_frame(&err) {
+                        self.outbound.close_with(Frame::Error(error)).await;
+                    }
+                    return Err(SessionEnd::Lost);
+                }
+                None => return Err(SessionEnd::Lost),
+            }
+            handled += 1;
+            if handled == FRAME_BATCH || self.draining.is_some() {
+                return Ok(());
+            }
+            // Polled without a waker: a `Pending` here only ends the batch, and `serve` polls
+            // the reader again, with its own waker, before the task parks.
+            match self.reader.next().now_or_never() {
+                Some(next) => read = next,
+                None => return Ok(()),
             }
         }
     }
@@ -168,10 +196,7 @@ impl<H: Handler> Session<'_, H> {
     /// Pushes that arrive while draining still run: the node sent them before it saw the drain
     /// and waits for their replies; the grace deadline bounds them.
     async fn start(&mut self, push: Box<Push>) -> Flow {
-        let Push {
-            correlation,
-            request,
-        } = *push;
+        let correlation = push.correlation;
         if self.in_flight.contains_key(&correlation) {
             tracing::warn!(
                 correlation,
@@ -182,6 +207,7 @@ impl<H: Handler> Session<'_, H> {
         let capacity = usize::try_from(self.capacity).unwrap_or(usize::MAX);
         if self.in_flight.len() >= capacity {
             tracing::warn!(correlation, capacity, "push beyond capacity refused");
+            let Push { request, .. } = *push;
             let response = DispatchResponse {
                 workflow_id: request.workflow_id,
                 ordinal: request.ordinal,
@@ -194,9 +220,10 @@ impl<H: Handler> Session<'_, H> {
             return self.reply(correlation, response).await;
         }
         let handler = Arc::clone(&self.handler);
-        let run = run_handler(handler, correlation, request);
+        // The request stays in its box until the handler takes it, so the task holds it once.
+        // Built in the call that boxes it: the future is the handler's whole state, large to move.
         let task = if self.handler.runs_briefly() {
-            let mut run = Box::pin(run);
+            let mut run = Box::pin(run_handler(handler, push));
             // A handler that must wait is polled again, with its own waker, in its task.
             if let Some((correlation, response)) = (&mut run).now_or_never() {
                 if let Some(draining) = &mut self.draining {
@@ -206,7 +233,7 @@ impl<H: Handler> Session<'_, H> {
             }
             self.tasks.spawn(run)
         } else {
-            self.tasks.spawn(run)
+            self.tasks.spawn(run_handler(handler, push))
         };
         self.in_flight.insert(correlation, task);
         Ok(())
@@ -364,4 +391,128 @@ fn response_len_bound(response: &DispatchResponse) -> usize {
     ]
     .into_iter()
     .fold(0, usize::saturating_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::{Bytes, BytesMut};
+    use futures_util::StreamExt;
+    use lintel_wire::{
+        encode_frame, ActivityOutcome, DispatchRequest, Drain, Drained, Frame, FrameCodec, Limits,
+        Push, Register, Registered, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+    };
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+    use tokio_util::codec::FramedRead;
+
+    use super::FRAME_BATCH;
+    use crate::{Handler, Worker, WorkerConfig};
+
+    /// Echoes its input at once, on the connection's task.
+    struct BriefEcho;
+
+    impl Handler for BriefEcho {
+        async fn handle(&self, request: DispatchRequest) -> ActivityOutcome {
+            ActivityOutcome::Success(request.input)
+        }
+
+        fn runs_briefly(&self) -> bool {
+            true
+        }
+    }
+
+    fn push(correlation: u64) -> Frame {
+        Frame::from(Push {
+            correlation,
+            request: DispatchRequest {
+                namespace: "ns".into(),
+                task_queue: String::new(),
+                activity_type: "echo".into(),
+                node: None,
+                workflow_id: format!("wf-{correlation}"),
+                ordinal: correlation,
+                run_id: None,
+                attempt: 1,
+                input: Bytes::from(correlation.to_string()),
+                deadline_unix_ms: None,
+            },
+        })
+    }
+
+    #[tokio::test]
+    async fn a_burst_longer_than_a_batch_is_answered_in_order_and_a_drain_in_it_ends_it() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let registration = Register {
+            namespaces: vec!["ns".to_owned()],
+            task_queue: String::new(),
+            node: None,
+            activity_types: vec!["echo".to_owned()],
+            identity: "worker-under-test".to_owned(),
+            max_concurrency: 8,
+        };
+        let mut config =
+            WorkerConfig::new(listener.local_addr().unwrap().to_string(), registration);
+        config.handshake_timeout = Duration::from_secs(10);
+        let worker = Worker::spawn(config, BriefEcho);
+
+        let (socket, _) = listener.accept().await.unwrap();
+        let (read, mut write) = socket.into_split();
+        let mut frames = FramedRead::new(read, FrameCodec::new(DEFAULT_MAX_FRAME_LEN));
+        let mut recv = async || frames.next().await.unwrap().unwrap();
+        let Frame::Hello(_) = recv().await else {
+            panic!("expected Hello");
+        };
+        let mut bytes = BytesMut::new();
+        let mut queue =
+            |frame: Frame| encode_frame(&frame, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+        queue(Frame::Welcome(Welcome {
+            version: PROTOCOL_VERSION,
+            node_id: "fake-node".to_owned(),
+            pid: 1,
+            limits: Limits {
+                max_frame_len: 4 * 1024 * 1024,
+                max_in_flight: 1024,
+                ping_interval_ms: 0,
+                max_missed_pings: 3,
+                max_name_len: 256,
+                max_set_len: 64,
+            },
+        }));
+        write.write_all(&bytes).await.unwrap();
+        bytes.clear();
+        let Frame::Register(_) = recv().await else {
+            panic!("expected Register");
+        };
+
+        // Registered, a burst, a drain and pushes behind it, all in one write.
+        let burst = 2 * FRAME_BATCH as u64 + 1;
+        let mut queue =
+            |frame: Frame| encode_frame(&frame, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+        queue(Frame::Registered(Registered { worker_id: 1 }));
+        for correlation in 1..=burst {
+            queue(push(correlation));
+        }
+        queue(Frame::Drain(Drain { grace_ms: 60_000 }));
+        for correlation in burst + 1..=burst + 3 {
+            queue(push(correlation));
+        }
+        write.write_all(&bytes).await.unwrap();
+
+        for correlation in 1..=burst {
+            let Frame::Reply(reply) = recv().await else {
+                panic!("expected the reply to push {correlation}");
+            };
+            assert_eq!(reply.correlation, correlation);
+            assert_eq!(
+                reply.response.outcome,
+                ActivityOutcome::Success(Bytes::from(correlation.to_string()))
+            );
+        }
+        // Nothing was in flight when the drain came, so it finished before the pushes behind it.
+        assert_eq!(recv().await, Frame::Drained(Drained { completed: 0 }));
+        assert!(matches!(recv().await, Frame::Goodbye(_)));
+        worker.shutdown().await;
+    }
 }
