@@ -11,13 +11,13 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::time::Instant;
 
-use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
+use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, FrameRef, Push};
 
 use lintel_client::transport::Outbound;
 
 use crate::idmap::IdMap;
 
-use super::fate::{unreachable_request, End, PushError, ReplyFate};
+use super::fate::{End, PushError, ReplyFate};
 
 /// What a link holds for one push until the worker lets go of it.
 pub trait PushEntry: Send + Sync {
@@ -137,16 +137,21 @@ impl WorkerLink {
             return Err((PushError::Closed, Box::new(request)));
         }
         let correlation = table.next_correlation.wrapping_add(1);
-        let frame = Frame::from(Push {
-            correlation,
-            request,
-        });
         match table.held.as_mut() {
-            Some(held) => held.push((correlation, frame)),
+            Some(held) => held.push((
+                correlation,
+                Frame::from(Push {
+                    correlation,
+                    request,
+                }),
+            )),
             None => {
-                if let Err(err) = self.inner.outbound.try_send_ref(&frame) {
-                    let err = PushError::from_send(err);
-                    return Err((err, Box::new(into_request(frame))));
+                let push = FrameRef::Push {
+                    correlation,
+                    request: &request,
+                };
+                if let Err(err) = self.inner.outbound.try_send_ref(push) {
+                    return Err((PushError::from_send(err), Box::new(request)));
                 }
             }
         }
@@ -278,13 +283,6 @@ impl WorkerLink {
 }
 
 /// The request a push frame carries.
-fn into_request(frame: Frame) -> DispatchRequest {
-    match frame {
-        Frame::Push(push) => push.request,
-        _ => unreachable_request(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;

@@ -6,6 +6,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::{Frame, FrameKind};
+use crate::frame_ref::FrameRef;
 use crate::payload;
 
 /// Bytes in the length prefix.
@@ -26,6 +27,18 @@ pub fn encode_frame(
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
+    encode_leaving_out(FrameRef::Frame(frame), dst, max_frame_len, None).map(|_| ())
+}
+
+/// As [`encode_frame`] for a frame whose body is borrowed: the same bytes as the owned frame.
+///
+/// # Errors
+/// As [`encode_frame`].
+pub fn encode_frame_ref(
+    frame: FrameRef<'_>,
+    dst: &mut BytesMut,
+    max_frame_len: usize,
+) -> Result<(), EncodeError> {
     encode_leaving_out(frame, dst, max_frame_len, None).map(|_| ())
 }
 
@@ -38,18 +51,19 @@ pub struct Spliced {
     pub payload: Bytes,
 }
 
-/// As [`encode_frame`], but a payload of [`payload::SHARE_MIN`] bytes or more is left out of
+/// As [`encode_frame`] (or [`encode_frame_ref`]), but a payload of [`payload::SHARE_MIN`] bytes or more is left out of
 /// `dst`: the frame on the wire is the first [`Spliced::at`] bytes appended, the payload, then
 /// the rest appended. For a vectored write that sends a large payload without copying it.
 /// `None` when the frame went into `dst` whole.
 ///
 /// # Errors
 /// As [`encode_frame`]; the length checked includes the payload.
-pub fn encode_frame_spliced(
-    frame: &Frame,
+pub fn encode_frame_spliced<'a>(
+    frame: impl Into<FrameRef<'a>>,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<Spliced>, EncodeError> {
+    let frame = frame.into();
     let payload = frame
         .payload()
         .filter(|payload| payload.len() >= payload::SHARE_MIN);
@@ -64,7 +78,7 @@ pub fn encode_frame_spliced(
 /// Encodes `frame` at the end of `dst`, leaving out `leave_out`'s bytes when the frame
 /// serializes them; returns where in `dst` they were left out.
 fn encode_leaving_out(
-    frame: &Frame,
+    frame: FrameRef<'_>,
     dst: &mut BytesMut,
     max_frame_len: usize,
     leave_out: Option<&Bytes>,
@@ -82,7 +96,7 @@ fn encode_leaving_out(
         leave_out: leave_out.map(|bytes| &bytes[..]),
         left_out_at: None,
     };
-    let left_out_at = match postcard::serialize_with_flavor(frame, flavor) {
+    let left_out_at = match postcard::serialize_with_flavor(&frame, flavor) {
         Ok(at) => at,
         Err(source) => {
             dst.truncate(start);

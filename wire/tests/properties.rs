@@ -618,11 +618,52 @@ fn assert_round_trip(frame: &Frame) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The borrowed form of `frame` when [`FrameRef`] has a variant of its own for its kind.
+fn borrowed(frame: &Frame) -> Option<FrameRef<'_>> {
+    match frame {
+        Frame::Push(push) => Some(FrameRef::Push {
+            correlation: push.correlation,
+            request: &push.request,
+        }),
+        Frame::ServedOutcome(outcome) => Some(FrameRef::ServedOutcome {
+            correlation: outcome.correlation,
+            served_by: &outcome.served_by,
+            result: &outcome.result,
+        }),
+        Frame::RelayOutcome(outcome) => Some(FrameRef::RelayOutcome {
+            correlation: outcome.correlation,
+            result: &outcome.result,
+        }),
+        _ => None,
+    }
+}
+
+/// Checks that `frame` encodes to the same bytes borrowed as owned, whole and spliced, and
+/// that its borrowed form reports the same kind and payload.
+fn assert_borrowed_encodes_alike(frame: &Frame) -> Result<(), TestCaseError> {
+    let forms = [Some(FrameRef::Frame(frame)), borrowed(frame)];
+    for form in forms.into_iter().flatten() {
+        prop_assert_eq!(form.kind(), frame.kind());
+        prop_assert_eq!(form.payload(), frame.payload());
+        let mut buf = BytesMut::from(&b"kept"[..]);
+        encode_frame_ref(form, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
+        prop_assert_eq!(&buf[4..], &encode(frame)[..]);
+        let mut owned = BytesMut::new();
+        let owned_splice = encode_frame_spliced(frame, &mut owned, DEFAULT_MAX_FRAME_LEN);
+        let mut buf = BytesMut::new();
+        let splice = encode_frame_spliced(form, &mut buf, DEFAULT_MAX_FRAME_LEN);
+        prop_assert_eq!(splice.ok(), owned_splice.ok());
+        prop_assert_eq!(buf, owned);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(config())]
 
     #[test]
     fn version_2_frames_round_trip(frame in version_2_frame()) {
+        assert_borrowed_encodes_alike(&frame)?;
         assert_round_trip(&frame)?;
     }
 
@@ -657,6 +698,7 @@ proptest! {
     #[test]
     fn every_frame_kind_round_trips(frame in frame()) {
         assert_round_trip(&frame)?;
+        assert_borrowed_encodes_alike(&frame)?;
     }
 
     #[test]
