@@ -122,19 +122,19 @@ impl WorkerLink {
     }
 
     /// Queues `request` as a push whose fate `entry` hears; returns its worker correlation id.
+    /// The request is encoded where it lies, or copied only while the link holds pushes.
     ///
     /// # Errors
     /// [`PushError::Closed`] when the link is closed, [`PushError::Backpressure`] when its
-    /// queue is full; either way nothing was sent, no entry is left, and the request is
-    /// handed back.
+    /// queue is full; either way nothing was sent and no entry is left.
     pub fn push(
         &self,
-        request: DispatchRequest,
+        request: &DispatchRequest,
         entry: Arc<dyn PushEntry>,
-    ) -> Result<u64, (PushError, Box<DispatchRequest>)> {
+    ) -> Result<u64, PushError> {
         let mut table = self.table();
         if table.closed {
-            return Err((PushError::Closed, Box::new(request)));
+            return Err(PushError::Closed);
         }
         let correlation = table.next_correlation.wrapping_add(1);
         match table.held.as_mut() {
@@ -142,16 +142,16 @@ impl WorkerLink {
                 correlation,
                 Frame::from(Push {
                     correlation,
-                    request,
+                    request: request.clone(),
                 }),
             )),
             None => {
                 let push = FrameRef::Push {
                     correlation,
-                    request: &request,
+                    request,
                 };
                 if let Err(err) = self.inner.outbound.try_send_ref(push) {
-                    return Err((PushError::from_send(err), Box::new(request)));
+                    return Err(PushError::from_send(err));
                 }
             }
         }
@@ -357,8 +357,8 @@ mod tests {
     async fn a_reply_answers_only_its_own_push_and_only_once() {
         let (link, _peer) = link(false).await;
         let heard = Arc::new(Heard::default());
-        let first = link.push(request(), heard.clone()).unwrap();
-        let _second = link.push(request(), heard.clone()).unwrap();
+        let first = link.push(&request(), heard.clone()).unwrap();
+        let _second = link.push(&request(), heard.clone()).unwrap();
         assert_eq!(link.reply(999, response()), ReplyFate::Unknown);
         assert_eq!(link.reply(first, response()), ReplyFate::Delivered);
         assert_eq!(link.reply(first, response()), ReplyFate::Unknown);
@@ -370,7 +370,7 @@ mod tests {
     async fn an_ended_push_holds_its_entry_until_the_late_reply() {
         let (link, _peer) = link(false).await;
         let heard = Arc::new(Heard::default());
-        let id = link.push(request(), heard.clone()).unwrap();
+        let id = link.push(&request(), heard.clone()).unwrap();
         assert_eq!(link.end(id), End::Ended);
         assert_eq!(link.end(id), End::TooLate, "an end is decided once");
         assert_eq!(
@@ -387,7 +387,7 @@ mod tests {
     async fn a_reply_that_came_first_makes_the_end_too_late() {
         let (link, _peer) = link(false).await;
         let heard = Arc::new(Heard::default());
-        let id = link.push(request(), heard.clone()).unwrap();
+        let id = link.push(&request(), heard.clone()).unwrap();
         assert_eq!(link.reply(id, response()), ReplyFate::Delivered);
         assert_eq!(link.end(id), End::TooLate);
         assert_eq!(heard.all(), ["replied"]);
@@ -397,7 +397,7 @@ mod tests {
     async fn ending_a_held_push_drops_it_unsent() {
         let (link, _peer) = link(true).await;
         let heard = Arc::new(Heard::default());
-        let id = link.push(request(), heard.clone()).unwrap();
+        let id = link.push(&request(), heard.clone()).unwrap();
         assert_eq!(link.end(id), End::Unsent);
         assert_eq!(link.in_flight(), 0);
         assert_eq!(heard.all(), ["NeverSent"]);
@@ -408,14 +408,14 @@ mod tests {
         let (link, _peer) = link(false).await;
         let live = Arc::new(Heard::default());
         let ended = Arc::new(Heard::default());
-        link.push(request(), live.clone()).unwrap();
-        let id = link.push(request(), ended.clone()).unwrap();
+        link.push(&request(), live.clone()).unwrap();
+        let id = link.push(&request(), ended.clone()).unwrap();
         assert_eq!(link.end(id), End::Ended);
         link.close();
         assert_eq!(live.all(), ["lost"]);
         assert_eq!(ended.all(), ["LinkClosed"]);
-        let refused = link.push(request(), Arc::new(Heard::default()));
-        assert_eq!(refused.map_err(|(err, _)| err), Err(PushError::Closed));
+        let refused = link.push(&request(), Arc::new(Heard::default()));
+        assert_eq!(refused, Err(PushError::Closed));
     }
 
     #[tokio::test]
@@ -423,8 +423,8 @@ mod tests {
         let (link, _peer) = link(false).await;
         let live = Arc::new(Heard::default());
         let ended = Arc::new(Heard::default());
-        link.push(request(), live.clone()).unwrap();
-        let id = link.push(request(), ended.clone()).unwrap();
+        link.push(&request(), live.clone()).unwrap();
+        let id = link.push(&request(), ended.clone()).unwrap();
         let before = Instant::now();
         assert_eq!(link.end(id), End::Ended);
         assert_eq!(link.reclaim(before), 0, "it ended after the cutoff");
