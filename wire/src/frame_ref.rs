@@ -159,12 +159,17 @@ mod tests {
         }
     }
 
-    /// Whole and spliced, `borrowed` encodes to the bytes of `owned`.
+    /// Whole and spliced, `borrowed` encodes to the bytes of `owned`, which are serde's.
     fn assert_alike(owned: &Frame, borrowed: FrameRef<'_>) {
         let (mut want, mut got) = (BytesMut::new(), BytesMut::new());
         encode_frame(owned, &mut want, 1 << 20).unwrap();
         encode_frame_ref(borrowed, &mut got, 1 << 20).unwrap();
         assert_eq!(got, want);
+        assert_eq!(
+            &got[4..],
+            &postcard::to_stdvec(owned).unwrap()[..],
+            "serde's bytes"
+        );
         let (mut want, mut got) = (BytesMut::new(), BytesMut::new());
         let want_splice = encode_frame_spliced(owned, &mut want, 1 << 20).unwrap();
         let got_splice = encode_frame_spliced(borrowed, &mut got, 1 << 20).unwrap();

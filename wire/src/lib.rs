@@ -15,6 +15,7 @@
 
 pub mod channel;
 pub mod codec;
+mod direct;
 pub mod error;
 pub mod frame;
 pub mod frame_ref;
