@@ -1,5 +1,5 @@
-//! Postcard's bytes for the hot frame bodies (pushes, replies, outcomes), written field by
-//! field instead of through serde: the per-dispatch frames pay for no serializer calls.
+//! Postcard's bytes for the hot frame bodies (pushes, relays, replies, outcomes), written
+//! field by field instead of through serde: the per-dispatch frames pay for no serializer calls.
 //!
 //! Postcard writes an unsigned integer as LEB128, a string or byte string as its length then
 //! its bytes, an `Option` as `0` or `1` then the value, a `bool` as one byte, an enum as its
@@ -11,7 +11,9 @@ use bytes::BufMut;
 use crate::frame::{Frame, FrameKind};
 use crate::frame_ref::FrameRef;
 use crate::framing::BytesMutFlavor;
-use crate::message::{ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult};
+use crate::message::{
+    ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, NodeRouting,
+};
 
 /// Writes the body of `frame` (its kind, then its fields) and returns true, or returns false
 /// having written nothing when `frame` has no writer here.
@@ -44,6 +46,12 @@ pub(crate) fn write_body(
             write_result(out, result)?;
         }
         FrameRef::Frame(Frame::Push(push)) => write_push(out, push.correlation, &push.request),
+        FrameRef::Frame(Frame::Relay(relay)) => {
+            write_head(out, FrameKind::Relay, relay.correlation);
+            write_request(out, &relay.request);
+            write_routing(out, &relay.routing)?;
+            write_varint(out, relay.reply_timeout_ms);
+        }
         FrameRef::Frame(Frame::Reply(reply)) => {
             write_head(out, FrameKind::Reply, reply.correlation);
             write_response(out, &reply.response);
@@ -74,6 +82,10 @@ fn write_head(out: &mut BytesMutFlavor<'_>, kind: FrameKind, correlation: u64) {
 
 fn write_push(out: &mut BytesMutFlavor<'_>, correlation: u64, request: &DispatchRequest) {
     write_head(out, FrameKind::Push, correlation);
+    write_request(out, request);
+}
+
+fn write_request(out: &mut BytesMutFlavor<'_>, request: &DispatchRequest) {
     write_str(out, &request.namespace);
     write_str(out, &request.task_queue);
     write_str(out, &request.activity_type);
@@ -117,15 +129,32 @@ fn write_result(out: &mut BytesMutFlavor<'_>, result: &DispatchResult) -> postca
             write_response(out, response);
             Ok(())
         }
-        other => {
-            let flavor = BytesMutFlavor {
-                buf: &mut *out.buf,
-                leave_out: None,
-                left_out_at: None,
-            };
-            postcard::serialize_with_flavor(other, flavor).map(|_| ())
-        }
+        other => write_by_serde(out, other),
     }
+}
+
+/// Routing to any node by hand; any other through serde.
+fn write_routing(out: &mut BytesMutFlavor<'_>, routing: &NodeRouting) -> postcard::Result<()> {
+    match routing {
+        NodeRouting::Any => {
+            out.buf.put_u8(0);
+            Ok(())
+        }
+        other => write_by_serde(out, other),
+    }
+}
+
+/// Appends serde's encoding of a value that carries no payload.
+fn write_by_serde(
+    out: &mut BytesMutFlavor<'_>,
+    value: &impl serde::Serialize,
+) -> postcard::Result<()> {
+    let flavor = BytesMutFlavor {
+        buf: &mut *out.buf,
+        leave_out: None,
+        left_out_at: None,
+    };
+    postcard::serialize_with_flavor(value, flavor).map(|_| ())
 }
 
 fn write_varint(out: &mut BytesMutFlavor<'_>, mut value: u64) {

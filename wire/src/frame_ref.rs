@@ -141,7 +141,9 @@ mod tests {
 
     use super::*;
     use crate::framing::{encode_frame, encode_frame_ref, encode_frame_spliced};
-    use crate::message::{ActivityOutcome, DispatchResponse, Push, ServedOutcome};
+    use crate::message::{
+        ActivityOutcome, DispatchResponse, NodeRouting, Push, Relay, ServedOutcome,
+    };
     use crate::payload::SHARE_MIN;
 
     fn request(input: Bytes) -> DispatchRequest {
@@ -178,7 +180,7 @@ mod tests {
     }
 
     #[test]
-    fn a_borrowed_push_or_outcome_encodes_as_its_owned_frame_with_large_payloads_spliced() {
+    fn a_borrowed_push_or_outcome_or_a_relay_encodes_as_serde_does_with_large_payloads_spliced() {
         for len in [0, 64, SHARE_MIN, 70_000] {
             let input = Bytes::from(vec![5; len]);
             let push = Push {
@@ -191,6 +193,15 @@ mod tests {
             };
             assert_eq!(borrowed.payload_len(), len);
             assert_alike(&Frame::from(push.clone()), borrowed);
+            for routing in [NodeRouting::Any, NodeRouting::Prefer(vec!["n1".into()])] {
+                let relay = Frame::from(Relay {
+                    correlation: 3,
+                    request: push.request.clone(),
+                    routing,
+                    reply_timeout_ms: 1 << 20,
+                });
+                assert_alike(&relay, FrameRef::Frame(&relay));
+            }
 
             let result = DispatchResult::Completed(DispatchResponse {
                 workflow_id: "wf".into(),
