@@ -19,7 +19,8 @@ use crate::message::{
 /// having written nothing when `frame` has no writer here.
 ///
 /// # Errors
-/// A result other than `Completed` is encoded by serde, whose error is passed on.
+/// Serde's, from the parts still written through it: a result other than `Completed`, a
+/// routing other than to any node.
 pub(crate) fn write_body(
     frame: FrameRef<'_>,
     out: &mut BytesMutFlavor<'_>,

@@ -642,13 +642,18 @@ fn borrowed(frame: &Frame) -> Option<FrameRef<'_>> {
     }
 }
 
-/// Checks that `frame` encodes to the same bytes borrowed as owned, whole and spliced, and
-/// that its borrowed form reports the same kind and payload.
+/// Checks that `frame` encodes to the same bytes borrowed as owned, whole and spliced and
+/// through serde, and that its borrowed form reports the same kind and payload.
 fn assert_borrowed_encodes_alike(frame: &Frame) -> Result<(), TestCaseError> {
     let forms = [Some(FrameRef::Frame(frame)), borrowed(frame)];
     for form in forms.into_iter().flatten() {
         prop_assert_eq!(form.kind(), frame.kind());
         prop_assert_eq!(form.payload(), frame.payload());
+        prop_assert_eq!(
+            postcard::to_stdvec(&form).ok(),
+            postcard::to_stdvec(frame).ok(),
+            "FrameRef serializes through serde as its frame does"
+        );
         let mut buf = BytesMut::from(&b"kept"[..]);
         encode_frame_ref(form, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
         prop_assert_eq!(&buf[4..], &encode(frame)[..]);
