@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lintel_wire::{
-    DispatchRequest, DispatchResult, Frame, OutcomeFrame, RefusedDispatch, RefusedReason, Relay,
-    RelayOutcome, ServedOutcome, Submit,
+    DispatchRequest, DispatchResult, Frame, FrameRef, OutcomeFrame, RefusedDispatch, RefusedReason,
+    Relay, Submit,
 };
 use tokio::time::Instant;
 
@@ -137,6 +137,8 @@ impl Flights {
         self.run(relay.correlation, relay.request, &options, true)
     }
 
+    // Inlined into its two callers, so the request moves once from the frame to the dispatcher.
+    #[inline]
     fn run(
         self: &Arc<Self>,
         correlation: u64,
@@ -390,8 +392,13 @@ impl Sink for Flights {
             self.relieved.notify_one();
         }
         if !self.closed.load(Ordering::Acquire) {
-            let frame = self.answer.frame(tag.correlation, result, served_by);
-            match self.outbound.send_owed(frame) {
+            let sent = self.answer.send(
+                &self.outbound,
+                tag.correlation,
+                result,
+                served_by.as_deref(),
+            );
+            match sent {
                 // The connection closes as a slow consumer, which its owner hears from the
                 // queue; the outcome goes with the connection.
                 Ok(()) | Err(SendError::Closed | SendError::Overflow) => {}
@@ -403,9 +410,9 @@ impl Sink for Flights {
                         reason: RefusedReason::InvalidRequest,
                         detail: format!("the outcome could not be sent: {err}"),
                     });
-                    let _ =
-                        self.outbound
-                            .send_owed(self.answer.frame(tag.correlation, refused, None));
+                    let _ = self
+                        .answer
+                        .send(&self.outbound, tag.correlation, refused, None);
                 }
                 Err(SendError::Full) => {}
             }
@@ -414,20 +421,21 @@ impl Sink for Flights {
 }
 
 impl Answer {
-    /// The frame that carries an outcome to this connection.
-    fn frame(
+    /// Queues, as owed, the frame that carries an outcome to this connection; encoded from
+    /// the borrowed outcome where the frame allows.
+    fn send(
         &self,
+        outbound: &Outbound,
         correlation: u64,
         result: DispatchResult,
-        served_by: Option<Arc<str>>,
-    ) -> Frame {
+        served_by: Option<&str>,
+    ) -> Result<(), SendError> {
         match self {
             Answer::Producer { version, node_id } if *version >= 2 => {
-                let served_by = served_by.unwrap_or_else(|| Arc::clone(node_id));
-                Frame::from(ServedOutcome {
+                outbound.send_owed_ref(FrameRef::ServedOutcome {
                     correlation,
-                    served_by: String::from(&*served_by),
-                    result,
+                    served_by: served_by.unwrap_or(node_id),
+                    result: &result,
                 })
             }
             Answer::Producer { .. } => {
@@ -446,14 +454,14 @@ impl Answer {
                     }),
                     other => other,
                 };
-                Frame::Outcome(OutcomeFrame {
+                outbound.send_owed(Frame::Outcome(OutcomeFrame {
                     correlation,
                     result,
-                })
+                }))
             }
-            Answer::Peer => Frame::RelayOutcome(RelayOutcome {
+            Answer::Peer => outbound.send_owed_ref(FrameRef::RelayOutcome {
                 correlation,
-                result,
+                result: &result,
             }),
         }
     }

@@ -276,7 +276,7 @@ impl Dispatcher {
 
     fn start_in(
         &self,
-        request: DispatchRequest,
+        mut request: DispatchRequest,
         options: &DispatchOptions,
         caller: Caller,
         scope: Scope,
@@ -294,7 +294,6 @@ impl Dispatcher {
         let mut changes = deadline
             .filter(|_| scope == Scope::Cluster)
             .map(|_| self.mesh.changes().epoch());
-        let mut request = request;
         for _ in 0..MAX_CLOSED_LINKS {
             let address = address_of(&request);
             let placed = match self.place(address, &options.routing, scope) {
@@ -330,10 +329,29 @@ impl Dispatcher {
                 number: 1,
                 wait_until: deadline,
             };
-            match self.send(&flight, request, placed, &options.routing, attempt) {
+            let pushed = match placed {
+                Placed::Local(reservation) => self.push(&flight, &request, reservation),
+                Placed::Remote(slot, peer_routing) => {
+                    match self.relay(
+                        &flight,
+                        request,
+                        slot,
+                        peer_routing,
+                        &options.routing,
+                        attempt,
+                    ) {
+                        Ok(()) => return Started::Pushed(flight),
+                        Err(unsent) => {
+                            request = *unsent;
+                            continue;
+                        }
+                    }
+                }
+            };
+            match pushed {
                 Push::Queued => return Started::Pushed(flight),
                 Push::Ended => return Started::Ended,
-                Push::Unsent(unsent) => request = *unsent,
+                Push::Unsent => {}
             }
         }
         self.give_up_on_closed_links(&flight);
@@ -465,11 +483,23 @@ impl Dispatcher {
                 number: 1,
                 wait_until: Some(deadline),
             };
-            request = match self.send(&flight, request, placed, &routing, attempt) {
+            let pushed = match placed {
+                Placed::Local(reservation) => self.push(&flight, &request, reservation),
+                Placed::Remote(slot, peer_routing) => {
+                    match self.relay(&flight, request, slot, peer_routing, &routing, attempt) {
+                        Ok(()) => return Some(flight),
+                        Err(unsent) => {
+                            request = *unsent;
+                            Push::Unsent
+                        }
+                    }
+                }
+            };
+            match pushed {
                 Push::Queued => return Some(flight),
                 Push::Ended => return None,
-                Push::Unsent(unsent) => *unsent,
-            };
+                Push::Unsent => {}
+            }
             // The link closed before the push left: look again, in the same wait.
             cancelled = flight.watch_cancel();
             if scope == Scope::Cluster {
@@ -572,25 +602,9 @@ impl Dispatcher {
         }
     }
 
-    /// Sends the dispatch where it was placed: a push to a local worker or a relay to a peer.
-    fn send(
-        &self,
-        flight: &Arc<Flight>,
-        request: DispatchRequest,
-        placed: Placed,
-        routing: &NodeRouting,
-        attempt: Attempt,
-    ) -> Push {
-        match placed {
-            Placed::Local(reservation) => self.push(flight, request, reservation),
-            Placed::Remote(slot, peer_routing) => {
-                self.relay(flight, request, slot, peer_routing, routing, attempt)
-            }
-        }
-    }
-
-    /// Relays to the peer charged. A relay that could not leave (the link closed, or its queue
-    /// is full: a busy peer is skipped) hands the request back, and the charge is taken back.
+    /// Relays to the peer charged, taking the request. A relay that could not leave (the link
+    /// closed, or its queue is full: a busy peer is skipped) hands the request back, and the
+    /// charge is taken back.
     fn relay(
         &self,
         flight: &Arc<Flight>,
@@ -599,7 +613,7 @@ impl Dispatcher {
         peer_routing: NodeRouting,
         routing: &NodeRouting,
         attempt: Attempt,
-    ) -> Push {
+    ) -> Result<(), Box<DispatchRequest>> {
         let link = slot.link().clone();
         let budget = flight.budget_left();
         flight.arm(Slot::Remote(slot));
@@ -616,26 +630,26 @@ impl Dispatcher {
         match link.relay(request, peer_routing, budget, entry) {
             Ok(correlation) => {
                 flight.pushed(Target::Peer(link), correlation);
-                Push::Queued
+                Ok(())
             }
             Err((_, request)) => {
                 flight.disarm();
-                Push::Unsent(request)
+                Err(request)
             }
         }
     }
 
-    /// Pushes on the reserved worker. A push that could not leave hands the request back,
-    /// and its slot is freed; a full queue ends the dispatch as refused.
+    /// Pushes `request` on the reserved worker. A push that could not leave frees its slot;
+    /// a full queue ends the dispatch as refused.
     fn push(
         &self,
         flight: &Arc<Flight>,
-        request: DispatchRequest,
+        request: &DispatchRequest,
         reservation: Reservation,
     ) -> Push {
         let worker_id = reservation.worker_id();
         let Some(link) = reservation.link().cloned() else {
-            return Push::Unsent(Box::new(request));
+            return Push::Unsent;
         };
         flight.arm(Slot::Local(reservation));
         match link.push(request, Arc::clone(flight) as _) {
@@ -643,11 +657,11 @@ impl Dispatcher {
                 flight.pushed(Target::Worker(link), correlation);
                 Push::Queued
             }
-            Err((PushError::Closed, request)) => {
+            Err(PushError::Closed) => {
                 flight.disarm();
-                Push::Unsent(request)
+                Push::Unsent
             }
-            Err((PushError::Backpressure, _)) => {
+            Err(PushError::Backpressure) => {
                 flight.disarm();
                 flight.finish(refused(
                     RefusedReason::WorkerBackpressure,
@@ -764,9 +778,21 @@ impl PlaceAgain for Dispatcher {
                     }
                 }
             };
-            match self.send(flight, request, placed, routing, attempt) {
+            let pushed = match placed {
+                Placed::Local(reservation) => self.push(flight, &request, reservation),
+                Placed::Remote(slot, peer_routing) => {
+                    match self.relay(flight, request, slot, peer_routing, routing, attempt) {
+                        Ok(()) => return,
+                        Err(unsent) => {
+                            request = *unsent;
+                            Push::Unsent
+                        }
+                    }
+                }
+            };
+            match pushed {
                 Push::Queued | Push::Ended => return,
-                Push::Unsent(unsent) => request = *unsent,
+                Push::Unsent => {}
             }
         }
         let (result, peer) = last;
@@ -781,7 +807,7 @@ enum Push {
     /// The dispatch ended instead (the worker's queue was full).
     Ended,
     /// The worker's link closed before the push left: nothing reached it.
-    Unsent(Box<DispatchRequest>),
+    Unsent,
 }
 
 /// Cancels a flight whose in-process caller went away before its outcome.

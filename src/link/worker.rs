@@ -11,13 +11,13 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::time::Instant;
 
-use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, Push};
+use lintel_wire::{Cancel, DispatchRequest, DispatchResponse, Frame, FrameRef, Push};
 
 use lintel_client::transport::Outbound;
 
 use crate::idmap::IdMap;
 
-use super::fate::{unreachable_request, End, PushError, ReplyFate};
+use super::fate::{End, PushError, ReplyFate};
 
 /// What a link holds for one push until the worker lets go of it.
 pub trait PushEntry: Send + Sync {
@@ -122,31 +122,36 @@ impl WorkerLink {
     }
 
     /// Queues `request` as a push whose fate `entry` hears; returns its worker correlation id.
+    /// The request is encoded where it lies, or copied only while the link holds pushes.
     ///
     /// # Errors
     /// [`PushError::Closed`] when the link is closed, [`PushError::Backpressure`] when its
-    /// queue is full; either way nothing was sent, no entry is left, and the request is
-    /// handed back.
+    /// queue is full; either way nothing was sent and no entry is left.
     pub fn push(
         &self,
-        request: DispatchRequest,
+        request: &DispatchRequest,
         entry: Arc<dyn PushEntry>,
-    ) -> Result<u64, (PushError, Box<DispatchRequest>)> {
+    ) -> Result<u64, PushError> {
         let mut table = self.table();
         if table.closed {
-            return Err((PushError::Closed, Box::new(request)));
+            return Err(PushError::Closed);
         }
         let correlation = table.next_correlation.wrapping_add(1);
-        let frame = Frame::from(Push {
-            correlation,
-            request,
-        });
         match table.held.as_mut() {
-            Some(held) => held.push((correlation, frame)),
+            Some(held) => held.push((
+                correlation,
+                Frame::from(Push {
+                    correlation,
+                    request: request.clone(),
+                }),
+            )),
             None => {
-                if let Err(err) = self.inner.outbound.try_send_ref(&frame) {
-                    let err = PushError::from_send(err);
-                    return Err((err, Box::new(into_request(frame))));
+                let push = FrameRef::Push {
+                    correlation,
+                    request,
+                };
+                if let Err(err) = self.inner.outbound.try_send_ref(push) {
+                    return Err(PushError::from_send(err));
                 }
             }
         }
@@ -278,13 +283,6 @@ impl WorkerLink {
 }
 
 /// The request a push frame carries.
-fn into_request(frame: Frame) -> DispatchRequest {
-    match frame {
-        Frame::Push(push) => push.request,
-        _ => unreachable_request(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -359,8 +357,8 @@ mod tests {
     async fn a_reply_answers_only_its_own_push_and_only_once() {
         let (link, _peer) = link(false).await;
         let heard = Arc::new(Heard::default());
-        let first = link.push(request(), heard.clone()).unwrap();
-        let _second = link.push(request(), heard.clone()).unwrap();
+        let first = link.push(&request(), heard.clone()).unwrap();
+        let _second = link.push(&request(), heard.clone()).unwrap();
         assert_eq!(link.reply(999, response()), ReplyFate::Unknown);
         assert_eq!(link.reply(first, response()), ReplyFate::Delivered);
         assert_eq!(link.reply(first, response()), ReplyFate::Unknown);
@@ -372,7 +370,7 @@ mod tests {
     async fn an_ended_push_holds_its_entry_until_the_late_reply() {
         let (link, _peer) = link(false).await;
         let heard = Arc::new(Heard::default());
-        let id = link.push(request(), heard.clone()).unwrap();
+        let id = link.push(&request(), heard.clone()).unwrap();
         assert_eq!(link.end(id), End::Ended);
         assert_eq!(link.end(id), End::TooLate, "an end is decided once");
         assert_eq!(
@@ -389,7 +387,7 @@ mod tests {
     async fn a_reply_that_came_first_makes_the_end_too_late() {
         let (link, _peer) = link(false).await;
         let heard = Arc::new(Heard::default());
-        let id = link.push(request(), heard.clone()).unwrap();
+        let id = link.push(&request(), heard.clone()).unwrap();
         assert_eq!(link.reply(id, response()), ReplyFate::Delivered);
         assert_eq!(link.end(id), End::TooLate);
         assert_eq!(heard.all(), ["replied"]);
@@ -399,7 +397,7 @@ mod tests {
     async fn ending_a_held_push_drops_it_unsent() {
         let (link, _peer) = link(true).await;
         let heard = Arc::new(Heard::default());
-        let id = link.push(request(), heard.clone()).unwrap();
+        let id = link.push(&request(), heard.clone()).unwrap();
         assert_eq!(link.end(id), End::Unsent);
         assert_eq!(link.in_flight(), 0);
         assert_eq!(heard.all(), ["NeverSent"]);
@@ -410,14 +408,14 @@ mod tests {
         let (link, _peer) = link(false).await;
         let live = Arc::new(Heard::default());
         let ended = Arc::new(Heard::default());
-        link.push(request(), live.clone()).unwrap();
-        let id = link.push(request(), ended.clone()).unwrap();
+        link.push(&request(), live.clone()).unwrap();
+        let id = link.push(&request(), ended.clone()).unwrap();
         assert_eq!(link.end(id), End::Ended);
         link.close();
         assert_eq!(live.all(), ["lost"]);
         assert_eq!(ended.all(), ["LinkClosed"]);
-        let refused = link.push(request(), Arc::new(Heard::default()));
-        assert_eq!(refused.map_err(|(err, _)| err), Err(PushError::Closed));
+        let refused = link.push(&request(), Arc::new(Heard::default()));
+        assert_eq!(refused, Err(PushError::Closed));
     }
 
     #[tokio::test]
@@ -425,8 +423,8 @@ mod tests {
         let (link, _peer) = link(false).await;
         let live = Arc::new(Heard::default());
         let ended = Arc::new(Heard::default());
-        link.push(request(), live.clone()).unwrap();
-        let id = link.push(request(), ended.clone()).unwrap();
+        link.push(&request(), live.clone()).unwrap();
+        let id = link.push(&request(), ended.clone()).unwrap();
         let before = Instant::now();
         assert_eq!(link.end(id), End::Ended);
         assert_eq!(link.reclaim(before), 0, "it ended after the cutoff");

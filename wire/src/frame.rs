@@ -297,7 +297,8 @@ impl Frame {
     }
 }
 
-fn result_payload(result: &DispatchResult) -> Option<&Bytes> {
+/// The payload of a completed dispatch's success, if that is what `result` is.
+pub(crate) fn result_payload(result: &DispatchResult) -> Option<&Bytes> {
     match result {
         DispatchResult::Completed(response) => outcome_payload(&response.outcome),
         _ => None,

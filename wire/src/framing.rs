@@ -4,8 +4,10 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use crate::direct;
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::{Frame, FrameKind};
+use crate::frame_ref::FrameRef;
 use crate::payload;
 
 /// Bytes in the length prefix.
@@ -26,6 +28,18 @@ pub fn encode_frame(
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
+    encode_leaving_out(FrameRef::Frame(frame), dst, max_frame_len, None).map(|_| ())
+}
+
+/// As [`encode_frame`] for a frame whose body is borrowed: the same bytes as the owned frame.
+///
+/// # Errors
+/// As [`encode_frame`].
+pub fn encode_frame_ref(
+    frame: FrameRef<'_>,
+    dst: &mut BytesMut,
+    max_frame_len: usize,
+) -> Result<(), EncodeError> {
     encode_leaving_out(frame, dst, max_frame_len, None).map(|_| ())
 }
 
@@ -38,18 +52,19 @@ pub struct Spliced {
     pub payload: Bytes,
 }
 
-/// As [`encode_frame`], but a payload of [`payload::SHARE_MIN`] bytes or more is left out of
+/// As [`encode_frame`] (or [`encode_frame_ref`]), but a payload of [`payload::SHARE_MIN`] bytes or more is left out of
 /// `dst`: the frame on the wire is the first [`Spliced::at`] bytes appended, the payload, then
 /// the rest appended. For a vectored write that sends a large payload without copying it.
 /// `None` when the frame went into `dst` whole.
 ///
 /// # Errors
 /// As [`encode_frame`]; the length checked includes the payload.
-pub fn encode_frame_spliced(
-    frame: &Frame,
+pub fn encode_frame_spliced<'a>(
+    frame: impl Into<FrameRef<'a>>,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<Spliced>, EncodeError> {
+    let frame = frame.into();
     let payload = frame
         .payload()
         .filter(|payload| payload.len() >= payload::SHARE_MIN);
@@ -64,7 +79,7 @@ pub fn encode_frame_spliced(
 /// Encodes `frame` at the end of `dst`, leaving out `leave_out`'s bytes when the frame
 /// serializes them; returns where in `dst` they were left out.
 fn encode_leaving_out(
-    frame: &Frame,
+    frame: FrameRef<'_>,
     dst: &mut BytesMut,
     max_frame_len: usize,
     leave_out: Option<&Bytes>,
@@ -77,12 +92,17 @@ fn encode_leaving_out(
     }
     dst.put_u32(0);
     let kind = frame.kind();
-    let flavor = BytesMutFlavor {
+    let mut flavor = BytesMutFlavor {
         buf: dst,
         leave_out: leave_out.map(|bytes| &bytes[..]),
         left_out_at: None,
     };
-    let left_out_at = match postcard::serialize_with_flavor(frame, flavor) {
+    let written = match direct::write_body(frame, &mut flavor) {
+        Ok(true) => Ok(flavor.left_out_at),
+        Ok(false) => postcard::serialize_with_flavor(&frame, flavor),
+        Err(source) => Err(source),
+    };
+    let left_out_at = match written {
         Ok(at) => at,
         Err(source) => {
             dst.truncate(start);
@@ -189,10 +209,26 @@ fn read_varint_u32(bytes: &[u8]) -> Option<u32> {
 
 /// A postcard flavor that appends straight into a `BytesMut`, except the bytes of
 /// `leave_out` (recognised by address, not content), whose place it notes.
-struct BytesMutFlavor<'a> {
-    buf: &'a mut BytesMut,
-    leave_out: Option<&'a [u8]>,
-    left_out_at: Option<usize>,
+pub(crate) struct BytesMutFlavor<'a> {
+    pub(crate) buf: &'a mut BytesMut,
+    pub(crate) leave_out: Option<&'a [u8]>,
+    pub(crate) left_out_at: Option<usize>,
+}
+
+impl BytesMutFlavor<'_> {
+    /// Appends `data`, or notes its place when it is the first sight of the bytes to leave out.
+    pub(crate) fn extend_or_leave_out(&mut self, data: &[u8]) {
+        let skip = self.leave_out.is_some_and(|payload| {
+            self.left_out_at.is_none()
+                && payload.len() == data.len()
+                && std::ptr::eq(payload.as_ptr(), data.as_ptr())
+        });
+        if skip {
+            self.left_out_at = Some(self.buf.len());
+        } else {
+            self.buf.extend_from_slice(data);
+        }
+    }
 }
 
 impl postcard::ser_flavors::Flavor for BytesMutFlavor<'_> {
@@ -204,16 +240,7 @@ impl postcard::ser_flavors::Flavor for BytesMutFlavor<'_> {
     }
 
     fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
-        let skip = self.leave_out.is_some_and(|payload| {
-            self.left_out_at.is_none()
-                && payload.len() == data.len()
-                && std::ptr::eq(payload.as_ptr(), data.as_ptr())
-        });
-        if skip {
-            self.left_out_at = Some(self.buf.len());
-        } else {
-            self.buf.extend_from_slice(data);
-        }
+        self.extend_or_leave_out(data);
         Ok(())
     }
 

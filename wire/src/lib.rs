@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - [`frame`]: the top-level [`Frame`] enum and its frozen kind order.
+//! - [`frame_ref`]: [`FrameRef`], frames encoded from borrowed bodies.
 //! - [`message`]: frame bodies (handshake, registration, dispatch, control, status).
 //! - [`framing`]: pure encode/decode of length-prefixed frames over `BytesMut`, no I/O.
 //! - [`payload`]: large payloads decoded as slices of their frame's body, not copies.
@@ -14,8 +15,10 @@
 
 pub mod channel;
 pub mod codec;
+mod direct;
 pub mod error;
 pub mod frame;
+pub mod frame_ref;
 pub mod framing;
 pub mod message;
 pub mod payload;
@@ -23,7 +26,9 @@ pub mod payload;
 pub use codec::FrameCodec;
 pub use error::{CodecError, DecodeError, EncodeError};
 pub use frame::{Frame, FrameKind};
+pub use frame_ref::FrameRef;
 pub use framing::{
-    decode_body, decode_frame, encode_frame, encode_frame_spliced, Spliced, DEFAULT_MAX_FRAME_LEN,
+    decode_body, decode_frame, encode_frame, encode_frame_ref, encode_frame_spliced, Spliced,
+    DEFAULT_MAX_FRAME_LEN,
 };
 pub use message::*;

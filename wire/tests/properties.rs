@@ -597,10 +597,14 @@ fn the_version_2_strategy_reaches_every_appended_kind() {
     assert_eq!(kinds, appended);
 }
 
-/// Checks that `frame` survives `encode_frame`, `decode_body` and `decode_frame` unchanged,
-/// that its prefix states its body length and that its body starts with its kind.
+/// Checks that `frame` encodes to serde's postcard bytes and survives `encode_frame`,
+/// `decode_body` and `decode_frame` unchanged, that its prefix states its body length and that
+/// its body starts with its kind.
 fn assert_round_trip(frame: &Frame) -> Result<(), TestCaseError> {
     let mut buf = encode(frame);
+    // The hot kinds are written by hand: the body must be serde's to the byte.
+    let serde_body = postcard::to_stdvec(frame).expect("serde encodes");
+    prop_assert_eq!(&buf[LENGTH_PREFIX_LEN..], &serde_body[..]);
     let encoded_len = buf.len();
     let prefix = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
     prop_assert_eq!(prefix, encoded_len - LENGTH_PREFIX_LEN);
@@ -618,11 +622,57 @@ fn assert_round_trip(frame: &Frame) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The borrowed form of `frame` when [`FrameRef`] has a variant of its own for its kind.
+fn borrowed(frame: &Frame) -> Option<FrameRef<'_>> {
+    match frame {
+        Frame::Push(push) => Some(FrameRef::Push {
+            correlation: push.correlation,
+            request: &push.request,
+        }),
+        Frame::ServedOutcome(outcome) => Some(FrameRef::ServedOutcome {
+            correlation: outcome.correlation,
+            served_by: &outcome.served_by,
+            result: &outcome.result,
+        }),
+        Frame::RelayOutcome(outcome) => Some(FrameRef::RelayOutcome {
+            correlation: outcome.correlation,
+            result: &outcome.result,
+        }),
+        _ => None,
+    }
+}
+
+/// Checks that `frame` encodes to the same bytes borrowed as owned, whole and spliced and
+/// through serde, and that its borrowed form reports the same kind and payload.
+fn assert_borrowed_encodes_alike(frame: &Frame) -> Result<(), TestCaseError> {
+    let forms = [Some(FrameRef::Frame(frame)), borrowed(frame)];
+    for form in forms.into_iter().flatten() {
+        prop_assert_eq!(form.kind(), frame.kind());
+        prop_assert_eq!(form.payload(), frame.payload());
+        prop_assert_eq!(
+            postcard::to_stdvec(&form).ok(),
+            postcard::to_stdvec(frame).ok(),
+            "FrameRef serializes through serde as its frame does"
+        );
+        let mut buf = BytesMut::from(&b"kept"[..]);
+        encode_frame_ref(form, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
+        prop_assert_eq!(&buf[4..], &encode(frame)[..]);
+        let mut owned = BytesMut::new();
+        let owned_splice = encode_frame_spliced(frame, &mut owned, DEFAULT_MAX_FRAME_LEN);
+        let mut buf = BytesMut::new();
+        let splice = encode_frame_spliced(form, &mut buf, DEFAULT_MAX_FRAME_LEN);
+        prop_assert_eq!(splice.ok(), owned_splice.ok());
+        prop_assert_eq!(buf, owned);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(config())]
 
     #[test]
     fn version_2_frames_round_trip(frame in version_2_frame()) {
+        assert_borrowed_encodes_alike(&frame)?;
         assert_round_trip(&frame)?;
     }
 
@@ -657,6 +707,7 @@ proptest! {
     #[test]
     fn every_frame_kind_round_trips(frame in frame()) {
         assert_round_trip(&frame)?;
+        assert_borrowed_encodes_alike(&frame)?;
     }
 
     #[test]

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
-use lintel_wire::{EncodeError, Frame};
+use lintel_wire::{EncodeError, Frame, FrameRef};
 
 /// A buffer larger than this is released after it drains, so an idle connection stays small.
 pub(super) const KEEP_BUFFER_BYTES: usize = 64 * 1024;
@@ -68,9 +68,9 @@ pub(super) enum Lane {
 }
 
 impl Lane {
-    pub(super) fn of(frame: &Frame) -> Self {
+    pub(super) fn of(frame: FrameRef<'_>) -> Self {
         match frame {
-            Frame::Push(_) | Frame::Relay(_) => Lane::Bulk,
+            FrameRef::Frame(Frame::Push(_) | Frame::Relay(_)) | FrameRef::Push { .. } => Lane::Bulk,
             _ => Lane::Control,
         }
     }
@@ -117,11 +117,11 @@ impl Queue {
     /// As [`lintel_wire::encode_frame`]; nothing is appended then.
     pub(super) fn push_frame(
         &mut self,
-        frame: &Frame,
+        frame: FrameRef<'_>,
         max_frame_len: usize,
     ) -> Result<(), EncodeError> {
         if frame.payload_len() < lintel_wire::payload::SHARE_MIN {
-            return lintel_wire::encode_frame(frame, &mut self.open, max_frame_len);
+            return lintel_wire::encode_frame_ref(frame, &mut self.open, max_frame_len);
         }
         let start = self.open.len();
         if let Some(spliced) =
@@ -489,7 +489,7 @@ mod tests {
     fn encoded(frames: &[Frame]) -> Queue {
         let mut queue = Queue::default();
         for frame in frames {
-            queue.push_frame(frame, 1 << 20).unwrap();
+            queue.push_frame(frame.into(), 1 << 20).unwrap();
         }
         queue
     }
@@ -632,8 +632,8 @@ mod tests {
             let mut lane = encoded(&frames);
             let mut taken = lane.take();
             taken.advance(cut);
-            lane.push_frame(&push(4, 16_384), 1 << 20).unwrap();
-            lane.push_frame(&ping(5), 1 << 20).unwrap();
+            lane.push_frame((&push(4, 16_384)).into(), 1 << 20).unwrap();
+            lane.push_frame((&ping(5)).into(), 1 << 20).unwrap();
             lane.prepend(taken);
             let mut expected = bytes[cut..].to_vec();
             expected.extend(whole(&[push(4, 16_384), ping(5)]));

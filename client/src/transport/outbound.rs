@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lintel_wire::{EncodeError, Frame, FrameKind};
+use lintel_wire::{EncodeError, Frame, FrameKind, FrameRef};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -101,7 +101,7 @@ impl Pipe {
 
     /// Encodes `frame` into its lane; `bounded` refuses it when the queue is full, otherwise
     /// it is refused only past the owed ceiling.
-    fn enqueue(self: &Arc<Self>, frame: &Frame, bounded: bool) -> Result<(), SendError> {
+    fn enqueue(self: &Arc<Self>, frame: FrameRef<'_>, bounded: bool) -> Result<(), SendError> {
         let mut state = self.state();
         if state.closing || state.stopped {
             return Err(SendError::Closed);
@@ -228,7 +228,7 @@ impl Pipe {
             return Err(SendError::Closed);
         }
         let mut control = Queue::default();
-        control.push_frame(frame, self.max_frame_len)?;
+        control.push_frame(frame.into(), self.max_frame_len)?;
         // The rest of a started frame stays, or the peer could not tell where frames begin.
         let resume_left = state.resume_left;
         state.resume.truncate(resume_left);
@@ -287,15 +287,16 @@ impl Outbound {
     /// stopped, [`SendError::TooLarge`] or [`SendError::Unencodable`] when the frame cannot
     /// be encoded.
     pub fn try_send(&self, frame: Frame) -> Result<(), SendError> {
-        self.pipe.enqueue(&frame, true)
+        self.pipe.enqueue(FrameRef::Frame(&frame), true)
     }
 
-    /// As [`Outbound::try_send`], leaving `frame` with the caller, who may still need it.
+    /// As [`Outbound::try_send`], leaving `frame` with the caller, who may still need it; a
+    /// [`FrameRef`] is encoded from its borrowed body without building the frame.
     ///
     /// # Errors
     /// As [`Outbound::try_send`].
-    pub fn try_send_ref(&self, frame: &Frame) -> Result<(), SendError> {
-        self.pipe.enqueue(frame, true)
+    pub fn try_send_ref<'a>(&self, frame: impl Into<FrameRef<'a>>) -> Result<(), SendError> {
+        self.pipe.enqueue(frame.into(), true)
     }
 
     /// Queues `frame` even when the queue is full: for answers the peer is owed. The caller
@@ -305,7 +306,16 @@ impl Outbound {
     /// [`SendError::Overflow`] past the owed ceiling, [`SendError::Closed`] when the writer
     /// stopped, and the encoding errors of [`Outbound::try_send`].
     pub fn send_owed(&self, frame: Frame) -> Result<(), SendError> {
-        self.pipe.enqueue(&frame, false)
+        self.pipe.enqueue(FrameRef::Frame(&frame), false)
+    }
+
+    /// As [`Outbound::send_owed`], leaving `frame` with the caller; a [`FrameRef`] is encoded
+    /// from its borrowed body without building the frame.
+    ///
+    /// # Errors
+    /// As [`Outbound::send_owed`].
+    pub fn send_owed_ref<'a>(&self, frame: impl Into<FrameRef<'a>>) -> Result<(), SendError> {
+        self.pipe.enqueue(frame.into(), false)
     }
 
     /// Queues `frame`, waiting for room.
@@ -315,7 +325,7 @@ impl Outbound {
     /// [`Outbound::try_send`].
     pub async fn send(&self, frame: Frame) -> Result<(), SendError> {
         // Room is the common case: only a full queue pays for registering a wake-up.
-        match self.pipe.enqueue(&frame, true) {
+        match self.pipe.enqueue(FrameRef::Frame(&frame), true) {
             Err(SendError::Full) => {}
             other => return other,
         }
@@ -323,7 +333,7 @@ impl Outbound {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.pipe.enqueue(&frame, true) {
+            match self.pipe.enqueue(FrameRef::Frame(&frame), true) {
                 Err(SendError::Full) => changed.await,
                 other => return other,
             }
