@@ -1,7 +1,6 @@
 //! What became of a push or relay, shared by both kinds of link.
 
 use lintel_client::transport::SendError;
-use lintel_wire::DispatchRequest;
 
 /// Why a push did not reach the link's queue; either way nothing was queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -50,21 +49,4 @@ pub enum ReplyFate {
     Late,
     /// It matched no push held on this link.
     Unknown,
-}
-
-/// A request for a frame that, by construction, always carries one; never reached.
-#[cold]
-pub(super) fn unreachable_request() -> DispatchRequest {
-    DispatchRequest {
-        namespace: String::new(),
-        task_queue: String::new(),
-        activity_type: String::new(),
-        node: None,
-        workflow_id: String::new(),
-        ordinal: 0,
-        run_id: None,
-        attempt: 0,
-        input: bytes::Bytes::new(),
-        deadline_unix_ms: None,
-    }
 }

@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lintel_wire::{Cancel, DispatchRequest, DispatchResult, Frame, NodeRouting, Relay};
+use lintel_wire::{Cancel, DispatchRequest, DispatchResult, Frame, FrameRef, NodeRouting};
 
 use lintel_client::transport::Outbound;
 
 use crate::idmap::IdMap;
 
-use super::fate::{unreachable_request, End, PushError, ReplyFate};
+use super::fate::{End, PushError, ReplyFate};
 
 /// What a peer link holds for one relay until the peer lets go of it.
 pub trait RelayEntry: Send + Sync {
@@ -105,22 +105,21 @@ impl PeerLink {
             return Err((PushError::Closed, Box::new(request)));
         }
         let correlation = table.next_correlation.wrapping_add(1);
-        let frame = Frame::from(Relay {
+        let sent = self.inner.outbound.try_send_ref(FrameRef::Relay {
             correlation,
-            request,
-            routing,
+            request: &request,
+            routing: &routing,
             reply_timeout_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
         });
-        if let Err(err) = self.inner.outbound.try_send_ref(&frame) {
-            let err = PushError::from_send(err);
-            return Err((err, Box::new(into_request(frame))));
+        if let Err(err) = sent {
+            return Err((PushError::from_send(err), Box::new(request)));
         }
         table.next_correlation = correlation;
         // Encoded already: the request goes on to the entry, which keeps it for a retry.
         table.pending.insert(
             correlation,
             Entry {
-                relay: entry(into_request(frame)),
+                relay: entry(request),
                 sent_at: Instant::now(),
                 ended: false,
             },
@@ -229,14 +228,6 @@ impl PeerLink {
             .table
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// The request a relay frame carries.
-fn into_request(frame: Frame) -> DispatchRequest {
-    match frame {
-        Frame::Relay(relay) => relay.request,
-        _ => unreachable_request(),
     }
 }
 

@@ -30,6 +30,12 @@ pub(crate) fn write_body(
             correlation,
             request,
         } => write_push(out, correlation, request),
+        FrameRef::Relay {
+            correlation,
+            request,
+            routing,
+            reply_timeout_ms,
+        } => write_relay(out, correlation, request, routing, reply_timeout_ms)?,
         FrameRef::ServedOutcome {
             correlation,
             served_by,
@@ -47,12 +53,13 @@ pub(crate) fn write_body(
             write_result(out, result)?;
         }
         FrameRef::Frame(Frame::Push(push)) => write_push(out, push.correlation, &push.request),
-        FrameRef::Frame(Frame::Relay(relay)) => {
-            write_head(out, FrameKind::Relay, relay.correlation);
-            write_request(out, &relay.request);
-            write_routing(out, &relay.routing)?;
-            write_varint(out, relay.reply_timeout_ms);
-        }
+        FrameRef::Frame(Frame::Relay(relay)) => write_relay(
+            out,
+            relay.correlation,
+            &relay.request,
+            &relay.routing,
+            relay.reply_timeout_ms,
+        )?,
         FrameRef::Frame(Frame::Reply(reply)) => {
             write_head(out, FrameKind::Reply, reply.correlation);
             write_response(out, &reply.response);
@@ -84,6 +91,20 @@ fn write_head(out: &mut BytesMutFlavor<'_>, kind: FrameKind, correlation: u64) {
 fn write_push(out: &mut BytesMutFlavor<'_>, correlation: u64, request: &DispatchRequest) {
     write_head(out, FrameKind::Push, correlation);
     write_request(out, request);
+}
+
+fn write_relay(
+    out: &mut BytesMutFlavor<'_>,
+    correlation: u64,
+    request: &DispatchRequest,
+    routing: &NodeRouting,
+    reply_timeout_ms: u64,
+) -> postcard::Result<()> {
+    write_head(out, FrameKind::Relay, correlation);
+    write_request(out, request);
+    write_routing(out, routing)?;
+    write_varint(out, reply_timeout_ms);
+    Ok(())
 }
 
 fn write_request(out: &mut BytesMutFlavor<'_>, request: &DispatchRequest) {

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use serde::{Serialize, Serializer};
 
 use crate::frame::{result_payload, Frame, FrameKind};
-use crate::message::{DispatchRequest, DispatchResult};
+use crate::message::{DispatchRequest, DispatchResult, NodeRouting};
 
 /// A frame to encode whose body is borrowed. Encodes byte for byte as the owned [`Frame`] of
 /// the same kind and fields; the hot bodies have variants of their own.
@@ -17,6 +17,13 @@ pub enum FrameRef<'a> {
     Push {
         correlation: u64,
         request: &'a DispatchRequest,
+    },
+    /// [`Frame::Relay`] of these fields.
+    Relay {
+        correlation: u64,
+        request: &'a DispatchRequest,
+        routing: &'a NodeRouting,
+        reply_timeout_ms: u64,
     },
     /// [`Frame::ServedOutcome`] of these fields.
     ServedOutcome {
@@ -43,6 +50,7 @@ impl FrameRef<'_> {
         match self {
             FrameRef::Frame(frame) => frame.kind(),
             FrameRef::Push { .. } => FrameKind::Push,
+            FrameRef::Relay { .. } => FrameKind::Relay,
             FrameRef::ServedOutcome { .. } => FrameKind::ServedOutcome,
             FrameRef::RelayOutcome { .. } => FrameKind::RelayOutcome,
         }
@@ -52,7 +60,9 @@ impl FrameRef<'_> {
     pub fn payload(&self) -> Option<&Bytes> {
         match self {
             FrameRef::Frame(frame) => frame.payload(),
-            FrameRef::Push { request, .. } => Some(&request.input),
+            FrameRef::Push { request, .. } | FrameRef::Relay { request, .. } => {
+                Some(&request.input)
+            }
             FrameRef::ServedOutcome { result, .. } | FrameRef::RelayOutcome { result, .. } => {
                 result_payload(result)
             }
@@ -70,6 +80,15 @@ impl FrameRef<'_> {
 struct PushBody<'a> {
     correlation: u64,
     request: &'a DispatchRequest,
+}
+
+/// The fields of [`crate::Relay`], in its order.
+#[derive(Serialize)]
+struct RelayBody<'a> {
+    correlation: u64,
+    request: &'a DispatchRequest,
+    routing: &'a NodeRouting,
+    reply_timeout_ms: u64,
 }
 
 /// The fields of [`crate::ServedOutcome`], in its order.
@@ -103,6 +122,22 @@ impl Serialize for FrameRef<'_> {
                 &PushBody {
                     correlation,
                     request,
+                },
+            ),
+            FrameRef::Relay {
+                correlation,
+                request,
+                routing,
+                reply_timeout_ms,
+            } => serializer.serialize_newtype_variant(
+                "Frame",
+                kind.discriminant(),
+                kind.name(),
+                &RelayBody {
+                    correlation,
+                    request,
+                    routing,
+                    reply_timeout_ms,
                 },
             ),
             FrameRef::ServedOutcome {
@@ -194,13 +229,21 @@ mod tests {
             assert_eq!(borrowed.payload_len(), len);
             assert_alike(&Frame::from(push.clone()), borrowed);
             for routing in [NodeRouting::Any, NodeRouting::Prefer(vec!["n1".into()])] {
+                let borrowed = FrameRef::Relay {
+                    correlation: 3,
+                    request: &push.request,
+                    routing: &routing,
+                    reply_timeout_ms: 1 << 20,
+                };
+                assert_eq!(borrowed.payload_len(), len);
                 let relay = Frame::from(Relay {
                     correlation: 3,
                     request: push.request.clone(),
-                    routing,
+                    routing: routing.clone(),
                     reply_timeout_ms: 1 << 20,
                 });
                 assert_alike(&relay, FrameRef::Frame(&relay));
+                assert_alike(&relay, borrowed);
             }
 
             let result = DispatchResult::Completed(DispatchResponse {

@@ -629,6 +629,12 @@ fn borrowed(frame: &Frame) -> Option<FrameRef<'_>> {
             correlation: push.correlation,
             request: &push.request,
         }),
+        Frame::Relay(relay) => Some(FrameRef::Relay {
+            correlation: relay.correlation,
+            request: &relay.request,
+            routing: &relay.routing,
+            reply_timeout_ms: relay.reply_timeout_ms,
+        }),
         Frame::ServedOutcome(outcome) => Some(FrameRef::ServedOutcome {
             correlation: outcome.correlation,
             served_by: &outcome.served_by,
