@@ -8,9 +8,9 @@
 
 use bytes::BufMut;
 
+use crate::flavor::BytesMutFlavor;
 use crate::frame::{Frame, FrameKind};
 use crate::frame_ref::FrameRef;
-use crate::framing::BytesMutFlavor;
 use crate::message::{
     ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, NodeRouting,
 };

@@ -5,6 +5,8 @@
 //! - [`frame_ref`]: [`FrameRef`], frames encoded from borrowed bodies.
 //! - [`message`]: frame bodies (handshake, registration, dispatch, control, status).
 //! - [`framing`]: pure encode/decode of length-prefixed frames over `BytesMut`, no I/O.
+//! - `direct`: the hot bodies (pushes, relays, replies, outcomes) written field by field, to
+//!   postcard's bytes; `flavor`: the `BytesMut` sink both writers share.
 //! - [`payload`]: large payloads decoded as slices of their frame's body, not copies.
 //! - [`codec`]: the `tokio_util::codec` adapter over [`framing`].
 //! - [`channel`]: injective, invertible channel names for pools.
@@ -17,6 +19,7 @@ pub mod channel;
 pub mod codec;
 mod direct;
 pub mod error;
+mod flavor;
 pub mod frame;
 pub mod frame_ref;
 pub mod framing;
