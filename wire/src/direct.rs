@@ -1,5 +1,5 @@
-//! Postcard's bytes for the hot frame bodies (pushes, relays, replies, outcomes), written
-//! field by field instead of through serde: the per-dispatch frames pay for no serializer calls.
+//! Postcard's bytes for the hot frame bodies (submissions, pushes, relays, replies, outcomes),
+//! written field by field instead of through serde: per-dispatch frames call no serializer.
 //!
 //! Postcard writes an unsigned integer as LEB128, a string or byte string as its length then
 //! its bytes, an `Option` as `0` or `1` then the value, a `bool` as one byte, an enum as its
@@ -60,6 +60,13 @@ pub(crate) fn write_body(
             &relay.routing,
             relay.reply_timeout_ms,
         )?,
+        FrameRef::Frame(Frame::Submit(submit)) => {
+            write_head(out, FrameKind::Submit, submit.correlation);
+            write_request(out, &submit.request);
+            write_opt_varint(out, submit.wait_for_worker_ms);
+            write_opt_varint(out, submit.reply_timeout_ms);
+            write_routing(out, &submit.routing)?;
+        }
         FrameRef::Frame(Frame::Reply(reply)) => {
             write_head(out, FrameKind::Reply, reply.correlation);
             write_response(out, &reply.response);
@@ -117,13 +124,7 @@ fn write_request(out: &mut BytesMutFlavor<'_>, request: &DispatchRequest) {
     write_opt_str(out, request.run_id.as_deref());
     write_varint(out, u64::from(request.attempt));
     write_bytes(out, &request.input);
-    match request.deadline_unix_ms {
-        Some(deadline) => {
-            out.buf.put_u8(1);
-            write_varint(out, deadline);
-        }
-        None => out.buf.put_u8(0),
-    }
+    write_opt_varint(out, request.deadline_unix_ms);
 }
 
 fn write_response(out: &mut BytesMutFlavor<'_>, response: &DispatchResponse) {
@@ -185,6 +186,16 @@ fn write_varint(out: &mut BytesMutFlavor<'_>, mut value: u64) {
         value >>= 7;
     }
     out.buf.put_u8(value as u8);
+}
+
+fn write_opt_varint(out: &mut BytesMutFlavor<'_>, value: Option<u64>) {
+    match value {
+        Some(value) => {
+            out.buf.put_u8(1);
+            write_varint(out, value);
+        }
+        None => out.buf.put_u8(0),
+    }
 }
 
 fn write_str(out: &mut BytesMutFlavor<'_>, text: &str) {
