@@ -329,29 +329,10 @@ impl Dispatcher {
                 number: 1,
                 wait_until: deadline,
             };
-            let pushed = match placed {
-                Placed::Local(reservation) => self.push(&flight, &request, reservation),
-                Placed::Remote(slot, peer_routing) => {
-                    match self.relay(
-                        &flight,
-                        request,
-                        slot,
-                        peer_routing,
-                        &options.routing,
-                        attempt,
-                    ) {
-                        Ok(()) => return Started::Pushed(flight),
-                        Err(unsent) => {
-                            request = *unsent;
-                            continue;
-                        }
-                    }
-                }
-            };
-            match pushed {
-                Push::Queued => return Started::Pushed(flight),
-                Push::Ended => return Started::Ended,
-                Push::Unsent => {}
+            match self.send(&flight, request, placed, &options.routing, attempt) {
+                Sent::Queued => return Started::Pushed(flight),
+                Sent::Ended => return Started::Ended,
+                Sent::Unsent(unsent) => request = *unsent,
             }
         }
         self.give_up_on_closed_links(&flight);
@@ -483,23 +464,11 @@ impl Dispatcher {
                 number: 1,
                 wait_until: Some(deadline),
             };
-            let pushed = match placed {
-                Placed::Local(reservation) => self.push(&flight, &request, reservation),
-                Placed::Remote(slot, peer_routing) => {
-                    match self.relay(&flight, request, slot, peer_routing, &routing, attempt) {
-                        Ok(()) => return Some(flight),
-                        Err(unsent) => {
-                            request = *unsent;
-                            Push::Unsent
-                        }
-                    }
-                }
+            request = match self.send(&flight, request, placed, &routing, attempt) {
+                Sent::Queued => return Some(flight),
+                Sent::Ended => return None,
+                Sent::Unsent(unsent) => *unsent,
             };
-            match pushed {
-                Push::Queued => return Some(flight),
-                Push::Ended => return None,
-                Push::Unsent => {}
-            }
             // The link closed before the push left: look again, in the same wait.
             cancelled = flight.watch_cancel();
             if scope == Scope::Cluster {
@@ -599,6 +568,32 @@ impl Dispatcher {
             biased;
             _ = done => {}
             () = tokio::time::sleep_until(deadline) => flight.expire(),
+        }
+    }
+
+    /// Sends the dispatch where it was placed: a push to a local worker encodes the request
+    /// where it lies, a relay to a peer takes it. One that could not leave hands it back.
+    #[inline]
+    fn send(
+        &self,
+        flight: &Arc<Flight>,
+        request: DispatchRequest,
+        placed: Placed,
+        routing: &NodeRouting,
+        attempt: Attempt,
+    ) -> Sent {
+        match placed {
+            Placed::Local(reservation) => match self.push(flight, &request, reservation) {
+                Push::Queued => Sent::Queued,
+                Push::Ended => Sent::Ended,
+                Push::Unsent => Sent::Unsent(Box::new(request)),
+            },
+            Placed::Remote(slot, peer_routing) => {
+                match self.relay(flight, request, slot, peer_routing, routing, attempt) {
+                    Ok(()) => Sent::Queued,
+                    Err(unsent) => Sent::Unsent(unsent),
+                }
+            }
         }
     }
 
@@ -778,26 +773,24 @@ impl PlaceAgain for Dispatcher {
                     }
                 }
             };
-            let pushed = match placed {
-                Placed::Local(reservation) => self.push(flight, &request, reservation),
-                Placed::Remote(slot, peer_routing) => {
-                    match self.relay(flight, request, slot, peer_routing, routing, attempt) {
-                        Ok(()) => return,
-                        Err(unsent) => {
-                            request = *unsent;
-                            Push::Unsent
-                        }
-                    }
-                }
-            };
-            match pushed {
-                Push::Queued | Push::Ended => return,
-                Push::Unsent => {}
+            match self.send(flight, request, placed, routing, attempt) {
+                Sent::Queued | Sent::Ended => return,
+                Sent::Unsent(unsent) => request = *unsent,
             }
         }
         let (result, peer) = last;
         flight.relay_answered(result, peer);
     }
+}
+
+/// What became of one send, to a worker or a peer.
+enum Sent {
+    /// On the worker's or the peer's queue.
+    Queued,
+    /// The dispatch ended instead (the worker's queue was full).
+    Ended,
+    /// The link closed, or the peer's queue was full, before it left: nothing reached it.
+    Unsent(Box<DispatchRequest>),
 }
 
 /// What became of one push attempt.

@@ -282,7 +282,6 @@ impl WorkerLink {
     }
 }
 
-/// The request a push frame carries.
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
