@@ -13,7 +13,7 @@ use lintel::sdk::{Worker, WorkerConfig};
 use lintel::wire::{
     DispatchRequest, ErrorCode, Frame, FrameCodec, Hello, NodeRouting, Role, Submit,
 };
-use support::{hello_at, plain, request, WAIT};
+use support::{hello_at, lintel, loopback_address, plain, request, WAIT};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
@@ -43,13 +43,8 @@ struct Node {
 
 impl Node {
     async fn start() -> Self {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            listener.local_addr().expect("addr").port()
-        };
-        let addr = format!("127.0.0.1:{port}");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lintel"))
-            .args(["serve", "--listen", &addr])
+        let mut child = Command::from(lintel())
+            .args(["serve", "--listen", "127.0.0.1:0"])
             .env("RUST_LOG", "info,lintel::connection=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -71,11 +66,12 @@ impl Node {
         });
         let mut node = Self {
             child,
-            addr,
+            addr: String::new(),
             log,
             shed,
         };
-        node.until(WAIT, |line| line.contains("listening")).await;
+        let listening = node.until(WAIT, |line| line.contains("listening")).await;
+        node.addr = loopback_address(&listening).expect("the listening line names its address");
         node
     }
 

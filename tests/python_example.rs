@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 
 use lintel::sdk::{Client, ClientConfig};
-use support::within;
+use support::{lintel, loopback_address, within};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -129,13 +129,8 @@ struct Node {
 
 impl Node {
     async fn start() -> Self {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            listener.local_addr().expect("addr").port()
-        };
-        let addr = format!("127.0.0.1:{port}");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lintel"))
-            .args(["serve", "--listen", &addr, "--node-id", NODE_ID])
+        let mut child = Command::from(lintel())
+            .args(["serve", "--listen", "127.0.0.1:0", "--node-id", NODE_ID])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -144,8 +139,10 @@ impl Node {
             .spawn()
             .expect("start lintel serve");
         let mut log = Lines::of(child.stderr.take().expect("stderr"));
-        log.until("the node to listen", |line| line.contains("listening"))
+        let listening = log
+            .until("the node to listen", |line| line.contains("listening"))
             .await;
+        let addr = loopback_address(&listening).expect("the listening line names its address");
         Self { child, addr, log }
     }
 }

@@ -72,19 +72,23 @@ impl Served {
         }
     }
 
-    /// Reads stderr until the `listening` line and returns the `127.0.0.1:port` in it, from a
-    /// text (`addr=...`) or a JSON (`"addr":"..."`) log line.
+    /// Reads stderr until the `listening` line and returns the `127.0.0.1:port` in it.
     pub fn listening(&mut self) -> String {
         let line = self.wait_for("listening");
-        let start = line
-            .find("127.0.0.1:")
-            .unwrap_or_else(|| panic!("no loopback address in the listening line: {line}"));
-        line.get(start..)
-            .unwrap_or_default()
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
-            .collect()
+        loopback_address(&line)
+            .unwrap_or_else(|| panic!("no loopback address in the listening line: {line}"))
     }
+}
+
+/// The first `127.0.0.1:port` in a log line, text (`addr=...`) or JSON (`"addr":"..."`).
+pub fn loopback_address(line: &str) -> Option<String> {
+    let start = line.find("127.0.0.1:")?;
+    let address: String = line
+        .get(start..)?
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+        .collect();
+    Some(address)
 }
 
 impl Drop for Served {
