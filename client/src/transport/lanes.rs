@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
-use lintel_wire::{EncodeError, Frame, FrameRef};
+use lintel_wire::{EncodeError, FrameKind, FrameRef};
 
 /// A buffer larger than this is released after it drains, so an idle connection stays small.
 pub(super) const KEEP_BUFFER_BYTES: usize = 64 * 1024;
@@ -68,9 +68,11 @@ pub(super) enum Lane {
 }
 
 impl Lane {
+    /// Requests (pushes and relays) wait in the bulk lane, built or borrowed; all else is
+    /// control.
     pub(super) fn of(frame: FrameRef<'_>) -> Self {
-        match frame {
-            FrameRef::Frame(Frame::Push(_) | Frame::Relay(_)) | FrameRef::Push { .. } => Lane::Bulk,
+        match frame.kind() {
+            FrameKind::Push | FrameKind::Relay => Lane::Bulk,
             _ => Lane::Control,
         }
     }
@@ -510,6 +512,39 @@ mod tests {
 
     fn push(seq: u64, len: usize) -> Frame {
         fixtures::push(seq, seq, Bytes::from(vec![seq as u8; len]))
+    }
+
+    #[test]
+    fn requests_wait_in_the_bulk_lane_whether_built_or_borrowed() {
+        let built = push(1, 64);
+        let Frame::Push(pushed) = &built else {
+            panic!("the fixture builds a push");
+        };
+        let routing = lintel_wire::NodeRouting::Any;
+        let relay = Frame::from(lintel_wire::Relay {
+            correlation: 2,
+            request: pushed.request.clone(),
+            routing: routing.clone(),
+            reply_timeout_ms: 1_000,
+        });
+        let bulk = [
+            FrameRef::Frame(&built),
+            FrameRef::Push {
+                correlation: 1,
+                request: &pushed.request,
+            },
+            FrameRef::Frame(&relay),
+            FrameRef::Relay {
+                correlation: 2,
+                request: &pushed.request,
+                routing: &routing,
+                reply_timeout_ms: 1_000,
+            },
+        ];
+        for frame in bulk {
+            assert_eq!(Lane::of(frame), Lane::Bulk, "{:?}", frame.kind());
+        }
+        assert_eq!(Lane::of(FrameRef::Frame(&ping(3))), Lane::Control);
     }
 
     #[test]
