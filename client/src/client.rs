@@ -588,30 +588,16 @@ mod tests {
     use bytes::{Bytes, BytesMut};
     use futures_util::StreamExt;
     use lintel_wire::{
-        encode_frame, ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, Frame,
-        FrameCodec, Limits, OutcomeFrame, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+        encode_frame, ActivityOutcome, DispatchResponse, DispatchResult, Frame, FrameCodec,
+        OutcomeFrame, DEFAULT_MAX_FRAME_LEN,
     };
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
     use tokio_util::codec::FramedRead;
 
     use super::{Client, ClientConfig, FRAME_BATCH};
+    use crate::transport::fixtures;
     use crate::DispatchOptions;
-
-    fn request(ordinal: u64) -> DispatchRequest {
-        DispatchRequest {
-            namespace: "ns".into(),
-            task_queue: String::new(),
-            activity_type: "echo".into(),
-            node: None,
-            workflow_id: format!("wf-{ordinal}"),
-            ordinal,
-            run_id: None,
-            attempt: 1,
-            input: Bytes::from(ordinal.to_string()),
-            deadline_unix_ms: None,
-        }
-    }
 
     #[tokio::test]
     async fn outcomes_arriving_in_one_burst_longer_than_a_batch_each_reach_their_dispatch() {
@@ -626,19 +612,7 @@ mod tests {
             let Some(Ok(Frame::Hello(_))) = frames.next().await else {
                 panic!("expected Hello");
             };
-            let welcome = Frame::Welcome(Welcome {
-                version: PROTOCOL_VERSION,
-                node_id: "fake-node".to_owned(),
-                pid: 1,
-                limits: Limits {
-                    max_frame_len: 4 * 1024 * 1024,
-                    max_in_flight: 4096,
-                    ping_interval_ms: 0,
-                    max_missed_pings: 3,
-                    max_name_len: 256,
-                    max_set_len: 64,
-                },
-            });
+            let welcome = fixtures::welcome();
             let mut bytes = BytesMut::new();
             encode_frame(&welcome, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
             write.write_all(&bytes).await.unwrap();
@@ -668,7 +642,11 @@ mod tests {
         let dispatches = (0..count as u64).map(|ordinal| {
             let client = client.clone();
             let options = options.clone();
-            tokio::spawn(async move { client.dispatch(request(ordinal), &options).await })
+            tokio::spawn(async move {
+                client
+                    .dispatch(fixtures::numbered_request(ordinal), &options)
+                    .await
+            })
         });
         let results = futures_util::future::join_all(dispatches.collect::<Vec<_>>()).await;
         for (ordinal, result) in results.into_iter().enumerate() {

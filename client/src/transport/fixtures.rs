@@ -1,12 +1,12 @@
-//! Frames and sockets the transport's tests share.
+//! Frames and sockets the crate's tests share.
 
 use bytes::Bytes;
-use lintel_wire::{DispatchRequest, Frame, Ping, Push};
+use lintel_wire::{DispatchRequest, Frame, Limits, Ping, Push, Welcome, PROTOCOL_VERSION};
 use socket2::SockRef;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 /// A push of `input` with `correlation` and `ordinal`, in namespace `ns`, activity `act`.
-pub(super) fn push(correlation: u64, ordinal: u64, input: Bytes) -> Frame {
+pub(crate) fn push(correlation: u64, ordinal: u64, input: Bytes) -> Frame {
     Frame::from(Push {
         correlation,
         request: DispatchRequest {
@@ -24,13 +24,47 @@ pub(super) fn push(correlation: u64, ordinal: u64, input: Bytes) -> Frame {
     })
 }
 
-pub(super) fn ping(nonce: u64) -> Frame {
+/// Request number `ordinal` in namespace `ns`, activity `echo`: workflow `wf-{ordinal}`, its
+/// ordinal as input, so an echoed answer can be matched to it.
+pub(crate) fn numbered_request(ordinal: u64) -> DispatchRequest {
+    DispatchRequest {
+        namespace: "ns".into(),
+        task_queue: String::new(),
+        activity_type: "echo".into(),
+        node: None,
+        workflow_id: format!("wf-{ordinal}"),
+        ordinal,
+        run_id: None,
+        attempt: 1,
+        input: Bytes::from(ordinal.to_string()),
+        deadline_unix_ms: None,
+    }
+}
+
+/// A scripted node's `Welcome`: current version, no pings, roomy limits.
+pub(crate) fn welcome() -> Frame {
+    Frame::Welcome(Welcome {
+        version: PROTOCOL_VERSION,
+        node_id: "fake-node".to_owned(),
+        pid: 1,
+        limits: Limits {
+            max_frame_len: 4 * 1024 * 1024,
+            max_in_flight: 4096,
+            ping_interval_ms: 0,
+            max_missed_pings: 3,
+            max_name_len: 256,
+            max_set_len: 64,
+        },
+    })
+}
+
+pub(crate) fn ping(nonce: u64) -> Frame {
     Frame::Ping(Ping { nonce })
 }
 
 /// A connected pair on 127.0.0.1 whose buffers are 4 KiB each way, so writes from the
 /// accepted side stall soon: `(accepted, peer)`.
-pub(super) async fn stalling_pair() -> (TcpStream, TcpStream) {
+pub(crate) async fn stalling_pair() -> (TcpStream, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let socket = TcpSocket::new_v4().unwrap();

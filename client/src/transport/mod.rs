@@ -8,7 +8,7 @@
 mod batch;
 mod dial;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod lanes;
 mod outbound;
 mod reader;

@@ -400,14 +400,15 @@ mod tests {
     use bytes::{Bytes, BytesMut};
     use futures_util::StreamExt;
     use lintel_wire::{
-        encode_frame, ActivityOutcome, DispatchRequest, Drain, Drained, Frame, FrameCodec, Limits,
-        Push, Register, Registered, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+        encode_frame, ActivityOutcome, DispatchRequest, Drain, Drained, Frame, FrameCodec, Push,
+        Register, Registered, DEFAULT_MAX_FRAME_LEN,
     };
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
     use tokio_util::codec::FramedRead;
 
     use super::FRAME_BATCH;
+    use crate::transport::fixtures;
     use crate::{Handler, Worker, WorkerConfig};
 
     /// Echoes its input at once, on the connection's task.
@@ -426,18 +427,7 @@ mod tests {
     fn push(correlation: u64) -> Frame {
         Frame::from(Push {
             correlation,
-            request: DispatchRequest {
-                namespace: "ns".into(),
-                task_queue: String::new(),
-                activity_type: "echo".into(),
-                node: None,
-                workflow_id: format!("wf-{correlation}"),
-                ordinal: correlation,
-                run_id: None,
-                attempt: 1,
-                input: Bytes::from(correlation.to_string()),
-                deadline_unix_ms: None,
-            },
+            request: fixtures::numbered_request(correlation),
         })
     }
 
@@ -467,19 +457,7 @@ mod tests {
         let mut bytes = BytesMut::new();
         let mut queue =
             |frame: Frame| encode_frame(&frame, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
-        queue(Frame::Welcome(Welcome {
-            version: PROTOCOL_VERSION,
-            node_id: "fake-node".to_owned(),
-            pid: 1,
-            limits: Limits {
-                max_frame_len: 4 * 1024 * 1024,
-                max_in_flight: 1024,
-                ping_interval_ms: 0,
-                max_missed_pings: 3,
-                max_name_len: 256,
-                max_set_len: 64,
-            },
-        }));
+        queue(fixtures::welcome());
         write.write_all(&bytes).await.unwrap();
         bytes.clear();
         let Frame::Register(_) = recv().await else {
