@@ -25,17 +25,26 @@ pub(crate) fn write_body(
     frame: FrameRef<'_>,
     out: &mut BytesMutFlavor<'_>,
 ) -> postcard::Result<bool> {
-    match frame {
+    // A built push, relay or peer outcome takes the same path as its borrowed form.
+    match frame.unfolded() {
         FrameRef::Push {
             correlation,
             request,
-        } => write_push(out, correlation, request),
+        } => {
+            write_head(out, FrameKind::Push, correlation);
+            write_request(out, request);
+        }
         FrameRef::Relay {
             correlation,
             request,
             routing,
             reply_timeout_ms,
-        } => write_relay(out, correlation, request, routing, reply_timeout_ms)?,
+        } => {
+            write_head(out, FrameKind::Relay, correlation);
+            write_request(out, request);
+            write_routing(out, routing)?;
+            write_varint(out, reply_timeout_ms);
+        }
         FrameRef::ServedOutcome {
             correlation,
             served_by,
@@ -52,14 +61,6 @@ pub(crate) fn write_body(
             write_head(out, FrameKind::RelayOutcome, correlation);
             write_result(out, result)?;
         }
-        FrameRef::Frame(Frame::Push(push)) => write_push(out, push.correlation, &push.request),
-        FrameRef::Frame(Frame::Relay(relay)) => write_relay(
-            out,
-            relay.correlation,
-            &relay.request,
-            &relay.routing,
-            relay.reply_timeout_ms,
-        )?,
         FrameRef::Frame(Frame::Submit(submit)) => {
             write_head(out, FrameKind::Submit, submit.correlation);
             write_request(out, &submit.request);
@@ -75,15 +76,6 @@ pub(crate) fn write_body(
             write_head(out, FrameKind::Outcome, outcome.correlation);
             write_result(out, &outcome.result)?;
         }
-        FrameRef::Frame(Frame::ServedOutcome(outcome)) => {
-            write_head(out, FrameKind::ServedOutcome, outcome.correlation);
-            write_str(out, &outcome.served_by);
-            write_result(out, &outcome.result)?;
-        }
-        FrameRef::Frame(Frame::RelayOutcome(outcome)) => {
-            write_head(out, FrameKind::RelayOutcome, outcome.correlation);
-            write_result(out, &outcome.result)?;
-        }
         FrameRef::Frame(_) => return Ok(false),
     }
     Ok(true)
@@ -93,25 +85,6 @@ pub(crate) fn write_body(
 fn write_head(out: &mut BytesMutFlavor<'_>, kind: FrameKind, correlation: u64) {
     write_varint(out, u64::from(kind.discriminant()));
     write_varint(out, correlation);
-}
-
-fn write_push(out: &mut BytesMutFlavor<'_>, correlation: u64, request: &DispatchRequest) {
-    write_head(out, FrameKind::Push, correlation);
-    write_request(out, request);
-}
-
-fn write_relay(
-    out: &mut BytesMutFlavor<'_>,
-    correlation: u64,
-    request: &DispatchRequest,
-    routing: &NodeRouting,
-    reply_timeout_ms: u64,
-) -> postcard::Result<()> {
-    write_head(out, FrameKind::Relay, correlation);
-    write_request(out, request);
-    write_routing(out, routing)?;
-    write_varint(out, reply_timeout_ms);
-    Ok(())
 }
 
 fn write_request(out: &mut BytesMutFlavor<'_>, request: &DispatchRequest) {

@@ -69,6 +69,32 @@ impl FrameRef<'_> {
         }
     }
 
+    /// The borrowed-body variant of a built frame that has one, else `self` unchanged.
+    pub(crate) fn unfolded(self) -> Self {
+        match self {
+            FrameRef::Frame(Frame::Push(push)) => FrameRef::Push {
+                correlation: push.correlation,
+                request: &push.request,
+            },
+            FrameRef::Frame(Frame::Relay(relay)) => FrameRef::Relay {
+                correlation: relay.correlation,
+                request: &relay.request,
+                routing: &relay.routing,
+                reply_timeout_ms: relay.reply_timeout_ms,
+            },
+            FrameRef::Frame(Frame::ServedOutcome(outcome)) => FrameRef::ServedOutcome {
+                correlation: outcome.correlation,
+                served_by: &outcome.served_by,
+                result: &outcome.result,
+            },
+            FrameRef::Frame(Frame::RelayOutcome(outcome)) => FrameRef::RelayOutcome {
+                correlation: outcome.correlation,
+                result: &outcome.result,
+            },
+            other => other,
+        }
+    }
+
     /// Bytes of opaque payload the frame carries, as [`Frame::payload_len`].
     pub fn payload_len(&self) -> usize {
         self.payload().map_or(0, Bytes::len)

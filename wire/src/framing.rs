@@ -53,9 +53,9 @@ pub struct Spliced {
     pub payload: Bytes,
 }
 
-/// As [`encode_frame`] (or [`encode_frame_ref`]), but a payload of [`payload::SHARE_MIN`] bytes or more is left out of
-/// `dst`: the frame on the wire is the first [`Spliced::at`] bytes appended, the payload, then
-/// the rest appended. For a vectored write that sends a large payload without copying it.
+/// As [`encode_frame`] (or [`encode_frame_ref`]), but a payload of [`payload::SHARE_MIN`]
+/// bytes or more is left out of `dst`: the frame on the wire is the first [`Spliced::at`]
+/// bytes appended, the payload, then the rest appended. For a vectored write that sends a large payload without copying it.
 /// `None` when the frame went into `dst` whole.
 ///
 /// # Errors
