@@ -193,7 +193,9 @@ impl Pipe {
         let written = written.unwrap_or(0);
         piece.advance(written);
         let mut state = self.state();
-        let freed = state.wrote(written, now);
+        // From the write's end: a syscall longer than the burst gap would make every frame of
+        // a burst look quiet and cost a syscall of its own.
+        let freed = state.wrote(written, Instant::now());
         state.give_back(piece);
         let hand_over = !state.is_empty() || state.closing;
         state.owner = if hand_over { Owner::Task } else { Owner::Free };
