@@ -40,7 +40,7 @@ pub(super) struct Args {
     json: Option<PathBuf>,
     /// Echo workers to start against the node; 0 uses the workers already there.
     #[arg(long, default_value_t = 4)]
-    workers: usize,
+    pub(super) workers: usize,
     /// Capacity of each started worker.
     #[arg(long, default_value_t = 256)]
     worker_concurrency: u32,

@@ -28,7 +28,8 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     /// Runtime threads: 1 runs everything on one thread, N > 1 a pool of N; 0 or absent takes
-    /// the default: one for `serve` and `worker`, one per core for the rest (see the README).
+    /// the default: one for `serve`, `worker` and `bench --workers 0`, one per core for the rest
+    /// (see the README).
     #[arg(long, global = true, env = "LINTEL_THREADS")]
     threads: Option<usize>,
     /// Log lines on stderr: text, or one JSON object per line.
@@ -58,6 +59,16 @@ enum Command {
     Bench(bench::Args),
 }
 
+/// The runtime threads `command` takes when none are asked for: one for a process that is a
+/// single piece (a node, a worker, a load generator alone), every core for one that hosts several.
+fn default_threads(command: &Command) -> runtime::Fallback {
+    match command {
+        Command::Serve(_) | Command::Worker(_) => runtime::Fallback::One,
+        Command::Bench(args) if args.workers == 0 => runtime::Fallback::One,
+        _ => runtime::Fallback::PerCore,
+    }
+}
+
 /// Parses the command line, runs the subcommand and maps its result to an exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
@@ -77,8 +88,7 @@ pub fn run() -> ExitCode {
     let threads = cli.threads.unwrap_or(config_threads);
     let default = match &command {
         Loaded::Serve(_) => runtime::Fallback::One,
-        Loaded::Other(command) if matches!(**command, Command::Worker(_)) => runtime::Fallback::One,
-        Loaded::Other(_) => runtime::Fallback::PerCore,
+        Loaded::Other(command) => default_threads(command),
     };
     let runtime = match runtime::build(threads, default) {
         Ok(runtime) => runtime,
@@ -114,5 +124,35 @@ fn default_log_filter(command: &Command) -> &'static str {
     match command {
         Command::Serve(_) | Command::Worker(_) => "info",
         Command::Dispatch(_) | Command::Status(_) | Command::Demo(_) | Command::Bench(_) => "warn",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{default_threads, runtime::Fallback, Cli};
+
+    fn fallback_of(args: &[&str]) -> Fallback {
+        let cli = Cli::try_parse_from(std::iter::once("lintel").chain(args.iter().copied()));
+        match cli {
+            Ok(cli) => default_threads(&cli.command),
+            Err(err) => panic!("{args:?} does not parse: {err}"),
+        }
+    }
+
+    #[test]
+    fn a_process_that_is_one_piece_runs_on_one_thread() {
+        assert_eq!(fallback_of(&["serve"]), Fallback::One);
+        let worker = ["worker", "--namespace", "n", "--activity", "echo"];
+        assert_eq!(fallback_of(&worker), Fallback::One);
+        assert_eq!(fallback_of(&["bench", "--workers", "0"]), Fallback::One);
+    }
+
+    #[test]
+    fn a_process_that_hosts_workers_beside_its_load_takes_every_core() {
+        assert_eq!(fallback_of(&["bench"]), Fallback::PerCore);
+        assert_eq!(fallback_of(&["bench", "--workers", "2"]), Fallback::PerCore);
+        assert_eq!(fallback_of(&["demo"]), Fallback::PerCore);
     }
 }

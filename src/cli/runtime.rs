@@ -1,9 +1,9 @@
 //! The async runtime each command runs on, sized by `--threads`.
 //!
 //! Defaults were chosen by measurement on a 2-core machine with every process on its own
-//! (`lintel serve`, `lintel worker`, `lintel bench`): the node and a worker lose nothing at 256
-//! requests in flight on one thread and avoid cross-thread wake-ups at one in flight, while the
-//! load generator needs every core at 256 in flight.
+//! (`lintel serve`, `lintel worker`, `lintel bench --workers 0`): each carries as much at 256
+//! requests in flight on one thread as on two, for less CPU, and avoids cross-thread wake-ups.
+//! Commands that host a node or workers beside their load generator take every core.
 
 use std::io;
 
@@ -12,9 +12,9 @@ use tokio::runtime::{Builder, Runtime};
 /// How many runtime threads a command takes when none are asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Fallback {
-    /// One thread: the node and workers, which mostly wait on sockets.
+    /// One thread: the node, workers and a load generator on its own.
     One,
-    /// One per core: commands that generate load or host a whole demo.
+    /// One per core: commands that host a node or workers beside their load generator.
     PerCore,
 }
 
