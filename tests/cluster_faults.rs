@@ -51,6 +51,14 @@ fn free_port() -> SocketAddr {
     listener.local_addr().expect("addr")
 }
 
+/// A listener on an ephemeral loopback port, and its address.
+fn loopback_listener() -> (tokio::net::TcpListener, SocketAddr) {
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    let listener = lintel::listener::bind(any, NodeConfig::default().backlog).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    (listener, addr)
+}
+
 /// `lintel serve` in its own process as node `id` at `addr`, dialling `seed`.
 fn node_process(id: &str, addr: SocketAddr, seed: SocketAddr) -> Child {
     Command::new(env!("CARGO_BIN_EXE_lintel"))
@@ -249,23 +257,24 @@ async fn a_peer_that_goes_silent_without_closing_is_found_dead_by_pings() {
 
 #[tokio::test]
 async fn a_partition_ends_relays_as_peer_lost_and_once_healed_relays_flow_again() {
-    let a_port = free_port();
-    let b_port = free_port();
+    // Bound before the proxies that point at them, and held: no other socket can take them.
+    let (a_listener, a_port) = loopback_listener();
+    let (b_listener, b_port) = loopback_listener();
     let to_a = Proxy::start(a_port).await;
     let to_b = Proxy::start(b_port).await;
     // Every link between a and b runs through the proxies: each advertises its proxy.
-    let a = TestNode::with_config(NodeConfig {
+    let a_config = NodeConfig {
         listen: a_port,
         advertise: to_a.addr.to_string(),
         ..cluster_config("a", &[to_b.addr])
-    })
-    .await;
-    let b = TestNode::with_config(NodeConfig {
+    };
+    let a = TestNode::on_listener(a_config, a_listener).await;
+    let b_config = NodeConfig {
         listen: b_port,
         advertise: to_b.addr.to_string(),
         ..cluster_config("b", &[to_a.addr])
-    })
-    .await;
+    };
+    let b = TestNode::on_listener(b_config, b_listener).await;
     a.wait_linked(&["b"]).await;
     let started = Arc::new(Notify::new());
     let _stuck = sdk_worker(

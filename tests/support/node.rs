@@ -137,6 +137,13 @@ impl TestNode {
         if config.listen == NodeConfig::default().listen {
             config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         }
+        let listener = lintel::listener::bind(config.listen, config.backlog).expect("bind");
+        Self::on_listener(config, listener).await
+    }
+
+    /// A node with `config` serving `listener`, bound beforehand by a test that needs the
+    /// address before the node starts.
+    pub async fn on_listener(config: NodeConfig, listener: tokio::net::TcpListener) -> Self {
         let events = Arc::new(Events::default());
         let counting = Arc::clone(&events);
         let node = Node::with_notifier(config.clone(), move |registry: Arc<Registry>| {
@@ -147,7 +154,6 @@ impl TestNode {
         })
         .expect("valid config");
         let node = Arc::new(node);
-        let listener = lintel::listener::bind(config.listen, config.backlog).expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let (tx, rx) = oneshot::channel::<()>();
         let serving = Arc::clone(&node);
