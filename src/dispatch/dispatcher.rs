@@ -571,8 +571,8 @@ impl Dispatcher {
         }
     }
 
-    /// Sends the dispatch where it was placed: a push to a local worker encodes the request
-    /// where it lies, a relay to a peer takes it. One that could not leave hands it back.
+    /// Sends the dispatch where it was placed, to a local worker or a peer. One that could not
+    /// leave hands the request back.
     #[inline]
     fn send(
         &self,
@@ -583,11 +583,7 @@ impl Dispatcher {
         attempt: Attempt,
     ) -> Sent {
         match placed {
-            Placed::Local(reservation) => match self.push(flight, &request, reservation) {
-                Push::Queued => Sent::Queued,
-                Push::Ended => Sent::Ended,
-                Push::Unsent => Sent::Unsent(Box::new(request)),
-            },
+            Placed::Local(reservation) => self.push(flight, request, reservation),
             Placed::Remote(slot, peer_routing) => {
                 match self.relay(flight, request, slot, peer_routing, routing, attempt) {
                     Ok(()) => Sent::Queued,
@@ -634,27 +630,28 @@ impl Dispatcher {
         }
     }
 
-    /// Pushes `request` on the reserved worker. A push that could not leave frees its slot;
-    /// a full queue ends the dispatch as refused.
+    /// Pushes `request` on the reserved worker, encoded where it lies. A push that could not
+    /// leave frees its slot and hands the request back; a full queue ends the dispatch as
+    /// refused.
     fn push(
         &self,
         flight: &Arc<Flight>,
-        request: &DispatchRequest,
+        request: DispatchRequest,
         reservation: Reservation,
-    ) -> Push {
+    ) -> Sent {
         let worker_id = reservation.worker_id();
         let Some(link) = reservation.link().cloned() else {
-            return Push::Unsent;
+            return Sent::Unsent(Box::new(request));
         };
         flight.arm(Slot::Local(reservation));
-        match link.push(request, Arc::clone(flight) as _) {
+        match link.push(&request, Arc::clone(flight) as _) {
             Ok(correlation) => {
                 flight.pushed(Target::Worker(link), correlation);
-                Push::Queued
+                Sent::Queued
             }
             Err(PushError::Closed) => {
                 flight.disarm();
-                Push::Unsent
+                Sent::Unsent(Box::new(request))
             }
             Err(PushError::Backpressure) => {
                 flight.disarm();
@@ -662,7 +659,7 @@ impl Dispatcher {
                     RefusedReason::WorkerBackpressure,
                     format!("worker {worker_id} outbound queue is full"),
                 ));
-                Push::Ended
+                Sent::Ended
             }
         }
     }
@@ -785,22 +782,12 @@ impl PlaceAgain for Dispatcher {
 
 /// What became of one send, to a worker or a peer.
 enum Sent {
-    /// On the worker's or the peer's queue.
+    /// On the worker's or the peer's queue; its source now watches the reply deadline.
     Queued,
     /// The dispatch ended instead (the worker's queue was full).
     Ended,
     /// The link closed, or the peer's queue was full, before it left: nothing reached it.
     Unsent(Box<DispatchRequest>),
-}
-
-/// What became of one push attempt.
-enum Push {
-    /// On the worker's queue; its source now watches the reply deadline.
-    Queued,
-    /// The dispatch ended instead (the worker's queue was full).
-    Ended,
-    /// The worker's link closed before the push left: nothing reached it.
-    Unsent,
 }
 
 /// Cancels a flight whose in-process caller went away before its outcome.

@@ -55,8 +55,8 @@ pub struct Spliced {
 
 /// As [`encode_frame`] (or [`encode_frame_ref`]), but a payload of [`payload::SHARE_MIN`]
 /// bytes or more is left out of `dst`: the frame on the wire is the first [`Spliced::at`]
-/// bytes appended, the payload, then the rest appended. For a vectored write that sends a large payload without copying it.
-/// `None` when the frame went into `dst` whole.
+/// bytes appended, the payload, then the rest appended. For a vectored write that sends a
+/// large payload without copying it. `None` when the frame went into `dst` whole.
 ///
 /// # Errors
 /// As [`encode_frame`]; the length checked includes the payload.
