@@ -9,13 +9,15 @@
 //! decoder reserves at most one admissible frame, and `BytesMut` at most doubles an
 //! allocation, see `wire/tests/properties.rs`); every decoded frame re-encodes within the
 //! same limit, in no more bytes, and decodes back to itself; the end of the stream is clean
-//! exactly when nothing is buffered.
+//! exactly when nothing is buffered; a decoded body is the frame serde's own decoding of the
+//! same bytes gives, and a body refused as malformed serde refuses too (the hot frames are
+//! read by hand, not by serde).
 #![no_main]
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
-use lintel_wire::{decode_frame, encode_frame, CodecError, DecodeError, FrameCodec};
+use lintel_wire::{decode_frame, encode_frame, CodecError, DecodeError, Frame, FrameCodec};
 use tokio_util::codec::Decoder;
 
 fuzz_target!(|data: &[u8]| {
@@ -53,8 +55,16 @@ fn run(max: usize, chunk_sizes: &[usize], stream: &[u8]) {
         fed += chunk.len();
         loop {
             let stated = stated_len(&buf);
+            // Serde's reading of the next body, when it is whole and within the limit.
+            let by_serde = stated
+                .filter(|&len| len <= max)
+                .and_then(|len| buf.get(LENGTH_PREFIX_LEN..LENGTH_PREFIX_LEN + len))
+                .map(serde_reads);
             let (len_before, capacity_before) = (buf.len(), buf.capacity());
             let result = codec.decode(&mut buf);
+            if let Some(by_serde) = &by_serde {
+                agrees_with_serde(&result, by_serde.as_ref());
+            }
             assert!(
                 buf.capacity() <= capacity_bound(max, fed),
                 "capacity {} after feeding {fed} with max {max}",
@@ -105,6 +115,27 @@ fn run(max: usize, chunk_sizes: &[usize], stream: &[u8]) {
         Ok(None) => assert_eq!(buffered, 0),
         Err(CodecError::Truncated { buffered: n }) => assert!(n == buffered && n > 0),
         other => panic!("end of stream after {buffered} leftover bytes gave {other:?}"),
+    }
+}
+
+/// A decoded frame is the one serde reads from the same body, and a body refused as
+/// malformed serde refuses too. A kind spelled in more bytes than it needs is refused before
+/// either reads it, so a refusal of the kind is not compared.
+fn agrees_with_serde(result: &Result<Option<Frame>, CodecError>, by_serde: Option<&Frame>) {
+    match result {
+        Ok(Some(frame)) => assert_eq!(Some(frame), by_serde, "serde reads another frame"),
+        Err(CodecError::Decode(
+            DecodeError::Malformed { .. } | DecodeError::TrailingBytes { .. },
+        )) => assert_eq!(by_serde, None, "serde reads a refused body"),
+        _ => {}
+    }
+}
+
+/// Serde's reading of a frame body: the frame when it uses every byte.
+fn serde_reads(body: &[u8]) -> Option<Frame> {
+    match postcard::take_from_bytes::<Frame>(body) {
+        Ok((frame, [])) => Some(frame),
+        _ => None,
     }
 }
 

@@ -165,7 +165,7 @@ pub fn decode_frame(
     }
     // Large payloads become slices of the body, which keeps only its own bytes alive.
     let body = body.freeze();
-    payload::decode_sharing(&body, decode_body).map(Some)
+    decode_body_of(&body, Some(&body)).map(Some)
 }
 
 /// Decodes one frame body (without its length prefix), requiring every byte be used.
@@ -175,9 +175,26 @@ pub fn decode_frame(
 /// or [`DecodeError::TrailingBytes`].
 #[inline]
 pub fn decode_body(body: &[u8]) -> Result<Frame, DecodeError> {
+    decode_body_of(body, None)
+}
+
+/// As [`decode_body`]; when `whole` is given it holds exactly `body`'s bytes, and large
+/// payloads become slices of it instead of copies.
+fn decode_body_of(body: &[u8], whole: Option<&Bytes>) -> Result<Frame, DecodeError> {
     let discriminant = read_varint_u32(body).ok_or(DecodeError::MissingKind)?;
     let kind = FrameKind::from_discriminant(discriminant)
         .ok_or(DecodeError::UnknownKind { discriminant })?;
+    if let Some(frame) = direct::read_body(kind, body, whole) {
+        return Ok(frame);
+    }
+    match whole {
+        Some(whole) => payload::decode_sharing(whole, |body| decode_by_serde(kind, body)),
+        None => decode_by_serde(kind, body),
+    }
+}
+
+/// Serde's decoding of a body of `kind`, requiring every byte be used.
+fn decode_by_serde(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
     match postcard::take_from_bytes::<Frame>(body) {
         Ok((frame, [])) => Ok(frame),
         Ok((_, rest)) => Err(DecodeError::TrailingBytes {
@@ -366,6 +383,60 @@ mod tests {
         let refused = encode_frame_spliced(&large, &mut buf, payload::SHARE_MIN);
         assert!(matches!(refused, Err(EncodeError::Oversize { .. })));
         assert!(buf.is_empty());
+    }
+
+    /// Whether `inner` lies within the `len` bytes from address `start`.
+    fn inside(start: usize, len: usize, inner: &Bytes) -> bool {
+        let at = inner.as_ptr() as usize;
+        at >= start && at + inner.len() <= start + len
+    }
+
+    #[test]
+    fn a_large_payload_decodes_as_a_slice_of_its_frame_read_by_hand_or_by_serde() {
+        let Frame::Push(by_hand) = push(payload::SHARE_MIN) else {
+            unreachable!()
+        };
+        // Pinned routing has no hand reader: serde decodes the submission.
+        let by_serde = Frame::from(crate::message::Submit {
+            correlation: 3,
+            request: by_hand.request.clone(),
+            wait_for_worker_ms: None,
+            reply_timeout_ms: None,
+            routing: crate::message::NodeRouting::Pin("b".into()),
+        });
+        for frame in [Frame::Push(by_hand), by_serde] {
+            let mut buf = encoded(&frame);
+            let (start, len) = (buf.as_ptr() as usize, buf.len());
+            let decoded = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN).ok().flatten();
+            assert_eq!(decoded.as_ref(), Some(&frame));
+            let payload = decoded
+                .as_ref()
+                .and_then(Frame::payload)
+                .expect("a payload");
+            assert!(
+                inside(start, len, payload),
+                "{} copied its payload",
+                frame.kind()
+            );
+        }
+    }
+
+    #[test]
+    fn a_hot_frame_spelled_with_a_longer_varint_decodes_as_serde_reads_it() {
+        let frame = Frame::from(crate::message::Reply {
+            correlation: 5,
+            response: crate::message::DispatchResponse {
+                workflow_id: "wf".into(),
+                ordinal: 1,
+                run_id: None,
+                outcome: crate::message::ActivityOutcome::Success(Bytes::from_static(b"ok")),
+            },
+        });
+        let body = &encoded(&frame)[LENGTH_PREFIX_LEN..];
+        // The correlation 5 as two bytes: postcard takes it; the hand reader declines it.
+        let mut longer = vec![body[0], 0x85, 0x00];
+        longer.extend_from_slice(&body[2..]);
+        assert_eq!(decode_body(&longer).ok(), Some(frame));
     }
 
     #[test]

@@ -496,6 +496,52 @@ fn version_2_frame() -> impl Strategy<Value = Frame> {
     ])
 }
 
+/// The kinds read by hand on decode, with equal weight; their results and routings take
+/// every variant, so bodies the hand readers decline are drawn too.
+fn hot_frame() -> impl Strategy<Value = Frame> {
+    prop::strategy::Union::new(vec![
+        submit().prop_map(Frame::from).boxed(),
+        push().prop_map(Frame::from).boxed(),
+        relay().prop_map(Frame::from).boxed(),
+        reply().prop_map(Frame::Reply).boxed(),
+        outcome().prop_map(Frame::Outcome).boxed(),
+        relay_outcome().prop_map(Frame::RelayOutcome).boxed(),
+        served_outcome().prop_map(Frame::from).boxed(),
+    ])
+}
+
+/// A byte to put into a body: mostly the values tags and varints turn on.
+fn bent_byte() -> impl Strategy<Value = u8> {
+    prop_oneof![
+        0u8..4,
+        Just(0x7f),
+        Just(0x80),
+        Just(0x81),
+        Just(0xff),
+        any::<u8>()
+    ]
+}
+
+/// Serde's reading of a frame body: the frame when it uses every byte.
+fn serde_reads(body: &[u8]) -> Option<Frame> {
+    match postcard::take_from_bytes::<Frame>(body) {
+        Ok((frame, [])) => Some(frame),
+        _ => None,
+    }
+}
+
+/// `decode_body`'s reading of `body` and serde's, when they disagree. A kind spelled in more
+/// bytes than it needs is refused before either reads it, so a refused kind is not compared.
+fn disagreement(body: &[u8]) -> Option<String> {
+    let by_serde = serde_reads(body);
+    match decode_body(body) {
+        Ok(frame) if by_serde.as_ref() == Some(&frame) => None,
+        Err(DecodeError::MissingKind | DecodeError::UnknownKind { .. }) => None,
+        Err(_) if by_serde.is_none() => None,
+        decoded => Some(format!("decoded {decoded:?}, serde {by_serde:?}")),
+    }
+}
+
 /// Every one of the 26 frame kinds, with equal weight.
 fn frame() -> impl Strategy<Value = Frame> {
     prop_oneof![
@@ -595,6 +641,28 @@ fn the_version_2_strategy_reaches_every_appended_kind() {
         .filter(|kind| kind.discriminant() >= 20)
         .collect();
     assert_eq!(kinds, appended);
+}
+
+#[test]
+fn every_one_byte_bend_of_a_hot_body_decodes_as_serde_decodes_it() {
+    for frame in sample(hot_frame(), 96) {
+        let body = encode(&frame)[LENGTH_PREFIX_LEN..].to_vec();
+        for at in 0..body.len() {
+            for byte in [0, 1, 2, 3, 0x7f, 0x80, 0x81, 0xff] {
+                let mut bent = body.clone();
+                bent[at] = byte;
+                if let Some(disagreement) = disagreement(&bent) {
+                    panic!(
+                        "{} with byte {at} set to {byte:#x}: {disagreement}",
+                        frame.kind()
+                    );
+                }
+            }
+            if let Some(disagreement) = disagreement(&body[..at]) {
+                panic!("{} cut at {at}: {disagreement}", frame.kind());
+            }
+        }
+    }
 }
 
 /// Checks that `frame` encodes to serde's postcard bytes and survives `encode_frame`,
@@ -708,6 +776,25 @@ proptest! {
         }
         prop_assert_eq!(decoded, frames);
         prop_assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn a_hot_body_decodes_as_serde_decodes_it_however_it_is_bent(
+        frame in hot_frame(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), bent_byte()), 0..3),
+        cut in prop::option::of(any::<prop::sample::Index>()),
+        extra in prop::collection::vec(any::<u8>(), 0..2),
+    ) {
+        let mut body = encode(&frame)[LENGTH_PREFIX_LEN..].to_vec();
+        for (at, byte) in edits {
+            let at = at.index(body.len());
+            body[at] = byte;
+        }
+        if let Some(cut) = cut {
+            body.truncate(cut.index(body.len() + 1));
+        }
+        body.extend_from_slice(&extra);
+        prop_assert_eq!(disagreement(&body), None);
     }
 
     #[test]

@@ -1,10 +1,4 @@
-//! Postcard's bytes for the hot frame bodies (submissions, pushes, relays, replies, outcomes),
-//! written field by field instead of through serde: per-dispatch frames call no serializer.
-//!
-//! Postcard writes an unsigned integer as LEB128, a string or byte string as its length then
-//! its bytes, an `Option` as `0` or `1` then the value, a `bool` as one byte, an enum as its
-//! variant index then its fields, and a struct as its fields in order. The property tests
-//! check every writer here against serde's encoding of the same frame.
+//! The hot frame bodies written field by field: per-dispatch frames call no serializer.
 
 use bytes::BufMut;
 
