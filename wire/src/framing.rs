@@ -158,13 +158,15 @@ pub fn decode_frame(
         src.reserve(total - src.len());
         return Ok(None);
     }
-    src.advance(LENGTH_PREFIX_LEN);
-    let body = src.split_to(len);
     if len < payload::SHARE_MIN {
-        return decode_body(&body).map(Some);
+        // Decoded where it lies: a small frame's fields are copies, so no bytes are split off.
+        let decoded = decode_body(src.get(LENGTH_PREFIX_LEN..total).unwrap_or_default());
+        src.advance(total);
+        return decoded.map(Some);
     }
     // Large payloads become slices of the body, which keeps only its own bytes alive.
-    let body = body.freeze();
+    src.advance(LENGTH_PREFIX_LEN);
+    let body = src.split_to(len).freeze();
     decode_body_of(&body, Some(&body)).map(Some)
 }
 
