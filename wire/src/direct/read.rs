@@ -237,4 +237,49 @@ mod tests {
         );
         assert_eq!(leb(&[0xff, 0xff, 0xff, 0xff, 0x10], 5, 32), None);
     }
+
+    fn body_of(frame: &Frame) -> Vec<u8> {
+        let mut buf = bytes::BytesMut::new();
+        let encoded = crate::framing::encode_frame(frame, &mut buf, usize::MAX);
+        assert!(encoded.is_ok());
+        buf.split_off(crate::framing::LENGTH_PREFIX_LEN).to_vec()
+    }
+
+    fn submit(routing: NodeRouting) -> Frame {
+        Frame::from(Submit {
+            correlation: 5,
+            request: DispatchRequest {
+                namespace: "ns".into(),
+                task_queue: String::new(),
+                activity_type: "echo".into(),
+                node: None,
+                workflow_id: "wf".into(),
+                ordinal: 1,
+                run_id: Some("r".into()),
+                attempt: 1,
+                input: Bytes::from_static(b"in"),
+                deadline_unix_ms: None,
+            },
+            wait_for_worker_ms: Some(10),
+            reply_timeout_ms: None,
+            routing,
+        })
+    }
+
+    #[test]
+    fn a_plain_submission_is_read_and_anything_else_left_to_serde() {
+        let plain = submit(NodeRouting::Any);
+        let body = body_of(&plain);
+        assert_eq!(read_body(FrameKind::Submit, &body, None), Some(plain));
+        // The correlation spelled in two bytes, as postcard also reads it.
+        let mut longer = vec![body[0], 0x85, 0x00];
+        longer.extend_from_slice(&body[2..]);
+        assert_eq!(read_body(FrameKind::Submit, &longer, None), None);
+        let pinned = body_of(&submit(NodeRouting::Pin("b".into())));
+        assert_eq!(read_body(FrameKind::Submit, &pinned, None), None);
+        let mut trailing = body.clone();
+        trailing.push(0);
+        assert_eq!(read_body(FrameKind::Submit, &trailing, None), None);
+        assert_eq!(read_body(FrameKind::Ping, &[12, 1], None), None);
+    }
 }
