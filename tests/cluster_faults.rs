@@ -20,6 +20,7 @@ use support::{
     client, cluster_config, on_node, request, sdk_worker, within, RawClient, TestNode,
     WELL_UNDER_TIMEOUT,
 };
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -45,12 +46,6 @@ fn stuck(started: Arc<Notify>) -> impl Handler {
     })
 }
 
-/// A free loopback port, for a node that must come back at the same address.
-fn free_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr")
-}
-
 /// A listener on an ephemeral loopback port, and its address.
 fn loopback_listener() -> (tokio::net::TcpListener, SocketAddr) {
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
@@ -59,22 +54,57 @@ fn loopback_listener() -> (tokio::net::TcpListener, SocketAddr) {
     (listener, addr)
 }
 
-/// `lintel serve` in its own process as node `id` at `addr`, dialling `seed`.
-fn node_process(id: &str, addr: SocketAddr, seed: SocketAddr) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_lintel"))
-        .args(["serve", "--listen", &addr.to_string(), "--node-id", id])
+/// `lintel serve` in its own process as node `id` listening on `listen`, dialling `seed`.
+fn serve_command(id: &str, listen: &str, seed: SocketAddr) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lintel"));
+    command
+        .args(["serve", "--listen", listen, "--node-id", id])
         .args([
             "--peer",
             &seed.to_string(),
             "--peer-ping-interval-ms",
             "100",
         ])
-        .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    command
+}
+
+/// Node `id` on an ephemeral loopback port, and the address it bound, read from its log.
+async fn node_process(id: &str, seed: SocketAddr) -> (Child, SocketAddr) {
+    let mut child = serve_command(id, "127.0.0.1:0", seed)
+        .env("RUST_LOG", "warn,lintel::node=info")
+        .stderr(Stdio::piped())
         .spawn()
-        .expect("start lintel serve")
+        .expect("start lintel serve");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = within("the node to say where it listens", async {
+        while let Some(line) = lines.next_line().await.expect("read the node's log") {
+            let bound = line
+                .split_whitespace()
+                .find_map(|field| field.strip_prefix("addr="))
+                .filter(|_| line.contains("lintel::node: listening "))
+                .and_then(|addr| addr.parse::<SocketAddr>().ok());
+            if let Some(addr) = bound {
+                return addr;
+            }
+        }
+        panic!("the node exited before it listened");
+    })
+    .await;
+    // Keep draining the log so the node never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr)
+}
+
+/// Node `id` again at `addr`, where an earlier incarnation listened.
+fn node_process_at(id: &str, addr: SocketAddr, seed: SocketAddr) -> Child {
+    serve_command(id, &addr.to_string(), seed)
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("restart lintel serve")
 }
 
 async fn dispatched(
@@ -93,8 +123,7 @@ async fn dispatched(
 async fn killing_the_serving_node_is_peer_lost_at_once_and_its_restart_is_used_again() {
     let a = TestNode::joined("a", &[]).await;
     let b = TestNode::joined("b", &[&a]).await;
-    let c_addr = free_port();
-    let mut c = node_process("c", c_addr, a.addr);
+    let (mut c, c_addr) = node_process("c", a.addr).await;
     a.wait_linked(&["b", "c"]).await;
 
     let _east = sdk_worker(b.addr, on_node("ns", "echo", "east", 4, "w-b"), echo()).await;
@@ -145,7 +174,7 @@ async fn killing_the_serving_node_is_peer_lost_at_once_and_its_restart_is_used_a
     // c comes back at the same address as a new incarnation; its worker re-registers and
     // routes to it return.
     let _ = c.wait().await;
-    let _c = node_process("c", c_addr, a.addr);
+    let _c = node_process_at("c", c_addr, a.addr);
     let _echo_west = sdk_worker(c_addr, on_node("ns", "echo", "west2", 4, "w-c2"), echo()).await;
     a.wait_peers("c back with its pool", |peers| {
         peers
