@@ -4,7 +4,6 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,11 +16,9 @@ use lintel::wire::{
 use lintel::NodeConfig;
 use support::faulty::Proxy;
 use support::{
-    client, cluster_config, on_node, request, sdk_worker, within, RawClient, TestNode,
+    client, cluster_config, on_node, request, sdk_worker, within, RawClient, Served, TestNode,
     WELL_UNDER_TIMEOUT,
 };
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -54,57 +51,19 @@ fn loopback_listener() -> (tokio::net::TcpListener, SocketAddr) {
     (listener, addr)
 }
 
-/// `lintel serve` in its own process as node `id` listening on `listen`, dialling `seed`.
-fn serve_command(id: &str, listen: &str, seed: SocketAddr) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_lintel"));
-    command
-        .args(["serve", "--listen", listen, "--node-id", id])
-        .args([
-            "--peer",
-            &seed.to_string(),
-            "--peer-ping-interval-ms",
-            "100",
-        ])
-        .stdout(Stdio::null())
-        .kill_on_drop(true);
-    command
-}
-
-/// Node `id` on an ephemeral loopback port, and the address it bound, read from its log.
-async fn node_process(id: &str, seed: SocketAddr) -> (Child, SocketAddr) {
-    let mut child = serve_command(id, "127.0.0.1:0", seed)
-        .env("RUST_LOG", "warn,lintel::node=info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start lintel serve");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = within("the node to say where it listens", async {
-        while let Some(line) = lines.next_line().await.expect("read the node's log") {
-            let bound = line
-                .split_whitespace()
-                .find_map(|field| field.strip_prefix("addr="))
-                .filter(|_| line.contains("lintel::node: listening "))
-                .and_then(|addr| addr.parse::<SocketAddr>().ok());
-            if let Some(addr) = bound {
-                return addr;
-            }
-        }
-        panic!("the node exited before it listened");
-    })
-    .await;
-    // Keep draining the log so the node never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, addr)
-}
-
-/// Node `id` again at `addr`, where an earlier incarnation listened.
-fn node_process_at(id: &str, addr: SocketAddr, seed: SocketAddr) -> Child {
-    serve_command(id, &addr.to_string(), seed)
-        .env("RUST_LOG", "warn")
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("restart lintel serve")
+/// `lintel serve` in its own process as node `c`, dialling `seed`, listening on `listen`.
+fn node_c(listen: &str, seed: SocketAddr) -> Served {
+    let seed = seed.to_string();
+    Served::start(&[
+        "--listen",
+        listen,
+        "--node-id",
+        "c",
+        "--peer",
+        &seed,
+        "--peer-ping-interval-ms",
+        "100",
+    ])
 }
 
 async fn dispatched(
@@ -123,7 +82,9 @@ async fn dispatched(
 async fn killing_the_serving_node_is_peer_lost_at_once_and_its_restart_is_used_again() {
     let a = TestNode::joined("a", &[]).await;
     let b = TestNode::joined("b", &[&a]).await;
-    let (mut c, c_addr) = node_process("c", a.addr).await;
+    let mut c = node_c("127.0.0.1:0", a.addr);
+    let c_listen = c.listening();
+    let c_addr: SocketAddr = c_listen.parse().expect("c's address");
     a.wait_linked(&["b", "c"]).await;
 
     let _east = sdk_worker(b.addr, on_node("ns", "echo", "east", 4, "w-b"), echo()).await;
@@ -148,7 +109,7 @@ async fn killing_the_serving_node_is_peer_lost_at_once_and_its_restart_is_used_a
     };
     within("the activity to start on c", started.notified()).await;
     let killed_at = Instant::now();
-    c.start_kill().expect("kill c");
+    drop(c); // SIGKILL, then reaped
     let lost = within("the outcome after c died", to_c)
         .await
         .expect("dispatch task")
@@ -173,8 +134,7 @@ async fn killing_the_serving_node_is_peer_lost_at_once_and_its_restart_is_used_a
 
     // c comes back at the same address as a new incarnation; its worker re-registers and
     // routes to it return.
-    let _ = c.wait().await;
-    let _c = node_process_at("c", c_addr, a.addr);
+    let _c = node_c(&c_listen, a.addr);
     let _echo_west = sdk_worker(c_addr, on_node("ns", "echo", "west2", 4, "w-c2"), echo()).await;
     a.wait_peers("c back with its pool", |peers| {
         peers
