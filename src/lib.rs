@@ -21,15 +21,18 @@
 //!   dialler in `connection::peer`).
 //! - [`node`]: the accept loop, connection limit and drain-then-close shutdown; [`serve`];
 //!   `admin`: the metrics and health listener; [`listener`]: binding and socket tuning;
-//!   [`config`]: [`NodeConfig`] and its layers.
-//! - [`cli`]: the `lintel` command; [`sdk`]: the `lintel-client` crate re-exported;
-//!   [`activities`]: built-in `echo` and `sleep`.
+//!   [`config`]: [`NodeConfig`] and its checks.
+//! - [`sdk`]: the `lintel-client` crate re-exported; [`activities`]: built-in `echo` and
+//!   `sleep`.
+//!
+//! The `lintel` command is the binary's own (`src/main.rs`, `src/cli/`), behind the default
+//! feature `cli`; with `default-features = false` the library compiles no argument parser,
+//! config-file reader or log formatter.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
 
 pub mod activities;
 mod admin;
 pub mod auth;
-pub mod cli;
 pub mod cluster;
 pub mod config;
 mod connection;

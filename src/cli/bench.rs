@@ -14,7 +14,7 @@ use super::exit::fail;
 use super::histogram;
 use super::loadgen::{self, Load, Run};
 use super::tls::ClientTlsArgs;
-use crate::activities::BuiltIn;
+use lintel::activities::BuiltIn;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

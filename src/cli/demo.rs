@@ -23,10 +23,10 @@ use tokio::task::{JoinError, JoinHandle};
 use super::exit::fail;
 use super::histogram;
 use super::loadgen::{self, Load, Report, Run};
-use crate::activities::BuiltIn;
-use crate::config::{ConfigError, NodeConfig};
-use crate::node::{Node, ServeError};
-use crate::registry::DEFAULT_TASK_QUEUE;
+use lintel::activities::BuiltIn;
+use lintel::config::{ConfigError, NodeConfig};
+use lintel::node::{Node, ServeError};
+use lintel::registry::DEFAULT_TASK_QUEUE;
 
 /// The namespace the demo's workers serve and its producer dispatches in.
 const NAMESPACE: &str = "demo";
@@ -351,7 +351,7 @@ impl Serving {
     /// Binds `config.listen` and serves `config` there until stopped.
     fn start(config: NodeConfig) -> Result<Self, DemoError> {
         let listener =
-            crate::listener::bind(config.listen, config.backlog).map_err(DemoError::Bind)?;
+            lintel::listener::bind(config.listen, config.backlog).map_err(DemoError::Bind)?;
         let addr = listener.local_addr().map_err(DemoError::LocalAddr)?;
         let id = config.effective_node_id(addr.port());
         let node = Arc::new(Node::new(config)?);

@@ -9,7 +9,7 @@ use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult};
 
 use super::exit::fail;
 use super::tls::ClientTlsArgs;
-use crate::dispatch::outcome;
+use lintel::dispatch::outcome;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

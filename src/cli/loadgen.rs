@@ -17,7 +17,7 @@ use lintel_wire::{DispatchRequest, DispatchResult};
 use serde::Serialize;
 
 use super::progress::{self, Tally};
-use crate::dispatch::outcome;
+use lintel::dispatch::outcome;
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -5,6 +5,7 @@ mod demo;
 mod dispatch;
 mod exit;
 mod histogram;
+mod layers;
 mod loadgen;
 mod logging;
 mod progress;
@@ -70,7 +71,7 @@ fn default_threads(command: &Command) -> runtime::Fallback {
 }
 
 /// Parses the command line, runs the subcommand and maps its result to an exit code.
-pub fn run() -> ExitCode {
+pub(crate) fn run() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.log_format, default_log_filter(&cli.command));
     // `serve` reads its config file before the runtime exists: the file may choose the threads.
@@ -114,7 +115,7 @@ pub fn run() -> ExitCode {
 
 /// A subcommand ready to run: `serve` with its config loaded.
 enum Loaded {
-    Serve(Box<crate::config::NodeConfig>),
+    Serve(Box<lintel::config::NodeConfig>),
     Other(Box<Command>),
 }
 

@@ -1,18 +1,24 @@
 //! `lintel serve`: defaults, then a config file, then `LINTEL_*` variables, then flags, layered
-//! key by key (see `config::layers`).
+//! key by key (see `layers`).
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde::Serialize;
 
 use super::exit::fail;
+use super::layers::{LayerError, Layered};
 use super::signal::shutdown_signal;
-use crate::config::{Layered, NodeConfig};
-use crate::dispatch::Placement;
+use lintel::config::NodeConfig;
+use lintel::dispatch::Placement;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Every config key is also a LINTEL_<KEY> variable (LINTEL_MAX_CONNECTIONS=100) \
+    and a key of the --config file; flags beat variables, variables beat the file. \
+    `lintel serve --print-config` prints them all with where each came from. The client \
+    commands' LINTEL_CONNECT and LINTEL_CLIENT_TLS_* variables are not read by serve."
+)]
 pub(super) struct Args {
     /// TOML config file; variables and flags override it.
     #[arg(long, env = "LINTEL_CONFIG")]
@@ -28,81 +34,81 @@ pub(super) struct Args {
 /// and a key of the config file. Only the flags given are laid over the other layers.
 #[derive(Debug, Default, clap::Args, Serialize)]
 struct Flags {
-    /// Address to listen on [default: 127.0.0.1:7400].
+    /// Address to listen on (variable LINTEL_LISTEN) [default: 127.0.0.1:7400].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
-    listen: Option<SocketAddr>,
-    /// Node id in welcomes, status and peer links [default: lintel-<port>].
+    listen: Option<String>,
+    /// Node id in welcomes, status and peer links (variable LINTEL_NODE_ID) [default: lintel-<port>].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     node_id: Option<String>,
-    /// Most connections at once [default: 16384].
+    /// Most connections at once (variable LINTEL_MAX_CONNECTIONS) [default: 16384].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     max_connections: Option<usize>,
-    /// Require this token in every hello; it grants every role and namespace.
+    /// Require this token in every hello; it grants every role and namespace (variable LINTEL_AUTH_TOKEN).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     auth_token: Option<String>,
-    /// How often to ping workers and producers, in milliseconds [default: 5000].
+    /// How often to ping workers and producers, in milliseconds (variable LINTEL_PING_INTERVAL_MS) [default: 5000].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     ping_interval_ms: Option<u64>,
-    /// Default reply timeout, in milliseconds [default: 30000].
+    /// Default reply timeout, in milliseconds (variable LINTEL_REPLY_TIMEOUT_MS) [default: 30000].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     reply_timeout_ms: Option<u64>,
-    /// How long shutdown waits for in-flight dispatches, in milliseconds [default: 10000].
+    /// How long shutdown waits for in-flight dispatches, in milliseconds (variable LINTEL_DRAIN_TIMEOUT_MS) [default: 10000].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     drain_timeout_ms: Option<u64>,
-    /// A node to link with, as host:port; repeatable, and one member joins the whole mesh.
+    /// A node to link with, as host:port; repeatable, and one member joins the whole mesh (variable LINTEL_PEERS).
     #[arg(long = "peer", value_name = "ADDR")]
     #[serde(rename = "peers", skip_serializing_if = "Vec::is_empty")]
     peers: Vec<String>,
-    /// Secret every peer must present to link.
+    /// Secret every peer must present to link (variable LINTEL_CLUSTER_SECRET).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster_secret: Option<String>,
-    /// Address peers dial this node at [default: the listen address].
+    /// Address peers dial this node at (variable LINTEL_ADVERTISE) [default: the listen address].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     advertise: Option<String>,
     /// Where a dispatch runs when both this node and a peer have a free worker
-    /// [default: local-first].
+    /// (variable LINTEL_PLACEMENT) [default: local-first].
     #[arg(long, value_enum)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "placement")]
     placement: Option<PlacementArg>,
-    /// How often to ping peers, in milliseconds [default: 1000].
+    /// How often to ping peers, in milliseconds (variable LINTEL_PEER_PING_INTERVAL_MS) [default: 1000].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     peer_ping_interval_ms: Option<u64>,
-    /// Address for the admin HTTP listener (/metrics, /health, /ready, /status) [default: off].
+    /// Address for the admin HTTP listener (/metrics, /health, /ready, /status) (variable LINTEL_ADMIN_LISTEN) [default: off].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
-    admin_listen: Option<SocketAddr>,
-    /// PEM certificate chain to present; with --tls-key every connection speaks TLS.
+    admin_listen: Option<String>,
+    /// PEM certificate chain to present; with --tls-key every connection speaks TLS (variable LINTEL_TLS_CERT).
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     tls_cert: Option<PathBuf>,
-    /// PEM private key of --tls-cert.
+    /// PEM private key of --tls-cert (variable LINTEL_TLS_KEY).
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     tls_key: Option<PathBuf>,
-    /// PEM CA certificates client certificates must chain to; every client must present one.
+    /// PEM CA certificates client certificates must chain to; every client must present one (variable LINTEL_TLS_CLIENT_CA).
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     tls_client_ca: Option<PathBuf>,
-    /// PEM CA certificates peers' certificates must chain to [default: --tls-client-ca].
+    /// PEM CA certificates peers' certificates must chain to (variable LINTEL_TLS_CA) [default: --tls-client-ca].
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     tls_ca: Option<PathBuf>,
-    /// Bytes queued per connection before back-pressure [default: 8388608].
+    /// Bytes queued per connection before back-pressure (variable LINTEL_OUTBOUND_QUEUE_BYTES) [default: 8388608].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     outbound_queue_bytes: Option<usize>,
     /// How long a producer's full queue is borne before it is closed as a slow consumer, in
-    /// milliseconds [default: 10000].
+    /// milliseconds (variable LINTEL_SLOW_CONSUMER_GRACE_MS) [default: 10000].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     slow_consumer_grace_ms: Option<u64>,
@@ -142,15 +148,17 @@ pub(super) enum Loaded {
 /// The exit code after printing which key, from which source, is wrong.
 pub(super) fn load(args: Args) -> Result<Loaded, ExitCode> {
     let layered = layer(&args).map_err(fail)?;
-    let config = layered.build().map_err(fail)?;
     if args.print_config {
         print!("{}", layered.describe());
+    }
+    let config = layered.build().map_err(fail)?;
+    if args.print_config {
         return Ok(Loaded::Printed);
     }
     Ok(Loaded::Serve(Box::new(config)))
 }
 
-fn layer(args: &Args) -> Result<Layered, crate::config::ConfigError> {
+fn layer(args: &Args) -> Result<Layered, LayerError> {
     let mut layered = Layered::defaults()?;
     if let Some(path) = &args.config {
         layered = layered.file(path)?;
@@ -161,7 +169,7 @@ fn layer(args: &Args) -> Result<Layered, crate::config::ConfigError> {
 /// Serves until Ctrl-C, then drains.
 pub(super) async fn run(config: NodeConfig) -> ExitCode {
     super::tls::warn_if_exposed(&config);
-    match crate::node::serve(config, shutdown_signal()).await {
+    match lintel::node::serve(config, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(err),
     }

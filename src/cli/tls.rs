@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use lintel_client::tls::host_of;
 use lintel_client::{ClientTls, TlsError};
 
-use crate::config::NodeConfig;
+use lintel::config::NodeConfig;
 
 /// How a client command speaks TLS to the node; plaintext without `--tls-ca`.
 #[derive(Debug, Default, clap::Args)]

@@ -12,7 +12,7 @@ use lintel_wire::Register;
 use super::exit::fail;
 use super::signal::shutdown_signal;
 use super::tls::ClientTlsArgs;
-use crate::activities::{BuiltIn, BUILT_IN};
+use lintel::activities::{BuiltIn, BUILT_IN};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

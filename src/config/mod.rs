@@ -1,8 +1,6 @@
-//! Node configuration: defaults that work with no setup, then a TOML file, `LINTEL_*`
-//! variables and flags, layered key by key in `layers`.
+//! Node configuration: [`NodeConfig`], every setting with a working default, and its checks.
+//! Reading it from files, variables and flags is the `lintel` command's part.
 
-mod layers;
 mod node;
 
-pub use layers::{Layered, Source, ENV_PREFIX};
 pub use node::{ConfigError, NodeConfig};

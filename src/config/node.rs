@@ -15,30 +15,12 @@ use lintel_client::transport::QueueLimits;
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("invalid config file {path}: {source}")]
-    Parse {
-        path: String,
-        #[source]
-        source: toml::de::Error,
-    },
     #[error("invalid setting {name}: {reason}")]
     Invalid { name: &'static str, reason: String },
     #[error("invalid grants: {0}")]
     Grants(#[from] auth::GrantError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsSetupError),
-    #[error("config key {key} (from {from}): {reason}")]
-    Layer {
-        key: String,
-        from: String,
-        reason: String,
-    },
 }
 
 /// The default byte budget of a connection's outbound queue. With it, a producer holds at most
@@ -232,28 +214,31 @@ impl NodeConfig {
 
     /// TLS needs a certificate and its key together, and CAs only mean something with them.
     fn validate_tls(&self) -> Result<(), ConfigError> {
-        let needs_cert = |name: &'static str| ConfigError::Invalid {
-            name,
-            reason: "needs tls_cert and tls_key".into(),
+        let invalid = |name: &'static str, reason: &str| {
+            Err(ConfigError::Invalid {
+                name,
+                reason: reason.to_owned(),
+            })
         };
+        let without_cert = "the node's CAs apply only with its own certificate: set tls_cert and \
+                            tls_key too";
         match (&self.tls_cert, &self.tls_key) {
-            (Some(_), None) => Err(needs_cert("tls_cert")),
-            (None, Some(_)) => Err(ConfigError::Invalid {
-                name: "tls_key",
-                reason: "needs tls_cert".into(),
-            }),
-            (None, None) if self.tls_client_ca.is_some() => Err(needs_cert("tls_client_ca")),
-            (None, None) if self.tls_ca.is_some() => Err(needs_cert("tls_ca")),
+            (Some(_), None) => invalid("tls_cert", "needs tls_key, the certificate's private key"),
+            (None, Some(_)) => invalid(
+                "tls_key",
+                "needs tls_cert, the certificate it is the key of",
+            ),
+            (None, None) if self.tls_client_ca.is_some() => invalid("tls_client_ca", without_cert),
+            (None, None) if self.tls_ca.is_some() => invalid("tls_ca", without_cert),
             (Some(_), Some(_))
                 if !self.peers.is_empty()
                     && self.tls_ca.is_none()
                     && self.tls_client_ca.is_none() =>
             {
-                Err(ConfigError::Invalid {
-                    name: "tls_ca",
-                    reason: "peers are dialled over TLS: name the CA their certificates chain to"
-                        .into(),
-                })
+                invalid(
+                    "tls_ca",
+                    "peers are dialled over TLS: name the CA their certificates chain to",
+                )
             }
             _ => Ok(()),
         }
