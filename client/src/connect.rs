@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use futures_util::StreamExt;
 use lintel_wire::{
-    CodecError, ErrorFrame, Frame, FrameKind, Hello, Refusal, RefusalCode, Role, Welcome,
+    CodecError, ErrorFrame, Foreign, Frame, FrameKind, Hello, Refusal, RefusalCode, Role, Welcome,
     PROTOCOL_VERSION,
 };
 use tokio::net::{TcpStream, ToSocketAddrs};
@@ -85,6 +85,31 @@ pub enum ConnectError {
     /// The node closed the connection before answering.
     #[error("node closed the connection during the handshake")]
     Closed,
+    /// The address answered in another protocol: TLS from a node that speaks TLS (connect
+    /// with a [`ClientTls`]), or HTTP from an HTTP endpoint such as a node's admin listener.
+    #[error("the address answered with {0}, not lintel frames")]
+    Foreign(Foreign),
+}
+
+impl ConnectError {
+    /// True when trying again cannot help until something is changed: a final refusal, a TLS
+    /// failure, another protocol, or a version the SDK does not speak. A refused or reset
+    /// connection, a timeout, a goodbye or a draining node may pass.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            ConnectError::Refused(refusal) => is_final_refusal(refusal.code),
+            ConnectError::Tls(_)
+            | ConnectError::Foreign(_)
+            | ConnectError::UnsupportedVersion(_)
+            | ConnectError::UnexpectedFrame(_)
+            | ConnectError::Codec(_) => true,
+            ConnectError::Io(_)
+            | ConnectError::Protocol(_)
+            | ConnectError::Timeout(_)
+            | ConnectError::Goodbye(_)
+            | ConnectError::Closed => false,
+        }
+    }
 }
 
 impl From<io::Error> for ConnectError {
@@ -100,6 +125,7 @@ impl From<CodecError> for ConnectError {
     fn from(err: CodecError) -> Self {
         match err {
             CodecError::Io(err) => err.into(),
+            CodecError::Foreign(foreign) => ConnectError::Foreign(foreign),
             other => ConnectError::Codec(other),
         }
     }
@@ -236,7 +262,10 @@ pub(crate) fn decode_error_frame(err: &CodecError) -> Option<ErrorFrame> {
             code: decode.error_code(),
             reason: decode.to_string(),
         }),
-        CodecError::Truncated { .. } | CodecError::Encode(_) | CodecError::Io(_) => None,
+        CodecError::Truncated { .. }
+        | CodecError::Encode(_)
+        | CodecError::Io(_)
+        | CodecError::Foreign(_) => None,
     }
 }
 

@@ -86,6 +86,10 @@ impl Close {
                 ErrorCode::FrameTimeout,
                 "a frame took longer than frame_timeout_ms to arrive",
             ),
+            CodecError::Foreign(foreign) => Close::error(
+                ErrorCode::Malformed,
+                format!("{foreign} where a lintel frame should start"),
+            ),
             CodecError::Encode(_) | CodecError::Io(_) => Close::Quietly,
         }
     }

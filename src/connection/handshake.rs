@@ -5,6 +5,7 @@ use futures_util::StreamExt;
 use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
 
 use super::close::Close;
+use super::foreign::{self, Screened};
 use crate::auth::Grant;
 use crate::shared::Shared;
 use crate::tls::Secured;
@@ -24,22 +25,31 @@ pub(super) struct Accepted {
     pub(super) grant: Grant,
 }
 
-/// Runs the TLS handshake when the node speaks TLS, by `deadline`; `None` when the connection
-/// failed it (or the node closed meanwhile) and is dropped without a word.
+/// Screens the connection's first bytes, then runs the TLS handshake when the node speaks
+/// TLS, by `deadline`; `None` when the connection was answered already, failed TLS (or the
+/// node closed meanwhile) and is dropped.
 pub(super) async fn secure(
     shared: &Shared,
     socket: Socket,
     pid: u64,
     deadline: Instant,
 ) -> Option<Secured> {
+    let (socket, explained) = match foreign::screen(shared, socket, pid, deadline).await {
+        Screened::Continue { socket, explained } => (socket, explained),
+        Screened::Answered => return None,
+    };
     let accepted = tokio::select! {
         accepted = shared.tls.accept(socket, deadline) => accepted,
         () = shared.closing.cancelled() => return None,
     };
     match accepted {
         Ok(secured) => Some(secured),
-        Err(err) => {
+        Err(err) if explained => {
             tracing::debug!(pid, error = %err, "closing a connection that failed TLS");
+            None
+        }
+        Err(err) => {
+            tracing::info!(pid, error = %err, "closing a connection that failed TLS");
             None
         }
     }

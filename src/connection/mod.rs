@@ -2,6 +2,7 @@
 
 mod close;
 mod flights;
+mod foreign;
 mod handshake;
 mod liveness;
 mod peer;

@@ -1,5 +1,6 @@
 //! Errors of the framing layer, one enum per direction.
 
+use crate::foreign::Foreign;
 use crate::frame::FrameKind;
 use crate::message::ErrorCode;
 
@@ -71,4 +72,7 @@ pub enum CodecError {
     Truncated { buffered: usize },
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
+    /// The other side speaks another protocol; recognised where a frame should start.
+    #[error("the other side speaks {0}, not lintel frames")]
+    Foreign(Foreign),
 }

@@ -10,6 +10,7 @@
 //! - [`payload`]: large payloads decoded as slices of their frame's body, not copies.
 //! - [`codec`]: the `tokio_util::codec` adapter over [`framing`].
 //! - [`channel`]: injective, invertible channel names for pools.
+//! - [`foreign`]: another protocol's first bytes (TLS, HTTP) where a frame should start.
 //! - [`error`]: typed errors of each layer.
 //!
 //! `PROTOCOL.md` beside this crate documents every byte.
@@ -20,6 +21,7 @@ pub mod codec;
 mod direct;
 pub mod error;
 mod flavor;
+pub mod foreign;
 pub mod frame;
 pub mod frame_ref;
 pub mod framing;
@@ -28,6 +30,7 @@ pub mod payload;
 
 pub use codec::FrameCodec;
 pub use error::{CodecError, DecodeError, EncodeError};
+pub use foreign::Foreign;
 pub use frame::{Frame, FrameKind};
 pub use frame_ref::FrameRef;
 pub use framing::{

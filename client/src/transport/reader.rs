@@ -9,7 +9,7 @@ use bytes::{BufMut, BytesMut};
 use futures_util::Stream;
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
 use lintel_wire::payload::SHARE_MIN;
-use lintel_wire::{CodecError, Frame, FrameCodec};
+use lintel_wire::{CodecError, DecodeError, Foreign, Frame, FrameCodec};
 use tokio::time::Sleep;
 use tokio_util::codec::Decoder;
 
@@ -186,6 +186,16 @@ fn frame_rest(buf: &[u8], max_frame_len: usize) -> Option<usize> {
     total.checked_sub(buf.len()).filter(|rest| *rest > 0)
 }
 
+/// `err`, or what the bytes are when an oversize length is another protocol's start.
+fn recognised(err: CodecError, buf: &[u8]) -> CodecError {
+    match (&err, Foreign::recognise(buf)) {
+        (CodecError::Decode(DecodeError::Oversize { .. }), Some(foreign)) => {
+            CodecError::Foreign(foreign)
+        }
+        _ => err,
+    }
+}
+
 impl Stream for FrameReader {
     type Item = Result<Frame, CodecError>;
 
@@ -214,7 +224,7 @@ impl Stream for FrameReader {
                 Ok(None) => this.watch_partial(),
                 Err(err) => {
                     this.done = true;
-                    return Poll::Ready(Some(Err(err)));
+                    return Poll::Ready(Some(Err(recognised(err, &this.buf))));
                 }
             }
             if let Some(deadline) = this.deadline.as_mut().filter(|_| this.armed) {
