@@ -1,16 +1,20 @@
 //! The worker SDK: connect, register, run pushed requests through a [`Handler`], reconnect.
 //!
 //! At most `max_concurrency` handlers run at once whatever the node sends; a cancelled push is
-//! aborted and answered at once with a failure, so the node frees its slot; pings are answered by the runtime, never by handler code. Only a final refusal, a
-//! self-drain or a shutdown stops the reconnect loop.
+//! aborted and answered at once with a failure, so the node frees its slot; pings are answered
+//! by the runtime, never by handler code. Only a final refusal, a failure retrying cannot fix
+//! (TLS, another protocol, a version), a self-drain or a shutdown stops the reconnect loop;
+//! each failed attempt is logged, rate-limited.
 //!
 //! - `config`: [`WorkerConfig`] and [`Backoff`]; `state`: [`WorkerState`] and how a connection
 //!   ended; `handler`: what runs a request; `runtime`: the connect, register and reconnect loop;
+//!   `retries`: what it logs while the node cannot be reached;
 //!   `session`: one registered connection, its handlers, capacity and drain.
 //! - This file: the public [`Worker`] entry point and its [`WorkerHandle`].
 
 mod config;
 mod handler;
+mod retries;
 mod runtime;
 mod session;
 mod state;
@@ -26,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub use config::{Backoff, WorkerConfig};
 pub use handler::{handler_fn, FnHandler, Handler};
 use runtime::Runtime;
-pub use state::WorkerState;
+pub use state::{Fatal, WorkerState};
 
 /// Why a [`WorkerHandle`] call could not do what it was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,6 +38,9 @@ pub enum WorkerError {
     /// The node refused the handshake or the registration for good.
     #[error("refused ({:?}): {}", .0.code, .0.reason)]
     Refused(Refusal),
+    /// The node cannot be used as configured; retrying cannot help.
+    #[error("{0}")]
+    Failed(Fatal),
     /// The runtime has stopped.
     #[error("the worker runtime has stopped")]
     Stopped,
@@ -106,14 +113,18 @@ impl WorkerHandle {
     /// Waits until the worker is registered and returns its worker id.
     ///
     /// # Errors
-    /// [`WorkerError::Refused`] after a final refusal, [`WorkerError::Stopped`] when the runtime
+    /// [`WorkerError::Refused`] after a final refusal, [`WorkerError::Failed`] after a failure
+    /// retrying cannot fix, [`WorkerError::Stopped`] when the runtime
     /// stopped, [`WorkerError::Timeout`] when `timeout` passes first.
     pub async fn wait_registered(&self, timeout: Duration) -> Result<u64, WorkerError> {
         let mut state = self.state.clone();
         let settled = state.wait_for(|state| {
             matches!(
                 state,
-                WorkerState::Registered { .. } | WorkerState::Refused(_) | WorkerState::Stopped
+                WorkerState::Registered { .. }
+                    | WorkerState::Refused(_)
+                    | WorkerState::Failed(_)
+                    | WorkerState::Stopped
             )
         });
         let settled = match tokio::time::timeout(timeout, settled).await {
@@ -125,6 +136,7 @@ impl WorkerHandle {
         match settled {
             WorkerState::Registered { worker_id, .. } => Ok(worker_id),
             WorkerState::Refused(refusal) => Err(WorkerError::Refused(refusal)),
+            WorkerState::Failed(fatal) => Err(WorkerError::Failed(fatal)),
             _ => Err(WorkerError::Stopped),
         }
     }

@@ -9,8 +9,9 @@ use tokio::task::JoinSet;
 
 use super::config::WorkerConfig;
 use super::handler::Handler;
+use super::retries::Retries;
 use super::session::{InFlight, Session};
-use super::state::{SessionEnd, WorkerState};
+use super::state::{Fatal, SessionEnd, WorkerState};
 use crate::connect::{
     connect, connect_tls, is_final_refusal, next_frame, ConnectError, Connection, Handshake,
 };
@@ -28,33 +29,38 @@ pub(super) struct Runtime<H> {
 }
 
 impl<H: Handler> Runtime<H> {
-    /// Connects, serves and reconnects until a final refusal or a self-drain; returns the last state.
+    /// Connects, serves and reconnects until a final refusal, a failure retrying cannot fix or
+    /// a self-drain; returns the last state.
     pub(super) async fn run(mut self) -> WorkerState {
-        let mut failures: u32 = 0;
+        let mut retries = Retries::default();
         loop {
             if self.drain.borrow().is_some() {
                 return WorkerState::Stopped;
             }
             self.state.send_replace(WorkerState::Connecting);
-            let delay = match self.session().await {
+            let ended = self.session(&mut retries).await;
+            let addr = self.config.addr.as_str();
+            let delay = match ended {
                 SessionEnd::Refused(refusal) => {
-                    tracing::warn!(code = ?refusal.code, reason = %refusal.reason, "worker refused");
+                    tracing::warn!(%addr, code = ?refusal.code, reason = %refusal.reason, "worker refused for good");
                     return WorkerState::Refused(refusal);
                 }
+                SessionEnd::Failed(err) => {
+                    tracing::warn!(%addr, error = %err, "worker cannot use the node; retrying would not help");
+                    return WorkerState::Failed(Fatal::new(err));
+                }
                 SessionEnd::SelfDrained => return WorkerState::Stopped,
-                SessionEnd::Lost | SessionEnd::NodeDrained => {
-                    failures = 0;
+                SessionEnd::Lost => {
+                    tracing::warn!(%addr, "worker lost its connection to the node; reconnecting");
+                    self.config.reconnect.delay(0)
+                }
+                SessionEnd::NodeDrained => {
+                    tracing::info!(%addr, "the node drained this worker; reconnecting");
                     self.config.reconnect.delay(0)
                 }
                 SessionEnd::Unreachable(err) => {
-                    if matches!(err, ConnectError::Tls(_)) {
-                        // A certificate problem is not transient: say so where it is seen.
-                        tracing::warn!(error = %err, addr = %self.config.addr, "worker cannot reach the node");
-                    } else {
-                        tracing::debug!(error = %err, addr = %self.config.addr, "worker cannot reach the node");
-                    }
-                    let delay = self.config.reconnect.delay(failures);
-                    failures = failures.saturating_add(1);
+                    let delay = self.config.reconnect.delay(retries.failures());
+                    retries.failed(addr, &err, delay);
                     delay
                 }
             };
@@ -68,7 +74,7 @@ impl<H: Handler> Runtime<H> {
     }
 
     /// One connection from dial to close.
-    async fn session(&mut self) -> SessionEnd {
+    async fn session(&mut self, retries: &mut Retries) -> SessionEnd {
         let handshake = Handshake {
             role: Role::Worker,
             name: self.config.name.clone(),
@@ -84,10 +90,7 @@ impl<H: Handler> Runtime<H> {
         };
         let conn = match connected {
             Ok(conn) => conn,
-            Err(ConnectError::Refused(refusal)) if is_final_refusal(refusal.code) => {
-                return SessionEnd::Refused(refusal)
-            }
-            Err(err) => return SessionEnd::Unreachable(err),
+            Err(err) => return ended(err),
         };
         let Connection {
             mut reader,
@@ -110,11 +113,9 @@ impl<H: Handler> Runtime<H> {
         .unwrap_or(Err(ConnectError::Timeout(timeout)));
         let worker_id = match registered {
             Ok(worker_id) => worker_id,
-            Err(ConnectError::Refused(refusal)) if is_final_refusal(refusal.code) => {
-                return SessionEnd::Refused(refusal)
-            }
-            Err(err) => return SessionEnd::Unreachable(err),
+            Err(err) => return ended(err),
         };
+        retries.reached(addr);
         tracing::debug!(worker_id, pid = welcome.pid, node = %welcome.node_id, "worker registered");
         self.state.send_replace(WorkerState::Registered {
             worker_id,
@@ -136,6 +137,17 @@ impl<H: Handler> Runtime<H> {
             draining: None,
         };
         Batched::new(session.serve()).await
+    }
+}
+
+/// How a connection that never registered ended: for good, or worth another attempt.
+fn ended(err: ConnectError) -> SessionEnd {
+    match err {
+        ConnectError::Refused(refusal) if is_final_refusal(refusal.code) => {
+            SessionEnd::Refused(refusal)
+        }
+        err if err.is_permanent() => SessionEnd::Failed(err),
+        err => SessionEnd::Unreachable(err),
     }
 }
 

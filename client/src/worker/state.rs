@@ -1,5 +1,8 @@
 //! Where the worker runtime is, and how one of its connections ended.
 
+use std::fmt;
+use std::sync::Arc;
+
 use lintel_wire::Refusal;
 
 use crate::connect::ConnectError;
@@ -15,8 +18,41 @@ pub enum WorkerState {
     Draining { worker_id: u64 },
     /// The node refused us for good; the runtime has stopped.
     Refused(Refusal),
+    /// The node cannot be used as configured (TLS, another protocol, a version); the runtime
+    /// has stopped.
+    Failed(Fatal),
     /// The runtime has stopped.
     Stopped,
+}
+
+/// A connection failure retrying cannot fix ([`ConnectError::is_permanent`]), shared by every
+/// copy of the state; copies are equal when they are the same failure.
+#[derive(Debug, Clone)]
+pub struct Fatal(Arc<ConnectError>);
+
+impl Fatal {
+    pub(super) fn new(err: ConnectError) -> Self {
+        Self(Arc::new(err))
+    }
+
+    /// What failed.
+    pub fn error(&self) -> &ConnectError {
+        &self.0
+    }
+}
+
+impl PartialEq for Fatal {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Fatal {}
+
+impl fmt::Display for Fatal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// How one connection ended.
@@ -32,4 +68,6 @@ pub(super) enum SessionEnd {
     SelfDrained,
     /// A refusal retrying cannot change.
     Refused(Refusal),
+    /// A failure to connect retrying cannot change.
+    Failed(ConnectError),
 }
