@@ -75,7 +75,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let client = match Client::connect(args.connect.as_str(), config).await {
         Ok(client) => client,
-        Err(err) => return fail(format!("cannot connect to {}: {err}", args.connect)),
+        Err(err) => return fail(super::advice::cannot_connect(&args.connect, &err)),
     };
     let duration = match (args.duration, args.count) {
         (Some(seconds), _) => Some(Duration::from_secs_f64(seconds.max(0.0))),

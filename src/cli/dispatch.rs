@@ -4,10 +4,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use bytes::Bytes;
-use lintel_client::{Client, ClientConfig, DispatchOptions};
-use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult};
+use lintel_client::{Client, ClientConfig, ConnectError, DispatchOptions};
+use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult, RefusalCode};
 
-use super::exit::fail;
+use super::advice;
+use super::exit::{fail, DRAINING};
 use super::tls::ClientTlsArgs;
 use lintel::dispatch::outcome;
 
@@ -34,7 +35,8 @@ pub(super) struct Args {
     /// Only workers on one of these nodes (comma-separated).
     #[arg(long, value_delimiter = ',')]
     require: Vec<String>,
-    /// Print the node that served the dispatch on stderr.
+    /// Print on stderr the node whose worker served the dispatch, or that decided its
+    /// outcome when no worker's reply came.
     #[arg(long)]
     verbose: bool,
     /// How long to wait for a worker; without it, no eligible worker fails at once.
@@ -65,7 +67,7 @@ fn exit_code(result: &DispatchResult) -> u8 {
         DispatchResult::Timeout { .. } => 13,
         DispatchResult::Refused(_) => 14,
         DispatchResult::Cancelled => 15,
-        DispatchResult::Draining => 16,
+        DispatchResult::Draining => DRAINING,
         DispatchResult::PeerLost { .. } => 17,
         DispatchResult::ShutDown { .. } => 18,
     }
@@ -84,7 +86,12 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let client = match Client::connect(args.connect.as_str(), config).await {
         Ok(client) => client,
-        Err(err) => return fail(format!("cannot connect to {}: {err}", args.connect)),
+        // A refusal at hello for draining is the draining outcome too.
+        Err(ConnectError::Refused(refusal)) if refusal.code == RefusalCode::Draining => {
+            eprintln!("draining: {}", refusal.reason);
+            return ExitCode::from(DRAINING);
+        }
+        Err(err) => return fail(advice::cannot_connect(&args.connect, &err)),
     };
     let request = DispatchRequest {
         namespace: args.namespace,
@@ -116,8 +123,11 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     client.close().await;
     if args.verbose {
-        let node = dispatched.served_by.as_deref().unwrap_or("unknown");
-        eprintln!("served by {node}");
+        let node = dispatched.served_by.as_deref().unwrap_or("an unknown node");
+        match &dispatched.result {
+            DispatchResult::Completed(_) => eprintln!("served by {node}"),
+            _ => eprintln!("decided by {node}: no worker's reply"),
+        }
     }
     let result = dispatched.result;
     if let DispatchResult::Completed(response) = &result {

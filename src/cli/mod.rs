@@ -1,5 +1,6 @@
 //! The command line: one module per subcommand, parsed with clap.
 
+mod advice;
 mod bench;
 mod demo;
 mod dispatch;

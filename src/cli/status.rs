@@ -39,7 +39,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let client = match Client::connect(args.connect.as_str(), config).await {
         Ok(client) => client,
-        Err(err) => return fail(format!("cannot connect to {}: {err}", args.connect)),
+        Err(err) => return fail(super::advice::cannot_connect(&args.connect, &err)),
     };
     let status = match tokio::time::timeout(STATUS_TIMEOUT, client.cluster_status()).await {
         Ok(Ok(status)) => status,

@@ -1,35 +1,41 @@
 //! `lintel worker`: a worker running the built-in activities until interrupted, then draining.
 //!
-//! Each registration prints `registered as worker ...` on stderr; scripts (and the vs_nats
-//! harness) wait for that line before sending work.
+//! It logs through `tracing` like every long-running command: each registration is a
+//! `registered as worker ...` line, which scripts (and the vs_nats harness) wait for before
+//! sending work. While the node cannot be reached the worker retries, saying why; a failure
+//! retrying cannot fix (a final refusal, TLS, another protocol) ends it with exit code 1.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+use lintel::activities::{BuiltIn, BUILT_IN};
 use lintel_client::{Worker, WorkerConfig, WorkerState};
 use lintel_wire::Register;
 
-use super::exit::fail;
 use super::signal::shutdown_signal;
 use super::tls::ClientTlsArgs;
-use lintel::activities::{BuiltIn, BUILT_IN};
 
 #[derive(Debug, clap::Args)]
+#[command(override_usage = "lintel worker [OPTIONS] --namespace <NAMESPACE> --activity <ACTIVITY>")]
 pub(super) struct Args {
     /// Node address.
     #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
     connect: String,
     /// Namespace to serve (repeat for several).
-    #[arg(long = "namespace", required = true)]
+    #[arg(long = "namespace", value_name = "NAMESPACE", required = true)]
     namespaces: Vec<String>,
     /// Task queue; empty means `default`.
     #[arg(long, default_value = "", hide_default_value = true)]
     task_queue: String,
     /// Activity type to serve: `echo` or `sleep` (repeat for several).
-    #[arg(long = "activity", required = true)]
+    #[arg(long = "activity", value_name = "ACTIVITY", required = true)]
     activities: Vec<String>,
-    /// The node this worker runs on, for pinned dispatches.
+    /// This worker's placement label, which dispatches may pin (`dispatch --label`), prefer or
+    /// require; not a node id.
     #[arg(long)]
+    label: Option<String>,
+    /// Old name of --label.
+    #[arg(long = "node", hide = true, conflicts_with = "label")]
     node: Option<String>,
     /// Most requests in flight at once.
     #[arg(long, default_value_t = 16)]
@@ -53,10 +59,13 @@ pub(super) async fn run(args: Args) -> ExitCode {
         .iter()
         .find(|a| !BUILT_IN.contains(&a.as_str()))
     {
-        return fail(format!(
+        return stop(format!(
             "unknown activity `{unknown}`; built in: {}",
             BUILT_IN.join(", ")
         ));
+    }
+    if args.node.is_some() {
+        tracing::warn!("--node is deprecated: it sets the worker's placement label; use --label");
     }
     let identity = args
         .identity
@@ -64,7 +73,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     let registration = Register {
         namespaces: args.namespaces,
         task_queue: args.task_queue,
-        node: args.node,
+        node: args.label.or(args.node),
         activity_types: args.activities,
         identity,
         max_concurrency: args.concurrency,
@@ -73,10 +82,11 @@ pub(super) async fn run(args: Args) -> ExitCode {
     config.auth_token = args.auth_token;
     config.tls = match args.tls.load(&args.connect) {
         Ok(tls) => tls,
-        Err(err) => return fail(err),
+        Err(err) => return stop(err),
     };
     let handle = Worker::spawn(config, BuiltIn);
     let mut state = handle.state();
+    let connect = args.connect.as_str();
     let watch_state = async {
         let mut last = None;
         loop {
@@ -87,18 +97,25 @@ pub(super) async fn run(args: Args) -> ExitCode {
                 }
                 continue;
             }
+            let first = last.is_none();
             last = Some(now.clone());
             match now {
                 WorkerState::Registered { worker_id, pid } => {
-                    eprintln!(
-                        "registered as worker {worker_id} (connection {pid}) on {}",
-                        args.connect
-                    )
+                    tracing::info!(
+                        "registered as worker {worker_id} (connection {pid}) on {connect}"
+                    );
                 }
-                WorkerState::Connecting => eprintln!("connecting to {}", args.connect),
-                WorkerState::Draining { .. } => eprintln!("draining"),
+                WorkerState::Connecting if first => tracing::info!("connecting to {connect}"),
+                WorkerState::Connecting => {}
+                WorkerState::Draining { .. } => tracing::info!("draining"),
                 WorkerState::Refused(refusal) => {
-                    return Some(format!("refused ({:?}): {}", refusal.code, refusal.reason))
+                    return Some(format!(
+                        "the node at {connect} refused this worker ({:?}): {}",
+                        refusal.code, refusal.reason
+                    ))
+                }
+                WorkerState::Failed(fatal) => {
+                    return Some(super::advice::cannot_connect(connect, fatal.error()))
                 }
                 WorkerState::Stopped => return None,
             }
@@ -108,14 +125,20 @@ pub(super) async fn run(args: Args) -> ExitCode {
         }
     };
     tokio::select! {
-        refused = watch_state => match refused {
-            Some(reason) => fail(reason),
+        stopped = watch_state => match stopped {
+            Some(reason) => stop(reason),
             None => ExitCode::SUCCESS,
         },
         () = shutdown_signal() => {
-            eprintln!("draining: finishing in-flight work");
+            tracing::info!("draining: finishing in-flight work");
             handle.drain(Duration::from_millis(args.drain_ms)).await;
             ExitCode::SUCCESS
         }
     }
+}
+
+/// Logs why the worker stops, as an error line like its other lines, and fails.
+fn stop(reason: impl std::fmt::Display) -> ExitCode {
+    tracing::error!("{reason}");
+    ExitCode::FAILURE
 }
