@@ -17,6 +17,7 @@ use super::tls::ClientTlsArgs;
 use lintel::activities::BuiltIn;
 
 #[derive(Debug, clap::Args)]
+#[command(override_usage = "lintel bench [OPTIONS]")]
 pub(super) struct Args {
     /// Node address.
     #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]

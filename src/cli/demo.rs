@@ -35,6 +35,7 @@ const NAMESPACE: &str = "demo";
 const MESH_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, clap::Args)]
+#[command(override_usage = "lintel demo [OPTIONS]")]
 pub(super) struct Args {
     /// Echo workers to start.
     #[arg(long, default_value_t = 4)]

@@ -13,6 +13,10 @@ use super::tls::ClientTlsArgs;
 use lintel::dispatch::outcome;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    override_usage = "lintel dispatch [OPTIONS] --namespace <NAMESPACE> --activity <ACTIVITY> \
+                      --input <INPUT>"
+)]
 pub(super) struct Args {
     /// Node address.
     #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
@@ -26,14 +30,22 @@ pub(super) struct Args {
     /// Activity type, e.g. `echo` or `sleep`.
     #[arg(long)]
     activity: String,
-    /// Only workers on this node.
-    #[arg(long, conflicts_with_all = ["prefer", "require"])]
+    /// Only workers with this placement label (`worker --label`), on any node.
+    #[arg(long, conflicts_with_all = ["prefer", "require", "node"])]
+    label: Option<String>,
+    /// Old name of --label.
+    #[arg(long, hide = true, conflicts_with_all = ["prefer", "require"])]
     node: Option<String>,
-    /// Try workers on these nodes first, in order, then any node (comma-separated).
-    #[arg(long, value_delimiter = ',', conflicts_with = "require")]
+    /// Try workers with these labels first, in order, then any worker (comma-separated).
+    #[arg(
+        long,
+        value_name = "LABELS",
+        value_delimiter = ',',
+        conflicts_with = "require"
+    )]
     prefer: Vec<String>,
-    /// Only workers on one of these nodes (comma-separated).
-    #[arg(long, value_delimiter = ',')]
+    /// Only workers with one of these labels (comma-separated).
+    #[arg(long, value_name = "LABELS", value_delimiter = ',')]
     require: Vec<String>,
     /// Print on stderr the node whose worker served the dispatch, or that decided its
     /// outcome when no worker's reply came.
@@ -110,8 +122,11 @@ pub(super) async fn run(args: Args) -> ExitCode {
         reply_timeout: args.timeout_ms.map(Duration::from_millis),
         ..DispatchOptions::default()
     };
-    if let Some(node) = args.node {
-        options = options.pin(node);
+    if args.node.is_some() {
+        tracing::warn!("--node is deprecated: it matches a worker's placement label; use --label");
+    }
+    if let Some(label) = args.label.or(args.node) {
+        options = options.pin(label);
     } else if !args.prefer.is_empty() {
         options = options.prefer(args.prefer);
     } else if !args.require.is_empty() {

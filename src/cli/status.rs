@@ -12,6 +12,7 @@ use super::exit::fail;
 const STATUS_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, clap::Args)]
+#[command(override_usage = "lintel status [OPTIONS]")]
 pub(super) struct Args {
     /// Node address.
     #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
