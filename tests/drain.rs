@@ -18,7 +18,7 @@ use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{handler_fn, Worker, WorkerConfig, WorkerState};
 use lintel::wire::{
     ActivityOutcome, DispatchRequest, DispatchResult, Drained, Frame, FrameCodec, FrameKind,
-    RefusalCode, Role,
+    RefusalCode, Role, StatusQuery,
 };
 use lintel::NodeConfig;
 use support::{
@@ -95,13 +95,28 @@ async fn during_shutdown_new_dispatches_end_draining_and_in_flight_ones_complete
         (outcome.correlation, outcome.result),
         (5, DispatchResult::Draining)
     );
-    // The listener still accepts while draining, and refuses the newcomer politely.
+    // The listener still accepts while draining: a new worker is refused politely, a new
+    // producer is welcomed to look at the node, and its submissions end `Draining`.
     let mut late = RawClient::connect(node.addr).await;
-    late.send(Frame::Hello(hello(Role::Producer))).await;
+    late.send(Frame::Hello(hello(Role::Worker))).await;
     match late.recv().await {
         Some(Frame::HelloRefused(refusal)) => assert_eq!(refusal.code, RefusalCode::Draining),
         other => panic!("expected HelloRefused{{Draining}}, got {other:?}"),
     }
+    let mut looker = producer(node.addr).await;
+    looker.send(Frame::StatusQuery(StatusQuery { correlation: 8 })).await;
+    match next_frame(&mut looker).await {
+        Some(Frame::Status(report)) => assert!(report.status.draining),
+        other => panic!("expected the status of a draining node, got {other:?}"),
+    }
+    looker
+        .send(submit(6, request("ns", "act", "later"), Some(600_000)))
+        .await;
+    let outcome = next_outcome(&mut looker).await;
+    assert_eq!(
+        (outcome.correlation, outcome.result),
+        (6, DispatchResult::Draining)
+    );
 
     worker.reply(&push, "finished").await;
     assert_eq!(served_by(&outcome_of(in_flight).await), "finished");

@@ -131,7 +131,9 @@ fn check(
             reason: format!("peer links need protocol version {PEER_VERSION}"),
         });
     }
-    if shared.dispatcher.is_draining() {
+    // A producer may still look at a draining node: its status is answered, its submissions
+    // end `Draining`. Workers and peers would bring work the node is letting go of.
+    if shared.dispatcher.is_draining() && hello.role != Role::Producer {
         return Err(Refusal {
             code: RefusalCode::Draining,
             reason: "node is draining".into(),
