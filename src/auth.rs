@@ -5,7 +5,8 @@
 //! identity of a verified client certificate, some roles and namespaces (exact names, or
 //! prefixes ending in `*`). A hello's token decides when it carries one; without a token, the
 //! client certificate's identity does. Peers present the `cluster_secret` when one is set.
-//! Secrets are compared in constant time.
+//! The `observer` role lets a producer connection read status and nothing more. Secrets are
+//! compared in constant time; a refusal names the credential presented, never a secret.
 
 use std::collections::HashSet;
 
@@ -20,6 +21,8 @@ pub enum GrantRole {
     Worker,
     Producer,
     Peer,
+    /// Connects as a producer to read status; dispatches nothing.
+    Observer,
 }
 
 impl GrantRole {
@@ -28,6 +31,15 @@ impl GrantRole {
             Role::Worker => GrantRole::Worker,
             Role::Producer => GrantRole::Producer,
             Role::Peer => GrantRole::Peer,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            GrantRole::Worker => "worker",
+            GrantRole::Producer => "producer",
+            GrantRole::Peer => "peer",
+            GrantRole::Observer => "observer",
         }
     }
 }
@@ -44,7 +56,9 @@ pub struct GrantConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
     pub roles: Vec<GrantRole>,
-    /// Exact namespaces, or prefixes ending in `*`; `*` alone is every namespace.
+    /// Exact namespaces, or prefixes ending in `*`; `*` alone is every namespace. Needed for
+    /// the worker and producer roles.
+    #[serde(default)]
     pub namespaces: Vec<String>,
 }
 
@@ -59,7 +73,7 @@ pub enum GrantError {
     NoCredential { index: usize },
     #[error("grant {index}: it grants no role")]
     NoRole { index: usize },
-    #[error("grant {index}: it grants no namespace")]
+    #[error("grant {index}: it grants the worker or producer role but no namespace")]
     NoNamespace { index: usize },
     #[error("grant {index}: the token is also the token of grant {other}")]
     SharedToken { index: usize, other: usize },
@@ -84,7 +98,11 @@ pub fn validate(grants: &[GrantConfig]) -> Result<(), GrantError> {
         if grant.roles.is_empty() {
             return Err(GrantError::NoRole { index });
         }
-        if grant.namespaces.is_empty() {
+        let uses_namespaces = grant
+            .roles
+            .iter()
+            .any(|role| matches!(role, GrantRole::Worker | GrantRole::Producer));
+        if uses_namespaces && grant.namespaces.is_empty() {
             return Err(GrantError::NoNamespace { index });
         }
         let earlier = || grants.iter().take(index);
@@ -106,12 +124,36 @@ pub fn validate(grants: &[GrantConfig]) -> Result<(), GrantError> {
     Ok(())
 }
 
-/// The namespaces a connection may use.
+/// The namespaces a connection may use, and the credential that earned them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     all: bool,
     exact: HashSet<String>,
     prefixes: Vec<String>,
+    holder: Holder,
+    /// A producer connection that may read status only.
+    observer: bool,
+}
+
+/// The credential a connection presented, as a refusal may name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Holder {
+    /// No credential was needed, or the node's auth token or cluster secret was presented.
+    Anyone,
+    /// A grant's token.
+    Token,
+    /// A verified client certificate's identity.
+    Identity(String),
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Holder::Anyone => f.write_str("this connection"),
+            Holder::Token => f.write_str("the token presented"),
+            Holder::Identity(identity) => write!(f, "certificate identity {identity:?}"),
+        }
+    }
 }
 
 impl Grant {
@@ -121,14 +163,18 @@ impl Grant {
             all: true,
             exact: HashSet::new(),
             prefixes: Vec::new(),
+            holder: Holder::Anyone,
+            observer: false,
         }
     }
 
-    fn of(patterns: &[String]) -> Self {
+    fn of(patterns: &[String], holder: Holder) -> Self {
         let mut grant = Self {
             all: false,
             exact: HashSet::new(),
             prefixes: Vec::new(),
+            holder,
+            observer: false,
         };
         for pattern in patterns {
             match pattern.strip_suffix('*') {
@@ -140,6 +186,14 @@ impl Grant {
             }
         }
         grant
+    }
+
+    /// A producer connection's grant that reads status and dispatches into no namespace.
+    fn observer(holder: Holder) -> Self {
+        Self {
+            observer: true,
+            ..Self::of(&[], holder)
+        }
     }
 
     /// True when `namespace` is granted.
@@ -155,6 +209,25 @@ impl Grant {
     /// True when every namespace is granted.
     pub fn is_all(&self) -> bool {
         self.all
+    }
+
+    /// Why `namespace`, which [`Grant::allows`] refused, may not be used: names the
+    /// credential presented and what it was granted, never a secret.
+    pub fn refusal(&self, namespace: &str) -> String {
+        if self.observer {
+            return format!(
+                "{} is granted the observer role: it may read status, not dispatch",
+                self.holder
+            );
+        }
+        let mut granted: Vec<String> = self.exact.iter().cloned().collect();
+        granted.sort_unstable();
+        granted.extend(self.prefixes.iter().map(|prefix| format!("{prefix}*")));
+        format!(
+            "namespace {namespace:?} is not granted to {} (granted: {})",
+            self.holder,
+            granted.join(", ")
+        )
     }
 }
 
@@ -190,8 +263,10 @@ impl Authenticator<'_> {
                 if matches(presented.as_bytes(), secret) {
                     return Ok(Grant::all());
                 }
-                return match identified {
-                    Some(grant) if presented.is_empty() => grant_for(grant, role, "identity"),
+                return match (identified, identity) {
+                    (Some(grant), Some(identity)) if presented.is_empty() => {
+                        grant_for(grant, role, Holder::Identity(identity.to_owned()))
+                    }
                     _ => Err(unauthorized("missing or wrong cluster secret")),
                 };
             }
@@ -200,12 +275,14 @@ impl Authenticator<'_> {
             return Ok(Grant::all());
         }
         if presented.is_empty() {
-            return match identified {
-                Some(grant) => grant_for(grant, role, "identity"),
-                None => Err(unauthorized(match identity {
-                    Some(_) => "no grant for this certificate's identity and no auth token",
-                    None => "missing auth token",
-                })),
+            return match (identified, identity) {
+                (Some(grant), Some(identity)) => {
+                    grant_for(grant, role, Holder::Identity(identity.to_owned()))
+                }
+                (_, Some(identity)) => Err(unauthorized(&format!(
+                    "no auth token, and no grant for certificate identity {identity:?}"
+                ))),
+                (_, None) => Err(unauthorized("missing auth token")),
             };
         }
         let presented = presented.as_bytes();
@@ -227,24 +304,38 @@ impl Authenticator<'_> {
                 |found, (grant, hit)| if hit { Some(grant) } else { found },
             );
         let Some(grant) = matched else {
-            return Err(unauthorized("missing or wrong auth token"));
+            return Err(unauthorized(
+                "wrong auth token: the token presented matches no grant",
+            ));
         };
-        grant_for(grant, role, "token")
+        grant_for(grant, role, Holder::Token)
     }
 }
 
-/// What `grant`, matched by its `credential`, allows a hello in `role`.
-fn grant_for(grant: &GrantConfig, role: Role, credential: &str) -> Result<Grant, Refusal> {
-    if !grant.roles.contains(&GrantRole::of(role)) {
-        return Err(unauthorized(&format!(
-            "this {credential} is not granted the {role:?} role"
-        )));
+/// What `grant`, matched by the credential `holder` presented, allows a hello in `role`.
+fn grant_for(grant: &GrantConfig, role: Role, holder: Holder) -> Result<Grant, Refusal> {
+    let wanted = GrantRole::of(role);
+    if grant.roles.contains(&wanted) {
+        return Ok(if role == Role::Peer {
+            Grant::all()
+        } else {
+            Grant::of(&grant.namespaces, holder)
+        });
     }
-    Ok(if role == Role::Peer {
-        Grant::all()
-    } else {
-        Grant::of(&grant.namespaces)
-    })
+    if role == Role::Producer && grant.roles.contains(&GrantRole::Observer) {
+        return Ok(Grant::observer(holder));
+    }
+    let roles: Vec<&str> = grant.roles.iter().map(|role| role.name()).collect();
+    let needs = match role {
+        Role::Producer => "the producer role (or observer, to read status)",
+        Role::Worker => "the worker role",
+        Role::Peer => "the peer role",
+    };
+    Err(unauthorized(&format!(
+        "{holder} is granted {}; connecting as a {} needs {needs}",
+        roles.join(", "),
+        wanted.name()
+    )))
 }
 
 fn matches(presented: &[u8], secret: &str) -> bool {
@@ -402,6 +493,65 @@ mod tests {
         assert!(node
             .authenticate(Role::Peer, None, Some("node-c.example"))
             .is_err());
+    }
+
+    #[test]
+    fn an_observer_connects_as_a_producer_and_may_dispatch_nowhere() {
+        let grants = vec![GrantConfig {
+            namespaces: Vec::new(),
+            ..grant("look", &[GrantRole::Observer], &[])
+        }];
+        assert_eq!(validate(&grants), Ok(()), "an observer needs no namespace");
+        let node = node(&grants);
+        let grant = node
+            .authenticate(Role::Producer, Some("look"), None)
+            .unwrap();
+        assert!(!grant.allows("billing"));
+        assert!(grant.refusal("billing").contains("observer role"));
+        let refused = node
+            .authenticate(Role::Worker, Some("look"), None)
+            .unwrap_err();
+        assert!(
+            refused.reason.contains("granted observer"),
+            "{}",
+            refused.reason
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_credential_presented_and_never_the_secret() {
+        let grants = vec![
+            grant("billing", &[GrantRole::Worker], &["billing", "team-a.*"]),
+            identified("payroll.example", &[GrantRole::Worker], &["payroll"]),
+        ];
+        let node = node(&grants);
+        let by_token = node
+            .authenticate(Role::Worker, Some("billing"), None)
+            .unwrap();
+        let said = by_token.refusal("payroll");
+        assert_eq!(
+            said,
+            "namespace \"payroll\" is not granted to the token presented (granted: billing, team-a.*)"
+        );
+        let by_identity = node
+            .authenticate(Role::Worker, None, Some("payroll.example"))
+            .unwrap();
+        assert!(by_identity
+            .refusal("billing")
+            .contains("certificate identity \"payroll.example\""));
+        let role = node
+            .authenticate(Role::Producer, None, Some("payroll.example"))
+            .unwrap_err();
+        assert!(
+            role.reason
+                .contains("certificate identity \"payroll.example\" is granted worker"),
+            "{}",
+            role.reason
+        );
+        let wrong = node
+            .authenticate(Role::Worker, Some("bil1ing"), None)
+            .unwrap_err();
+        assert!(!wrong.reason.contains("bil1ing"), "{}", wrong.reason);
     }
 
     #[test]

@@ -151,10 +151,7 @@ impl Flights {
             if !self.grant.allows(&request.namespace) {
                 Err((
                     RefusedReason::NamespaceNotGranted,
-                    format!(
-                        "namespace {:?} is not granted to this token",
-                        request.namespace
-                    ),
+                    self.grant.refusal(&request.namespace),
                 ))
             } else {
                 // One look-up: the correlation is hashed once to check and insert.

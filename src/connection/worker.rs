@@ -180,9 +180,9 @@ impl WorkerConn<'_> {
         {
             let refused = Frame::RegisterRefused(Refusal {
                 code: RefusalCode::Unauthorized,
-                reason: format!("namespace {namespace:?} is not granted to this worker's token"),
+                reason: self.grant.refusal(namespace),
             });
-            tracing::debug!(pid = self.pid, %namespace, "registration refused: namespace not granted");
+            tracing::info!(pid = self.pid, %namespace, "registration refused: namespace not granted");
             self.shared
                 .tally
                 .refused("register", RefusalCode::Unauthorized);
@@ -202,10 +202,19 @@ impl WorkerConn<'_> {
                 let ack = Frame::Registered(RegisteredFrame { worker_id });
                 self.outbound.send(ack).await.map_err(|_| Close::Quietly)?;
                 link.open();
-                tracing::debug!(pid = self.pid, worker_id, "worker registered");
+                tracing::info!(
+                    pid = self.pid,
+                    worker_id,
+                    identity = %register.identity,
+                    namespaces = ?register.namespaces,
+                    activities = ?register.activity_types,
+                    label = register.node.as_deref().unwrap_or(""),
+                    capacity = register.max_concurrency,
+                    "worker registered"
+                );
             }
             Err(refusal) => {
-                tracing::debug!(pid = self.pid, code = ?refusal.code, "registration refused");
+                tracing::info!(pid = self.pid, identity = %register.identity, code = ?refusal.code, reason = %refusal.reason, "registration refused");
                 self.shared.tally.refused("register", refusal.code);
                 let refused = Frame::RegisterRefused(refusal);
                 self.outbound
