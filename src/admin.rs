@@ -1,4 +1,5 @@
-//! The admin HTTP listener: `/metrics` (Prometheus text), `/health`, `/ready` and `/status`.
+//! The admin HTTP listener: `/metrics` (Prometheus text), `/health`, `/ready` and `/status`,
+//! and `/` listing them.
 //!
 //! Off unless `admin_listen` is set. Metrics are read from the node's own state at each scrape
 //! (pools, counters, peers), so nothing is kept twice; the dispatch latency histogram is the
@@ -20,8 +21,16 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::shared::Shared;
+use crate::status::Status;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// The answer to `/`: what the admin listener serves.
+const ENDPOINTS: &str = "lintel admin listener\n\
+/metrics  Prometheus text, read from the node's state at each scrape\n\
+/health   200 while the process serves\n\
+/ready    200 when the node should get traffic, 503 with the reason otherwise\n\
+/status   the node's status as JSON, as `lintel status --json` prints it\n";
 
 /// Serves admin requests on `listener` until `closing` fires.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, closing: CancellationToken) {
@@ -71,6 +80,7 @@ fn answer(shared: &Shared, request: &Request<Incoming>) -> Response<Full<Bytes>>
                 err.to_string(),
             ),
         },
+        "/" => reply(StatusCode::OK, "text/plain", ENDPOINTS.into()),
         "/health" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
         "/ready" => match not_ready(shared) {
             None => reply(StatusCode::OK, "text/plain", "ready\n".into()),
@@ -122,12 +132,7 @@ fn not_ready(shared: &Shared) -> Option<&'static str> {
 /// The same JSON as `lintel status --json`.
 fn status_json(shared: &Shared) -> Result<String, serde_json::Error> {
     let report = shared.cluster_status(0);
-    let mut value = serde_json::to_value(&report.status)?;
-    if let Some(object) = value.as_object_mut() {
-        object.insert("peers".into(), serde_json::to_value(&report.peers)?);
-        object.insert("peer_lost".into(), report.peer_lost.into());
-    }
-    serde_json::to_string_pretty(&value)
+    Status::new(report.status, report.peers, report.peer_lost).to_json()
 }
 
 fn gauge_family(registry: &mut Registry, name: &str, help: &str, rows: Vec<(Labels, i64)>) {

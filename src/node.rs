@@ -40,6 +40,22 @@ pub enum ServeError {
     Config(#[from] ConfigError),
     #[error("listener error: {0}")]
     Listener(#[from] std::io::Error),
+    /// An address in the config could not be bound; `key` is `listen` or `admin_listen`.
+    #[error("cannot bind {key} = {addr}: {source}{}", in_use_hint(source))]
+    Bind {
+        key: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn in_use_hint(err: &std::io::Error) -> &'static str {
+    match err.kind() {
+        io::ErrorKind::AddrInUse => " (another process, perhaps another node, listens there)",
+        io::ErrorKind::AddrNotAvailable => " (no interface of this machine has that address)",
+        _ => "",
+    }
 }
 
 /// A lintel node. Embed it to dispatch in-process, and [`Node::serve`] it to accept connections.
@@ -121,16 +137,22 @@ impl Node {
     /// connections close.
     ///
     /// # Errors
-    /// [`ServeError::Listener`] when the listener's address cannot be read or the admin
-    /// listener cannot bind.
+    /// [`ServeError::Listener`] when the listener's address cannot be read,
+    /// [`ServeError::Bind`] when the admin listener cannot bind.
     pub async fn serve(
         &self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
         let local = listener.local_addr()?;
-        if let Some(admin) = self.shared.config.admin_listen {
-            let admin = TcpListener::bind(admin).await?;
+        if let Some(addr) = self.shared.config.admin_listen {
+            let admin = TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Bind {
+                    key: "admin_listen",
+                    addr,
+                    source,
+                })?;
             tracing::info!(addr = %admin.local_addr()?, "admin listening");
             let closing = self.shared.closing.clone();
             tokio::spawn(crate::admin::serve(
@@ -166,7 +188,12 @@ impl Node {
         let shared = &self.shared;
         shared.set_node_id(shared.config.effective_node_id(local.port()));
         shared.set_advertise(shared.config.effective_advertise(local));
-        tracing::info!(addr = %local, node_id = shared.node_id(), "listening");
+        let tls = match (shared.tls.is_enabled(), &shared.config.tls_client_ca) {
+            (false, _) => "off",
+            (true, None) => "on",
+            (true, Some(_)) => "on, client certificates required",
+        };
+        tracing::info!(addr = %local, node_id = shared.node_id(), tls, "listening");
         let limit = Arc::new(Semaphore::new(shared.config.max_connections));
         let refusals = Arc::new(Semaphore::new(REFUSAL_LANE));
         let tasks = TaskTracker::new();
@@ -265,12 +292,18 @@ impl Node {
 /// Binds `config.listen` and serves until `shutdown` resolves.
 ///
 /// # Errors
-/// [`ServeError`] for a bad configuration or a listener that cannot bind.
+/// [`ServeError`] for a bad configuration, or [`ServeError::Bind`] naming the address that
+/// cannot be bound.
 pub async fn serve(
     config: NodeConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let listener = listener::bind(config.listen, config.backlog)?;
+    let listener =
+        listener::bind(config.listen, config.backlog).map_err(|source| ServeError::Bind {
+            key: "listen",
+            addr: config.listen,
+            source,
+        })?;
     Node::new(config)?.serve(listener, shutdown).await
 }
 

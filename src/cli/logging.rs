@@ -18,9 +18,12 @@ pub(super) enum LogFormat {
 pub(super) fn init(format: LogFormat, default_filter: &str) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    // A closed stderr costs the log lines, never a task: tracing's report of the failed write
+    // would itself be a write to stderr, which panics.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     let _ = match format {
         LogFormat::Text => builder
             .with_ansi(std::io::stderr().is_terminal())

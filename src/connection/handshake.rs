@@ -82,8 +82,19 @@ pub(super) async fn accept(
         Ok(Some(Ok(Frame::Hello(hello)))) => hello,
         Ok(Some(Ok(other))) => return Err(Close::unexpected(other.kind(), "before Hello")),
     };
-    let version = negotiate(&hello).map_err(refuse)?;
-    let grant = check(shared, &hello, version, identity).map_err(refuse)?;
+    let refused = |refusal: Refusal| {
+        tracing::info!(
+            pid,
+            role = ?hello.role,
+            name = %hello.name,
+            code = ?refusal.code,
+            reason = %refusal.reason,
+            "hello refused"
+        );
+        refuse(refusal)
+    };
+    let version = negotiate(&hello).map_err(refused)?;
+    let grant = check(shared, &hello, version, identity).map_err(refused)?;
     let welcome = Frame::Welcome(Welcome {
         version,
         node_id: shared.node_id().to_owned(),
