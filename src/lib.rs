@@ -20,7 +20,8 @@
 //!   connection's dispatches in flight in `connection::flights`, peer links and their
 //!   dialler in `connection::peer`).
 //! - [`node`]: the accept loop, connection limit and drain-then-close shutdown; [`serve`];
-//!   `admin`: the metrics and health listener; [`listener`]: binding and socket tuning;
+//!   `admin`: the metrics and health listener; [`status`]: the status as operators read it;
+//!   [`listener`]: binding and socket tuning;
 //!   [`config`]: [`NodeConfig`] and its checks.
 //! - [`sdk`]: the `lintel-client` crate re-exported; [`activities`]: built-in `echo` and
 //!   `sleep`.
@@ -45,6 +46,7 @@ pub mod notifier;
 pub mod registry;
 mod shared;
 pub mod signal;
+pub mod status;
 mod tally;
 pub mod tls;
 

@@ -104,7 +104,9 @@ async fn during_shutdown_new_dispatches_end_draining_and_in_flight_ones_complete
         other => panic!("expected HelloRefused{{Draining}}, got {other:?}"),
     }
     let mut looker = producer(node.addr).await;
-    looker.send(Frame::StatusQuery(StatusQuery { correlation: 8 })).await;
+    looker
+        .send(Frame::StatusQuery(StatusQuery { correlation: 8 }))
+        .await;
     match next_frame(&mut looker).await {
         Some(Frame::Status(report)) => assert!(report.status.draining),
         other => panic!("expected the status of a draining node, got {other:?}"),

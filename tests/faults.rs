@@ -634,7 +634,7 @@ fn lost_to(ledger: &Ledger, workers: &BTreeSet<u64>) -> u64 {
     lost.count() as u64
 }
 
-fn worker_ids(status: &lintel::wire::NodeStatus) -> BTreeSet<u64> {
+fn worker_ids(status: &lintel::status::Status) -> BTreeSet<u64> {
     status
         .pools
         .iter()

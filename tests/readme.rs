@@ -118,6 +118,8 @@ fn rcgen_files(dir: &Scratch) {
 struct Served {
     child: Child,
     port: u16,
+    /// Kept, so the node's stderr is read for as long as it runs.
+    _lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Served {
@@ -162,7 +164,11 @@ impl Served {
             }
             seen.push(line);
         };
-        Self { child, port }
+        Self {
+            child,
+            port,
+            _lines: lines,
+        }
     }
 }
 

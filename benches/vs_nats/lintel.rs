@@ -392,7 +392,8 @@ async fn spawn_worker_processes(
             .args(["--concurrency", &WORKER_CAPACITY.to_string()])
             .args(["--identity", &format!("bench-worker-{index}")])
             .args(extra)
-            .env("RUST_LOG", "warn")
+            // Its `registered as worker` line is the command's own, logged at info.
+            .env("RUST_LOG", "warn,lintel::cli::worker=info")
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         let started = Proc::start_ready(

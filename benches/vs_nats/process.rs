@@ -286,7 +286,8 @@ async fn wait_for_line(
     let mut before = Vec::new();
     let found = tokio::time::timeout(READY_WAIT, async {
         while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.strip_prefix(ready) {
+            // Anywhere in the line: a log line starts with its time and level.
+            if let Some((_, rest)) = line.split_once(ready) {
                 return Some(rest.trim().to_owned());
             }
             if before.len() == 5 {

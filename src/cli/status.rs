@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lintel_client::{Client, ClientConfig, ClusterStatus};
+use lintel::status::Status;
+use lintel_client::{Client, ClientConfig};
 use lintel_wire::PeerLinkState;
 
 use super::exit::fail;
@@ -53,8 +54,9 @@ pub(super) async fn run(args: Args) -> ExitCode {
         }
     };
     client.close().await;
+    let status = Status::new(status.status, status.peers, status.peer_lost);
     if args.json {
-        match json(&status) {
+        match status.to_json() {
             Ok(json) => println!("{json}"),
             Err(err) => return fail(err),
         }
@@ -64,22 +66,10 @@ pub(super) async fn run(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The node's status as JSON, with `peers` and the `peer_lost` count beside its own keys.
-fn json(cluster: &ClusterStatus) -> Result<String, serde_json::Error> {
-    let mut value = serde_json::to_value(&cluster.status)?;
-    if let Some(object) = value.as_object_mut() {
-        object.insert("peers".into(), serde_json::to_value(&cluster.peers)?);
-        object.insert("peer_lost".into(), cluster.peer_lost.into());
-    }
-    serde_json::to_string_pretty(&value)
-}
-
-/// The status as text for people.
-fn render(cluster: &ClusterStatus) -> String {
+/// The status as text for people, with the names the JSON uses (`-` for `_`).
+fn render(status: &Status) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let status = &cluster.status;
-    let c = &status.counters;
     let _ = writeln!(
         out,
         "node {}  up {:.1}s  connections {}{}",
@@ -88,17 +78,16 @@ fn render(cluster: &ClusterStatus) -> String {
         status.connections,
         if status.draining { "  DRAINING" } else { "" }
     );
-    let _ = writeln!(
-        out,
-        "submitted {}  pushed {}  completed {}  no-worker {}  worker-lost {}  timeout {}  refused {}  cancelled {}  draining {}",
-        c.submitted, c.pushed, c.completed, c.no_worker, c.worker_lost, c.timed_out, c.refused, c.cancelled, c.draining
-    );
-    let _ = writeln!(
-        out,
-        "late-replies {}  dropped-replies {}  reclaimed-slots {}  peer-lost {}",
-        c.late_replies, c.dropped_replies, c.reclaimed_slots, cluster.peer_lost
-    );
-    for peer in &cluster.peers {
+    let named = status.counters.named();
+    // The outcome classes on one line, the rest on the next.
+    for line in [named.get(..10), named.get(10..)].into_iter().flatten() {
+        let shown: Vec<String> = line
+            .iter()
+            .map(|(name, value)| format!("{name} {value}"))
+            .collect();
+        let _ = writeln!(out, "{}", shown.join("  "));
+    }
+    for peer in &status.peers {
         let state = match peer.state {
             PeerLinkState::Up if peer.synced => "up",
             PeerLinkState::Up => "up (presence arriving)",
@@ -143,7 +132,7 @@ fn render(cluster: &ClusterStatus) -> String {
         let _ = writeln!(
             out,
             "  {:>6} {:>6} {:<24} {:<12} {:>9} {:<}",
-            "worker", "conn", "identity", "node", "in-flight", "activities"
+            "worker", "pid", "identity", "label", "in-flight", "activities"
         );
         for w in &pool.workers {
             let _ = writeln!(
@@ -152,7 +141,7 @@ fn render(cluster: &ClusterStatus) -> String {
                 w.worker_id,
                 w.pid,
                 w.identity,
-                w.node.as_deref().unwrap_or("-"),
+                w.label.as_deref().unwrap_or("-"),
                 w.in_flight,
                 w.max_concurrency,
                 w.activity_types.join(","),

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
-use lintel::wire::NodeStatus;
+use lintel::status::Status;
 use prometheus_parse::{Scrape, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStderr, Command};
@@ -129,10 +129,10 @@ impl NodeProcess {
     }
 
     /// The node's status, from `/status`.
-    pub async fn status(&self) -> NodeStatus {
+    pub async fn status(&self) -> Status {
         let (code, body) = self.get("/status").await;
         assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).expect("/status is a NodeStatus")
+        serde_json::from_str(&body).expect("/status is a Status")
     }
 
     /// The unlabelled gauge or counter `name` from `/metrics`.
@@ -202,7 +202,7 @@ impl WorkerProcess {
             .args(["--activity", "echo", "--activity", "sleep"])
             .args(["--concurrency", &concurrency.to_string()])
             .args(["--identity", identity])
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "warn,lintel::cli::worker=info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -268,13 +268,13 @@ impl Drop for WorkerProcess {
     }
 }
 
-/// Forwards each `registered as worker ID` line of a worker's log as ID.
+/// Forwards the ID of each `registered as worker ID` log line of a worker as it comes.
 async fn read_registrations(stderr: ChildStderr, registrations: mpsc::UnboundedSender<u64>) {
     let mut lines = BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let id = line
-            .strip_prefix("registered as worker ")
-            .and_then(|rest| rest.split_whitespace().next())
+            .split_once("registered as worker ")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
             .and_then(|id| id.parse().ok());
         if let Some(id) = id {
             let _ = registrations.send(id);
