@@ -285,7 +285,7 @@ async fn the_python_worker_and_producer_run_against_lintel_serve() {
     for i in 0..DISPATCHES {
         assert_eq!(
             run.line(&format!("dispatch {i}: ")),
-            format!("dispatch {i}: completed by {NODE_ID}: success b'HELLO-{i}'")
+            format!("dispatch {i}: completed, served by {NODE_ID}: success b'HELLO-{i}'")
         );
     }
     assert_eq!(
@@ -345,7 +345,7 @@ async fn the_python_worker_and_producer_run_against_lintel_serve() {
     assert_eq!(run.status.code(), Some(1), "{}", run.stdout);
     assert!(
         run.line("dispatch 0: ").starts_with(&format!(
-            "dispatch 0: no-worker by {NODE_ID}: reason=PoolEmpty pool_workers=0 "
+            "dispatch 0: no-worker, decided by {NODE_ID}: reason=PoolEmpty pool_workers=0 "
         )),
         "{}",
         run.stdout
@@ -372,7 +372,7 @@ async fn the_python_worker_and_producer_run_against_lintel_serve() {
     assert_eq!(run.status.code(), Some(1), "{}", run.stdout);
     let timeout = run.line("dispatch 0: ");
     assert!(
-        timeout.starts_with(&format!("dispatch 0: timeout by {NODE_ID}: worker_id="))
+        timeout.starts_with(&format!("dispatch 0: timeout, decided by {NODE_ID}: worker_id="))
             && timeout.ends_with(" after_ms=200"),
         "{timeout}"
     );

@@ -6,10 +6,11 @@ Submits ``--count`` dispatches of one activity, keeping at most the node's ``max
 so more dispatches than the workers' capacity queue at the node instead of ending
 no-worker. Prints one line per outcome as it arrives:
 
-    dispatch 3: completed by node-a: success b'HELLO-3'
-    dispatch 0: no-worker by node-a: reason=PoolEmpty pool_workers=0 ...
+    dispatch 3: completed, served by node-a: success b'HELLO-3'
+    dispatch 0: no-worker, decided by node-a: reason=PoolEmpty pool_workers=0 ...
 
-(``by NODE`` is ServedOutcome's ``served_by``; a version-1 connection has no such field.)
+(``NODE`` is ServedOutcome's ``served_by``: the node whose worker replied, or that decided
+the outcome when no reply came; a version-1 connection has no such field.)
 Then ``summary: completed=N ...`` and, with ``--status``, the node's status. Exits 0 only
 if every dispatch completed (a Failure is a completed dispatch: the activity's answer).
 """
@@ -213,7 +214,12 @@ def run(conn, reader, window, args, deadline, classes) -> int:
             continue
         received += 1
         i = frame.correlation - 1
-        by = f" by {frame.served_by}" if frame.served_by is not None else ""
+        if frame.served_by is None:
+            by = ""
+        elif frame.result.label == "completed":
+            by = f", served by {frame.served_by}"
+        else:
+            by = f", decided by {frame.served_by}"
         classes[frame.result.label] += 1
         log(f"dispatch {i}: {frame.result.label}{by}: {describe(frame.result)}")
     counts = " ".join(f"{label}={n}" for label, n in sorted(classes.items()))

@@ -218,7 +218,7 @@ def register(conn: w.Connection, args) -> int:
             max_concurrency=args.capacity,
             identity=args.identity,
             task_queue=args.task_queue,
-            node=args.node,
+            node=args.label,
         )
     )
     while True:
@@ -244,7 +244,13 @@ def main() -> int:
     parser.add_argument("--activities", default="echo,upper,sleep", help="comma-separated")
     parser.add_argument("--capacity", type=int, default=4, help="pushes in flight at most")
     parser.add_argument("--task-queue", default="", help="empty means default")
-    parser.add_argument("--node", default=None, help="the node label workers may be pinned to")
+    parser.add_argument(
+        "--label",
+        "--node",
+        dest="label",
+        default=None,
+        help="the placement label dispatches may pin, prefer or require (not a node id)",
+    )
     parser.add_argument("--identity", default=f"py-worker-{os.getpid()}")
     parser.add_argument("--token", default=os.environ.get("LINTEL_AUTH_TOKEN"))
     args = parser.parse_args()
