@@ -170,6 +170,11 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
     assert_eq!(status["counters"]["completed"], 200);
     assert!(status["peers"].is_array());
     assert_eq!(get(admin, "/nowhere").await.0, 404);
+    let (code, index) = get(admin, "/").await;
+    assert_eq!(code, 200);
+    for endpoint in ["/metrics", "/health", "/ready", "/status"] {
+        assert!(index.contains(endpoint), "{index}");
+    }
 }
 
 #[tokio::test]

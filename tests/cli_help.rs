@@ -109,3 +109,66 @@ fn no_argument_shows_two_defaults() {
         }
     }
 }
+
+#[test]
+fn every_serve_flag_names_its_variable() {
+    let page = help(&["serve"], "--help");
+    for entry in entries(&page) {
+        // Flags of the command line itself, not config keys.
+        let own = [
+            "--config",
+            "--print-config",
+            "--threads",
+            "--log-format",
+            "-h, --help",
+        ];
+        if own.iter().any(|flag| entry.flags.starts_with(flag)) {
+            continue;
+        }
+        let key = entry
+            .flags
+            .trim_start_matches("--")
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .replace('-', "_")
+            .to_ascii_uppercase();
+        let variable = if key == "PEER" {
+            "LINTEL_PEERS".to_owned()
+        } else {
+            format!("LINTEL_{key}")
+        };
+        assert!(
+            entry.help.contains(&variable),
+            "`lintel serve` {} does not name {variable}: {}",
+            entry.flags,
+            entry.help
+        );
+    }
+}
+
+#[test]
+fn a_usage_error_shows_only_what_is_required() {
+    let output = Command::new(env!("CARGO_BIN_EXE_lintel"))
+        .args([
+            "dispatch",
+            "--connect",
+            "127.0.0.1:1",
+            "--namespace",
+            "n",
+            "--activity",
+            "a",
+        ])
+        .output()
+        .expect("lintel runs");
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    let usage = said
+        .lines()
+        .find(|line| line.starts_with("Usage:"))
+        .unwrap_or_else(|| panic!("no usage line: {said}"));
+    assert!(
+        usage.contains("[OPTIONS]") && !usage.contains("--connect"),
+        "{usage}"
+    );
+}

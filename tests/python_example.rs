@@ -372,8 +372,9 @@ async fn the_python_worker_and_producer_run_against_lintel_serve() {
     assert_eq!(run.status.code(), Some(1), "{}", run.stdout);
     let timeout = run.line("dispatch 0: ");
     assert!(
-        timeout.starts_with(&format!("dispatch 0: timeout, decided by {NODE_ID}: worker_id="))
-            && timeout.ends_with(" after_ms=200"),
+        timeout.starts_with(&format!(
+            "dispatch 0: timeout, decided by {NODE_ID}: worker_id="
+        )) && timeout.ends_with(" after_ms=200"),
         "{timeout}"
     );
     said.until("worker.py to hear the Cancel", |line| {

@@ -54,4 +54,4 @@ pub use pki::{Leaf, Pki};
 #[allow(unused_imports)]
 pub use raw::{next_frame, small_window_client, RawClient};
 #[allow(unused_imports)]
-pub use served::{lintel, loopback_address, Served};
+pub use served::{line_with, lintel, loopback_address, Served};

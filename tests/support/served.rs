@@ -31,9 +31,14 @@ pub struct Served {
 impl Served {
     /// Starts `lintel serve` with `args`.
     pub fn start(args: &[&str]) -> Self {
-        let mut child = lintel()
-            .arg("serve")
-            .args(args)
+        let mut command = lintel();
+        command.arg("serve").args(args);
+        Self::spawn(command)
+    }
+
+    /// Starts `command`, a `lintel serve` built by the caller (with variables, say).
+    pub fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -44,6 +49,11 @@ impl Served {
             lines,
             seen: Vec::new(),
         }
+    }
+
+    /// The node's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Starts `lintel serve --listen 127.0.0.1:0` with `extra` flags and waits until it
@@ -58,25 +68,51 @@ impl Served {
 
     /// Reads stderr until a line containing `text`, and returns it.
     pub fn wait_for(&mut self, text: &str) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no {text:?} line within {WAIT:?}: {:?}", self.seen));
-            self.seen.push(line.clone());
-            if line.contains(text) {
-                return line;
-            }
-        }
+        line_with(&self.lines, &mut self.seen, text)
     }
 
-    /// Reads stderr until the `listening` line and returns the `127.0.0.1:port` in it.
+    /// Reads stderr until the `listening` line (not the admin listener's) and returns the
+    /// `127.0.0.1:port` in it.
     pub fn listening(&mut self) -> String {
-        let line = self.wait_for("listening");
+        let line = loop {
+            let line = self.wait_for("listening");
+            if !line.contains("admin listening") {
+                break line;
+            }
+        };
         loopback_address(&line)
             .unwrap_or_else(|| panic!("no loopback address in the listening line: {line}"))
+    }
+
+    /// The admin listener's `127.0.0.1:port`, from its line, read already or still to come.
+    pub fn admin_listening(&mut self) -> String {
+        let seen = self
+            .seen
+            .iter()
+            .find(|line| line.contains("admin listening"))
+            .cloned();
+        let line = seen.unwrap_or_else(|| self.wait_for("admin listening"));
+        loopback_address(&line)
+            .unwrap_or_else(|| panic!("no loopback address in the admin line: {line}"))
+    }
+}
+
+/// Reads `lines` until one containing `text`, within [`WAIT`], keeping every line read in
+/// `seen`; returns that line.
+///
+/// # Panics
+/// When no such line comes in time or the lines end first.
+pub fn line_with(lines: &Receiver<String>, seen: &mut Vec<String>, text: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no {text:?} line within {WAIT:?}: {seen:?}"));
+        seen.push(line.clone());
+        if line.contains(text) {
+            return line;
+        }
     }
 }
 
