@@ -86,9 +86,9 @@ pub(super) async fn accept(
         tracing::info!(
             pid,
             role = ?hello.role,
-            name = %hello.name,
+            name = clip(&hello.name),
             code = ?refusal.code,
-            reason = %refusal.reason,
+            reason = clip(&refusal.reason),
             "hello refused"
         );
         refuse(refusal)
@@ -108,6 +108,21 @@ pub(super) async fn accept(
         version,
         grant,
     })
+}
+
+/// Most bytes of a client-chosen text a log line shows.
+const CLIP: usize = 128;
+
+/// The start of `text`, a name or a reason a client may have made as long as a frame, cut to
+/// [`CLIP`] bytes at a character boundary for a log line.
+pub(super) fn clip(text: &str) -> &str {
+    let end = text
+        .char_indices()
+        .map(|(at, c)| at + c.len_utf8())
+        .take_while(|end| *end <= CLIP)
+        .last()
+        .unwrap_or(0);
+    text.get(..end).unwrap_or_default()
 }
 
 /// The highest version both sides speak.
@@ -169,6 +184,14 @@ mod tests {
             name: String::new(),
             auth_token: None,
         }
+    }
+
+    #[test]
+    fn a_long_client_text_is_clipped_at_a_character_boundary() {
+        assert_eq!(clip("short"), "short");
+        let long = "é".repeat(100);
+        let clipped = clip(&long);
+        assert!(clipped.len() <= CLIP && long.starts_with(clipped) && clipped.len() == CLIP);
     }
 
     #[test]

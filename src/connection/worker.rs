@@ -15,6 +15,7 @@ use lintel_wire::{
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::close::Close;
+use super::handshake::clip;
 use super::liveness::{ticker, Liveness};
 use crate::auth::Grant;
 use crate::link::{ReplyFate, WorkerLink};
@@ -182,7 +183,11 @@ impl WorkerConn<'_> {
                 code: RefusalCode::Unauthorized,
                 reason: self.grant.refusal(namespace),
             });
-            tracing::info!(pid = self.pid, %namespace, "registration refused: namespace not granted");
+            tracing::info!(
+                pid = self.pid,
+                namespace = clip(namespace),
+                "registration refused: namespace not granted"
+            );
             self.shared
                 .tally
                 .refused("register", RefusalCode::Unauthorized);
@@ -214,7 +219,13 @@ impl WorkerConn<'_> {
                 );
             }
             Err(refusal) => {
-                tracing::info!(pid = self.pid, identity = %register.identity, code = ?refusal.code, reason = %refusal.reason, "registration refused");
+                tracing::info!(
+                    pid = self.pid,
+                    identity = clip(&register.identity),
+                    code = ?refusal.code,
+                    reason = clip(&refusal.reason),
+                    "registration refused"
+                );
                 self.shared.tally.refused("register", refusal.code);
                 let refused = Frame::RegisterRefused(refusal);
                 self.outbound
