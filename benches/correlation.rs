@@ -14,7 +14,7 @@ use criterion::{black_box, criterion_group, BatchSize, Criterion};
 use futures_util::StreamExt;
 use std::sync::Arc;
 
-use lintel::link::{End, PushEntry, Release, ReplyFate, WorkerLink};
+use lintel::link::{End, Entry, PushEntry, Release, ReplyFate, Unanswered, WorkerLink};
 use lintel_wire::{
     ActivityOutcome, DispatchRequest, DispatchResponse, FrameCodec, DEFAULT_MAX_FRAME_LEN,
 };
@@ -58,14 +58,16 @@ fn response() -> DispatchResponse {
 }
 
 /// Takes what the link tells it and drops it, as a dispatch's own bookkeeping would.
-struct Entry;
+struct Dropped;
 
-impl PushEntry for Entry {
-    fn replied(&self, response: DispatchResponse) {
+impl Entry for Dropped {
+    type Answer = DispatchResponse;
+    fn answered(&self, response: DispatchResponse) {
         black_box(response);
     }
-    fn lost(&self) {}
-    fn abandoned(&self) {}
+    fn unanswered(&self, why: Unanswered) {
+        black_box(why);
+    }
     fn released(&self, why: Release) {
         black_box(why);
     }
@@ -116,7 +118,7 @@ fn link(runtime: &Runtime) -> (WorkerLink, Drain<'_>) {
 fn push_complete(c: &mut Criterion) {
     let runtime = runtime();
     let (link, mut drain) = link(&runtime);
-    let entry: Arc<dyn PushEntry> = Arc::new(Entry);
+    let entry: Arc<PushEntry> = Arc::new(Dropped);
     let queued = Cell::new(0_u64);
     let mut group = c.benchmark_group("correlation");
     group.bench_function("push_complete", |b| {
@@ -142,7 +144,7 @@ fn push_complete(c: &mut Criterion) {
 fn push_abandon(c: &mut Criterion) {
     let runtime = runtime();
     let (link, mut drain) = link(&runtime);
-    let entry: Arc<dyn PushEntry> = Arc::new(Entry);
+    let entry: Arc<PushEntry> = Arc::new(Dropped);
     let queued = Cell::new(0_u64);
     let mut group = c.benchmark_group("correlation");
     group.bench_function("push_abandon", |b| {

@@ -608,7 +608,7 @@ impl Dispatcher {
         let link = slot.link().clone();
         let budget = flight.budget_left();
         flight.arm(Slot::Remote(slot));
-        let entry = |request| -> Arc<dyn RelayEntry> {
+        let entry = |request| -> Arc<RelayEntry> {
             Arc::new(Relayed {
                 dispatcher: self.me.clone() as Weak<dyn PlaceAgain>,
                 flight: Arc::clone(flight),
@@ -616,6 +616,7 @@ impl Dispatcher {
                 routing: routing.clone(),
                 attempt,
                 peer: Arc::clone(link.node_id()),
+                sent_at: Instant::now(),
             })
         };
         match link.relay(request, peer_routing, budget, entry) {

@@ -18,7 +18,7 @@ use super::activity::Active;
 use super::caller::Caller;
 use super::counters::DispatchCounters;
 use crate::cluster::RemoteSlot;
-use crate::link::{End, PeerLink, PushEntry, Release, WorkerLink};
+use crate::link::{End, Entry, PeerLink, Release, Unanswered, WorkerLink};
 use crate::registry::{Reservation, WorkerId};
 
 /// What a flight holds while it runs: a local worker's slot or a charge against a peer.
@@ -403,26 +403,24 @@ impl Flight {
     }
 }
 
-impl PushEntry for Flight {
-    fn replied(&self, response: DispatchResponse) {
+impl Entry for Flight {
+    type Answer = DispatchResponse;
+
+    fn answered(&self, response: DispatchResponse) {
         self.free_slot();
         let response = self.fit(response);
         self.finish(DispatchResult::Completed(response));
     }
 
-    fn lost(&self) {
-        self.free_slot();
-        let worker_id = self.worker_id().unwrap_or_default();
-        self.finish(DispatchResult::WorkerLost { worker_id });
-    }
-
-    fn abandoned(&self) {
-        self.free_slot();
-        let after = self.state().first_pushed.map(|at| at.elapsed());
-        let after_ms = after.map_or(0, |after| {
-            u64::try_from(after.as_millis()).unwrap_or(u64::MAX)
-        });
-        self.finish(DispatchResult::ShutDown { after_ms });
+    fn unanswered(&self, why: Unanswered) {
+        match why {
+            Unanswered::Lost => {
+                self.free_slot();
+                let worker_id = self.worker_id().unwrap_or_default();
+                self.finish(DispatchResult::WorkerLost { worker_id });
+            }
+            Unanswered::Abandoned => self.shut_down(),
+        }
     }
 
     fn released(&self, why: Release) {

@@ -1,14 +1,12 @@
 //! A dispatch relayed to a peer: its entry on the peer link, and another placement when the
 //! serving node ran nothing.
 
-use std::sync::{Arc, Weak};
-use std::time::Duration;
-
 use lintel_wire::{DispatchRequest, DispatchResult, NodeRouting, RefusedReason};
+use std::sync::{Arc, Weak};
 use tokio::time::Instant;
 
 use super::flight::Flight;
-use crate::link::RelayEntry;
+use crate::link::{Entry, Release, Unanswered};
 
 /// Which placement of a dispatch this is, and until when it may wait for a worker.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +41,8 @@ pub(super) struct Relayed {
     pub(super) routing: NodeRouting,
     pub(super) attempt: Attempt,
     pub(super) peer: Arc<str>,
+    /// When the relay went out, for how long it ran before a lost link.
+    pub(super) sent_at: Instant,
 }
 
 /// True for outcomes that say the serving node ran nothing, so another node may.
@@ -57,7 +57,9 @@ fn nothing_ran(result: &DispatchResult) -> bool {
     }
 }
 
-impl RelayEntry for Relayed {
+impl Entry for Relayed {
+    type Answer = DispatchResult;
+
     fn answered(&self, result: DispatchResult) {
         // The clock is read only for an outcome that may be placed again.
         let may_wait = || {
@@ -86,15 +88,14 @@ impl RelayEntry for Relayed {
         self.flight.relay_answered(result, Arc::clone(&self.peer));
     }
 
-    fn lost(&self, after: Duration) {
-        self.flight.relay_lost(&self.peer, after);
+    fn unanswered(&self, why: Unanswered) {
+        match why {
+            Unanswered::Lost => self.flight.relay_lost(&self.peer, self.sent_at.elapsed()),
+            Unanswered::Abandoned => self.flight.relay_abandoned(),
+        }
     }
 
-    fn abandoned(&self) {
-        self.flight.relay_abandoned();
-    }
-
-    fn released(&self) {
+    fn released(&self, _: Release) {
         self.flight.relay_released();
     }
 }

@@ -1,0 +1,454 @@
+//! A link: an outbound queue plus the table of requests sent on it that the other side has not
+//! let go of, the same for a worker link's pushes and a peer link's relays; a [`Kind`] adds
+//! whom it sends to, what it sends and what answers it.
+//!
+//! Each request's fate is decided here, once, under a short mutex never held across an
+//! `.await`: whichever of the answer, the request's own end (deadline, cancel) and the link's
+//! close takes its entry first wins. An ended request keeps its entry until the other side
+//! answers late, the link closes or a grace runs out, so what it holds stays held while it may
+//! still run. A request moves through [`Stage`]s; how the link lets go of one is said to its
+//! [`Entry`] by an answer, an [`Unanswered`] or a [`Release`], so a new way for a link to end
+//! is a new variant there.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::time::Instant;
+
+use lintel_client::transport::Outbound;
+use lintel_wire::{Cancel, Frame};
+
+use super::fate::{End, PushError, ReplyFate};
+use crate::idmap::IdMap;
+
+/// What sets one kind of link apart: its own fields, and the answer its requests wait for.
+pub trait Kind: std::fmt::Debug + Send + Sync + 'static {
+    /// The answer a request sent on this kind of link waits for.
+    type Answer: 'static;
+}
+
+/// What a link holds for one request until the other side lets go of it.
+pub trait Entry: Send + Sync {
+    /// The answer the request waits for.
+    type Answer;
+    /// The answer to a request that had not ended.
+    fn answered(&self, answer: Self::Answer);
+    /// The link let go of a request that had not ended, without its answer.
+    fn unanswered(&self, why: Unanswered);
+    /// A request that had already ended is let go.
+    fn released(&self, why: Release);
+}
+
+/// Why a link let go of a live request without its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unanswered {
+    /// The link closed: the other side may have run it.
+    Lost,
+    /// This node shuts down: the other side may have run it.
+    Abandoned,
+}
+
+/// Why a link lets go of a request that ended without its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// The answer came after the request ended.
+    LateReply,
+    /// The link closed.
+    LinkClosed,
+    /// The grace for a late answer ran out.
+    GraceExpired,
+    /// The request ended while still held, so it was never sent.
+    NeverSent,
+}
+
+/// Where one request stands.
+enum Stage {
+    /// Waiting, unsent, for the link to open.
+    Held,
+    /// Sent; its answer is awaited.
+    Live,
+    /// Ended here at this instant; kept until the other side lets go.
+    Ended(Instant),
+}
+
+struct Record<A> {
+    entry: Arc<dyn Entry<Answer = A>>,
+    stage: Stage,
+}
+
+/// The requests sent without an answer, by correlation id.
+struct Table<A> {
+    next_correlation: u64,
+    pending: IdMap<u64, Record<A>>,
+    /// While the link holds new requests until [`Link::open`], their frames in order.
+    held: Option<Vec<(u64, Frame)>>,
+}
+
+pub(super) struct Inner<K: Kind> {
+    pub(super) kind: K,
+    pub(super) outbound: Outbound,
+    table: Mutex<Table<K::Answer>>,
+    /// Set once, under the table's lock; read without it by [`Link::is_open`].
+    closed: AtomicBool,
+}
+
+/// Cloneable handle to one connection's path for requests and their answers.
+pub struct Link<K: Kind> {
+    pub(super) inner: Arc<Inner<K>>,
+}
+
+impl<K: Kind> Clone for Link<K> {
+    fn clone(&self) -> Self {
+        let inner = Arc::clone(&self.inner);
+        Self { inner }
+    }
+}
+
+impl<K: Kind> std::fmt::Debug for Link<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.kind.fmt(f)
+    }
+}
+
+impl<K: Kind> Link<K> {
+    /// A link of `kind` whose frames go to `outbound`; while `holding`, requests wait unsent
+    /// until [`Link::open`].
+    pub(super) fn with(kind: K, outbound: Outbound, holding: bool) -> Self {
+        let pending = IdMap::default();
+        let table = Mutex::new(Table {
+            next_correlation: 0,
+            pending,
+            held: holding.then(Vec::new),
+        });
+        let closed = AtomicBool::new(false);
+        let inner = Inner {
+            kind,
+            outbound,
+            table,
+            closed,
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The next correlation id, reserved while the returned guard holds the table.
+    ///
+    /// # Errors
+    /// [`PushError::Closed`] once the link closed.
+    #[inline]
+    pub(super) fn vacant(&self) -> Result<Vacant<'_, K::Answer>, PushError> {
+        let table = self.table();
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err(PushError::Closed);
+        }
+        let correlation = table.next_correlation.wrapping_add(1);
+        Ok(Vacant { table, correlation })
+    }
+
+    /// Queues the held requests in order and sends later ones directly. Held requests are
+    /// owed: each holds what it was admitted against, which bounds them.
+    pub fn open(&self) {
+        let mut table = self.table();
+        let Some(held) = table.held.take() else {
+            return;
+        };
+        for (correlation, _) in &held {
+            if let Some(record) = table.pending.get_mut(correlation) {
+                record.stage = Stage::Live;
+            }
+        }
+        for (_, frame) in held {
+            if self.inner.outbound.send_owed(frame).is_err() {
+                break;
+            }
+        }
+    }
+
+    /// Ends request `correlation` for the dispatch's own reason (deadline, cancel), unless its
+    /// answer or the link's close decided it first. A sent one is told `Cancel` and keeps its
+    /// entry until the other side lets go; a held one is dropped unsent.
+    pub fn end(&self, correlation: u64) -> End {
+        let mut table = self.table();
+        let Some(record) = table.pending.get_mut(&correlation) else {
+            return End::TooLate;
+        };
+        match record.stage {
+            Stage::Ended(_) => End::TooLate,
+            Stage::Live => {
+                record.stage = Stage::Ended(Instant::now());
+                // Owed: at most one per request, and requests are bounded by what they hold.
+                let cancel = Frame::Cancel(Cancel { correlation });
+                let _ = self.inner.outbound.send_owed(cancel);
+                End::Ended
+            }
+            Stage::Held => {
+                if let Some(held) = table.held.as_mut() {
+                    held.retain(|(held, _)| *held != correlation);
+                }
+                let record = table.pending.remove(&correlation);
+                drop(table);
+                if let Some(record) = record {
+                    record.entry.released(Release::NeverSent);
+                }
+                End::Unsent
+            }
+        }
+    }
+
+    /// Hands the other side's answer to its request.
+    #[inline]
+    pub(super) fn deliver(&self, correlation: u64, answer: K::Answer) -> ReplyFate {
+        let mut table = self.table();
+        let Some(record) = table.pending.remove(&correlation) else {
+            return ReplyFate::Unknown;
+        };
+        drop(table);
+        match record.stage {
+            Stage::Held | Stage::Live => {
+                record.entry.answered(answer);
+                ReplyFate::Delivered
+            }
+            Stage::Ended(_) => {
+                record.entry.released(Release::LateReply);
+                ReplyFate::Late
+            }
+        }
+    }
+
+    /// Lets go of requests that ended at or before `cutoff` and still have no answer; returns
+    /// how many.
+    pub fn reclaim(&self, cutoff: Instant) -> usize {
+        let mut expired = Vec::new();
+        self.table().pending.retain(|_, record| {
+            let stale = matches!(record.stage, Stage::Ended(at) if at <= cutoff);
+            if stale {
+                expired.push(Arc::clone(&record.entry));
+            }
+            !stale
+        });
+        for entry in &expired {
+            entry.released(Release::GraceExpired);
+        }
+        expired.len()
+    }
+
+    /// Closes the link: later requests fail, live ones are lost and ended ones let go, now.
+    pub fn close(&self) {
+        self.close_as(Unanswered::Lost);
+    }
+
+    /// Closes the link because this node shuts down: live requests are abandoned, not lost.
+    pub fn close_abandoning(&self) {
+        self.close_as(Unanswered::Abandoned);
+    }
+
+    fn close_as(&self, why: Unanswered) {
+        let pending = {
+            let mut table = self.table();
+            self.inner.closed.store(true, Ordering::Release);
+            table.held = None;
+            std::mem::take(&mut table.pending)
+        };
+        let mut pending: Vec<(u64, Record<K::Answer>)> = pending.into_iter().collect();
+        // In the order taken, so the outcomes go out in the same order in every run.
+        pending.sort_unstable_by_key(|(correlation, _)| *correlation);
+        for (_, record) in pending {
+            match record.stage {
+                Stage::Held | Stage::Live => record.entry.unanswered(why),
+                Stage::Ended(_) => record.entry.released(Release::LinkClosed),
+            }
+        }
+    }
+
+    /// False once the link closed; read without the table's lock, so a request may still meet
+    /// a close this did not see, and is refused then.
+    pub fn is_open(&self) -> bool {
+        !self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// Requests the other side has not let go of, ended ones included.
+    pub fn in_flight(&self) -> usize {
+        self.table().pending.len()
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table<K::Answer>> {
+        // Every update leaves the table consistent before anything that could panic.
+        self.inner
+            .table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The next correlation id of an open link, whose table stays locked until the request is
+/// taken; dropped untaken (its send failed), it leaves the table as it was.
+pub(super) struct Vacant<'a, A> {
+    table: MutexGuard<'a, Table<A>>,
+    /// The correlation id the request goes out with.
+    pub(super) correlation: u64,
+}
+
+impl<A> Vacant<'_, A> {
+    /// True while the link holds new requests until it opens: take them with
+    /// [`Vacant::hold`], not [`Vacant::insert`].
+    pub(super) fn holding(&self) -> bool {
+        self.table.held.is_some()
+    }
+
+    /// Takes a request that was sent; returns its correlation id.
+    #[inline]
+    pub(super) fn insert(self, entry: Arc<dyn Entry<Answer = A>>) -> u64 {
+        self.take(entry, Stage::Live)
+    }
+
+    /// Takes a request to send as `frame` when the link opens; returns its correlation id.
+    pub(super) fn hold(mut self, entry: Arc<dyn Entry<Answer = A>>, frame: Frame) -> u64 {
+        if let Some(held) = self.table.held.as_mut() {
+            held.push((self.correlation, frame));
+        }
+        self.take(entry, Stage::Held)
+    }
+
+    #[inline]
+    fn take(mut self, entry: Arc<dyn Entry<Answer = A>>, stage: Stage) -> u64 {
+        let correlation = self.correlation;
+        self.table.next_correlation = correlation;
+        self.table
+            .pending
+            .insert(correlation, Record { entry, stage });
+        correlation
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use lintel_wire::DispatchResult::{self, Cancelled, Draining};
+    use lintel_wire::Ping;
+
+    use super::super::fixtures::{next_frame, outbound, Heard, Peer};
+    use super::*;
+
+    #[derive(Debug)]
+    struct Tested;
+
+    impl Kind for Tested {
+        type Answer = DispatchResult;
+    }
+
+    async fn link(holding: bool) -> (Link<Tested>, Peer) {
+        let (outbound, peer) = outbound().await;
+        (Link::with(Tested, outbound, holding), peer)
+    }
+
+    fn take(link: &Link<Tested>, heard: &Arc<Heard>) -> u64 {
+        link.vacant().unwrap().insert(heard.clone())
+    }
+
+    fn held(link: &Link<Tested>, heard: &Arc<Heard>) -> u64 {
+        let vacant = link.vacant().unwrap();
+        let nonce = vacant.correlation;
+        vacant.hold(heard.clone(), Frame::Ping(Ping { nonce }))
+    }
+
+    #[tokio::test]
+    async fn an_answer_answers_only_its_own_request_once_and_makes_its_end_too_late() {
+        let (link, _peer) = link(false).await;
+        let heard = Arc::new(Heard::default());
+        let first = take(&link, &heard);
+        let _second = take(&link, &heard);
+        assert_eq!(link.deliver(999, Cancelled), ReplyFate::Unknown);
+        assert_eq!(link.deliver(first, Draining), ReplyFate::Delivered);
+        assert_eq!(link.deliver(first, Cancelled), ReplyFate::Unknown);
+        assert_eq!(link.end(first), End::TooLate, "the answer came first");
+        assert_eq!(link.in_flight(), 1);
+        assert_eq!(heard.all(), ["answered Draining"]);
+    }
+
+    #[tokio::test]
+    async fn correlations_increase_and_one_whose_send_failed_is_not_used_up() {
+        let (link, _peer) = link(false).await;
+        let heard = Arc::new(Heard::default());
+        assert_eq!(take(&link, &heard), 1);
+        assert_eq!(link.vacant().unwrap().correlation, 2, "dropped untaken");
+        assert_eq!(take(&link, &heard), 2);
+        assert_eq!(link.in_flight(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_ended_request_is_cancelled_and_holds_its_entry_until_the_late_answer() {
+        let (link, mut peer) = link(false).await;
+        let heard = Arc::new(Heard::default());
+        let id = take(&link, &heard);
+        assert_eq!(link.end(id), End::Ended);
+        assert_eq!(link.end(id), End::TooLate, "an end is decided once");
+        let cancel = Frame::Cancel(Cancel { correlation: id });
+        assert_eq!(next_frame(&mut peer).await, cancel);
+        assert_eq!(link.in_flight(), 1, "held while the other side may run it");
+        assert_eq!(link.deliver(id, Cancelled), ReplyFate::Late);
+        assert_eq!(link.in_flight(), 0);
+        assert_eq!(heard.all(), ["LateReply"]);
+    }
+
+    #[tokio::test]
+    async fn held_requests_go_out_in_order_when_the_link_opens() {
+        let (link, mut peer) = link(true).await;
+        let heard = Arc::new(Heard::default());
+        let ids: Vec<u64> = (0..5).map(|_| held(&link, &heard)).collect();
+        link.open();
+        for nonce in ids {
+            assert_eq!(next_frame(&mut peer).await, Frame::Ping(Ping { nonce }));
+        }
+        assert!(!link.vacant().unwrap().holding(), "later ones go directly");
+        assert_eq!(link.deliver(1, Draining), ReplyFate::Delivered);
+        assert_eq!(heard.all(), ["answered Draining"]);
+    }
+
+    #[tokio::test]
+    async fn ending_a_held_request_drops_it_unsent() {
+        let (link, _peer) = link(true).await;
+        let heard = Arc::new(Heard::default());
+        let id = held(&link, &heard);
+        assert_eq!(link.end(id), End::Unsent);
+        assert_eq!(link.in_flight(), 0);
+        assert_eq!(heard.all(), ["NeverSent"]);
+    }
+
+    #[tokio::test]
+    async fn closing_lets_go_of_live_requests_releases_ended_ones_and_refuses_new_ones() {
+        for why in [Unanswered::Lost, Unanswered::Abandoned] {
+            let (link, _peer) = link(false).await;
+            let (live, ended) = (Arc::new(Heard::default()), Arc::new(Heard::default()));
+            take(&link, &live);
+            let id = take(&link, &ended);
+            assert_eq!(link.end(id), End::Ended);
+            assert!(link.is_open());
+            match why {
+                Unanswered::Lost => link.close(),
+                Unanswered::Abandoned => link.close_abandoning(),
+            }
+            assert!(!link.is_open());
+            assert_eq!(live.all(), [format!("{why:?}")]);
+            assert_eq!(ended.all(), ["LinkClosed"]);
+            assert_eq!(link.vacant().err(), Some(PushError::Closed));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reclaiming_lets_go_only_of_ended_requests_past_the_cutoff() {
+        let (link, _peer) = link(false).await;
+        let (live, ended) = (Arc::new(Heard::default()), Arc::new(Heard::default()));
+        take(&link, &live);
+        let id = take(&link, &ended);
+        let before = Instant::now();
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(link.end(id), End::Ended);
+        assert_eq!(link.reclaim(before), 0, "it ended after the cutoff");
+        assert_eq!(link.reclaim(Instant::now()), 1);
+        assert_eq!(ended.all(), ["GraceExpired"]);
+        assert!(live.all().is_empty());
+        assert_eq!(link.in_flight(), 1);
+    }
+}
