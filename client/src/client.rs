@@ -24,7 +24,7 @@ use crate::connect::{
     check_frame_len, connect, connect_tls, decode_error_frame, field_bound, ConnectError,
     Connection, Handshake, VARINT_MAX,
 };
-use crate::keepalive::{Keepalive, KeepaliveTick};
+use crate::keepalive::{Keepalive, Tick};
 use crate::options::DispatchOptions;
 use crate::tls::ClientTls;
 use crate::transport::{Batched, FrameReader, Outbound, SendError};
@@ -242,7 +242,7 @@ impl Client {
         };
         let local_addr = reader.get_ref().local_addr().ok();
         let shared = Arc::new(Shared::default());
-        let keepalive = Keepalive::new(&welcome.limits);
+        let keepalive = Keepalive::from_limits(&welcome.limits);
         let reader = tokio::spawn(Batched::new(read_loop(
             reader,
             outbound.clone(),
@@ -478,10 +478,10 @@ async fn read_loop(
                 }
             }
             tick = keepalive.tick() => match tick {
-                KeepaliveTick::Ping(ping) => {
+                Tick::Ping(ping) => {
                     let _ = outbound.try_send(Frame::Ping(ping));
                 }
-                KeepaliveTick::Dead => {
+                Tick::Dead { .. } => {
                     tracing::warn!("node stopped answering pings; closing the producer connection");
                     break;
                 }

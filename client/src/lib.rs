@@ -3,7 +3,7 @@
 //!
 //! # Layout
 //! - [`connect`]: dial, `Hello`/`Welcome` handshake with a timeout, typed [`ConnectError`]s;
-//!   `keepalive`: the SDKs' pings to the node and their miss limit.
+//!   [`keepalive`]: pings, their answers and the miss limit, for the SDKs and the node alike.
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
 //! - [`Client`]: a producer multiplexing many dispatches over one connection.
 //! - [`DispatchOptions`]: routing and waits of one dispatch, shared with the node's in-process API.
@@ -15,7 +15,7 @@
 
 mod client;
 pub mod connect;
-mod keepalive;
+pub mod keepalive;
 mod options;
 pub mod tls;
 pub mod transport;

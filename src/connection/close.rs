@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye};
+use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Ping};
 use tokio::task::JoinHandle;
 
 use crate::shared::Shared;
+use lintel_client::keepalive::Tick;
 use lintel_client::transport::{is_frame_timeout, FrameReader, Outbound};
 
 /// How long a closing connection may take to flush its last frames.
@@ -74,6 +75,18 @@ impl Close {
                 Close::Quietly
             }
             _ => self,
+        }
+    }
+
+    /// The ping a keep-alive tick asks for, or the `Error{LivenessTimeout}` close once too many
+    /// went unanswered.
+    pub(super) fn unless_pinged(tick: Tick) -> Result<Ping, Self> {
+        match tick {
+            Tick::Ping(ping) => Ok(ping),
+            Tick::Dead { missed } => Err(Close::error(
+                ErrorCode::LivenessTimeout,
+                format!("{missed} pings in a row went unanswered"),
+            )),
         }
     }
 

@@ -4,7 +4,6 @@ mod close;
 mod flights;
 mod foreign;
 mod handshake;
-mod liveness;
 mod peer;
 mod producer;
 mod report;

@@ -9,10 +9,10 @@ use tokio::time::Instant;
 
 use super::close::Close;
 use super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
-use super::liveness::{ticker, Liveness};
 use super::report;
 use crate::auth::Grant;
 use crate::shared::{Fired, Shared};
+use lintel_client::keepalive::Keepalive;
 use lintel_client::transport::{FrameReader, Outbound, SendError};
 
 /// Sleeps until `at`; never wakes without one.
@@ -52,13 +52,15 @@ pub(super) async fn serve(
     let mut timer = ReplyTimer::default();
     let timer_sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer_sleep);
-    let mut ticks = ticker(shared.config.ping_interval());
-    let mut liveness = Liveness::new(shared.config.max_missed_pings);
+    let mut keepalive = Keepalive::new(
+        shared.config.ping_interval(),
+        shared.config.max_missed_pings,
+    );
     // Made once, not per turn of the loop: the token wait registers with its token once, and
     // later turns only read the token's state.
     let closing = Fired::new(&shared.closing);
     tokio::pin!(closing);
-    // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep, an interval
+    // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep, a keep-alive
     // tick, a wait for room and a notification lose nothing. While the producer's queue, or
     // its queue plus the inputs of its dispatches in flight, is at its bound nothing more is
     // read, so what it is owed stays bounded; deadlines and shutdown are still served.
@@ -98,15 +100,15 @@ pub(super) async fn serve(
                 }
                 continue;
             }
-            _ = ticks.tick() => {
-                match liveness.next_ping() {
+            tick = keepalive.tick() => {
+                match Close::unless_pinged(tick) {
                     Ok(ping) => {
                         // A producer that only stops reading is not dead: a ping its full
                         // queue cannot take is not counted, nor one whose answer this loop
                         // will not read while it reads nothing (the ping still tells the
                         // producer this side is alive).
                         if outbound.try_send(Frame::Ping(ping)).is_err() || !room {
-                            liveness.unsent();
+                            keepalive.unsent();
                         }
                         continue;
                     }
@@ -123,7 +125,7 @@ pub(super) async fn serve(
             Some(Err(err)) => break Close::read_failed(err),
             Some(Ok(frame)) => frame,
         };
-        liveness.heard();
+        keepalive.heard();
         match frame {
             Frame::Submit(submit) => {
                 let deadline = flights.submit(submit);

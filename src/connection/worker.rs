@@ -16,11 +16,11 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::close::Close;
 use super::handshake::clip;
-use super::liveness::{ticker, Liveness};
 use crate::auth::Grant;
 use crate::link::{ReplyFate, WorkerLink};
 use crate::notifier::Registered;
 use crate::shared::{Fired, Shared};
+use lintel_client::keepalive::{Keepalive, Tick};
 use lintel_client::transport::{FrameReader, Outbound};
 
 /// Runs the worker role until the connection should close.
@@ -38,17 +38,18 @@ pub(super) async fn serve(
         grant,
         registered: None,
         undrained: None,
-        liveness: Liveness::new(shared.config.max_missed_pings),
+        keepalive: Keepalive::new(
+            shared.config.ping_interval(),
+            shared.config.max_missed_pings,
+        ),
     };
-    let period = shared.config.ping_interval();
-    let mut ping = ticker(period);
     let mut drain_sent = false;
     // Made once, not per turn of the loop: each token wait registers with its token once, and
     // later turns only read the token's state.
     let draining = Fired::new(&shared.draining);
     let closing = Fired::new(&shared.closing);
     tokio::pin!(draining, closing);
-    // Every branch is cancel-safe: `FramedRead::next`, `Interval::tick` and token waits
+    // Every branch is cancel-safe: `FramedRead::next`, `Keepalive::tick` and token waits
     // lose nothing when another branch wins. Biased so that when drain and close start
     // together the `Drain` still goes out first, and a flooding peer cannot starve shutdown.
     let close = loop {
@@ -83,8 +84,8 @@ pub(super) async fn serve(
                     break close;
                 }
             }
-            _ = ping.tick() => {
-                if let Err(close) = conn.ping() {
+            tick = conn.keepalive.tick() => {
+                if let Err(close) = conn.ping(tick) {
                     break close;
                 }
             }
@@ -104,7 +105,7 @@ struct WorkerConn<'a> {
     registered: Option<Registered>,
     /// Held from registration until the worker says `Drained`: the node's drain waits for it.
     undrained: Option<TaskTrackerToken>,
-    liveness: Liveness,
+    keepalive: Keepalive,
 }
 
 impl WorkerConn<'_> {
@@ -162,7 +163,7 @@ impl WorkerConn<'_> {
                 Ok(())
             }
             Frame::Pong(Pong { nonce }) => {
-                self.liveness.answered(nonce);
+                self.keepalive.answered(nonce);
                 Ok(())
             }
             Frame::Goodbye(_) => Err(Close::Quietly),
@@ -243,7 +244,7 @@ impl WorkerConn<'_> {
             .ok_or_else(|| Close::unexpected(kind, "before Registered"))
     }
 
-    fn ping(&mut self) -> Result<(), Close> {
+    fn ping(&mut self, tick: Tick) -> Result<(), Close> {
         if let Some(registered) = &self.registered {
             // Pushes that ended long ago without a reply give their slots back.
             let grace = self.shared.config.late_reply_grace();
@@ -251,7 +252,7 @@ impl WorkerConn<'_> {
                 registered.link.reclaim(cutoff);
             }
         }
-        let ping = self.liveness.next_ping()?;
+        let ping = Close::unless_pinged(tick)?;
         // Owed, in the control lane: a queue full of pushes must not make a live worker miss it.
         let _ = self.outbound.send_owed(Frame::Ping(ping));
         Ok(())

@@ -126,7 +126,7 @@ impl<H: Handler> Runtime<H> {
             state: &self.state,
             capacity_rx: &mut self.capacity,
             drain_rx: &mut self.drain,
-            keepalive: Keepalive::new(&welcome.limits),
+            keepalive: Keepalive::from_limits(&welcome.limits),
             reader,
             outbound,
             max_send_len,

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::handler::{run_handler, Handler};
 use super::state::{SessionEnd, WorkerState};
 use crate::connect::{check_frame_len, decode_error_frame, field_bound, VARINT_MAX};
-use crate::keepalive::{Keepalive, KeepaliveTick};
+use crate::keepalive::{Keepalive, Tick};
 use crate::transport::{FrameReader, Outbound};
 
 /// How long a finished drain waits for `Drained` and `Goodbye` to reach the socket.
@@ -95,8 +95,8 @@ impl<H: Handler> Session<'_, H> {
                     Ok(())
                 }
                 tick = self.keepalive.tick() => match tick {
-                    KeepaliveTick::Ping(ping) => self.send(Frame::Ping(ping)).await,
-                    KeepaliveTick::Dead => {
+                    Tick::Ping(ping) => self.send(Frame::Ping(ping)).await,
+                    Tick::Dead { .. } => {
                         tracing::warn!("node stopped answering pings; reconnecting");
                         Err(SessionEnd::Lost)
                     }

@@ -9,13 +9,13 @@ use tokio::time::Instant;
 
 use super::super::close::Close;
 use super::super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
-use super::super::liveness::{ticker, Liveness};
 use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
 use super::hello::{own_hello, Side};
 use crate::auth::Grant;
 use crate::cluster::{PresenceError, Remote, MAX_MEMBERS};
 use crate::link::{PeerLink, ReplyFate};
 use crate::shared::Shared;
+use lintel_client::keepalive::{Keepalive, Tick};
 use lintel_client::transport::{FrameReader, Outbound};
 
 /// Most frames a link handles in one turn of its loop when more are already read; then the
@@ -71,7 +71,10 @@ pub(super) async fn run(
         outbound,
         served: &served,
         announcer: Announcer::default(),
-        liveness: Liveness::new(shared.config.max_missed_pings),
+        keepalive: Keepalive::new(
+            shared.config.peer_ping_interval(),
+            shared.config.max_missed_pings,
+        ),
         budget: shared.config.outbound_queue_bytes,
     };
     let close = session.serve(reader).await;
@@ -100,7 +103,7 @@ struct Session<'a> {
     outbound: &'a Outbound,
     served: &'a Arc<Flights>,
     announcer: Announcer,
-    liveness: Liveness,
+    keepalive: Keepalive,
     /// The link's outbound byte budget.
     budget: usize,
 }
@@ -131,8 +134,6 @@ impl Session<'_> {
         let mut timer = ReplyTimer::default();
         let timer_sleep = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer_sleep);
-        let period = shared.config.peer_ping_interval();
-        let mut ping = ticker(period);
         let mut draining_told = false;
         // Made once, not per turn of the loop: each token wait registers with its token once.
         // The eviction token is a child of the node's shutdown token: one wait hears both.
@@ -146,7 +147,7 @@ impl Session<'_> {
         let changed = registry.changes().after(seen);
         let learned = members.after(seen_members);
         tokio::pin!(crossed, changed, learned);
-        // Every branch is cancel-safe: token waits, sleeps, interval ticks, signal waits and
+        // Every branch is cancel-safe: token waits, sleeps, keep-alive ticks, signal waits and
         // `FrameReader::next` lose nothing when another branch wins. A link is always read, so
         // two nodes relaying to each other never wait on each other and pings are always
         // heard; while its queue is over budget, relays it sends are turned away instead, so
@@ -173,8 +174,8 @@ impl Session<'_> {
                     timer.arm(self.served.expire(Instant::now()), timer_sleep.as_mut());
                     false
                 }
-                _ = ping.tick() => {
-                    if let Err(close) = self.ping() {
+                tick = self.keepalive.tick() => {
+                    if let Err(close) = self.ping(tick) {
                         return close;
                     }
                     false
@@ -291,7 +292,7 @@ impl Session<'_> {
 
     /// Handles one frame; `Ok` carries a reply deadline for the link's timer.
     fn handle(&mut self, frame: Frame) -> Result<Option<Instant>, Close> {
-        self.liveness.heard();
+        self.keepalive.heard();
         match frame {
             Frame::Presence(presence) => self.apply(presence).map(|()| None),
             Frame::Relay(relay) => {
@@ -356,8 +357,8 @@ impl Session<'_> {
         })
     }
 
-    fn ping(&mut self) -> Result<(), Close> {
-        let ping = self.liveness.next_ping()?;
+    fn ping(&mut self, tick: Tick) -> Result<(), Close> {
+        let ping = Close::unless_pinged(tick)?;
         // Owed: a ping a busy queue refused would count as missed and close a live link.
         let _ = self.outbound.send_owed(Frame::Ping(ping));
         Ok(())
