@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use lintel_wire::{
     Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, Goodbye, NodeRouting,
     NodeStatus, PeerStatus, Pong, Role, StatusQuery, Submit, Welcome, DEFAULT_MAX_FRAME_LEN,
@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::burst::Burst;
 use crate::connect::{
     check_frame_len, connect, connect_tls, decode_error_frame, field_bound, ConnectError,
     Connection, Handshake, VARINT_MAX,
@@ -424,10 +425,6 @@ impl Inner {
     }
 }
 
-/// Most frames the read loop handles in one pass through its `select!`, so a steady stream of
-/// outcomes cannot keep the keepalive waiting long.
-const FRAME_BATCH: usize = 64;
-
 /// Completes pending entries from the node's frames until the connection ends, then fails the
 /// rest at once.
 async fn read_loop(
@@ -441,11 +438,11 @@ async fn read_loop(
         // `Keepalive::tick` changes nothing until it resolves.
         tokio::select! {
             read = reader.next() => {
-                // The frames already buffered behind this one are handled in the same pass,
-                // up to a batch, so a burst of outcomes costs one pass through the select.
-                let mut read = read;
-                let mut handled = 0;
-                loop {
+                // The frames already read behind this one are handled in the same pass, so a
+                // burst of outcomes costs one pass through the select and cannot keep the
+                // keepalive waiting long.
+                let mut burst = Burst::new(read);
+                while let Some(read) = burst.next(&mut reader) {
                     match read {
                         Some(Ok(frame)) => {
                             keepalive.heard();
@@ -464,16 +461,6 @@ async fn read_loop(
                             break 'read;
                         }
                         None => break 'read,
-                    }
-                    handled += 1;
-                    if handled == FRAME_BATCH {
-                        break;
-                    }
-                    // Polled without a waker: a `Pending` only ends the batch, and the select
-                    // polls the reader again, with the task's waker, before the task parks.
-                    match reader.next().now_or_never() {
-                        Some(next) => read = next,
-                        None => break,
                     }
                 }
             }
@@ -595,7 +582,8 @@ mod tests {
     use tokio::net::TcpListener;
     use tokio_util::codec::FramedRead;
 
-    use super::{Client, ClientConfig, FRAME_BATCH};
+    use super::{Client, ClientConfig};
+    use crate::burst::FRAMES_PER_TURN;
     use crate::transport::fixtures;
     use crate::DispatchOptions;
 
@@ -603,7 +591,7 @@ mod tests {
     async fn outcomes_arriving_in_one_burst_longer_than_a_batch_each_reach_their_dispatch() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let count = 3 * FRAME_BATCH + 1;
+        let count = 3 * FRAMES_PER_TURN + 1;
         // A node that answers every submission at once, in one write, once all have arrived.
         let node = tokio::spawn(async move {
             let (socket, _) = listener.accept().await.unwrap();

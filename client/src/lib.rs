@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //! - [`connect`]: dial, `Hello`/`Welcome` handshake with a timeout, typed [`ConnectError`]s;
-//!   [`keepalive`]: pings, their answers and the miss limit, for the SDKs and the node alike.
+//!   [`keepalive`]: pings, their answers and the miss limit, and [`burst`]: the frames one turn
+//!   of a connection's loop handles, for the SDKs and the node alike.
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
 //! - [`Client`]: a producer multiplexing many dispatches over one connection.
 //! - [`DispatchOptions`]: routing and waits of one dispatch, shared with the node's in-process API.
@@ -13,6 +14,7 @@
 //!   the node's connections use it too.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
 
+pub mod burst;
 mod client;
 pub mod connect;
 pub mod keepalive;

@@ -16,16 +16,13 @@ use tokio::time::Instant;
 
 use super::handler::{run_handler, Handler};
 use super::state::{SessionEnd, WorkerState};
+use crate::burst::Burst;
 use crate::connect::{check_frame_len, decode_error_frame, field_bound, VARINT_MAX};
 use crate::keepalive::{Keepalive, Tick};
 use crate::transport::{FrameReader, Outbound};
 
 /// How long a finished drain waits for `Drained` and `Goodbye` to reach the socket.
 const GOODBYE_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Most frames handled in one pass through the session's `select!`, so a steady stream of
-/// pushes cannot keep the other branches (finished tasks, keepalive, drain) waiting long.
-const FRAME_BATCH: usize = 64;
 
 /// Requests in flight by the node's correlation id. The ids come off the socket, so the map is
 /// seeded at random per process and per map: colliding ids cannot be computed ahead.
@@ -108,12 +105,13 @@ impl<H: Handler> Session<'_, H> {
         }
     }
 
-    /// Handles what the reader handed out, then the frames already buffered behind it, up to
-    /// [`FRAME_BATCH`]: a burst of pushes costs one pass through `serve`'s `select!` instead of
-    /// one each. A drain ends the batch, so `serve` checks for a finished drain between frames.
-    async fn on_read(&mut self, mut read: Option<Result<Frame, CodecError>>) -> Flow {
-        let mut handled = 0;
-        loop {
+    /// Handles what the reader handed out, then the frames already read behind it, in one
+    /// [`Burst`]: a burst of pushes costs one pass through `serve`'s `select!` instead of one
+    /// each, and cannot keep the other branches (finished tasks, keepalive, drain) waiting
+    /// long. A drain ends the burst, so `serve` checks for a finished drain between frames.
+    async fn on_read(&mut self, read: Option<Result<Frame, CodecError>>) -> Flow {
+        let mut burst = Burst::new(read);
+        while let Some(read) = burst.next(&mut self.reader) {
             match read {
                 Some(Ok(frame)) => {
                     self.keepalive.heard();
@@ -128,17 +126,11 @@ impl<H: Handler> Session<'_, H> {
                 }
                 None => return Err(SessionEnd::Lost),
             }
-            handled += 1;
-            if handled == FRAME_BATCH || self.draining.is_some() {
-                return Ok(());
-            }
-            // Polled without a waker: a `Pending` here only ends the batch, and `serve` polls
-            // the reader again, with its own waker, before the task parks.
-            match self.reader.next().now_or_never() {
-                Some(next) => read = next,
-                None => return Ok(()),
+            if self.draining.is_some() {
+                break;
             }
         }
+        Ok(())
     }
 
     async fn on_frame(&mut self, frame: Frame) -> Flow {
@@ -407,7 +399,7 @@ mod tests {
     use tokio::net::TcpListener;
     use tokio_util::codec::FramedRead;
 
-    use super::FRAME_BATCH;
+    use crate::burst::FRAMES_PER_TURN;
     use crate::transport::fixtures;
     use crate::{Handler, Worker, WorkerConfig};
 
@@ -465,7 +457,7 @@ mod tests {
         };
 
         // Registered, a burst, a drain and pushes behind it, all in one write.
-        let burst = 2 * FRAME_BATCH as u64 + 1;
+        let burst = 2 * FRAMES_PER_TURN as u64 + 1;
         let mut queue =
             |frame: Frame| encode_frame(&frame, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
         queue(Frame::Registered(Registered { worker_id: 1 }));

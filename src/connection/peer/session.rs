@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use lintel_wire::{ErrorCode, Frame, PeerHello, Ping, Pong, Presence};
 use tokio::time::Instant;
 
@@ -15,12 +15,9 @@ use crate::auth::Grant;
 use crate::cluster::{PresenceError, Remote, MAX_MEMBERS};
 use crate::link::{PeerLink, ReplyFate};
 use crate::shared::Shared;
+use lintel_client::burst::Burst;
 use lintel_client::keepalive::{Keepalive, Tick};
 use lintel_client::transport::{FrameReader, Outbound};
-
-/// Most frames a link handles in one turn of its loop when more are already read; then the
-/// other branches (shutdown, timers, presence) get their look.
-const FRAMES_PER_TURN: usize = 64;
 
 /// How long a closing link waits for the relays it serves to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
@@ -210,9 +207,8 @@ impl Session<'_> {
                 frame = reader.next() => {
                     // Frames already read are handled in this turn, up to a bound, instead of
                     // each paying a poll of every branch above.
-                    let mut next = Some(frame);
-                    let mut handled = 0;
-                    while let Some(frame) = next.take() {
+                    let mut burst = Burst::new(frame);
+                    while let Some(frame) = burst.next(reader) {
                         let frame = match frame {
                             None => return Close::Quietly,
                             Some(Err(err)) => return Close::read_failed(err),
@@ -221,10 +217,6 @@ impl Session<'_> {
                         match self.handle(frame) {
                             Ok(deadline) => timer.arm(deadline, timer_sleep.as_mut()),
                             Err(close) => return close,
-                        }
-                        handled += 1;
-                        if handled < FRAMES_PER_TURN {
-                            next = reader.next().now_or_never();
                         }
                     }
                     false
