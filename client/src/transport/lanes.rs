@@ -78,17 +78,75 @@ impl Lane {
     }
 }
 
-/// Who writes to the socket next; everyone else only appends to the lanes.
+/// Who writes to the socket next, everyone else only appending to the lanes, and how far the
+/// connection's close has come.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Owner {
-    /// Nobody: a sender may write directly.
+pub(super) enum Phase {
+    /// Nobody writes: a sender may write directly.
     #[default]
-    Free,
-    /// A sender is writing with the lock released; it hands over to the writer task when
-    /// bytes are left, and on a close.
-    Sender,
-    /// The writer task.
-    Task,
+    Idle,
+    /// A batching scope holds the lanes and writes them when its poll ends.
+    Held,
+    /// A sender writes with the lock released, then goes back to `Idle` or hands over.
+    Sending,
+    /// The writer task writes.
+    Flushing,
+    /// A close was asked for: the writer task writes what is queued and shuts the write side,
+    /// after a sender still `sending` hands over.
+    Closing { sending: bool },
+    /// As `Closing`, but only the frame being written and the control lane go out.
+    Discarding { sending: bool },
+    /// The writer has stopped.
+    Stopped,
+}
+
+impl Phase {
+    /// No close was asked for and the writer runs: frames may still be queued.
+    pub(super) fn is_open(self) -> bool {
+        matches!(
+            self,
+            Phase::Idle | Phase::Held | Phase::Sending | Phase::Flushing
+        )
+    }
+
+    /// The writer task owns the socket.
+    pub(super) fn task_writes(self) -> bool {
+        match self {
+            Phase::Closing { sending } | Phase::Discarding { sending } => !sending,
+            other => other == Phase::Flushing,
+        }
+    }
+
+    /// Asks for a close, `discarding` or not, unless one was; true when the writer task is to
+    /// be woken for it. A sender still writing hands over to the task when its write ends.
+    pub(super) fn close(&mut self, discarding: bool) -> bool {
+        let sending = match *self {
+            Phase::Idle | Phase::Held | Phase::Flushing => false,
+            Phase::Sending => true,
+            Phase::Closing { .. } | Phase::Discarding { .. } | Phase::Stopped => {
+                return self.task_writes();
+            }
+        };
+        *self = match discarding {
+            true => Phase::Discarding { sending },
+            false => Phase::Closing { sending },
+        };
+        !sending
+    }
+
+    /// A sender's write ended, leaving the lanes `drained` or not; true when it handed over to
+    /// the writer task, which is to be woken.
+    pub(super) fn sent(&mut self, drained: bool) -> bool {
+        *self = match *self {
+            Phase::Sending if drained => Phase::Idle,
+            Phase::Sending => Phase::Flushing,
+            Phase::Closing { .. } => Phase::Closing { sending: false },
+            Phase::Discarding { .. } => Phase::Discarding { sending: false },
+            // Nothing else follows a sender's write.
+            other => other,
+        };
+        self.task_writes()
+    }
 }
 
 /// Encoded frames waiting in order: the segments of `sealed`, then `open`. A large payload is
@@ -364,21 +422,15 @@ pub(super) struct State {
     pub(super) in_hand: usize,
     /// Since when the queue has been at or over a bound, while it is.
     pub(super) full_since: Option<Instant>,
-    /// An owed frame was refused at the ceiling.
+    /// An owed frame was refused at the ceiling: latched, whatever the phase, for the
+    /// connection's owner to close it.
     pub(super) overflowed: bool,
-    pub(super) owner: Owner,
-    /// A batching scope holds the lanes and writes them when its poll ends.
-    pub(super) held: bool,
-    /// The last batch grew while the writer yielded: keep batching instead of writing directly.
-    pub(super) busy: bool,
+    pub(super) phase: Phase,
     /// When bytes last went to the socket.
     pub(super) last_write: Option<Instant>,
-    /// A close was asked for: flush, then shut the write side.
-    pub(super) closing: bool,
-    /// Only the frame being written and the control lane go out before the close.
-    pub(super) discarding: bool,
-    /// The writer has stopped.
-    pub(super) stopped: bool,
+    /// The writer task's last batch grew while it yielded: keep batching instead of writing
+    /// directly.
+    pub(super) busy: bool,
 }
 
 impl State {
@@ -449,7 +501,7 @@ impl State {
     /// Gives back the unwritten rest of `piece`, to go out before its lane's newer frames.
     pub(super) fn give_back(&mut self, mut piece: Piece) {
         self.in_hand = 0;
-        if self.discarding {
+        if let Phase::Discarding { .. } = self.phase {
             piece.keep_current_frame();
         }
         if piece.is_empty() {

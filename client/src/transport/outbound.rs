@@ -15,7 +15,7 @@
 //! held for the scope to write; otherwise a quiet connection writes straight from the sender
 //! (no task hop, one syscall), and a busy one leaves the lanes to the writer task, which
 //! yields once before writing so one syscall carries many frames. No syscall runs under the
-//! lock: one party at a time owns the socket ([`Owner`]).
+//! lock: one party at a time owns the socket ([`Phase`]).
 
 use std::io::{self, IoSlice};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,7 +29,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::batch::{self, HeldWrite};
-use super::lanes::{Lane, Owner, Piece, Pressure, Queue, QueueLimits, State};
+use super::lanes::{Lane, Phase, Piece, Pressure, Queue, QueueLimits, State};
 use super::socket::WriteSocket;
 
 /// A frame following the previous write this closely is part of a burst: it is left to the
@@ -103,7 +103,7 @@ impl Pipe {
     /// it is refused only past the owed ceiling.
     fn enqueue(self: &Arc<Self>, frame: FrameRef<'_>, bounded: bool) -> Result<(), SendError> {
         let mut state = self.state();
-        if state.closing || state.stopped {
+        if !state.phase.is_open() {
             return Err(SendError::Closed);
         }
         if bounded && state.is_full() {
@@ -129,17 +129,18 @@ impl Pipe {
         if state.full_since.is_none() && state.is_full() {
             state.full_since = Some(Instant::now());
         }
-        if state.owner != Owner::Free {
-            return Ok(());
-        }
-        if state.held {
-            if state.bytes() >= HOLD_BYTES || state.frames() >= state.limits.frames / 2 {
-                self.write_buffer(state, Instant::now());
+        match state.phase {
+            Phase::Idle => {}
+            Phase::Held => {
+                if state.bytes() >= HOLD_BYTES || state.frames() >= state.limits.frames / 2 {
+                    self.write_buffer(state, Instant::now());
+                }
+                return Ok(());
             }
-            return Ok(());
+            _ => return Ok(()),
         }
         if batch::hold(self) {
-            state.held = true;
+            state.phase = Phase::Held;
             return Ok(());
         }
         let now = Instant::now();
@@ -150,26 +151,26 @@ impl Pipe {
             self.write_buffer(state, now);
             return Ok(());
         }
-        state.owner = Owner::Task;
+        state.phase = Phase::Flushing;
         drop(state);
         self.wake.notify_one();
         Ok(())
     }
 
     /// Writes one lane from the calling task unless someone else owns the socket, or both
-    /// lanes hold frames (the writer task then orders them).
+    /// lanes hold frames (the writer task then orders them); a held phase ends here.
     ///
     /// The write runs with the lock released; what the socket does not take goes back in
     /// front of its lane, and the writer task takes over.
     fn write_buffer(&self, mut state: MutexGuard<'_, State>, now: Instant) {
-        if state.owner != Owner::Free || state.is_empty() {
+        if !matches!(state.phase, Phase::Idle | Phase::Held) || state.is_empty() {
             return;
         }
         let one_lane = state.resume.is_empty()
             && (state.control.is_empty() || state.bulk.is_empty())
             && state.control_left == 0;
         if !one_lane {
-            state.owner = Owner::Task;
+            state.phase = Phase::Flushing;
             drop(state);
             self.wake.notify_one();
             return;
@@ -177,7 +178,7 @@ impl Pipe {
         let Some(mut piece) = state.take() else {
             return;
         };
-        state.owner = Owner::Sender;
+        state.phase = Phase::Sending;
         state.last_write = Some(now);
         drop(state);
         // Would block, or an error the writer task will meet and report: nothing was written.
@@ -197,8 +198,8 @@ impl Pipe {
         // a burst look quiet and cost a syscall of its own.
         let freed = state.wrote(written, Instant::now());
         state.give_back(piece);
-        let hand_over = !state.is_empty() || state.closing;
-        state.owner = if hand_over { Owner::Task } else { Owner::Free };
+        let drained = state.is_empty();
+        let hand_over = state.phase.sent(drained);
         if !hand_over {
             state.shrink();
         }
@@ -212,21 +213,15 @@ impl Pipe {
     }
 
     fn close(&self) {
-        let mut state = self.state();
-        state.closing = true;
-        if state.owner == Owner::Sender {
-            // The sender hands over to the writer task when its write ends.
-            return;
+        if self.state().phase.close(false) {
+            self.wake.notify_one();
         }
-        state.owner = Owner::Task;
-        drop(state);
-        self.wake.notify_one();
     }
 
     /// Drops every frame not yet started, queues `frame` and closes.
     fn discard_and_close(&self, frame: &Frame) -> Result<(), SendError> {
         let mut state = self.state();
-        if state.closing || state.stopped {
+        if !state.phase.is_open() {
             return Err(SendError::Closed);
         }
         let mut control = Queue::default();
@@ -240,9 +235,11 @@ impl Pipe {
         state.bulk = Queue::default();
         state.control_frames = 1;
         state.bulk_frames = 0;
-        state.discarding = true;
+        let wake = state.phase.close(true);
         drop(state);
-        self.close();
+        if wake {
+            self.wake.notify_one();
+        }
         self.changed.notify_waiters();
         Ok(())
     }
@@ -252,7 +249,8 @@ impl HeldWrite for Pipe {
     /// Writes what a batching scope held; what the socket does not take goes to the writer.
     fn write_held(&self) {
         let mut state = self.state();
-        if std::mem::take(&mut state.held) {
+        if state.phase == Phase::Held {
+            state.phase = Phase::Idle;
             self.write_buffer(state, Instant::now());
         }
     }
@@ -362,11 +360,11 @@ impl Outbound {
     pub fn pressure(&self) -> Pressure {
         let state = self.pipe.state();
         Pressure {
-            room: !state.is_full() || state.closing || state.stopped,
+            room: !state.is_full() || !state.phase.is_open(),
             bytes: state.bytes(),
             full_since: state.full_since,
             overflowed: state.overflowed,
-            closed: state.closing || state.stopped,
+            closed: !state.phase.is_open(),
         }
     }
 
@@ -379,8 +377,7 @@ impl Outbound {
     /// True while the queue is below both bounds, or once the connection is closing (waiting
     /// for room would then be waiting for nothing).
     pub fn has_room(&self) -> bool {
-        let state = self.pipe.state();
-        !state.is_full() || state.closing || state.stopped
+        self.pressure().room
     }
 
     /// Since when the queue has been full without a break, while it is.
@@ -403,7 +400,7 @@ impl Outbound {
     pub async fn below(&self, bytes: usize) {
         self.wait_until(|outbound| {
             let state = outbound.pipe.state();
-            state.bytes() < bytes || state.closing || state.stopped
+            state.bytes() < bytes || !state.phase.is_open()
         })
         .await;
     }
@@ -432,7 +429,7 @@ impl Outbound {
 
     /// True once the writer has stopped.
     pub fn is_closed(&self) -> bool {
-        self.pipe.state().stopped
+        self.pipe.state().phase == Phase::Stopped
     }
 
     /// Resolves when the writer has stopped.
@@ -484,7 +481,7 @@ async fn write_loop(pipe: Arc<Pipe>) -> io::Result<()> {
     let result = drain(&pipe).await;
     {
         let mut state = pipe.state();
-        state.stopped = true;
+        state.phase = Phase::Stopped;
         state.control = Queue::default();
         state.bulk = Queue::default();
         state.resume = Queue::default();
@@ -502,7 +499,7 @@ async fn write_loop(pipe: Arc<Pipe>) -> io::Result<()> {
 /// Writes whatever senders hand over until a close is flushed or a write fails.
 async fn drain(pipe: &Pipe) -> io::Result<()> {
     loop {
-        let active = pipe.state().owner == Owner::Task;
+        let active = pipe.state().phase.task_writes();
         if !active {
             pipe.wake.notified().await;
             continue;
@@ -516,10 +513,10 @@ async fn drain(pipe: &Pipe) -> io::Result<()> {
             state.busy = state.frames() > before;
             let piece = state.take();
             if piece.is_none() {
-                if state.closing {
+                if !state.phase.is_open() {
                     return Ok(());
                 }
-                state.owner = Owner::Free;
+                state.phase = Phase::Idle;
                 state.shrink();
             }
             piece
@@ -558,7 +555,7 @@ async fn write_piece(pipe: &Pipe, mut piece: Piece) -> io::Result<()> {
         piece.advance(written);
         let mut state = pipe.state();
         let mut freed = state.wrote(written, Instant::now());
-        if state.discarding {
+        if let Phase::Discarding { .. } = state.phase {
             state.in_hand = state.in_hand.saturating_sub(piece.keep_current_frame());
             freed |= state.note_fullness(Instant::now);
         }
