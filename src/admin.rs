@@ -1,5 +1,6 @@
-//! The admin HTTP listener: `/metrics` (Prometheus text), `/health`, `/ready` and `/status`,
-//! and `/` listing them.
+//! The admin HTTP listener: `/metrics` (Prometheus text), `/health`, `/ready`, `/status`,
+//! `/window` (the last minutes, second by second), the console at `/` and `/endpoints`
+//! listing them.
 //!
 //! Off unless `admin_listen` is set. Metrics are read from the node's own state at each scrape
 //! (pools, counters, peers), so nothing is kept twice; the dispatch latency histogram is the
@@ -20,20 +21,27 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::console::{self, Window};
 use crate::shared::Shared;
 use crate::status::Status;
+use crate::tls::Rotation;
 
 type Labels = Vec<(&'static str, String)>;
 
-/// The answer to `/`: what the admin listener serves.
+/// The answer to `/endpoints`: what the admin listener serves.
 const ENDPOINTS: &str = "lintel admin listener\n\
-/metrics  Prometheus text, read from the node's state at each scrape\n\
-/health   200 while the process serves\n\
-/ready    200 when the node should get traffic, 503 with the reason otherwise\n\
-/status   the node's status as JSON, as `lintel status --json` prints it\n";
+/          the console: this node, its peers, pools and workers, live\n\
+/metrics   Prometheus text, read from the node's state at each scrape\n\
+/health    200 while the process serves\n\
+/ready     200 when the node should get traffic, 503 with the reason otherwise\n\
+/status    the node's status as JSON, as `lintel status --json` prints it, with its TLS\n\
+/window    JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second\n\
+/endpoints this list\n";
 
 /// Serves admin requests on `listener` until `closing` fires.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, closing: CancellationToken) {
+    let window = Arc::new(Window::default());
+    tokio::spawn(Arc::clone(&window).sample(Arc::clone(&shared), closing.clone()));
     loop {
         let accepted = tokio::select! {
             () = closing.cancelled() => return,
@@ -43,11 +51,13 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, closing: C
             continue;
         };
         let shared = Arc::clone(&shared);
+        let window = Arc::clone(&window);
         let closing = closing.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let shared = Arc::clone(&shared);
-                async move { Ok::<_, Infallible>(answer(&shared, &request)) }
+                let window = Arc::clone(&window);
+                async move { Ok::<_, Infallible>(answer(&shared, &window, &request)) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service);
@@ -59,12 +69,12 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, closing: C
     }
 }
 
-fn answer(shared: &Shared, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn answer(shared: &Shared, window: &Window, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     if request.method() != Method::GET {
         return reply(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
-            "GET only\n".into(),
+            "GET only\n",
         );
     }
     match request.uri().path() {
@@ -80,10 +90,18 @@ fn answer(shared: &Shared, request: &Request<Incoming>) -> Response<Full<Bytes>>
                 err.to_string(),
             ),
         },
-        "/" => reply(StatusCode::OK, "text/plain", ENDPOINTS.into()),
-        "/health" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/endpoints" => reply(StatusCode::OK, "text/plain", ENDPOINTS),
+        "/window" => match serde_json::to_string(&window.view()) {
+            Ok(json) => reply(StatusCode::OK, "application/json", json),
+            Err(err) => reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain",
+                err.to_string(),
+            ),
+        },
+        "/health" => reply(StatusCode::OK, "text/plain", "ok\n"),
         "/ready" => match not_ready(shared) {
-            None => reply(StatusCode::OK, "text/plain", "ready\n".into()),
+            None => reply(StatusCode::OK, "text/plain", "ready\n"),
             Some(why) => reply(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "text/plain",
@@ -98,12 +116,27 @@ fn answer(shared: &Shared, request: &Request<Incoming>) -> Response<Full<Bytes>>
                 err.to_string(),
             ),
         },
-        _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+        path => match console::asset(path) {
+            Some(asset) => {
+                let mut response = reply(StatusCode::OK, asset.content_type, asset.body);
+                let headers = response.headers_mut();
+                for (name, value) in [
+                    ("content-security-policy", console::CONTENT_SECURITY_POLICY),
+                    ("x-content-type-options", "nosniff"),
+                    ("referrer-policy", "no-referrer"),
+                    ("cache-control", "no-cache"),
+                ] {
+                    headers.insert(name, hyper::header::HeaderValue::from_static(value));
+                }
+                response
+            }
+            None => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+        },
     }
 }
 
-fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
     *response.status_mut() = status;
     if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
         response
@@ -129,10 +162,34 @@ fn not_ready(shared: &Shared) -> Option<&'static str> {
     None
 }
 
-/// The same JSON as `lintel status --json`.
+/// `/status`: the JSON of `lintel status --json`, with what only the admin listener knows.
+#[derive(serde::Serialize)]
+struct AdminStatus {
+    #[serde(flatten)]
+    status: Status,
+    /// The listener's TLS; `null` when off.
+    tls: Option<Rotation>,
+    /// Each linked peer's console, by node id, as `peer_console` makes it.
+    peer_consoles: std::collections::BTreeMap<String, String>,
+}
+
 fn status_json(shared: &Shared) -> Result<String, serde_json::Error> {
     let report = shared.cluster_status(0);
-    Status::new(report.status, report.peers, report.peer_lost).to_json()
+    let peer_consoles = report
+        .peers
+        .iter()
+        .filter_map(|peer| {
+            let url = shared
+                .config
+                .peer_console_url(&peer.node_id, &peer.address)?;
+            Some((peer.node_id.clone(), url))
+        })
+        .collect();
+    serde_json::to_string_pretty(&AdminStatus {
+        status: Status::new(report.status, report.peers, report.peer_lost),
+        tls: shared.tls.rotation(),
+        peer_consoles,
+    })
 }
 
 fn gauge_family(registry: &mut Registry, name: &str, help: &str, rows: Vec<(Labels, i64)>) {
@@ -232,17 +289,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
 
     let c = &node.counters;
     let outcomes = Family::<Labels, Counter>::default();
-    for (outcome, value) in [
-        ("completed", c.completed),
-        ("no-worker", c.no_worker),
-        ("worker-lost", c.worker_lost),
-        ("timeout", c.timed_out),
-        ("refused", c.refused),
-        ("cancelled", c.cancelled),
-        ("draining", c.draining),
-        ("peer-lost", status.peer_lost),
-        ("shut-down", dispatcher.counters().shut_down()),
-    ] {
+    for (outcome, value) in dispatcher.counters().by_outcome() {
         outcomes
             .get_or_create(&vec![("outcome", outcome.to_owned())])
             .inc_by(value);
@@ -285,7 +332,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     registry.register(
         "dispatch_duration_seconds",
         "Seconds from admission to outcome.",
-        dispatcher.counters().latency().clone(),
+        dispatcher.counters().latency().snapshot(),
     );
 
     let mut connections = Vec::new();
@@ -388,6 +435,29 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
         "Relays sent to a peer without an outcome yet.",
         in_flight,
     );
+
+    if let Some(rotation) = shared.tls.rotation() {
+        counter(
+            &mut registry,
+            "tls_reloads",
+            "Reloads of the TLS files that put new certificates in use.",
+            rotation.reloads,
+        );
+        counter(
+            &mut registry,
+            "tls_reload_failures",
+            "Reloads of changed TLS files that did not load; the old certificates stayed.",
+            rotation.failures,
+        );
+        if let Some(not_after) = rotation.not_after_unix_s {
+            gauge(
+                &mut registry,
+                "tls_cert_not_after_seconds",
+                "When the certificate served now expires, in seconds since the Unix epoch.",
+                count(not_after),
+            );
+        }
+    }
 
     let mut text = String::new();
     encode(&mut text, &registry)?;

@@ -20,7 +20,8 @@
 //!   connection's dispatches in flight in `connection::flights`, peer links and their
 //!   dialler in `connection::peer`).
 //! - [`node`]: the accept loop, connection limit and drain-then-close shutdown; [`serve`];
-//!   `admin`: the metrics and health listener; [`status`]: the status as operators read it;
+//!   `admin`: the metrics and health listener, `console`: the page it serves at `/` and the
+//!   figures of the last minutes; [`status`]: the status as operators read it;
 //!   [`listener`]: binding and socket tuning;
 //!   [`config`]: [`NodeConfig`] and its checks.
 //! - [`sdk`]: the `lintel-client` crate re-exported; [`activities`]: built-in `echo` and
@@ -37,6 +38,7 @@ pub mod auth;
 pub mod cluster;
 pub mod config;
 mod connection;
+mod console;
 pub mod dispatch;
 pub mod idmap;
 pub mod link;

@@ -25,6 +25,7 @@ use crate::listener;
 use crate::notifier::{ConnectionNotifier, RegistryNotifier};
 use crate::registry::Registry;
 use crate::shared::Shared;
+use crate::tls::{NodeTls, Reload};
 use lintel_client::transport::{self, Batched, Dialer, Socket, TcpDialer};
 
 /// Connections refused for the limit that may be answering at once; beyond it they are dropped.
@@ -129,6 +130,17 @@ impl Node {
         self.shared.dispatcher.mesh().status()
     }
 
+    /// The node's TLS: its certificates in use and how reloading them went.
+    pub fn tls(&self) -> &NodeTls {
+        &self.shared.tls
+    }
+
+    /// Reads the TLS files again now, as `lintel serve` does on SIGHUP: changed files that load
+    /// serve every later handshake; files that do not load are logged and the old kept.
+    pub fn reload_tls(&self) -> Reload {
+        self.shared.tls.reload(true)
+    }
+
     /// Accepts connections on `listener` until `shutdown` resolves, then drains: takes workers
     /// out of selection, tells them to drain, waits up to the drain timeout for in-flight
     /// dispatches and each worker's `Drained`, closes every connection and waits for its task.
@@ -201,6 +213,10 @@ impl Node {
             Arc::clone(shared),
             tasks.clone(),
         ));
+        if let Some(every) = shared.config.tls_poll() {
+            let shared = Arc::clone(shared);
+            tasks.spawn(async move { shared.tls.watch(every, shared.closing.clone()).await });
+        }
         let next_pid = AtomicU64::new(1);
         let mut backoff = Duration::from_millis(5);
         let mut incoming = Box::pin(incoming);
@@ -298,13 +314,22 @@ pub async fn serve(
     config: NodeConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    let (node, listener) = bind(config)?;
+    node.serve(listener, shutdown).await
+}
+
+/// A node for `config` and its listener bound at `config.listen`, to [`Node::serve`].
+///
+/// # Errors
+/// As [`serve`].
+pub fn bind(config: NodeConfig) -> Result<(Node, TcpListener), ServeError> {
     let listener =
         listener::bind(config.listen, config.backlog).map_err(|source| ServeError::Bind {
             key: "listen",
             addr: config.listen,
             source,
         })?;
-    Node::new(config)?.serve(listener, shutdown).await
+    Ok((Node::new(config)?, listener))
 }
 
 async fn run_connection(

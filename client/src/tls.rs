@@ -4,11 +4,17 @@
 //! TLS wraps the same byte stream the plaintext protocol runs over; frames do not change. A
 //! connection is checked against [`ClientTls::with_server_name`]'s name when set, else the host
 //! of the address dialled when the SDK has it as text, else the IP address dialled.
+//!
+//! A [`ClientTls`] made by [`ClientTls::from_files`] reads its files again before each
+//! handshake, so a reconnecting worker or a new producer presents and trusts what the files
+//! hold now; a file that no longer loads is logged and the certificates read before are kept.
+//! The certificates live behind a std mutex shared by every clone, locked only to swap or copy
+//! an `Arc`, never across an `.await`.
 
 use std::io;
 use std::net::IpAddr;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -110,17 +116,33 @@ pub struct PemIdentity<'a> {
     pub key: &'a [u8],
 }
 
-/// How a connection to a node speaks TLS. Cheap to clone.
+/// How a connection to a node speaks TLS. Cheap to clone; clones share the certificates, so
+/// [`ClientTls::replace`] on one is seen by every clone's next handshake.
 #[derive(Clone)]
 pub struct ClientTls {
-    config: Arc<ClientConfig>,
+    current: Arc<Mutex<Current>>,
+    /// The files to read again before each handshake; none when made from PEM text.
+    files: Option<Arc<ClientFiles>>,
     server_name: Option<ServerName<'static>>,
+}
+
+/// The certificates in use, and the bytes of the files they were last read from.
+struct Current {
+    config: Arc<ClientConfig>,
+    read: Vec<Vec<u8>>,
+}
+
+/// The CA file and the optional certificate and key files of [`ClientTls::from_files`].
+struct ClientFiles {
+    ca: PathBuf,
+    identity: Option<(PathBuf, PathBuf)>,
 }
 
 impl std::fmt::Debug for ClientTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientTls")
             .field("server_name", &self.server_name)
+            .field("from_files", &self.files.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -132,15 +154,7 @@ impl ClientTls {
     /// # Errors
     /// [`TlsError`] for PEM without certificates or a key, or ones rustls refuses.
     pub fn from_pem(ca: &[u8], identity: Option<PemIdentity<'_>>) -> Result<Self, TlsError> {
-        let roots = roots(ca, "the CA certificates")?;
-        let identity = match identity {
-            None => None,
-            Some(identity) => Some((
-                certificates(identity.chain, "the client certificate")?,
-                private_key(identity.key, "the client key")?,
-            )),
-        };
-        Self::new(roots, identity)
+        Ok(Self::with_config(config_from_pem(ca, identity)?, None))
     }
 
     /// Trusts `roots`, and presents `identity` (a certificate chain and its key) to nodes that
@@ -152,43 +166,70 @@ impl ClientTls {
         roots: RootCertStore,
         identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
     ) -> Result<Self, TlsError> {
-        let builder = ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(TlsError::Config)?
-            .with_root_certificates(roots);
-        let config = match identity {
-            None => builder.with_no_client_auth(),
-            Some((chain, key)) => builder
-                .with_client_auth_cert(chain, key)
-                .map_err(TlsError::Config)?,
-        };
-        Ok(Self {
-            config: Arc::new(config),
-            server_name: None,
-        })
+        Ok(Self::with_config(client_config(roots, identity)?, None))
     }
 
     /// As [`ClientTls::from_pem`], reading the CA file and the optional certificate and key
-    /// files.
+    /// files; they are read again before each handshake (see the module docs).
     ///
     /// # Errors
     /// [`TlsError::Read`] for a file that cannot be read, else as [`ClientTls::from_pem`].
     pub fn from_files(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<Self, TlsError> {
-        let ca = read_file(ca)?;
-        match identity {
-            None => Self::from_pem(&ca, None),
-            Some((chain, key)) => {
-                let chain = read_file(chain)?;
-                let key = read_file(key)?;
-                Self::from_pem(
-                    &ca,
-                    Some(PemIdentity {
-                        chain: &chain,
-                        key: &key,
-                    }),
-                )
+        let files = ClientFiles {
+            ca: ca.to_owned(),
+            identity: identity.map(|(chain, key)| (chain.to_owned(), key.to_owned())),
+        };
+        let (read, config) = files.load()?;
+        let tls = Self::with_config(config, Some(Arc::new(files)));
+        tls.lock().read = read;
+        Ok(tls)
+    }
+
+    fn with_config(config: ClientConfig, files: Option<Arc<ClientFiles>>) -> Self {
+        Self {
+            current: Arc::new(Mutex::new(Current {
+                config: Arc::new(config),
+                read: Vec::new(),
+            })),
+            files,
+            server_name: None,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// From the next handshake on, this and every clone of it trust and present what `fresh`
+    /// does; connections already open are untouched.
+    pub fn replace(&self, fresh: &ClientTls) {
+        let config = Arc::clone(&fresh.lock().config);
+        self.lock().config = config;
+    }
+
+    /// The certificates to shake hands with now: for one made from files, what they hold now
+    /// when it loads, else what was read before.
+    fn config(&self) -> Arc<ClientConfig> {
+        if let Some(files) = &self.files {
+            match files.read() {
+                Ok(read) if read != self.lock().read => match files.build(&read) {
+                    Ok(config) => {
+                        let mut current = self.lock();
+                        current.config = Arc::new(config);
+                        current.read = read;
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "TLS files changed but do not load; keeping the certificates read before");
+                        self.lock().read = read;
+                    }
+                },
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot read the TLS files again; keeping the certificates read before");
+                }
             }
         }
+        Arc::clone(&self.lock().config)
     }
 
     /// Checks the node's certificate against `name` (a DNS name or an IP address) whatever
@@ -216,11 +257,67 @@ impl ClientTls {
             (None, None) => ServerName::IpAddress(stream.peer_addr()?.ip().into()),
         };
         let local_addr = stream.local_addr().ok();
-        let tls = TlsConnector::from(Arc::clone(&self.config))
+        let tls = TlsConnector::from(self.config())
             .connect(name, stream)
             .await?;
         let (read, write) = tokio::io::split(tls);
         Ok(Socket::from_io(read, write, local_addr))
+    }
+}
+
+/// A client config trusting the CA certificates in `ca` and presenting `identity`.
+fn config_from_pem(ca: &[u8], identity: Option<PemIdentity<'_>>) -> Result<ClientConfig, TlsError> {
+    let roots = roots(ca, "the CA certificates")?;
+    let identity = match identity {
+        None => None,
+        Some(identity) => Some((
+            certificates(identity.chain, "the client certificate")?,
+            private_key(identity.key, "the client key")?,
+        )),
+    };
+    client_config(roots, identity)
+}
+
+fn client_config(
+    roots: RootCertStore,
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+) -> Result<ClientConfig, TlsError> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Config)?
+        .with_root_certificates(roots);
+    match identity {
+        None => Ok(builder.with_no_client_auth()),
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(TlsError::Config),
+    }
+}
+
+impl ClientFiles {
+    /// The bytes of each file: the CA's, then the certificate's and the key's.
+    fn read(&self) -> Result<Vec<Vec<u8>>, TlsError> {
+        let mut read = vec![read_file(&self.ca)?];
+        if let Some((chain, key)) = &self.identity {
+            read.push(read_file(chain)?);
+            read.push(read_file(key)?);
+        }
+        Ok(read)
+    }
+
+    /// The config the bytes of [`ClientFiles::read`] make.
+    fn build(&self, read: &[Vec<u8>]) -> Result<ClientConfig, TlsError> {
+        match read {
+            [ca, chain, key] => config_from_pem(ca, Some(PemIdentity { chain, key })),
+            [ca, ..] => config_from_pem(ca, None),
+            [] => Err(TlsError::NoCertificate(self.ca.display().to_string())),
+        }
+    }
+
+    fn load(&self) -> Result<(Vec<Vec<u8>>, ClientConfig), TlsError> {
+        let read = self.read()?;
+        let config = self.build(&read)?;
+        Ok((read, config))
     }
 }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::exit::fail;
 use super::layers::{LayerError, Layered};
-use super::signal::shutdown_signal;
+use super::signal::{hangups, shutdown_signal};
 use lintel::config::NodeConfig;
 use lintel::dispatch::Placement;
 
@@ -166,10 +166,20 @@ fn layer(args: &Args) -> Result<Layered, LayerError> {
     layered.env(std::env::vars())?.flags(&args.flags)
 }
 
-/// Serves until Ctrl-C, then drains.
+/// Serves until Ctrl-C, then drains; reads the TLS files again on each SIGHUP.
 pub(super) async fn run(config: NodeConfig) -> ExitCode {
     super::tls::warn_if_exposed(&config);
-    match lintel::node::serve(config, shutdown_signal()).await {
+    let (node, listener) = match lintel::node::bind(config) {
+        Ok(bound) => bound,
+        Err(err) => return fail(err),
+    };
+    let served = tokio::select! {
+        served = node.serve(listener, shutdown_signal()) => served,
+        () = hangups(|| {
+            node.reload_tls();
+        }) => Ok(()),
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(err),
     }

@@ -1,4 +1,4 @@
-//! The signals that stop a long-running subcommand.
+//! The signals that stop a long-running subcommand, and SIGHUP.
 
 /// Resolves on SIGINT or SIGTERM.
 pub(super) async fn shutdown_signal() {
@@ -20,4 +20,16 @@ pub(super) async fn shutdown_signal() {
         () = ctrl_c => {}
         () = terminate => {}
     }
+}
+
+/// Calls `each` on every SIGHUP; never resolves (nor, where there is no SIGHUP, calls it).
+pub(super) async fn hangups(mut each: impl FnMut()) {
+    #[cfg(unix)]
+    if let Ok(mut signal) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        while signal.recv().await.is_some() {
+            each();
+        }
+    }
+    let _ = &mut each;
+    std::future::pending::<()>().await;
 }

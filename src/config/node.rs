@@ -111,6 +111,13 @@ pub struct NodeConfig {
     /// How long a producer's queue may stay at its bound before the producer is closed with
     /// `Error{SlowConsumer}`.
     pub slow_consumer_grace_ms: u64,
+    /// How often the node reads its TLS files again, taking them up when they changed; 0 reads
+    /// them only on `Node::reload_tls` (SIGHUP for `lintel serve`).
+    pub tls_poll_ms: u64,
+    /// Where a peer's admin console is, for the console's links: an `http://` or `https://`
+    /// URL in which `{host}` stands for the host of the peer's address and `{node_id}` for its
+    /// id; empty links none.
+    pub peer_console: String,
 }
 
 impl Default for NodeConfig {
@@ -148,6 +155,8 @@ impl Default for NodeConfig {
             tls_ca: None,
             outbound_queue_bytes: DEFAULT_OUTBOUND_QUEUE_BYTES,
             slow_consumer_grace_ms: 10_000,
+            tls_poll_ms: 5_000,
+            peer_console: String::new(),
         }
     }
 }
@@ -202,6 +211,16 @@ impl NodeConfig {
                     reason: "must be at least 1".into(),
                 });
             }
+        }
+        if !self.peer_console.is_empty()
+            && !["http://", "https://"]
+                .iter()
+                .any(|scheme| self.peer_console.starts_with(scheme))
+        {
+            return Err(ConfigError::Invalid {
+                name: "peer_console",
+                reason: "must be an http:// or https:// URL, such as http://{host}:9400/".into(),
+            });
         }
         if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {
             return Err(ConfigError::Invalid {
@@ -305,6 +324,31 @@ impl NodeConfig {
 
     pub fn late_reply_grace(&self) -> Duration {
         Duration::from_millis(self.late_reply_grace_ms)
+    }
+
+    /// How often the TLS files are read again; `None` when only on request.
+    pub fn tls_poll(&self) -> Option<Duration> {
+        (self.tls_poll_ms > 0).then(|| Duration::from_millis(self.tls_poll_ms))
+    }
+
+    /// The URL of the console of the peer `node_id` dialled at `address`, when `peer_console`
+    /// is set and the values it takes are plain URL characters.
+    pub fn peer_console_url(&self, node_id: &str, address: &str) -> Option<String> {
+        if self.peer_console.is_empty() || node_id.is_empty() {
+            return None;
+        }
+        let host = lintel_client::tls::host_of(address);
+        let plain = |text: &str| {
+            !text.is_empty()
+                && text
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._~:[]".contains(&b))
+        };
+        (plain(node_id) && plain(host)).then(|| {
+            self.peer_console
+                .replace("{host}", host)
+                .replace("{node_id}", node_id)
+        })
     }
 
     pub fn slow_consumer_grace(&self) -> Duration {
@@ -422,6 +466,32 @@ mod tests {
         let config: NodeConfig =
             toml::from_str("tls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n").unwrap();
         assert!(config.validate().is_ok() && config.tls_enabled());
+    }
+
+    #[test]
+    fn a_peer_console_url_takes_the_peer_host_and_id() {
+        let config = NodeConfig {
+            peer_console: "http://{host}:9400/#{node_id}".into(),
+            ..NodeConfig::default()
+        };
+        assert!(config.validate().is_ok());
+        assert_eq!(
+            config.peer_console_url("b", "10.0.0.2:7400").as_deref(),
+            Some("http://10.0.0.2:9400/#b")
+        );
+        assert_eq!(config.peer_console_url("<b>", "10.0.0.2:7400"), None);
+        assert_eq!(NodeConfig::default().peer_console_url("b", "h:1"), None);
+        let script = NodeConfig {
+            peer_console: "javascript:alert(1)".into(),
+            ..NodeConfig::default()
+        };
+        assert!(matches!(
+            script.validate(),
+            Err(ConfigError::Invalid {
+                name: "peer_console",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -3,14 +3,15 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use lintel_wire::{Counters, DispatchResult, RefusedReason};
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+
+use super::latency::Latency;
 
 /// One counter per outcome class, plus submissions, pushes and what became of late replies,
 /// and the time from admission to outcome.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct DispatchCounters {
-    /// Seconds from admission to outcome, 50 us to about 26 s in 20 doubling buckets.
-    latency: Histogram,
+    /// Seconds from admission to outcome.
+    latency: Latency,
     submitted: AtomicU64,
     pushed: AtomicU64,
     completed: AtomicU64,
@@ -38,37 +39,14 @@ const REFUSED_REASONS: [RefusedReason; 5] = [
     RefusedReason::NamespaceNotGranted,
 ];
 
-impl Default for DispatchCounters {
-    fn default() -> Self {
-        Self {
-            latency: Histogram::new(exponential_buckets(0.000_05, 2.0, 20)),
-            submitted: AtomicU64::default(),
-            pushed: AtomicU64::default(),
-            completed: AtomicU64::default(),
-            no_worker: AtomicU64::default(),
-            worker_lost: AtomicU64::default(),
-            timed_out: AtomicU64::default(),
-            refused: AtomicU64::default(),
-            cancelled: AtomicU64::default(),
-            draining: AtomicU64::default(),
-            peer_lost: AtomicU64::default(),
-            shut_down: AtomicU64::default(),
-            late_replies: AtomicU64::default(),
-            dropped_replies: AtomicU64::default(),
-            reclaimed_slots: AtomicU64::default(),
-            refused_by: Default::default(),
-        }
-    }
-}
-
 impl DispatchCounters {
     /// Records how long a dispatch took from admission to its outcome.
     pub(crate) fn took(&self, elapsed: std::time::Duration) {
-        self.latency.observe(elapsed.as_secs_f64());
+        self.latency.observe(elapsed);
     }
 
-    /// Seconds from admission to outcome, for the metrics endpoint.
-    pub fn latency(&self) -> &Histogram {
+    /// Seconds from admission to outcome, for the admin listener.
+    pub fn latency(&self) -> &Latency {
         &self.latency
     }
 
@@ -138,6 +116,23 @@ impl DispatchCounters {
     /// Dispatches that ended `ShutDown`; version-1 counters have no field for them.
     pub fn shut_down(&self) -> u64 {
         self.shut_down.load(Ordering::Relaxed)
+    }
+
+    /// Dispatches ended so far by outcome class, named as `outcome::class` names them, in
+    /// that order.
+    pub fn by_outcome(&self) -> [(&'static str, u64); 9] {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        [
+            ("completed", get(&self.completed)),
+            ("no-worker", get(&self.no_worker)),
+            ("worker-lost", get(&self.worker_lost)),
+            ("timeout", get(&self.timed_out)),
+            ("refused", get(&self.refused)),
+            ("cancelled", get(&self.cancelled)),
+            ("draining", get(&self.draining)),
+            ("peer-lost", get(&self.peer_lost)),
+            ("shut-down", get(&self.shut_down)),
+        ]
     }
 
     /// The totals now.

@@ -6,6 +6,7 @@
 //! - `relayed`: a dispatch relayed to a peer, placed again when the peer ran nothing;
 //! - `caller`: where an outcome goes, the only thing that differs between sources;
 //! - `counters`, `activity`: totals and the count of dispatches without an outcome;
+//!   [`latency`]: the latency histogram, readable bucket by bucket;
 //! - [`outcome`]: outcome classes for people and exit codes.
 
 mod activity;
@@ -14,6 +15,7 @@ mod caller;
 mod counters;
 mod dispatcher;
 mod flight;
+pub mod latency;
 pub mod outcome;
 mod relayed;
 
