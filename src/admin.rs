@@ -71,11 +71,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, closing: C
 
 fn answer(shared: &Shared, window: &Window, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     if request.method() != Method::GET {
-        return reply(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain",
-            "GET only\n",
-        );
+        return reply(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
     }
     match request.uri().path() {
         "/metrics" => match metrics(shared) {

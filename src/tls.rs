@@ -352,13 +352,12 @@ impl OwnedFiles {
             let path = self.paths().get(at).copied().flatten()?;
             Some((bytes, path.display().to_string()))
         };
-        let (cert, cert_name) = named(0).ok_or_else(|| TlsError::NoCertificate("tls_cert".into()))?;
+        let (cert, cert_name) =
+            named(0).ok_or_else(|| TlsError::NoCertificate("tls_cert".into()))?;
         let (key, key_name) = named(1).ok_or_else(|| TlsError::NoCertificate("tls_key".into()))?;
         let chain = certificates(cert, &cert_name)?;
         let key = private_key(key, &key_name)?;
-        let client_roots = named(2)
-            .map(|(pem, name)| roots(pem, &name))
-            .transpose()?;
+        let client_roots = named(2).map(|(pem, name)| roots(pem, &name)).transpose()?;
         let builder = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(TlsError::Config)?;

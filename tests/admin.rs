@@ -1,5 +1,6 @@
 //! The admin listener of a real node under load: `/metrics` parsed as Prometheus text,
-//! `/health`, `/ready` and `/status`.
+//! `/health`, `/ready`, `/status`, `/window`, and the console's files with their
+//! Content-Security-Policy (`tests/console.rs` loads the console in a browser).
 
 mod support;
 
@@ -170,11 +171,105 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
     assert_eq!(status["counters"]["completed"], 200);
     assert!(status["peers"].is_array());
     assert_eq!(get(admin, "/nowhere").await.0, 404);
-    let (code, index) = get(admin, "/").await;
+    let (code, index) = get(admin, "/endpoints").await;
     assert_eq!(code, 200);
-    for endpoint in ["/metrics", "/health", "/ready", "/status"] {
+    for endpoint in ["/metrics", "/health", "/ready", "/status", "/window"] {
         assert!(index.contains(endpoint), "{index}");
     }
+    assert!(status["tls"].is_null(), "TLS is off");
+}
+
+#[tokio::test]
+async fn the_console_is_served_with_a_policy_that_runs_only_its_own_script() {
+    let admin = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        probe.local_addr().expect("addr")
+    };
+    let _node = TestNode::with_config(NodeConfig {
+        admin_listen: Some(admin),
+        ..NodeConfig::default()
+    })
+    .await;
+    for (path, kind, holds) in [
+        ("/", "text/html", "/console.js"),
+        ("/console.js", "text/javascript", "textContent"),
+        ("/console.css", "text/css", ".pool"),
+    ] {
+        let (code, head, body) = support::admin_response(admin, path).await;
+        assert_eq!(code, 200, "{path}");
+        assert!(
+            head.contains(&format!("content-type: {kind}")),
+            "{path}: {head}"
+        );
+        assert!(body.contains(holds), "{path}");
+        let policy = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-security-policy: "))
+            .unwrap_or_else(|| panic!("{path} has a Content-Security-Policy: {head}"));
+        for directive in [
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "connect-src 'self'",
+        ] {
+            assert!(policy.contains(directive), "{path}: {policy}");
+        }
+        assert!(!policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"));
+        assert!(head.contains("x-content-type-options: nosniff"), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn the_window_gives_each_second_outcome_rates_and_latency_percentiles() {
+    let admin = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        probe.local_addr().expect("addr")
+    };
+    let node = TestNode::with_config(NodeConfig {
+        admin_listen: Some(admin),
+        ..NodeConfig::default()
+    })
+    .await;
+    let echo = handler_fn(|request: DispatchRequest| {
+        std::future::ready(ActivityOutcome::Success(request.input))
+    });
+    let _worker = sdk_worker(node.addr, plain("ns", "echo", 8, "w"), echo).await;
+    let producer = client(node.addr).await;
+    // Dispatch until a reading of the counters falls after some completions.
+    let window = support::within("a second with completions in /window", async {
+        loop {
+            let result = producer
+                .dispatch(request("ns", "echo", "x"), &DispatchOptions::default())
+                .await
+                .expect("connection stays up");
+            assert!(matches!(result, DispatchResult::Completed(_)));
+            let (code, window) = get(admin, "/window").await;
+            assert_eq!(code, 200);
+            let window: serde_json::Value = serde_json::from_str(&window).expect("JSON");
+            let served = window["points"].as_array().is_some_and(|points| {
+                points
+                    .iter()
+                    .any(|point| point["rates"]["completed"].as_f64() > Some(0.0))
+            });
+            if served {
+                return window;
+            }
+        }
+    })
+    .await;
+    assert_eq!(window["interval_ms"], 1000);
+    let point = window["points"]
+        .as_array()
+        .and_then(|points| {
+            points
+                .iter()
+                .find(|point| point["rates"]["completed"].as_f64() > Some(0.0))
+        })
+        .expect("a point with completions");
+    let p50 = point["p50_ms"].as_f64().expect("a p50");
+    let p99 = point["p99_ms"].as_f64().expect("a p99");
+    assert!(p50 > 0.0 && p50 <= p99, "{point}");
+    assert!(window["last_minute"]["rates"]["completed"].as_f64() > Some(0.0));
 }
 
 #[tokio::test]

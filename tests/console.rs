@@ -22,7 +22,9 @@ use lintel::sdk::{handler_fn, Client, DispatchOptions};
 use lintel::wire::{ActivityOutcome, DispatchRequest};
 use lintel::NodeConfig;
 use serde_json::{json, Value};
-use support::{admin_get, client, cluster_config, plain, request, sdk_worker, within, TestNode, WAIT};
+use support::{
+    admin_get, client, cluster_config, plain, request, sdk_worker, within, TestNode, WAIT,
+};
 
 /// A worker identity a client chose to be read as markup, were the page careless.
 const HOSTILE: &str = "<img src=x onerror=\"window.pwned=1\">";
@@ -53,8 +55,7 @@ fn browser_tools() -> Result<(PathBuf, PathBuf), String> {
     };
     let chromium = find("LINTEL_CHROMIUM", &["chromium", "chromium-browser"])
         .ok_or("no chromium on PATH (or LINTEL_CHROMIUM)")?;
-    let driver =
-        find("LINTEL_CHROMEDRIVER", &["chromedriver"]).ok_or("no chromedriver on PATH")?;
+    let driver = find("LINTEL_CHROMEDRIVER", &["chromedriver"]).ok_or("no chromedriver on PATH")?;
     Ok((chromium, driver))
 }
 
@@ -132,7 +133,12 @@ fn free_address() -> SocketAddr {
 }
 
 /// Dispatches `activity` in `namespace` from a few tasks until `stop`, each loop bounded.
-fn load(producer: &Client, namespace: &'static str, activity: &'static str, stop: &Arc<AtomicBool>) {
+fn load(
+    producer: &Client,
+    namespace: &'static str,
+    activity: &'static str,
+    stop: &Arc<AtomicBool>,
+) {
     let options = DispatchOptions::default().wait_for_worker(WAIT);
     for _ in 0..4 {
         let producer = producer.clone();
@@ -162,7 +168,12 @@ async fn eval(browser: &Browser, script: &str) -> Value {
 
 /// Waits until the page has drawn `times` more refreshes than it had.
 async fn refreshed(browser: &Browser, times: u64) {
-    let count = |value: Value| value.as_str().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    let count = |value: Value| {
+        value
+            .as_str()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     let now = count(eval(browser, "return document.body.dataset.refreshes").await);
     let wanted = now + times;
     // Each refresh sets the attribute: wait for the one that reaches the count.
@@ -213,7 +224,12 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         tokio::time::sleep(Duration::from_millis(20)).await;
         ActivityOutcome::Success(request.input)
     });
-    let _billing = sdk_worker(b.addr, plain("billing", "echo", 8, "billing-1"), echo.clone()).await;
+    let _billing = sdk_worker(
+        b.addr,
+        plain("billing", "echo", 8, "billing-1"),
+        echo.clone(),
+    )
+    .await;
     let _hostile = sdk_worker(b.addr, plain("billing", "echo", 4, HOSTILE), echo).await;
     let _reports = sdk_worker(a.addr, plain("reports", "slow", 16, "reports-1"), slow).await;
     a.wait_announced("b", "aion.dispatch.billing.default").await;
@@ -247,7 +263,10 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         .find(Locator::Css("#mesh tr[data-node-id='a']"))
         .await
         .expect("a row for peer a");
-    assert_eq!(peer.attr("data-link").await.expect("attr").as_deref(), Some("up"));
+    assert_eq!(
+        peer.attr("data-link").await.expect("attr").as_deref(),
+        Some("up")
+    );
     let href = browser
         .find(Locator::Css("#mesh tr[data-node-id='a'] a"))
         .await
@@ -255,7 +274,10 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         .attr("href")
         .await
         .expect("href");
-    assert_eq!(href.as_deref(), Some(format!("http://127.0.0.1:{}/", admin_a.port()).as_str()));
+    assert_eq!(
+        href.as_deref(),
+        Some(format!("http://127.0.0.1:{}/", admin_a.port()).as_str())
+    );
     assert!(browser
         .find(Locator::Css("#mesh tr.self[data-node-id='b']"))
         .await
@@ -304,7 +326,10 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         .expect("the billing pool in /status")
         .clone();
     let workers = pool["workers"].as_array().expect("workers");
-    let slots: u64 = workers.iter().filter_map(|w| w["max_concurrency"].as_u64()).sum();
+    let slots: u64 = workers
+        .iter()
+        .filter_map(|w| w["max_concurrency"].as_u64())
+        .sum();
     let used: u64 = workers.iter().filter_map(|w| w["in_flight"].as_u64()).sum();
     let shown = |field: &str| {
         format!(
@@ -338,7 +363,10 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         eval(&browser, "return document.querySelectorAll('img').length").await,
         json!(0)
     );
-    assert_eq!(eval(&browser, "return window.pwned === undefined").await, json!(true));
+    assert_eq!(
+        eval(&browser, "return window.pwned === undefined").await,
+        json!(true)
+    );
 
     // The link leads to a's console, which names a and shows its pool.
     let href = href.expect("an href");

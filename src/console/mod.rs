@@ -33,7 +33,10 @@ pub(crate) fn asset(path: &str) -> Option<Asset> {
             "text/javascript; charset=utf-8",
             include_str!("assets/console.js"),
         ),
-        "/console.css" => ("text/css; charset=utf-8", include_str!("assets/console.css")),
+        "/console.css" => (
+            "text/css; charset=utf-8",
+            include_str!("assets/console.css"),
+        ),
         _ => return None,
     };
     Some(Asset { content_type, body })
@@ -66,6 +69,10 @@ mod tests {
         assert!(!page.contains("<style"), "no inline style element");
         assert!(!page.contains(" style="), "no inline style attribute");
         assert!(!page.contains("http://") && !page.contains("https://") && !page.contains("//cdn"));
-        assert_eq!(page.matches("<script").count(), 1, "one script, the console's own");
+        assert_eq!(
+            page.matches("<script").count(),
+            1,
+            "one script, the console's own"
+        );
     }
 }

@@ -63,7 +63,9 @@ fn bucket_of(ns: u64) -> usize {
 
 /// The upper bound of bucket `at` in seconds; `None` for the unbounded last one.
 pub fn upper_bound_secs(at: usize) -> Option<f64> {
-    let shift = u32::try_from(at).ok().filter(|&at| (at as usize) < BOUNDED)?;
+    let shift = u32::try_from(at)
+        .ok()
+        .filter(|&at| (at as usize) < BOUNDED)?;
     Some((FIRST_BOUND_NS << shift) as f64 / 1e9)
 }
 

@@ -8,6 +8,12 @@ use super::node::within;
 
 /// GETs `path` from the admin listener: the status code and the body.
 pub async fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
+    let (code, _head, body) = admin_response(admin, path).await;
+    (code, body)
+}
+
+/// GETs `path` from the admin listener: the status code, the head (lowercase) and the body.
+pub async fn admin_response(admin: SocketAddr, path: &str) -> (u16, String, String) {
     within("an admin request", async {
         // The node binds its admin listener as it starts serving: until then, connecting is
         // refused, and the next attempt waits for the node's task to run.
@@ -30,7 +36,7 @@ pub async fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
             .nth(1)
             .and_then(|code| code.parse().ok())
             .expect("a status code");
-        (code, body.to_owned())
+        (code, head.to_ascii_lowercase(), body.to_owned())
     })
     .await
 }

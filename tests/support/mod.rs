@@ -2,7 +2,7 @@
 //! peers, a counting notifier, and helpers to build frames and read dispatch results.
 //!
 //! # Layout
-//! - `admin`: [`admin_get`], a GET against a node's admin listener.
+//! - `admin`: [`admin_get`] and [`admin_response`], a GET against a node's admin listener.
 //! - `lines`: [`stderr_lines`], a child process's stderr line by line.
 //! - `node`: [`TestNode`], its notifier [`Events`], [`within`], the bound on every wait, and
 //!   node configs tests share.
@@ -31,7 +31,7 @@ mod served;
 
 // Each test file is its own crate and uses a part of what follows.
 #[allow(unused_imports)]
-pub use admin::admin_get;
+pub use admin::{admin_get, admin_response};
 #[allow(unused_imports)]
 pub use cluster::{client, cluster_config, sdk_worker, up, WELL_UNDER_TIMEOUT};
 #[allow(unused_imports)]
