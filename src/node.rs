@@ -67,6 +67,53 @@ pub struct Node {
 impl Node {
     /// A node with the default notifier.
     ///
+    /// # Examples
+    /// A node on loopback, a worker of the built-in activities, and an in-process dispatch:
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use lintel::activities::BuiltIn;
+    /// use lintel::sdk::{DispatchOptions, Worker, WorkerConfig};
+    /// use lintel::wire::{DispatchRequest, DispatchResult, Register};
+    /// use lintel::{Node, NodeConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let node = std::sync::Arc::new(Node::new(NodeConfig::default())?);
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// let addr = listener.local_addr()?.to_string();
+    /// let serving = std::sync::Arc::clone(&node);
+    /// tokio::spawn(async move { serving.serve(listener, std::future::pending()).await });
+    ///
+    /// let registration = Register {
+    ///     namespaces: vec!["demo".into()],
+    ///     task_queue: String::new(),
+    ///     node: None,
+    ///     activity_types: vec!["echo".into()],
+    ///     identity: "echo-worker".into(),
+    ///     max_concurrency: 4,
+    /// };
+    /// let worker = Worker::spawn(WorkerConfig::new(addr, registration), BuiltIn);
+    /// worker.wait_registered(Duration::from_secs(5)).await?;
+    ///
+    /// let request = DispatchRequest {
+    ///     namespace: "demo".into(),
+    ///     task_queue: String::new(),
+    ///     activity_type: "echo".into(),
+    ///     node: None,
+    ///     workflow_id: "wf-1".into(),
+    ///     ordinal: 1,
+    ///     run_id: None,
+    ///     attempt: 1,
+    ///     input: "hello".into(),
+    ///     deadline_unix_ms: None,
+    /// };
+    /// let result = node.dispatcher().dispatch(request, &DispatchOptions::default()).await;
+    /// assert!(matches!(result, DispatchResult::Completed(_)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// [`ConfigError`] for an unusable configuration.
     pub fn new(config: NodeConfig) -> Result<Self, ConfigError> {

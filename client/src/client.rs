@@ -217,6 +217,54 @@ impl Drop for PendingGuard<'_> {
 impl Client {
     /// Connects to the node at `addr` as a producer.
     ///
+    /// # Examples
+    /// A dispatch that may wait a second for a free worker, and what became of it:
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use lintel_client::{Client, ClientConfig, DispatchOptions};
+    /// use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let addr = node().await?;
+    /// let client = Client::connect(addr.as_str(), ClientConfig::default()).await?;
+    /// let request = DispatchRequest {
+    ///     namespace: "demo".into(),
+    ///     task_queue: String::new(),
+    ///     activity_type: "upper".into(),
+    ///     node: None,
+    ///     workflow_id: "order-17".into(),
+    ///     ordinal: 1,
+    ///     run_id: None,
+    ///     attempt: 1,
+    ///     input: "hello".into(),
+    ///     deadline_unix_ms: None,
+    /// };
+    /// let options = DispatchOptions::default()
+    ///     .wait_for_worker(Duration::from_millis(100))
+    ///     .reply_timeout(Duration::from_secs(5));
+    /// match client.dispatch(request, &options).await? {
+    ///     DispatchResult::Completed(response) => match response.outcome {
+    ///         ActivityOutcome::Success(bytes) => println!("result: {bytes:?}"),
+    ///         ActivityOutcome::Failure { message, retryable } => {
+    ///             println!("failed (retry: {retryable}): {message}")
+    ///         }
+    ///     },
+    ///     DispatchResult::NoWorker(census) => println!("no worker: {:?}", census.reason),
+    ///     other => println!("not run here: {other:?}"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # async fn node() -> Result<String, Box<dyn std::error::Error>> {
+    /// #     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// #     let addr = listener.local_addr()?.to_string();
+    /// #     let node = lintel::Node::new(lintel::NodeConfig::default())?;
+    /// #     tokio::spawn(async move { node.serve(listener, std::future::pending()).await });
+    /// #     Ok(addr)
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// A [`ConnectError`] when the connection or the handshake fails.
     pub async fn connect<A: ToSocketAddrs>(

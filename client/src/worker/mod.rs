@@ -56,6 +56,44 @@ pub struct Worker;
 impl Worker {
     /// Starts the runtime on the current Tokio runtime.
     ///
+    /// # Examples
+    /// A worker serving `upper` in namespace `demo`, four requests at a time, then draining:
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use lintel_client::{handler_fn, Worker, WorkerConfig};
+    /// use lintel_wire::{ActivityOutcome, DispatchRequest, Register};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let addr = node().await?;
+    /// let registration = Register {
+    ///     namespaces: vec!["demo".into()],
+    ///     task_queue: String::new(),
+    ///     node: None,
+    ///     activity_types: vec!["upper".into()],
+    ///     identity: "upper-worker".into(),
+    ///     max_concurrency: 4,
+    /// };
+    /// let upper = handler_fn(|request: DispatchRequest| async move {
+    ///     ActivityOutcome::Success(request.input.to_ascii_uppercase().into())
+    /// });
+    /// let worker = Worker::spawn(WorkerConfig::new(addr, registration), upper);
+    /// let worker_id = worker.wait_registered(Duration::from_secs(5)).await?;
+    /// println!("registered as worker {worker_id}");
+    /// // Later: finish what runs (at most 10 s more) and leave.
+    /// worker.drain(Duration::from_secs(10)).await;
+    /// # Ok(())
+    /// # }
+    /// # async fn node() -> Result<String, Box<dyn std::error::Error>> {
+    /// #     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// #     let addr = listener.local_addr()?.to_string();
+    /// #     let node = lintel::Node::new(lintel::NodeConfig::default())?;
+    /// #     tokio::spawn(async move { node.serve(listener, std::future::pending()).await });
+    /// #     Ok(addr)
+    /// # }
+    /// ```
+    ///
     /// # Panics
     /// Outside a Tokio runtime, like `tokio::spawn`.
     pub fn spawn<H: Handler>(config: WorkerConfig, handler: H) -> WorkerHandle {
