@@ -3,7 +3,9 @@
 //! every dump in the document; the worker registers and answers 50 dispatches of the
 //! producer's with the right bytes over version 2 and 5 over version 1; an unregistered
 //! namespace is printed as no-worker; a reply timeout reaches the worker as a Cancel; and when
-//! the node is interrupted the worker hears its Drain and exits 0.
+//! the node is interrupted the worker hears its Drain and exits 0. Against a node requiring
+//! mutual TLS, both speak TLS with their client certificates, and without `--tls-ca` the
+//! producer is told the node speaks TLS.
 //!
 //! Every test is skipped, saying why, when `python3` is not on PATH (`.ci/run` installs it).
 
@@ -13,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 
 use lintel::sdk::{Client, ClientConfig};
-use support::{lintel, loopback_address, within};
+use support::{lintel, loopback_address, within, Pki};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -129,8 +131,14 @@ struct Node {
 
 impl Node {
     async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// `lintel serve` with `extra` flags.
+    async fn start_with(extra: &[&str]) -> Self {
         let mut child = Command::from(lintel())
             .args(["serve", "--listen", "127.0.0.1:0", "--node-id", NODE_ID])
+            .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -383,6 +391,105 @@ async fn the_python_worker_and_producer_run_against_lintel_serve() {
     .await;
 
     interrupt_node(&mut node, &mut worker, &mut said, complained).await;
+}
+
+#[tokio::test]
+async fn the_python_worker_and_producer_speak_mutual_tls() {
+    if !have_python("the_python_worker_and_producer_speak_mutual_tls") {
+        return;
+    }
+    let pki = Pki::new();
+    let (cert, key) = pki.node_files("node");
+    let ca = pki.ca_path();
+    let client = |name: &str| {
+        let leaf = pki.leaf(&[name]);
+        (
+            pki.write(&format!("{name}.pem"), &leaf.cert),
+            pki.write(&format!("{name}.key"), &leaf.key),
+        )
+    };
+    let (worker_cert, worker_key) = client("py-worker");
+    let (producer_cert, producer_key) = client("py-producer");
+    let text = |path: &std::path::Path| path.to_str().expect("UTF-8 path").to_owned();
+    let (cert, key, ca) = (text(&cert), text(&key), text(&ca));
+    let node = Node::start_with(&[
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-client-ca",
+        &ca,
+    ])
+    .await;
+    let addr = node.addr.clone();
+
+    let (worker_cert, worker_key) = (text(&worker_cert), text(&worker_key));
+    let mut worker = python(
+        "worker.py",
+        &[
+            "--addr",
+            &addr,
+            "--namespace",
+            "py",
+            "--tls-ca",
+            &ca,
+            "--tls-cert",
+            &worker_cert,
+            "--tls-key",
+            &worker_key,
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("start worker.py");
+    let mut said = Lines::of(worker.stdout.take().expect("stdout"));
+    said.until("worker.py to register over TLS", |line| {
+        line.starts_with("registered ")
+    })
+    .await;
+
+    let (producer_cert, producer_key) = (text(&producer_cert), text(&producer_key));
+    let tls = [
+        "--tls-ca",
+        ca.as_str(),
+        "--tls-cert",
+        producer_cert.as_str(),
+        "--tls-key",
+        producer_key.as_str(),
+    ];
+    let mut args = vec!["--namespace", "py", "--activity", "upper", "--count", "20"];
+    args.extend_from_slice(&tls);
+    let run = producer(&addr, &args).await;
+    assert!(run.status.success(), "{}\n{}", run.status, run.stdout);
+    for i in 0..20 {
+        assert_eq!(
+            run.line(&format!("dispatch {i}: ")),
+            format!("dispatch {i}: completed, served by {NODE_ID}: success b'HELLO-{i}'")
+        );
+    }
+
+    // Plaintext to a TLS node: told so. Without a client certificate: refused in the handshake.
+    let plain = producer(&addr, &["--namespace", "py", "--count", "1"]).await;
+    assert_eq!(plain.status.code(), Some(1), "{}", plain.stdout);
+    assert!(
+        plain.stdout.contains("the node speaks TLS: pass --tls-ca"),
+        "{}",
+        plain.stdout
+    );
+    let anonymous = producer(
+        &addr,
+        &["--namespace", "py", "--count", "1", "--tls-ca", &ca],
+    )
+    .await;
+    assert_eq!(anonymous.status.code(), Some(1), "{}", anonymous.stdout);
+    assert!(
+        anonymous.stdout.starts_with("producer could not connect:"),
+        "{}",
+        anonymous.stdout
+    );
+    drop(worker);
+    drop(node);
 }
 
 /// SIGINT to the node: it drains, the worker hears Drain and exits 0, the node exits 0.

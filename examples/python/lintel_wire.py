@@ -12,14 +12,17 @@ Layout:
 - ``encode_frame`` / ``decode_body`` / ``FrameDecoder``: framing (section 1), pure functions
   over bytes, no I/O. ``FrameDecoder.next_frame()`` returns ``None`` for partial input.
 - ``Connection`` / ``connect``: a blocking TCP socket and the handshake (section 5), a thin
-  layer over the above.
+  layer over the above; ``TlsSocket`` and ``tls_context``: the same over TLS (section 5 of
+  the README: TLS wraps the byte stream, the frames do not change).
 
 This module speaks versions 1 and 2 (``Hello{min_version: 1, max_version: 2}``). It decodes
 every frame a node sends to a worker or a producer; the peer-link frames (kinds 20 to 23)
 are known kinds a client never receives, and decoding one raises ``UnexpectedFrame``.
 """
 
+import os
 import socket
+import ssl
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -1235,10 +1238,10 @@ class FrameDecoder:
 
 
 class Connection:
-    """Frames over a blocking TCP socket. ``send`` may be called from any thread;
-    ``recv`` from one thread at a time."""
+    """Frames over a blocking TCP socket, or a ``TlsSocket``. ``send`` may be called from any
+    thread; ``recv`` from one thread at a time."""
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock):
         self.sock = sock
         self.decoder = FrameDecoder()
         self.max_send_len = DEFAULT_MAX_FRAME_LEN
@@ -1281,6 +1284,138 @@ class Connection:
         self.sock.close()
 
 
+class TlsSocket:
+    """TLS over a blocking TCP socket, with the ``sendall``/``recv`` a ``Connection`` uses.
+
+    One thread may block in ``recv`` while others ``sendall``, which an ``ssl.SSLSocket`` does
+    not allow: the TLS state lives in an ``ssl.SSLObject`` over memory buffers, touched only
+    under ``_tls_lock``, and every TLS record goes out under ``_send_lock`` (always taken
+    first), so records leave in the order they were made."""
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext, server_name: str):
+        self.sock = sock
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_hostname=server_name)
+        self._send_lock = threading.Lock()
+        self._tls_lock = threading.Lock()
+        self._handshake()
+
+    def _flush(self) -> None:
+        """Sends what the TLS state made; the caller holds ``_send_lock``."""
+        data = self._outgoing.read()
+        if data:
+            self.sock.sendall(data)
+
+    def _feed(self) -> bool:
+        """Reads TLS bytes from the socket into the TLS state; False at the end of the stream."""
+        data = self.sock.recv(65536)
+        if not data:
+            return False
+        with self._tls_lock:
+            self._incoming.write(data)
+        return True
+
+    def _handshake(self) -> None:
+        while True:
+            with self._send_lock:
+                with self._tls_lock:
+                    try:
+                        self._tls.do_handshake()
+                        done = True
+                    except ssl.SSLWantReadError:
+                        done = False
+                self._flush()
+            if done:
+                return
+            if not self._feed():
+                raise ConnectionError("the node closed the connection during the TLS handshake")
+
+    def sendall(self, data: bytes) -> None:
+        with self._send_lock:
+            with self._tls_lock:
+                view = memoryview(data)
+                while view:
+                    view = view[self._tls.write(view):]
+            self._flush()
+
+    def recv(self, size: int) -> bytes:
+        """Up to ``size`` bytes; ``b""`` at the end of the stream."""
+        while True:
+            with self._send_lock:
+                with self._tls_lock:
+                    try:
+                        data = self._tls.read(size)
+                    except ssl.SSLWantReadError:
+                        data = None
+                    except ssl.SSLZeroReturnError:
+                        data = b""
+                self._flush()
+            if data is not None:
+                return data
+            if not self._feed():
+                return b""
+
+    def settimeout(self, timeout) -> None:
+        self.sock.settimeout(timeout)
+
+    def shutdown(self, how) -> None:
+        self.sock.shutdown(how)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def tls_context(
+    ca_file: str, cert_file: Optional[str] = None, key_file: Optional[str] = None
+) -> ssl.SSLContext:
+    """Trusts only the CA certificates in ``ca_file`` and checks the node's name; presents
+    ``cert_file`` (with ``key_file``) to a node that asks for a client certificate. Build one
+    per connection to take up files that were rotated since."""
+    context = ssl.create_default_context(cafile=ca_file)
+    if cert_file:
+        context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+def add_tls_arguments(parser) -> None:
+    """The ``--tls-*`` flags of ``lintel``'s client commands, on an ``argparse`` parser, with
+    the same ``LINTEL_CLIENT_TLS_*`` variables as defaults."""
+    env = os.environ.get
+    parser.add_argument(
+        "--tls-ca",
+        default=env("LINTEL_CLIENT_TLS_CA"),
+        metavar="FILE",
+        help="PEM CA certificates to trust; with it the connection speaks TLS",
+    )
+    parser.add_argument(
+        "--tls-server-name",
+        default=env("LINTEL_CLIENT_TLS_SERVER_NAME"),
+        metavar="NAME",
+        help="the name the node's certificate must carry (default: the host of --addr)",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        default=env("LINTEL_CLIENT_TLS_CERT"),
+        metavar="FILE",
+        help="PEM client certificate chain, for a node that requires one (with --tls-key)",
+    )
+    parser.add_argument(
+        "--tls-key", default=env("LINTEL_CLIENT_TLS_KEY"), metavar="FILE", help="its PEM key"
+    )
+
+
+def tls_from_arguments(args) -> Optional[ssl.SSLContext]:
+    """The TLS context ``add_tls_arguments``'s flags ask for; ``None`` without ``--tls-ca``."""
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ValueError("--tls-cert and --tls-key go together")
+    if args.tls_ca is None:
+        if args.tls_cert is not None or args.tls_server_name is not None:
+            raise ValueError("--tls-cert and --tls-server-name need --tls-ca")
+        return None
+    return tls_context(args.tls_ca, args.tls_cert, args.tls_key)
+
+
 def parse_addr(addr: str):
     host, _, port = addr.rpartition(":")
     if not host or not port.isdigit():
@@ -1296,15 +1431,27 @@ def connect(
     min_version: int = MIN_PROTOCOL_VERSION,
     max_version: int = PROTOCOL_VERSION,
     timeout: float = 5.0,
+    tls: Optional[ssl.SSLContext] = None,
+    server_name: Optional[str] = None,
 ) -> Connection:
-    """Dials ``addr`` (HOST:PORT), says Hello and reads Welcome (section 5).
+    """Dials ``addr`` (HOST:PORT), over TLS when ``tls`` is given (checking the node's
+    certificate against ``server_name``, else the host of ``addr``), says Hello and reads
+    Welcome (section 5).
 
     Returns a connection whose ``welcome``, ``version`` and limits are set. Raises
     ``Refused`` on HelloRefused or a Goodbye during the handshake, ``WireError`` on a bad
-    answer, ``OSError`` when the node cannot be reached or does not answer in ``timeout``.
+    answer, ``OSError`` when the node cannot be reached or does not answer in ``timeout``
+    (``ssl.SSLError``, one of them, when the TLS handshake fails).
     """
-    sock = socket.create_connection(parse_addr(addr), timeout=timeout)
+    host, port = parse_addr(addr)
+    sock = socket.create_connection((host, port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if tls is not None:
+        try:
+            sock = TlsSocket(sock, tls, server_name or host)
+        except BaseException:
+            sock.close()
+            raise
     conn = Connection(sock)
     try:
         conn.send(Hello(role, name, auth_token, min_version, max_version))
@@ -1322,6 +1469,12 @@ def connect(
             raise UnexpectedFrame(f"{type(frame).__name__} instead of Welcome")
         if not min_version <= frame.version <= max_version:
             raise UnexpectedFrame(f"Welcome names version {frame.version}")
+    except WireError as err:
+        conn.close()
+        # A TLS alert record (content type 21, version 3.x) answering a plaintext Hello.
+        if tls is None and conn.decoder.buffer[:2] == b"\x15\x03":
+            raise Refused("Tls", "the node speaks TLS: pass --tls-ca") from err
+        raise
     except BaseException:
         conn.close()
         raise

@@ -152,14 +152,23 @@ def main() -> int:
         "--timeout", type=float, default=60.0, help="seconds to wait for everything, at most"
     )
     parser.add_argument("--token", default=os.environ.get("LINTEL_AUTH_TOKEN"))
+    w.add_tls_arguments(parser)
     args = parser.parse_args()
     if args.count < 0:
         parser.error("--count must not be negative")
 
     try:
         name = f"py-producer-{os.getpid()}"
-        conn = w.connect(args.addr, "Producer", name, args.token, max_version=args.protocol)
-    except (OSError, w.Refused, w.WireError) as err:
+        conn = w.connect(
+            args.addr,
+            "Producer",
+            name,
+            args.token,
+            max_version=args.protocol,
+            tls=w.tls_from_arguments(args),
+            server_name=args.tls_server_name,
+        )
+    except (OSError, ValueError, w.Refused, w.WireError) as err:
         log(f"producer could not connect: {err}")
         return 1
     window = threading.Semaphore(min(conn.welcome.limits.max_in_flight, MAX_WINDOW))

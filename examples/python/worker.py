@@ -253,6 +253,7 @@ def main() -> int:
     )
     parser.add_argument("--identity", default=f"py-worker-{os.getpid()}")
     parser.add_argument("--token", default=os.environ.get("LINTEL_AUTH_TOKEN"))
+    w.add_tls_arguments(parser)
     args = parser.parse_args()
     args.namespace = args.namespace or ["demo"]
     if args.capacity < 1:
@@ -263,11 +264,18 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        conn = w.connect(args.addr, "Worker", args.identity, args.token)
+        conn = w.connect(
+            args.addr,
+            "Worker",
+            args.identity,
+            args.token,
+            tls=w.tls_from_arguments(args),
+            server_name=args.tls_server_name,
+        )
         worker_id = register(conn, args)
     except KeyboardInterrupt:
         return 130
-    except (OSError, w.Refused, w.WireError) as err:
+    except (OSError, ValueError, w.Refused, w.WireError) as err:
         log(f"worker could not start: {err}")
         return 1
     welcome = conn.welcome
