@@ -9,7 +9,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -46,7 +46,7 @@ impl Drop for Driver {
 fn browser_tools() -> Result<(PathBuf, PathBuf), String> {
     let find = |variable: &str, names: &[&str]| -> Option<PathBuf> {
         if let Some(path) = std::env::var_os(variable) {
-            return Some(PathBuf::from(path));
+            return Some(PathBuf::from(path)).filter(|path| path.is_file());
         }
         let path = std::env::var_os("PATH")?;
         std::env::split_paths(&path)
@@ -54,8 +54,9 @@ fn browser_tools() -> Result<(PathBuf, PathBuf), String> {
             .find(|candidate| candidate.is_file())
     };
     let chromium = find("LINTEL_CHROMIUM", &["chromium", "chromium-browser"])
-        .ok_or("no chromium on PATH (or LINTEL_CHROMIUM)")?;
-    let driver = find("LINTEL_CHROMEDRIVER", &["chromedriver"]).ok_or("no chromedriver on PATH")?;
+        .ok_or("no chromium on PATH or at LINTEL_CHROMIUM")?;
+    let driver = find("LINTEL_CHROMEDRIVER", &["chromedriver"])
+        .ok_or("no chromedriver on PATH or at LINTEL_CHROMEDRIVER")?;
     Ok((chromium, driver))
 }
 
@@ -194,7 +195,8 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
             panic!("LINTEL_REQUIRE_BROWSER is set but {why}")
         }
         Err(why) => {
-            println!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "skipping the console's browser test: {why}; scripts/install-chromium.sh installs it"
             );
             return;
@@ -302,7 +304,12 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console.png");
     let png = browser.screenshot().await.expect("a screenshot");
     std::fs::write(&screenshot, png).expect("write the screenshot");
-    println!("console screenshot: {}", screenshot.display());
+    // Past the test harness's capture, so a passing run's log names the file too.
+    let _ = writeln!(
+        std::io::stderr(),
+        "console screenshot: {}",
+        screenshot.display()
+    );
 
     // With the load stopped, the pool's figures settle: the page shows what /status says.
     stop.store(true, Ordering::Relaxed);

@@ -170,8 +170,8 @@ mod tests {
     use super::*;
 
     fn sample(at: Instant, completed: u64, latency: LatencySnapshot) -> Sample {
-        let mut outcomes = [("completed", 0); OUTCOMES];
-        outcomes[0].1 = completed;
+        let mut outcomes = crate::dispatch::DispatchCounters::default().by_outcome();
+        outcomes[0] = ("completed", completed);
         Sample {
             at,
             unix_ms: 0,
