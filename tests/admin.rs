@@ -24,12 +24,7 @@ fn sample(scrape: &Scrape, name: &str, label: Option<(&str, &str)>) -> Option<f6
 
 #[tokio::test]
 async fn metrics_health_ready_and_status_describe_a_node_under_load() {
-    let admin = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        probe.local_addr().expect("addr")
-    };
-    let node = TestNode::with_config(NodeConfig {
-        admin_listen: Some(admin),
+    let (node, admin) = TestNode::with_admin(NodeConfig {
         node_id: "metered".into(),
         ..NodeConfig::default()
     })
@@ -181,15 +176,7 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
 
 #[tokio::test]
 async fn the_console_is_served_with_a_policy_that_runs_only_its_own_script() {
-    let admin = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        probe.local_addr().expect("addr")
-    };
-    let _node = TestNode::with_config(NodeConfig {
-        admin_listen: Some(admin),
-        ..NodeConfig::default()
-    })
-    .await;
+    let (_node, admin) = TestNode::with_admin(NodeConfig::default()).await;
     for (path, kind, holds) in [
         ("/", "text/html", "/console.js"),
         ("/console.js", "text/javascript", "textContent"),
@@ -221,15 +208,7 @@ async fn the_console_is_served_with_a_policy_that_runs_only_its_own_script() {
 
 #[tokio::test]
 async fn the_window_gives_each_second_outcome_rates_and_latency_percentiles() {
-    let admin = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        probe.local_addr().expect("addr")
-    };
-    let node = TestNode::with_config(NodeConfig {
-        admin_listen: Some(admin),
-        ..NodeConfig::default()
-    })
-    .await;
+    let (node, admin) = TestNode::with_admin(NodeConfig::default()).await;
     let echo = handler_fn(|request: DispatchRequest| {
         std::future::ready(ActivityOutcome::Success(request.input))
     });
@@ -274,13 +253,8 @@ async fn the_window_gives_each_second_outcome_rates_and_latency_percentiles() {
 
 #[tokio::test]
 async fn a_node_with_peers_configured_is_not_ready_until_one_is_linked() {
-    let admin = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        probe.local_addr().expect("addr")
-    };
     // Nobody listens at port 1: the peer never links.
-    let node = TestNode::with_config(NodeConfig {
-        admin_listen: Some(admin),
+    let (node, admin) = TestNode::with_admin(NodeConfig {
         peers: vec!["127.0.0.1:1".into()],
         ..NodeConfig::default()
     })

@@ -10,7 +10,6 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -128,11 +127,6 @@ async fn open_browser(chromium: &Path, driver: &Driver, profile: &Path) -> Brows
     .expect("chromedriver opens a headless Chromium session")
 }
 
-fn free_address() -> SocketAddr {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    probe.local_addr().expect("addr")
-}
-
 /// Dispatches `activity` in `namespace` from a few tasks until `stop`, each loop bounded.
 fn load(
     producer: &Client,
@@ -204,15 +198,8 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     };
 
     // Two linked nodes, `a` and `b`, each with an admin listener; b links a's console.
-    let admin_a = free_address();
-    let admin_b = free_address();
-    let a = TestNode::with_config(NodeConfig {
-        admin_listen: Some(admin_a),
-        ..cluster_config("a", &[])
-    })
-    .await;
-    let b = TestNode::with_config(NodeConfig {
-        admin_listen: Some(admin_b),
+    let (a, admin_a) = TestNode::with_admin(cluster_config("a", &[])).await;
+    let (b, admin_b) = TestNode::with_admin(NodeConfig {
         peer_console: format!("http://{{host}}:{}/", admin_a.port()),
         ..cluster_config("b", &[a.addr])
     })

@@ -77,15 +77,10 @@ async fn rotated_files_serve_new_clients_keep_open_ones_and_a_bad_file_keeps_the
     let old_ca = Pki::new();
     let new_ca = Pki::new();
     let (cert, key) = old_ca.node_files("node");
-    let admin = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        probe.local_addr().expect("addr")
-    };
-    let node = TestNode::with_config(NodeConfig {
+    let (node, admin) = TestNode::with_admin(NodeConfig {
         tls_cert: Some(cert.clone()),
         tls_key: Some(key.clone()),
         tls_poll_ms: 20,
-        admin_listen: Some(admin),
         ..NodeConfig::default()
     })
     .await;

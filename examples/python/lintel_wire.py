@@ -1381,28 +1381,17 @@ def tls_context(
 def add_tls_arguments(parser) -> None:
     """The ``--tls-*`` flags of ``lintel``'s client commands, on an ``argparse`` parser, with
     the same ``LINTEL_CLIENT_TLS_*`` variables as defaults."""
-    env = os.environ.get
-    parser.add_argument(
-        "--tls-ca",
-        default=env("LINTEL_CLIENT_TLS_CA"),
-        metavar="FILE",
-        help="PEM CA certificates to trust; with it the connection speaks TLS",
-    )
-    parser.add_argument(
-        "--tls-server-name",
-        default=env("LINTEL_CLIENT_TLS_SERVER_NAME"),
-        metavar="NAME",
-        help="the name the node's certificate must carry (default: the host of --addr)",
-    )
-    parser.add_argument(
-        "--tls-cert",
-        default=env("LINTEL_CLIENT_TLS_CERT"),
-        metavar="FILE",
-        help="PEM client certificate chain, for a node that requires one (with --tls-key)",
-    )
-    parser.add_argument(
-        "--tls-key", default=env("LINTEL_CLIENT_TLS_KEY"), metavar="FILE", help="its PEM key"
-    )
+    for flag, metavar, meaning in (
+        ("--tls-ca", "FILE", "PEM CA certificates to trust; with it the connection speaks TLS"),
+        ("--tls-server-name", "NAME", "the name the node's certificate must carry (default: "
+         "the host of --addr)"),
+        ("--tls-cert", "FILE", "PEM client certificate chain, for a node that requires one"),
+        ("--tls-key", "FILE", "the PEM private key of --tls-cert"),
+    ):
+        variable = "LINTEL_CLIENT_" + flag[2:].upper().replace("-", "_")
+        parser.add_argument(
+            flag, default=os.environ.get(variable), metavar=metavar, help=f"{meaning} ({variable})"
+        )
 
 
 def tls_from_arguments(args) -> Optional[ssl.SSLContext]:

@@ -4,7 +4,23 @@ use std::net::SocketAddr;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::node::within;
+use super::node::{within, TestNode};
+
+impl TestNode {
+    /// A node with `config` and an admin listener on a free loopback port, and that address.
+    pub async fn with_admin(config: lintel::NodeConfig) -> (Self, SocketAddr) {
+        let admin = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            probe.local_addr().expect("addr")
+        };
+        let node = Self::with_config(lintel::NodeConfig {
+            admin_listen: Some(admin),
+            ..config
+        })
+        .await;
+        (node, admin)
+    }
+}
 
 /// GETs `path` from the admin listener: the status code and the body.
 pub async fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
