@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# Node instructions per dispatch, counted by callgrind: load-independent, so it can be read on a
+# Instructions per dispatch of the node (or the worker, or the producer), counted by callgrind: load-independent, so it can be read on a
 # busy machine where wall-clock figures mean nothing.
 #
 #   benches/instructions.sh                       # the default grid, one line per cell
 #   benches/instructions.sh 65536:1:200 64:256:4000   # payload:in-flight:count cells
 #   CROSS=1 benches/instructions.sh 64:1:1000     # producer on node a, worker on node b
+#   ROLE=worker benches/instructions.sh 64:256:8000     # the worker instead of the node(s)
+#   ROLE=producer benches/instructions.sh 64:256:8000   # the producer instead of the node(s)
 #
 # Each `lintel serve` runs under callgrind with instrumentation off; a native worker registers
 # (on the last node) and a native `lintel bench --workers 0` warms up, then instrumentation is
 # switched on, counters zeroed, `count` dispatches run, and the counters are dumped. Printed per
 # node: instructions per dispatch, and the inclusive share of memcpy/memmove per dispatch.
+# ROLE=worker counts the `lintel worker` the same way instead. ROLE=producer runs the bench
+# itself (`--threads 1`) under callgrind for `count` and for twice `count` dispatches and prints
+# the difference per dispatch, so start-up and the first dispatches cancel out.
 # Needs a release build (`cargo build --release`); BIN overrides the binary.
 set -euo pipefail
 
 BIN=${BIN:-target/release/lintel}
 OUT=${OUT:-target/instructions}
 CROSS=${CROSS:-0}
+ROLE=${ROLE:-node}
+# Whatever this script started goes with it, also when it fails half-way.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 BASE_PORT=${BASE_PORT:-17400}
 mkdir -p "$OUT"
 
@@ -43,60 +51,90 @@ copies_of() {
         awk '/mem(cpy|move)/ { gsub(",", "", $1); if ($1 + 0 > best) best = $1 + 0 } END { print best + 0 }'
 }
 
+# Waits until a dispatch in namespace `bench` completes through the node at port $1.
+wait_worker() {
+    for _ in $(seq 1 300); do
+        if "$BIN" dispatch --connect "127.0.0.1:$1" --namespace bench --activity echo \
+            --input x >/dev/null 2>&1; then return 0; fi
+        sleep 0.2
+    done
+    echo "no worker registered at port $1" >&2
+    return 1
+}
+
+# Runs "$@" under callgrind with instrumentation off when its role ($1) is the one measured.
+start_as() {
+    local role=$1 out=$2
+    shift 2
+    if [ "$role" = "$ROLE" ]; then
+        exec valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out.%p" "$@"
+    else
+        exec "$@"
+    fi
+}
+
 run_cell() {
     local payload=$1 flight=$2 count=$3
     local nodes=1 port_a=$BASE_PORT port_b=$((BASE_PORT + 1))
     [ "$CROSS" = 1 ] && nodes=2
-    local pids=() ports=()
-    local tag="p${payload}-c${flight}-n${count}-x${nodes}"
+    local pids=() names=() others=()
+    local tag="p${payload}-c${flight}-n${count}-x${nodes}-${ROLE}"
     rm -f "$OUT/$tag".*
-    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/$tag.a.%p" \
-        "$BIN" serve --listen "127.0.0.1:$port_a" --node-id a >"$OUT/$tag.a.log" 2>&1 &
-    pids+=($!)
-    ports+=("$port_a")
+    start_as node "$OUT/$tag.a" "$BIN" serve --listen "127.0.0.1:$port_a" --node-id a \
+        >"$OUT/$tag.a.log" 2>&1 &
+    if [ "$ROLE" = node ]; then pids+=($!); names+=("node a"); else others+=($!); fi
     wait_port "$port_a"
     local worker_port=$port_a
     if [ "$nodes" = 2 ]; then
-        valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/$tag.b.%p" \
-            "$BIN" serve --listen "127.0.0.1:$port_b" --node-id b --peer "127.0.0.1:$port_a" \
-            >"$OUT/$tag.b.log" 2>&1 &
-        pids+=($!)
-        ports+=("$port_b")
+        start_as node "$OUT/$tag.b" "$BIN" serve --listen "127.0.0.1:$port_b" --node-id b \
+            --peer "127.0.0.1:$port_a" >"$OUT/$tag.b.log" 2>&1 &
+        if [ "$ROLE" = node ]; then pids+=($!); names+=("node b"); else others+=($!); fi
         wait_port "$port_b"
         worker_port=$port_b
     fi
-    "$BIN" worker --connect "127.0.0.1:$worker_port" --namespace bench --activity echo \
-        --concurrency 512 >"$OUT/$tag.worker.log" 2>&1 &
-    local worker=$!
+    start_as worker "$OUT/$tag.w" "$BIN" worker --connect "127.0.0.1:$worker_port" \
+        --namespace bench --activity echo --concurrency 512 >"$OUT/$tag.worker.log" 2>&1 &
+    if [ "$ROLE" = worker ]; then pids+=($!); names+=("worker"); else others+=($!); fi
+    wait_worker "$port_a"
     local bench=("$BIN" bench --connect "127.0.0.1:$port_a" --workers 0 --payload "$payload"
         --concurrency "$flight")
     # Warm-up: registration and presence settle, buffers grow, code paths are touched.
     "${bench[@]}" --count $((flight * 4 > 200 ? flight * 4 : 200)) --duration 600 \
         >"$OUT/$tag.warm.log" 2>&1 || { cat "$OUT/$tag.warm.log" >&2; }
-    for pid in "${pids[@]}"; do
-        callgrind_control -i on "$pid" >/dev/null 2>&1
-        callgrind_control -z "$pid" >/dev/null 2>&1
-    done
-    "${bench[@]}" --count "$count" --duration 6000 >"$OUT/$tag.run.log" 2>&1 ||
-        { cat "$OUT/$tag.run.log" >&2; }
     local line="payload $payload in-flight $flight count $count nodes $nodes:"
-    local index=0
-    for pid in "${pids[@]}"; do
-        callgrind_control -d "$tag" "$pid" >/dev/null 2>&1
-        local name=a
-        [ "$index" = 1 ] && name=b
-        local dump
-        dump=$(ls -t "$OUT/$tag.$name.$pid".* | grep -v '\.log$' | head -1)
-        local total copies
-        total=$(total_of "$dump")
-        copies=$(copies_of "$dump")
-        line+=$(printf "  node %s %d instr/dispatch (memcpy+memmove %d)" "$name" \
-            $((total / count)) $((copies / count)))
-        index=$((index + 1))
-    done
+    if [ "$ROLE" = producer ]; then
+        local totals=() copies=()
+        for n in "$count" $((2 * count)); do
+            valgrind --tool=callgrind --callgrind-out-file="$OUT/$tag.p$n" "${bench[@]}" \
+                --threads 1 --count "$n" --duration 6000 >"$OUT/$tag.run$n.log" 2>&1 ||
+                { cat "$OUT/$tag.run$n.log" >&2; }
+            totals+=("$(total_of "$OUT/$tag.p$n")")
+            copies+=("$(copies_of "$OUT/$tag.p$n")")
+        done
+        line+=$(printf "  producer %d instr/dispatch (memcpy+memmove %d)" \
+            $(((totals[1] - totals[0]) / count)) $(((copies[1] - copies[0]) / count)))
+    else
+        for pid in "${pids[@]}"; do
+            callgrind_control -i on "$pid" >/dev/null 2>&1
+            callgrind_control -z "$pid" >/dev/null 2>&1
+        done
+        "${bench[@]}" --count "$count" --duration 6000 >"$OUT/$tag.run.log" 2>&1 ||
+            { cat "$OUT/$tag.run.log" >&2; }
+        local index=0
+        for pid in "${pids[@]}"; do
+            callgrind_control -d "$tag" "$pid" >/dev/null 2>&1
+            local dump
+            dump=$(ls -t "$OUT/$tag".*."$pid".* 2>/dev/null | grep -v '\.log$' | head -1 || true)
+            local total copied
+            total=$(total_of "$dump")
+            copied=$(copies_of "$dump")
+            line+=$(printf "  %s %d instr/dispatch (memcpy+memmove %d)" "${names[$index]}" \
+                $((total / count)) $((copied / count)))
+            index=$((index + 1))
+        done
+    fi
     echo "$line"
-    kill "$worker" 2>/dev/null || true
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${others[@]}" "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
 }
 
