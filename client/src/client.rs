@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use lintel_wire::{
-    Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, Goodbye, NodeRouting,
-    NodeStatus, PeerStatus, Pong, Role, StatusQuery, Submit, Welcome, DEFAULT_MAX_FRAME_LEN,
+    Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, FrameRef, Goodbye,
+    NodeStatus, PeerStatus, Pong, RequestRef, Role, StatusQuery, Submit, Welcome,
+    DEFAULT_MAX_FRAME_LEN,
 };
 use tokio::net::ToSocketAddrs;
 use tokio::sync::oneshot;
@@ -22,8 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::burst::Burst;
 use crate::connect::{
-    check_frame_len, connect, connect_tls, decode_error_frame, field_bound, ConnectError,
-    Connection, Handshake, VARINT_MAX,
+    connect, connect_tls, decode_error_frame, ConnectError, Connection, Handshake,
 };
 use crate::keepalive::{Keepalive, Tick};
 use crate::options::DispatchOptions;
@@ -337,6 +337,19 @@ impl Client {
         request: DispatchRequest,
         options: &DispatchOptions,
     ) -> Result<Dispatched, ClientError> {
+        self.dispatch_ref(request.view(), options).await
+    }
+
+    /// As [`Client::dispatch_traced`] for a request lent rather than given: it is encoded
+    /// where it lies, and nothing of it is copied but into the connection's buffer.
+    ///
+    /// # Errors
+    /// As [`Client::dispatch`].
+    pub async fn dispatch_ref<'a>(
+        &self,
+        request: RequestRef<'a>,
+        options: &'a DispatchOptions,
+    ) -> Result<Dispatched, ClientError> {
         let inner = &*self.inner;
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
         let submit = Submit {
@@ -344,16 +357,15 @@ impl Client {
             request,
             wait_for_worker_ms: options.wait_for_worker_ms(),
             reply_timeout_ms: options.reply_timeout_ms(),
-            routing: options.routing.clone(),
+            routing: options.routing.view(),
         };
-        let bound = submit_len_bound(&submit);
-        let frame = Frame::from(submit);
-        check_frame_len(&frame, bound, inner.max_send_len).map_err(|len| {
-            ClientError::Oversize {
+        let len = submit.encoded_len();
+        if len > inner.max_send_len {
+            return Err(ClientError::Oversize {
                 len,
                 max: inner.max_send_len,
-            }
-        })?;
+            });
+        }
         let (tx, rx) = oneshot::channel();
         let mut guard = inner.insert(Table::Dispatch, correlation, |pending| {
             pending.dispatches.insert(correlation, tx);
@@ -361,7 +373,7 @@ impl Client {
         // Cancel-safe to drop here: an unsent Submit needs no Cancel, and `guard` knows it.
         inner
             .outbound
-            .send(frame)
+            .send_ref(FrameRef::Submit(submit))
             .await
             .map_err(|_| ClientError::Closed)?;
         guard.submitted = true;
@@ -588,34 +600,6 @@ fn on_frame(frame: Frame, shared: &Shared, outbound: &Outbound) -> Result<(), Er
         }
     }
     Ok(())
-}
-
-/// An overestimate of an encoded `Submit` body.
-fn submit_len_bound(submit: &Submit) -> usize {
-    let request = &submit.request;
-    let routing = match &submit.routing {
-        NodeRouting::Any => 1,
-        NodeRouting::Pin(node) => 1 + field_bound(node.len()),
-        NodeRouting::Prefer(nodes) | NodeRouting::Require(nodes) => {
-            nodes.iter().fold(1 + VARINT_MAX, |sum, node| {
-                sum.saturating_add(field_bound(node.len()))
-            })
-        }
-    };
-    [
-        // Frame kind, correlation, the two optional waits, ordinal, attempt, deadline.
-        8 * (1 + VARINT_MAX),
-        routing,
-        field_bound(request.namespace.len()),
-        field_bound(request.task_queue.len()),
-        field_bound(request.activity_type.len()),
-        1 + field_bound(request.node.as_ref().map_or(0, String::len)),
-        field_bound(request.workflow_id.len()),
-        1 + field_bound(request.run_id.as_ref().map_or(0, String::len)),
-        field_bound(request.input.len()),
-    ]
-    .into_iter()
-    .fold(0, usize::saturating_add)
 }
 
 #[cfg(test)]

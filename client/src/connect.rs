@@ -7,7 +7,6 @@
 use std::io;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use futures_util::StreamExt;
 use lintel_wire::{
     CodecError, ErrorFrame, Foreign, Frame, FrameKind, Hello, Refusal, RefusalCode, Role, Welcome,
@@ -267,31 +266,4 @@ pub(crate) fn decode_error_frame(err: &CodecError) -> Option<ErrorFrame> {
         | CodecError::Io(_)
         | CodecError::Foreign(_) => None,
     }
-}
-
-/// Checks that `frame` encodes within `max` bytes.
-///
-/// `upper_bound` is a cheap overestimate of the body; only when it exceeds `max` is the frame
-/// encoded to measure it exactly.
-///
-/// # Errors
-/// The exact body length when it exceeds `max`.
-pub(crate) fn check_frame_len(frame: &Frame, upper_bound: usize, max: usize) -> Result<(), usize> {
-    if upper_bound <= max {
-        return Ok(());
-    }
-    let mut scratch = BytesMut::new();
-    match lintel_wire::encode_frame(frame, &mut scratch, max) {
-        Ok(()) => Ok(()),
-        Err(lintel_wire::EncodeError::Oversize { len, .. }) => Err(len),
-        Err(lintel_wire::EncodeError::Serialize { .. }) => Err(upper_bound),
-    }
-}
-
-/// Bytes a postcard varint of a length or integer takes at most.
-pub(crate) const VARINT_MAX: usize = 10;
-
-/// An overestimate of the encoded size of a string, byte string or sequence of `len` bytes.
-pub(crate) fn field_bound(len: usize) -> usize {
-    len.saturating_add(VARINT_MAX)
 }

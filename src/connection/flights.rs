@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use lintel_wire::{
     DispatchRequest, DispatchResult, Frame, FrameRef, OutcomeFrame, RefusedDispatch, RefusedReason,
-    Relay, Submit,
+    Relay, RelayOutcome, ServedOutcome, Submit,
 };
 use tokio::time::Instant;
 
@@ -429,11 +429,11 @@ impl Answer {
     ) -> Result<(), SendError> {
         match self {
             Answer::Producer { version, node_id } if *version >= 2 => {
-                outbound.send_owed_ref(FrameRef::ServedOutcome {
+                outbound.send_owed_ref(FrameRef::ServedOutcome(ServedOutcome {
                     correlation,
                     served_by: served_by.unwrap_or(node_id),
-                    result: &result,
-                })
+                    result: result.view(),
+                }))
             }
             Answer::Producer { .. } => {
                 // Version 1 has no `PeerLost`, `ShutDown` or `NamespaceNotGranted`: it gets
@@ -456,10 +456,10 @@ impl Answer {
                     result,
                 }))
             }
-            Answer::Peer => outbound.send_owed_ref(FrameRef::RelayOutcome {
+            Answer::Peer => outbound.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
                 correlation,
-                result: &result,
-            }),
+                result: result.view(),
+            })),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{DispatchRequest, DispatchResult, FrameRef, NodeRouting};
+use lintel_wire::{DispatchRequest, DispatchResult, FrameRef, NodeRouting, Relay};
 
 use lintel_client::transport::Outbound;
 
@@ -62,12 +62,12 @@ impl Link<ToPeer> {
             Err(err) => return Err((err, Box::new(request))),
         };
         let correlation = vacant.correlation;
-        let sent = self.inner.outbound.try_send_ref(FrameRef::Relay {
+        let sent = self.inner.outbound.try_send_ref(FrameRef::Relay(Relay {
             correlation,
-            request: &request,
-            routing: &routing,
+            request: request.view(),
+            routing: routing.view(),
             reply_timeout_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
-        });
+        }));
         if let Err(err) = sent {
             return Err((PushError::from_send(err), Box::new(request)));
         }

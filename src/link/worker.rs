@@ -65,10 +65,10 @@ impl Link<ToWorker> {
                 }),
             ));
         }
-        let push = FrameRef::Push {
+        let push = FrameRef::Push(Push {
             correlation,
-            request,
-        };
+            request: request.view(),
+        });
         if let Err(err) = self.inner.outbound.try_send_ref(push) {
             return Err(PushError::from_send(err));
         }

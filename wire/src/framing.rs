@@ -4,12 +4,11 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::direct;
 use crate::error::{DecodeError, EncodeError};
 use crate::flavor::BytesMutFlavor;
 use crate::frame::{Frame, FrameKind};
 use crate::frame_ref::FrameRef;
-use crate::payload;
+use crate::hot::{self, Reader, Writer};
 
 /// Bytes in the length prefix.
 pub const LENGTH_PREFIX_LEN: usize = 4;
@@ -17,8 +16,10 @@ pub const LENGTH_PREFIX_LEN: usize = 4;
 /// Default largest frame body: 4 MiB.
 pub const DEFAULT_MAX_FRAME_LEN: usize = 4 * 1024 * 1024;
 
-/// Room reserved beyond a large payload for the rest of its frame (names, ids, varints).
-const ENCODE_SLACK: usize = 1024;
+/// Payloads this large or larger are sliced out of the frame they arrived in, and left out of
+/// a spliced encoding, instead of copied; smaller ones are cheaper to copy than to keep their
+/// frame's buffer alive for. Frames this large are read into a buffer of their own.
+pub const SHARE_MIN: usize = 16 * 1024;
 
 /// Appends `frame` to `dst` as one length-prefixed frame.
 ///
@@ -53,10 +54,10 @@ pub struct Spliced {
     pub payload: Bytes,
 }
 
-/// As [`encode_frame`] (or [`encode_frame_ref`]), but a payload of [`payload::SHARE_MIN`]
-/// bytes or more is left out of `dst`: the frame on the wire is the first [`Spliced::at`]
-/// bytes appended, the payload, then the rest appended. For a vectored write that sends a
-/// large payload without copying it. `None` when the frame went into `dst` whole.
+/// As [`encode_frame`] (or [`encode_frame_ref`]), but a payload of [`SHARE_MIN`] bytes or more
+/// that lies in a shared buffer is left out of `dst`: the frame on the wire is the first
+/// [`Spliced::at`] bytes appended, the payload, then the rest appended. For a vectored write
+/// that sends a large payload without copying it. `None` when the frame went into `dst` whole.
 ///
 /// # Errors
 /// As [`encode_frame`]; the length checked includes the payload.
@@ -65,53 +66,67 @@ pub fn encode_frame_spliced<'a>(
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<Spliced>, EncodeError> {
-    let frame = frame.into();
+    let frame = frame.into().unfolded();
     let payload = frame
         .payload()
-        .filter(|payload| payload.len() >= payload::SHARE_MIN);
+        .filter(|payload| payload.len() >= SHARE_MIN)
+        .and_then(|payload| payload.shared());
     let start = dst.len();
-    let at = encode_leaving_out(frame, dst, max_frame_len, payload)?;
+    let at = encode_leaving_out(frame, dst, max_frame_len, payload.as_deref())?;
     Ok(at.zip(payload).map(|(at, payload)| Spliced {
         at: at - start,
-        payload: payload.clone(),
+        payload,
     }))
 }
 
-/// Encodes `frame` at the end of `dst`, leaving out `leave_out`'s bytes when the frame
-/// serializes them; returns where in `dst` they were left out.
+/// Encodes `frame` at the end of `dst`, leaving out `leave_out`'s bytes when the frame's
+/// payload is those bytes; returns where in `dst` they were left out.
 fn encode_leaving_out(
     frame: FrameRef<'_>,
     dst: &mut BytesMut,
     max_frame_len: usize,
-    leave_out: Option<&Bytes>,
+    leave_out: Option<&[u8]>,
 ) -> Result<Option<usize>, EncodeError> {
-    let start = dst.len();
-    // Room for a large payload at once, so the buffer grows by one copy, not by doublings.
-    let payload = frame.payload_len();
-    if payload >= payload::SHARE_MIN && leave_out.is_none() {
-        dst.reserve(LENGTH_PREFIX_LEN + payload + ENCODE_SLACK);
-    }
-    dst.put_u32(0);
+    let frame = frame.unfolded();
     let kind = frame.kind();
-    let mut flavor = BytesMutFlavor {
-        buf: dst,
-        leave_out: leave_out.map(|bytes| &bytes[..]),
-        left_out_at: None,
+    let Some(len) = frame.encoded_len() else {
+        return encode_by_serde(&frame, dst, max_frame_len);
     };
-    let written = match direct::write_body(frame, &mut flavor) {
-        Ok(true) => Ok(flavor.left_out_at),
-        Ok(false) => postcard::serialize_with_flavor(&frame, flavor),
-        Err(source) => Err(source),
-    };
-    let left_out_at = match written {
-        Ok(at) => at,
-        Err(source) => {
-            dst.truncate(start);
-            return Err(EncodeError::Serialize { kind, source });
+    let prefix = match u32::try_from(len) {
+        Ok(prefix) if len <= max_frame_len => prefix,
+        _ => {
+            return Err(EncodeError::Oversize {
+                kind,
+                len,
+                max: max_frame_len,
+            })
         }
     };
-    let left_out = left_out_at.and(leave_out).map_or(0, Bytes::len);
-    let len = dst.len() - start - LENGTH_PREFIX_LEN + left_out;
+    let left_out = leave_out.map_or(0, <[u8]>::len);
+    dst.reserve(LENGTH_PREFIX_LEN + len - left_out.min(len));
+    dst.put_u32(prefix);
+    let mut out = Writer::new(dst, leave_out);
+    frame.encode_hot(&mut out);
+    Ok(out.left_out_at())
+}
+
+/// Serde's encoding of a cold kind, its length checked after the fact.
+fn encode_by_serde(
+    frame: &FrameRef<'_>,
+    dst: &mut BytesMut,
+    max_frame_len: usize,
+) -> Result<Option<usize>, EncodeError> {
+    let FrameRef::Frame(frame) = frame else {
+        return Ok(None);
+    };
+    let kind = frame.kind();
+    let start = dst.len();
+    dst.put_u32(0);
+    if let Err(source) = postcard::serialize_with_flavor(*frame, BytesMutFlavor { buf: dst }) {
+        dst.truncate(start);
+        return Err(EncodeError::Serialize { kind, source });
+    }
+    let len = dst.len() - start - LENGTH_PREFIX_LEN;
     let prefix = match u32::try_from(len) {
         Ok(prefix) if len <= max_frame_len => prefix,
         _ => {
@@ -126,21 +141,16 @@ fn encode_leaving_out(
     if let Some(slot) = dst.get_mut(start..start + LENGTH_PREFIX_LEN) {
         slot.copy_from_slice(&prefix.to_be_bytes());
     }
-    Ok(left_out_at)
+    Ok(None)
 }
 
-/// Takes one frame off the front of `src`, or `Ok(None)` when more bytes are needed.
-///
-/// A length over `max_frame_len` is refused before anything is reserved for it; for a
-/// partial frame only its missing bytes are requested (`BytesMut` may round the allocation up).
+/// The length of the frame at the front of `src`, prefix included, once all of it is there;
+/// `Ok(None)` while bytes are missing.
 ///
 /// # Errors
-/// A [`DecodeError`] naming why the bytes are not a frame. The frame's bytes are consumed.
+/// [`DecodeError::Oversize`] for a length over `max_frame_len`, before anything is reserved.
 #[inline]
-pub fn decode_frame(
-    src: &mut BytesMut,
-    max_frame_len: usize,
-) -> Result<Option<Frame>, DecodeError> {
+pub fn frame_len(src: &[u8], max_frame_len: usize) -> Result<Option<usize>, DecodeError> {
     let Some(prefix) = src.get(..LENGTH_PREFIX_LEN) else {
         return Ok(None);
     };
@@ -154,20 +164,38 @@ pub fn decode_frame(
         });
     }
     let total = LENGTH_PREFIX_LEN + len;
-    if src.len() < total {
-        src.reserve(total - src.len());
+    Ok((src.len() >= total).then_some(total))
+}
+
+/// Takes one frame off the front of `src`, or `Ok(None)` when more bytes are needed.
+///
+/// A length over `max_frame_len` is refused before anything is reserved for it; for a
+/// partial frame only its missing bytes are requested (`BytesMut` may round the allocation up).
+///
+/// # Errors
+/// A [`DecodeError`] naming why the bytes are not a frame. The frame's bytes are consumed.
+pub fn decode_frame(
+    src: &mut BytesMut,
+    max_frame_len: usize,
+) -> Result<Option<Frame>, DecodeError> {
+    let Some(total) = frame_len(src, max_frame_len)? else {
+        if let Some(prefix) = src.get(..LENGTH_PREFIX_LEN) {
+            let mut len_bytes = [0u8; LENGTH_PREFIX_LEN];
+            len_bytes.copy_from_slice(prefix);
+            let total = LENGTH_PREFIX_LEN + u32::from_be_bytes(len_bytes) as usize;
+            src.reserve(total - src.len());
+        }
         return Ok(None);
-    }
-    if len < payload::SHARE_MIN {
-        // Decoded where it lies: a small frame's fields are copies, so no bytes are split off.
+    };
+    if total - LENGTH_PREFIX_LEN < SHARE_MIN {
         let decoded = decode_body(src.get(LENGTH_PREFIX_LEN..total).unwrap_or_default());
         src.advance(total);
         return decoded.map(Some);
     }
     // Large payloads become slices of the body, which keeps only its own bytes alive.
     src.advance(LENGTH_PREFIX_LEN);
-    let body = src.split_to(len).freeze();
-    decode_body_of(&body, Some(&body)).map(Some)
+    let body = src.split_to(total - LENGTH_PREFIX_LEN).freeze();
+    owned(decode_in_place(&body, Some(&body))?).map(Some)
 }
 
 /// Decodes one frame body (without its length prefix), requiring every byte be used.
@@ -175,27 +203,65 @@ pub fn decode_frame(
 /// # Errors
 /// [`DecodeError::MissingKind`], [`DecodeError::UnknownKind`], [`DecodeError::Malformed`]
 /// or [`DecodeError::TrailingBytes`].
-#[inline]
 pub fn decode_body(body: &[u8]) -> Result<Frame, DecodeError> {
-    decode_body_of(body, None)
+    owned(decode_in_place(body, None)?)
 }
 
-/// As [`decode_body`]; when `whole` is given it holds exactly `body`'s bytes, and large
-/// payloads become slices of it instead of copies.
-fn decode_body_of(body: &[u8], whole: Option<&Bytes>) -> Result<Frame, DecodeError> {
-    let discriminant = read_varint_u32(body).ok_or(DecodeError::MissingKind)?;
+/// As [`decode_body`], reading a hot kind in place: its names and payload borrow `body`. A
+/// cold kind is decoded into `cold` and lent from there. `owner`, when given, holds exactly
+/// `body`'s bytes, and large payloads can be handed on as slices of it.
+///
+/// # Errors
+/// As [`decode_body`].
+#[inline]
+pub fn decode_body_ref<'a>(
+    body: &'a [u8],
+    owner: Option<&'a Bytes>,
+    cold: &'a mut Option<Box<Frame>>,
+) -> Result<FrameRef<'a>, DecodeError> {
+    Ok(match decode_in_place(body, owner)? {
+        Decoded::Hot(frame) => frame,
+        Decoded::Cold(frame) => FrameRef::Frame(cold.insert(Box::new(frame))),
+    })
+}
+
+/// A body decoded: a hot kind borrowing it, or a cold kind owned.
+enum Decoded<'a> {
+    Hot(FrameRef<'a>),
+    Cold(Frame),
+}
+
+fn owned(decoded: Decoded<'_>) -> Result<Frame, DecodeError> {
+    Ok(match decoded {
+        Decoded::Hot(frame) => frame.into_owned(),
+        Decoded::Cold(frame) => frame,
+    })
+}
+
+#[inline]
+fn decode_in_place<'a>(
+    body: &'a [u8],
+    owner: Option<&'a Bytes>,
+) -> Result<Decoded<'a>, DecodeError> {
+    let mut input = Reader::new(body, owner);
+    let discriminant = match input.canonical_u32() {
+        Ok((discriminant, true)) => discriminant,
+        _ => return Err(DecodeError::MissingKind),
+    };
     let kind = FrameKind::from_discriminant(discriminant)
         .ok_or(DecodeError::UnknownKind { discriminant })?;
-    if let Some(frame) = direct::read_body(kind, body, whole) {
-        return Ok(frame);
-    }
-    match whole {
-        Some(whole) => payload::decode_sharing(whole, |body| decode_by_serde(kind, body)),
-        None => decode_by_serde(kind, body),
+    match hot::decode(kind, &mut input) {
+        Some(Ok(_)) if input.left() > 0 => Err(DecodeError::TrailingBytes {
+            kind,
+            extra: input.left(),
+        }),
+        Some(Ok(frame)) => Ok(Decoded::Hot(frame)),
+        Some(Err(source)) => Err(DecodeError::Malformed { kind, source }),
+        None => decode_by_serde(kind, body).map(Decoded::Cold),
     }
 }
 
-/// Serde's decoding of a body of `kind`, requiring every byte be used.
+/// Serde's decoding of a body of a cold `kind`, requiring every byte be used.
 fn decode_by_serde(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
     match postcard::take_from_bytes::<Frame>(body) {
         Ok((frame, [])) => Ok(frame),
@@ -205,26 +271,6 @@ fn decode_by_serde(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
         }),
         Err(source) => Err(DecodeError::Malformed { kind, source }),
     }
-}
-
-/// Reads a canonical LEB128 `u32` from the start of `bytes`.
-fn read_varint_u32(bytes: &[u8]) -> Option<u32> {
-    let mut value: u32 = 0;
-    for (index, byte) in bytes.iter().take(5).enumerate() {
-        let bits = u32::from(byte & 0x7f);
-        let shift = 7 * index as u32;
-        if index == 4 && bits > 0x0f {
-            return None;
-        }
-        value |= bits << shift;
-        if byte & 0x80 == 0 {
-            if index > 0 && bits == 0 {
-                return None;
-            }
-            return Some(value);
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -349,7 +395,7 @@ mod tests {
 
     #[test]
     fn a_spliced_frame_is_the_whole_frame_with_its_payload_left_out() {
-        let frame = push(payload::SHARE_MIN + 3);
+        let frame = push(SHARE_MIN + 3);
         let mut buf = BytesMut::from(&b"keep"[..]);
         let spliced = encode_frame_spliced(&frame, &mut buf, DEFAULT_MAX_FRAME_LEN)
             .ok()
@@ -380,9 +426,9 @@ mod tests {
             Some(None)
         );
         assert_eq!(buf, encoded(&small));
-        let large = push(payload::SHARE_MIN);
+        let large = push(SHARE_MIN);
         let mut buf = BytesMut::new();
-        let refused = encode_frame_spliced(&large, &mut buf, payload::SHARE_MIN);
+        let refused = encode_frame_spliced(&large, &mut buf, SHARE_MIN);
         assert!(matches!(refused, Err(EncodeError::Oversize { .. })));
         assert!(buf.is_empty());
     }
@@ -394,19 +440,18 @@ mod tests {
     }
 
     #[test]
-    fn a_large_payload_decodes_as_a_slice_of_its_frame_read_by_hand_or_by_serde() {
-        let Frame::Push(by_hand) = push(payload::SHARE_MIN) else {
+    fn a_large_payload_decodes_as_a_slice_of_its_frame_whatever_its_routing() {
+        let Frame::Push(push) = push(SHARE_MIN) else {
             unreachable!()
         };
-        // Pinned routing has no hand reader: serde decodes the submission.
-        let by_serde = Frame::from(crate::message::Submit {
+        let pinned = Frame::from(crate::message::Submit {
             correlation: 3,
-            request: by_hand.request.clone(),
+            request: push.request.clone(),
             wait_for_worker_ms: None,
             reply_timeout_ms: None,
             routing: crate::message::NodeRouting::Pin("b".into()),
         });
-        for frame in [Frame::Push(by_hand), by_serde] {
+        for frame in [Frame::Push(push), pinned] {
             let mut buf = encoded(&frame);
             let (start, len) = (buf.as_ptr() as usize, buf.len());
             let decoded = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN).ok().flatten();
@@ -435,7 +480,7 @@ mod tests {
             },
         });
         let body = &encoded(&frame)[LENGTH_PREFIX_LEN..];
-        // The correlation 5 as two bytes: postcard takes it; the hand reader declines it.
+        // The correlation 5 spelled in two bytes, which postcard also reads.
         let mut longer = vec![body[0], 0x85, 0x00];
         longer.extend_from_slice(&body[2..]);
         assert_eq!(decode_body(&longer).ok(), Some(frame));
@@ -443,12 +488,21 @@ mod tests {
 
     #[test]
     fn non_canonical_kind_varints_are_refused() {
-        assert_eq!(read_varint_u32(&[0x8c, 0x00]), None);
-        assert_eq!(read_varint_u32(&[0x0c]), Some(12));
-        assert_eq!(
-            read_varint_u32(&[0xff, 0xff, 0xff, 0xff, 0x0f]),
-            Some(u32::MAX)
-        );
-        assert_eq!(read_varint_u32(&[0xff, 0xff, 0xff, 0xff, 0x1f]), None);
+        // Ping, its kind spelled in two bytes: postcard would read it, the framing does not.
+        assert!(matches!(
+            decode_body(&[0x8c, 0x00, 0x01]),
+            Err(DecodeError::MissingKind)
+        ));
+        assert!(matches!(decode_body(&[0x0c, 0x01]), Ok(Frame::Ping(_))));
+        assert!(matches!(
+            decode_body(&[0xff, 0xff, 0xff, 0xff, 0x0f]),
+            Err(DecodeError::UnknownKind {
+                discriminant: u32::MAX
+            })
+        ));
+        assert!(matches!(
+            decode_body(&[0xff, 0xff, 0xff, 0xff, 0x1f]),
+            Err(DecodeError::MissingKind)
+        ));
     }
 }

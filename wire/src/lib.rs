@@ -2,12 +2,14 @@
 //!
 //! # Layout
 //! - [`frame`]: the top-level [`Frame`] enum and its frozen kind order.
-//! - [`frame_ref`]: [`FrameRef`], frames encoded from borrowed bodies.
-//! - [`message`]: frame bodies (handshake, registration, dispatch, control, status).
-//! - [`framing`]: pure encode/decode of length-prefixed frames over `BytesMut`, no I/O.
-//! - `direct`: the hot bodies (pushes, relays, replies, outcomes) written field by field, to
-//!   postcard's bytes; `flavor`: the `BytesMut` sink both writers share.
-//! - [`payload`]: large payloads decoded as slices of their frame's body, not copies.
+//! - [`frame_ref`]: [`FrameRef`], a frame whose body is borrowed: what the encoder writes
+//!   from and what a frame decoded in place reads as.
+//! - [`message`]: frame bodies (handshake, registration, dispatch, control, status); the hot
+//!   ones take an [`ownership`] parameter: [`Owned`] by default, [`Borrowed`] in place.
+//! - `hot`: the bodies sent for every dispatch (submissions, pushes, relays, replies,
+//!   outcomes), one file per kind with its `encoded_len`, `encode` and `decode`.
+//! - [`framing`]: pure encode/decode of length-prefixed frames over `BytesMut`, no I/O; the
+//!   other kinds through serde (`flavor`: its `BytesMut` sink).
 //! - [`codec`]: the `tokio_util::codec` adapter over [`framing`].
 //! - [`channel`]: injective, invertible channel names for pools.
 //! - [`foreign`]: another protocol's first bytes (TLS, HTTP) where a frame should start.
@@ -18,15 +20,15 @@
 
 pub mod channel;
 pub mod codec;
-mod direct;
 pub mod error;
 mod flavor;
 pub mod foreign;
 pub mod frame;
 pub mod frame_ref;
 pub mod framing;
+mod hot;
 pub mod message;
-pub mod payload;
+pub mod ownership;
 
 pub use codec::FrameCodec;
 pub use error::{CodecError, DecodeError, EncodeError};
@@ -34,7 +36,11 @@ pub use foreign::Foreign;
 pub use frame::{Frame, FrameKind};
 pub use frame_ref::FrameRef;
 pub use framing::{
-    decode_body, decode_frame, encode_frame, encode_frame_ref, encode_frame_spliced, Spliced,
-    DEFAULT_MAX_FRAME_LEN,
+    decode_body, decode_body_ref, decode_frame, encode_frame, encode_frame_ref,
+    encode_frame_spliced, frame_len, Spliced, DEFAULT_MAX_FRAME_LEN, SHARE_MIN,
+};
+pub use hot::{
+    OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
 };
 pub use message::*;
+pub use ownership::{Borrowed, Names, Owned, Ownership, PayloadRef};

@@ -70,7 +70,7 @@ pub(super) enum Lane {
 impl Lane {
     /// Requests (pushes and relays) wait in the bulk lane, built or borrowed; all else is
     /// control.
-    pub(super) fn of(frame: FrameRef<'_>) -> Self {
+    pub(super) fn of(frame: &FrameRef<'_>) -> Self {
         match frame.kind() {
             FrameKind::Push | FrameKind::Relay => Lane::Bulk,
             _ => Lane::Control,
@@ -180,7 +180,7 @@ impl Queue {
         frame: FrameRef<'_>,
         max_frame_len: usize,
     ) -> Result<(), EncodeError> {
-        if frame.payload_len() < lintel_wire::payload::SHARE_MIN {
+        if frame.payload_len() < lintel_wire::SHARE_MIN {
             return lintel_wire::encode_frame_ref(frame, &mut self.open, max_frame_len);
         }
         let start = self.open.len();
@@ -572,31 +572,25 @@ mod tests {
         let Frame::Push(pushed) = &built else {
             panic!("the fixture builds a push");
         };
-        let routing = lintel_wire::NodeRouting::Any;
-        let relay = Frame::from(lintel_wire::Relay {
+        let Frame::Relay(relayed) = Frame::from(lintel_wire::Relay {
             correlation: 2,
             request: pushed.request.clone(),
-            routing: routing.clone(),
+            routing: lintel_wire::NodeRouting::Any,
             reply_timeout_ms: 1_000,
-        });
+        }) else {
+            unreachable!()
+        };
+        let relay = Frame::Relay(relayed.clone());
         let bulk = [
             FrameRef::Frame(&built),
-            FrameRef::Push {
-                correlation: 1,
-                request: &pushed.request,
-            },
+            FrameRef::Push(pushed.view()),
             FrameRef::Frame(&relay),
-            FrameRef::Relay {
-                correlation: 2,
-                request: &pushed.request,
-                routing: &routing,
-                reply_timeout_ms: 1_000,
-            },
+            FrameRef::Relay(relayed.view()),
         ];
         for frame in bulk {
-            assert_eq!(Lane::of(frame), Lane::Bulk, "{:?}", frame.kind());
+            assert_eq!(Lane::of(&frame), Lane::Bulk, "{:?}", frame.kind());
         }
-        assert_eq!(Lane::of(FrameRef::Frame(&ping(3))), Lane::Control);
+        assert_eq!(Lane::of(&FrameRef::Frame(&ping(3))), Lane::Control);
     }
 
     #[test]

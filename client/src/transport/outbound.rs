@@ -116,7 +116,7 @@ impl Pipe {
             return Err(SendError::Overflow);
         }
         let was_empty = state.is_empty() && state.in_hand == 0;
-        let lane = Lane::of(frame);
+        let lane = Lane::of(&frame);
         let queue = match lane {
             Lane::Control => &mut state.control,
             Lane::Bulk => &mut state.bulk,
@@ -334,6 +334,26 @@ impl Outbound {
             tokio::pin!(changed);
             changed.as_mut().enable();
             match self.pipe.enqueue(FrameRef::Frame(&frame), true) {
+                Err(SendError::Full) => changed.await,
+                other => return other,
+            }
+        }
+    }
+
+    /// As [`Outbound::send`] for a frame whose body is borrowed.
+    ///
+    /// # Errors
+    /// As [`Outbound::send`].
+    pub async fn send_ref(&self, frame: FrameRef<'_>) -> Result<(), SendError> {
+        match self.pipe.enqueue(frame.clone(), true) {
+            Err(SendError::Full) => {}
+            other => return other,
+        }
+        loop {
+            let changed = self.pipe.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.pipe.enqueue(frame.clone(), true) {
                 Err(SendError::Full) => changed.await,
                 other => return other,
             }

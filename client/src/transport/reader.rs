@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::{BufMut, BytesMut};
 use futures_util::Stream;
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
-use lintel_wire::payload::SHARE_MIN;
+use lintel_wire::SHARE_MIN;
 use lintel_wire::{CodecError, DecodeError, Foreign, Frame, FrameCodec};
 use tokio::time::Sleep;
 use tokio_util::codec::Decoder;

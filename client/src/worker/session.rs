@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::{FutureExt, StreamExt};
 use lintel_wire::{
     ActivityOutcome, CapacityUpdate, CodecError, DispatchResponse, Drain, Drained, ErrorCode,
-    ErrorFrame, Frame, Goodbye, Pong, Push, Reply,
+    ErrorFrame, Frame, FrameRef, Goodbye, Pong, Push, Reply,
 };
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinError, JoinSet};
@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::handler::{run_handler, Handler};
 use super::state::{SessionEnd, WorkerState};
 use crate::burst::Burst;
-use crate::connect::{check_frame_len, decode_error_frame, field_bound, VARINT_MAX};
+use crate::connect::decode_error_frame;
 use crate::keepalive::{Keepalive, Tick};
 use crate::transport::{FrameReader, Outbound};
 
@@ -324,26 +324,27 @@ impl<H: Handler> Session<'_, H> {
 
     /// Sends the reply, or a failure in its place when it does not fit in a frame.
     async fn reply(&self, correlation: u64, response: DispatchResponse) -> Flow {
-        let bound = response_len_bound(&response);
-        let frame = Frame::Reply(Reply {
+        let mut reply = Reply {
             correlation,
-            response,
-        });
-        let Err(len) = check_frame_len(&frame, bound, self.max_send_len) else {
-            return self.send(frame).await;
+            response: response.view(),
         };
-        let Frame::Reply(mut reply) = frame else {
-            return Ok(());
-        };
-        tracing::warn!(correlation, len, "reply too large for one frame");
-        reply.response.outcome = ActivityOutcome::Failure {
-            message: format!(
+        let len = reply.encoded_len();
+        let message;
+        if len > self.max_send_len {
+            tracing::warn!(correlation, len, "reply too large for one frame");
+            message = format!(
                 "result of {len} bytes exceeds the frame limit of {} bytes",
                 self.max_send_len
-            ),
-            retryable: false,
-        };
-        self.send(Frame::Reply(reply)).await
+            );
+            reply.response.outcome = ActivityOutcome::Failure {
+                message: &message,
+                retryable: false,
+            };
+        }
+        self.outbound
+            .send_ref(FrameRef::Reply(reply))
+            .await
+            .map_err(|_| SessionEnd::Lost)
     }
 
     async fn send(&self, frame: Frame) -> Flow {
@@ -366,23 +367,6 @@ async fn grace_expiry(deadline: Option<Instant>) {
 fn far_future(now: Instant) -> Instant {
     now.checked_add(Duration::from_secs(86_400 * 365 * 30))
         .unwrap_or(now)
-}
-
-/// An overestimate of an encoded `Reply` body.
-fn response_len_bound(response: &DispatchResponse) -> usize {
-    let outcome = match &response.outcome {
-        ActivityOutcome::Success(bytes) => field_bound(bytes.len()),
-        ActivityOutcome::Failure { message, .. } => field_bound(message.len()).saturating_add(1),
-    };
-    [
-        // Frame kind, correlation, ordinal, outcome tag.
-        4 * (1 + VARINT_MAX),
-        field_bound(response.workflow_id.len()),
-        1 + field_bound(response.run_id.as_ref().map_or(0, String::len)),
-        outcome,
-    ]
-    .into_iter()
-    .fold(0, usize::saturating_add)
 }
 
 #[cfg(test)]

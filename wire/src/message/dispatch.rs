@@ -1,87 +1,118 @@
 //! Dispatch: the request, the worker's response, the producer's submission and its outcome.
+//!
+//! The bodies sent for every dispatch take their [`Ownership`] as a type parameter: `Owned`
+//! (the default) to build and keep them, `Borrowed` to read them where they lie in a frame.
 
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+
+use crate::ownership::{Borrowed, Owned, Ownership};
 
 /// One unit of work for a worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DispatchRequest {
-    pub namespace: String,
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub struct DispatchRequest<O: Ownership = Owned> {
+    pub namespace: O::Str,
     /// Empty means `default`.
-    pub task_queue: String,
-    pub activity_type: String,
+    pub task_queue: O::Str,
+    pub activity_type: O::Str,
     /// Require this node; `None` or empty means any node.
-    pub node: Option<String>,
-    pub workflow_id: String,
+    pub node: Option<O::Str>,
+    pub workflow_id: O::Str,
     pub ordinal: u64,
-    pub run_id: Option<String>,
+    pub run_id: Option<O::Str>,
     /// One-based attempt number.
     pub attempt: u32,
     /// Opaque to the node.
-    #[serde(deserialize_with = "crate::payload::deserialize")]
-    pub input: Bytes,
+    pub input: O::Payload,
     /// Wall-clock deadline, milliseconds since the Unix epoch; advisory for the worker.
     pub deadline_unix_ms: Option<u64>,
 }
 
 /// What an activity produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ActivityOutcome {
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub enum ActivityOutcome<O: Ownership = Owned> {
     /// Result bytes, opaque to the node.
-    Success(#[serde(deserialize_with = "crate::payload::deserialize")] Bytes),
+    Success(O::Payload),
     /// The activity failed; `retryable` tells the engine whether another attempt may help.
-    Failure { message: String, retryable: bool },
+    Failure { message: O::Str, retryable: bool },
 }
 
 /// A worker's answer to a request, echoing its identity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DispatchResponse {
-    pub workflow_id: String,
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub struct DispatchResponse<O: Ownership = Owned> {
+    pub workflow_id: O::Str,
     pub ordinal: u64,
-    pub run_id: Option<String>,
-    pub outcome: ActivityOutcome,
+    pub run_id: Option<O::Str>,
+    pub outcome: ActivityOutcome<O>,
 }
 
 /// Node to worker: execute `request` and reply with `correlation`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Push {
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub struct Push<O: Ownership = Owned> {
     /// Unique among this connection's pushes.
     pub correlation: u64,
-    pub request: DispatchRequest,
+    pub request: DispatchRequest<O>,
 }
 
 /// Worker to node: the response to the push with `correlation`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reply {
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub struct Reply<O: Ownership = Owned> {
     pub correlation: u64,
-    pub response: DispatchResponse,
+    pub response: DispatchResponse<O>,
 }
 
 /// Which nodes may serve a dispatch.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum NodeRouting {
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub enum NodeRouting<O: Ownership = Owned> {
     /// Any worker in the pool; a `node` in the request pins it instead.
     #[default]
     Any,
     /// Only workers on this node.
-    Pin(String),
+    Pin(O::Str),
     /// Try each node in order, then spill to any worker in the pool.
-    Prefer(Vec<String>),
+    Prefer(O::Names),
     /// Only workers on one of these nodes, never spilling.
-    Require(Vec<String>),
+    Require(O::Names),
 }
 
 /// Producer to node: dispatch `request`; answered by an `Outcome` with the same correlation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Submit {
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub struct Submit<O: Ownership = Owned> {
     /// Unique among this connection's submissions in flight.
     pub correlation: u64,
-    pub request: DispatchRequest,
+    pub request: DispatchRequest<O>,
     /// How long to wait for an eligible worker; `None` fails at once with `NoWorker`.
     pub wait_for_worker_ms: Option<u64>,
     /// How long to wait for the reply once pushed; `None` takes the node's default.
     pub reply_timeout_ms: Option<u64>,
-    pub routing: NodeRouting,
+    pub routing: NodeRouting<O>,
 }
 
 /// Why no worker was selected, as far as the node knows.
@@ -132,18 +163,22 @@ pub enum RefusedReason {
     NamespaceNotGranted,
 }
 
-/// A refused dispatch.
+/// A refused dispatch; `S` holds the detail (`&str` when read in place).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RefusedDispatch {
+pub struct RefusedDispatch<S = String> {
     pub reason: RefusedReason,
-    pub detail: String,
+    pub detail: S,
 }
 
 /// How a dispatch ended; exactly one per submission.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum DispatchResult {
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub enum DispatchResult<O: Ownership = Owned> {
     /// The worker replied.
-    Completed(DispatchResponse),
+    Completed(DispatchResponse<O>),
     /// No eligible worker within the wait.
     NoWorker(Census),
     /// The worker's connection closed before it replied.
@@ -151,14 +186,14 @@ pub enum DispatchResult {
     /// The worker was alive but did not reply in time.
     Timeout { worker_id: u64, after_ms: u64 },
     /// The node would not run the dispatch.
-    Refused(RefusedDispatch),
+    Refused(RefusedDispatch<O::Str>),
     /// The producer cancelled it.
     Cancelled,
     /// The node is draining and takes no new work.
     Draining,
     /// Version 2: the link to the node serving it died while the dispatch may have been
     /// running there; `after_ms` since it was relayed.
-    PeerLost { peer: String, after_ms: u64 },
+    PeerLost { peer: O::Str, after_ms: u64 },
     /// Version 2: the node shut down while the dispatch was running, `after_ms` after it was
     /// pushed or relayed; it may have run.
     ShutDown { after_ms: u64 },
@@ -166,7 +201,20 @@ pub enum DispatchResult {
 
 /// Node to producer: the result of the submission with `correlation`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutcomeFrame {
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub struct OutcomeFrame<O: Ownership = Owned> {
     pub correlation: u64,
-    pub result: DispatchResult,
+    pub result: DispatchResult<O>,
 }
+
+/// A request read in place or lent.
+pub type RequestRef<'a> = DispatchRequest<Borrowed<'a>>;
+/// A response read in place or lent.
+pub type ResponseRef<'a> = DispatchResponse<Borrowed<'a>>;
+/// An outcome read in place or lent.
+pub type ResultRef<'a> = DispatchResult<Borrowed<'a>>;
+/// A routing read in place or lent.
+pub type RoutingRef<'a> = NodeRouting<Borrowed<'a>>;

@@ -10,7 +10,8 @@ mod status;
 pub use control::{Cancel, Drain, Drained, ErrorCode, ErrorFrame, Goodbye, Ping, Pong};
 pub use dispatch::{
     ActivityOutcome, Census, DispatchRequest, DispatchResponse, DispatchResult, NoWorkerReason,
-    NodeRouting, OutcomeFrame, Push, RefusedDispatch, RefusedReason, Reply, Submit,
+    NodeRouting, OutcomeFrame, Push, RefusedDispatch, RefusedReason, Reply, RequestRef,
+    ResponseRef, ResultRef, RoutingRef, Submit,
 };
 pub use handshake::{Hello, Limits, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
 pub use peer::{

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::dispatch::{DispatchRequest, DispatchResult, NodeRouting};
+use crate::ownership::{Owned, Ownership};
 
 /// A member of the mesh, as one node tells another.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -70,29 +71,41 @@ pub struct Presence {
 /// Origin to serving node: run `request` on your own workers, never relaying it again, and
 /// answer with a `RelayOutcome` of the same correlation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Relay {
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub struct Relay<O: Ownership = Owned> {
     /// Unique among the sender's relays in flight on this link.
     pub correlation: u64,
-    pub request: DispatchRequest,
-    pub routing: NodeRouting,
+    pub request: DispatchRequest<O>,
+    pub routing: NodeRouting<O>,
     /// What is left of the caller's reply budget, as a duration.
     pub reply_timeout_ms: u64,
 }
 
 /// Serving node to origin: how the relay with `correlation` ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RelayOutcome {
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub struct RelayOutcome<O: Ownership = Owned> {
     pub correlation: u64,
-    pub result: DispatchResult,
+    pub result: DispatchResult<O>,
 }
 
 /// Node to a version-2 producer: how a submission ended and which node served it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServedOutcome {
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
+))]
+pub struct ServedOutcome<O: Ownership = Owned> {
     pub correlation: u64,
     /// The node whose worker ran it, or that decided the outcome.
-    pub served_by: String,
-    pub result: DispatchResult,
+    pub served_by: O::Str,
+    pub result: DispatchResult<O>,
 }
 
 /// Whether a peer link is usable.

@@ -1,0 +1,60 @@
+//! The hot bodies, sent for every dispatch: one file per kind, each with its `encoded_len`,
+//! `encode` and `decode` side by side, over the borrowed form of its body (`FooRef<'a>`, a
+//! `Foo<Borrowed<'a>>`): decoding reads names and payloads where they lie, encoding writes
+//! them from wherever they are lent from. An owned body is encoded through its `view()`.
+//!
+//! A kind is a list of parts in wire order: the primitives of `cursor` (the crate's one
+//! varint reader and its writer) and the shared parts `request`, `routing` and `result`.
+//! A sibling kind, or a kind with a trailing list, is a new file listing its parts: the
+//! parts are written once and reused, so three short functions say all there is to say.
+//! `framing` routes every other kind through serde.
+
+mod cursor;
+mod outcome;
+mod push;
+mod relay;
+mod relay_outcome;
+mod reply;
+mod request;
+mod result;
+mod routing;
+mod served_outcome;
+mod submit;
+
+pub(crate) use cursor::{Reader, Writer};
+pub use outcome::OutcomeRef;
+pub use push::PushRef;
+pub use relay::RelayRef;
+pub use relay_outcome::RelayOutcomeRef;
+pub use reply::ReplyRef;
+pub use served_outcome::ServedOutcomeRef;
+pub use submit::SubmitRef;
+
+use crate::frame::FrameKind;
+use crate::frame_ref::FrameRef;
+use cursor::{varint_len, Read};
+
+/// Bytes of a hot body's head: its kind, then the correlation id every hot body starts with.
+fn head_len(kind: FrameKind, correlation: u64) -> usize {
+    varint_len(u64::from(kind.discriminant())) + varint_len(correlation)
+}
+
+fn head(out: &mut Writer<'_>, kind: FrameKind, correlation: u64) {
+    out.u64(u64::from(kind.discriminant()));
+    out.u64(correlation);
+}
+
+/// Reads the rest of a body of `kind`, whose kind `input` has read: `None` for a kind that is
+/// not hot.
+pub(crate) fn decode<'a>(kind: FrameKind, input: &mut Reader<'a>) -> Option<Read<FrameRef<'a>>> {
+    Some(match kind {
+        FrameKind::Submit => SubmitRef::decode(input).map(FrameRef::Submit),
+        FrameKind::Push => PushRef::decode(input).map(FrameRef::Push),
+        FrameKind::Relay => RelayRef::decode(input).map(FrameRef::Relay),
+        FrameKind::Reply => ReplyRef::decode(input).map(FrameRef::Reply),
+        FrameKind::Outcome => OutcomeRef::decode(input).map(FrameRef::Outcome),
+        FrameKind::ServedOutcome => ServedOutcomeRef::decode(input).map(FrameRef::ServedOutcome),
+        FrameKind::RelayOutcome => RelayOutcomeRef::decode(input).map(FrameRef::RelayOutcome),
+        _ => return None,
+    })
+}

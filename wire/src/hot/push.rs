@@ -1,0 +1,51 @@
+//! `Push` (kind 7): node to worker, a request to run.
+
+use super::cursor::{Read, Reader, Writer};
+use crate::frame::FrameKind;
+use crate::message::{Push, RequestRef};
+use crate::ownership::Borrowed;
+
+/// A push read in place or lent.
+pub type PushRef<'a> = Push<Borrowed<'a>>;
+
+const KIND: FrameKind = FrameKind::Push;
+
+impl PushRef<'_> {
+    /// Bytes of the body, its kind included.
+    pub fn encoded_len(&self) -> usize {
+        super::head_len(KIND, self.correlation) + self.request.encoded_len()
+    }
+
+    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+        super::head(out, KIND, self.correlation);
+        self.request.encode(out);
+    }
+}
+
+impl<'a> PushRef<'a> {
+    /// Reads the fields after the kind.
+    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+        Ok(Push {
+            correlation: input.u64()?,
+            request: RequestRef::decode(input)?,
+        })
+    }
+
+    /// An owned copy.
+    pub fn into_owned(self) -> Push {
+        Push {
+            correlation: self.correlation,
+            request: self.request.into_owned(),
+        }
+    }
+}
+
+impl Push {
+    /// The push lent.
+    pub fn view(&self) -> PushRef<'_> {
+        Push {
+            correlation: self.correlation,
+            request: self.request.view(),
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! `RelayOutcome` (kind 23): serving node to origin, how a relay ended.
+
+use super::cursor::{Read, Reader, Writer};
+use crate::frame::FrameKind;
+use crate::message::{RelayOutcome, ResultRef};
+use crate::ownership::Borrowed;
+
+/// A relay outcome read in place or lent.
+pub type RelayOutcomeRef<'a> = RelayOutcome<Borrowed<'a>>;
+
+const KIND: FrameKind = FrameKind::RelayOutcome;
+
+impl RelayOutcomeRef<'_> {
+    /// Bytes of the body, its kind included.
+    pub fn encoded_len(&self) -> usize {
+        super::head_len(KIND, self.correlation) + self.result.encoded_len()
+    }
+
+    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+        super::head(out, KIND, self.correlation);
+        self.result.encode(out);
+    }
+}
+
+impl<'a> RelayOutcomeRef<'a> {
+    /// Reads the fields after the kind.
+    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+        Ok(RelayOutcome {
+            correlation: input.u64()?,
+            result: ResultRef::decode(input)?,
+        })
+    }
+
+    /// An owned copy.
+    pub fn into_owned(self) -> RelayOutcome {
+        RelayOutcome {
+            correlation: self.correlation,
+            result: self.result.into_owned(),
+        }
+    }
+}
+
+impl RelayOutcome {
+    /// The relay outcome lent.
+    pub fn view(&self) -> RelayOutcomeRef<'_> {
+        RelayOutcome {
+            correlation: self.correlation,
+            result: self.result.view(),
+        }
+    }
+}

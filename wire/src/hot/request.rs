@@ -1,0 +1,84 @@
+//! A [`DispatchRequest`], the part every request kind (submit, push, relay) carries.
+
+use super::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
+use crate::message::{DispatchRequest, RequestRef};
+use crate::ownership::PayloadRef;
+
+impl RequestRef<'_> {
+    pub fn encoded_len(&self) -> usize {
+        bytes_len(self.namespace.len())
+            + bytes_len(self.task_queue.len())
+            + bytes_len(self.activity_type.len())
+            + opt_str_len(self.node)
+            + bytes_len(self.workflow_id.len())
+            + varint_len(self.ordinal)
+            + opt_str_len(self.run_id)
+            + varint_len(u64::from(self.attempt))
+            + bytes_len(self.input.len())
+            + opt_u64_len(self.deadline_unix_ms)
+    }
+
+    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+        out.str(self.namespace);
+        out.str(self.task_queue);
+        out.str(self.activity_type);
+        out.opt_str(self.node);
+        out.str(self.workflow_id);
+        out.u64(self.ordinal);
+        out.opt_str(self.run_id);
+        out.u64(u64::from(self.attempt));
+        out.payload(self.input.as_slice());
+        out.opt_u64(self.deadline_unix_ms);
+    }
+}
+
+impl<'a> RequestRef<'a> {
+    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+        Ok(DispatchRequest {
+            namespace: input.str()?,
+            task_queue: input.str()?,
+            activity_type: input.str()?,
+            node: input.opt_str()?,
+            workflow_id: input.str()?,
+            ordinal: input.u64()?,
+            run_id: input.opt_str()?,
+            attempt: input.u32()?,
+            input: input.payload()?,
+            deadline_unix_ms: input.opt_u64()?,
+        })
+    }
+
+    /// An owned copy, for a request kept beyond the frame it arrived in.
+    pub fn into_owned(self) -> DispatchRequest {
+        DispatchRequest {
+            namespace: self.namespace.to_owned(),
+            task_queue: self.task_queue.to_owned(),
+            activity_type: self.activity_type.to_owned(),
+            node: self.node.map(str::to_owned),
+            workflow_id: self.workflow_id.to_owned(),
+            ordinal: self.ordinal,
+            run_id: self.run_id.map(str::to_owned),
+            attempt: self.attempt,
+            input: self.input.to_bytes(),
+            deadline_unix_ms: self.deadline_unix_ms,
+        }
+    }
+}
+
+impl DispatchRequest {
+    /// The request lent, to encode or hand on without copying it.
+    pub fn view(&self) -> RequestRef<'_> {
+        DispatchRequest {
+            namespace: &self.namespace,
+            task_queue: &self.task_queue,
+            activity_type: &self.activity_type,
+            node: self.node.as_deref(),
+            workflow_id: &self.workflow_id,
+            ordinal: self.ordinal,
+            run_id: self.run_id.as_deref(),
+            attempt: self.attempt,
+            input: PayloadRef::of(&self.input),
+            deadline_unix_ms: self.deadline_unix_ms,
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! A [`DispatchResult`] and the [`DispatchResponse`] inside it: what a reply and every
+//! outcome kind carries.
+
+use super::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
+use crate::message::{
+    ActivityOutcome, Census, DispatchResponse, DispatchResult, NoWorkerReason, RefusedDispatch,
+    RefusedReason, ResponseRef, ResultRef,
+};
+use crate::ownership::{Borrowed, PayloadRef};
+
+/// An enum index postcard's decoder would not take for the enum being read.
+const BAD_VARIANT: postcard::Error = postcard::Error::SerdeDeCustom;
+
+impl ResponseRef<'_> {
+    pub fn encoded_len(&self) -> usize {
+        bytes_len(self.workflow_id.len())
+            + varint_len(self.ordinal)
+            + opt_str_len(self.run_id)
+            + 1
+            + match &self.outcome {
+                ActivityOutcome::Success(bytes) => bytes_len(bytes.len()),
+                ActivityOutcome::Failure { message, .. } => bytes_len(message.len()) + 1,
+            }
+    }
+
+    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+        out.str(self.workflow_id);
+        out.u64(self.ordinal);
+        out.opt_str(self.run_id);
+        match &self.outcome {
+            ActivityOutcome::Success(bytes) => {
+                out.u8(0);
+                out.payload(bytes.as_slice());
+            }
+            ActivityOutcome::Failure { message, retryable } => {
+                out.u8(1);
+                out.str(message);
+                out.bool(*retryable);
+            }
+        }
+    }
+}
+
+impl<'a> ResponseRef<'a> {
+    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+        Ok(DispatchResponse {
+            workflow_id: input.str()?,
+            ordinal: input.u64()?,
+            run_id: input.opt_str()?,
+            outcome: match input.variant()? {
+                0 => ActivityOutcome::Success(input.payload()?),
+                1 => ActivityOutcome::Failure {
+                    message: input.str()?,
+                    retryable: input.bool()?,
+                },
+                _ => return Err(BAD_VARIANT),
+            },
+        })
+    }
+
+    /// An owned copy, for a response kept beyond the frame it arrived in.
+    pub fn into_owned(self) -> DispatchResponse {
+        DispatchResponse {
+            workflow_id: self.workflow_id.to_owned(),
+            ordinal: self.ordinal,
+            run_id: self.run_id.map(str::to_owned),
+            outcome: match self.outcome {
+                ActivityOutcome::Success(bytes) => ActivityOutcome::Success(bytes.to_bytes()),
+                ActivityOutcome::Failure { message, retryable } => ActivityOutcome::Failure {
+                    message: message.to_owned(),
+                    retryable,
+                },
+            },
+        }
+    }
+}
+
+impl DispatchResponse {
+    /// The response lent, to encode or hand on without copying it.
+    pub fn view(&self) -> ResponseRef<'_> {
+        DispatchResponse {
+            workflow_id: &self.workflow_id,
+            ordinal: self.ordinal,
+            run_id: self.run_id.as_deref(),
+            outcome: self.outcome.view(),
+        }
+    }
+}
+
+impl ActivityOutcome {
+    /// The outcome lent.
+    pub fn view(&self) -> ActivityOutcome<Borrowed<'_>> {
+        match self {
+            ActivityOutcome::Success(bytes) => ActivityOutcome::Success(PayloadRef::of(bytes)),
+            ActivityOutcome::Failure { message, retryable } => ActivityOutcome::Failure {
+                message,
+                retryable: *retryable,
+            },
+        }
+    }
+}
+
+impl ResultRef<'_> {
+    pub fn encoded_len(&self) -> usize {
+        1 + match self {
+            DispatchResult::Completed(response) => response.encoded_len(),
+            DispatchResult::NoWorker(census) => census_len(census),
+            DispatchResult::WorkerLost { worker_id } => varint_len(*worker_id),
+            DispatchResult::Timeout {
+                worker_id,
+                after_ms,
+            } => varint_len(*worker_id) + varint_len(*after_ms),
+            DispatchResult::Refused(refused) => 1 + bytes_len(refused.detail.len()),
+            DispatchResult::Cancelled | DispatchResult::Draining => 0,
+            DispatchResult::PeerLost { peer, after_ms } => {
+                bytes_len(peer.len()) + varint_len(*after_ms)
+            }
+            DispatchResult::ShutDown { after_ms } => varint_len(*after_ms),
+        }
+    }
+
+    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+        match self {
+            DispatchResult::Completed(response) => {
+                out.u8(0);
+                response.encode(out);
+            }
+            DispatchResult::NoWorker(census) => {
+                out.u8(1);
+                out.u8(census.reason as u8);
+                for count in census_counts(census) {
+                    out.u64(u64::from(count));
+                }
+                out.opt_u64(census.last_departure_ms_ago);
+            }
+            DispatchResult::WorkerLost { worker_id } => {
+                out.u8(2);
+                out.u64(*worker_id);
+            }
+            DispatchResult::Timeout {
+                worker_id,
+                after_ms,
+            } => {
+                out.u8(3);
+                out.u64(*worker_id);
+                out.u64(*after_ms);
+            }
+            DispatchResult::Refused(refused) => {
+                out.u8(4);
+                out.u8(refused.reason as u8);
+                out.str(refused.detail);
+            }
+            DispatchResult::Cancelled => out.u8(5),
+            DispatchResult::Draining => out.u8(6),
+            DispatchResult::PeerLost { peer, after_ms } => {
+                out.u8(7);
+                out.str(peer);
+                out.u64(*after_ms);
+            }
+            DispatchResult::ShutDown { after_ms } => {
+                out.u8(8);
+                out.u64(*after_ms);
+            }
+        }
+    }
+}
+
+impl<'a> ResultRef<'a> {
+    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+        Ok(match input.variant()? {
+            0 => DispatchResult::Completed(ResponseRef::decode(input)?),
+            1 => DispatchResult::NoWorker(Census {
+                reason: no_worker_reason(input.variant()?)?,
+                pool_workers: input.u32()?,
+                serving_activity: input.u32()?,
+                compatible_workers: input.u32()?,
+                at_capacity: input.u32()?,
+                excluded: input.u32()?,
+                last_departure_ms_ago: input.opt_u64()?,
+            }),
+            2 => DispatchResult::WorkerLost {
+                worker_id: input.u64()?,
+            },
+            3 => DispatchResult::Timeout {
+                worker_id: input.u64()?,
+                after_ms: input.u64()?,
+            },
+            4 => DispatchResult::Refused(RefusedDispatch {
+                reason: refused_reason(input.variant()?)?,
+                detail: input.str()?,
+            }),
+            5 => DispatchResult::Cancelled,
+            6 => DispatchResult::Draining,
+            7 => DispatchResult::PeerLost {
+                peer: input.str()?,
+                after_ms: input.u64()?,
+            },
+            8 => DispatchResult::ShutDown {
+                after_ms: input.u64()?,
+            },
+            _ => return Err(BAD_VARIANT),
+        })
+    }
+
+    /// An owned copy, for an outcome kept beyond the frame it arrived in.
+    pub fn into_owned(self) -> DispatchResult {
+        match self {
+            DispatchResult::Completed(response) => DispatchResult::Completed(response.into_owned()),
+            DispatchResult::NoWorker(census) => DispatchResult::NoWorker(census),
+            DispatchResult::WorkerLost { worker_id } => DispatchResult::WorkerLost { worker_id },
+            DispatchResult::Timeout {
+                worker_id,
+                after_ms,
+            } => DispatchResult::Timeout {
+                worker_id,
+                after_ms,
+            },
+            DispatchResult::Refused(refused) => DispatchResult::Refused(RefusedDispatch {
+                reason: refused.reason,
+                detail: refused.detail.to_owned(),
+            }),
+            DispatchResult::Cancelled => DispatchResult::Cancelled,
+            DispatchResult::Draining => DispatchResult::Draining,
+            DispatchResult::PeerLost { peer, after_ms } => DispatchResult::PeerLost {
+                peer: peer.to_owned(),
+                after_ms,
+            },
+            DispatchResult::ShutDown { after_ms } => DispatchResult::ShutDown { after_ms },
+        }
+    }
+}
+
+impl DispatchResult {
+    /// The outcome lent, to encode or hand on without copying it.
+    pub fn view(&self) -> ResultRef<'_> {
+        match self {
+            DispatchResult::Completed(response) => DispatchResult::Completed(response.view()),
+            DispatchResult::NoWorker(census) => DispatchResult::NoWorker(census.clone()),
+            DispatchResult::WorkerLost { worker_id } => DispatchResult::WorkerLost {
+                worker_id: *worker_id,
+            },
+            DispatchResult::Timeout {
+                worker_id,
+                after_ms,
+            } => DispatchResult::Timeout {
+                worker_id: *worker_id,
+                after_ms: *after_ms,
+            },
+            DispatchResult::Refused(refused) => DispatchResult::Refused(RefusedDispatch {
+                reason: refused.reason,
+                detail: refused.detail.as_str(),
+            }),
+            DispatchResult::Cancelled => DispatchResult::Cancelled,
+            DispatchResult::Draining => DispatchResult::Draining,
+            DispatchResult::PeerLost { peer, after_ms } => DispatchResult::PeerLost {
+                peer,
+                after_ms: *after_ms,
+            },
+            DispatchResult::ShutDown { after_ms } => DispatchResult::ShutDown {
+                after_ms: *after_ms,
+            },
+        }
+    }
+}
+
+/// The census's counts, in wire order.
+fn census_counts(census: &Census) -> [u32; 5] {
+    [
+        census.pool_workers,
+        census.serving_activity,
+        census.compatible_workers,
+        census.at_capacity,
+        census.excluded,
+    ]
+}
+
+fn census_len(census: &Census) -> usize {
+    1 + census_counts(census)
+        .into_iter()
+        .map(|count| varint_len(u64::from(count)))
+        .sum::<usize>()
+        + opt_u64_len(census.last_departure_ms_ago)
+}
+
+fn no_worker_reason(index: u32) -> Read<NoWorkerReason> {
+    Ok(match index {
+        0 => NoWorkerReason::PoolEmpty,
+        1 => NoWorkerReason::NoActivityMatch,
+        2 => NoWorkerReason::NodeFilterMatchedNobody,
+        3 => NoWorkerReason::AllAtCapacity,
+        4 => NoWorkerReason::AllExcluded,
+        _ => return Err(BAD_VARIANT),
+    })
+}
+
+fn refused_reason(index: u32) -> Read<RefusedReason> {
+    Ok(match index {
+        0 => RefusedReason::InvalidRequest,
+        1 => RefusedReason::WorkerBackpressure,
+        2 => RefusedReason::TooManyInFlight,
+        3 => RefusedReason::DuplicateCorrelation,
+        4 => RefusedReason::NamespaceNotGranted,
+        _ => return Err(BAD_VARIANT),
+    })
+}

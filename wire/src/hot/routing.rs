@@ -1,0 +1,79 @@
+//! A [`NodeRouting`], carried by submissions and relays.
+
+use super::cursor::{bytes_len, varint_len, Read, Reader, Writer};
+use crate::message::{NodeRouting, RoutingRef};
+use crate::ownership::Names;
+
+impl RoutingRef<'_> {
+    pub fn encoded_len(&self) -> usize {
+        1 + match self {
+            NodeRouting::Any => 0,
+            NodeRouting::Pin(node) => bytes_len(node.len()),
+            NodeRouting::Prefer(nodes) | NodeRouting::Require(nodes) => {
+                varint_len(nodes.len() as u64)
+                    + nodes
+                        .iter()
+                        .map(|node| bytes_len(node.len()))
+                        .sum::<usize>()
+            }
+        }
+    }
+
+    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+        match self {
+            NodeRouting::Any => out.u8(0),
+            NodeRouting::Pin(node) => {
+                out.u8(1);
+                out.str(node);
+            }
+            NodeRouting::Prefer(nodes) => {
+                out.u8(2);
+                out.strs(nodes.len(), nodes.iter());
+            }
+            NodeRouting::Require(nodes) => {
+                out.u8(3);
+                out.strs(nodes.len(), nodes.iter());
+            }
+        }
+    }
+}
+
+impl<'a> RoutingRef<'a> {
+    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+        Ok(match input.variant()? {
+            0 => NodeRouting::Any,
+            1 => NodeRouting::Pin(input.str()?),
+            2 => {
+                let (count, bytes) = input.strs()?;
+                NodeRouting::Prefer(Names::wire(count, bytes))
+            }
+            3 => {
+                let (count, bytes) = input.strs()?;
+                NodeRouting::Require(Names::wire(count, bytes))
+            }
+            _ => return Err(postcard::Error::SerdeDeCustom),
+        })
+    }
+
+    /// An owned copy, for a routing kept beyond the frame it arrived in.
+    pub fn into_owned(self) -> NodeRouting {
+        match self {
+            NodeRouting::Any => NodeRouting::Any,
+            NodeRouting::Pin(node) => NodeRouting::Pin(node.to_owned()),
+            NodeRouting::Prefer(nodes) => NodeRouting::Prefer(nodes.to_vec()),
+            NodeRouting::Require(nodes) => NodeRouting::Require(nodes.to_vec()),
+        }
+    }
+}
+
+impl NodeRouting {
+    /// The routing lent, to encode or read without copying it.
+    pub fn view(&self) -> RoutingRef<'_> {
+        match self {
+            NodeRouting::Any => NodeRouting::Any,
+            NodeRouting::Pin(node) => NodeRouting::Pin(node.as_str()),
+            NodeRouting::Prefer(nodes) => NodeRouting::Prefer(Names::of(nodes)),
+            NodeRouting::Require(nodes) => NodeRouting::Require(Names::of(nodes)),
+        }
+    }
+}

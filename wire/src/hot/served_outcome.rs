@@ -1,0 +1,57 @@
+//! `ServedOutcome` (kind 24): node to a version-2 producer, how a submission ended and which node served it.
+
+use super::cursor::{bytes_len, Read, Reader, Writer};
+use crate::frame::FrameKind;
+use crate::message::{ResultRef, ServedOutcome};
+use crate::ownership::Borrowed;
+
+/// A served outcome read in place or lent.
+pub type ServedOutcomeRef<'a> = ServedOutcome<Borrowed<'a>>;
+
+const KIND: FrameKind = FrameKind::ServedOutcome;
+
+impl ServedOutcomeRef<'_> {
+    /// Bytes of the body, its kind included.
+    pub fn encoded_len(&self) -> usize {
+        super::head_len(KIND, self.correlation)
+            + bytes_len(self.served_by.len())
+            + self.result.encoded_len()
+    }
+
+    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+        super::head(out, KIND, self.correlation);
+        out.str(self.served_by);
+        self.result.encode(out);
+    }
+}
+
+impl<'a> ServedOutcomeRef<'a> {
+    /// Reads the fields after the kind.
+    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+        Ok(ServedOutcome {
+            correlation: input.u64()?,
+            served_by: input.str()?,
+            result: ResultRef::decode(input)?,
+        })
+    }
+
+    /// An owned copy.
+    pub fn into_owned(self) -> ServedOutcome {
+        ServedOutcome {
+            correlation: self.correlation,
+            served_by: self.served_by.to_owned(),
+            result: self.result.into_owned(),
+        }
+    }
+}
+
+impl ServedOutcome {
+    /// The served outcome lent.
+    pub fn view(&self) -> ServedOutcomeRef<'_> {
+        ServedOutcome {
+            correlation: self.correlation,
+            served_by: &self.served_by,
+            result: self.result.view(),
+        }
+    }
+}
