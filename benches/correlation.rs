@@ -129,7 +129,7 @@ fn push_complete(c: &mut Criterion) {
             },
             |(request, response)| {
                 let correlation = link
-                    .push(black_box(&request), Arc::clone(&entry))
+                    .push(black_box(&request.view()), Arc::clone(&entry))
                     .unwrap_or_else(|_| panic!("queue has room"));
                 queued.set(queued.get() + 1);
                 assert_eq!(link.reply(correlation, response), ReplyFate::Delivered);
@@ -155,7 +155,7 @@ fn push_abandon(c: &mut Criterion) {
             },
             |(request, response)| {
                 let correlation = link
-                    .push(black_box(&request), Arc::clone(&entry))
+                    .push(black_box(&request.view()), Arc::clone(&entry))
                     .unwrap_or_else(|_| panic!("queue has room"));
                 assert_eq!(link.end(correlation), End::Ended);
                 assert_eq!(link.reply(correlation, response), ReplyFate::Late);

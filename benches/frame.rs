@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use criterion::{black_box, criterion_group, BenchmarkId, Criterion, Throughput};
-use futures_util::StreamExt;
 use lintel::transport::{self, FrameReader, Outbound};
 use lintel_wire::{
-    encode_frame, DispatchRequest, Frame, NodeRouting, Push, Submit, DEFAULT_MAX_FRAME_LEN,
+    encode_frame, DispatchRequest, Frame, FrameRef, NodeRouting, Push, Submit,
+    DEFAULT_MAX_FRAME_LEN,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -96,18 +96,18 @@ fn submit_to_push(c: &mut Criterion) {
                     for _ in 0..iters {
                         let started = Instant::now();
                         let (written, frame) =
-                            tokio::join!(from_producer.write_all(submit), reader.next());
+                            tokio::join!(from_producer.write_all(submit), reader.next_frame());
                         written.expect("producer writes");
-                        let Some(Ok(Frame::Submit(submit))) = frame else {
+                        let Some(Ok(FrameRef::Submit(submit))) = frame else {
                             panic!("the node reads a submit, not {frame:?}");
                         };
-                        let push = Frame::from(Push {
+                        let push = FrameRef::Push(Push {
                             correlation: submit.correlation,
                             request: submit.request,
                         });
                         worker
                             .outbound
-                            .try_send(black_box(push))
+                            .try_send_ref(black_box(push))
                             .expect("queue has room");
                         timed += started.elapsed();
                         tokio::time::timeout(TRIP_TIMEOUT, worker.peer.read_exact(&mut pushed))

@@ -68,7 +68,7 @@ fn pool(
 }
 
 fn reserve(registry: &Arc<Registry>, routing: &NodeRouting) -> Reservation {
-    match registry.select(address(), routing) {
+    match registry.select(address(), &routing.view()) {
         Ok(reservation) => reservation,
         Err(census) => panic!("bench pool has no free worker: {census:?}"),
     }

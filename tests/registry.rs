@@ -62,7 +62,7 @@ impl Harness {
 
     /// A reservation, or `None` on a miss.
     fn select(&self, address: Address<'_>, routing: &NodeRouting) -> Option<Reservation> {
-        self.registry.select(address, routing).ok()
+        self.registry.select(address, &routing.view()).ok()
     }
 
     /// The worker the next selection picks, releasing the slot at once.
@@ -229,7 +229,7 @@ async fn a_reservation_outliving_its_worker_leaks_no_slot() {
 
 /// Misses and queues, as a dispatch that may wait does.
 fn queue(h: &Harness, here: Address<'_>, routing: &NodeRouting) -> Wait {
-    match h.registry.select_or_wait(here, routing) {
+    match h.registry.select_or_wait(here, &routing.view()) {
         Err(wait) => *wait,
         Ok(reservation) => panic!(
             "expected to queue, got a slot on {}",
@@ -407,7 +407,7 @@ async fn a_node_pin_filters_within_the_pool() {
         assert_eq!(h.next(here, &pin("n2")), on_n2.worker_id());
     }
     assert!(h.select(here, &pin("absent")).is_none());
-    let census = h.registry.census(here, &pin("absent"));
+    let census = h.registry.census(here, &pin("absent").view());
     assert_eq!(census.reason, NoWorkerReason::NodeFilterMatchedNobody);
     assert_eq!((census.serving_activity, census.compatible_workers), (2, 0));
 }
@@ -488,7 +488,7 @@ async fn prefer_takes_nodes_in_order_then_any_and_require_never_leaves_its_set()
     assert_eq!(held_n1.worker_id(), on_n1.worker_id());
     // Both preferred nodes are full: require fails while the nodeless worker idles.
     assert!(h.select(here, &require).is_none());
-    let census = h.registry.census(here, &require);
+    let census = h.registry.census(here, &require.view());
     assert_eq!(census.reason, NoWorkerReason::AllAtCapacity);
     assert_eq!(census.compatible_workers, 2);
     // Prefer spills to any.
@@ -506,7 +506,7 @@ async fn prefer_takes_nodes_in_order_then_any_and_require_never_leaves_its_set()
     let nowhere = NodeRouting::Require(vec!["n9".into()]);
     assert!(h.select(here, &nowhere).is_none());
     assert_eq!(
-        h.registry.census(here, &nowhere).reason,
+        h.registry.census(here, &nowhere.view()).reason,
         NoWorkerReason::NodeFilterMatchedNobody
     );
 }
@@ -535,7 +535,7 @@ async fn a_request_node_pins_when_routing_is_any_and_empty_means_none() {
     };
     assert!(h.select(absent, &ANY).is_none());
     assert_eq!(
-        h.registry.census(absent, &ANY).reason,
+        h.registry.census(absent, &ANY.view()).reason,
         NoWorkerReason::NodeFilterMatchedNobody
     );
 }
@@ -735,7 +735,7 @@ async fn the_census_separates_pool_activity_and_node_coverage() {
         (1, 0)
     );
 
-    let wrong_node = h.registry.census(here, &pin("n2"));
+    let wrong_node = h.registry.census(here, &(pin("n2")).view());
     assert_eq!(wrong_node.reason, NoWorkerReason::NodeFilterMatchedNobody);
     assert_eq!(
         (wrong_node.serving_activity, wrong_node.compatible_workers),
@@ -756,7 +756,9 @@ async fn a_departed_worker_leaves_a_departure_age_for_compatible_lookups_only() 
     let age = census.last_departure_ms_ago.expect("a departure age");
     assert!(age < 60_000, "implausible age {age} ms");
     assert_eq!(
-        h.registry.census(here, &pin("n2")).last_departure_ms_ago,
+        h.registry
+            .census(here, &(pin("n2")).view())
+            .last_departure_ms_ago,
         None
     );
     assert_eq!(

@@ -128,7 +128,6 @@ async fn large_dispatches_in_flight_over_tls_all_complete() {
 /// or the last frame of a burst waits for the next one.
 #[tokio::test]
 async fn a_buffering_write_half_delivers_each_frame_without_waiting_for_the_next() {
-    use futures_util::StreamExt;
     use lintel::transport::{split, Socket};
     use lintel::wire::{Frame, Ping};
 
@@ -140,7 +139,7 @@ async fn a_buffering_write_half_delivers_each_frame_without_waiting_for_the_next
     let (_near_reader, near_out, _near_writer) = split(near, 1 << 20, 4);
     let (mut far_reader, _far_out, _far_writer) = split(far, 1 << 20, 4);
     near_out.send(Frame::Ping(Ping { nonce: 7 })).await.unwrap();
-    let frame = within("the one frame sent", far_reader.next()).await;
+    let frame = within("the one frame sent", far_reader.next_owned()).await;
     assert_eq!(frame.unwrap().unwrap(), Frame::Ping(Ping { nonce: 7 }));
 }
 

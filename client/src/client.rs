@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use lintel_wire::{
     Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, FrameRef, Goodbye,
     NodeStatus, PeerStatus, Pong, RequestRef, Role, StatusQuery, Submit, Welcome,
@@ -497,12 +496,13 @@ async fn read_loop(
         // Both branches are cancel-safe: `FramedRead` keeps partial frames buffered, and
         // `Keepalive::tick` changes nothing until it resolves.
         tokio::select! {
-            read = reader.next() => {
+            read = reader.next_frame() => {
                 // The frames already read behind this one are handled in the same pass, so a
                 // burst of outcomes costs one pass through the select and cannot keep the
                 // keepalive waiting long.
-                let mut burst = Burst::new(read);
-                while let Some(read) = burst.next(&mut reader) {
+                let mut read = read;
+                let mut burst = Burst::after_first();
+                loop {
                     match read {
                         Some(Ok(frame)) => {
                             keepalive.heard();
@@ -521,6 +521,10 @@ async fn read_loop(
                             break 'read;
                         }
                         None => break 'read,
+                    }
+                    match burst.next(&mut reader) {
+                        Some(next) => read = next,
+                        None => break,
                     }
                 }
             }
@@ -543,39 +547,39 @@ async fn read_loop(
 ///
 /// # Errors
 /// The `Error` frame to send before closing, for a frame a producer never receives.
-fn on_frame(frame: Frame, shared: &Shared, outbound: &Outbound) -> Result<(), ErrorFrame> {
+fn on_frame(frame: FrameRef<'_>, shared: &Shared, outbound: &Outbound) -> Result<(), ErrorFrame> {
     match frame {
-        Frame::Outcome(outcome) => {
+        FrameRef::Outcome(outcome) => {
             let dispatched = Dispatched {
-                result: outcome.result,
+                result: outcome.result.into_owned(),
                 served_by: None,
             };
             shared.complete(outcome.correlation, dispatched);
         }
-        Frame::ServedOutcome(outcome) => {
+        FrameRef::ServedOutcome(outcome) => {
             let dispatched = Dispatched {
-                result: outcome.result,
-                served_by: Some(outcome.served_by),
+                result: outcome.result.into_owned(),
+                served_by: Some(outcome.served_by.to_owned()),
             };
             shared.complete(outcome.correlation, dispatched);
         }
-        Frame::Status(report) => {
+        FrameRef::Frame(Frame::Status(report)) => {
             let status = ClusterStatus {
-                status: report.status,
+                status: report.status.clone(),
                 peers: Vec::new(),
                 peer_lost: 0,
             };
             shared.report(report.correlation, status);
         }
-        Frame::ClusterStatus(report) => {
+        FrameRef::Frame(Frame::ClusterStatus(report)) => {
             let status = ClusterStatus {
-                status: report.status,
-                peers: report.peers,
+                status: report.status.clone(),
+                peers: report.peers.clone(),
                 peer_lost: report.peer_lost,
             };
             shared.report(report.correlation, status);
         }
-        Frame::Ping(ping) => {
+        FrameRef::Frame(Frame::Ping(ping)) => {
             if outbound
                 .try_send(Frame::Pong(Pong { nonce: ping.nonce }))
                 .is_err()
@@ -583,12 +587,12 @@ fn on_frame(frame: Frame, shared: &Shared, outbound: &Outbound) -> Result<(), Er
                 tracing::debug!("outbound queue full or closed; pong not sent");
             }
         }
-        Frame::Pong(_) => {}
-        Frame::Goodbye(goodbye) => {
+        FrameRef::Frame(Frame::Pong(_)) => {}
+        FrameRef::Frame(Frame::Goodbye(goodbye)) => {
             tracing::info!(reason = %goodbye.reason, "node said goodbye");
             shared.fail_all();
         }
-        Frame::Error(error) => {
+        FrameRef::Frame(Frame::Error(error)) => {
             tracing::warn!(code = ?error.code, reason = %error.reason, "node reported a protocol error");
             shared.fail_all();
         }

@@ -7,7 +7,6 @@
 use std::io;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use lintel_wire::{
     CodecError, ErrorFrame, Foreign, Frame, FrameKind, Hello, Refusal, RefusalCode, Role, Welcome,
     PROTOCOL_VERSION,
@@ -247,7 +246,7 @@ async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, Conn
 ///
 /// Cancel-safe: the partial frame stays buffered in `reader`.
 pub(crate) async fn next_frame(reader: &mut FrameReader) -> Result<Frame, ConnectError> {
-    match reader.next().await {
+    match reader.next_owned().await {
         Some(frame) => Ok(frame?),
         None => Err(ConnectError::Closed),
     }

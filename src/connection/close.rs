@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Ping};
 use tokio::task::JoinHandle;
 
@@ -147,13 +146,13 @@ pub(super) async fn finish(
 /// Reads and drops what the other side still sends, until it closes or a grace passes, so a
 /// closing frame is not lost to the reset that closing on unread input would send.
 pub(super) async fn linger(reader: &mut FrameReader) {
-    let drain = async { while let Some(Ok(_)) = reader.next().await {} };
+    let drain = async { while let Some(Ok(_)) = reader.next_frame().await {} };
     let _ = tokio::time::timeout(CLOSE_GRACE, drain).await;
 }
 
 /// The next frame; the end of the stream or bad bytes become the close they call for.
 pub(super) async fn next(reader: &mut FrameReader) -> Result<Frame, Close> {
-    match reader.next().await {
+    match reader.next_owned().await {
         None => Err(Close::Quietly),
         Some(Err(err)) => Err(Close::read_failed(err)),
         Some(Ok(frame)) => Ok(frame),

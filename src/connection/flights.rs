@@ -13,13 +13,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lintel_wire::{
-    DispatchRequest, DispatchResult, Frame, FrameRef, OutcomeFrame, RefusedDispatch, RefusedReason,
-    Relay, RelayOutcome, ServedOutcome, Submit,
+    DispatchResult, FrameRef, OutcomeFrame, RefusedDispatch, RefusedReason, RelayOutcome, RelayRef,
+    RequestRef, ResultRef, ServedOutcome, SubmitRef,
 };
 use tokio::time::Instant;
 
 use crate::auth::Grant;
-use crate::dispatch::{Caller, DispatchOptions, Dispatcher, Flight, Sink, Started, Tag};
+use crate::dispatch::{Caller, Dispatcher, Flight, Options, Sink, Started, Tag};
 use crate::idmap::KeyedMap;
 use crate::registry::WorkerId;
 use lintel_client::transport::{Outbound, SendError};
@@ -115,40 +115,40 @@ impl Flights {
     ///
     /// Never waits: outcomes are queued past the connection's bound, so the connection must
     /// stop reading while its queue is full.
-    pub(super) fn submit(self: &Arc<Self>, submit: Box<Submit>) -> Option<Instant> {
-        let options = DispatchOptions::from_wire(
+    pub(super) fn submit(self: &Arc<Self>, submit: SubmitRef<'_>) -> Option<Instant> {
+        let options = Options::from_wire(
             submit.routing,
             submit.wait_for_worker_ms,
             submit.reply_timeout_ms,
         );
-        self.run(submit.correlation, submit.request, &options, false)
+        self.run(submit.correlation, &submit.request, &options, false)
     }
 
     /// Starts a dispatch a peer relayed here: this node's workers only, no waiting, and a
     /// reply timer running slightly inside the budget the origin sent.
-    pub(super) fn relay(self: &Arc<Self>, relay: Box<Relay>) -> Option<Instant> {
+    pub(super) fn relay(self: &Arc<Self>, relay: RelayRef<'_>) -> Option<Instant> {
         let budget = Duration::from_millis(relay.reply_timeout_ms);
         let margin = (budget / 10).min(RELAY_MARGIN);
-        let options = DispatchOptions {
+        let options = Options {
             routing: relay.routing,
             wait_for_worker: None,
             reply_timeout: Some(budget.saturating_sub(margin).max(Duration::from_millis(1))),
         };
-        self.run(relay.correlation, relay.request, &options, true)
+        self.run(relay.correlation, &relay.request, &options, true)
     }
 
-    // Inlined into its two callers, so the request moves once from the frame to the dispatcher.
+    /// Starts a dispatch whose request is lent from the frame it arrived in.
     #[inline]
     fn run(
         self: &Arc<Self>,
         correlation: u64,
-        request: DispatchRequest,
-        options: &DispatchOptions,
+        request: &RequestRef<'_>,
+        options: &Options<'_>,
         relayed: bool,
     ) -> Option<Instant> {
         let admitted = {
             let mut table = self.table();
-            if !self.grant.allows(&request.namespace) {
+            if !self.grant.allows(request.namespace) {
                 Err((
                     RefusedReason::NamespaceNotGranted,
                     self.grant.refusal(&request.namespace),
@@ -189,12 +189,14 @@ impl Flights {
             Err((reason, detail)) => {
                 // Ticket 0 names no tracked submission, so the outcome removes nothing.
                 let caller = self.caller(correlation, 0);
+                let detail = detail.as_str();
                 self.dispatcher
                     .refuse(caller, RefusedDispatch { reason, detail });
                 return None;
             }
         };
         let caller = self.caller(correlation, ticket);
+        let request = request.clone();
         let started = if relayed {
             self.dispatcher.start_relayed(request, options, caller)
         } else {
@@ -221,7 +223,7 @@ impl Flights {
             self.caller(correlation, 0),
             RefusedDispatch {
                 reason: RefusedReason::WorkerBackpressure,
-                detail: "the link back to the origin is over its byte budget".into(),
+                detail: "the link back to the origin is over its byte budget",
             },
         );
     }
@@ -374,7 +376,7 @@ impl Flights {
 impl Sink for Flights {
     /// Forgets the submission and queues its outcome. What is queued stays bounded because the
     /// connection reads no more submissions while its queue is full.
-    fn deliver(&self, tag: Tag, result: DispatchResult, served_by: Option<Arc<str>>) {
+    fn deliver(&self, tag: Tag, result: ResultRef<'_>, served_by: Option<&str>) {
         let released = {
             let mut table = self.table();
             match table.flights.entry(tag.correlation) {
@@ -389,12 +391,9 @@ impl Sink for Flights {
             self.relieved.notify_one();
         }
         if !self.closed.load(Ordering::Acquire) {
-            let sent = self.answer.send(
-                &self.outbound,
-                tag.correlation,
-                result,
-                served_by.as_deref(),
-            );
+            let sent = self
+                .answer
+                .send(&self.outbound, tag.correlation, result, served_by);
             match sent {
                 // The connection closes as a slow consumer, which its owner hears from the
                 // queue; the outcome goes with the connection.
@@ -403,9 +402,10 @@ impl Sink for Flights {
                     // The dispatch layer fits results to the frame limit, so this is a bug;
                     // the producer still hears an outcome.
                     tracing::error!(error = %err, "an outcome could not be encoded");
+                    let detail = format!("the outcome could not be sent: {err}");
                     let refused = DispatchResult::Refused(RefusedDispatch {
                         reason: RefusedReason::InvalidRequest,
-                        detail: format!("the outcome could not be sent: {err}"),
+                        detail: detail.as_str(),
                     });
                     let _ = self
                         .answer
@@ -424,7 +424,7 @@ impl Answer {
         &self,
         outbound: &Outbound,
         correlation: u64,
-        result: DispatchResult,
+        result: ResultRef<'_>,
         served_by: Option<&str>,
     ) -> Result<(), SendError> {
         match self {
@@ -432,7 +432,7 @@ impl Answer {
                 outbound.send_owed_ref(FrameRef::ServedOutcome(ServedOutcome {
                     correlation,
                     served_by: served_by.unwrap_or(node_id),
-                    result: result.view(),
+                    result: result.reborrow(),
                 }))
             }
             Answer::Producer { .. } => {
@@ -451,14 +451,14 @@ impl Answer {
                     }),
                     other => other,
                 };
-                outbound.send_owed(Frame::Outcome(OutcomeFrame {
+                outbound.send_owed_ref(FrameRef::Outcome(OutcomeFrame {
                     correlation,
                     result,
                 }))
             }
             Answer::Peer => outbound.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
                 correlation,
-                result: result.view(),
+                result,
             })),
         }
     }

@@ -1,7 +1,6 @@
 //! The node's side of the handshake: TLS when the node speaks it, then the first frame must be
 //! a `Hello` we can accept.
 
-use futures_util::StreamExt;
 use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
 
 use super::close::Close;
@@ -67,7 +66,7 @@ pub(super) async fn accept(
 ) -> Result<Accepted, Close> {
     let timeout = shared.config.handshake_timeout();
     let first = tokio::select! {
-        first = tokio::time::timeout_at(deadline, reader.next()) => first,
+        first = tokio::time::timeout_at(deadline, reader.next_owned()) => first,
         () = shared.closing.cancelled() => return Err(Close::goodbye("node shutting down")),
     };
     let hello = match first {

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use lintel_wire::{Frame, Pong, StatusReport};
+use lintel_wire::{Frame, FrameRef, Pong, StatusReport};
 use tokio::time::Instant;
 
 use super::close::Close;
@@ -118,7 +117,7 @@ pub(super) async fn serve(
             () = outbound.room(), if !queue_room => continue,
             () = flights.relieved(), if queue_room && !room => continue,
             () = outbound.below(budget.saturating_sub(flights.held_input())), if queue_room && !room => continue,
-            frame = reader.next(), if room => frame,
+            frame = reader.next_frame(), if room => frame,
         };
         let frame = match frame {
             None => break Close::Quietly,
@@ -126,11 +125,16 @@ pub(super) async fn serve(
             Some(Ok(frame)) => frame,
         };
         keepalive.heard();
-        match frame {
-            Frame::Submit(submit) => {
+        let frame = match frame {
+            FrameRef::Submit(submit) => {
                 let deadline = flights.submit(submit);
                 timer.arm(deadline, timer_sleep.as_mut());
+                continue;
             }
+            FrameRef::Frame(frame) => frame,
+            other => break Close::unexpected(other.kind(), "on a producer connection"),
+        };
+        match frame {
             Frame::Cancel(cancel) => flights.cancel(cancel.correlation),
             Frame::StatusQuery(query) => {
                 let report = if version >= 2 {

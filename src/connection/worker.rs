@@ -6,9 +6,8 @@
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
 use lintel_wire::{
-    Drain, ErrorCode, Frame, FrameKind, Ping, Pong, Refusal, RefusalCode, Register,
+    Drain, ErrorCode, Frame, FrameKind, FrameRef, Ping, Pong, Refusal, RefusalCode, Register,
     Registered as RegisteredFrame,
 };
 
@@ -71,13 +70,16 @@ pub(super) async fn serve(
                 }
                 break Close::goodbye("node shutting down");
             }
-            frame = reader.next() => {
+            frame = reader.next_frame() => {
                 let step = match frame {
                     None => Err(Close::Quietly),
                     Some(Err(err)) => Err(Close::read_failed(err)),
                     // Boxed: registering happens once, and its sends would otherwise be carried
                     // in every idle connection's task.
-                    Some(Ok(Frame::Register(register))) => Box::pin(conn.register(*register)).await,
+                    Some(Ok(FrameRef::Frame(Frame::Register(register)))) => {
+                        let register = Register::clone(register);
+                        Box::pin(conn.register(register)).await
+                    }
                     Some(Ok(frame)) => conn.handle(frame),
                 };
                 if let Err(close) = step {
@@ -110,11 +112,11 @@ struct WorkerConn<'a> {
 
 impl WorkerConn<'_> {
     /// Handles every frame but `Register`, which needs to wait for room to answer.
-    fn handle(&mut self, frame: Frame) -> Result<(), Close> {
-        match frame {
-            Frame::Reply(reply) => {
+    fn handle(&mut self, frame: FrameRef<'_>) -> Result<(), Close> {
+        let frame = match frame {
+            FrameRef::Reply(reply) => {
                 let registered = self.registered(FrameKind::Reply)?;
-                match registered.link.reply(reply.correlation, reply.response) {
+                match registered.link.reply(reply.correlation, reply.response.into_owned()) {
                     ReplyFate::Delivered => {}
                     ReplyFate::Late => {
                         tracing::debug!(
@@ -132,8 +134,12 @@ impl WorkerConn<'_> {
                         );
                     }
                 }
-                Ok(())
+                return Ok(());
             }
+            FrameRef::Frame(frame) => frame,
+            other => return Err(Close::unexpected(other.kind(), "on a worker connection")),
+        };
+        match frame {
             Frame::CapacityUpdate(update) => {
                 let worker_id = self.registered(frame.kind())?.worker_id;
                 self.shared
@@ -159,11 +165,11 @@ impl WorkerConn<'_> {
                 Ok(())
             }
             Frame::Ping(Ping { nonce }) => {
-                let _ = self.outbound.try_send(Frame::Pong(Pong { nonce }));
+                let _ = self.outbound.try_send(Frame::Pong(Pong { nonce: *nonce }));
                 Ok(())
             }
             Frame::Pong(Pong { nonce }) => {
-                self.keepalive.answered(nonce);
+                self.keepalive.answered(*nonce);
                 Ok(())
             }
             Frame::Goodbye(_) => Err(Close::Quietly),

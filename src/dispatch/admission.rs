@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use lintel_wire::{DispatchRequest, NodeRouting, RefusedDispatch, RefusedReason};
+use lintel_wire::{NodeRouting, RefusedDispatch, RefusedReason, RequestRef, RoutingRef};
 
-use lintel_client::DispatchOptions;
+use super::options::Options;
 
 /// Bytes a push or outcome frame may add around its input or result; names are bounded,
 /// so this covers the envelope with room to spare.
@@ -40,8 +40,8 @@ impl DispatchLimits {
 /// # Errors
 /// A refusal with reason [`RefusedReason::InvalidRequest`] naming the first rule broken.
 pub(crate) fn validate(
-    request: &DispatchRequest,
-    options: &DispatchOptions,
+    request: &RequestRef<'_>,
+    options: &Options<'_>,
     limits: &DispatchLimits,
 ) -> Result<(), RefusedDispatch> {
     check(request, options, limits).map_err(|detail| RefusedDispatch {
@@ -51,8 +51,8 @@ pub(crate) fn validate(
 }
 
 fn check(
-    request: &DispatchRequest,
-    options: &DispatchOptions,
+    request: &RequestRef<'_>,
+    options: &Options<'_>,
     limits: &DispatchLimits,
 ) -> Result<(), String> {
     if request.namespace.is_empty() {
@@ -63,10 +63,10 @@ fn check(
     }
     let max = limits.max_name_len;
     let names = [
-        ("namespace", request.namespace.as_str()),
-        ("task queue", request.task_queue.as_str()),
-        ("activity type", request.activity_type.as_str()),
-        ("node", request.node.as_deref().unwrap_or_default()),
+        ("namespace", request.namespace),
+        ("task queue", request.task_queue),
+        ("activity type", request.activity_type),
+        ("node", request.node.unwrap_or_default()),
     ];
     for (what, name) in names {
         if name.len() > max {
@@ -87,9 +87,8 @@ fn check(
         }
     }
     let max = limits.max_payload();
-    let carried = request.input.len()
-        + request.workflow_id.len()
-        + request.run_id.as_deref().map_or(0, str::len);
+    let carried =
+        request.input.len() + request.workflow_id.len() + request.run_id.map_or(0, str::len);
     if carried > max {
         return Err(format!(
             "input and ids of {carried} bytes exceed the {max} a push can carry"
@@ -99,7 +98,7 @@ fn check(
 }
 
 /// Node lists are bounded like a registration's sets, so selection never scans a flood.
-fn check_routing(routing: &NodeRouting, limits: &DispatchLimits) -> Result<(), String> {
+fn check_routing(routing: &RoutingRef<'_>, limits: &DispatchLimits) -> Result<(), String> {
     let max = limits.max_name_len;
     let (what, nodes) = match routing {
         NodeRouting::Any => return Ok(()),
@@ -107,8 +106,8 @@ fn check_routing(routing: &NodeRouting, limits: &DispatchLimits) -> Result<(), S
             return Err(format!("pinned node is longer than {max} bytes"));
         }
         NodeRouting::Pin(_) => return Ok(()),
-        NodeRouting::Prefer(nodes) => ("prefer", nodes),
-        NodeRouting::Require(nodes) => ("require", nodes),
+        NodeRouting::Prefer(nodes) => ("prefer", *nodes),
+        NodeRouting::Require(nodes) => ("require", *nodes),
     };
     if nodes.len() > limits.max_set_len {
         return Err(format!(
@@ -117,7 +116,7 @@ fn check_routing(routing: &NodeRouting, limits: &DispatchLimits) -> Result<(), S
             limits.max_set_len
         ));
     }
-    for node in nodes {
+    for node in nodes.iter() {
         if node.is_empty() {
             return Err(format!("{what} lists an empty node"));
         }
@@ -131,6 +130,8 @@ fn check_routing(routing: &NodeRouting, limits: &DispatchLimits) -> Result<(), S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lintel_client::DispatchOptions;
+    use lintel_wire::DispatchRequest;
 
     fn limits() -> DispatchLimits {
         DispatchLimits {
@@ -158,7 +159,7 @@ mod tests {
     }
 
     fn refused(request: &DispatchRequest, options: &DispatchOptions) -> bool {
-        validate(request, options, &limits()).is_err()
+        validate(&request.view(), &Options::of(options), &limits()).is_err()
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use lintel_wire::DispatchResult;
+use lintel_wire::{DispatchResult, ResultRef};
 use tokio::sync::oneshot;
 
 /// How a source names one of its dispatches.
@@ -16,9 +16,10 @@ pub(crate) struct Tag {
 
 /// A dispatch source: hands each outcome to whoever asked.
 pub(crate) trait Sink: Send + Sync {
-    /// Delivers the outcome of dispatch `tag`; called exactly once per dispatch. `served_by`
-    /// names the peer that served it, `None` when this node did.
-    fn deliver(&self, tag: Tag, result: DispatchResult, served_by: Option<Arc<str>>);
+    /// Delivers the outcome of dispatch `tag`, lent: a source that keeps it takes a copy.
+    /// Called exactly once per dispatch. `served_by` names the peer that served it, `None`
+    /// when this node did.
+    fn deliver(&self, tag: Tag, result: ResultRef<'_>, served_by: Option<&str>);
 }
 
 /// A dispatch's source and its name there.
@@ -37,7 +38,7 @@ impl Caller {
         self.tag.correlation
     }
 
-    pub(crate) fn deliver(self, result: DispatchResult, served_by: Option<Arc<str>>) {
+    pub(crate) fn deliver(self, result: ResultRef<'_>, served_by: Option<&str>) {
         self.sink.deliver(self.tag, result, served_by);
     }
 }
@@ -63,7 +64,7 @@ impl Oneshot {
 }
 
 impl Sink for Oneshot {
-    fn deliver(&self, _tag: Tag, result: DispatchResult, _served_by: Option<Arc<str>>) {
+    fn deliver(&self, _tag: Tag, result: ResultRef<'_>, _served_by: Option<&str>) {
         let tx = self
             .0
             .lock()
@@ -71,7 +72,7 @@ impl Sink for Oneshot {
             .take();
         if let Some(tx) = tx {
             // A caller that stopped listening has given up on the outcome; it is still counted.
-            let _ = tx.send(result);
+            let _ = tx.send(result.into_owned());
         }
     }
 }

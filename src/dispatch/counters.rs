@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use lintel_wire::{Counters, DispatchResult, RefusedReason};
+use lintel_wire::{Counters, DispatchResult, Ownership, RefusedReason};
 
 use super::latency::Latency;
 
@@ -61,7 +61,7 @@ impl DispatchCounters {
     }
 
     /// A dispatch ended with `result`.
-    pub(crate) fn ended(&self, result: &DispatchResult) {
+    pub(crate) fn ended<O: Ownership>(&self, result: &DispatchResult<O>) {
         let counter = match result {
             DispatchResult::Completed(_) => &self.completed,
             DispatchResult::NoWorker(_) => &self.no_worker,

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use lintel_wire::{
     Census, DispatchRequest, DispatchResult, NodeRouting, RefusedDispatch, RefusedReason,
+    RequestRef, ResultRef, RoutingRef,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
@@ -27,6 +28,7 @@ use super::admission::{validate, DispatchLimits};
 use super::caller::{Caller, Oneshot};
 use super::counters::DispatchCounters;
 use super::flight::{Flight, Slot, Target};
+use super::options::Options;
 use super::relayed::{Attempt, PlaceAgain, Relayed};
 use crate::cluster::{Mesh, RemoteSlot};
 use crate::link::{PushError, RelayEntry};
@@ -93,12 +95,13 @@ pub(crate) enum Started {
     Waiting(Box<Waiting>),
 }
 
-/// A dispatch queued for a worker, with what it needs to push once it gets one.
+/// A dispatch queued for a worker, with what it needs to push once it gets one: owned copies,
+/// since it outlives the frame it arrived in.
 #[derive(Debug)]
 pub(crate) struct Waiting {
     pub(crate) flight: Arc<Flight>,
     request: DispatchRequest,
-    routing: lintel_wire::NodeRouting,
+    routing: NodeRouting,
     wait: Box<Wait>,
     deadline: Instant,
     cancelled: oneshot::Receiver<()>,
@@ -209,7 +212,7 @@ impl Dispatcher {
         let (caller, mut outcome) = Oneshot::caller();
         let mut watch = CancelOnDrop(None);
         tokio::pin!(cancelled);
-        let pushed = match self.start(request, options, caller) {
+        let pushed = match self.start(request.view(), &Options::of(options), caller) {
             Started::Ended => None,
             Started::Pushed(flight) => Some(flight),
             Started::Waiting(waiting) => {
@@ -247,7 +250,7 @@ impl Dispatcher {
 
     /// Ends a dispatch its source refused before admission (a duplicate id, the source's own
     /// in-flight bound), counting and answering it like any other.
-    pub(crate) fn refuse(&self, caller: Caller, refused: RefusedDispatch) {
+    pub(crate) fn refuse(&self, caller: Caller, refused: RefusedDispatch<&str>) {
         self.counters.submitted();
         let flight = self.flight(caller, None, self.activity.enter(), None);
         flight.finish(DispatchResult::Refused(refused));
@@ -257,8 +260,8 @@ impl Dispatcher {
     /// peer free now, or queues it for one when it may wait, or ends it.
     pub(crate) fn start(
         &self,
-        request: DispatchRequest,
-        options: &DispatchOptions,
+        request: RequestRef<'_>,
+        options: &Options<'_>,
         caller: Caller,
     ) -> Started {
         self.start_in(request, options, caller, Scope::Cluster)
@@ -267,17 +270,19 @@ impl Dispatcher {
     /// As [`Dispatcher::start`] for a dispatch a peer relayed here: this node's workers only.
     pub(crate) fn start_relayed(
         &self,
-        request: DispatchRequest,
-        options: &DispatchOptions,
+        request: RequestRef<'_>,
+        options: &Options<'_>,
         caller: Caller,
     ) -> Started {
         self.start_in(request, options, caller, Scope::Local)
     }
 
+    /// The request and options are lent: a dispatch placed at once copies no name, and only
+    /// one that must wait or is relayed takes copies of them.
     fn start_in(
         &self,
-        mut request: DispatchRequest,
-        options: &DispatchOptions,
+        request: RequestRef<'_>,
+        options: &Options<'_>,
         caller: Caller,
         scope: Scope,
     ) -> Started {
@@ -286,7 +291,7 @@ impl Dispatcher {
         let crowded = active.count() > self.limits.max_active;
         let flight = self.flight(caller, options.reply_timeout, active, Some(&request));
         if let Err(result) = self.admit(&request, options, crowded) {
-            flight.finish(result);
+            flight.finish(result.view());
             return Started::Ended;
         }
         let deadline = options.wait_for_worker.map(|wait| flight.started() + wait);
@@ -311,8 +316,8 @@ impl Dispatcher {
                                 let done = Some(flight.done_signal());
                                 return Started::Waiting(Box::new(Waiting {
                                     flight,
-                                    request,
-                                    routing: options.routing.clone(),
+                                    request: request.into_owned(),
+                                    routing: options.routing.clone().into_owned(),
                                     wait,
                                     deadline,
                                     cancelled,
@@ -329,10 +334,10 @@ impl Dispatcher {
                 number: 1,
                 wait_until: deadline,
             };
-            match self.send(&flight, request, placed, &options.routing, attempt) {
+            match self.send(&flight, &request, placed, &options.routing, attempt) {
                 Sent::Queued => return Started::Pushed(flight),
                 Sent::Ended => return Started::Ended,
-                Sent::Unsent(unsent) => request = *unsent,
+                Sent::Unsent => {}
             }
         }
         self.give_up_on_closed_links(&flight);
@@ -343,7 +348,7 @@ impl Dispatcher {
     fn place_now(
         &self,
         address: Address<'_>,
-        routing: &NodeRouting,
+        routing: &RoutingRef<'_>,
         attempt: Attempt,
     ) -> Option<Placed> {
         if attempt.number > super::relayed::MAX_RELAY_ATTEMPTS {
@@ -357,7 +362,7 @@ impl Dispatcher {
     fn place(
         &self,
         address: Address<'_>,
-        routing: &NodeRouting,
+        routing: &RoutingRef<'_>,
         scope: Scope,
     ) -> Result<Placed, Census> {
         if scope == Scope::Local || self.mesh.is_empty() {
@@ -391,7 +396,7 @@ impl Dispatcher {
     }
 
     /// A usable remote slot in any tier, for a dispatch waiting on this node.
-    fn remote_any_tier(&self, address: Address<'_>, routing: &NodeRouting) -> Option<Placed> {
+    fn remote_any_tier(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> Option<Placed> {
         Tiers::new(routing, address.node)
             .iter()
             .find_map(|filter| self.reserve_remote(address, filter))
@@ -399,7 +404,7 @@ impl Dispatcher {
 
     /// What the node knows about `address`: its own workers, and its peers' when the
     /// dispatch could have been relayed.
-    fn census(&self, address: Address<'_>, routing: &NodeRouting, scope: Scope) -> Census {
+    fn census(&self, address: Address<'_>, routing: &RoutingRef<'_>, scope: Scope) -> Census {
         let census = self.registry.census(address, routing);
         self.with_remote(census, address, routing, scope)
     }
@@ -408,7 +413,7 @@ impl Dispatcher {
         &self,
         mut census: Census,
         address: Address<'_>,
-        routing: &NodeRouting,
+        routing: &RoutingRef<'_>,
         scope: Scope,
     ) -> Census {
         if scope == Scope::Cluster && !self.mesh.is_empty() {
@@ -425,7 +430,7 @@ impl Dispatcher {
     pub(crate) async fn wait(&self, waiting: Box<Waiting>) -> Option<Arc<Flight>> {
         let Waiting {
             flight,
-            mut request,
+            request,
             routing,
             wait,
             deadline,
@@ -434,6 +439,7 @@ impl Dispatcher {
             mut changes,
             scope,
         } = *waiting;
+        let (request, routing) = (request.view(), routing.view());
         let mut next: Result<Placed, Box<Wait>> = Err(wait);
         for _ in 0..MAX_CLOSED_LINKS {
             let placed = match next {
@@ -464,11 +470,11 @@ impl Dispatcher {
                 number: 1,
                 wait_until: Some(deadline),
             };
-            request = match self.send(&flight, request, placed, &routing, attempt) {
+            match self.send(&flight, &request, placed, &routing, attempt) {
                 Sent::Queued => return Some(flight),
                 Sent::Ended => return None,
-                Sent::Unsent(unsent) => *unsent,
-            };
+                Sent::Unsent => {}
+            }
             // The link closed before the push left: look again, in the same wait.
             cancelled = flight.watch_cancel();
             if scope == Scope::Cluster {
@@ -493,8 +499,8 @@ impl Dispatcher {
     async fn await_slot(
         &self,
         flight: &Flight,
-        request: &DispatchRequest,
-        routing: &NodeRouting,
+        request: &RequestRef<'_>,
+        routing: &RoutingRef<'_>,
         (mut wait, deadline): (Box<Wait>, Instant),
         cancelled: &mut oneshot::Receiver<()>,
         mut changes: Option<&mut u64>,
@@ -571,95 +577,88 @@ impl Dispatcher {
         }
     }
 
-    /// Sends the dispatch where it was placed, to a local worker or a peer. One that could not
-    /// leave hands the request back.
+    /// Sends the dispatch where it was placed, to a local worker or a peer.
     #[inline]
     fn send(
         &self,
         flight: &Arc<Flight>,
-        request: DispatchRequest,
+        request: &RequestRef<'_>,
         placed: Placed,
-        routing: &NodeRouting,
+        routing: &RoutingRef<'_>,
         attempt: Attempt,
     ) -> Sent {
         match placed {
             Placed::Local(reservation) => self.push(flight, request, reservation),
             Placed::Remote(slot, peer_routing) => {
-                match self.relay(flight, request, slot, peer_routing, routing, attempt) {
-                    Ok(()) => Sent::Queued,
-                    Err(unsent) => Sent::Unsent(unsent),
-                }
+                self.relay(flight, request, slot, &peer_routing, routing, attempt)
             }
         }
     }
 
-    /// Relays to the peer charged, taking the request. A relay that could not leave (the link
-    /// closed, or its queue is full: a busy peer is skipped) hands the request back, and the
-    /// charge is taken back.
+    /// Relays to the peer charged; the link's entry keeps owned copies of the request and its
+    /// routing, to place it again if the peer runs nothing. A relay that could not leave (the
+    /// link closed, or its queue is full: a busy peer is skipped) gives the charge back.
     fn relay(
         &self,
         flight: &Arc<Flight>,
-        request: DispatchRequest,
+        request: &RequestRef<'_>,
         slot: RemoteSlot,
-        peer_routing: NodeRouting,
-        routing: &NodeRouting,
+        peer_routing: &NodeRouting,
+        routing: &RoutingRef<'_>,
         attempt: Attempt,
-    ) -> Result<(), Box<DispatchRequest>> {
+    ) -> Sent {
         let link = slot.link().clone();
         let budget = flight.budget_left();
         flight.arm(Slot::Remote(slot));
-        let entry = |request| -> Arc<RelayEntry> {
+        let entry = || -> Arc<RelayEntry> {
             Arc::new(Relayed {
                 dispatcher: self.me.clone() as Weak<dyn PlaceAgain>,
                 flight: Arc::clone(flight),
-                request,
-                routing: routing.clone(),
+                request: request.clone().into_owned(),
+                routing: routing.clone().into_owned(),
                 attempt,
                 peer: Arc::clone(link.node_id()),
                 sent_at: Instant::now(),
             })
         };
-        match link.relay(request, peer_routing, budget, entry) {
+        match link.relay(request, &peer_routing.view(), budget, entry) {
             Ok(correlation) => {
                 flight.pushed(Target::Peer(link), correlation);
-                Ok(())
+                Sent::Queued
             }
-            Err((_, request)) => {
+            Err(_) => {
                 flight.disarm();
-                Err(request)
+                Sent::Unsent
             }
         }
     }
 
     /// Pushes `request` on the reserved worker, encoded where it lies. A push that could not
-    /// leave frees its slot and hands the request back; a full queue ends the dispatch as
-    /// refused.
+    /// leave frees its slot; a full queue ends the dispatch as refused.
     fn push(
         &self,
         flight: &Arc<Flight>,
-        request: DispatchRequest,
+        request: &RequestRef<'_>,
         reservation: Reservation,
     ) -> Sent {
         let worker_id = reservation.worker_id();
         let Some(link) = reservation.link().cloned() else {
-            return Sent::Unsent(Box::new(request));
+            return Sent::Unsent;
         };
         flight.arm(Slot::Local(reservation));
-        match link.push(&request, Arc::clone(flight) as _) {
+        match link.push(request, Arc::clone(flight) as _) {
             Ok(correlation) => {
                 flight.pushed(Target::Worker(link), correlation);
                 Sent::Queued
             }
             Err(PushError::Closed) => {
                 flight.disarm();
-                Sent::Unsent(Box::new(request))
+                Sent::Unsent
             }
             Err(PushError::Backpressure) => {
                 flight.disarm();
-                flight.finish(refused(
-                    RefusedReason::WorkerBackpressure,
-                    format!("worker {worker_id} outbound queue is full"),
-                ));
+                let detail = format!("worker {worker_id} outbound queue is full");
+                flight.finish(refused(RefusedReason::WorkerBackpressure, &detail));
                 Sent::Ended
             }
         }
@@ -676,15 +675,15 @@ impl Dispatcher {
         caller: Caller,
         reply_timeout: Option<Duration>,
         active: Active,
-        request: Option<&DispatchRequest>,
+        request: Option<&RequestRef<'_>>,
     ) -> Arc<Flight> {
         let reply_timeout = reply_timeout.unwrap_or(self.limits.default_reply_timeout);
         // Named only for the debug log of outcomes, so nothing is spent when it is off.
         let channel = request
             .filter(|_| tracing::enabled!(tracing::Level::DEBUG))
             .map(|request| {
-                let task_queue = normalize_task_queue(&request.task_queue);
-                lintel_wire::channel::dispatch_channel_name(&request.namespace, task_queue, None)
+                let task_queue = normalize_task_queue(request.task_queue);
+                lintel_wire::channel::dispatch_channel_name(request.namespace, task_queue, None)
             });
         Flight::new(
             Arc::clone(&self.counters),
@@ -699,8 +698,8 @@ impl Dispatcher {
     /// Refuses a request that breaks a bound, or ends it when the node is draining.
     fn admit(
         &self,
-        request: &DispatchRequest,
-        options: &DispatchOptions,
+        request: &RequestRef<'_>,
+        options: &Options<'_>,
         crowded: bool,
     ) -> Result<(), DispatchResult> {
         validate(request, options, &self.limits).map_err(DispatchResult::Refused)?;
@@ -708,13 +707,13 @@ impl Dispatcher {
             return Err(DispatchResult::Draining);
         }
         if crowded {
-            return Err(refused(
-                RefusedReason::TooManyInFlight,
-                format!(
+            return Err(DispatchResult::Refused(RefusedDispatch {
+                reason: RefusedReason::TooManyInFlight,
+                detail: format!(
                     "the node runs at most {} dispatches at once",
                     self.limits.max_active
                 ),
-            ));
+            }));
         }
         Ok(())
     }
@@ -727,19 +726,18 @@ impl PlaceAgain for Dispatcher {
     fn place_again(
         &self,
         flight: &Arc<Flight>,
-        request: DispatchRequest,
-        routing: &NodeRouting,
+        request: &RequestRef<'_>,
+        routing: &RoutingRef<'_>,
         attempt: Attempt,
-        last: (DispatchResult, Arc<str>),
+        last: (ResultRef<'_>, Arc<str>),
     ) {
-        let mut request = request;
         for _ in 0..MAX_CLOSED_LINKS {
             if flight.budget_left().is_zero() {
                 break;
             }
             // Noted before looking, as a first placement does.
             let changes = self.mesh.changes().epoch();
-            let address = address_of(&request);
+            let address = address_of(request);
             let placed = match self.place_now(address, routing, attempt) {
                 Some(placed) => placed,
                 None => {
@@ -752,8 +750,8 @@ impl PlaceAgain for Dispatcher {
                         Err(wait) => {
                             let waiting = Box::new(Waiting {
                                 flight: Arc::clone(flight),
-                                request,
-                                routing: routing.clone(),
+                                request: request.clone().into_owned(),
+                                routing: routing.clone().into_owned(),
                                 wait,
                                 deadline,
                                 cancelled: flight.watch_cancel(),
@@ -773,7 +771,7 @@ impl PlaceAgain for Dispatcher {
             };
             match self.send(flight, request, placed, routing, attempt) {
                 Sent::Queued | Sent::Ended => return,
-                Sent::Unsent(unsent) => request = *unsent,
+                Sent::Unsent => {}
             }
         }
         let (result, peer) = last;
@@ -788,7 +786,7 @@ enum Sent {
     /// The dispatch ended instead (the worker's queue was full).
     Ended,
     /// The link closed, or the peer's queue was full, before it left: nothing reached it.
-    Unsent(Box<DispatchRequest>),
+    Unsent,
 }
 
 /// Cancels a flight whose in-process caller went away before its outcome.
@@ -802,15 +800,15 @@ impl Drop for CancelOnDrop {
     }
 }
 
-fn refused(reason: RefusedReason, detail: String) -> DispatchResult {
+fn refused(reason: RefusedReason, detail: &str) -> ResultRef<'_> {
     DispatchResult::Refused(RefusedDispatch { reason, detail })
 }
 
-fn address_of(request: &DispatchRequest) -> Address<'_> {
+fn address_of<'a>(request: &RequestRef<'a>) -> Address<'a> {
     Address {
-        namespace: &request.namespace,
-        task_queue: normalize_task_queue(&request.task_queue),
-        activity_type: &request.activity_type,
-        node: request.node.as_deref(),
+        namespace: request.namespace,
+        task_queue: normalize_task_queue(request.task_queue),
+        activity_type: request.activity_type,
+        node: request.node,
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lintel_wire::{ActivityOutcome, DispatchResponse, DispatchResult};
+use lintel_wire::{ActivityOutcome, DispatchResponse, DispatchResult, ResponseRef, ResultRef};
 use tokio::sync::oneshot;
 
 use super::activity::Active;
@@ -117,12 +117,12 @@ impl Flight {
 
     /// Ends the dispatch with `result`: counts it and delivers it. The only place a dispatch
     /// ends; a second call is a no-op.
-    pub(crate) fn finish(&self, result: DispatchResult) {
+    pub(crate) fn finish(&self, result: ResultRef<'_>) {
         self.finish_served(result, None);
     }
 
     /// As [`Flight::finish`], naming the peer that served the dispatch.
-    pub(super) fn finish_served(&self, result: DispatchResult, served_by: Option<Arc<str>>) {
+    pub(super) fn finish_served(&self, result: ResultRef<'_>, served_by: Option<&str>) {
         let (caller, done) = {
             let mut state = self.state();
             (state.caller.take(), state.done.take())
@@ -138,7 +138,7 @@ impl Flight {
                 correlation = caller.correlation(),
                 channel = self.channel.as_deref().unwrap_or_default(),
                 outcome = super::outcome::class(&result),
-                served_by = served_by.as_deref().unwrap_or_default(),
+                served_by = served_by.unwrap_or_default(),
                 "dispatch ended"
             );
         }
@@ -239,7 +239,7 @@ impl Flight {
     }
 
     /// Ends a pushed dispatch with `result` if the link decides this end came first.
-    fn end(&self, result: DispatchResult) {
+    fn end(&self, result: ResultRef<'_>) {
         let Some(to) = self.state().pushed.clone() else {
             return;
         };
@@ -317,13 +317,14 @@ impl Flight {
     }
 
     /// Ends a relayed dispatch with the serving peer's outcome.
-    pub(super) fn relay_answered(&self, result: DispatchResult, peer: Arc<str>) {
+    pub(super) fn relay_answered(&self, result: ResultRef<'_>, peer: Arc<str>) {
         self.free_slot();
-        let result = match result {
-            DispatchResult::Completed(response) => DispatchResult::Completed(self.fit(response)),
-            other => other,
-        };
-        self.finish_served(result, Some(peer));
+        match result {
+            DispatchResult::Completed(response) => {
+                self.complete(response, Some(&peer));
+            }
+            other => self.finish_served(other, Some(&peer)),
+        }
     }
 
     /// Ends a relayed dispatch whose peer link died `after` the relay went out; this node
@@ -331,11 +332,7 @@ impl Flight {
     pub(super) fn relay_lost(&self, peer: &str, after: Duration) {
         self.free_slot();
         let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
-        let result = DispatchResult::PeerLost {
-            peer: peer.to_owned(),
-            after_ms,
-        };
-        self.finish(result);
+        self.finish(DispatchResult::PeerLost { peer, after_ms });
     }
 
     /// Ends a relayed dispatch because this node shuts down.
@@ -381,25 +378,31 @@ impl Flight {
         drop(slot);
     }
 
-    /// A result too large to travel on in an outcome becomes a non-retryable failure, so the
-    /// producer still gets exactly one outcome.
-    fn fit(&self, mut response: DispatchResponse) -> DispatchResponse {
+    /// Ends the dispatch with the response a worker or peer sent. One too large to travel on
+    /// in an outcome becomes a non-retryable failure, so the producer still gets exactly one
+    /// outcome.
+    fn complete(&self, response: ResponseRef<'_>, served_by: Option<&str>) {
         let max = self.max_payload;
         let body = match &response.outcome {
             ActivityOutcome::Success(bytes) => bytes.len(),
             ActivityOutcome::Failure { message, .. } => message.len(),
         };
-        let carried =
-            body + response.workflow_id.len() + response.run_id.as_deref().map_or(0, str::len);
-        if carried > max {
-            let message =
-                format!("reply of {carried} bytes exceeds the {max} an outcome can carry");
-            response.outcome = ActivityOutcome::Failure {
-                message,
-                retryable: false,
-            };
+        let carried = body + response.workflow_id.len() + response.run_id.map_or(0, str::len);
+        if carried <= max {
+            self.finish_served(DispatchResult::Completed(response), served_by);
+            return;
         }
-        response
+        let message = format!("reply of {carried} bytes exceeds the {max} an outcome can carry");
+        let failed = DispatchResponse {
+            workflow_id: response.workflow_id,
+            ordinal: response.ordinal,
+            run_id: response.run_id,
+            outcome: ActivityOutcome::Failure {
+                message: message.as_str(),
+                retryable: false,
+            },
+        };
+        self.finish_served(DispatchResult::Completed(failed), served_by);
     }
 }
 
@@ -408,8 +411,7 @@ impl Entry for Flight {
 
     fn answered(&self, response: DispatchResponse) {
         self.free_slot();
-        let response = self.fit(response);
-        self.finish(DispatchResult::Completed(response));
+        self.complete(response.view(), None);
     }
 
     fn unanswered(&self, why: Unanswered) {

@@ -1,6 +1,7 @@
 //! Dispatch: admit a request, select a worker, push on its link, end in exactly one outcome.
 //!
-//! - `admission`: the bounds every request is checked against;
+//! - `admission`: the bounds every request is checked against; `options`: a dispatch's
+//!   routing and waits, borrowed;
 //! - `dispatcher`: the one path every source's dispatches take, waiting included;
 //! - `flight`: one dispatch in progress and the one finish that counts and answers it;
 //! - `relayed`: a dispatch relayed to a peer, placed again when the peer ran nothing;
@@ -16,6 +17,7 @@ mod counters;
 mod dispatcher;
 mod flight;
 pub mod latency;
+mod options;
 pub mod outcome;
 mod relayed;
 
@@ -26,3 +28,4 @@ pub(crate) use dispatcher::Started;
 pub use dispatcher::{Dispatcher, Placement};
 pub(crate) use flight::Flight;
 pub use lintel_client::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
+pub(crate) use options::Options;

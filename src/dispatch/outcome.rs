@@ -1,10 +1,10 @@
 //! Names and descriptions of outcome classes, for people and exit codes.
 
-use lintel_wire::{ActivityOutcome, DispatchResult};
+use lintel_wire::{ActivityOutcome, DispatchResult, Ownership};
 
 /// The class of an outcome: `completed`, `no-worker`, `worker-lost`, `timeout`, `refused`,
 /// `cancelled`, `draining`, `peer-lost` or `shut-down`.
-pub fn class(result: &DispatchResult) -> &'static str {
+pub fn class<O: Ownership>(result: &DispatchResult<O>) -> &'static str {
     match result {
         DispatchResult::Completed(_) => "completed",
         DispatchResult::NoWorker(_) => "no-worker",

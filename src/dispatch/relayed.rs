@@ -1,8 +1,12 @@
 //! A dispatch relayed to a peer: its entry on the peer link, and another placement when the
 //! serving node ran nothing.
 
-use lintel_wire::{DispatchRequest, DispatchResult, NodeRouting, RefusedReason};
 use std::sync::{Arc, Weak};
+
+use lintel_wire::{
+    DispatchRequest, DispatchResult, NodeRouting, RefusedReason, ResultRef, RoutingRef,
+    RequestRef,
+};
 use tokio::time::Instant;
 
 use super::flight::Flight;
@@ -21,10 +25,10 @@ pub(super) trait PlaceAgain: Send + Sync {
     fn place_again(
         &self,
         flight: &Arc<Flight>,
-        request: DispatchRequest,
-        routing: &NodeRouting,
+        request: &RequestRef<'_>,
+        routing: &RoutingRef<'_>,
         attempt: Attempt,
-        last: (DispatchResult, Arc<str>),
+        last: (ResultRef<'_>, Arc<str>),
     );
 }
 
@@ -32,7 +36,8 @@ pub(super) trait PlaceAgain: Send + Sync {
 /// past them it ends, or goes back to waiting while its wait for a worker lasts.
 pub(super) const MAX_RELAY_ATTEMPTS: u32 = 3;
 
-/// What a peer link holds for one relay.
+/// What a peer link holds for one relay: owned copies of what it needs, since it outlives
+/// the frame the dispatch arrived in.
 pub(super) struct Relayed {
     pub(super) dispatcher: Weak<dyn PlaceAgain>,
     pub(super) flight: Arc<Flight>,
@@ -46,7 +51,7 @@ pub(super) struct Relayed {
 }
 
 /// True for outcomes that say the serving node ran nothing, so another node may.
-fn nothing_ran(result: &DispatchResult) -> bool {
+fn nothing_ran(result: &ResultRef<'_>) -> bool {
     match result {
         DispatchResult::NoWorker(_) | DispatchResult::Draining => true,
         DispatchResult::Refused(refused) => matches!(
@@ -61,6 +66,7 @@ impl Entry for Relayed {
     type Answer = DispatchResult;
 
     fn answered(&self, result: DispatchResult) {
+        let result = result.view();
         // The clock is read only for an outcome that may be placed again.
         let may_wait = || {
             self.attempt
@@ -76,8 +82,8 @@ impl Entry for Relayed {
                     };
                     dispatcher.place_again(
                         &self.flight,
-                        self.request.clone(),
-                        &self.routing,
+                        &self.request.view(),
+                        &self.routing.view(),
                         next,
                         (result, Arc::clone(&self.peer)),
                     );

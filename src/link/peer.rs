@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{DispatchRequest, DispatchResult, FrameRef, NodeRouting, Relay};
+use lintel_wire::{DispatchResult, FrameRef, Relay, RequestRef, RoutingRef};
 
 use lintel_client::transport::Outbound;
 
@@ -43,36 +43,32 @@ impl Link<ToPeer> {
         &self.inner.kind.node_id
     }
 
-    /// Queues `request` as a relay with `budget` left for the reply; once it is queued, the
-    /// request is handed to `entry` to build what hears the relay's fate. Returns the relay's
+    /// Queues `request` as a relay with `budget` left for the reply, encoded where it lies;
+    /// once it is queued, `entry` builds what hears the relay's fate. Returns the relay's
     /// correlation id on this link.
     ///
     /// # Errors
     /// [`PushError::Closed`] when the link is closed, [`PushError::Backpressure`] when its
-    /// queue is full; either way nothing was sent and the request is handed back.
+    /// queue is full; either way nothing was sent.
     pub fn relay(
         &self,
-        request: DispatchRequest,
-        routing: NodeRouting,
+        request: &RequestRef<'_>,
+        routing: &RoutingRef<'_>,
         budget: Duration,
-        entry: impl FnOnce(DispatchRequest) -> Arc<RelayEntry>,
-    ) -> Result<u64, (PushError, Box<DispatchRequest>)> {
-        let vacant = match self.vacant() {
-            Ok(vacant) => vacant,
-            Err(err) => return Err((err, Box::new(request))),
-        };
+        entry: impl FnOnce() -> Arc<RelayEntry>,
+    ) -> Result<u64, PushError> {
+        let vacant = self.vacant()?;
         let correlation = vacant.correlation;
         let sent = self.inner.outbound.try_send_ref(FrameRef::Relay(Relay {
             correlation,
-            request: request.view(),
-            routing: routing.view(),
+            request: request.reborrow(),
+            routing: routing.reborrow(),
             reply_timeout_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
         }));
         if let Err(err) = sent {
-            return Err((PushError::from_send(err), Box::new(request)));
+            return Err(PushError::from_send(err));
         }
-        // Encoded already: the request goes on to the entry, which keeps it for a retry.
-        vacant.insert(entry(request));
+        vacant.insert(entry());
         self.inner.kind.sent.fetch_add(1, Ordering::Relaxed);
         Ok(correlation)
     }
@@ -100,17 +96,17 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_relay_is_counted_once_sent_and_a_closed_link_hands_its_request_back() {
+    async fn a_relay_is_counted_once_sent_and_a_closed_link_sends_nothing() {
         let (outbound, _peer) = outbound().await;
         let link = PeerLink::new("b".into(), outbound);
         let heard: Arc<RelayEntry> = Arc::new(Heard::default());
         let budget = Duration::from_secs(1);
-        let id = link.relay(request(), NodeRouting::Any, budget, |_| heard);
+        let (request, routing) = (request(), lintel_wire::NodeRouting::Any);
+        let id = link.relay(&request.view(), &routing.view(), budget, || heard);
         assert_eq!((id, link.sent(), link.in_flight()), (Ok(1), 1, 1));
         link.close();
-        let refused = link.relay(request(), NodeRouting::Any, budget, |_| unreachable!());
-        let (err, handed_back) = refused.unwrap_err();
-        assert_eq!((err, *handed_back), (PushError::Closed, request()));
+        let refused = link.relay(&request.view(), &routing.view(), budget, || unreachable!());
+        assert_eq!(refused, Err(PushError::Closed));
         assert_eq!(link.sent(), 1);
     }
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use lintel_wire::{DispatchRequest, DispatchResponse, Frame, FrameRef, Push};
+use lintel_wire::{DispatchResponse, Frame, FrameRef, Push, RequestRef};
 
 use lintel_client::transport::Outbound;
 
@@ -52,11 +52,11 @@ impl Link<ToWorker> {
     /// # Errors
     /// [`PushError::Closed`] when the link is closed, [`PushError::Backpressure`] when its
     /// queue is full; either way nothing was sent and no entry is left.
-    pub fn push(&self, request: &DispatchRequest, entry: Arc<PushEntry>) -> Result<u64, PushError> {
+    pub fn push(&self, request: &RequestRef<'_>, entry: Arc<PushEntry>) -> Result<u64, PushError> {
         let vacant = self.vacant()?;
         let correlation = vacant.correlation;
         if vacant.holding() {
-            let request = request.clone();
+            let request = request.clone().into_owned();
             return Ok(vacant.hold(
                 entry,
                 Frame::from(Push {
@@ -67,7 +67,7 @@ impl Link<ToWorker> {
         }
         let push = FrameRef::Push(Push {
             correlation,
-            request: request.view(),
+            request: request.reborrow(),
         });
         if let Err(err) = self.inner.outbound.try_send_ref(push) {
             return Err(PushError::from_send(err));

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{
     Census, NodeRouting, PoolPresence, PoolStatus, PresenceGroup, Refusal, RefusalCode, Register,
-    WaitingStatus,
+    RoutingRef, WaitingStatus,
 };
 use tokio::sync::oneshot;
 
@@ -165,7 +165,7 @@ impl Registry {
     pub fn select(
         self: &Arc<Self>,
         address: Address<'_>,
-        routing: &NodeRouting,
+        routing: &RoutingRef<'_>,
     ) -> Result<Reservation, Census> {
         let tiers = Tiers::new(routing, address.node);
         let mut state = self.lock();
@@ -211,7 +211,7 @@ impl Registry {
     pub fn select_or_wait(
         self: &Arc<Self>,
         address: Address<'_>,
-        routing: &NodeRouting,
+        routing: &RoutingRef<'_>,
     ) -> Result<Reservation, Box<Wait>> {
         let tiers = Tiers::new(routing, address.node);
         let mut state = self.lock();
@@ -224,7 +224,9 @@ impl Registry {
             activity_type: address.activity_type.to_owned(),
         };
         let node = address.node.map(str::to_owned);
-        let (id, granted) = state.waiters.push(key.clone(), routing.clone(), node);
+        let (id, granted) = state
+            .waiters
+            .push(key.clone(), routing.clone().into_owned(), node);
         self.changes.touch();
         Err(Box::new(Wait {
             registry: Arc::clone(self),
@@ -236,7 +238,7 @@ impl Registry {
     }
 
     /// What the registry knows about `address` under `routing`'s widest tier.
-    pub fn census(&self, address: Address<'_>, routing: &NodeRouting) -> Census {
+    pub fn census(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> Census {
         census_of(
             &self.lock(),
             address,
@@ -393,7 +395,7 @@ impl Registry {
             |key| worker.serves(&key.namespace, &key.task_queue, &key.activity_type),
             || worker.has_free_slot(),
             |key, waiter| {
-                let tiers = Tiers::new(&waiter.routing, waiter.node.as_deref());
+                let tiers = Tiers::new(&waiter.routing.view(), waiter.node.as_deref());
                 let wanted = compatible(worker, &key.activity_type, tiers.last);
                 wanted.then(|| self.take_slot(Arc::clone(worker)))
             },
@@ -473,7 +475,7 @@ impl Registry {
         let mut state = self.lock();
         let waiter = state.waiters.remove(key, id)?;
         let node = waiter.node.as_deref();
-        let filter = Tiers::new(&waiter.routing, node).last;
+        let filter = Tiers::new(&waiter.routing.view(), node).last;
         Some(census_of(&state, key_address(key, node), filter))
     }
 

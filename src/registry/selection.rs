@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use lintel_wire::{Census, NoWorkerReason, NodeRouting};
+use lintel_wire::{Census, Names, NoWorkerReason, NodeRouting, RoutingRef};
 
 use super::worker::WorkerCell;
 
@@ -11,7 +11,7 @@ use super::worker::WorkerCell;
 pub(crate) enum NodeFilter<'a> {
     Any,
     One(&'a str),
-    Set(&'a [String]),
+    Set(Names<'a>),
 }
 
 impl NodeFilter<'_> {
@@ -27,7 +27,7 @@ impl NodeFilter<'_> {
 /// The node tiers of a lookup: each preferred node alone, in order, then `last`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tiers<'a> {
-    preferred: &'a [String],
+    preferred: Names<'a>,
     /// The widest tier; the census is taken against it.
     pub(crate) last: NodeFilter<'a>,
 }
@@ -35,19 +35,20 @@ pub(crate) struct Tiers<'a> {
 impl<'a> Tiers<'a> {
     /// A request's own non-empty `node` pins it, whatever the routing says; otherwise a pin or
     /// require is one tier, and prefer is one per node, then any.
-    pub(crate) fn new(routing: &'a NodeRouting, request_node: Option<&'a str>) -> Self {
+    pub(crate) fn new<'r: 'a>(routing: &RoutingRef<'r>, request_node: Option<&'a str>) -> Self {
+        let none = Names::default();
         if let Some(node) = request_node.filter(|node| !node.is_empty()) {
             return Self {
-                preferred: &[],
+                preferred: none,
                 last: NodeFilter::One(node),
             };
         }
-        let (preferred, last): (&[String], _) = match routing {
-            NodeRouting::Any => (&[], NodeFilter::Any),
-            NodeRouting::Pin(node) if node.is_empty() => (&[], NodeFilter::Any),
-            NodeRouting::Pin(node) => (&[], NodeFilter::One(node)),
-            NodeRouting::Prefer(nodes) => (nodes, NodeFilter::Any),
-            NodeRouting::Require(nodes) => (&[], NodeFilter::Set(nodes)),
+        let (preferred, last) = match routing {
+            NodeRouting::Any => (none, NodeFilter::Any),
+            NodeRouting::Pin("") => (none, NodeFilter::Any),
+            NodeRouting::Pin(node) => (none, NodeFilter::One(node)),
+            NodeRouting::Prefer(nodes) => (*nodes, NodeFilter::Any),
+            NodeRouting::Require(nodes) => (none, NodeFilter::Set(*nodes)),
         };
         Self { preferred, last }
     }
@@ -55,7 +56,7 @@ impl<'a> Tiers<'a> {
     /// One tier alone.
     pub(crate) fn single(filter: NodeFilter<'a>) -> Self {
         Self {
-            preferred: &[],
+            preferred: Names::default(),
             last: filter,
         }
     }
@@ -64,7 +65,7 @@ impl<'a> Tiers<'a> {
     pub(crate) fn iter(self) -> impl Iterator<Item = NodeFilter<'a>> {
         self.preferred
             .iter()
-            .map(|node| NodeFilter::One(node))
+            .map(NodeFilter::One)
             .chain(std::iter::once(self.last))
     }
 }

@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use lintel::sdk::connect::connect_with;
 use lintel::sdk::{Connection, Handshake};
 use lintel::wire::{
@@ -126,7 +125,7 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
         // Biased, like every select the simulation runs: the same branch wins in a replay.
         tokio::select! {
             biased;
-            frame = reader.next() => {
+            frame = reader.next_owned() => {
                 let Some(Ok(frame)) = frame else { return };
                 heard = Instant::now();
                 match frame {
@@ -268,7 +267,7 @@ async fn submit_all(
         // Biased, like every select the simulation runs: the same branch wins in a replay.
         tokio::select! {
             biased;
-            frame = reader.next() => {
+            frame = reader.next_owned() => {
                 let Some(Ok(frame)) = frame else { break false };
                 heard = Instant::now();
                 match frame {

@@ -1,17 +1,17 @@
-//! Frames read from a socket into a buffer that grows under load and shrinks back when idle.
+//! Frames read from a socket into a buffer that grows under load and shrinks back when idle,
+//! and decoded where they lie in it.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
-use futures_util::Stream;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
-use lintel_wire::SHARE_MIN;
-use lintel_wire::{CodecError, DecodeError, Foreign, Frame, FrameCodec};
+use lintel_wire::{
+    decode_body_ref, frame_len, CodecError, DecodeError, Foreign, Frame, FrameRef, SHARE_MIN,
+};
 use tokio::time::Sleep;
-use tokio_util::codec::Decoder;
 
 use super::batch;
 use super::socket::ReadSocket;
@@ -26,17 +26,25 @@ const MAX_READ: usize = 64 * 1024;
 /// connection that was busy once does not keep its peak buffer while idle.
 const SHRINK_FACTOR: usize = 4;
 
-/// A stream of frames from one socket.
+/// The frames of one socket, each lent as a [`FrameRef`] until the next is asked for: a hot
+/// frame's names and payload are read where they lie in the read buffer. Whatever must outlive
+/// that turn takes an owned copy (`into_owned`), so no view holds a read buffer.
 ///
 /// Before reading again after handing out frames, it writes what the polling task batched,
 /// so answers to those frames go out before it takes more.
 #[derive(Debug)]
 pub struct FrameReader {
     socket: ReadSocket,
-    codec: FrameCodec,
-    /// The codec's limit: a length over it is the decoder's to refuse, never room to make.
+    /// Longest frame body accepted: a length over it is refused, never room to make.
     max_frame_len: usize,
     buf: BytesMut,
+    /// Bytes at the front of `buf` of the frame lent last, let go when the next is asked for.
+    lent: usize,
+    /// A frame of [`SHARE_MIN`] bytes or more, lent from a buffer of its own whose slices
+    /// can outlive it.
+    large: Option<Bytes>,
+    /// A cold frame lent last, decoded into owned fields.
+    cold: Option<Box<Frame>>,
     /// Room to reserve for the next read: doubles when a read fills it (up to [`MAX_READ`]),
     /// grows to hold a whole frame as large as the last one handed out, halves when a read
     /// uses under a quarter of it.
@@ -63,9 +71,11 @@ impl FrameReader {
     pub(super) fn new(socket: ReadSocket, max_frame_len: usize) -> Self {
         Self {
             socket,
-            codec: FrameCodec::new(max_frame_len),
             max_frame_len,
             buf: BytesMut::new(),
+            lent: 0,
+            large: None,
+            cold: None,
             want: MIN_READ,
             handed_out: false,
             done: false,
@@ -196,71 +206,154 @@ fn recognised(err: CodecError, buf: &[u8]) -> CodecError {
     }
 }
 
-impl Stream for FrameReader {
-    type Item = Result<Frame, CodecError>;
+/// What [`FrameReader::poll_ready`] found at the front of the buffer.
+enum Ready {
+    /// A whole frame of this many bytes, prefix included, at the front of `buf`.
+    Buffered(usize),
+    /// A whole large frame, its body in `large`.
+    Large,
+    /// The stream ended cleanly.
+    End,
+}
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
+impl FrameReader {
+    /// The next frame, lent until the next call; `None` once the stream has ended.
+    ///
+    /// Cancel-safe: a frame partly read stays buffered.
+    pub fn next_frame(&mut self) -> NextFrame<'_> {
+        NextFrame { reader: Some(self) }
+    }
+
+    /// The next frame, owned: for the few frames of a handshake, and for tests.
+    ///
+    /// Cancel-safe, as [`FrameReader::next_frame`].
+    pub async fn next_owned(&mut self) -> Option<Result<Frame, CodecError>> {
+        self.next_frame()
+            .await
+            .map(|frame| frame.map(FrameRef::into_owned))
+    }
+
+    /// Lets go of the frame lent last.
+    fn release(&mut self) {
+        if self.lent > 0 {
+            self.buf.advance(std::mem::take(&mut self.lent));
+        }
+        self.large = None;
+        self.cold = None;
+    }
+
+    /// Waits until a whole frame is buffered, or the stream ended or failed.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<Ready, CodecError>> {
+        self.release();
         loop {
-            if this.done {
-                return Poll::Ready(None);
+            if self.done {
+                return Poll::Ready(Ok(Ready::End));
             }
-            this.room_for_partial_frame();
-            let buffered = this.buf.len();
-            match this.codec.decode(&mut this.buf) {
-                Ok(Some(frame)) => {
-                    this.handed_out = true;
+            self.room_for_partial_frame();
+            match frame_len(&self.buf, self.max_frame_len) {
+                Ok(Some(total)) => {
+                    self.handed_out = true;
                     // Room for a whole frame as large as this one, so the next such frame
                     // lands in one allocation instead of being moved as it grows.
-                    let took = buffered.saturating_sub(this.buf.len());
-                    if took > this.want {
-                        this.want = took.saturating_add(MIN_READ);
+                    if total > self.want {
+                        self.want = total.saturating_add(MIN_READ);
                     }
                     // What is left, if anything, is the start of the next frame: its clock
                     // starts if the reader has to wait for the rest.
-                    this.armed = false;
-                    return Poll::Ready(Some(Ok(frame)));
+                    self.armed = false;
+                    if total - LENGTH_PREFIX_LEN < SHARE_MIN {
+                        return Poll::Ready(Ok(Ready::Buffered(total)));
+                    }
+                    // Large payloads become slices of the body, which keeps only its own
+                    // bytes alive.
+                    self.buf.advance(LENGTH_PREFIX_LEN);
+                    let body = self.buf.split_to(total - LENGTH_PREFIX_LEN).freeze();
+                    self.large = Some(body);
+                    return Poll::Ready(Ok(Ready::Large));
                 }
-                Ok(None) => this.watch_partial(),
+                Ok(None) => self.watch_partial(),
                 Err(err) => {
-                    this.done = true;
-                    return Poll::Ready(Some(Err(recognised(err, &this.buf))));
+                    self.done = true;
+                    return Poll::Ready(Err(recognised(err.into(), &self.buf)));
                 }
             }
-            if let Some(deadline) = this.deadline.as_mut().filter(|_| this.armed) {
+            if let Some(deadline) = self.deadline.as_mut().filter(|_| self.armed) {
                 if deadline.as_mut().poll(cx).is_ready() {
-                    this.done = true;
+                    self.done = true;
                     let late = std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
                         "a frame took too long to arrive",
                     );
-                    return Poll::Ready(Some(Err(CodecError::Io(late))));
+                    return Poll::Ready(Err(CodecError::Io(late)));
                 }
             }
-            if std::mem::take(&mut this.handed_out) {
+            if std::mem::take(&mut self.handed_out) {
                 batch::flush();
             }
-            match ready!(this.poll_fill(cx)) {
+            match ready!(self.poll_fill(cx)) {
                 Ok(0) => {
-                    this.done = true;
-                    return Poll::Ready(match this.codec.decode_eof(&mut this.buf) {
-                        Ok(frame) => frame.map(Ok),
-                        Err(err) => Some(Err(err)),
-                    });
+                    self.done = true;
+                    if !self.buf.is_empty() {
+                        return Poll::Ready(Err(CodecError::Truncated {
+                            buffered: self.buf.len(),
+                        }));
+                    }
                 }
                 Ok(_) => {}
                 Err(err) => {
-                    this.done = true;
-                    return Poll::Ready(Some(Err(CodecError::Io(err))));
+                    self.done = true;
+                    return Poll::Ready(Err(CodecError::Io(err)));
                 }
             }
+        }
+    }
+
+    /// Lends the frame [`FrameReader::poll_ready`] found.
+    fn lend(&mut self, ready: Ready) -> Option<Result<FrameRef<'_>, CodecError>> {
+        let decoded = match ready {
+            Ready::End => return None,
+            Ready::Buffered(total) => {
+                self.lent = total;
+                let body = self.buf.get(LENGTH_PREFIX_LEN..total).unwrap_or_default();
+                decode_body_ref(body, None, &mut self.cold)
+            }
+            Ready::Large => {
+                let body = self.large.as_ref()?;
+                decode_body_ref(body, Some(body), &mut self.cold)
+            }
+        };
+        if decoded.is_err() {
+            self.done = true;
+        }
+        Some(decoded.map_err(CodecError::Decode))
+    }
+}
+
+/// The future of [`FrameReader::next_frame`].
+pub struct NextFrame<'r> {
+    reader: Option<&'r mut FrameReader>,
+}
+
+impl<'r> Future for NextFrame<'r> {
+    type Output = Option<Result<FrameRef<'r>, CodecError>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(reader) = self.reader.take() else {
+            return Poll::Ready(None);
+        };
+        match reader.poll_ready(cx) {
+            Poll::Pending => {
+                self.reader = Some(reader);
+                Poll::Pending
+            }
+            Poll::Ready(Ok(ready)) => Poll::Ready(reader.lend(ready)),
+            Poll::Ready(Err(err)) => Poll::Ready(Some(Err(err))),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use futures_util::StreamExt;
     use lintel_wire::{encode_frame, Frame, Ping, DEFAULT_MAX_FRAME_LEN};
     use tokio::io::AsyncWriteExt;
     use tokio::net::{TcpListener, TcpStream};
@@ -298,7 +391,7 @@ mod tests {
         peer.write_all(&pings(0, burst)).await.unwrap();
         for nonce in 0..burst {
             assert_eq!(
-                reader.next().await.unwrap().unwrap(),
+                reader.next_owned().await.unwrap().unwrap(),
                 Frame::Ping(Ping { nonce })
             );
         }
@@ -308,7 +401,7 @@ mod tests {
         for nonce in burst..burst + 64 {
             peer.write_all(&pings(nonce, 1)).await.unwrap();
             assert_eq!(
-                reader.next().await.unwrap().unwrap(),
+                reader.next_owned().await.unwrap().unwrap(),
                 Frame::Ping(Ping { nonce })
             );
         }
@@ -321,11 +414,11 @@ mod tests {
         let (mut reader, mut peer) = pair().await;
         peer.write_all(&pings(7, 1)).await.unwrap();
         assert_eq!(
-            reader.next().await.unwrap().unwrap(),
+            reader.next_owned().await.unwrap().unwrap(),
             Frame::Ping(Ping { nonce: 7 })
         );
         let waited =
-            tokio::time::timeout(std::time::Duration::from_millis(50), reader.next()).await;
+            tokio::time::timeout(std::time::Duration::from_millis(50), reader.next_owned()).await;
         assert!(waited.is_err());
         assert_eq!(
             reader.buf.capacity(),
@@ -334,7 +427,7 @@ mod tests {
         );
         peer.write_all(&pings(8, 1)).await.unwrap();
         assert_eq!(
-            reader.next().await.unwrap().unwrap(),
+            reader.next_owned().await.unwrap().unwrap(),
             Frame::Ping(Ping { nonce: 8 })
         );
     }
@@ -349,7 +442,7 @@ mod tests {
         encode_frame(&push, &mut large, 1 << 20).unwrap();
         peer.write_all(&large).await.unwrap();
         for _ in 0..2 {
-            assert_eq!(reader.next().await.unwrap().unwrap(), push);
+            assert_eq!(reader.next_owned().await.unwrap().unwrap(), push);
         }
         assert!(
             reader.want > 2 * MAX_READ,
@@ -357,11 +450,11 @@ mod tests {
         );
         // Nothing more to read: the reader waits, and lets the large room go.
         let waited =
-            tokio::time::timeout(std::time::Duration::from_millis(50), reader.next()).await;
+            tokio::time::timeout(std::time::Duration::from_millis(50), reader.next_owned()).await;
         assert!(waited.is_err());
         assert_eq!(reader.buf.capacity(), 0);
         peer.write_all(&pings(1, 1)).await.unwrap();
-        assert_eq!(reader.next().await.unwrap().unwrap(), frame);
+        assert_eq!(reader.next_owned().await.unwrap().unwrap(), frame);
     }
 
     #[tokio::test]
@@ -375,13 +468,13 @@ mod tests {
         peer.write_all(&bytes).await.unwrap();
         // Its first read says how large it is; later reads stop at its end, so the next
         // frame is not in the buffer its payload slice holds.
-        assert_eq!(reader.next().await.unwrap().unwrap(), large);
+        assert_eq!(reader.next_owned().await.unwrap().unwrap(), large);
         assert!(reader.buf.is_empty(), "nothing past the frame was read");
         // A read from a frame boundary reads what room it reserved: at most a sliver more.
-        assert_eq!(reader.next().await.unwrap().unwrap(), large);
+        assert_eq!(reader.next_owned().await.unwrap().unwrap(), large);
         assert!(reader.buf.len() <= MIN_READ);
         assert_eq!(
-            reader.next().await.unwrap().unwrap(),
+            reader.next_owned().await.unwrap().unwrap(),
             Frame::Ping(Ping { nonce: 5 })
         );
     }

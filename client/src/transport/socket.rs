@@ -264,7 +264,6 @@ mod tests {
     use std::time::Duration;
 
     use bytes::{Bytes, BytesMut};
-    use futures_util::StreamExt;
     use lintel_wire::{encode_frame, Frame, Ping};
     use tokio::io::{AsyncReadExt, AsyncWrite, DuplexStream};
 
@@ -442,12 +441,12 @@ mod tests {
         });
         for nonce in 0..200 {
             assert_eq!(
-                far_reader.next().await.unwrap().unwrap(),
+                far_reader.next_owned().await.unwrap().unwrap(),
                 Frame::Ping(Ping { nonce })
             );
         }
         assert!(
-            far_reader.next().await.is_none(),
+            far_reader.next_owned().await.is_none(),
             "the close ends the stream"
         );
         sender.await.unwrap();

@@ -127,7 +127,6 @@ impl<H: Handler> Runtime<H> {
             capacity_rx: &mut self.capacity,
             drain_rx: &mut self.drain,
             keepalive: Keepalive::from_limits(&welcome.limits),
-            reader,
             outbound,
             max_send_len,
             worker_id,
@@ -136,7 +135,7 @@ impl<H: Handler> Runtime<H> {
             in_flight: InFlight::default(),
             draining: None,
         };
-        Batched::new(session.serve()).await
+        Batched::new(session.serve(reader)).await
     }
 }
 

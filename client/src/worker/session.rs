@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{FutureExt, StreamExt};
+use futures_util::FutureExt;
 use lintel_wire::{
     ActivityOutcome, CapacityUpdate, CodecError, DispatchResponse, Drain, Drained, ErrorCode,
-    ErrorFrame, Frame, FrameRef, Goodbye, Pong, Push, Reply,
+    ErrorFrame, Frame, FrameKind, FrameRef, Goodbye, Pong, PushRef, Reply, ResponseRef,
 };
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinError, JoinSet};
@@ -51,7 +51,6 @@ pub(super) struct Session<'a, H> {
     pub(super) capacity_rx: &'a mut watch::Receiver<u32>,
     pub(super) drain_rx: &'a mut watch::Receiver<Option<Duration>>,
     pub(super) keepalive: Keepalive,
-    pub(super) reader: FrameReader,
     pub(super) outbound: Outbound,
     pub(super) max_send_len: usize,
     pub(super) worker_id: u64,
@@ -70,7 +69,8 @@ pub(super) struct Session<'a, H> {
 type Flow = Result<(), SessionEnd>;
 
 impl<H: Handler> Session<'_, H> {
-    pub(super) async fn serve(mut self) -> SessionEnd {
+    /// Serves the frames of `reader` until the connection ends.
+    pub(super) async fn serve(mut self, mut reader: FrameReader) -> SessionEnd {
         loop {
             if self.draining.is_some() && self.in_flight.is_empty() {
                 return self.finish_drain().await;
@@ -81,7 +81,19 @@ impl<H: Handler> Session<'_, H> {
             // is rebuilt from the stored deadline, and `Keepalive::tick` changes nothing until
             // it resolves.
             let flow = tokio::select! {
-                read = self.reader.next() => self.on_read(read).await,
+                read = reader.next_frame() => {
+                    match read {
+                        Some(Ok(frame)) => {
+                            self.keepalive.heard();
+                            match self.on_frame(frame).await {
+                                Ok(()) => self.on_burst(&mut reader).await,
+                                ended => ended,
+                            }
+                        }
+                        Some(Err(err)) => self.on_read_error(&err).await,
+                        None => Err(SessionEnd::Lost),
+                    }
+                }
                 Some(joined) = self.tasks.join_next() => self.on_joined(joined).await,
                 Ok(()) = self.capacity_rx.changed() => self.on_capacity().await,
                 Ok(()) = self.drain_rx.changed(), if self.draining.is_none() => {
@@ -105,37 +117,41 @@ impl<H: Handler> Session<'_, H> {
         }
     }
 
-    /// Handles what the reader handed out, then the frames already read behind it, in one
+    /// After a frame the reader lent, handles the frames already read behind it, in one
     /// [`Burst`]: a burst of pushes costs one pass through `serve`'s `select!` instead of one
     /// each, and cannot keep the other branches (finished tasks, keepalive, drain) waiting
     /// long. A drain ends the burst, so `serve` checks for a finished drain between frames.
-    async fn on_read(&mut self, read: Option<Result<Frame, CodecError>>) -> Flow {
-        let mut burst = Burst::new(read);
-        while let Some(read) = burst.next(&mut self.reader) {
-            match read {
-                Some(Ok(frame)) => {
+    async fn on_burst(&mut self, reader: &mut FrameReader) -> Flow {
+        let mut burst = Burst::after_first();
+        while self.draining.is_none() {
+            match burst.next(reader) {
+                Some(Some(Ok(frame))) => {
                     self.keepalive.heard();
                     self.on_frame(frame).await?;
                 }
-                Some(Err(err)) => {
-                    tracing::warn!(error = %err, "worker connection failed");
-                    if let Some(error) = decode_error_frame(&err) {
-                        self.outbound.close_with(Frame::Error(error)).await;
-                    }
-                    return Err(SessionEnd::Lost);
-                }
-                None => return Err(SessionEnd::Lost),
-            }
-            if self.draining.is_some() {
-                break;
+                Some(Some(Err(err))) => return self.on_read_error(&err).await,
+                Some(None) => return Err(SessionEnd::Lost),
+                None => break,
             }
         }
         Ok(())
     }
 
-    async fn on_frame(&mut self, frame: Frame) -> Flow {
+    async fn on_read_error(&self, err: &CodecError) -> Flow {
+        tracing::warn!(error = %err, "worker connection failed");
+        if let Some(error) = decode_error_frame(err) {
+            self.outbound.close_with(Frame::Error(error)).await;
+        }
+        Err(SessionEnd::Lost)
+    }
+
+    async fn on_frame(&mut self, frame: FrameRef<'_>) -> Flow {
+        let frame = match frame {
+            FrameRef::Push(push) => return self.start(push).await,
+            FrameRef::Frame(frame) => frame,
+            other => return self.unexpected(other.kind()).await,
+        };
         match frame {
-            Frame::Push(push) => self.start(push).await,
             Frame::Cancel(cancel) => {
                 let Some(task) = self.in_flight.remove(&cancel.correlation) else {
                     return Ok(());
@@ -143,11 +159,11 @@ impl<H: Handler> Session<'_, H> {
                 task.abort();
                 // The node holds the push's slot until the worker lets go of it: say so now.
                 let stopped = DispatchResponse {
-                    workflow_id: String::new(),
+                    workflow_id: "",
                     ordinal: 0,
                     run_id: None,
                     outcome: ActivityOutcome::Failure {
-                        message: "cancelled".into(),
+                        message: "cancelled",
                         retryable: false,
                     },
                 };
@@ -169,25 +185,26 @@ impl<H: Handler> Session<'_, H> {
                 tracing::warn!(code = ?error.code, reason = %error.reason, "node reported a protocol error");
                 Err(SessionEnd::Lost)
             }
-            other => {
-                let kind = other.kind();
-                tracing::warn!(%kind, "node sent a frame a worker never receives");
-                self.outbound
-                    .close_with(Frame::Error(ErrorFrame {
-                        code: ErrorCode::UnexpectedFrame,
-                        reason: format!("{kind} is not a node-to-worker frame here"),
-                    }))
-                    .await;
-                Err(SessionEnd::Lost)
-            }
+            other => self.unexpected(other.kind()).await,
         }
+    }
+
+    async fn unexpected(&self, kind: FrameKind) -> Flow {
+        tracing::warn!(%kind, "node sent a frame a worker never receives");
+        self.outbound
+            .close_with(Frame::Error(ErrorFrame {
+                code: ErrorCode::UnexpectedFrame,
+                reason: format!("{kind} is not a node-to-worker frame here"),
+            }))
+            .await;
+        Err(SessionEnd::Lost)
     }
 
     /// Runs a pushed request in its own task, or refuses it at once when at capacity.
     ///
     /// Pushes that arrive while draining still run: the node sent them before it saw the drain
     /// and waits for their replies; the grace deadline bounds them.
-    async fn start(&mut self, push: Box<Push>) -> Flow {
+    async fn start(&mut self, push: PushRef<'_>) -> Flow {
         let correlation = push.correlation;
         if self.in_flight.contains_key(&correlation) {
             tracing::warn!(
@@ -199,18 +216,21 @@ impl<H: Handler> Session<'_, H> {
         let capacity = usize::try_from(self.capacity).unwrap_or(usize::MAX);
         if self.in_flight.len() >= capacity {
             tracing::warn!(correlation, capacity, "push beyond capacity refused");
-            let Push { request, .. } = *push;
+            let request = push.request;
+            let message = format!("worker is at its capacity of {capacity} requests");
             let response = DispatchResponse {
                 workflow_id: request.workflow_id,
                 ordinal: request.ordinal,
                 run_id: request.run_id,
                 outcome: ActivityOutcome::Failure {
-                    message: format!("worker is at its capacity of {capacity} requests"),
+                    message: message.as_str(),
                     retryable: true,
                 },
             };
             return self.reply(correlation, response).await;
         }
+        // The handler owns its request: the one copy of the push out of the read buffer.
+        let push = Box::new(push.into_owned());
         let handler = Arc::clone(&self.handler);
         // The request stays in its box until the handler takes it, so the task holds it once.
         // Built in the call that boxes it: the future is the handler's whole state, large to move.
@@ -221,7 +241,7 @@ impl<H: Handler> Session<'_, H> {
                 if let Some(draining) = &mut self.draining {
                     draining.completed += 1;
                 }
-                return self.reply(correlation, response).await;
+                return self.reply(correlation, response.view()).await;
             }
             self.tasks.spawn(run)
         } else {
@@ -240,7 +260,7 @@ impl<H: Handler> Session<'_, H> {
                 if let Some(draining) = &mut self.draining {
                     draining.completed += 1;
                 }
-                self.reply(correlation, response).await
+                self.reply(correlation, response.view()).await
             }
             // Aborted after a cancel or at the grace deadline: nothing is owed.
             Err(_) => Ok(()),
@@ -323,26 +343,39 @@ impl<H: Handler> Session<'_, H> {
     }
 
     /// Sends the reply, or a failure in its place when it does not fit in a frame.
-    async fn reply(&self, correlation: u64, response: DispatchResponse) -> Flow {
-        let mut reply = Reply {
+    async fn reply(&self, correlation: u64, response: ResponseRef<'_>) -> Flow {
+        let reply = Reply {
             correlation,
-            response: response.view(),
+            response,
         };
         let len = reply.encoded_len();
-        let message;
-        if len > self.max_send_len {
-            tracing::warn!(correlation, len, "reply too large for one frame");
-            message = format!(
-                "result of {len} bytes exceeds the frame limit of {} bytes",
-                self.max_send_len
-            );
-            reply.response.outcome = ActivityOutcome::Failure {
-                message: &message,
-                retryable: false,
-            };
+        if len <= self.max_send_len {
+            return self.send_ref(FrameRef::Reply(reply)).await;
         }
+        tracing::warn!(correlation, len, "reply too large for one frame");
+        let message = format!(
+            "result of {len} bytes exceeds the frame limit of {} bytes",
+            self.max_send_len
+        );
+        let failed = DispatchResponse {
+            workflow_id: reply.response.workflow_id,
+            ordinal: reply.response.ordinal,
+            run_id: reply.response.run_id,
+            outcome: ActivityOutcome::Failure {
+                message: message.as_str(),
+                retryable: false,
+            },
+        };
+        self.send_ref(FrameRef::Reply(Reply {
+            correlation,
+            response: failed,
+        }))
+        .await
+    }
+
+    async fn send_ref(&self, frame: FrameRef<'_>) -> Flow {
         self.outbound
-            .send_ref(FrameRef::Reply(reply))
+            .send_ref(frame)
             .await
             .map_err(|_| SessionEnd::Lost)
     }

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use lintel_wire::{ErrorCode, Frame, PeerHello, Ping, Pong, Presence};
+use lintel_wire::{ErrorCode, Frame, FrameRef, PeerHello, Ping, Pong, Presence};
 use tokio::time::Instant;
 
 use super::super::close::Close;
@@ -204,12 +203,13 @@ impl Session<'_> {
                     }
                     false
                 }
-                frame = reader.next() => {
+                frame = reader.next_frame() => {
                     // Frames already read are handled in this turn, up to a bound, instead of
                     // each paying a poll of every branch above.
-                    let mut burst = Burst::new(frame);
-                    while let Some(frame) = burst.next(reader) {
-                        let frame = match frame {
+                    let mut read = frame;
+                    let mut burst = Burst::after_first();
+                    loop {
+                        let frame = match read {
                             None => return Close::Quietly,
                             Some(Err(err)) => return Close::read_failed(err),
                             Some(Ok(frame)) => frame,
@@ -217,6 +217,10 @@ impl Session<'_> {
                         match self.handle(frame) {
                             Ok(deadline) => timer.arm(deadline, timer_sleep.as_mut()),
                             Err(close) => return close,
+                        }
+                        match burst.next(reader) {
+                            Some(next) => read = next,
+                            None => break,
                         }
                     }
                     false
@@ -283,11 +287,10 @@ impl Session<'_> {
     }
 
     /// Handles one frame; `Ok` carries a reply deadline for the link's timer.
-    fn handle(&mut self, frame: Frame) -> Result<Option<Instant>, Close> {
+    fn handle(&mut self, frame: FrameRef<'_>) -> Result<Option<Instant>, Close> {
         self.keepalive.heard();
-        match frame {
-            Frame::Presence(presence) => self.apply(presence).map(|()| None),
-            Frame::Relay(relay) => {
+        let frame = match frame {
+            FrameRef::Relay(relay) => {
                 self.remote.relay_received();
                 let pressure = self.outbound.pressure();
                 if !pressure.room
@@ -296,10 +299,10 @@ impl Session<'_> {
                     self.served.turn_away(relay.correlation);
                     return Ok(None);
                 }
-                Ok(self.served.relay(relay))
+                return Ok(self.served.relay(relay));
             }
-            Frame::RelayOutcome(outcome) => {
-                let fate = self.remote.link.answer(outcome.correlation, outcome.result);
+            FrameRef::RelayOutcome(outcome) => {
+                let fate = self.remote.link.answer(outcome.correlation, outcome.result.into_owned());
                 if fate == ReplyFate::Unknown {
                     tracing::debug!(
                         peer = %self.remote.node_id,
@@ -307,8 +310,13 @@ impl Session<'_> {
                         "relay outcome for no relay in flight"
                     );
                 }
-                Ok(None)
+                return Ok(None);
             }
+            FrameRef::Frame(frame) => frame,
+            other => return Err(Close::unexpected(other.kind(), "on a peer link")),
+        };
+        match frame {
+            Frame::Presence(presence) => self.apply(presence.clone()).map(|()| None),
             Frame::Cancel(cancel) => {
                 self.served.cancel(cancel.correlation);
                 Ok(None)
@@ -322,12 +330,12 @@ impl Session<'_> {
                         "a PeerHello may not change the node id or incarnation of a link",
                     ));
                 }
-                learn(self.shared, &hello);
+                learn(self.shared, hello);
                 Ok(None)
             }
             Frame::Ping(Ping { nonce }) => {
                 // Owed, and ahead of queued relays: a busy link still answers at once.
-                let _ = self.outbound.send_owed(Frame::Pong(Pong { nonce }));
+                let _ = self.outbound.send_owed(Frame::Pong(Pong { nonce: *nonce }));
                 Ok(None)
             }
             Frame::Pong(_) => Ok(None),

@@ -48,6 +48,26 @@ impl<'a> RequestRef<'a> {
         })
     }
 
+    /// The same view for a shorter lifetime (a view does not shorten by itself: its type is
+    /// invariant in its lifetime).
+    pub fn reborrow<'b>(&self) -> RequestRef<'b>
+    where
+        'a: 'b,
+    {
+        DispatchRequest {
+            namespace: self.namespace,
+            task_queue: self.task_queue,
+            activity_type: self.activity_type,
+            node: self.node,
+            workflow_id: self.workflow_id,
+            ordinal: self.ordinal,
+            run_id: self.run_id,
+            attempt: self.attempt,
+            input: self.input,
+            deadline_unix_ms: self.deadline_unix_ms,
+        }
+    }
+
     /// An owned copy, for a request kept beyond the frame it arrived in.
     pub fn into_owned(self) -> DispatchRequest {
         DispatchRequest {

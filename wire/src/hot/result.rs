@@ -58,6 +58,24 @@ impl<'a> ResponseRef<'a> {
         })
     }
 
+    /// The same view for a shorter lifetime.
+    pub fn reborrow<'b>(&self) -> ResponseRef<'b>
+    where
+        'a: 'b,
+    {
+        DispatchResponse {
+            workflow_id: self.workflow_id,
+            ordinal: self.ordinal,
+            run_id: self.run_id,
+            outcome: match self.outcome {
+                ActivityOutcome::Success(bytes) => ActivityOutcome::Success(bytes),
+                ActivityOutcome::Failure { message, retryable } => {
+                    ActivityOutcome::Failure { message, retryable }
+                }
+            },
+        }
+    }
+
     /// An owned copy, for a response kept beyond the frame it arrived in.
     pub fn into_owned(self) -> DispatchResponse {
         DispatchResponse {
@@ -200,6 +218,40 @@ impl<'a> ResultRef<'a> {
             },
             _ => return Err(BAD_VARIANT),
         })
+    }
+
+    /// The same view for a shorter lifetime.
+    pub fn reborrow<'b>(&self) -> ResultRef<'b>
+    where
+        'a: 'b,
+    {
+        match self {
+            DispatchResult::Completed(response) => DispatchResult::Completed(response.reborrow()),
+            DispatchResult::NoWorker(census) => DispatchResult::NoWorker(census.clone()),
+            DispatchResult::WorkerLost { worker_id } => DispatchResult::WorkerLost {
+                worker_id: *worker_id,
+            },
+            DispatchResult::Timeout {
+                worker_id,
+                after_ms,
+            } => DispatchResult::Timeout {
+                worker_id: *worker_id,
+                after_ms: *after_ms,
+            },
+            DispatchResult::Refused(refused) => DispatchResult::Refused(RefusedDispatch {
+                reason: refused.reason,
+                detail: refused.detail,
+            }),
+            DispatchResult::Cancelled => DispatchResult::Cancelled,
+            DispatchResult::Draining => DispatchResult::Draining,
+            DispatchResult::PeerLost { peer, after_ms } => DispatchResult::PeerLost {
+                peer,
+                after_ms: *after_ms,
+            },
+            DispatchResult::ShutDown { after_ms } => DispatchResult::ShutDown {
+                after_ms: *after_ms,
+            },
+        }
     }
 
     /// An owned copy, for an outcome kept beyond the frame it arrived in.

@@ -55,6 +55,19 @@ impl<'a> RoutingRef<'a> {
         })
     }
 
+    /// The same view for a shorter lifetime.
+    pub fn reborrow<'b>(&self) -> RoutingRef<'b>
+    where
+        'a: 'b,
+    {
+        match self {
+            NodeRouting::Any => NodeRouting::Any,
+            NodeRouting::Pin(node) => NodeRouting::Pin(*node),
+            NodeRouting::Prefer(nodes) => NodeRouting::Prefer(*nodes),
+            NodeRouting::Require(nodes) => NodeRouting::Require(*nodes),
+        }
+    }
+
     /// An owned copy, for a routing kept beyond the frame it arrived in.
     pub fn into_owned(self) -> NodeRouting {
         match self {
