@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::{CreationError, Histogram};
 use lintel_client::{Client, DispatchOptions};
-use lintel_wire::{DispatchRequest, DispatchResult};
+use lintel_wire::{DispatchRequest, DispatchResult, PayloadRef};
 use serde::Serialize;
 
 use super::progress::{self, Tally};
@@ -108,20 +108,21 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
                     break;
                 }
                 ordinal += 1;
+                // Lent, not built: the names are encoded from where they lie.
                 let request = DispatchRequest {
-                    namespace: load.namespace.clone(),
-                    task_queue: String::new(),
-                    activity_type: load.activity.clone(),
+                    namespace: load.namespace.as_str(),
+                    task_queue: "",
+                    activity_type: load.activity.as_str(),
                     node: None,
-                    workflow_id: workflow_id.clone(),
+                    workflow_id: workflow_id.as_str(),
                     ordinal,
                     run_id: None,
                     attempt: 1,
-                    input: input.clone(),
+                    input: PayloadRef::of(&input),
                     deadline_unix_ms: None,
                 };
                 let sent = Instant::now();
-                let class = match client.dispatch_traced(request, &load.options).await {
+                let class = match client.dispatch_ref(request, &load.options).await {
                     Ok(dispatched) => {
                         if let Some(node) = dispatched.served_by {
                             *served_by.entry(node).or_default() += 1;
