@@ -4,7 +4,7 @@
 
 use crate::frame::{Frame, FrameKind};
 use crate::hot::{
-    OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef, Writer,
+    Body, OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
 };
 use crate::message::{ActivityOutcome, DispatchResult, ResultRef};
 use crate::ownership::PayloadRef;
@@ -65,22 +65,29 @@ impl<'a> FrameRef<'a> {
         }
     }
 
-    /// The hot body of a built frame as a view, so it takes the hand-written path; any other
-    /// frame unchanged.
-    pub(crate) fn unfolded(self) -> Self {
-        let FrameRef::Frame(frame) = self else {
-            return self;
-        };
-        match frame {
-            Frame::Submit(submit) => FrameRef::Submit(submit.view()),
-            Frame::Push(push) => FrameRef::Push(push.view()),
-            Frame::Relay(relay) => FrameRef::Relay(relay.view()),
-            Frame::Reply(reply) => FrameRef::Reply(reply.view()),
-            Frame::Outcome(outcome) => FrameRef::Outcome(outcome.view()),
-            Frame::ServedOutcome(outcome) => FrameRef::ServedOutcome(outcome.view()),
-            Frame::RelayOutcome(outcome) => FrameRef::RelayOutcome(outcome.view()),
-            other => FrameRef::Frame(other),
-        }
+    /// Runs `f` on the hot body, a built frame's seen through its view; `None` for the
+    /// kinds serde encodes.
+    #[inline]
+    pub(crate) fn with_hot<R>(&self, f: impl FnOnce(&dyn Body) -> R) -> Option<R> {
+        Some(match self {
+            FrameRef::Frame(frame) => match frame {
+                Frame::Submit(body) => f(&body.view()),
+                Frame::Push(body) => f(&body.view()),
+                Frame::Relay(body) => f(&body.view()),
+                Frame::Reply(body) => f(&body.view()),
+                Frame::Outcome(body) => f(&body.view()),
+                Frame::ServedOutcome(body) => f(&body.view()),
+                Frame::RelayOutcome(body) => f(&body.view()),
+                _ => return None,
+            },
+            FrameRef::Submit(body) => f(body),
+            FrameRef::Push(body) => f(body),
+            FrameRef::Relay(body) => f(body),
+            FrameRef::Reply(body) => f(body),
+            FrameRef::Outcome(body) => f(body),
+            FrameRef::ServedOutcome(body) => f(body),
+            FrameRef::RelayOutcome(body) => f(body),
+        })
     }
 
     /// The opaque payload the frame carries, if any: a request's input or a success's result.
@@ -105,32 +112,7 @@ impl<'a> FrameRef<'a> {
     /// Bytes of the body of a hot kind (its kind included), reckoned without encoding it;
     /// `None` for the kinds serde encodes.
     pub fn encoded_len(&self) -> Option<usize> {
-        Some(match self {
-            FrameRef::Frame(_) => return None,
-            FrameRef::Submit(submit) => submit.encoded_len(),
-            FrameRef::Push(push) => push.encoded_len(),
-            FrameRef::Relay(relay) => relay.encoded_len(),
-            FrameRef::Reply(reply) => reply.encoded_len(),
-            FrameRef::Outcome(outcome) => outcome.encoded_len(),
-            FrameRef::ServedOutcome(outcome) => outcome.encoded_len(),
-            FrameRef::RelayOutcome(outcome) => outcome.encoded_len(),
-        })
-    }
-
-    /// Writes the body of a hot kind and returns true; false, having written nothing, for
-    /// the kinds serde encodes.
-    pub(crate) fn encode_hot(&self, out: &mut Writer<'_>) -> bool {
-        match self {
-            FrameRef::Frame(_) => return false,
-            FrameRef::Submit(submit) => submit.encode(out),
-            FrameRef::Push(push) => push.encode(out),
-            FrameRef::Relay(relay) => relay.encode(out),
-            FrameRef::Reply(reply) => reply.encode(out),
-            FrameRef::Outcome(outcome) => outcome.encode(out),
-            FrameRef::ServedOutcome(outcome) => outcome.encode(out),
-            FrameRef::RelayOutcome(outcome) => outcome.encode(out),
-        }
-        true
+        self.with_hot(|body| body.encoded_len())
     }
 
     /// The owned frame it stands for.

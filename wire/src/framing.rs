@@ -30,7 +30,7 @@ pub fn encode_frame(
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
-    encode_leaving_out(FrameRef::Frame(frame), dst, max_frame_len, None).map(|_| ())
+    encode_leaving_out(&FrameRef::Frame(frame), dst, max_frame_len, None).map(|_| ())
 }
 
 /// As [`encode_frame`] for a frame whose body is borrowed: the same bytes as the owned frame.
@@ -38,7 +38,7 @@ pub fn encode_frame(
 /// # Errors
 /// As [`encode_frame`].
 pub fn encode_frame_ref(
-    frame: FrameRef<'_>,
+    frame: &FrameRef<'_>,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
@@ -61,12 +61,11 @@ pub struct Spliced {
 ///
 /// # Errors
 /// As [`encode_frame`]; the length checked includes the payload.
-pub fn encode_frame_spliced<'a>(
-    frame: impl Into<FrameRef<'a>>,
+pub fn encode_frame_spliced(
+    frame: &FrameRef<'_>,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<Spliced>, EncodeError> {
-    let frame = frame.into().unfolded();
     let payload = frame
         .payload()
         .filter(|payload| payload.len() >= SHARE_MIN)
@@ -81,33 +80,36 @@ pub fn encode_frame_spliced<'a>(
 
 /// Encodes `frame` at the end of `dst`, leaving out `leave_out`'s bytes when the frame's
 /// payload is those bytes; returns where in `dst` they were left out.
+#[inline]
 fn encode_leaving_out(
-    frame: FrameRef<'_>,
+    frame: &FrameRef<'_>,
     dst: &mut BytesMut,
     max_frame_len: usize,
     leave_out: Option<&[u8]>,
 ) -> Result<Option<usize>, EncodeError> {
-    let frame = frame.unfolded();
-    let kind = frame.kind();
-    let Some(len) = frame.encoded_len() else {
-        return encode_by_serde(&frame, dst, max_frame_len);
-    };
-    let prefix = match u32::try_from(len) {
-        Ok(prefix) if len <= max_frame_len => prefix,
-        _ => {
-            return Err(EncodeError::Oversize {
-                kind,
-                len,
-                max: max_frame_len,
-            })
-        }
-    };
-    let left_out = leave_out.map_or(0, <[u8]>::len);
-    dst.reserve(LENGTH_PREFIX_LEN + len - left_out.min(len));
-    dst.put_u32(prefix);
-    let mut out = Writer::new(dst, leave_out);
-    frame.encode_hot(&mut out);
-    Ok(out.left_out_at())
+    let hot = frame.with_hot(|body| {
+        let len = body.encoded_len();
+        let prefix = match u32::try_from(len) {
+            Ok(prefix) if len <= max_frame_len => prefix,
+            _ => {
+                return Err(EncodeError::Oversize {
+                    kind: frame.kind(),
+                    len,
+                    max: max_frame_len,
+                })
+            }
+        };
+        let left_out = leave_out.map_or(0, <[u8]>::len);
+        dst.reserve(LENGTH_PREFIX_LEN + len - left_out.min(len));
+        dst.put_u32(prefix);
+        let mut out = Writer::new(dst, leave_out);
+        body.encode(&mut out);
+        Ok(out.left_out_at())
+    });
+    match hot {
+        Some(written) => written,
+        None => encode_by_serde(frame, dst, max_frame_len),
+    }
 }
 
 /// Serde's encoding of a cold kind, its length checked after the fact.
@@ -213,7 +215,7 @@ pub fn decode_body(body: &[u8]) -> Result<Frame, DecodeError> {
 ///
 /// # Errors
 /// As [`decode_body`].
-#[inline]
+#[inline(always)]
 pub fn decode_body_ref<'a>(
     body: &'a [u8],
     owner: Option<&'a Bytes>,
@@ -238,7 +240,7 @@ fn owned(decoded: Decoded<'_>) -> Result<Frame, DecodeError> {
     })
 }
 
-#[inline]
+#[inline(always)]
 fn decode_in_place<'a>(
     body: &'a [u8],
     owner: Option<&'a Bytes>,
@@ -397,10 +399,11 @@ mod tests {
     fn a_spliced_frame_is_the_whole_frame_with_its_payload_left_out() {
         let frame = push(SHARE_MIN + 3);
         let mut buf = BytesMut::from(&b"keep"[..]);
-        let spliced = encode_frame_spliced(&frame, &mut buf, DEFAULT_MAX_FRAME_LEN)
-            .ok()
-            .flatten()
-            .expect("a large payload is left out");
+        let spliced =
+            encode_frame_spliced(&FrameRef::Frame(&frame), &mut buf, DEFAULT_MAX_FRAME_LEN)
+                .ok()
+                .flatten()
+                .expect("a large payload is left out");
         assert_eq!(&buf[..4], b"keep");
         let appended = &buf[4..];
         let mut wire = BytesMut::from(&appended[..spliced.at]);
@@ -422,13 +425,13 @@ mod tests {
         let small = push(64);
         let mut buf = BytesMut::new();
         assert_eq!(
-            encode_frame_spliced(&small, &mut buf, DEFAULT_MAX_FRAME_LEN).ok(),
+            encode_frame_spliced(&FrameRef::Frame(&small), &mut buf, DEFAULT_MAX_FRAME_LEN).ok(),
             Some(None)
         );
         assert_eq!(buf, encoded(&small));
         let large = push(SHARE_MIN);
         let mut buf = BytesMut::new();
-        let refused = encode_frame_spliced(&large, &mut buf, SHARE_MIN);
+        let refused = encode_frame_spliced(&FrameRef::Frame(&large), &mut buf, SHARE_MIN);
         assert!(matches!(refused, Err(EncodeError::Oversize { .. })));
         assert!(buf.is_empty());
     }

@@ -716,7 +716,7 @@ fn assert_borrowed_encodes_alike(frame: &Frame) -> Result<(), TestCaseError> {
             frame.payload().map(|payload| payload.to_vec())
         );
         let mut buf = BytesMut::from(&b"kept"[..]);
-        encode_frame_ref(form.clone(), &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
+        encode_frame_ref(&form, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
         prop_assert_eq!(&buf[4..], &encode(frame)[..]);
         if let Some(len) = form.encoded_len() {
             prop_assert_eq!(len, buf.len() - 4 - LENGTH_PREFIX_LEN, "encoded_len");
@@ -727,9 +727,10 @@ fn assert_borrowed_encodes_alike(frame: &Frame) -> Result<(), TestCaseError> {
         prop_assert_eq!(read.kind(), frame.kind());
         prop_assert_eq!(&read.into_owned(), frame);
         let mut owned = BytesMut::new();
-        let owned_splice = encode_frame_spliced(frame, &mut owned, DEFAULT_MAX_FRAME_LEN);
+        let owned_splice =
+            encode_frame_spliced(&FrameRef::Frame(frame), &mut owned, DEFAULT_MAX_FRAME_LEN);
         let mut buf = BytesMut::new();
-        let splice = encode_frame_spliced(form, &mut buf, DEFAULT_MAX_FRAME_LEN);
+        let splice = encode_frame_spliced(&form, &mut buf, DEFAULT_MAX_FRAME_LEN);
         prop_assert_eq!(splice.ok(), owned_splice.ok());
         prop_assert_eq!(buf, owned);
     }

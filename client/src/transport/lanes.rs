@@ -177,7 +177,7 @@ impl Queue {
     /// As [`lintel_wire::encode_frame`]; nothing is appended then.
     pub(super) fn push_frame(
         &mut self,
-        frame: FrameRef<'_>,
+        frame: &FrameRef<'_>,
         max_frame_len: usize,
     ) -> Result<(), EncodeError> {
         if frame.payload_len() < lintel_wire::SHARE_MIN {
@@ -543,7 +543,7 @@ mod tests {
     fn encoded(frames: &[Frame]) -> Queue {
         let mut queue = Queue::default();
         for frame in frames {
-            queue.push_frame(frame.into(), 1 << 20).unwrap();
+            queue.push_frame(&frame.into(), 1 << 20).unwrap();
         }
         queue
     }
@@ -713,8 +713,9 @@ mod tests {
             let mut lane = encoded(&frames);
             let mut taken = lane.take();
             taken.advance(cut);
-            lane.push_frame((&push(4, 16_384)).into(), 1 << 20).unwrap();
-            lane.push_frame((&ping(5)).into(), 1 << 20).unwrap();
+            lane.push_frame(&(&push(4, 16_384)).into(), 1 << 20)
+                .unwrap();
+            lane.push_frame(&(&ping(5)).into(), 1 << 20).unwrap();
             lane.prepend(taken);
             let mut expected = bytes[cut..].to_vec();
             expected.extend(whole(&[push(4, 16_384), ping(5)]));

@@ -101,7 +101,7 @@ impl Pipe {
 
     /// Encodes `frame` into its lane; `bounded` refuses it when the queue is full, otherwise
     /// it is refused only past the owed ceiling.
-    fn enqueue(self: &Arc<Self>, frame: FrameRef<'_>, bounded: bool) -> Result<(), SendError> {
+    fn enqueue(self: &Arc<Self>, frame: &FrameRef<'_>, bounded: bool) -> Result<(), SendError> {
         let mut state = self.state();
         if !state.phase.is_open() {
             return Err(SendError::Closed);
@@ -116,7 +116,7 @@ impl Pipe {
             return Err(SendError::Overflow);
         }
         let was_empty = state.is_empty() && state.in_hand == 0;
-        let lane = Lane::of(&frame);
+        let lane = Lane::of(frame);
         let queue = match lane {
             Lane::Control => &mut state.control,
             Lane::Bulk => &mut state.bulk,
@@ -225,7 +225,7 @@ impl Pipe {
             return Err(SendError::Closed);
         }
         let mut control = Queue::default();
-        control.push_frame(frame.into(), self.max_frame_len)?;
+        control.push_frame(&frame.into(), self.max_frame_len)?;
         // The rest of a started frame stays, or the peer could not tell where frames begin.
         let resume_left = state.resume_left;
         state.resume.truncate(resume_left);
@@ -287,7 +287,7 @@ impl Outbound {
     /// stopped, [`SendError::TooLarge`] or [`SendError::Unencodable`] when the frame cannot
     /// be encoded.
     pub fn try_send(&self, frame: Frame) -> Result<(), SendError> {
-        self.pipe.enqueue(FrameRef::Frame(&frame), true)
+        self.pipe.enqueue(&FrameRef::Frame(&frame), true)
     }
 
     /// As [`Outbound::try_send`], leaving `frame` with the caller, who may still need it; a
@@ -296,7 +296,7 @@ impl Outbound {
     /// # Errors
     /// As [`Outbound::try_send`].
     pub fn try_send_ref<'a>(&self, frame: impl Into<FrameRef<'a>>) -> Result<(), SendError> {
-        self.pipe.enqueue(frame.into(), true)
+        self.pipe.enqueue(&frame.into(), true)
     }
 
     /// Queues `frame` even when the queue is full: for answers the peer is owed. The caller
@@ -306,7 +306,7 @@ impl Outbound {
     /// [`SendError::Overflow`] past the owed ceiling, [`SendError::Closed`] when the writer
     /// stopped, and the encoding errors of [`Outbound::try_send`].
     pub fn send_owed(&self, frame: Frame) -> Result<(), SendError> {
-        self.pipe.enqueue(FrameRef::Frame(&frame), false)
+        self.pipe.enqueue(&FrameRef::Frame(&frame), false)
     }
 
     /// As [`Outbound::send_owed`], leaving `frame` with the caller; a [`FrameRef`] is encoded
@@ -315,7 +315,7 @@ impl Outbound {
     /// # Errors
     /// As [`Outbound::send_owed`].
     pub fn send_owed_ref<'a>(&self, frame: impl Into<FrameRef<'a>>) -> Result<(), SendError> {
-        self.pipe.enqueue(frame.into(), false)
+        self.pipe.enqueue(&frame.into(), false)
     }
 
     /// Queues `frame`, waiting for room.
@@ -325,7 +325,7 @@ impl Outbound {
     /// [`Outbound::try_send`].
     pub async fn send(&self, frame: Frame) -> Result<(), SendError> {
         // Room is the common case: only a full queue pays for registering a wake-up.
-        match self.pipe.enqueue(FrameRef::Frame(&frame), true) {
+        match self.pipe.enqueue(&FrameRef::Frame(&frame), true) {
             Err(SendError::Full) => {}
             other => return other,
         }
@@ -333,7 +333,7 @@ impl Outbound {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.pipe.enqueue(FrameRef::Frame(&frame), true) {
+            match self.pipe.enqueue(&FrameRef::Frame(&frame), true) {
                 Err(SendError::Full) => changed.await,
                 other => return other,
             }
@@ -345,7 +345,7 @@ impl Outbound {
     /// # Errors
     /// As [`Outbound::send`].
     pub async fn send_ref(&self, frame: FrameRef<'_>) -> Result<(), SendError> {
-        match self.pipe.enqueue(frame.clone(), true) {
+        match self.pipe.enqueue(&frame, true) {
             Err(SendError::Full) => {}
             other => return other,
         }
@@ -353,7 +353,7 @@ impl Outbound {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.pipe.enqueue(frame.clone(), true) {
+            match self.pipe.enqueue(&frame, true) {
                 Err(SendError::Full) => changed.await,
                 other => return other,
             }

@@ -34,6 +34,39 @@ use crate::frame::FrameKind;
 use crate::frame_ref::FrameRef;
 use cursor::{varint_len, Read};
 
+/// A hot body, to encode: what every kind's view offers the framing.
+pub(crate) trait Body {
+    /// Bytes of the body, its kind included.
+    fn encoded_len(&self) -> usize;
+    fn encode(&self, out: &mut Writer<'_>);
+}
+
+macro_rules! body {
+    ($($view:ident),* $(,)?) => {$(
+        impl Body for $view<'_> {
+            #[inline]
+            fn encoded_len(&self) -> usize {
+                $view::encoded_len(self)
+            }
+
+            #[inline]
+            fn encode(&self, out: &mut Writer<'_>) {
+                $view::encode(self, out)
+            }
+        }
+    )*};
+}
+
+body!(
+    SubmitRef,
+    PushRef,
+    RelayRef,
+    ReplyRef,
+    OutcomeRef,
+    ServedOutcomeRef,
+    RelayOutcomeRef,
+);
+
 /// Bytes of a hot body's head: its kind, then the correlation id every hot body starts with.
 fn head_len(kind: FrameKind, correlation: u64) -> usize {
     varint_len(u64::from(kind.discriminant())) + varint_len(correlation)
@@ -46,6 +79,7 @@ fn head(out: &mut Writer<'_>, kind: FrameKind, correlation: u64) {
 
 /// Reads the rest of a body of `kind`, whose kind `input` has read: `None` for a kind that is
 /// not hot.
+#[inline(always)]
 pub(crate) fn decode<'a>(kind: FrameKind, input: &mut Reader<'a>) -> Option<Read<FrameRef<'a>>> {
     Some(match kind {
         FrameKind::Submit => SubmitRef::decode(input).map(FrameRef::Submit),

@@ -24,6 +24,7 @@ impl OutcomeRef<'_> {
 
 impl<'a> OutcomeRef<'a> {
     /// Reads the fields after the kind.
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(OutcomeFrame {
             correlation: input.u64()?,

@@ -24,6 +24,7 @@ impl PushRef<'_> {
 
 impl<'a> PushRef<'a> {
     /// Reads the fields after the kind.
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(Push {
             correlation: input.u64()?,

@@ -29,6 +29,7 @@ impl RelayRef<'_> {
 
 impl<'a> RelayRef<'a> {
     /// Reads the fields after the kind.
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(Relay {
             correlation: input.u64()?,

@@ -24,6 +24,7 @@ impl RelayOutcomeRef<'_> {
 
 impl<'a> RelayOutcomeRef<'a> {
     /// Reads the fields after the kind.
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(RelayOutcome {
             correlation: input.u64()?,

@@ -24,6 +24,7 @@ impl ReplyRef<'_> {
 
 impl<'a> ReplyRef<'a> {
     /// Reads the fields after the kind.
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(Reply {
             correlation: input.u64()?,

@@ -33,6 +33,7 @@ impl RequestRef<'_> {
 }
 
 impl<'a> RequestRef<'a> {
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(DispatchRequest {
             namespace: input.str()?,

@@ -42,6 +42,7 @@ impl ResponseRef<'_> {
 }
 
 impl<'a> ResponseRef<'a> {
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(DispatchResponse {
             workflow_id: input.str()?,
@@ -184,6 +185,7 @@ impl ResultRef<'_> {
 }
 
 impl<'a> ResultRef<'a> {
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(match input.variant()? {
             0 => DispatchResult::Completed(ResponseRef::decode(input)?),

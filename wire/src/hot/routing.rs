@@ -39,6 +39,7 @@ impl RoutingRef<'_> {
 }
 
 impl<'a> RoutingRef<'a> {
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(match input.variant()? {
             0 => NodeRouting::Any,

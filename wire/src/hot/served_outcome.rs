@@ -27,6 +27,7 @@ impl ServedOutcomeRef<'_> {
 
 impl<'a> ServedOutcomeRef<'a> {
     /// Reads the fields after the kind.
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(ServedOutcome {
             correlation: input.u64()?,

@@ -31,6 +31,7 @@ impl SubmitRef<'_> {
 
 impl<'a> SubmitRef<'a> {
     /// Reads the fields after the kind.
+    #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(Submit {
             correlation: input.u64()?,
