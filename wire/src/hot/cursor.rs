@@ -38,6 +38,7 @@ impl<'a> Reader<'a> {
         self.bytes.len() - self.pos
     }
 
+    #[inline(always)]
     fn byte(&mut self) -> Read<u8> {
         let byte = *self
             .bytes
@@ -47,6 +48,7 @@ impl<'a> Reader<'a> {
         Ok(byte)
     }
 
+    #[inline(always)]
     fn take(&mut self, len: usize) -> Read<&'a [u8]> {
         let end = self
             .pos
@@ -62,7 +64,7 @@ impl<'a> Reader<'a> {
 
     /// A LEB128 integer of at most `max_bytes` bytes, the last of them at most `last_max`:
     /// postcard's rule for a type of that width.
-    #[inline]
+    #[inline(always)]
     fn leb128(&mut self, max_bytes: u32, last_max: u8) -> Read<u64> {
         let first = self.byte()?;
         if first < 0x80 {
@@ -82,22 +84,26 @@ impl<'a> Reader<'a> {
         Err(Error::DeserializeBadVarint)
     }
 
+    #[inline(always)]
     pub(crate) fn u64(&mut self) -> Read<u64> {
         self.leb128(10, 0x01)
     }
 
+    #[inline(always)]
     pub(crate) fn u32(&mut self) -> Read<u32> {
         // Five bytes whose last holds at most four bits: the value fits.
         self.leb128(5, 0x0f).map(|value| value as u32)
     }
 
     /// A length or count: a `usize`, as wide as a `u64` here.
+    #[inline(always)]
     pub(crate) fn len(&mut self) -> Read<usize> {
         self.u64()
             .and_then(|len| usize::try_from(len).map_err(|_| Error::DeserializeUnexpectedEnd))
     }
 
     /// A varint kind: a frame's, or an enum's variant index.
+    #[inline(always)]
     pub(crate) fn variant(&mut self) -> Read<u32> {
         self.u32()
     }
@@ -109,6 +115,7 @@ impl<'a> Reader<'a> {
         Ok((value, self.pos - start == varint_len(u64::from(value))))
     }
 
+    #[inline(always)]
     pub(crate) fn bool(&mut self) -> Read<bool> {
         match self.byte()? {
             0 => Ok(false),
@@ -118,6 +125,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An `Option`'s tag.
+    #[inline(always)]
     pub(crate) fn some(&mut self) -> Read<bool> {
         match self.byte()? {
             0 => Ok(false),
@@ -126,6 +134,7 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn opt_u64(&mut self) -> Read<Option<u64>> {
         if self.some()? {
             self.u64().map(Some)
@@ -134,11 +143,13 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn str(&mut self) -> Read<&'a str> {
         let len = self.len()?;
         std::str::from_utf8(self.take(len)?).map_err(|_| Error::DeserializeBadUtf8)
     }
 
+    #[inline(always)]
     pub(crate) fn opt_str(&mut self) -> Read<Option<&'a str>> {
         if self.some()? {
             self.str().map(Some)
@@ -147,6 +158,7 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn payload(&mut self) -> Read<PayloadRef<'a>> {
         let len = self.len()?;
         let bytes = self.take(len)?;
@@ -213,11 +225,12 @@ impl<'a> Writer<'a> {
         self.left_out_at
     }
 
+    #[inline(always)]
     pub(crate) fn u8(&mut self, byte: u8) {
         self.buf.put_u8(byte);
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn u64(&mut self, mut value: u64) {
         while value >= 0x80 {
             self.buf.put_u8((value as u8) | 0x80);
@@ -226,10 +239,12 @@ impl<'a> Writer<'a> {
         self.buf.put_u8(value as u8);
     }
 
+    #[inline(always)]
     pub(crate) fn bool(&mut self, value: bool) {
         self.u8(u8::from(value));
     }
 
+    #[inline(always)]
     pub(crate) fn opt_u64(&mut self, value: Option<u64>) {
         match value {
             Some(value) => {
@@ -240,11 +255,13 @@ impl<'a> Writer<'a> {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn str(&mut self, text: &str) {
         self.u64(text.len() as u64);
         self.buf.extend_from_slice(text.as_bytes());
     }
 
+    #[inline(always)]
     pub(crate) fn opt_str(&mut self, text: Option<&str>) {
         match text {
             Some(text) => {
@@ -256,6 +273,7 @@ impl<'a> Writer<'a> {
     }
 
     /// A payload's length, then its bytes, unless they are the ones to leave out.
+    #[inline(always)]
     pub(crate) fn payload(&mut self, bytes: &[u8]) {
         self.u64(bytes.len() as u64);
         let skip = self.leave_out.is_some_and(|payload| {
