@@ -11,13 +11,17 @@
 //! same limit, in no more bytes, and decodes back to itself; the end of the stream is clean
 //! exactly when nothing is buffered; a decoded body is the frame serde's own decoding of the
 //! same bytes gives, and a body refused as malformed serde refuses too (the hot frames are
-//! read by hand, not by serde).
+//! read by hand, not by serde); read in place (`decode_body_ref`), a body gives the same frame,
+//! or the same refusal, as read into owned fields.
 #![no_main]
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
-use lintel_wire::{decode_frame, encode_frame, CodecError, DecodeError, Frame, FrameCodec};
+use lintel_wire::{
+    decode_body, decode_body_ref, decode_frame, encode_frame, CodecError, DecodeError, Frame,
+    FrameCodec, FrameRef,
+};
 use tokio_util::codec::Decoder;
 
 fuzz_target!(|data: &[u8]| {
@@ -59,7 +63,10 @@ fn run(max: usize, chunk_sizes: &[usize], stream: &[u8]) {
             let by_serde = stated
                 .filter(|&len| len <= max)
                 .and_then(|len| buf.get(LENGTH_PREFIX_LEN..LENGTH_PREFIX_LEN + len))
-                .map(serde_reads);
+                .map(|body| {
+                    in_place_agrees(body);
+                    serde_reads(body)
+                });
             let (len_before, capacity_before) = (buf.len(), buf.capacity());
             let result = codec.decode(&mut buf);
             if let Some(by_serde) = &by_serde {
@@ -128,6 +135,17 @@ fn agrees_with_serde(result: &Result<Option<Frame>, CodecError>, by_serde: Optio
             DecodeError::Malformed { .. } | DecodeError::TrailingBytes { .. },
         )) => assert_eq!(by_serde, None, "serde reads a refused body"),
         _ => {}
+    }
+}
+
+/// A body read in place is the frame read into owned fields, or refused for the same reason.
+fn in_place_agrees(body: &[u8]) {
+    let mut cold = None;
+    let in_place = decode_body_ref(body, None, &mut cold).map(FrameRef::into_owned);
+    match (in_place, decode_body(body)) {
+        (Ok(lent), Ok(owned)) => assert_eq!(lent, owned, "read in place as another frame"),
+        (Err(lent), Err(owned)) => assert_eq!(lent.to_string(), owned.to_string()),
+        (lent, owned) => panic!("in place {lent:?}, owned {owned:?}"),
     }
 }
 
