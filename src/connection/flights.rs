@@ -151,7 +151,7 @@ impl Flights {
             if !self.grant.allows(request.namespace) {
                 Err((
                     RefusedReason::NamespaceNotGranted,
-                    self.grant.refusal(&request.namespace),
+                    self.grant.refusal(request.namespace),
                 ))
             } else {
                 // One look-up: the correlation is hashed once to check and insert.

@@ -2,12 +2,12 @@
 //! a lent request, an outcome from a lent result) and what a frame decoded where it lies reads
 //! as (hot bodies as views of the read buffer).
 
+use crate::cursor::{PayloadRef, Read, Reader};
 use crate::frame::{Frame, FrameKind};
 use crate::hot::{
     Body, OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
 };
 use crate::message::{ActivityOutcome, DispatchResult, ResultRef};
-use crate::ownership::PayloadRef;
 
 /// A frame whose body is borrowed. Encodes byte for byte as the owned [`Frame`] of the same
 /// kind and fields; the hot kinds have variants of their own.
@@ -51,6 +51,24 @@ from_view!(
 );
 
 impl<'a> FrameRef<'a> {
+    /// Reads the rest of a body of `kind`, whose kind `input` has read: `None` for a kind
+    /// that is not hot.
+    #[inline(always)]
+    pub(crate) fn decode_hot(kind: FrameKind, input: &mut Reader<'a>) -> Option<Read<Self>> {
+        Some(match kind {
+            FrameKind::Submit => SubmitRef::decode(input).map(FrameRef::Submit),
+            FrameKind::Push => PushRef::decode(input).map(FrameRef::Push),
+            FrameKind::Relay => RelayRef::decode(input).map(FrameRef::Relay),
+            FrameKind::Reply => ReplyRef::decode(input).map(FrameRef::Reply),
+            FrameKind::Outcome => OutcomeRef::decode(input).map(FrameRef::Outcome),
+            FrameKind::ServedOutcome => {
+                ServedOutcomeRef::decode(input).map(FrameRef::ServedOutcome)
+            }
+            FrameKind::RelayOutcome => RelayOutcomeRef::decode(input).map(FrameRef::RelayOutcome),
+            _ => return None,
+        })
+    }
+
     /// The kind of the frame it stands for.
     pub fn kind(&self) -> FrameKind {
         match self {

@@ -4,11 +4,11 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
 use crate::flavor::BytesMutFlavor;
 use crate::frame::{Frame, FrameKind};
 use crate::frame_ref::FrameRef;
-use crate::hot::{self, Reader, Writer};
 
 /// Bytes in the length prefix.
 pub const LENGTH_PREFIX_LEN: usize = 4;
@@ -16,10 +16,7 @@ pub const LENGTH_PREFIX_LEN: usize = 4;
 /// Default largest frame body: 4 MiB.
 pub const DEFAULT_MAX_FRAME_LEN: usize = 4 * 1024 * 1024;
 
-/// Payloads this large or larger are sliced out of the frame they arrived in, and left out of
-/// a spliced encoding, instead of copied; smaller ones are cheaper to copy than to keep their
-/// frame's buffer alive for. Frames this large are read into a buffer of their own.
-pub const SHARE_MIN: usize = 16 * 1024;
+pub use crate::cursor::SHARE_MIN;
 
 /// Appends `frame` to `dst` as one length-prefixed frame.
 ///
@@ -252,7 +249,7 @@ fn decode_in_place<'a>(
     };
     let kind = FrameKind::from_discriminant(discriminant)
         .ok_or(DecodeError::UnknownKind { discriminant })?;
-    match hot::decode(kind, &mut input) {
+    match FrameRef::decode_hot(kind, &mut input) {
         Some(Ok(_)) if input.left() > 0 => Err(DecodeError::TrailingBytes {
             kind,
             extra: input.left(),

@@ -20,6 +20,7 @@
 
 pub mod channel;
 pub mod codec;
+mod cursor;
 pub mod error;
 mod flavor;
 pub mod foreign;
@@ -31,6 +32,7 @@ pub mod message;
 pub mod ownership;
 
 pub use codec::FrameCodec;
+pub use cursor::{Names, PayloadRef};
 pub use error::{CodecError, DecodeError, EncodeError};
 pub use foreign::Foreign;
 pub use frame::{Frame, FrameKind};
@@ -43,4 +45,4 @@ pub use hot::{
     OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
 };
 pub use message::*;
-pub use ownership::{Borrowed, Names, Owned, Ownership, PayloadRef};
+pub use ownership::{Borrowed, Owned, Ownership};

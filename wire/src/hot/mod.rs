@@ -9,7 +9,6 @@
 //! parts are written once and reused, so three short functions say all there is to say.
 //! `framing` routes every other kind through serde.
 
-mod cursor;
 mod outcome;
 mod push;
 mod relay;
@@ -21,7 +20,6 @@ mod routing;
 mod served_outcome;
 mod submit;
 
-pub(crate) use cursor::{Reader, Writer};
 pub use outcome::OutcomeRef;
 pub use push::PushRef;
 pub use relay::RelayRef;
@@ -30,9 +28,7 @@ pub use reply::ReplyRef;
 pub use served_outcome::ServedOutcomeRef;
 pub use submit::SubmitRef;
 
-use crate::frame::FrameKind;
-use crate::frame_ref::FrameRef;
-use cursor::{varint_len, Read};
+use crate::cursor::Writer;
 
 /// A hot body, to encode: what every kind's view offers the framing.
 pub(crate) trait Body {
@@ -66,29 +62,3 @@ body!(
     ServedOutcomeRef,
     RelayOutcomeRef,
 );
-
-/// Bytes of a hot body's head: its kind, then the correlation id every hot body starts with.
-fn head_len(kind: FrameKind, correlation: u64) -> usize {
-    varint_len(u64::from(kind.discriminant())) + varint_len(correlation)
-}
-
-fn head(out: &mut Writer<'_>, kind: FrameKind, correlation: u64) {
-    out.u64(u64::from(kind.discriminant()));
-    out.u64(correlation);
-}
-
-/// Reads the rest of a body of `kind`, whose kind `input` has read: `None` for a kind that is
-/// not hot.
-#[inline(always)]
-pub(crate) fn decode<'a>(kind: FrameKind, input: &mut Reader<'a>) -> Option<Read<FrameRef<'a>>> {
-    Some(match kind {
-        FrameKind::Submit => SubmitRef::decode(input).map(FrameRef::Submit),
-        FrameKind::Push => PushRef::decode(input).map(FrameRef::Push),
-        FrameKind::Relay => RelayRef::decode(input).map(FrameRef::Relay),
-        FrameKind::Reply => ReplyRef::decode(input).map(FrameRef::Reply),
-        FrameKind::Outcome => OutcomeRef::decode(input).map(FrameRef::Outcome),
-        FrameKind::ServedOutcome => ServedOutcomeRef::decode(input).map(FrameRef::ServedOutcome),
-        FrameKind::RelayOutcome => RelayOutcomeRef::decode(input).map(FrameRef::RelayOutcome),
-        _ => return None,
-    })
-}

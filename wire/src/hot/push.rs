@@ -1,6 +1,6 @@
 //! `Push` (kind 7): node to worker, a request to run.
 
-use super::cursor::{Read, Reader, Writer};
+use crate::cursor::{head_len, Read, Reader, Writer};
 use crate::frame::FrameKind;
 use crate::message::{Push, RequestRef};
 use crate::ownership::Borrowed;
@@ -13,11 +13,11 @@ const KIND: FrameKind = FrameKind::Push;
 impl PushRef<'_> {
     /// Bytes of the body, its kind included.
     pub fn encoded_len(&self) -> usize {
-        super::head_len(KIND, self.correlation) + self.request.encoded_len()
+        head_len(KIND.discriminant(), self.correlation) + self.request.encoded_len()
     }
 
     pub(crate) fn encode(&self, out: &mut Writer<'_>) {
-        super::head(out, KIND, self.correlation);
+        out.head(KIND.discriminant(), self.correlation);
         self.request.encode(out);
     }
 }

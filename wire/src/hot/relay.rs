@@ -1,6 +1,6 @@
 //! `Relay` (kind 22): origin to serving node, a dispatch to run on its own workers.
 
-use super::cursor::{varint_len, Read, Reader, Writer};
+use crate::cursor::{head_len, varint_len, Read, Reader, Writer};
 use crate::frame::FrameKind;
 use crate::message::{Relay, RequestRef, RoutingRef};
 use crate::ownership::Borrowed;
@@ -13,14 +13,14 @@ const KIND: FrameKind = FrameKind::Relay;
 impl RelayRef<'_> {
     /// Bytes of the body, its kind included.
     pub fn encoded_len(&self) -> usize {
-        super::head_len(KIND, self.correlation)
+        head_len(KIND.discriminant(), self.correlation)
             + self.request.encoded_len()
             + self.routing.encoded_len()
             + varint_len(self.reply_timeout_ms)
     }
 
     pub(crate) fn encode(&self, out: &mut Writer<'_>) {
-        super::head(out, KIND, self.correlation);
+        out.head(KIND.discriminant(), self.correlation);
         self.request.encode(out);
         self.routing.encode(out);
         out.u64(self.reply_timeout_ms);

@@ -1,6 +1,6 @@
 //! `RelayOutcome` (kind 23): serving node to origin, how a relay ended.
 
-use super::cursor::{Read, Reader, Writer};
+use crate::cursor::{head_len, Read, Reader, Writer};
 use crate::frame::FrameKind;
 use crate::message::{RelayOutcome, ResultRef};
 use crate::ownership::Borrowed;
@@ -13,11 +13,11 @@ const KIND: FrameKind = FrameKind::RelayOutcome;
 impl RelayOutcomeRef<'_> {
     /// Bytes of the body, its kind included.
     pub fn encoded_len(&self) -> usize {
-        super::head_len(KIND, self.correlation) + self.result.encoded_len()
+        head_len(KIND.discriminant(), self.correlation) + self.result.encoded_len()
     }
 
     pub(crate) fn encode(&self, out: &mut Writer<'_>) {
-        super::head(out, KIND, self.correlation);
+        out.head(KIND.discriminant(), self.correlation);
         self.result.encode(out);
     }
 }

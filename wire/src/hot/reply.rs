@@ -1,6 +1,6 @@
 //! `Reply` (kind 8): worker to node, the response to a push.
 
-use super::cursor::{Read, Reader, Writer};
+use crate::cursor::{head_len, Read, Reader, Writer};
 use crate::frame::FrameKind;
 use crate::message::{Reply, ResponseRef};
 use crate::ownership::Borrowed;
@@ -13,11 +13,11 @@ const KIND: FrameKind = FrameKind::Reply;
 impl ReplyRef<'_> {
     /// Bytes of the body, its kind included.
     pub fn encoded_len(&self) -> usize {
-        super::head_len(KIND, self.correlation) + self.response.encoded_len()
+        head_len(KIND.discriminant(), self.correlation) + self.response.encoded_len()
     }
 
     pub(crate) fn encode(&self, out: &mut Writer<'_>) {
-        super::head(out, KIND, self.correlation);
+        out.head(KIND.discriminant(), self.correlation);
         self.response.encode(out);
     }
 }

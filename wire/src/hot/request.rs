@@ -1,8 +1,8 @@
 //! A [`DispatchRequest`], the part every request kind (submit, push, relay) carries.
 
-use super::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
+use crate::cursor::PayloadRef;
+use crate::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
 use crate::message::{DispatchRequest, RequestRef};
-use crate::ownership::PayloadRef;
 
 impl RequestRef<'_> {
     pub fn encoded_len(&self) -> usize {

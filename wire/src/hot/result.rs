@@ -1,12 +1,13 @@
 //! A [`DispatchResult`] and the [`DispatchResponse`] inside it: what a reply and every
 //! outcome kind carries.
 
-use super::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
+use crate::cursor::PayloadRef;
+use crate::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
 use crate::message::{
     ActivityOutcome, Census, DispatchResponse, DispatchResult, NoWorkerReason, RefusedDispatch,
     RefusedReason, ResponseRef, ResultRef,
 };
-use crate::ownership::{Borrowed, PayloadRef};
+use crate::ownership::Borrowed;
 
 /// An enum index postcard's decoder would not take for the enum being read.
 const BAD_VARIANT: postcard::Error = postcard::Error::SerdeDeCustom;

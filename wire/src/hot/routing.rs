@@ -1,8 +1,8 @@
 //! A [`NodeRouting`], carried by submissions and relays.
 
-use super::cursor::{bytes_len, varint_len, Read, Reader, Writer};
+use crate::cursor::Names;
+use crate::cursor::{bytes_len, varint_len, Read, Reader, Writer};
 use crate::message::{NodeRouting, RoutingRef};
-use crate::ownership::Names;
 
 impl RoutingRef<'_> {
     pub fn encoded_len(&self) -> usize {

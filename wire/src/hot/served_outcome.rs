@@ -1,6 +1,6 @@
 //! `ServedOutcome` (kind 24): node to a version-2 producer, how a submission ended and which node served it.
 
-use super::cursor::{bytes_len, Read, Reader, Writer};
+use crate::cursor::{bytes_len, head_len, Read, Reader, Writer};
 use crate::frame::FrameKind;
 use crate::message::{ResultRef, ServedOutcome};
 use crate::ownership::Borrowed;
@@ -13,13 +13,13 @@ const KIND: FrameKind = FrameKind::ServedOutcome;
 impl ServedOutcomeRef<'_> {
     /// Bytes of the body, its kind included.
     pub fn encoded_len(&self) -> usize {
-        super::head_len(KIND, self.correlation)
+        head_len(KIND.discriminant(), self.correlation)
             + bytes_len(self.served_by.len())
             + self.result.encoded_len()
     }
 
     pub(crate) fn encode(&self, out: &mut Writer<'_>) {
-        super::head(out, KIND, self.correlation);
+        out.head(KIND.discriminant(), self.correlation);
         out.str(self.served_by);
         self.result.encode(out);
     }

@@ -1,6 +1,6 @@
 //! `Submit` (kind 9): producer to node, a request to dispatch.
 
-use super::cursor::{opt_u64_len, Read, Reader, Writer};
+use crate::cursor::{head_len, opt_u64_len, Read, Reader, Writer};
 use crate::frame::FrameKind;
 use crate::message::{RequestRef, RoutingRef, Submit};
 use crate::ownership::Borrowed;
@@ -13,7 +13,7 @@ const KIND: FrameKind = FrameKind::Submit;
 impl SubmitRef<'_> {
     /// Bytes of the body, its kind included.
     pub fn encoded_len(&self) -> usize {
-        super::head_len(KIND, self.correlation)
+        head_len(KIND.discriminant(), self.correlation)
             + self.request.encoded_len()
             + opt_u64_len(self.wait_for_worker_ms)
             + opt_u64_len(self.reply_timeout_ms)
@@ -21,7 +21,7 @@ impl SubmitRef<'_> {
     }
 
     pub(crate) fn encode(&self, out: &mut Writer<'_>) {
-        super::head(out, KIND, self.correlation);
+        out.head(KIND.discriminant(), self.correlation);
         self.request.encode(out);
         out.opt_u64(self.wait_for_worker_ms);
         out.opt_u64(self.reply_timeout_ms);
