@@ -52,7 +52,7 @@ pub(super) async fn serve(
     // lose nothing when another branch wins. Biased so that when drain and close start
     // together the `Drain` still goes out first, and a flooding peer cannot starve shutdown.
     let close = loop {
-        tokio::select! {
+        let register = tokio::select! {
             biased;
             () = &mut draining, if !drain_sent => {
                 drain_sent = true;
@@ -63,6 +63,7 @@ pub(super) async fn serve(
                 // Owed even to a full queue (once per connection): the drain waits for the
                 // answer, so the worker must hear it.
                 let _ = outbound.send_owed(Frame::Drain(Drain { grace_ms }));
+                None
             }
             () = &mut closing => {
                 if let Some(registered) = conn.registered.as_mut() {
@@ -70,26 +71,31 @@ pub(super) async fn serve(
                 }
                 break Close::goodbye("node shutting down");
             }
-            frame = reader.next_frame() => {
-                let step = match frame {
-                    None => Err(Close::Quietly),
-                    Some(Err(err)) => Err(Close::read_failed(err)),
-                    // Boxed: registering happens once, and its sends would otherwise be carried
-                    // in every idle connection's task.
-                    Some(Ok(FrameRef::Frame(Frame::Register(register)))) => {
-                        let register = Register::clone(register);
-                        Box::pin(conn.register(register)).await
-                    }
-                    Some(Ok(frame)) => conn.handle(frame),
-                };
-                if let Err(close) = step {
-                    break close;
+            frame = reader.next_frame() => match frame {
+                None => break Close::Quietly,
+                Some(Err(err)) => break Close::read_failed(err),
+                // Copied out and registered below, once the frame is let go: a wait here
+                // would carry the frame's view in every idle connection's task.
+                Some(Ok(FrameRef::Frame(Frame::Register(register)))) => {
+                    Some(Box::new(Register::clone(register)))
                 }
-            }
+                Some(Ok(frame)) => match conn.handle(frame) {
+                    Ok(()) => None,
+                    Err(close) => break close,
+                },
+            },
             tick = conn.keepalive.tick() => {
                 if let Err(close) = conn.ping(tick) {
                     break close;
                 }
+                None
+            }
+        };
+        if let Some(register) = register {
+            // Boxed: registering happens once, and its sends would otherwise be carried in
+            // every idle connection's task.
+            if let Err(close) = Box::pin(conn.register(*register)).await {
+                break close;
             }
         }
     };
