@@ -115,9 +115,9 @@ impl Flights {
     ///
     /// Never waits: outcomes are queued past the connection's bound, so the connection must
     /// stop reading while its queue is full.
-    pub(super) fn submit(self: &Arc<Self>, submit: SubmitRef<'_>) -> Option<Instant> {
+    pub(super) fn submit(self: &Arc<Self>, submit: &SubmitRef<'_>) -> Option<Instant> {
         let options = Options::from_wire(
-            submit.routing,
+            submit.routing.reborrow(),
             submit.wait_for_worker_ms,
             submit.reply_timeout_ms,
         );
@@ -126,11 +126,11 @@ impl Flights {
 
     /// Starts a dispatch a peer relayed here: this node's workers only, no waiting, and a
     /// reply timer running slightly inside the budget the origin sent.
-    pub(super) fn relay(self: &Arc<Self>, relay: RelayRef<'_>) -> Option<Instant> {
+    pub(super) fn relay(self: &Arc<Self>, relay: &RelayRef<'_>) -> Option<Instant> {
         let budget = Duration::from_millis(relay.reply_timeout_ms);
         let margin = (budget / 10).min(RELAY_MARGIN);
         let options = Options {
-            routing: relay.routing,
+            routing: relay.routing.reborrow(),
             wait_for_worker: None,
             reply_timeout: Some(budget.saturating_sub(margin).max(Duration::from_millis(1))),
         };
@@ -196,7 +196,6 @@ impl Flights {
             }
         };
         let caller = self.caller(correlation, ticket);
-        let request = request.clone();
         let started = if relayed {
             self.dispatcher.start_relayed(request, options, caller)
         } else {

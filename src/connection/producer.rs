@@ -119,21 +119,22 @@ pub(super) async fn serve(
             () = outbound.below(budget.saturating_sub(flights.held_input())), if queue_room && !room => continue,
             frame = reader.next_frame(), if room => frame,
         };
-        let frame = match frame {
-            None => break Close::Quietly,
-            Some(Err(err)) => break Close::read_failed(err),
-            Some(Ok(frame)) => frame,
-        };
-        keepalive.heard();
-        let frame = match frame {
-            FrameRef::Submit(submit) => {
+        // Read where it lies, by reference: a submission is a few hundred bytes of views.
+        let frame = match &frame {
+            None | Some(Err(_)) => match frame.and_then(Result::err) {
+                Some(err) => break Close::read_failed(err),
+                None => break Close::Quietly,
+            },
+            Some(Ok(FrameRef::Submit(submit))) => {
+                keepalive.heard();
                 let deadline = flights.submit(submit);
                 timer.arm(deadline, timer_sleep.as_mut());
                 continue;
             }
-            FrameRef::Frame(frame) => frame,
-            other => break Close::unexpected(other.kind(), "on a producer connection"),
+            Some(Ok(FrameRef::Frame(frame))) => *frame,
+            Some(Ok(other)) => break Close::unexpected(other.kind(), "on a producer connection"),
         };
+        keepalive.heard();
         match frame {
             Frame::Cancel(cancel) => flights.cancel(cancel.correlation),
             Frame::StatusQuery(query) => {

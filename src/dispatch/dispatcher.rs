@@ -212,7 +212,7 @@ impl Dispatcher {
         let (caller, mut outcome) = Oneshot::caller();
         let mut watch = CancelOnDrop(None);
         tokio::pin!(cancelled);
-        let pushed = match self.start(request.view(), &Options::of(options), caller) {
+        let pushed = match self.start(&request.view(), &Options::of(options), caller) {
             Started::Ended => None,
             Started::Pushed(flight) => Some(flight),
             Started::Waiting(waiting) => {
@@ -260,7 +260,7 @@ impl Dispatcher {
     /// peer free now, or queues it for one when it may wait, or ends it.
     pub(crate) fn start(
         &self,
-        request: RequestRef<'_>,
+        request: &RequestRef<'_>,
         options: &Options<'_>,
         caller: Caller,
     ) -> Started {
@@ -270,7 +270,7 @@ impl Dispatcher {
     /// As [`Dispatcher::start`] for a dispatch a peer relayed here: this node's workers only.
     pub(crate) fn start_relayed(
         &self,
-        request: RequestRef<'_>,
+        request: &RequestRef<'_>,
         options: &Options<'_>,
         caller: Caller,
     ) -> Started {
@@ -281,7 +281,7 @@ impl Dispatcher {
     /// one that must wait or is relayed takes copies of them.
     fn start_in(
         &self,
-        request: RequestRef<'_>,
+        request: &RequestRef<'_>,
         options: &Options<'_>,
         caller: Caller,
         scope: Scope,
@@ -289,8 +289,8 @@ impl Dispatcher {
         self.counters.submitted();
         let active = self.activity.enter();
         let crowded = active.count() > self.limits.max_active;
-        let flight = self.flight(caller, options.reply_timeout, active, Some(&request));
-        if let Err(result) = self.admit(&request, options, crowded) {
+        let flight = self.flight(caller, options.reply_timeout, active, Some(request));
+        if let Err(result) = self.admit(request, options, crowded) {
             flight.finish(result.view());
             return Started::Ended;
         }
@@ -300,7 +300,7 @@ impl Dispatcher {
             .filter(|_| scope == Scope::Cluster)
             .map(|_| self.mesh.changes().epoch());
         for _ in 0..MAX_CLOSED_LINKS {
-            let address = address_of(&request);
+            let address = address_of(request);
             let placed = match self.place(address, &options.routing, scope) {
                 Ok(placed) => placed,
                 Err(census) => match deadline {
@@ -316,7 +316,7 @@ impl Dispatcher {
                                 let done = Some(flight.done_signal());
                                 return Started::Waiting(Box::new(Waiting {
                                     flight,
-                                    request: request.into_owned(),
+                                    request: request.clone().into_owned(),
                                     routing: options.routing.clone().into_owned(),
                                     wait,
                                     deadline,
@@ -334,7 +334,7 @@ impl Dispatcher {
                 number: 1,
                 wait_until: deadline,
             };
-            match self.send(&flight, &request, placed, &options.routing, attempt) {
+            match self.send(&flight, request, placed, &options.routing, attempt) {
                 Sent::Queued => return Started::Pushed(flight),
                 Sent::Ended => return Started::Ended,
                 Sent::Unsent => {}

@@ -299,7 +299,7 @@ impl Session<'_> {
                     self.served.turn_away(relay.correlation);
                     return Ok(None);
                 }
-                return Ok(self.served.relay(relay));
+                return Ok(self.served.relay(&relay));
             }
             FrameRef::RelayOutcome(outcome) => {
                 let fate = self.remote.link.answer(outcome.correlation, outcome.result.into_owned());
