@@ -122,7 +122,10 @@ impl WorkerConn<'_> {
         let frame = match frame {
             FrameRef::Reply(reply) => {
                 let registered = self.registered(FrameKind::Reply)?;
-                match registered.link.reply(reply.correlation, reply.response.into_owned()) {
+                match registered
+                    .link
+                    .reply(reply.correlation, reply.response.into_owned())
+                {
                     ReplyFate::Delivered => {}
                     ReplyFate::Late => {
                         tracing::debug!(

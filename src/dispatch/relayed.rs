@@ -4,8 +4,7 @@
 use std::sync::{Arc, Weak};
 
 use lintel_wire::{
-    DispatchRequest, DispatchResult, NodeRouting, RefusedReason, ResultRef, RoutingRef,
-    RequestRef,
+    DispatchRequest, DispatchResult, NodeRouting, RefusedReason, RequestRef, ResultRef, RoutingRef,
 };
 use tokio::time::Instant;
 

@@ -302,7 +302,10 @@ impl Session<'_> {
                 return Ok(self.served.relay(&relay));
             }
             FrameRef::RelayOutcome(outcome) => {
-                let fate = self.remote.link.answer(outcome.correlation, outcome.result.into_owned());
+                let fate = self
+                    .remote
+                    .link
+                    .answer(outcome.correlation, outcome.result.into_owned());
                 if fate == ReplyFate::Unknown {
                     tracing::debug!(
                         peer = %self.remote.node_id,
