@@ -324,20 +324,7 @@ impl Outbound {
     /// [`SendError::Closed`] when the writer stopped, and the encoding errors of
     /// [`Outbound::try_send`].
     pub async fn send(&self, frame: Frame) -> Result<(), SendError> {
-        // Room is the common case: only a full queue pays for registering a wake-up.
-        match self.pipe.enqueue(&FrameRef::Frame(&frame), true) {
-            Err(SendError::Full) => {}
-            other => return other,
-        }
-        loop {
-            let changed = self.pipe.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            match self.pipe.enqueue(&FrameRef::Frame(&frame), true) {
-                Err(SendError::Full) => changed.await,
-                other => return other,
-            }
-        }
+        self.send_ref(FrameRef::Frame(&frame)).await
     }
 
     /// As [`Outbound::send`] for a frame whose body is borrowed.
@@ -345,6 +332,7 @@ impl Outbound {
     /// # Errors
     /// As [`Outbound::send`].
     pub async fn send_ref(&self, frame: FrameRef<'_>) -> Result<(), SendError> {
+        // Room is the common case: only a full queue pays for registering a wake-up.
         match self.pipe.enqueue(&frame, true) {
             Err(SendError::Full) => {}
             other => return other,
