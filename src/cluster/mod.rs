@@ -3,12 +3,16 @@
 //!
 //! - `view`: one peer's announced pools and the charges against them.
 //! - `changes`: a subscription to the mesh's links or members changing.
-//! - `mesh`: the set of peers, placement's remote half, membership and status.
+//! - `members`: the members by node id, the join points and who answered at each.
+//! - `mesh`: the set of peers, which of two links to one peer stays, placement's remote half
+//!   and status.
 
 mod changes;
+mod members;
 mod mesh;
 mod view;
 
 pub use changes::{Changes, MeshGone};
-pub use mesh::{JoinError, Mesh, Remote, RemoteSlot, MAX_MEMBERS};
+pub use members::{Answer, JoinPoint, LinkTally, MAX_MEMBERS};
+pub use mesh::{JoinDial, JoinError, MemberTally, Mesh, Opener, Remote, RemoteSlot};
 pub use view::{PresenceError, MAX_POOLS_PER_PEER};

@@ -1,20 +1,32 @@
-//! Keeps a link to every known member: one dialler per address, redialling with jittered
-//! exponential backoff while no link to the node last seen there is up. Links are opened by the
-//! node's [`Dialer`](lintel_client::transport::Dialer), TCP unless the node was given another.
+//! Keeps a link to every member: one dialler per member, keyed by node id, and one per
+//! configured join point until a node answering there says who it is.
+//!
+//! A member is dialled, at its advertised address and then at each join point where it
+//! answered, while no link to it is joined, whichever side opened that link and whatever
+//! address it came by. A join point is dialled until a node answers there; from then on it is
+//! one of that member's addresses. While a dial to a join point is in flight, nobody knows who
+//! will answer, so members are not dialled meanwhile (it is bounded by the handshake timeout).
+//! A join point whose node refused a second link (it is linked already) waits until none of
+//! the members linked at the time is. Each dialler redials with jittered exponential backoff;
+//! its failures are logged at info, the first at once and then a summary now and then. Links
+//! are opened by the node's [`Dialer`](lintel_client::transport::Dialer), TCP unless the node
+//! was given another.
 
 use std::collections::HashSet;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_client::connect::connect_with;
+use lintel_client::connect::{connect_with, ConnectError};
 use lintel_client::transport::Batched;
 use lintel_client::Handshake;
 use lintel_wire::Role;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use super::hello::{self, HelloFailed, Side};
+use super::hello::{self, HelloFailed, Refusal, Side};
 use super::session;
+use crate::cluster::{Answer, JoinDial};
 use crate::shared::Shared;
 
 /// First pause before redialling.
@@ -23,20 +35,31 @@ const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// A link that lived this long starts its next backoff afresh.
 const STABLE: Duration = Duration::from_secs(10);
+/// While dials to one member keep failing, how often that is logged again.
+const FAILURE_SUMMARY: Duration = Duration::from_secs(30);
 
-/// Dials the configured peers and every member learned later, until the node closes.
+/// Dials every member and every configured join point, until the node closes.
 pub(crate) async fn supervise(shared: Arc<Shared>, tasks: TaskTracker) {
     let mesh = Arc::clone(shared.dispatcher.mesh());
     // Subscribed before the first look, so no member learned meanwhile is missed.
     let mut members = mesh.subscribe_members();
     for seed in &shared.config.peers {
-        mesh.learn(seed);
+        mesh.add_join_point(seed);
+        if seed == shared.advertise() {
+            mesh.answered(seed, Answer::Myself);
+        }
     }
-    let mut dialling: HashSet<String> = HashSet::new();
+    let mut dialled: HashSet<Arc<str>> = HashSet::new();
+    let mut joined: HashSet<String> = HashSet::new();
     loop {
-        for address in mesh.member_addresses() {
-            if address != shared.advertise() && dialling.insert(address.clone()) {
-                tasks.spawn(Batched::new(dial(Arc::clone(&shared), address)));
+        for node_id in mesh.member_ids() {
+            if dialled.insert(Arc::clone(&node_id)) {
+                tasks.spawn(Batched::new(dial_member(Arc::clone(&shared), node_id)));
+            }
+        }
+        for address in mesh.join_point_addresses() {
+            if joined.insert(address.clone()) {
+                tasks.spawn(Batched::new(dial_join_point(Arc::clone(&shared), address)));
             }
         }
         tokio::select! {
@@ -46,85 +69,257 @@ pub(crate) async fn supervise(shared: Arc<Shared>, tasks: TaskTracker) {
     }
 }
 
-/// Keeps a link to the member at `address` until the node closes or it turns out to be this
-/// node itself.
-async fn dial(shared: Arc<Shared>, address: String) {
-    let mut backoff = BACKOFF_START;
+/// Keeps a link to member `node_id` until the node closes.
+async fn dial_member(shared: Arc<Shared>, node_id: Arc<str>) {
+    let mesh = Arc::clone(shared.dispatcher.mesh());
+    let mut backoff = Backoff::default();
+    let mut failures = Failures::default();
+    // Which of the member's addresses to try: the next one after each failure.
+    let mut turn = 0;
     loop {
-        if !linked_elsewhere(&shared, &address).await {
+        let Some(address) = member_unlinked(&shared, &node_id, turn).await else {
             return;
-        }
+        };
         let started = Instant::now();
-        let handshake = Handshake {
-            role: Role::Peer,
-            name: shared.node_id().to_owned(),
-            auth_token: shared
-                .config
-                .cluster_secret
-                .clone()
-                .or_else(|| shared.config.auth_token.clone()),
-            timeout: shared.config.handshake_timeout(),
-            max_frame_len: shared.config.max_frame_len,
-            queue_len: shared.config.outbound_queue,
-        };
-        let connected = tokio::select! {
-            () = shared.closing.cancelled() => return,
-            connected = connect_with(&*shared.dialer, &address, &handshake) => connected,
-        };
-        match connected {
-            Ok(mut conn) => {
-                conn.reader
-                    .set_frame_timeout(Some(shared.config.frame_timeout()));
-                let close =
-                    match hello::exchange(&shared, &mut conn.reader, &conn.outbound, Side::Dialled)
-                        .await
-                    {
-                        Ok(theirs) => {
-                            session::run(
-                                &shared,
-                                &mut conn.reader,
-                                &conn.outbound,
-                                Side::Dialled,
-                                theirs,
-                            )
-                            .await
-                        }
-                        Err(HelloFailed::Myself) => {
-                            tracing::debug!(%address, "peer address is this node; not dialling it");
-                            conn.outbound.close();
-                            return;
-                        }
-                        Err(HelloFailed::Close(close)) => close,
-                    };
-                super::super::close::finish(&shared, close, conn.outbound, conn.writer).await;
+        match reach(&shared, &address, None).await {
+            Reached::Answered(id) => {
+                failures.recovered(&node_id, &address);
+                if id != node_id {
+                    turn += 1;
+                }
             }
-            Err(err) => tracing::debug!(%address, error = %err, "peer dial failed"),
+            Reached::Refused(Refusal::Duplicate) => {
+                tracing::debug!(peer = %node_id, %address, "already linked; dial turned down");
+            }
+            Reached::Refused(Refusal::Myself) => mesh.answered(&address, Answer::Myself),
+            Reached::Refused(Refusal::Other(reason)) => {
+                failures.failed(&node_id, &address, &DialError::Goodbye(reason));
+                turn += 1;
+            }
+            Reached::Failed(err) => {
+                failures.failed(&node_id, &address, &err);
+                turn += 1;
+            }
+            Reached::Closing => return,
         }
         if started.elapsed() >= STABLE {
-            backoff = BACKOFF_START;
+            backoff = Backoff::default();
         }
-        let pause = backoff.mul_f64(0.5 + fastrand::f64());
-        tokio::select! {
-            () = shared.closing.cancelled() => return,
-            () = tokio::time::sleep(pause) => {}
+        if !backoff.pause(&shared).await {
+            return;
         }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }
 
-/// Waits while a link to the node last seen at `address` is up (it may have dialled us);
-/// false once the node closes.
-async fn linked_elsewhere(shared: &Shared, address: &str) -> bool {
+/// Dials join point `address` until a node answering there says who it is, or the node closes.
+async fn dial_join_point(shared: Arc<Shared>, address: String) {
+    let mesh = Arc::clone(shared.dispatcher.mesh());
+    let mut backoff = Backoff::default();
+    let mut failures = Failures::default();
+    loop {
+        if !join_point_needed(&shared, &address).await {
+            return;
+        }
+        match reach(&shared, &address, Some(mesh.joining())).await {
+            Reached::Answered(_) => failures.recovered(&address, &address),
+            Reached::Refused(Refusal::Duplicate) => {
+                tracing::debug!(%address, "the node at a join point is linked already");
+                mesh.answered(&address, Answer::OneOf(mesh.linked_ids()));
+            }
+            Reached::Refused(Refusal::Myself) => mesh.answered(&address, Answer::Myself),
+            Reached::Refused(Refusal::Other(reason)) => {
+                failures.failed(&address, &address, &DialError::Goodbye(reason));
+            }
+            Reached::Failed(err) => failures.failed(&address, &address, &err),
+            Reached::Closing => return,
+        }
+        if !backoff.pause(&shared).await {
+            return;
+        }
+    }
+}
+
+/// Waits while member `node_id` is linked, a join point's dial is in flight, or no address
+/// for it is known; then the address to dial on this `turn`. `None` once the node closes.
+async fn member_unlinked(shared: &Shared, node_id: &str, turn: usize) -> Option<String> {
     let mesh = shared.dispatcher.mesh();
     loop {
-        let mut changes = mesh.subscribe();
-        let up = mesh.node_at(address).is_some_and(|id| mesh.is_up(&id));
-        if !up {
-            return !shared.closing.is_cancelled();
+        let mut links = mesh.subscribe();
+        let mut members = mesh.subscribe_members();
+        if shared.closing.is_cancelled() {
+            return None;
+        }
+        if !mesh.is_up(node_id) && !mesh.is_joining() {
+            let addresses = mesh.addresses(node_id);
+            if let Some(address) = addresses.get(turn % addresses.len().max(1)) {
+                return Some(address.clone());
+            }
+        }
+        tokio::select! {
+            () = shared.closing.cancelled() => return None,
+            _ = links.changed() => {}
+            _ = members.changed() => {}
+        }
+    }
+}
+
+/// Waits until join point `address` is to be dialled: nobody answered there yet, or every
+/// member that may have is unlinked. False once a member said who it is there, or the node
+/// closes.
+async fn join_point_needed(shared: &Shared, address: &str) -> bool {
+    let mesh = shared.dispatcher.mesh();
+    loop {
+        let mut links = mesh.subscribe();
+        if shared.closing.is_cancelled() {
+            return false;
+        }
+        match mesh.join_point(address) {
+            None | Some(Answer::Member(_) | Answer::Myself) => return false,
+            Some(Answer::Nobody) => return true,
+            Some(Answer::OneOf(ids)) if !ids.iter().any(|id| mesh.is_up(id)) => return true,
+            Some(Answer::OneOf(_)) => {}
         }
         tokio::select! {
             () = shared.closing.cancelled() => return false,
-            _ = changes.changed() => {}
+            _ = links.changed() => {}
         }
+    }
+}
+
+/// What became of one dial.
+enum Reached {
+    /// A node answered with its hello; the link it led to has ended by now.
+    Answered(Arc<str>),
+    /// The node there said `Goodbye` instead of its hello.
+    Refused(Refusal),
+    Failed(DialError),
+    /// The node closed.
+    Closing,
+}
+
+/// Why a dial led to no link.
+#[derive(Debug, thiserror::Error)]
+enum DialError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error("the node there said goodbye: {0}")]
+    Goodbye(String),
+    #[error("the peer hellos failed")]
+    Hello,
+}
+
+/// Dials `address` and, when a node answers with its hello, runs the link until it ends.
+/// Who answered is recorded before the link runs; `joining` is let go at the same moment.
+async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -> Reached {
+    let handshake = Handshake {
+        role: Role::Peer,
+        name: shared.node_id().to_owned(),
+        auth_token: shared
+            .config
+            .cluster_secret
+            .clone()
+            .or_else(|| shared.config.auth_token.clone()),
+        timeout: shared.config.handshake_timeout(),
+        max_frame_len: shared.config.max_frame_len,
+        queue_len: shared.config.outbound_queue,
+    };
+    let connected = tokio::select! {
+        () = shared.closing.cancelled() => return Reached::Closing,
+        connected = connect_with(&*shared.dialer, address, &handshake) => connected,
+    };
+    let mut conn = match connected {
+        Ok(conn) => conn,
+        Err(err) => return Reached::Failed(err.into()),
+    };
+    conn.reader
+        .set_frame_timeout(Some(shared.config.frame_timeout()));
+    let exchanged = hello::exchange(shared, &mut conn.reader, &conn.outbound, Side::Dialled).await;
+    let (close, reached) = match exchanged {
+        Ok(theirs) => {
+            let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
+            let mesh = shared.dispatcher.mesh();
+            mesh.answered(address, Answer::Member(Arc::clone(&node_id)));
+            drop(joining);
+            let close = session::run(
+                shared,
+                &mut conn.reader,
+                &conn.outbound,
+                Side::Dialled,
+                theirs,
+            )
+            .await;
+            (close, Reached::Answered(node_id))
+        }
+        Err(HelloFailed::Myself) => (
+            super::super::close::Close::Quietly,
+            Reached::Refused(Refusal::Myself),
+        ),
+        Err(HelloFailed::Refused(refusal)) => (
+            super::super::close::Close::Quietly,
+            Reached::Refused(refusal),
+        ),
+        Err(HelloFailed::Close(close)) => (close, Reached::Failed(DialError::Hello)),
+    };
+    super::super::close::finish(shared, close, conn.outbound, conn.writer).await;
+    reached
+}
+
+/// Jittered exponential backoff between dials.
+struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self(BACKOFF_START)
+    }
+}
+
+impl Backoff {
+    /// Sleeps the next pause, ±50%; false when the node closed meanwhile.
+    async fn pause(&mut self, shared: &Shared) -> bool {
+        let pause = self.0.mul_f64(0.5 + fastrand::f64());
+        self.0 = (self.0 * 2).min(BACKOFF_MAX);
+        tokio::select! {
+            () = shared.closing.cancelled() => false,
+            () = tokio::time::sleep(pause) => true,
+        }
+    }
+}
+
+/// The failed dials of one dialler since it last reached a node, for a log that says so at
+/// once and then only now and then.
+#[derive(Default)]
+struct Failures {
+    count: u64,
+    since: Option<Instant>,
+    told: Option<Instant>,
+}
+
+impl Failures {
+    fn failed(&mut self, peer: &dyn fmt::Display, address: &str, error: &DialError) {
+        let now = Instant::now();
+        self.count += 1;
+        let since = *self.since.get_or_insert(now);
+        match self.told {
+            None => {
+                tracing::info!(%peer, %address, %error, "peer dial failed; retrying with backoff");
+                self.told = Some(now);
+            }
+            Some(told) if now.duration_since(told) >= FAILURE_SUMMARY => {
+                let failing_for_s = now.duration_since(since).as_secs();
+                tracing::info!(
+                    %peer, %address, %error, failures = self.count, failing_for_s,
+                    "peer dials still failing"
+                );
+                self.told = Some(now);
+            }
+            Some(_) => tracing::debug!(%peer, %address, %error, "peer dial failed"),
+        }
+    }
+
+    fn recovered(&mut self, peer: &dyn fmt::Display, address: &str) {
+        if self.count > 0 {
+            tracing::info!(%peer, %address, failures = self.count, "peer reached after failed dials");
+        }
+        *self = Self::default();
     }
 }

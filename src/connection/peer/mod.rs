@@ -2,7 +2,8 @@
 //!
 //! - `hello`: who each side is; `session`: one live link, presence and relays both ways;
 //! - `announce`: what one peer was last told about this node's pools;
-//! - `dial`: redials each known member with jittered backoff while no link to it is up.
+//! - `dial`: one dialler per member, keyed by node id, and one per join point until it is
+//!   known who answers there; each redials with jittered backoff while no link is up.
 
 mod announce;
 mod dial;
@@ -26,7 +27,9 @@ pub(super) async fn serve_accepted(
 ) -> Close {
     match hello::exchange(shared, reader, outbound, Side::Accepted).await {
         Ok(theirs) => session::run(shared, reader, outbound, Side::Accepted, theirs).await,
-        Err(HelloFailed::Myself) => Close::goodbye("a node does not link to itself"),
+        Err(HelloFailed::Myself) => Close::goodbye(hello::MYSELF),
+        // A dialler's refusal; the acceptor reads none.
+        Err(HelloFailed::Refused(_)) => Close::Quietly,
         Err(HelloFailed::Close(close)) => close,
     }
 }

@@ -9,9 +9,9 @@ use tokio::time::Instant;
 use super::super::close::Close;
 use super::super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
 use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
-use super::hello::{own_hello, Side};
+use super::hello::{own_hello, Side, DUPLICATE};
 use crate::auth::Grant;
-use crate::cluster::{PresenceError, Remote, MAX_MEMBERS};
+use crate::cluster::{Opener, PresenceError, Remote, MAX_MEMBERS};
 use crate::link::{PeerLink, ReplyFate};
 use crate::shared::Shared;
 use lintel_client::burst::Burst;
@@ -21,8 +21,9 @@ use lintel_client::transport::{FrameReader, Outbound};
 /// How long a closing link waits for the relays it serves to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
 
-/// Runs a link whose hellos were exchanged, until it closes; what was learned over it is
-/// forgotten and what it relayed here is cancelled on the way out.
+/// Runs a link once the other side's hello is read: joins it to the mesh or turns it down,
+/// then serves it until it closes; what was learned over it is forgotten and what it relayed
+/// here is cancelled on the way out.
 pub(super) async fn run(
     shared: &Arc<Shared>,
     reader: &mut FrameReader,
@@ -32,9 +33,9 @@ pub(super) async fn run(
 ) -> Close {
     let mesh = Arc::clone(shared.dispatcher.mesh());
     let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
-    let dialler: Arc<str> = match side {
-        Side::Dialled => Arc::from(shared.node_id()),
-        Side::Accepted => Arc::clone(&node_id),
+    let opener = match side {
+        Side::Dialled => Opener::Here(Arc::from(shared.node_id())),
+        Side::Accepted => Opener::Peer,
     };
     outbound.set_limits(shared.config.queue_limits());
     let link = PeerLink::new(Arc::clone(&node_id), outbound.clone());
@@ -42,16 +43,18 @@ pub(super) async fn run(
         Arc::clone(&node_id),
         theirs.incarnation,
         theirs.advertise.clone(),
-        dialler,
+        opener,
         link,
         &shared.closing,
     );
+    // Joined before anything is sent: the acceptor's hello and each side's presence go out
+    // only on a link this side kept (see the mesh's module doc).
+    let joined = mesh.join(&remote);
     learn(shared, &theirs);
-    if mesh.join(&remote).is_err() {
-        tracing::debug!(peer = %node_id, "duplicate peer link closed");
-        return Close::goodbye("duplicate peer link");
+    if joined.is_err() {
+        tracing::debug!(peer = %node_id, ?side, "duplicate peer link turned down");
+        return Close::goodbye(DUPLICATE);
     }
-    tracing::info!(peer = %node_id, address = %theirs.advertise, ?side, "peer link up");
     let served = Flights::new(
         Arc::clone(&shared.dispatcher),
         outbound.clone(),
@@ -75,20 +78,24 @@ pub(super) async fn run(
     };
     let close = session.serve(reader).await;
     mesh.leave(&remote);
-    tracing::info!(peer = %node_id, "peer link down");
     drop(closer);
     let _ = tokio::time::timeout(SETTLE_GRACE, served.settled()).await;
     close
 }
 
-/// Members the other side knows become members here too.
+/// The other side and the members it knows become members here too, by node id.
 fn learn(shared: &Shared, hello: &PeerHello) {
     let mesh = shared.dispatcher.mesh();
     let max_len = shared.config.max_name_len;
+    if hello.advertise.len() <= max_len {
+        mesh.learn(&hello.node_id, &hello.advertise, true);
+    }
     for peer in hello.peers.iter().take(MAX_MEMBERS) {
-        let usable = !peer.address.is_empty() && peer.address.len() <= max_len;
-        if usable && peer.node_id != shared.node_id() && peer.address != shared.advertise() {
-            mesh.learn(&peer.address);
+        let usable = !peer.node_id.is_empty()
+            && peer.node_id.len() <= max_len
+            && peer.address.len() <= max_len;
+        if usable && peer.node_id != shared.node_id() {
+            mesh.learn(&peer.node_id, &peer.address, false);
         }
     }
 }
@@ -112,8 +119,9 @@ impl Session<'_> {
         let mut seen = registry.changes().epoch();
         let mut seen_crossing = registry.crossings().epoch();
         let (members, mut seen_members) = shared.dispatcher.mesh().subscribe_members().into_parts();
-        // Members learned between the first hello and the subscription above are only in
-        // this one: without it, two nodes joining through one seed at once can miss each other.
+        // The acceptor's first hello; the dialler's second. Members learned between the
+        // dialler's first hello and the subscription above are only in this one: without it,
+        // two nodes joining through one seed at once can miss each other.
         if self
             .outbound
             .send_owed(Frame::PeerHello(own_hello(shared)))
@@ -153,7 +161,7 @@ impl Session<'_> {
                 biased;
                 () = &mut stop => {
                     if !shared.closing.is_cancelled() {
-                        return Close::goodbye("duplicate peer link");
+                        return Close::goodbye(DUPLICATE);
                     }
                     // What this node still runs for the peer gets its outcome before the goodbye,
                     // and what it relayed there ends as shut down, not as a lost peer.

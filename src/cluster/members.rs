@@ -1,0 +1,325 @@
+//! Who belongs to the cluster: members are node ids, never addresses.
+//!
+//! A member is known by its node id with the address it advertises (its own `PeerHello` says
+//! so; gossip tells of members not heard from yet) and what its links did so far. A configured
+//! `--peer` address is a join point, not a member: the node behind it may differ per connection
+//! (a load-balanced name), so each join point records who answered there last, by node id.
+//! Every map here is keyed by what peers said and bounded by [`MAX_MEMBERS`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// Most members a node keeps; gossip naming more is ignored past it.
+pub const MAX_MEMBERS: usize = 1024;
+
+/// What one member's links did since this node started.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LinkTally {
+    /// Links that came up: both sides kept them and the member's presence arrived.
+    pub ups: u64,
+    /// Links that came up and went down again.
+    pub downs: u64,
+    /// Relays sent to the member on links now closed.
+    pub sent: u64,
+    /// Relays the member sent here on links now closed.
+    pub received: u64,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Member {
+    /// Where the member is dialled as it advertises itself; empty while unknown, or after
+    /// another node answered there.
+    pub(super) address: String,
+    pub(super) tally: LinkTally,
+}
+
+/// What [`Members::learn`] changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Learned {
+    Nothing,
+    /// A new member.
+    Member,
+    /// A known member's address.
+    Address,
+}
+
+/// Who answered at a join point the last time it was dialled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Nobody yet.
+    Nobody,
+    /// This member.
+    Member(Arc<str>),
+    /// One of these members, linked to this node at the time: the node there refused a second
+    /// link before saying who it is.
+    OneOf(BTreeSet<Arc<str>>),
+    /// This node itself.
+    Myself,
+}
+
+/// One join point as status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JoinPoint {
+    pub address: String,
+    /// The member that answered there last, if one said who it is.
+    pub node_id: Option<String>,
+    /// True when this node itself answered there.
+    pub myself: bool,
+}
+
+/// The member table and the join points.
+#[derive(Debug, Default)]
+pub(super) struct Members {
+    /// Ordered by node id, so diallers start in the same order in every run.
+    by_id: BTreeMap<Arc<str>, Member>,
+    join_points: BTreeMap<String, Answer>,
+}
+
+impl Members {
+    /// Adds a configured join point; true when it was new.
+    pub(super) fn add_join_point(&mut self, address: &str) -> bool {
+        if self.join_points.contains_key(address) || self.join_points.len() >= MAX_MEMBERS {
+            return false;
+        }
+        let answer = self.member_at(address).map_or(Answer::Nobody, Answer::Member);
+        self.join_points.insert(address.to_owned(), answer);
+        true
+    }
+
+    /// Learns that member `node_id` is dialled at `address`: from the member itself
+    /// (`authoritative`), or from gossip, which only fills in an address not known yet. Past
+    /// [`MAX_MEMBERS`] members, new ones are ignored.
+    pub(super) fn learn(&mut self, node_id: &str, address: &str, authoritative: bool) -> Learned {
+        let full = self.by_id.len() >= MAX_MEMBERS;
+        let learned = match self.by_id.get_mut(node_id) {
+            Some(member) if member.address == address => Learned::Nothing,
+            Some(member) if authoritative || member.address.is_empty() => {
+                address.clone_into(&mut member.address);
+                Learned::Address
+            }
+            Some(_) => Learned::Nothing,
+            None if full => return Learned::Nothing,
+            None => {
+                let member = Member {
+                    address: address.to_owned(),
+                    tally: LinkTally::default(),
+                };
+                self.by_id.insert(Arc::from(node_id), member);
+                Learned::Member
+            }
+        };
+        // A join point at the address a member advertises is that member: its own dialler
+        // takes it over, instead of a second dial racing the first.
+        if !address.is_empty() {
+            if let Some(answer) = self.join_points.get_mut(address) {
+                if *answer == Answer::Nobody {
+                    *answer = Answer::Member(Arc::from(node_id));
+                }
+            }
+        }
+        learned
+    }
+
+    /// The member advertising `address`, if one does.
+    fn member_at(&self, address: &str) -> Option<Arc<str>> {
+        self.by_id
+            .iter()
+            .find(|(_, member)| member.address == address)
+            .map(|(id, _)| Arc::clone(id))
+    }
+
+    /// Records who answered a dial of `address`. A join point there remembers it; a member
+    /// that advertised `address` but is not who answered loses that address.
+    pub(super) fn answered(&mut self, address: &str, answer: Answer) {
+        if let Some(known) = self.join_points.get_mut(address) {
+            *known = match (answer.clone(), &*known) {
+                // Refused twice: the one who answered is linked both times.
+                (Answer::OneOf(now), Answer::OneOf(before)) => {
+                    let both: BTreeSet<Arc<str>> = now.intersection(before).cloned().collect();
+                    if both.is_empty() {
+                        Answer::OneOf(now)
+                    } else {
+                        Answer::OneOf(both)
+                    }
+                }
+                (answer, _) => answer,
+            };
+        }
+        let answered_by = match &answer {
+            Answer::Member(id) => Some(id.as_ref()),
+            Answer::Myself => None,
+            Answer::Nobody | Answer::OneOf(_) => return,
+        };
+        for (id, member) in &mut self.by_id {
+            if member.address == address && Some(id.as_ref()) != answered_by {
+                member.address.clear();
+            }
+        }
+    }
+
+    /// Every member's node id.
+    pub(super) fn ids(&self) -> Vec<Arc<str>> {
+        self.by_id.keys().cloned().collect()
+    }
+
+    /// Where to dial member `node_id`: its advertised address first, then every join point
+    /// where it answered last.
+    pub(super) fn addresses(&self, node_id: &str) -> Vec<String> {
+        let mut addresses: Vec<String> = self
+            .by_id
+            .get(node_id)
+            .map(|member| member.address.clone())
+            .into_iter()
+            .filter(|address| !address.is_empty())
+            .collect();
+        for (address, answer) in &self.join_points {
+            if matches!(answer, Answer::Member(id) if id.as_ref() == node_id)
+                && !addresses.contains(address)
+            {
+                addresses.push(address.clone());
+            }
+        }
+        addresses
+    }
+
+    /// Who answered at join point `address` last; `None` when it is not one.
+    pub(super) fn join_point(&self, address: &str) -> Option<&Answer> {
+        self.join_points.get(address)
+    }
+
+    /// Every join point's address.
+    pub(super) fn join_point_addresses(&self) -> Vec<String> {
+        self.join_points.keys().cloned().collect()
+    }
+
+    /// The join points as status shows them.
+    pub(super) fn join_points(&self) -> Vec<JoinPoint> {
+        self.join_points
+            .iter()
+            .map(|(address, answer)| JoinPoint {
+                address: address.clone(),
+                node_id: match answer {
+                    Answer::Member(id) => Some(id.to_string()),
+                    Answer::Nobody | Answer::OneOf(_) | Answer::Myself => None,
+                },
+                myself: *answer == Answer::Myself,
+            })
+            .collect()
+    }
+
+    /// Member `node_id`'s tally, to add to; `None` past the bound.
+    pub(super) fn tally(&mut self, node_id: &str) -> Option<&mut LinkTally> {
+        self.by_id.get_mut(node_id).map(|member| &mut member.tally)
+    }
+
+    /// Every member, in node id order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Member)> {
+        self.by_id.iter()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.by_id.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(names: &[&str]) -> BTreeSet<Arc<str>> {
+        names.iter().map(|name| Arc::from(*name)).collect()
+    }
+
+    #[test]
+    fn gossip_cannot_grow_the_member_table_past_its_bound() {
+        let mut members = Members::default();
+        for n in 0..MAX_MEMBERS + 10 {
+            members.learn(&format!("n{n}"), &format!("10.0.0.1:{n}"), false);
+        }
+        assert_eq!(members.len(), MAX_MEMBERS);
+        assert_eq!(
+            members.learn("late", "10.0.0.2:1", true),
+            Learned::Nothing,
+            "ignored past the bound"
+        );
+        assert_eq!(
+            members.learn("n0", "10.0.0.9:1", false),
+            Learned::Nothing,
+            "gossip does not move a known member"
+        );
+    }
+
+    #[test]
+    fn a_members_own_word_on_its_address_beats_gossip() {
+        let mut members = Members::default();
+        assert_eq!(members.learn("b", "old:1", false), Learned::Member);
+        members.learn("b", "gossiped:1", false);
+        assert_eq!(members.addresses("b"), ["old:1"]);
+        members.learn("b", "own:1", true);
+        assert_eq!(members.addresses("b"), ["own:1"]);
+    }
+
+    #[test]
+    fn a_join_point_is_dialled_as_the_member_that_answered_there() {
+        let mut members = Members::default();
+        members.add_join_point("proxy:1");
+        assert_eq!(members.join_point("proxy:1"), Some(&Answer::Nobody));
+        members.learn("b", "b:1", true);
+        members.answered("proxy:1", Answer::Member("b".into()));
+        assert_eq!(members.addresses("b"), ["b:1", "proxy:1"]);
+        // Behind a load balancer, another node answers the next time.
+        members.learn("c", "c:1", true);
+        members.answered("proxy:1", Answer::Member("c".into()));
+        assert_eq!(members.addresses("b"), ["b:1"]);
+        assert_eq!(members.addresses("c"), ["c:1", "proxy:1"]);
+    }
+
+    #[test]
+    fn a_join_point_at_a_members_advertised_address_is_that_member() {
+        let mut members = Members::default();
+        members.add_join_point("b:1");
+        members.learn("b", "b:1", false);
+        assert_eq!(
+            members.join_point("b:1"),
+            Some(&Answer::Member("b".into()))
+        );
+        members.learn("c", "c:1", true);
+        members.add_join_point("c:1");
+        assert_eq!(
+            members.join_point("c:1"),
+            Some(&Answer::Member("c".into()))
+        );
+    }
+
+    #[test]
+    fn refusals_narrow_who_stands_behind_a_join_point() {
+        let mut members = Members::default();
+        members.add_join_point("lb:1");
+        members.answered("lb:1", Answer::OneOf(ids(&["b", "c", "d"])));
+        members.answered("lb:1", Answer::OneOf(ids(&["c", "d", "e"])));
+        assert_eq!(
+            members.join_point("lb:1"),
+            Some(&Answer::OneOf(ids(&["c", "d"])))
+        );
+        members.answered("lb:1", Answer::OneOf(ids(&["f"])));
+        assert_eq!(
+            members.join_point("lb:1"),
+            Some(&Answer::OneOf(ids(&["f"]))),
+            "nobody in common: the latest refusal stands"
+        );
+    }
+
+    #[test]
+    fn an_address_another_node_answers_at_is_no_longer_the_members() {
+        let mut members = Members::default();
+        members.learn("b", "shared:1", true);
+        members.answered("shared:1", Answer::Member("c".into()));
+        assert!(members.addresses("b").is_empty());
+        members.learn("d", "mine:1", true);
+        members.answered("mine:1", Answer::Myself);
+        assert!(members.addresses("d").is_empty());
+    }
+}
