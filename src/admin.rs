@@ -22,6 +22,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::console::{self, Window};
+use crate::cluster::JoinPoint;
 use crate::shared::Shared;
 use crate::status::Status;
 use crate::tls::Rotation;
@@ -34,7 +35,7 @@ const ENDPOINTS: &str = "lintel admin listener\n\
 /metrics   Prometheus text, read from the node's state at each scrape\n\
 /health    200 while the process serves\n\
 /ready     200 when the node should get traffic, 503 with the reason otherwise\n\
-/status    the node's status as JSON, as `lintel status --json` prints it, with its TLS\n\
+/status    the node's status as JSON, as `lintel status --json` prints it, with TLS and join points\n\
 /window    JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second\n\
 /endpoints this list\n";
 
@@ -167,6 +168,9 @@ struct AdminStatus {
     tls: Option<Rotation>,
     /// Each linked peer's console, by node id, as `peer_console` makes it.
     peer_consoles: std::collections::BTreeMap<String, String>,
+    /// The configured `--peer` addresses and who answered at each; the wire's status carries
+    /// members only.
+    join_points: Vec<JoinPoint>,
 }
 
 fn status_json(shared: &Shared) -> Result<String, serde_json::Error> {
@@ -185,6 +189,7 @@ fn status_json(shared: &Shared) -> Result<String, serde_json::Error> {
         status: Status::new(report.status, report.peers, report.peer_lost),
         tls: shared.tls.rotation(),
         peer_consoles,
+        join_points: shared.dispatcher.mesh().join_points(),
     })
 }
 
@@ -210,6 +215,76 @@ fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
 
 fn count(n: impl TryInto<i64>) -> i64 {
     n.try_into().unwrap_or(i64::MAX)
+}
+
+/// Per member: its link's state and relays, and how often links to it came up and went down;
+/// and the links turned down as duplicates.
+fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::PeerStatus]) {
+    let mut up = Vec::new();
+    let mut sent = Vec::new();
+    let mut received = Vec::new();
+    let mut in_flight = Vec::new();
+    for peer in peers {
+        let labels = vec![
+            ("peer", peer.node_id.clone()),
+            ("address", peer.address.clone()),
+        ];
+        up.push((
+            labels.clone(),
+            i64::from(peer.state == lintel_wire::PeerLinkState::Up),
+        ));
+        sent.push((labels.clone(), count(peer.relays_sent)));
+        received.push((labels.clone(), count(peer.relays_received)));
+        in_flight.push((labels, i64::from(peer.relays_in_flight)));
+    }
+    gauge_family(
+        registry,
+        "peer_up",
+        "1 while a link to a member is up.",
+        up,
+    );
+    gauge_family(
+        registry,
+        "peer_relays_sent",
+        "Relays sent to a member since this node started, across its links.",
+        sent,
+    );
+    gauge_family(
+        registry,
+        "peer_relays_received",
+        "Relays a member sent here since this node started, across its links.",
+        received,
+    );
+    gauge_family(
+        registry,
+        "peer_relays_in_flight",
+        "Relays sent to a member without an outcome yet.",
+        in_flight,
+    );
+    let mesh = shared.dispatcher.mesh();
+    let ups = Family::<Labels, Counter>::default();
+    let downs = Family::<Labels, Counter>::default();
+    for member in mesh.tallies() {
+        let labels = vec![("peer", member.node_id)];
+        ups.get_or_create(&labels).inc_by(member.tally.ups);
+        downs.get_or_create(&labels).inc_by(member.tally.downs);
+    }
+    registry.register(
+        "peer_link_ups",
+        "Links to a member that came up: both sides kept them and its presence arrived.",
+        ups,
+    );
+    registry.register(
+        "peer_link_downs",
+        "Links to a member that came up and went down again.",
+        downs,
+    );
+    counter(
+        registry,
+        "peer_duplicate_links",
+        "Peer links this node turned down because another link to the same node stays.",
+        mesh.duplicates(),
+    );
 }
 
 /// The node's metrics now, in the Prometheus text format.
@@ -390,47 +465,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
         errors,
     );
 
-    let mut up = Vec::new();
-    let mut sent = Vec::new();
-    let mut received = Vec::new();
-    let mut in_flight = Vec::new();
-    for peer in &status.peers {
-        let labels = vec![
-            ("peer", peer.node_id.clone()),
-            ("address", peer.address.clone()),
-        ];
-        up.push((
-            labels.clone(),
-            i64::from(peer.state == lintel_wire::PeerLinkState::Up),
-        ));
-        sent.push((labels.clone(), count(peer.relays_sent)));
-        received.push((labels.clone(), count(peer.relays_received)));
-        in_flight.push((labels, i64::from(peer.relays_in_flight)));
-    }
-    gauge_family(
-        &mut registry,
-        "peer_up",
-        "1 while the link to a known peer is up.",
-        up,
-    );
-    gauge_family(
-        &mut registry,
-        "peer_relays_sent",
-        "Relays sent to a peer on its current link.",
-        sent,
-    );
-    gauge_family(
-        &mut registry,
-        "peer_relays_received",
-        "Relays a peer sent here on its current link.",
-        received,
-    );
-    gauge_family(
-        &mut registry,
-        "peer_relays_in_flight",
-        "Relays sent to a peer without an outcome yet.",
-        in_flight,
-    );
+    peer_metrics(&mut registry, shared, &status.peers);
 
     if let Some(rotation) = shared.tls.rotation() {
         counter(

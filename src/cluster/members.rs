@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Most members a node keeps; gossip naming more is ignored past it.
 pub const MAX_MEMBERS: usize = 1024;
@@ -60,7 +60,7 @@ pub enum Answer {
 }
 
 /// One join point as status shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinPoint {
     pub address: String,
     /// The member that answered there last, if one said who it is.

@@ -596,3 +596,169 @@ fn gives_way(old: &Remote, new: &Remote) -> bool {
         (Opener::Here(here), Opener::Peer) => here.as_ref() < new.node_id.as_ref(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link to `peer` over a real loopback socket, opened by `opener`.
+    async fn remote(peer: &str, incarnation: u64, opener: Opener) -> Arc<Remote> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (_client, accepted) =
+            tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+        // Nothing is written: the mesh only closes links, which sends nothing.
+        let (_reader, outbound, _writer) =
+            lintel_client::transport::split(accepted.unwrap().0, 1 << 20, 8);
+        let link = PeerLink::new(Arc::from(peer), outbound);
+        Remote::new(
+            Arc::from(peer),
+            incarnation,
+            format!("{peer}:1"),
+            opener,
+            link,
+            &CancellationToken::new(),
+        )
+    }
+
+    fn by(node: &str) -> Opener {
+        Opener::Here(Arc::from(node))
+    }
+
+    fn current(mesh: &Mesh, peer: &str) -> Option<Arc<Remote>> {
+        mesh.lock().remotes.get(peer).cloned()
+    }
+
+    fn presence() -> Presence {
+        Presence {
+            reset: true,
+            synced: true,
+            draining: false,
+            pools: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_acceptor_refuses_a_second_link_to_the_same_incarnation_and_counts_it() {
+        let mesh = Mesh::new(64);
+        let first = remote("b", 1, Opener::Peer).await;
+        mesh.join(&first).unwrap();
+        mesh.apply(&first, presence()).unwrap();
+        let second = remote("b", 1, Opener::Peer).await;
+        assert_eq!(mesh.join(&second), Err(JoinError::Duplicate));
+        assert!(Arc::ptr_eq(&current(&mesh, "b").unwrap(), &first));
+        assert!(!first.evicted.is_cancelled(), "the established link is kept");
+        assert_eq!(mesh.duplicates(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_new_incarnation_replaces_the_old_link_at_once() {
+        let mesh = Mesh::new(64);
+        let old = remote("b", 1, Opener::Peer).await;
+        mesh.join(&old).unwrap();
+        let new = remote("b", 2, Opener::Peer).await;
+        mesh.join(&new).unwrap();
+        assert!(old.evicted.is_cancelled());
+        assert!(!old.link.is_open(), "its relays end now");
+        assert!(Arc::ptr_eq(&current(&mesh, "b").unwrap(), &new));
+        assert_eq!(mesh.duplicates(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_simultaneous_dial_settles_on_the_link_dialled_by_the_lower_id_on_both_sides() {
+        // a dials b (link 1) while b dials a (link 2); each acceptor joins before its hello.
+        let (at_a, at_b) = (Mesh::new(64), Mesh::new(64));
+        let two_at_a = remote("b", 2, Opener::Peer).await;
+        let one_at_b = remote("a", 1, Opener::Peer).await;
+        at_a.join(&two_at_a).unwrap();
+        at_b.join(&one_at_b).unwrap();
+        // Each dialler reads the other's hello.
+        let one_at_a = remote("b", 2, by("a")).await;
+        let two_at_b = remote("a", 1, by("b")).await;
+        at_a.join(&one_at_a).unwrap();
+        assert_eq!(at_b.join(&two_at_b), Err(JoinError::Duplicate));
+        assert!(two_at_a.evicted.is_cancelled(), "a retires the link b dialled");
+        assert!(Arc::ptr_eq(&current(&at_a, "b").unwrap(), &one_at_a));
+        assert!(Arc::ptr_eq(&current(&at_b, "a").unwrap(), &one_at_b));
+        assert_eq!(at_a.duplicates() + at_b.duplicates(), 1, "counted once");
+
+        // The other order: b's dial is kept by both before a's reaches b, which refuses it.
+        let (at_a, at_b) = (Mesh::new(64), Mesh::new(64));
+        let two_at_a = remote("b", 2, Opener::Peer).await;
+        at_a.join(&two_at_a).unwrap();
+        let two_at_b = remote("a", 1, by("b")).await;
+        at_b.join(&two_at_b).unwrap();
+        let one_at_b = remote("a", 1, Opener::Peer).await;
+        assert_eq!(at_b.join(&one_at_b), Err(JoinError::Duplicate));
+        assert!(Arc::ptr_eq(&current(&at_a, "b").unwrap(), &two_at_a));
+        assert!(Arc::ptr_eq(&current(&at_b, "a").unwrap(), &two_at_b));
+    }
+
+    #[tokio::test]
+    async fn the_higher_dialler_gives_way_to_a_link_it_accepted() {
+        let mesh = Mesh::new(64);
+        let accepted = remote("a", 1, Opener::Peer).await;
+        mesh.join(&accepted).unwrap();
+        let dialled = remote("a", 1, by("b")).await;
+        assert_eq!(mesh.join(&dialled), Err(JoinError::Duplicate));
+        assert!(!accepted.evicted.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn a_dial_the_acceptor_kept_replaces_an_older_dial_it_no_longer_holds() {
+        let mesh = Mesh::new(64);
+        let older = remote("b", 1, by("a")).await;
+        mesh.join(&older).unwrap();
+        let newer = remote("b", 1, by("a")).await;
+        mesh.join(&newer).unwrap();
+        assert!(older.evicted.is_cancelled());
+        assert!(Arc::ptr_eq(&current(&mesh, "b").unwrap(), &newer));
+    }
+
+    #[tokio::test]
+    async fn a_link_comes_up_with_the_peers_first_presence_and_its_counts_outlive_it() {
+        let mesh = Mesh::new(64);
+        let first = remote("b", 1, Opener::Peer).await;
+        mesh.join(&first).unwrap();
+        assert!(!first.is_established());
+        mesh.apply(&first, presence()).unwrap();
+        mesh.apply(&first, presence()).unwrap();
+        assert!(first.is_established());
+        for _ in 0..3 {
+            first.relay_received();
+        }
+        mesh.leave(&first);
+        let second = remote("b", 1, Opener::Peer).await;
+        mesh.join(&second).unwrap();
+        second.relay_received();
+        let status = mesh.status();
+        assert_eq!(status.len(), 1);
+        assert_eq!(status[0].relays_received, 4, "counts survive the link drop");
+        // A link that never came up counts neither up nor down.
+        mesh.leave(&second);
+        let tally = mesh.tallies()[0].tally;
+        assert_eq!((tally.ups, tally.downs, tally.received), (1, 1, 4));
+        assert_eq!(mesh.status()[0].state, PeerLinkState::Connecting);
+    }
+
+    #[tokio::test]
+    async fn status_lists_members_and_not_join_points() {
+        let mesh = Mesh::new(64);
+        mesh.add_join_point("proxy:1");
+        mesh.learn("c", "c:1", false);
+        let b = remote("b", 1, Opener::Peer).await;
+        mesh.answered("proxy:1", Answer::Member(Arc::from("b")));
+        mesh.join(&b).unwrap();
+        let ids: Vec<String> = mesh.status().into_iter().map(|p| p.node_id).collect();
+        assert_eq!(ids, ["b", "c"]);
+        assert_eq!(
+            mesh.join_points(),
+            [JoinPoint {
+                address: "proxy:1".into(),
+                node_id: Some("b".into()),
+                myself: false,
+            }]
+        );
+        assert_eq!(mesh.addresses("b"), ["b:1", "proxy:1"]);
+    }
+}
