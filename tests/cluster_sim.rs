@@ -15,6 +15,11 @@
 //!   so a node that was relayed a dispatch never relays it again;
 //! - `served_by` tells the truth: a completed dispatch names the node of the worker that ran
 //!   it, and a `PeerLost` one names its origin;
+//! - no `PeerLost` while both incarnations live unless a link between them was cut: between
+//!   its submission and its outcome, its origin or the peer it names crashed, or a partition
+//!   or hold between the two was on (or had ended within the time missed pings take);
+//! - no relay on a link its sender had begun to close (it wrote `Goodbye` or `Error` on it),
+//!   and none on a link either end turned down as a duplicate;
 //! - no task panicked.
 //!
 //! Why turmoil: it runs each host on its own current-thread tokio runtime in paused time, so
@@ -40,10 +45,16 @@
 //! its trace, to compare a replay with the run it replays.
 #[path = "support/sim.rs"]
 mod sim;
+#[path = "support/sim_checks.rs"]
+mod sim_checks;
 #[path = "support/sim_clients.rs"]
 mod sim_clients;
 #[path = "support/sim_faults.rs"]
 mod sim_faults;
+// Resets and live-link counts serve the mesh simulation; this one reads what each end wrote.
+#[allow(dead_code)]
+#[path = "support/sim_links.rs"]
+mod sim_links;
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,8 +66,9 @@ use lintel::wire::{ActivityOutcome, DispatchResult};
 use lintel::NodeConfig;
 
 use sim::{address, node_host, Ended, Ledger, Record, Traced};
+use sim_checks::{ledger_violations, unexplained_peer_lost, Cut};
 use sim_clients::{producer, worker, ProducerSpec, WorkerSpec};
-use sim_faults::{apply, schedule, Event, Targets};
+use sim_faults::{apply, schedule, Action, Event, Targets};
 
 /// The seeds every run checks.
 const SEEDS: [u64; 8] = [1, 2, 3, 5, 8, 13, 21, 34];
@@ -111,6 +123,9 @@ const DEADLINE: Duration = Duration::from_secs(40);
 const TICK: Duration = Duration::from_millis(2);
 /// Latency of a healthy link: within this range, exponentially distributed.
 const LATENCY: Range<Duration> = Duration::from_millis(1)..Duration::from_millis(10);
+/// How long after a cut ends a link may still be found dead by missed pings: the peer ping
+/// interval times the misses allowed, with room for the slowest link.
+const DETECTION: Duration = Duration::from_millis(1_500);
 
 fn node_config(name: &str) -> NodeConfig {
     NodeConfig {
@@ -181,6 +196,7 @@ fn run(seed: u64) -> Run {
     fastrand::seed(seed);
     PANICS.with(|panics| panics.set(0));
     let record = Record::default();
+    record.lock().trace_frames = true;
     let mut sim = turmoil::Builder::new()
         .rng_seed(seed)
         .enable_random_order()
@@ -242,79 +258,40 @@ fn run(seed: u64) -> Run {
 
 /// Every broken invariant in `run`.
 fn violations(run: &Run) -> Vec<String> {
-    let ledger = &run.ledger;
-    let mut found: Vec<String> = ledger.violations.clone();
+    let mut found = Vec::new();
     if let Some(stopped) = &run.stopped {
         found.push(stopped.clone());
     }
     if run.panics > 0 {
         found.push(format!("{} panics", run.panics));
     }
-    for (workflow_id, origin) in &ledger.submitted {
-        let outcomes = ledger.outcomes.get(workflow_id).map_or(0, Vec::len);
-        let lost = ledger.lost.contains(workflow_id);
-        match (outcomes, lost) {
-            (1, false) | (0, true) => {}
-            (0, false) => found.push(format!("{workflow_id} (origin {origin}) has no outcome")),
-            (n, _) => found.push(format!(
-                "{workflow_id} (origin {origin}) has {n} outcomes: {:?}",
-                ledger.outcomes.get(workflow_id)
-            )),
-        }
-    }
-    for workflow_id in ledger.outcomes.keys() {
-        if !ledger.submitted.contains_key(workflow_id) {
-            found.push(format!("outcome for {workflow_id}, never submitted"));
-        }
-    }
-    for (workflow_id, pushes) in &ledger.pushes {
-        if pushes.len() > 1 {
-            found.push(format!("{workflow_id} pushed to {pushes:?}"));
-        }
-    }
-    for (sender, workflow_id) in &ledger.relays {
-        match ledger.submitted.get(workflow_id) {
-            Some(origin) if origin == sender => {}
-            Some(origin) => found.push(format!(
-                "{sender} relayed {workflow_id}, whose origin is {origin}: a second hop"
-            )),
-            None => found.push(format!("{sender} relayed {workflow_id}, never submitted")),
-        }
-    }
-    for (workflow_id, ended) in ledger
-        .outcomes
-        .iter()
-        .flat_map(|(id, outcomes)| outcomes.iter().map(move |ended| (id, ended)))
-    {
-        let origin = ledger.submitted.get(workflow_id);
-        match &ended.result {
-            DispatchResult::Completed(response) => {
-                let ran_on = match &response.outcome {
-                    ActivityOutcome::Success(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-                    ActivityOutcome::Failure { message, .. } => message.clone(),
-                };
-                let pushed_to = ledger.pushes.get(workflow_id);
-                let pushed_there = pushed_to
-                    .is_some_and(|pushes| pushes.iter().any(|(_, node)| *node == ended.served_by));
-                if ran_on != ended.served_by || !pushed_there {
-                    found.push(format!(
-                        "{workflow_id} completed, served_by {} but ran on {ran_on}, pushed to {pushed_to:?}",
-                        ended.served_by
-                    ));
+    found.extend(ledger_violations(&run.ledger));
+    found.extend(unexplained_peer_lost(&run.ledger, &cuts(&run.events), DETECTION));
+    found
+}
+
+/// What the schedule cut: each crashed node and each partitioned or held link, while it lasted.
+fn cuts(events: &[Event]) -> Vec<Cut> {
+    let mut open: Vec<(Action, Duration)> = Vec::new();
+    let mut cuts = Vec::new();
+    for event in events {
+        let ends = match event.action {
+            Action::Restart(node) => Some((Action::Crash(node), Cut::node(node))),
+            Action::Repair(x, y) => Some((Action::Partition(x, y), Cut::link(x, y))),
+            Action::Release(x, y) => Some((Action::Hold(x, y), Cut::link(x, y))),
+            _ => None,
+        };
+        match ends {
+            Some((start, cut)) => {
+                if let Some(at) = open.iter().position(|(action, _)| *action == start) {
+                    let (_, from) = open.remove(at);
+                    cuts.push(cut.during(from, event.at));
                 }
             }
-            DispatchResult::PeerLost { peer, .. }
-                if origin != Some(&ended.served_by) || origin == Some(peer) =>
-            {
-                found.push(format!(
-                    "{workflow_id} (origin {origin:?}) lost peer {peer}, served_by {}",
-                    ended.served_by
-                ));
-            }
-            _ => {}
+            None => open.push((event.action, event.at)),
         }
     }
-    found
+    cuts
 }
 
 /// The name of `result`'s variant.
@@ -505,6 +482,7 @@ fn a_seed_replays_exactly_every_outcome_at_the_same_simulated_time() {
 fn each_broken_invariant_is_reported() {
     let completed_on = |node: &str| Ended {
         served_by: node.into(),
+        at: Duration::ZERO,
         result: DispatchResult::Completed(lintel::wire::DispatchResponse {
             workflow_id: String::new(),
             ordinal: 0,
@@ -536,9 +514,44 @@ fn each_broken_invariant_is_reported() {
     ledger
         .violations
         .push("w-a holds 3 pushes with max_concurrency 2".into());
+    // Two relays from c to a end PeerLost: one while the link c-a was partitioned, one while
+    // only a-b was.
+    let lost_at = |at: u64| Ended {
+        served_by: "c".into(),
+        result: DispatchResult::PeerLost {
+            peer: "a".into(),
+            after_ms: 10,
+        },
+        at: Duration::from_millis(at),
+    };
+    for (id, submitted, ended) in [("cut", 4_000, 5_000), ("uncut", 7_000, 8_000)] {
+        ledger.submitted.insert(id.into(), "c".into());
+        ledger
+            .submitted_at
+            .insert(id.into(), Duration::from_millis(submitted));
+        ledger.outcomes.insert(id.into(), vec![lost_at(ended)]);
+    }
+    let events = [
+        (4_500, Action::Partition("a", "c")),
+        (5_200, Action::Repair("a", "c")),
+        (6_500, Action::Partition("a", "b")),
+        (8_500, Action::Repair("a", "b")),
+    ]
+    .map(|(at, action)| Event {
+        at: Duration::from_millis(at),
+        action,
+    });
+    // A link a turned down as a duplicate, on which b relayed nonetheless.
+    let switch = std::sync::Arc::default();
+    let (x, y): (std::net::SocketAddr, std::net::SocketAddr) =
+        ("10.0.0.1:7000".parse().unwrap(), "10.0.0.2:50000".parse().unwrap());
+    let a_end = ledger.links.attach("a", x, y, &switch);
+    let b_end = ledger.links.attach("b", y, x, &switch);
+    ledger.links.end_mut(a_end).turned_down = true;
+    ledger.links.end_mut(b_end).relays = 1;
     let run = Run {
         seed: 0,
-        events: Vec::new(),
+        events: events.to_vec(),
         elapsed: Duration::ZERO,
         ledger,
         panics: 0,
@@ -558,5 +571,13 @@ fn each_broken_invariant_is_reported() {
         "{found:#?}"
     );
     assert!(reported("holds 3 pushes"), "{found:#?}");
-    assert_eq!(found.len(), 6, "{found:#?}");
+    assert!(
+        reported("uncut (origin c) ended PeerLost(a)"),
+        "{found:#?}"
+    );
+    assert!(
+        reported("that a turned down as a duplicate carried 1 relays"),
+        "{found:#?}"
+    );
+    assert_eq!(found.len(), 8, "{found:#?}");
 }

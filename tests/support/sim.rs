@@ -1,6 +1,8 @@
 //! Nodes on a turmoil network: each node host serves the connections its simulated listener
 //! accepts and dials its peers through the simulated network, and every byte a node writes
-//! passes a tap that records each frame it sends in the trace, and the `Relay` frames apart.
+//! passes a tap that records the `Relay` frames, counts presence bytes and what each end of a
+//! link wrote, and (when the run traces frames) records each frame it sends in the trace.
+//! Every socket of a node can be reset by the simulation ([`sim_links`](super::sim_links)).
 //!
 //! The [`Ledger`] is what the simulation observed, written by the taps, the workers and the
 //! producers, and checked once the run ends.
@@ -9,17 +11,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use lintel::cluster::Mesh;
 use lintel::notifier::RegistryNotifier;
 use lintel::transport::{Dialer, Dialing, Socket};
 use lintel::wire::{DispatchResult, Frame, FrameCodec, DEFAULT_MAX_FRAME_LEN};
 use lintel::{Node, NodeConfig};
 use tokio::io::AsyncWrite;
 use tokio_util::codec::Decoder;
+
+use super::sim_links::{At, KillSwitch, Killable, Links, DUPLICATE};
 
 /// The port every node listens on.
 pub const PORT: u16 = 7000;
@@ -34,6 +39,8 @@ pub fn address(name: &str) -> String {
 pub struct Ended {
     pub served_by: String,
     pub result: DispatchResult,
+    /// When its producer read it, in simulated time.
+    pub at: Duration,
 }
 
 /// What the simulation observed.
@@ -42,6 +49,8 @@ pub struct Ledger {
     /// Each submitted dispatch, by workflow id, with its origin: the node its producer is
     /// connected to.
     pub submitted: BTreeMap<String, String>,
+    /// When each dispatch was submitted, in simulated time.
+    pub submitted_at: BTreeMap<String, Duration>,
     /// Every outcome a producer read, by workflow id.
     pub outcomes: BTreeMap<String, Vec<Ended>>,
     /// Dispatches in flight when their producer's connection closed: nobody is left to answer.
@@ -55,9 +64,19 @@ pub struct Ledger {
     pub violations: Vec<String>,
     /// Producers that submitted everything and heard every outcome.
     pub producers_done: usize,
-    /// Every fault, submission, push, reply, outcome, loss and frame a node wrote, with the
-    /// simulated time it was recorded at, in that order: two runs of one seed record the same.
+    /// Every fault, submission, push, reply, outcome, loss and (with `trace_frames`) frame a
+    /// node wrote, with the simulated time it was recorded at, in that order: two runs of one
+    /// seed record the same.
     pub trace: Vec<Traced>,
+    /// Whether every frame a node writes goes into the trace.
+    pub trace_frames: bool,
+    /// Every connection between nodes and what each end wrote on it.
+    pub links: Links,
+    /// Bytes of `Presence` frames each node wrote, framing included.
+    pub presence_bytes: BTreeMap<String, u64>,
+    /// The mesh of each node's current process, while it runs: held weakly, so a crash drops
+    /// it with everything else of the process.
+    pub meshes: BTreeMap<String, Weak<Mesh>>,
 }
 
 /// One line of the trace: when, which dispatch (or `-`), and what happened.
@@ -102,12 +121,13 @@ impl Record {
     }
 }
 
-/// A write half that records every frame written through it by `node` in the trace, and the
-/// `Relay` frames in the ledger.
+/// A write half that records what `node` writes through it: relays, presence bytes, what its
+/// end of the link did, and (with `trace_frames`) every frame in the trace.
 struct Tap<W> {
     inner: W,
     node: String,
     record: Record,
+    at: At,
     codec: FrameCodec,
     written: BytesMut,
     /// The bytes stopped decoding; nothing more is recorded.
@@ -115,11 +135,12 @@ struct Tap<W> {
 }
 
 impl<W> Tap<W> {
-    fn new(inner: W, node: &str, record: &Record) -> Self {
+    fn new(inner: W, node: &str, record: &Record, at: At) -> Self {
         Self {
             inner,
             node: node.to_owned(),
             record: record.clone(),
+            at,
             codec: FrameCodec::new(DEFAULT_MAX_FRAME_LEN),
             written: BytesMut::new(),
             lost_track: false,
@@ -132,16 +153,11 @@ impl<W> Tap<W> {
         }
         self.written.extend_from_slice(bytes);
         loop {
+            let before = self.written.len();
             match self.codec.decode(&mut self.written) {
-                Ok(Some(Frame::Relay(relay))) => {
-                    let mut ledger = self.record.lock();
-                    let workflow_id = relay.request.workflow_id;
-                    ledger.note(&workflow_id, format!("relayed by {}", self.node));
-                    ledger.relays.push((self.node.clone(), workflow_id));
-                }
                 Ok(Some(frame)) => {
-                    let what = format!("{} wrote {frame:?}", self.node);
-                    self.record.lock().note("~", what);
+                    let len = (before - self.written.len()) as u64;
+                    self.record_frame(frame, len);
                 }
                 Ok(None) => return,
                 Err(err) => {
@@ -153,6 +169,53 @@ impl<W> Tap<W> {
                 }
             }
         }
+    }
+
+    fn record_frame(&self, frame: Frame, len: u64) {
+        let mut ledger = self.record.lock();
+        let end = ledger.links.end_mut(self.at);
+        match &frame {
+            Frame::Relay(_) => {
+                end.relays += 1;
+                if end.closing {
+                    let violation =
+                        format!("{} wrote a relay on a link it had begun to close", self.node);
+                    ledger.violations.push(violation);
+                }
+            }
+            Frame::Presence(_) => end.presence = true,
+            Frame::Goodbye(goodbye) => {
+                end.turned_down |= goodbye.reason == DUPLICATE && !end.presence;
+                end.closing = true;
+            }
+            Frame::Error(_) => end.closing = true,
+            _ => {}
+        }
+        match frame {
+            Frame::Relay(relay) => {
+                let workflow_id = relay.request.workflow_id;
+                ledger.note(&workflow_id, format!("relayed by {}", self.node));
+                ledger.relays.push((self.node.clone(), workflow_id));
+            }
+            Frame::Presence(_) => {
+                *ledger.presence_bytes.entry(self.node.clone()).or_default() += len;
+                if ledger.trace_frames {
+                    let what = format!("{} wrote {frame:?}", self.node);
+                    ledger.note("~", what);
+                }
+            }
+            frame if ledger.trace_frames => {
+                let what = format!("{} wrote {frame:?}", self.node);
+                ledger.note("~", what);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<W> Drop for Tap<W> {
+    fn drop(&mut self) {
+        self.record.lock().links.end_mut(self.at).alive = false;
     }
 }
 
@@ -177,13 +240,23 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Tap<W> {
     }
 }
 
-/// A simulated connection; with `tap`, what is written through it is recorded as `tap.0`'s.
+/// A simulated connection; with `tap`, a node's socket: what is written through it is
+/// recorded as `tap.0`'s, and the simulation can reset it.
 pub fn socket(stream: turmoil::net::TcpStream, tap: Option<(&str, &Record)>) -> Socket {
     let local = stream.local_addr().ok();
+    let peer = stream.peer_addr().ok();
     let (read, write) = stream.into_split();
-    match tap {
-        Some((node, record)) => Socket::from_io(read, Tap::new(write, node, record), local),
-        None => Socket::from_io(read, write, local),
+    match (tap, local, peer) {
+        (Some((node, record)), Some(local_addr), Some(peer_addr)) => {
+            let switch = Arc::new(KillSwitch::default());
+            let at = record
+                .lock()
+                .links
+                .attach(node, local_addr, peer_addr, &switch);
+            let write = Tap::new(Killable::new(write, &switch), node, record, at);
+            Socket::from_io(Killable::new(read, &switch), write, local)
+        }
+        _ => Socket::from_io(read, write, local),
     }
 }
 
@@ -240,6 +313,8 @@ pub fn node_host(
                 |registry| Arc::new(RegistryNotifier::new(registry)),
                 dialer,
             )?;
+            let mesh = Arc::downgrade(node.dispatcher().mesh());
+            record.lock().meshes.insert(name.to_owned(), mesh);
             let incoming = futures_util::stream::unfold(listener, move |listener| {
                 let record = record.clone();
                 async move {

@@ -280,6 +280,7 @@ async fn submit_all(
                                 ledger.outcomes.entry(workflow_id).or_default().push(Ended {
                                     served_by: outcome.served_by,
                                     result: outcome.result,
+                                    at: turmoil::sim_elapsed().unwrap_or_default(),
                                 });
                             }
                             None => ledger.violations.push(format!(
@@ -322,6 +323,8 @@ async fn submit_all(
                     let mut ledger = record.lock();
                     ledger.note(&workflow_id, format!("submitted at {}", spec.node));
                     ledger.submitted.insert(workflow_id.clone(), spec.node.into());
+                    let now = turmoil::sim_elapsed().unwrap_or_default();
+                    ledger.submitted_at.insert(workflow_id.clone(), now);
                 }
                 in_flight.insert(seq, workflow_id);
                 if outbound.send(Frame::from(submit)).await.is_err() {
