@@ -349,3 +349,65 @@ async fn submit_all(
     outbound.close();
     answered
 }
+
+/// Workers that come and go, on one host: for `lasting`, one registers every
+/// `1 s / per_second` at the next of `nodes` in turn, in one of `pools` namespaces of its own,
+/// answers pings, and leaves `lifetime` later. Returns once the last one left.
+pub async fn churn(
+    nodes: Vec<&'static str>,
+    per_second: u32,
+    pools: usize,
+    lifetime: Duration,
+    lasting: Duration,
+) -> turmoil::Result {
+    let mut workers = JoinSet::new();
+    let mut every = interval(Duration::from_secs(1) / per_second.max(1));
+    every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let until = Instant::now() + lasting;
+    let mut count: usize = 0;
+    while Instant::now() < until {
+        every.tick().await;
+        let node = nodes[count % nodes.len()];
+        let namespace = format!("churn{}", count % pools.max(1));
+        let name = format!("churn-{count}");
+        count += 1;
+        workers.spawn(async move { churn_worker(node, namespace, name, lifetime).await });
+    }
+    while workers.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// One worker of [`churn`]: registers at `node` in `namespace`, stays `lifetime`, leaves.
+async fn churn_worker(node: &str, namespace: String, name: String, lifetime: Duration) {
+    let leave_at = Instant::now() + lifetime;
+    let Connection {
+        mut reader,
+        outbound,
+        ..
+    } = connect(node, Role::Worker, &name).await;
+    let register = Register {
+        namespaces: vec![namespace],
+        task_queue: String::new(),
+        node: None,
+        activity_types: vec!["churn".into()],
+        identity: name,
+        max_concurrency: 1,
+    };
+    if outbound.send(Frame::from(register)).await.is_err() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            biased;
+            () = sleep_until(leave_at) => break,
+            frame = reader.next() => match frame {
+                Some(Ok(Frame::Ping(ping))) => {
+                    let _ = outbound.try_send(Frame::Pong(Pong { nonce: ping.nonce }));
+                }
+                Some(Ok(_)) => {}
+                None | Some(Err(_)) => break,
+            },
+        }
+    }
+    outbound.close();
+}

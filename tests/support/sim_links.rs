@@ -218,11 +218,17 @@ impl Links {
         found
     }
 
-    /// Links turned down as duplicates, of all.
-    pub fn turned_down(&self) -> usize {
-        self.all
-            .iter()
-            .filter(|ends| ends.iter().any(|end| end.turned_down))
-            .count()
+    /// Links turned down as duplicates, by pair of nodes.
+    pub fn turned_down_by_pair(&self) -> BTreeMap<(String, String), usize> {
+        let mut by_pair = BTreeMap::new();
+        for ends in &self.all {
+            if let [a, b] = ends.as_slice() {
+                if a.turned_down || b.turned_down {
+                    let pair = (a.node.clone().min(b.node.clone()), a.node.clone().max(b.node.clone()));
+                    *by_pair.entry(pair).or_default() += 1;
+                }
+            }
+        }
+        by_pair
     }
 }
