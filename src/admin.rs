@@ -237,12 +237,7 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
         received.push((labels.clone(), count(peer.relays_received)));
         in_flight.push((labels, i64::from(peer.relays_in_flight)));
     }
-    gauge_family(
-        registry,
-        "peer_up",
-        "1 while a link to a member is up.",
-        up,
-    );
+    gauge_family(registry, "peer_up", "1 while a link to a member is up.", up);
     gauge_family(
         registry,
         "peer_relays_sent",

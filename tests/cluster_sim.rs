@@ -47,6 +47,8 @@
 mod sim;
 #[path = "support/sim_checks.rs"]
 mod sim_checks;
+// Worker churn serves the mesh simulation.
+#[allow(dead_code)]
 #[path = "support/sim_clients.rs"]
 mod sim_clients;
 #[path = "support/sim_faults.rs"]
@@ -266,7 +268,11 @@ fn violations(run: &Run) -> Vec<String> {
         found.push(format!("{} panics", run.panics));
     }
     found.extend(ledger_violations(&run.ledger));
-    found.extend(unexplained_peer_lost(&run.ledger, &cuts(&run.events), DETECTION));
+    found.extend(unexplained_peer_lost(
+        &run.ledger,
+        &cuts(&run.events),
+        DETECTION,
+    ));
     found
 }
 
@@ -345,8 +351,9 @@ fn summary(run: &Run) -> String {
         *kinds.entry(kind(&ended.result)).or_default() += 1;
     }
     let relayed: BTreeSet<&String> = ledger.relays.iter().map(|(_, id)| id).collect();
+    let duplicates: usize = ledger.links.turned_down_by_pair().values().sum();
     format!(
-        "seed {} (digest {:016x}): {} faults, {} ms simulated, {} dispatches, {} relays of {} dispatches, {} lost with their producer's connection, outcomes {kinds:?}",
+        "seed {} (digest {:016x}): {} faults, {} ms simulated, {} dispatches, {} relays of {} dispatches, {} lost with their producer's connection, {duplicates} duplicate links turned down, outcomes {kinds:?}",
         run.seed,
         digest(ledger),
         run.events.len() / 2,
@@ -449,6 +456,10 @@ fn the_relay_keeps_its_invariants_through_crashes_partitions_and_latency() {
             .filter(|ended| matches!(ended.result, DispatchResult::PeerLost { .. }))
             .count();
         let lost: usize = ledgers().map(|ledger| ledger.lost.len()).sum();
+        let duplicates: usize = ledgers()
+            .flat_map(|ledger| ledger.links.turned_down_by_pair().into_values())
+            .sum();
+        assert!(duplicates > 0, "no duplicate link was turned down");
         assert!(served_remotely > 0, "no relayed dispatch completed");
         assert!(peer_lost > 0, "no relay ended PeerLost");
         assert!(lost > 0, "no origin crashed with dispatches in flight");
@@ -543,8 +554,10 @@ fn each_broken_invariant_is_reported() {
     });
     // A link a turned down as a duplicate, on which b relayed nonetheless.
     let switch = std::sync::Arc::default();
-    let (x, y): (std::net::SocketAddr, std::net::SocketAddr) =
-        ("10.0.0.1:7000".parse().unwrap(), "10.0.0.2:50000".parse().unwrap());
+    let (x, y): (std::net::SocketAddr, std::net::SocketAddr) = (
+        "10.0.0.1:7000".parse().unwrap(),
+        "10.0.0.2:50000".parse().unwrap(),
+    );
     let a_end = ledger.links.attach("a", x, y, &switch);
     let b_end = ledger.links.attach("b", y, x, &switch);
     ledger.links.end_mut(a_end).turned_down = true;
@@ -571,10 +584,7 @@ fn each_broken_invariant_is_reported() {
         "{found:#?}"
     );
     assert!(reported("holds 3 pushes"), "{found:#?}");
-    assert!(
-        reported("uncut (origin c) ended PeerLost(a)"),
-        "{found:#?}"
-    );
+    assert!(reported("uncut (origin c) ended PeerLost(a)"), "{found:#?}");
     assert!(
         reported("that a turned down as a duplicate carried 1 relays"),
         "{found:#?}"

@@ -199,7 +199,12 @@ fn presence_bytes(record: &Record) -> BTreeMap<String, u64> {
 }
 
 /// Bytes per node per second between two readings `over` apart: the mean and the busiest node.
-fn rate(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, names: &[&str], over: Duration) -> (f64, f64) {
+fn rate(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+    names: &[&str],
+    over: Duration,
+) -> (f64, f64) {
     let per_node: Vec<f64> = names
         .iter()
         .map(|name| {
@@ -359,8 +364,7 @@ fn run(count: usize, seed: u64) -> (Figures, Vec<String>) {
                 let before = presence_bytes(&run.record);
                 run.run_for(REST);
                 let after = presence_bytes(&run.record);
-                figures.rest_presence_bytes_per_node_per_s =
-                    rate(&before, &after, &names, REST).0;
+                figures.rest_presence_bytes_per_node_per_s = rate(&before, &after, &names, REST).0;
                 phase = Phase::Churn;
             }
             Phase::Churn => {
@@ -495,7 +499,10 @@ fn check(count: usize) {
         failures.iter().take(30).cloned().collect::<Vec<_>>().join("\n  ")
     );
     assert!(figures.relays > 0, "no dispatch was relayed");
-    assert!(figures.peer_lost > 0, "no reset or partition ended a relay PeerLost");
+    assert!(
+        figures.peer_lost > 0,
+        "no reset or partition ended a relay PeerLost"
+    );
 }
 
 #[test]

@@ -83,7 +83,9 @@ impl Members {
         if self.join_points.contains_key(address) || self.join_points.len() >= MAX_MEMBERS {
             return false;
         }
-        let answer = self.member_at(address).map_or(Answer::Nobody, Answer::Member);
+        let answer = self
+            .member_at(address)
+            .map_or(Answer::Nobody, Answer::Member);
         self.join_points.insert(address.to_owned(), answer);
         true
     }
@@ -282,16 +284,10 @@ mod tests {
         let mut members = Members::default();
         members.add_join_point("b:1");
         members.learn("b", "b:1", false);
-        assert_eq!(
-            members.join_point("b:1"),
-            Some(&Answer::Member("b".into()))
-        );
+        assert_eq!(members.join_point("b:1"), Some(&Answer::Member("b".into())));
         members.learn("c", "c:1", true);
         members.add_join_point("c:1");
-        assert_eq!(
-            members.join_point("c:1"),
-            Some(&Answer::Member("c".into()))
-        );
+        assert_eq!(members.join_point("c:1"), Some(&Answer::Member("c".into())));
     }
 
     #[test]

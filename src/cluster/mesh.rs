@@ -210,9 +210,7 @@ impl Mesh {
                     return Err(JoinError::Duplicate);
                 }
             }
-            let _ = state
-                .members
-                .learn(&remote.node_id, &remote.address, true);
+            let _ = state.members.learn(&remote.node_id, &remote.address, true);
             let replaced = state
                 .remotes
                 .insert(Arc::clone(&remote.node_id), Arc::clone(remote));
@@ -427,12 +425,9 @@ impl Mesh {
     ) -> Option<RemoteSlot> {
         let state = self.lock();
         let open = || {
-            state
-                .remotes
-                .values()
-                .filter(|remote| {
-                    remote.is_established() && remote.link.is_open() && !remote.link.is_busy()
-                })
+            state.remotes.values().filter(|remote| {
+                remote.is_established() && remote.link.is_open() && !remote.link.is_busy()
+            })
         };
         let mut peers = open();
         if let (Some(only), None) = (peers.next(), peers.next()) {
@@ -647,7 +642,10 @@ mod tests {
         let second = remote("b", 1, Opener::Peer).await;
         assert_eq!(mesh.join(&second), Err(JoinError::Duplicate));
         assert!(Arc::ptr_eq(&current(&mesh, "b").unwrap(), &first));
-        assert!(!first.evicted.is_cancelled(), "the established link is kept");
+        assert!(
+            !first.evicted.is_cancelled(),
+            "the established link is kept"
+        );
         assert_eq!(mesh.duplicates(), 1);
     }
 
@@ -677,7 +675,10 @@ mod tests {
         let two_at_b = remote("a", 1, by("b")).await;
         at_a.join(&one_at_a).unwrap();
         assert_eq!(at_b.join(&two_at_b), Err(JoinError::Duplicate));
-        assert!(two_at_a.evicted.is_cancelled(), "a retires the link b dialled");
+        assert!(
+            two_at_a.evicted.is_cancelled(),
+            "a retires the link b dialled"
+        );
         assert!(Arc::ptr_eq(&current(&at_a, "b").unwrap(), &one_at_a));
         assert!(Arc::ptr_eq(&current(&at_b, "a").unwrap(), &one_at_b));
         assert_eq!(at_a.duplicates() + at_b.duplicates(), 1, "counted once");

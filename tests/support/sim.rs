@@ -178,8 +178,10 @@ impl<W> Tap<W> {
             Frame::Relay(_) => {
                 end.relays += 1;
                 if end.closing {
-                    let violation =
-                        format!("{} wrote a relay on a link it had begun to close", self.node);
+                    let violation = format!(
+                        "{} wrote a relay on a link it had begun to close",
+                        self.node
+                    );
                     ledger.violations.push(violation);
                 }
             }

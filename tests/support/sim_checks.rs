@@ -69,7 +69,9 @@ pub fn unexplained_peer_lost(ledger: &Ledger, cuts: &[Cut], detection: Duration)
                 continue;
             };
             let explained = cuts.iter().any(|cut| {
-                cut.severs(origin, peer) && cut.from <= ended.at && cut.until + detection >= *submitted
+                cut.severs(origin, peer)
+                    && cut.from <= ended.at
+                    && cut.until + detection >= *submitted
             });
             if !explained {
                 found.push(format!(
@@ -155,4 +157,3 @@ pub fn ledger_violations(ledger: &Ledger) -> Vec<String> {
     }
     found
 }
-

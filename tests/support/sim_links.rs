@@ -29,7 +29,8 @@ pub struct KillSwitch {
 impl KillSwitch {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
-        let wakers = std::mem::take(&mut *self.wakers.lock().unwrap_or_else(PoisonError::into_inner));
+        let wakers =
+            std::mem::take(&mut *self.wakers.lock().unwrap_or_else(PoisonError::into_inner));
         for waker in wakers.into_iter().flatten() {
             waker.wake();
         }
@@ -176,7 +177,10 @@ impl Links {
         for ends in &self.all {
             if let [a, b] = ends.as_slice() {
                 if a.alive && b.alive {
-                    let pair = (a.node.clone().min(b.node.clone()), a.node.clone().max(b.node.clone()));
+                    let pair = (
+                        a.node.clone().min(b.node.clone()),
+                        a.node.clone().max(b.node.clone()),
+                    );
                     *live.entry(pair).or_default() += 1;
                 }
             }
@@ -224,7 +228,10 @@ impl Links {
         for ends in &self.all {
             if let [a, b] = ends.as_slice() {
                 if a.turned_down || b.turned_down {
-                    let pair = (a.node.clone().min(b.node.clone()), a.node.clone().max(b.node.clone()));
+                    let pair = (
+                        a.node.clone().min(b.node.clone()),
+                        a.node.clone().max(b.node.clone()),
+                    );
                     *by_pair.entry(pair).or_default() += 1;
                 }
             }

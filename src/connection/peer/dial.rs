@@ -3,7 +3,7 @@
 //!
 //! A member is dialled, at its advertised address and then at each join point where it
 //! answered, while no link to it is joined, whichever side opened that link and whatever
-//! address it came by. A join point is dialled until a node answers there; from then on it is
+//! address it came by; of two members, the one whose id sorts higher dials a moment later. A join point is dialled until a node answers there; from then on it is
 //! one of that member's addresses. While a dial to a join point is in flight, nobody knows who
 //! will answer, so members are not dialled meanwhile (it is bounded by the handshake timeout).
 //! A join point whose node refused a second link (it is linked already) waits until none of
@@ -35,6 +35,10 @@ const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// A link that lived this long starts its next backoff afresh.
 const STABLE: Duration = Duration::from_secs(10);
+/// How long the node whose id sorts higher waits, once a member is unlinked, before it dials
+/// it: a member that knows this node dials it meanwhile, so the two seldom dial each other at
+/// once (which forms a duplicate link, settled but wasted).
+const DEFER: Duration = Duration::from_millis(300);
 /// While dials to one member keep failing, how often that is logged again.
 const FAILURE_SUMMARY: Duration = Duration::from_secs(30);
 
@@ -140,25 +144,42 @@ async fn dial_join_point(shared: Arc<Shared>, address: String) {
 }
 
 /// Waits while member `node_id` is linked, a join point's dial is in flight, or no address
-/// for it is known; then the address to dial on this `turn`. `None` once the node closes.
+/// for it is known, and for [`DEFER`] more when this node's id sorts higher; then the address
+/// to dial on this `turn`. `None` once the node closes.
 async fn member_unlinked(shared: &Shared, node_id: &str, turn: usize) -> Option<String> {
     let mesh = shared.dispatcher.mesh();
+    let mut defer_until = None;
     loop {
         let mut links = mesh.subscribe();
         let mut members = mesh.subscribe_members();
         if shared.closing.is_cancelled() {
             return None;
         }
+        let mut wake = None;
         if !mesh.is_up(node_id) && !mesh.is_joining() {
             let addresses = mesh.addresses(node_id);
             if let Some(address) = addresses.get(turn % addresses.len().max(1)) {
-                return Some(address.clone());
+                let defer_until = *defer_until.get_or_insert_with(|| {
+                    let higher = shared.node_id() > node_id;
+                    Instant::now() + if higher { DEFER } else { Duration::ZERO }
+                });
+                if Instant::now() >= defer_until {
+                    return Some(address.clone());
+                }
+                wake = Some(defer_until);
             }
         }
+        let deferred = async {
+            match wake {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = shared.closing.cancelled() => return None,
             _ = links.changed() => {}
             _ = members.changed() => {}
+            () = deferred => {}
         }
     }
 }
