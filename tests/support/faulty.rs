@@ -13,22 +13,43 @@ pub struct Proxy {
     pub addr: SocketAddr,
     /// `true` while partitioned.
     cut: Arc<watch::Sender<bool>>,
+    /// Where connections go; until it is set, they wait.
+    target: Arc<watch::Sender<Option<SocketAddr>>>,
     task: JoinHandle<()>,
 }
 
 impl Proxy {
     /// A proxy on an ephemeral loopback port forwarding to `target`.
     pub async fn start(target: SocketAddr) -> Self {
+        let proxy = Self::unaimed().await;
+        proxy.aim(target);
+        proxy
+    }
+
+    /// A proxy on an ephemeral loopback port whose connections wait until [`Proxy::aim`]
+    /// says where they go: its address can be handed out before the node behind it listens.
+    pub async fn unaimed() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
         let cut = Arc::new(watch::channel(false).0);
-        let accepting = Arc::clone(&cut);
+        let target = Arc::new(watch::channel(None).0);
+        let (accepting, aimed) = (Arc::clone(&cut), Arc::clone(&target));
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(pump(client, target, accepting.subscribe()));
+                tokio::spawn(pump(client, aimed.subscribe(), accepting.subscribe()));
             }
         });
-        Self { addr, cut, task }
+        Self {
+            addr,
+            cut,
+            target,
+            task,
+        }
+    }
+
+    /// Sends every connection, waiting or new, to `target`.
+    pub fn aim(&self, target: SocketAddr) {
+        self.target.send_replace(Some(target));
     }
 
     /// Stops every byte both ways on every connection, without closing any; connections
@@ -49,10 +70,20 @@ impl Drop for Proxy {
     }
 }
 
-/// Forwards between `client` and `target` until either side closes or a partition starts;
-/// a cut connection holds its sockets open and silent until the heal, then closes them.
-async fn pump(mut client: TcpStream, target: SocketAddr, mut cut: watch::Receiver<bool>) {
+/// Forwards between `client` and the target, once there is one, until either side closes or a
+/// partition starts; a cut connection holds its sockets open and silent until the heal, then
+/// closes them.
+async fn pump(
+    mut client: TcpStream,
+    mut target: watch::Receiver<Option<SocketAddr>>,
+    mut cut: watch::Receiver<bool>,
+) {
     let _ = client.set_nodelay(true);
+    let aimed = match target.wait_for(Option::is_some).await {
+        Ok(aimed) => *aimed,
+        Err(_) => return,
+    };
+    let Some(target) = aimed else { return };
     if !*cut.borrow_and_update() {
         if let Ok(mut server) = TcpStream::connect(target).await {
             let _ = server.set_nodelay(true);

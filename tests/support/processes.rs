@@ -71,17 +71,28 @@ pub struct NodeProcess {
 impl NodeProcess {
     /// Starts a node with `settings` and waits until both its listeners are bound.
     pub async fn start(settings: &NodeSettings) -> Self {
+        let args = [
+            "--node-id".to_owned(),
+            "faults".to_owned(),
+            "--max-connections".to_owned(),
+            settings.max_connections.to_string(),
+            "--ping-interval-ms".to_owned(),
+            settings.ping_interval_ms.to_string(),
+            "--reply-timeout-ms".to_owned(),
+            settings.reply_timeout_ms.to_string(),
+        ];
+        let missed = settings.max_missed_pings.to_string();
+        Self::launch(&args, &[("LINTEL_MAX_MISSED_PINGS", &missed)]).await
+    }
+
+    /// Starts `lintel serve` on ephemeral loopback ports, admin listener included, with `args`
+    /// and `envs` besides, and waits until both its listeners are bound.
+    pub async fn launch(args: &[String], envs: &[(&str, &str)]) -> Self {
         let mut child = Command::from(support::lintel())
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--admin-listen", "127.0.0.1:0"])
-            .args(["--node-id", "faults"])
-            .args(["--max-connections", &settings.max_connections.to_string()])
-            .args(["--ping-interval-ms", &settings.ping_interval_ms.to_string()])
-            .args(["--reply-timeout-ms", &settings.reply_timeout_ms.to_string()])
-            .env(
-                "LINTEL_MAX_MISSED_PINGS",
-                settings.max_missed_pings.to_string(),
-            )
+            .args(args)
+            .envs(envs.iter().copied())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -149,6 +160,22 @@ impl NodeProcess {
                 _ => None,
             })
             .unwrap_or_else(|| panic!("no metric {name}"))
+    }
+
+    /// The sum of every sample of `name` in `/metrics`, whatever its labels; 0 when none.
+    pub async fn metric_sum(&self, name: &str) -> f64 {
+        let (code, body) = self.get("/metrics").await;
+        assert_eq!(code, 200, "{body}");
+        let scrape = Scrape::parse(body.lines().map(|line| Ok(line.to_owned()))).expect("parse");
+        scrape
+            .samples
+            .iter()
+            .filter(|sample| sample.metric == name)
+            .filter_map(|sample| match sample.value {
+                Value::Counter(value) | Value::Gauge(value) | Value::Untyped(value) => Some(value),
+                _ => None,
+            })
+            .sum()
     }
 
     /// The node's peak resident memory so far (`VmHWM`), in KiB.
