@@ -32,6 +32,8 @@ mod support;
 mod abuse;
 #[path = "support/load.rs"]
 mod load;
+// The join tests read the node's log and labelled metrics; these tests do not.
+#[allow(dead_code)]
 #[path = "support/processes.rs"]
 mod processes;
 

@@ -1,7 +1,8 @@
-//! Join storms of real `lintel serve` processes on loopback: every node started at once, each
-//! given one seed, through a proxy (so the address a node is configured with differs from the
-//! one its seed advertises). Read from each node's `/metrics`: the links that came up, went
-//! down, and were turned down as duplicates while joining.
+//! Peers as real `lintel serve` processes on loopback. Join storms: every node started at once,
+//! each given one seed, through a proxy (so the address a node is configured with differs from
+//! the one its seed advertises); read from each node's `/metrics`, the links that came up, went
+//! down, and were turned down as duplicates while joining. And what joining logs: a duplicate
+//! link nothing at info, an unreachable peer one line at info.
 //!
 //! Each pair of nodes forms at most one duplicate link, and only when both dial each other
 //! before either's dial arrives: a join point is dialled before anyone knows who answers
@@ -111,4 +112,84 @@ async fn nodes_started_at_once_with_one_seed_each_form_one_link_per_pair() {
     for count in [12, 16] {
         check(&storm(count).await);
     }
+}
+
+/// Lines of `log` containing every one of `needles`.
+fn count(log: &[String], needles: &[&str]) -> usize {
+    log.iter()
+        .filter(|line| needles.iter().all(|needle| line.contains(needle)))
+        .count()
+}
+
+#[tokio::test]
+async fn two_nodes_dialling_each_other_at_once_log_one_link_up_each_and_no_link_down() {
+    let (to_a, to_b) = (Proxy::unaimed().await, Proxy::unaimed().await);
+    let node = |id: &str, seed: &Proxy| {
+        let args = [
+            "--node-id".to_owned(),
+            id.to_owned(),
+            "--peer".to_owned(),
+            seed.addr.to_string(),
+        ];
+        async move { NodeProcess::launch(&args, &[("RUST_LOG", "info,lintel::connection=debug")]).await }
+    };
+    let (a, b) = tokio::join!(node("a", &to_b), node("b", &to_a));
+    // Both dials wait in the proxies, then go at once: one of the two links is turned down.
+    to_a.aim(a.addr);
+    to_b.aim(b.addr);
+    until(
+        "one link up each, one duplicate turned down",
+        JOINED_BOUND,
+        async || {
+            let ups = [
+                a.metric_sum("lintel_peer_link_ups_total").await,
+                b.metric_sum("lintel_peer_link_ups_total").await,
+            ];
+            let duplicates = a.metric("lintel_peer_duplicate_links_total").await
+                + b.metric("lintel_peer_duplicate_links_total").await;
+            if ups == [1.0, 1.0] && duplicates == 1.0 {
+                Ok(())
+            } else {
+                Err(format!("ups {ups:?}, duplicates {duplicates}"))
+            }
+        },
+    )
+    .await;
+    let logs = [a.kill().await, b.kill().await];
+    let turned_down: usize = logs
+        .iter()
+        .map(|log| count(log, &["DEBUG", "duplicate peer link turned down"]))
+        .sum();
+    assert_eq!(turned_down, 1, "{logs:#?}");
+    for log in &logs {
+        assert_eq!(count(log, &["INFO", "peer link up"]), 1, "{log:#?}");
+        assert_eq!(count(log, &["peer link down"]), 0, "{log:#?}");
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_peer_is_logged_at_info_once_with_its_address_and_error() {
+    // Nobody listens at port 1: every dial is refused at once.
+    let args = ["--peer".to_owned(), "127.0.0.1:1".to_owned()];
+    let node = NodeProcess::launch(&args, &[("RUST_LOG", "info,lintel::connection=debug")]).await;
+    let refused = ["peer dial failed", "address=127.0.0.1:1", "error="];
+    until("three failed dials", JOINED_BOUND, async || {
+        let failed = count(&node.log(), &refused);
+        if failed >= 3 {
+            Ok(())
+        } else {
+            Err(format!("{failed} failed dials logged"))
+        }
+    })
+    .await;
+    let log = node.kill().await;
+    let at_info: Vec<&String> = log
+        .iter()
+        .filter(|line| line.contains("INFO") && refused.iter().all(|part| line.contains(part)))
+        .collect();
+    assert_eq!(
+        at_info.len(),
+        1,
+        "the first failure at info, the rest at debug: {log:#?}"
+    );
 }

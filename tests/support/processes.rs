@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lintel::status::Status;
@@ -40,6 +41,10 @@ pub async fn until<T>(
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Sends `signal` (a `kill -s` name such as `STOP`) to process `pid`.
 pub async fn signal(pid: u32, signal: &str) {
     let status = Command::new("kill")
@@ -65,6 +70,8 @@ pub struct NodeProcess {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
     pid: u32,
+    /// Every line of the node's log read so far.
+    log: Arc<Mutex<Vec<String>>>,
     drain_log: JoinHandle<()>,
 }
 
@@ -92,8 +99,8 @@ impl NodeProcess {
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--admin-listen", "127.0.0.1:0"])
             .args(args)
-            .envs(envs.iter().copied())
             .env("RUST_LOG", "info")
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -103,6 +110,7 @@ impl NodeProcess {
         let pid = child.id().expect("a running node has a pid");
         let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
         let (mut addr, mut admin) = (None, None);
+        let log = Arc::new(Mutex::new(Vec::new()));
         within("the node's listeners", async {
             while addr.is_none() || admin.is_none() {
                 let line = lines
@@ -110,6 +118,7 @@ impl NodeProcess {
                     .await
                     .expect("read the node's log")
                     .expect("the node exited before listening");
+                lock(&log).push(line.clone());
                 let bound = line
                     .split_once("addr=")
                     .and_then(|(_, rest)| rest.split_whitespace().next())
@@ -123,15 +132,35 @@ impl NodeProcess {
         })
         .await;
         // Keep reading, so the node never blocks on a full pipe.
-        let drain_log =
-            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let kept = Arc::clone(&log);
+        let drain_log = tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                lock(&kept).push(line);
+            }
+        });
         Self {
             child,
             addr: addr.expect("listen address"),
             admin: admin.expect("admin address"),
             pid,
+            log,
             drain_log,
         }
+    }
+
+    /// The node's log so far.
+    pub fn log(&self) -> Vec<String> {
+        lock(&self.log).clone()
+    }
+
+    /// Kills the node and returns its whole log.
+    pub async fn kill(mut self) -> Vec<String> {
+        self.child.start_kill().expect("SIGKILL the node");
+        within("a killed node to exit", self.child.wait())
+            .await
+            .expect("reap the node");
+        let _ = within("the killed node's log to end", &mut self.drain_log).await;
+        std::mem::take(&mut *lock(&self.log))
     }
 
     /// GETs `path` from the admin listener: the status code and the body.
