@@ -5,7 +5,7 @@
 //! answered, while no link to it is joined, whichever side opened that link and whatever
 //! address it came by; of two members, the one whose id sorts higher dials a moment later. A join point is dialled until a node answers there; from then on it is
 //! one of that member's addresses. While a dial to a join point is in flight, nobody knows who
-//! will answer, so members are not dialled meanwhile (it is bounded by the handshake timeout).
+//! will answer, so members are not dialled meanwhile, for up to a second.
 //! A join point whose node refused a second link (it is linked already) waits until none of
 //! the members linked at the time is. Each dialler redials with jittered exponential backoff;
 //! its failures are logged at info, the first at once and then a summary now and then. Links
@@ -39,6 +39,9 @@ const STABLE: Duration = Duration::from_secs(10);
 /// it: a member that knows this node dials it meanwhile, so the two seldom dial each other at
 /// once (which forms a duplicate link, settled but wasted).
 const DEFER: Duration = Duration::from_millis(300);
+/// Longest a member's dial waits for a join point's dial in flight (whose answer may be that
+/// member) to be answered.
+const JOINING_WAIT: Duration = Duration::from_secs(1);
 /// While dials to one member keep failing, how often that is logged again.
 const FAILURE_SUMMARY: Duration = Duration::from_secs(30);
 
@@ -143,12 +146,18 @@ async fn dial_join_point(shared: Arc<Shared>, address: String) {
     }
 }
 
-/// Waits while member `node_id` is linked, a join point's dial is in flight, or no address
-/// for it is known, and for [`DEFER`] more when this node's id sorts higher; then the address
-/// to dial on this `turn`. `None` once the node closes.
+/// Waits while member `node_id` is linked or no address for it is known; then, once it is
+/// unlinked, [`DEFER`] more when this node's id sorts higher, and while a join point's dial is
+/// in flight, up to [`JOINING_WAIT`]. Returns the address to dial on this `turn`; `None` once
+/// the node closes.
 async fn member_unlinked(shared: &Shared, node_id: &str, turn: usize) -> Option<String> {
     let mesh = shared.dispatcher.mesh();
-    let mut defer_until = None;
+    let defer = if shared.node_id() > node_id {
+        DEFER
+    } else {
+        Duration::ZERO
+    };
+    let mut unlinked_since = None;
     loop {
         let mut links = mesh.subscribe();
         let mut members = mesh.subscribe_members();
@@ -156,20 +165,25 @@ async fn member_unlinked(shared: &Shared, node_id: &str, turn: usize) -> Option<
             return None;
         }
         let mut wake = None;
-        if !mesh.is_up(node_id) && !mesh.is_joining() {
-            let addresses = mesh.addresses(node_id);
-            if let Some(address) = addresses.get(turn % addresses.len().max(1)) {
-                let defer_until = *defer_until.get_or_insert_with(|| {
-                    let higher = shared.node_id() > node_id;
-                    Instant::now() + if higher { DEFER } else { Duration::ZERO }
-                });
-                if Instant::now() >= defer_until {
+        let addresses = mesh.addresses(node_id);
+        let address = addresses.get(turn % addresses.len().max(1));
+        match address {
+            Some(address) if !mesh.is_up(node_id) => {
+                let since = *unlinked_since.get_or_insert_with(Instant::now);
+                let now = Instant::now();
+                let deferred = since + defer;
+                let joined = since + JOINING_WAIT;
+                if now < deferred {
+                    wake = Some(deferred);
+                } else if mesh.is_joining() && now < joined {
+                    wake = Some(joined);
+                } else {
                     return Some(address.clone());
                 }
-                wake = Some(defer_until);
             }
+            _ => unlinked_since = None,
         }
-        let deferred = async {
+        let woken = async {
             match wake {
                 Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending().await,
@@ -179,7 +193,7 @@ async fn member_unlinked(shared: &Shared, node_id: &str, turn: usize) -> Option<
             () = shared.closing.cancelled() => return None,
             _ = links.changed() => {}
             _ = members.changed() => {}
-            () = deferred => {}
+            () = woken => {}
         }
     }
 }
