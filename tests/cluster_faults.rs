@@ -63,6 +63,21 @@ fn node_c(listen: &str, seeds: &[SocketAddr]) -> Served {
     Served::start(&args)
 }
 
+/// A dispatch from `producer` pinned to the workers labelled `west`, with room to wait there.
+fn doomed_on_west(
+    producer: &lintel::sdk::Client,
+) -> tokio::task::JoinHandle<Result<lintel::sdk::Dispatched, lintel::sdk::ClientError>> {
+    let producer = producer.clone();
+    tokio::spawn(async move {
+        let options = DispatchOptions::default()
+            .pin("west")
+            .reply_timeout(Duration::from_secs(30));
+        producer
+            .dispatch_traced(request("ns", "echo", "doomed"), &options)
+            .await
+    })
+}
+
 async fn dispatched(
     producer: &lintel::sdk::Client,
     options: &DispatchOptions,
@@ -93,17 +108,7 @@ async fn killing_the_serving_node_is_peer_lost_at_once_and_its_restart_is_used_a
     a.wait_announced("b", &pool("ns")).await;
 
     let producer = client(a.addr).await;
-    let to_c = {
-        let producer = producer.clone();
-        tokio::spawn(async move {
-            let options = DispatchOptions::default()
-                .pin("west")
-                .reply_timeout(Duration::from_secs(30));
-            producer
-                .dispatch_traced(request("ns", "echo", "doomed"), &options)
-                .await
-        })
-    };
+    let to_c = doomed_on_west(&producer);
     within("the activity to start on c", started.notified()).await;
     let killed_at = Instant::now();
     drop(c); // SIGKILL, then reaped
@@ -407,19 +412,7 @@ async fn relays_over_links_without_a_fault_complete_while_a_node_behind_proxies_
     }
 
     // Three relays a -> c are running on c when it is killed.
-    let doomed: Vec<_> = (0..3)
-        .map(|_| {
-            let producer = from_a.clone();
-            tokio::spawn(async move {
-                let options = DispatchOptions::default()
-                    .pin("west")
-                    .reply_timeout(Duration::from_secs(30));
-                producer
-                    .dispatch_traced(request("ns", "echo", "doomed"), &options)
-                    .await
-            })
-        })
-        .collect();
+    let doomed: Vec<_> = (0..3).map(|_| doomed_on_west(&from_a)).collect();
     for _ in 0..3 {
         within("a relay to start on c", started.recv()).await;
     }

@@ -41,6 +41,14 @@ pub async fn until<T>(
     }
 }
 
+/// A counter's or gauge's value.
+fn value(sample: &prometheus_parse::Sample) -> Option<f64> {
+    match sample.value {
+        Value::Counter(value) | Value::Gauge(value) | Value::Untyped(value) => Some(value),
+        _ => None,
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -177,34 +185,30 @@ impl NodeProcess {
 
     /// The unlabelled gauge or counter `name` from `/metrics`.
     pub async fn metric(&self, name: &str) -> f64 {
-        let (code, body) = self.get("/metrics").await;
-        assert_eq!(code, 200, "{body}");
-        let scrape = Scrape::parse(body.lines().map(|line| Ok(line.to_owned()))).expect("parse");
+        let scrape = self.scrape().await;
         scrape
             .samples
             .iter()
             .find(|sample| sample.metric == name && sample.labels.is_empty())
-            .and_then(|sample| match sample.value {
-                Value::Counter(value) | Value::Gauge(value) | Value::Untyped(value) => Some(value),
-                _ => None,
-            })
+            .and_then(value)
             .unwrap_or_else(|| panic!("no metric {name}"))
     }
 
     /// The sum of every sample of `name` in `/metrics`, whatever its labels; 0 when none.
     pub async fn metric_sum(&self, name: &str) -> f64 {
-        let (code, body) = self.get("/metrics").await;
-        assert_eq!(code, 200, "{body}");
-        let scrape = Scrape::parse(body.lines().map(|line| Ok(line.to_owned()))).expect("parse");
+        let scrape = self.scrape().await;
         scrape
             .samples
             .iter()
             .filter(|sample| sample.metric == name)
-            .filter_map(|sample| match sample.value {
-                Value::Counter(value) | Value::Gauge(value) | Value::Untyped(value) => Some(value),
-                _ => None,
-            })
+            .filter_map(value)
             .sum()
+    }
+
+    async fn scrape(&self) -> Scrape {
+        let (code, body) = self.get("/metrics").await;
+        assert_eq!(code, 200, "{body}");
+        Scrape::parse(body.lines().map(|line| Ok(line.to_owned()))).expect("parse")
     }
 
     /// The node's peak resident memory so far (`VmHWM`), in KiB.
