@@ -28,6 +28,8 @@ const JOINED_BOUND: Duration = Duration::from_secs(60);
 #[derive(Debug)]
 struct Storm {
     nodes: usize,
+    /// From the seeds' proxies letting dials through until every link was up, as polled.
+    joined_in: Duration,
     ups: u64,
     downs: u64,
     duplicates: u64,
@@ -57,6 +59,7 @@ async fn storm(count: usize) -> Storm {
     });
     // Started together; a dial to a seed not listening yet waits in its proxy.
     let nodes = futures_util::future::join_all(starts).await;
+    let aimed = tokio::time::Instant::now();
     for (proxy, node) in proxies.iter().zip(&nodes) {
         proxy.aim(node.addr);
     }
@@ -78,6 +81,7 @@ async fn storm(count: usize) -> Storm {
     .await;
     let mut storm = Storm {
         nodes: count,
+        joined_in: aimed.elapsed(),
         ups: 0,
         downs: 0,
         duplicates: 0,
@@ -87,7 +91,10 @@ async fn storm(count: usize) -> Storm {
         storm.downs += node.metric_sum("lintel_peer_link_downs_total").await as u64;
         storm.duplicates += node.metric("lintel_peer_duplicate_links_total").await as u64;
     }
-    println!("{storm:?}");
+    println!(
+        "{count} nodes: every link up {:?} after the seeds answered; {} links came up, {} went down, {} duplicates turned down",
+        storm.joined_in, storm.ups, storm.downs, storm.duplicates
+    );
     storm
 }
 
