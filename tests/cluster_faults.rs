@@ -471,6 +471,13 @@ async fn relays_over_links_without_a_fault_complete_while_a_node_behind_proxies_
         "only c's relays"
     );
     assert_eq!(b.node.dispatcher().counters().peer_lost(), 0);
+    // Relays to c count across its links: the three lost with the first are still counted.
+    let to_c_sent = a
+        .peers()
+        .into_iter()
+        .find(|peer| peer.node_id == "c")
+        .map(|peer| peer.relays_sent);
+    assert!(to_c_sent >= Some(3), "relays sent to c: {to_c_sent:?}");
     // The link between a and b came up once and never went down.
     for (node, peer) in [(&a, "b"), (&b, "a")] {
         let tallies = node.node.dispatcher().mesh().tallies();
