@@ -315,6 +315,14 @@ async fn a_partition_ends_relays_as_peer_lost_and_once_healed_relays_flow_again(
     drop(b);
 }
 
+/// An echo that takes `lasting` to answer.
+fn slow_echo(lasting: Duration) -> impl Handler {
+    handler_fn(move |request: DispatchRequest| async move {
+        tokio::time::sleep(lasting).await;
+        ActivityOutcome::Success(request.input)
+    })
+}
+
 /// A handler that reports each start on `started` and never answers.
 fn held(started: mpsc::UnboundedSender<()>) -> impl Handler {
     handler_fn(move |_request: DispatchRequest| {
@@ -440,7 +448,8 @@ async fn relays_over_links_without_a_fault_complete_while_a_node_behind_proxies_
 
     // c comes back at the same address, a new incarnation, and links to a and b again.
     let _c = node_c(&c_listen, &[to_a.addr, to_b.addr]);
-    let _west2 = sdk_worker(c_addr, on_node("ns", "echo", "west2", 4, "w-c2"), echo()).await;
+    let west2 = on_node("ns", "echo", "west2", 4, "w-c2");
+    let _west2 = sdk_worker(c_addr, west2, slow_echo(Duration::from_millis(100))).await;
     for node in [&a, &b] {
         node.wait_peers("c back with its pool", |peers| {
             peers
@@ -448,6 +457,26 @@ async fn relays_over_links_without_a_fault_complete_while_a_node_behind_proxies_
                 .any(|p| p.node_id == "c" && p.synced && p.pools.contains(&pool("ns")))
         })
         .await;
+    }
+    // Relays to the new c, each running 100 ms there, cover the seconds in which every node's
+    // diallers settle after the restart: none of them may cost a link that carries one.
+    let (_, stopped) = watch::channel(true);
+    let to_new_c: Vec<_> = [&from_a, &from_b, &from_a, &from_b]
+        .into_iter()
+        .map(|producer| tokio::spawn(relay_until(producer.clone(), "west2", 15, stopped.clone())))
+        .collect();
+    for task in to_new_c {
+        for done in within("the relays to the new c", task)
+            .await
+            .expect("relay task")
+        {
+            assert!(
+                matches!(done.result, DispatchResult::Completed(_)),
+                "a relay to the new c ended {:?}",
+                done.result
+            );
+            assert_eq!(done.served_by.as_deref(), Some("c"));
+        }
     }
     stop_tx.send_replace(true);
     let mut count = 0;
