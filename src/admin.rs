@@ -21,8 +21,8 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::console::{self, Window};
 use crate::cluster::JoinPoint;
+use crate::console::{self, Window};
 use crate::shared::Shared;
 use crate::status::Status;
 use crate::tls::Rotation;
