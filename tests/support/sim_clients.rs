@@ -400,7 +400,7 @@ async fn churn_worker(node: &str, namespace: String, name: String, lifetime: Dur
         tokio::select! {
             biased;
             () = sleep_until(leave_at) => break,
-            frame = reader.next() => match frame {
+            frame = reader.next_owned() => match frame {
                 Some(Ok(Frame::Ping(ping))) => {
                     let _ = outbound.try_send(Frame::Pong(Pong { nonce: ping.nonce }));
                 }
