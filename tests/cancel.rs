@@ -97,7 +97,11 @@ async fn dropping_an_in_process_dispatch_sends_cancel_to_the_worker() {
         .unwrap_err()
         .is_cancelled());
     worker.expect_cancel(push.correlation).await;
-    assert_eq!(node.node.dispatcher().active(), 0);
+    within(
+        "the cancelled dispatch to leave the node's count",
+        node.node.dispatcher().wait_idle(),
+    )
+    .await;
     worker.reply(&push, "stopped").await;
     worker.sync().await;
     assert_eq!(node.registry().reserved_slots(), 0);
