@@ -5,7 +5,7 @@
 //! shows a hostile worker identity as text. A screenshot is saved to the path it prints.
 //!
 //! Skipped, saying why, when chromium or chromedriver is missing (`scripts/install-chromium.sh`
-//! installs them; `.ci/run` does, and sets `LINTEL_REQUIRE_BROWSER=1` so CI cannot skip it).
+//! installs them; `.ci/run` does, and sets `CI_REQUIRE_BROWSER=1` so CI cannot skip it).
 
 mod support;
 
@@ -185,8 +185,8 @@ async fn refreshed(browser: &Browser, times: u64) {
 async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     let (chromium, driver_path) = match browser_tools() {
         Ok(tools) => tools,
-        Err(why) if std::env::var_os("LINTEL_REQUIRE_BROWSER").is_some() => {
-            panic!("LINTEL_REQUIRE_BROWSER is set but {why}")
+        Err(why) if std::env::var_os("CI_REQUIRE_BROWSER").is_some() => {
+            panic!("CI_REQUIRE_BROWSER is set but {why}")
         }
         Err(why) => {
             let _ = writeln!(
