@@ -14,9 +14,10 @@ use criterion::{black_box, criterion_group, BatchSize, Criterion};
 use futures_util::StreamExt;
 use std::sync::Arc;
 
-use lintel::link::{End, Entry, PushEntry, Release, ReplyFate, Unanswered, WorkerLink};
+use lintel::link::{End, Entry, PushEntry, Release, ReplyFate, ToWorker, Unanswered, WorkerLink};
 use lintel_wire::{
-    ActivityOutcome, DispatchRequest, DispatchResponse, FrameCodec, DEFAULT_MAX_FRAME_LEN,
+    ActivityOutcome, DispatchRequest, DispatchResponse, FrameCodec, ResponseRef,
+    DEFAULT_MAX_FRAME_LEN,
 };
 use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
@@ -60,9 +61,8 @@ fn response() -> DispatchResponse {
 /// Takes what the link tells it and drops it, as a dispatch's own bookkeeping would.
 struct Dropped;
 
-impl Entry for Dropped {
-    type Answer = DispatchResponse;
-    fn answered(&self, response: DispatchResponse) {
+impl Entry<ToWorker> for Dropped {
+    fn answered(&self, response: ResponseRef<'_>) {
         black_box(response);
     }
     fn unanswered(&self, why: Unanswered) {
@@ -132,7 +132,10 @@ fn push_complete(c: &mut Criterion) {
                     .push(black_box(&request.view()), Arc::clone(&entry))
                     .unwrap_or_else(|_| panic!("queue has room"));
                 queued.set(queued.get() + 1);
-                assert_eq!(link.reply(correlation, response), ReplyFate::Delivered);
+                assert_eq!(
+                    link.reply(correlation, response.view()),
+                    ReplyFate::Delivered
+                );
             },
             BatchSize::NumIterations(BATCH),
         );
@@ -158,7 +161,7 @@ fn push_abandon(c: &mut Criterion) {
                     .push(black_box(&request.view()), Arc::clone(&entry))
                     .unwrap_or_else(|_| panic!("queue has room"));
                 assert_eq!(link.end(correlation), End::Ended);
-                assert_eq!(link.reply(correlation, response), ReplyFate::Late);
+                assert_eq!(link.reply(correlation, response.view()), ReplyFate::Late);
                 queued.set(queued.get() + 2);
             },
             BatchSize::NumIterations(BATCH),

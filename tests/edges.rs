@@ -653,7 +653,7 @@ async fn with_paused_time_a_reply_just_before_the_deadline_completes_and_one_at_
     });
     until_pushed(&link, 1).await;
     tokio::time::advance(Duration::from_millis(999)).await;
-    assert_eq!(link.reply(1, response()), ReplyFate::Delivered);
+    assert_eq!(link.reply(1, response().view()), ReplyFate::Delivered);
     assert!(matches!(early.await, Ok(DispatchResult::Completed(_))));
 
     // At the deadline the timeout wins; the reply after it is late and frees the slot.
@@ -674,7 +674,7 @@ async fn with_paused_time_a_reply_just_before_the_deadline_completes_and_one_at_
         1,
         "held while the worker may run it"
     );
-    assert_eq!(link.reply(2, response()), ReplyFate::Late);
+    assert_eq!(link.reply(2, response().view()), ReplyFate::Late);
     assert_eq!(registry.reserved_slots(), 0);
     let counters = dispatcher.counters().snapshot();
     assert_eq!(

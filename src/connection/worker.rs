@@ -122,10 +122,7 @@ impl WorkerConn<'_> {
         let frame = match frame {
             FrameRef::Reply(reply) => {
                 let registered = self.registered(FrameKind::Reply)?;
-                match registered
-                    .link
-                    .reply(reply.correlation, reply.response.into_owned())
-                {
+                match registered.link.reply(reply.correlation, reply.response) {
                     ReplyFate::Delivered => {}
                     ReplyFate::Late => {
                         tracing::debug!(

@@ -18,7 +18,7 @@ use super::activity::Active;
 use super::caller::Caller;
 use super::counters::DispatchCounters;
 use crate::cluster::RemoteSlot;
-use crate::link::{End, Entry, PeerLink, Release, Unanswered, WorkerLink};
+use crate::link::{End, Entry, PeerLink, Release, ToWorker, Unanswered, WorkerLink};
 use crate::registry::{Reservation, WorkerId};
 
 /// What a flight holds while it runs: a local worker's slot or a charge against a peer.
@@ -406,12 +406,10 @@ impl Flight {
     }
 }
 
-impl Entry for Flight {
-    type Answer = DispatchResponse;
-
-    fn answered(&self, response: DispatchResponse) {
+impl Entry<ToWorker> for Flight {
+    fn answered(&self, response: ResponseRef<'_>) {
         self.free_slot();
-        self.complete(response.view(), None);
+        self.complete(response, None);
     }
 
     fn unanswered(&self, why: Unanswered) {

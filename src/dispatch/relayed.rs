@@ -9,7 +9,7 @@ use lintel_wire::{
 use tokio::time::Instant;
 
 use super::flight::Flight;
-use crate::link::{Entry, Release, Unanswered};
+use crate::link::{Entry, Release, ToPeer, Unanswered};
 
 /// Which placement of a dispatch this is, and until when it may wait for a worker.
 #[derive(Debug, Clone, Copy)]
@@ -61,11 +61,8 @@ fn nothing_ran(result: &ResultRef<'_>) -> bool {
     }
 }
 
-impl Entry for Relayed {
-    type Answer = DispatchResult;
-
-    fn answered(&self, result: DispatchResult) {
-        let result = result.view();
+impl Entry<ToPeer> for Relayed {
+    fn answered(&self, result: ResultRef<'_>) {
         // The clock is read only for an outcome that may be placed again.
         let may_wait = || {
             self.attempt

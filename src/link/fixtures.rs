@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use lintel_client::transport::Outbound;
-use lintel_wire::{DispatchRequest, DispatchResult, Frame, FrameCodec};
+use lintel_wire::{DispatchRequest, Frame, FrameCodec};
 use tokio::net::TcpStream;
 use tokio_util::codec::FramedRead;
 
-use super::table::{Entry, Release, Unanswered};
+use super::table::{Entry, Kind, Release, Unanswered};
 
 /// Records what the link told it, one word per call.
 #[derive(Default)]
@@ -22,9 +22,11 @@ impl Heard {
     }
 }
 
-impl Entry for Heard {
-    type Answer = DispatchResult;
-    fn answered(&self, answer: DispatchResult) {
+impl<K: Kind> Entry<K> for Heard
+where
+    for<'a> K::Answer<'a>: std::fmt::Debug,
+{
+    fn answered(&self, answer: K::Answer<'_>) {
         self.0.lock().unwrap().push(format!("answered {answer:?}"));
     }
     fn unanswered(&self, why: Unanswered) {

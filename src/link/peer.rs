@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{DispatchResult, FrameRef, Relay, RequestRef, RoutingRef};
+use lintel_wire::{FrameRef, Relay, RequestRef, ResultRef, RoutingRef};
 
 use lintel_client::transport::Outbound;
 
@@ -15,7 +15,7 @@ use super::fate::{PushError, ReplyFate};
 use super::table::{Entry, Kind, Link};
 
 /// What a peer link holds for one relay until the peer lets go of it.
-pub type RelayEntry = dyn Entry<Answer = DispatchResult>;
+pub type RelayEntry = dyn Entry<ToPeer>;
 
 /// A link to another node.
 pub type PeerLink = Link<ToPeer>;
@@ -28,7 +28,7 @@ pub struct ToPeer {
 }
 
 impl Kind for ToPeer {
-    type Answer = DispatchResult;
+    type Answer<'a> = ResultRef<'a>;
 }
 
 impl Link<ToPeer> {
@@ -73,8 +73,8 @@ impl Link<ToPeer> {
         Ok(correlation)
     }
 
-    /// Hands the peer's outcome to its relay.
-    pub fn answer(&self, correlation: u64, result: DispatchResult) -> ReplyFate {
+    /// Hands the peer's outcome, where it lies, to its relay.
+    pub fn answer(&self, correlation: u64, result: ResultRef<'_>) -> ReplyFate {
         self.deliver(correlation, result)
     }
 

@@ -23,16 +23,15 @@ use crate::idmap::IdMap;
 
 /// What sets one kind of link apart: its own fields, and the answer its requests wait for.
 pub trait Kind: std::fmt::Debug + Send + Sync + 'static {
-    /// The answer a request sent on this kind of link waits for.
-    type Answer: 'static;
+    /// The answer a request sent on this kind of link waits for, lent from the frame it
+    /// arrived in: an entry that keeps any of it takes a copy.
+    type Answer<'a>;
 }
 
-/// What a link holds for one request until the other side lets go of it.
-pub trait Entry: Send + Sync {
-    /// The answer the request waits for.
-    type Answer;
+/// What a link of kind `K` holds for one request until the other side lets go of it.
+pub trait Entry<K: Kind>: Send + Sync {
     /// The answer to a request that had not ended.
-    fn answered(&self, answer: Self::Answer);
+    fn answered(&self, answer: K::Answer<'_>);
     /// The link let go of a request that had not ended, without its answer.
     fn unanswered(&self, why: Unanswered);
     /// A request that had already ended is let go.
@@ -71,15 +70,15 @@ enum Stage {
     Ended(Instant),
 }
 
-struct Record<A> {
-    entry: Arc<dyn Entry<Answer = A>>,
+struct Record<K: Kind> {
+    entry: Arc<dyn Entry<K>>,
     stage: Stage,
 }
 
 /// The requests sent without an answer, by correlation id.
-struct Table<A> {
+struct Table<K: Kind> {
     next_correlation: u64,
-    pending: IdMap<u64, Record<A>>,
+    pending: IdMap<u64, Record<K>>,
     /// While the link holds new requests until [`Link::open`], their frames in order.
     held: Option<Vec<(u64, Frame)>>,
 }
@@ -87,7 +86,7 @@ struct Table<A> {
 pub(super) struct Inner<K: Kind> {
     pub(super) kind: K,
     pub(super) outbound: Outbound,
-    table: Mutex<Table<K::Answer>>,
+    table: Mutex<Table<K>>,
     /// Set once, under the table's lock; read without it by [`Link::is_open`].
     closed: AtomicBool,
 }
@@ -137,7 +136,7 @@ impl<K: Kind> Link<K> {
     /// # Errors
     /// [`PushError::Closed`] once the link closed.
     #[inline]
-    pub(super) fn vacant(&self) -> Result<Vacant<'_, K::Answer>, PushError> {
+    pub(super) fn vacant(&self) -> Result<Vacant<'_, K>, PushError> {
         let table = self.table();
         if self.inner.closed.load(Ordering::Relaxed) {
             return Err(PushError::Closed);
@@ -198,7 +197,7 @@ impl<K: Kind> Link<K> {
 
     /// Hands the other side's answer to its request.
     #[inline]
-    pub(super) fn deliver(&self, correlation: u64, answer: K::Answer) -> ReplyFate {
+    pub(super) fn deliver(&self, correlation: u64, answer: K::Answer<'_>) -> ReplyFate {
         let mut table = self.table();
         let Some(record) = table.pending.remove(&correlation) else {
             return ReplyFate::Unknown;
@@ -250,7 +249,7 @@ impl<K: Kind> Link<K> {
             table.held = None;
             std::mem::take(&mut table.pending)
         };
-        let mut pending: Vec<(u64, Record<K::Answer>)> = pending.into_iter().collect();
+        let mut pending: Vec<(u64, Record<K>)> = pending.into_iter().collect();
         // In the order taken, so the outcomes go out in the same order in every run.
         pending.sort_unstable_by_key(|(correlation, _)| *correlation);
         for (_, record) in pending {
@@ -272,7 +271,7 @@ impl<K: Kind> Link<K> {
         self.table().pending.len()
     }
 
-    fn table(&self) -> MutexGuard<'_, Table<K::Answer>> {
+    fn table(&self) -> MutexGuard<'_, Table<K>> {
         // Every update leaves the table consistent before anything that could panic.
         self.inner
             .table
@@ -283,13 +282,13 @@ impl<K: Kind> Link<K> {
 
 /// The next correlation id of an open link, whose table stays locked until the request is
 /// taken; dropped untaken (its send failed), it leaves the table as it was.
-pub(super) struct Vacant<'a, A> {
-    table: MutexGuard<'a, Table<A>>,
+pub(super) struct Vacant<'a, K: Kind> {
+    table: MutexGuard<'a, Table<K>>,
     /// The correlation id the request goes out with.
     pub(super) correlation: u64,
 }
 
-impl<A> Vacant<'_, A> {
+impl<K: Kind> Vacant<'_, K> {
     /// True while the link holds new requests until it opens: take them with
     /// [`Vacant::hold`], not [`Vacant::insert`].
     pub(super) fn holding(&self) -> bool {
@@ -298,12 +297,12 @@ impl<A> Vacant<'_, A> {
 
     /// Takes a request that was sent; returns its correlation id.
     #[inline]
-    pub(super) fn insert(self, entry: Arc<dyn Entry<Answer = A>>) -> u64 {
+    pub(super) fn insert(self, entry: Arc<dyn Entry<K>>) -> u64 {
         self.take(entry, Stage::Live)
     }
 
     /// Takes a request to send as `frame` when the link opens; returns its correlation id.
-    pub(super) fn hold(mut self, entry: Arc<dyn Entry<Answer = A>>, frame: Frame) -> u64 {
+    pub(super) fn hold(mut self, entry: Arc<dyn Entry<K>>, frame: Frame) -> u64 {
         if let Some(held) = self.table.held.as_mut() {
             held.push((self.correlation, frame));
         }
@@ -311,7 +310,7 @@ impl<A> Vacant<'_, A> {
     }
 
     #[inline]
-    fn take(mut self, entry: Arc<dyn Entry<Answer = A>>, stage: Stage) -> u64 {
+    fn take(mut self, entry: Arc<dyn Entry<K>>, stage: Stage) -> u64 {
         let correlation = self.correlation;
         self.table.next_correlation = correlation;
         self.table
@@ -325,7 +324,7 @@ impl<A> Vacant<'_, A> {
 mod tests {
     use std::time::Duration;
 
-    use lintel_wire::DispatchResult::{self, Cancelled, Draining};
+    use lintel_wire::DispatchResult::{Cancelled, Draining};
     use lintel_wire::Ping;
 
     use super::super::fixtures::{next_frame, outbound, Heard, Peer};
@@ -335,7 +334,7 @@ mod tests {
     struct Tested;
 
     impl Kind for Tested {
-        type Answer = DispatchResult;
+        type Answer<'a> = lintel_wire::ResultRef<'a>;
     }
 
     async fn link(holding: bool) -> (Link<Tested>, Peer) {

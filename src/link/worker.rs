@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use lintel_wire::{DispatchResponse, Frame, FrameRef, Push, RequestRef};
+use lintel_wire::{Frame, FrameRef, Push, RequestRef, ResponseRef};
 
 use lintel_client::transport::Outbound;
 
@@ -14,7 +14,7 @@ use super::fate::{PushError, ReplyFate};
 use super::table::{Entry, Kind, Link};
 
 /// What a worker link holds for one push until the worker lets go of it.
-pub type PushEntry = dyn Entry<Answer = DispatchResponse>;
+pub type PushEntry = dyn Entry<ToWorker>;
 
 /// A link to a worker connection.
 pub type WorkerLink = Link<ToWorker>;
@@ -26,7 +26,7 @@ pub struct ToWorker {
 }
 
 impl Kind for ToWorker {
-    type Answer = DispatchResponse;
+    type Answer<'a> = ResponseRef<'a>;
 }
 
 impl Link<ToWorker> {
@@ -75,8 +75,8 @@ impl Link<ToWorker> {
         Ok(vacant.insert(entry))
     }
 
-    /// Hands a worker's reply to its push.
-    pub fn reply(&self, correlation: u64, response: DispatchResponse) -> ReplyFate {
+    /// Hands a worker's reply, where it lies, to its push.
+    pub fn reply(&self, correlation: u64, response: ResponseRef<'_>) -> ReplyFate {
         self.deliver(correlation, response)
     }
 }

@@ -310,10 +310,7 @@ impl Session<'_> {
                 return Ok(self.served.relay(&relay));
             }
             FrameRef::RelayOutcome(outcome) => {
-                let fate = self
-                    .remote
-                    .link
-                    .answer(outcome.correlation, outcome.result.into_owned());
+                let fate = self.remote.link.answer(outcome.correlation, outcome.result);
                 if fate == ReplyFate::Unknown {
                     tracing::debug!(
                         peer = %self.remote.node_id,
