@@ -303,14 +303,7 @@ impl Node {
             backoff = Duration::from_millis(5);
             let pid = next_pid.fetch_add(1, Ordering::Relaxed);
             match Arc::clone(&limit).try_acquire_owned() {
-                Ok(permit) => {
-                    tasks.spawn(Batched::new(run_connection(
-                        Arc::clone(shared),
-                        stream,
-                        pid,
-                        permit,
-                    )));
-                }
+                Ok(permit) => spawn_connection(&tasks, shared, stream, pid, permit),
                 Err(_) => {
                     if let Ok(permit) = Arc::clone(&refusals).try_acquire_owned() {
                         tasks.spawn(refuse_connection(Arc::clone(shared), stream, permit));
@@ -377,6 +370,23 @@ pub fn bind(config: NodeConfig) -> Result<(Node, TcpListener), ServeError> {
             source,
         })?;
     Ok((Node::new(config)?, listener))
+}
+
+/// Spawns connection `pid`'s task. Not generic, unlike its caller: the task's machinery is
+/// built in this crate beside the connection's code, whatever crate calls [`Node::serve`].
+fn spawn_connection(
+    tasks: &TaskTracker,
+    shared: &Arc<Shared>,
+    stream: Socket,
+    pid: u64,
+    permit: OwnedSemaphorePermit,
+) {
+    tasks.spawn(Batched::new(run_connection(
+        Arc::clone(shared),
+        stream,
+        pid,
+        permit,
+    )));
 }
 
 async fn run_connection(
