@@ -5,7 +5,8 @@
 //! - [`frame_ref`]: [`FrameRef`], a frame whose body is borrowed: what the encoder writes
 //!   from and what a frame decoded in place reads as.
 //! - [`message`]: frame bodies (handshake, registration, dispatch, control, status); the hot
-//!   ones take an [`ownership`] parameter: [`Owned`] by default, [`Borrowed`] in place.
+//!   ones take an [`ownership`] parameter: [`Owned`] by default, [`Borrowed`] in place,
+//!   [`Compact`] with short names inline.
 //! - `hot`: the bodies sent for every dispatch (submissions, pushes, relays, replies,
 //!   outcomes), one file per kind with its `encoded_len`, `encode` and `decode`.
 //! - [`framing`]: pure encode/decode of length-prefixed frames over `BytesMut`, no I/O; the
@@ -32,6 +33,7 @@ pub mod message;
 pub mod ownership;
 
 pub use codec::FrameCodec;
+pub use compact_str::CompactString;
 pub use cursor::{Names, PayloadRef};
 pub use error::{CodecError, DecodeError, EncodeError};
 pub use foreign::Foreign;
@@ -45,4 +47,4 @@ pub use hot::{
     OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
 };
 pub use message::*;
-pub use ownership::{Borrowed, Owned, Ownership};
+pub use ownership::{Borrowed, Compact, Owned, Ownership};

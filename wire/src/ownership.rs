@@ -1,5 +1,6 @@
-//! Who owns the names and payload of a hot body: [`Owned`] (`String`, `Bytes`, `Vec`) or
-//! [`Borrowed`] (read in place from the frame they arrived in, or lent by the caller).
+//! Who owns the names and payload of a hot body: [`Owned`] (`String`, `Bytes`, `Vec`),
+//! [`Borrowed`] (read in place from the frame they arrived in, or lent by the caller) or
+//! [`Compact`] (owned, names of up to 24 bytes held inline instead of allocated).
 //!
 //! The hot body types take the ownership as their one type parameter, `Owned` by default, so
 //! a borrowed body is the same struct with the same fields: `Push<Borrowed<'a>>` is a push
@@ -9,6 +10,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use bytes::Bytes;
+use compact_str::CompactString;
 
 use crate::cursor::{Names, PayloadRef};
 
@@ -34,8 +36,15 @@ pub struct Owned;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Borrowed<'a>(PhantomData<&'a ()>);
 
+/// Bodies that own their fields, each name a [`CompactString`] (read as `str`) held inline up
+/// to 24 bytes: a borrowed body kept this way ([`RequestRef::to_compact`](crate::RequestRef::to_compact))
+/// allocates for its payload and long names only, not for every name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Compact;
+
 impl sealed::Sealed for Owned {}
 impl sealed::Sealed for Borrowed<'_> {}
+impl sealed::Sealed for Compact {}
 
 impl Ownership for Owned {
     type Str = String;
@@ -47,4 +56,10 @@ impl<'a> Ownership for Borrowed<'a> {
     type Str = &'a str;
     type Payload = PayloadRef<'a>;
     type Names = Names<'a>;
+}
+
+impl Ownership for Compact {
+    type Str = CompactString;
+    type Payload = Bytes;
+    type Names = Vec<CompactString>;
 }

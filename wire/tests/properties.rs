@@ -1232,3 +1232,31 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// A request kept with its names inline reads as the request it was made from, a large
+    /// input shared where it lay instead of copied.
+    #[test]
+    fn a_compact_request_reads_as_the_request_it_copies(request in dispatch_request()) {
+        let compact = request.view().to_compact();
+        let names = |name: &Option<CompactString>| name.as_deref().map(str::to_owned);
+        let copied = DispatchRequest {
+            namespace: compact.namespace.to_string(),
+            task_queue: compact.task_queue.to_string(),
+            activity_type: compact.activity_type.to_string(),
+            node: names(&compact.node),
+            workflow_id: compact.workflow_id.to_string(),
+            ordinal: compact.ordinal,
+            run_id: names(&compact.run_id),
+            attempt: compact.attempt,
+            input: compact.input.clone(),
+            deadline_unix_ms: compact.deadline_unix_ms,
+        };
+        prop_assert_eq!(&copied, &request);
+        let large = Bytes::from(vec![1u8; SHARE_MIN]);
+        let lent = DispatchRequest { input: PayloadRef::of(&large), ..request.view() };
+        prop_assert_eq!(lent.to_compact().input.as_ptr(), large.as_ptr());
+    }
+}

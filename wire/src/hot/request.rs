@@ -1,8 +1,11 @@
 //! A [`DispatchRequest`], the part every request kind (submit, push, relay) carries.
 
+use compact_str::CompactString;
+
 use crate::cursor::PayloadRef;
 use crate::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
 use crate::message::{DispatchRequest, RequestRef};
+use crate::ownership::Compact;
 
 impl RequestRef<'_> {
     pub fn encoded_len(&self) -> usize {
@@ -79,6 +82,25 @@ impl<'a> RequestRef<'a> {
             workflow_id: self.workflow_id.to_owned(),
             ordinal: self.ordinal,
             run_id: self.run_id.map(str::to_owned),
+            attempt: self.attempt,
+            input: self.input.to_bytes(),
+            deadline_unix_ms: self.deadline_unix_ms,
+        }
+    }
+}
+
+impl RequestRef<'_> {
+    /// An owned copy whose names of up to 24 bytes are held inline: it allocates only for
+    /// its input (unless [`PayloadRef::to_bytes`] shares it) and for longer names.
+    pub fn to_compact(&self) -> DispatchRequest<Compact> {
+        DispatchRequest {
+            namespace: CompactString::new(self.namespace),
+            task_queue: CompactString::new(self.task_queue),
+            activity_type: CompactString::new(self.activity_type),
+            node: self.node.map(CompactString::new),
+            workflow_id: CompactString::new(self.workflow_id),
+            ordinal: self.ordinal,
+            run_id: self.run_id.map(CompactString::new),
             attempt: self.attempt,
             input: self.input.to_bytes(),
             deadline_unix_ms: self.deadline_unix_ms,
