@@ -9,12 +9,12 @@
 
 use std::time::Duration;
 
-use lintel_client::{handler_fn, ClientTls, Worker, WorkerConfig};
-use lintel_wire::{ActivityOutcome, DispatchRequest, Register};
+use lintel_client::{handler_fn, ClientTls, Request, Worker, WorkerConfig};
+use lintel_wire::{ActivityOutcome, Register};
 
 /// The activity: counts a text's lines, words and bytes, answering them as JSON. Input that is
 /// not UTF-8 fails for good: another attempt cannot help.
-fn wc(request: &DispatchRequest) -> ActivityOutcome {
+fn wc(request: &Request) -> ActivityOutcome {
     let Ok(text) = std::str::from_utf8(&request.input) else {
         return ActivityOutcome::Failure {
             message: "the input is not UTF-8 text".into(),
@@ -50,7 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let worker = Worker::spawn(
         config,
-        handler_fn(|request: DispatchRequest| std::future::ready(wc(&request))),
+        handler_fn(|request: Request| std::future::ready(wc(&request))),
     );
     let worker_id = worker.wait_registered(Duration::from_secs(30)).await?;
     println!("registered as worker {worker_id} at {addr}; Ctrl-C drains");

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use lintel_client::Handler;
-use lintel_wire::{ActivityOutcome, DispatchRequest};
+use lintel_client::{Handler, Request};
+use lintel_wire::ActivityOutcome;
 
 /// Names of the built-in activities.
 pub const BUILT_IN: [&str; 2] = ["echo", "sleep"];
@@ -17,8 +17,8 @@ const MAX_SLEEP: Duration = Duration::from_secs(3600);
 pub struct BuiltIn;
 
 impl Handler for BuiltIn {
-    async fn handle(&self, request: DispatchRequest) -> ActivityOutcome {
-        match request.activity_type.as_str() {
+    async fn handle(&self, request: Request) -> ActivityOutcome {
+        match &*request.activity_type {
             "echo" => ActivityOutcome::Success(request.input),
             "sleep" => sleep(&request.input).await,
             other => ActivityOutcome::Failure {

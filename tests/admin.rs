@@ -5,7 +5,7 @@
 mod support;
 
 use lintel::sdk::{handler_fn, DispatchOptions};
-use lintel::wire::{ActivityOutcome, DispatchRequest, DispatchResult};
+use lintel::wire::{ActivityOutcome, DispatchResult};
 use lintel::NodeConfig;
 use prometheus_parse::{Scrape, Value};
 use support::{admin_get as get, client, plain, request, sdk_worker, TestNode};
@@ -29,7 +29,7 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
         ..NodeConfig::default()
     })
     .await;
-    let echo = handler_fn(|request: DispatchRequest| {
+    let echo = handler_fn(|request: lintel::sdk::Request| {
         std::future::ready(ActivityOutcome::Success(request.input))
     });
     let _worker = sdk_worker(node.addr, plain("ns", "echo", 8, "w"), echo).await;
@@ -209,7 +209,7 @@ async fn the_console_is_served_with_a_policy_that_runs_only_its_own_script() {
 #[tokio::test]
 async fn the_window_gives_each_second_outcome_rates_and_latency_percentiles() {
     let (node, admin) = TestNode::with_admin(NodeConfig::default()).await;
-    let echo = handler_fn(|request: DispatchRequest| {
+    let echo = handler_fn(|request: lintel::sdk::Request| {
         std::future::ready(ActivityOutcome::Success(request.input))
     });
     let _worker = sdk_worker(node.addr, plain("ns", "echo", 8, "w"), echo).await;

@@ -37,7 +37,7 @@ async fn a_thousand_concurrent_dispatches_never_exceed_any_sdk_workers_capacity(
         let seen = Arc::new(Stats::default());
         stats.push(Arc::clone(&seen));
         let handler_name = name.clone();
-        let handler = handler_fn(move |request: DispatchRequest| {
+        let handler = handler_fn(move |request: lintel::sdk::Request| {
             let (seen, name) = (Arc::clone(&seen), handler_name.clone());
             async move {
                 let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;

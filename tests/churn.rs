@@ -228,7 +228,7 @@ async fn sdk_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>, mut r
     let handled = Arc::new(AtomicU64::new(0));
     let reached = Arc::new(Notify::new());
     let (count, notify) = (Arc::clone(&handled), Arc::clone(&reached));
-    let handler = handler_fn(move |request: DispatchRequest| {
+    let handler = handler_fn(move |request: lintel::sdk::Request| {
         let (count, notify) = (Arc::clone(&count), Arc::clone(&notify));
         let yields = Rng::with_seed(request_seed ^ request.ordinal).u32(0..4);
         async move {

@@ -10,14 +10,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use lintel::sdk::{handler_fn, DispatchOptions, Handler};
 use lintel::wire::channel::dispatch_channel_name;
-use lintel::wire::{
-    ActivityOutcome, DispatchRequest, DispatchResult, NoWorkerReason, PeerLinkState,
-};
+use lintel::wire::{ActivityOutcome, DispatchResult, NoWorkerReason, PeerLinkState};
 use support::{client, on_node, plain, request, sdk_worker, within, TestNode};
 use tokio::task::JoinSet;
 
 fn echo() -> impl Handler {
-    handler_fn(|request: DispatchRequest| {
+    handler_fn(|request: lintel::sdk::Request| {
         std::future::ready(ActivityOutcome::Success(request.input))
     })
 }
@@ -173,7 +171,7 @@ async fn capacity_split_across_nodes_is_never_exceeded_under_load_from_every_nod
     for (node, name) in [(&a, "w-a"), (&b, "w-b"), (&c, "w-c")] {
         let running = Arc::new(AtomicU32::new(0));
         let (running, busiest) = (Arc::clone(&running), Arc::clone(&busiest));
-        let handler = handler_fn(move |request: DispatchRequest| {
+        let handler = handler_fn(move |request: lintel::sdk::Request| {
             let (running, busiest) = (Arc::clone(&running), Arc::clone(&busiest));
             async move {
                 let now = running.fetch_add(1, Ordering::SeqCst) + 1;
@@ -272,7 +270,7 @@ async fn a_dispatch_without_a_wait_never_waits_on_peers_and_its_census_counts_re
     let held = Arc::new(tokio::sync::Mutex::new(Some(held)));
     let started = Arc::new(tokio::sync::Notify::new());
     let signal = Arc::clone(&started);
-    let handler = handler_fn(move |request: DispatchRequest| {
+    let handler = handler_fn(move |request: lintel::sdk::Request| {
         let (held, signal) = (Arc::clone(&held), Arc::clone(&signal));
         async move {
             if let Some(held) = held.lock().await.take() {
@@ -322,7 +320,7 @@ async fn a_producer_cancel_crosses_the_hop_and_frees_the_remote_slot() {
     let (a, _b, c) = three_nodes().await;
     let started = Arc::new(tokio::sync::Notify::new());
     let signal = Arc::clone(&started);
-    let handler = handler_fn(move |_request: DispatchRequest| {
+    let handler = handler_fn(move |_request: lintel::sdk::Request| {
         let signal = Arc::clone(&signal);
         async move {
             signal.notify_one();

@@ -283,7 +283,7 @@ async fn weighted_placement_spreads_dispatches_over_local_and_remote_workers() {
     .await;
     let c = TestNode::joined("c", &[&a]).await;
     a.wait_linked(&["c"]).await;
-    let echo = |request: lintel::wire::DispatchRequest| {
+    let echo = |request: lintel::sdk::Request| {
         std::future::ready(lintel::wire::ActivityOutcome::Success(request.input))
     };
     let _local = support::sdk_worker(

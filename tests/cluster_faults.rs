@@ -11,8 +11,8 @@ use std::time::Duration;
 use lintel::sdk::{handler_fn, DispatchOptions, Handler};
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
-    ActivityOutcome, DispatchRequest, DispatchResult, Frame, Hello, PeerHello, PoolPresence,
-    Presence, PresenceGroup, Role, PROTOCOL_VERSION,
+    ActivityOutcome, DispatchResult, Frame, Hello, PeerHello, PoolPresence, Presence,
+    PresenceGroup, Role, PROTOCOL_VERSION,
 };
 use lintel::NodeConfig;
 use support::faulty::Proxy;
@@ -28,14 +28,14 @@ fn pool(namespace: &str) -> String {
 }
 
 fn echo() -> impl Handler {
-    handler_fn(|request: DispatchRequest| {
+    handler_fn(|request: lintel::sdk::Request| {
         std::future::ready(ActivityOutcome::Success(request.input))
     })
 }
 
 /// A handler that signals `started` and never answers.
 fn stuck(started: Arc<Notify>) -> impl Handler {
-    handler_fn(move |_request: DispatchRequest| {
+    handler_fn(move |_request: lintel::sdk::Request| {
         let started = Arc::clone(&started);
         async move {
             started.notify_one();

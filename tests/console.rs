@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use lintel::sdk::{handler_fn, Client, DispatchOptions};
-use lintel::wire::{ActivityOutcome, DispatchRequest};
+use lintel::wire::ActivityOutcome;
 use lintel::NodeConfig;
 use serde_json::{json, Value};
 use support::{
@@ -206,10 +206,10 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     .await;
     b.wait_linked(&["a"]).await;
 
-    let echo = handler_fn(|request: DispatchRequest| {
+    let echo = handler_fn(|request: lintel::sdk::Request| {
         std::future::ready(ActivityOutcome::Success(request.input))
     });
-    let slow = handler_fn(|request: DispatchRequest| async move {
+    let slow = handler_fn(|request: lintel::sdk::Request| async move {
         tokio::time::sleep(Duration::from_millis(20)).await;
         ActivityOutcome::Success(request.input)
     });

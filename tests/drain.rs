@@ -277,7 +277,7 @@ async fn an_sdk_worker_drains_cleanly_saying_drained_then_goodbye() {
     let gate = Arc::clone(&permits);
     let handle = Worker::spawn(
         WorkerConfig::new(proxy.addr.to_string(), plain("ns", "act", 2, "sdk")),
-        handler_fn(move |request: DispatchRequest| {
+        handler_fn(move |request: lintel::sdk::Request| {
             let gate = Arc::clone(&gate);
             async move {
                 let _permit = gate.acquire().await;

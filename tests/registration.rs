@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use lintel::sdk::{handler_fn, Worker, WorkerConfig, WorkerState};
 use lintel::wire::{
-    ActivityOutcome, DispatchRequest, Drain, Drained, ErrorCode, ErrorFrame, Frame, Goodbye, Ping,
-    Pong, Refusal, RefusalCode, Register, Registered, Role,
+    ActivityOutcome, Drain, Drained, ErrorCode, ErrorFrame, Frame, Goodbye, Ping, Pong, Refusal,
+    RefusalCode, Register, Registered, Role,
 };
 use lintel::NodeConfig;
 use socket2::SockRef;
@@ -458,9 +458,9 @@ async fn an_sdk_worker_draining_itself_unregisters_once() {
     let node = TestNode::start().await;
     let handle = Worker::spawn(
         WorkerConfig::new(node.addr.to_string(), register("ns", "echo", 2)),
-        handler_fn(
-            |request: DispatchRequest| async move { ActivityOutcome::Success(request.input) },
-        ),
+        handler_fn(|request: lintel::sdk::Request| async move {
+            ActivityOutcome::Success(request.input)
+        }),
     );
     let worker_id = handle.wait_registered(WAIT).await.expect("registered");
     let pid = match &*handle.state().borrow() {

@@ -232,22 +232,22 @@ impl Handler for ProbeHandler {
 
     fn handle(
         &self,
-        request: DispatchRequest,
+        request: lintel::sdk::Request,
     ) -> impl std::future::Future<Output = ActivityOutcome> + Send {
         let probe = Arc::clone(&self.0);
         async move {
             probe.calls.fetch_add(1, Ordering::SeqCst);
-            match request.activity_type.as_str() {
+            match &*request.activity_type {
                 "echo" => ActivityOutcome::Success(request.input),
                 "block" => {
                     let now = probe.running.fetch_add(1, Ordering::SeqCst) + 1;
                     probe.peak.fetch_max(now, Ordering::SeqCst);
                     let mut running = Running {
                         probe: Arc::clone(&probe),
-                        workflow_id: request.workflow_id.clone(),
+                        workflow_id: request.workflow_id.to_string(),
                         finished: false,
                     };
-                    let _ = probe.started.send(request.workflow_id.clone());
+                    let _ = probe.started.send(request.workflow_id.to_string());
                     probe.release.acquire().await.unwrap().forget();
                     running.finished = true;
                     ActivityOutcome::Success(Bytes::from_static(b"released"))

@@ -28,6 +28,6 @@ pub use connect::{ConnectError, Connection, Handshake};
 pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
 pub use tls::{ClientTls, PemIdentity, TlsError};
 pub use worker::{
-    handler_fn, Backoff, Fatal, FnHandler, Handler, Worker, WorkerConfig, WorkerError,
+    handler_fn, Backoff, Fatal, FnHandler, Handler, Request, Worker, WorkerConfig, WorkerError,
     WorkerHandle, WorkerState,
 };

@@ -5,14 +5,18 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResponse, Push};
+use lintel_wire::{ActivityOutcome, Compact, CompactString, DispatchRequest, Push, ResponseRef};
+
+/// A pushed request as a handler gets it: its names are [`CompactString`]s (read as `str`;
+/// up to 24 bytes held inline, not allocated), its input a [`bytes::Bytes`].
+pub type Request = DispatchRequest<Compact>;
 
 /// Executes pushed requests. The runtime runs each request on a task of its own (or, for a
 /// handler that [`runs_briefly`](Handler::runs_briefly), first on the connection's task) and drops
 /// it when the node cancels the request, so a handler must tolerate being dropped at any `.await`.
 pub trait Handler: Send + Sync + 'static {
     /// Runs one request to its outcome. A panic becomes a non-retryable failure.
-    fn handle(&self, request: DispatchRequest) -> impl Future<Output = ActivityOutcome> + Send;
+    fn handle(&self, request: Request) -> impl Future<Output = ActivityOutcome> + Send;
 
     /// True when `handle` either finishes within microseconds or soon awaits: the worker then
     /// runs it on the connection's task and moves it to a task of its own only if it waits,
@@ -29,7 +33,7 @@ pub struct FnHandler<F>(F);
 /// Wraps `f` as a [`Handler`].
 pub fn handler_fn<F, Fut>(f: F) -> FnHandler<F>
 where
-    F: Fn(DispatchRequest) -> Fut + Send + Sync + 'static,
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ActivityOutcome> + Send + 'static,
 {
     FnHandler(f)
@@ -37,23 +41,41 @@ where
 
 impl<F, Fut> Handler for FnHandler<F>
 where
-    F: Fn(DispatchRequest) -> Fut + Send + Sync + 'static,
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ActivityOutcome> + Send + 'static,
 {
-    fn handle(&self, request: DispatchRequest) -> impl Future<Output = ActivityOutcome> + Send {
+    fn handle(&self, request: Request) -> impl Future<Output = ActivityOutcome> + Send {
         (self.0)(request)
     }
 }
 
+/// What a handler answered to one push, with the identity its reply echoes.
+pub(super) struct Answered {
+    pub(super) correlation: u64,
+    workflow_id: CompactString,
+    ordinal: u64,
+    run_id: Option<CompactString>,
+    outcome: ActivityOutcome,
+}
+
+impl Answered {
+    /// The reply's response, lent.
+    pub(super) fn response(&self) -> ResponseRef<'_> {
+        ResponseRef {
+            workflow_id: &self.workflow_id,
+            ordinal: self.ordinal,
+            run_id: self.run_id.as_deref(),
+            outcome: self.outcome.view(),
+        }
+    }
+}
+
 /// Runs the handler on the pushed request, turning a panic into a failure, and tags the
-/// response with the push's correlation.
+/// answer with the push's correlation.
 ///
 /// Takes the push boxed, as it was decoded: a future's arguments live in it beside its later
 /// state, so a request passed unboxed would be held twice.
-pub(super) async fn run_handler<H: Handler>(
-    handler: Arc<H>,
-    push: Box<Push>,
-) -> (u64, DispatchResponse) {
+pub(super) async fn run_handler<H: Handler>(handler: Arc<H>, push: Box<Push<Compact>>) -> Answered {
     let Push {
         correlation,
         request,
@@ -68,15 +90,13 @@ pub(super) async fn run_handler<H: Handler>(
             message: format!("handler panicked: {}", panic_message(panic.as_ref())),
             retryable: false,
         });
-    (
+    Answered {
         correlation,
-        DispatchResponse {
-            workflow_id,
-            ordinal,
-            run_id,
-            outcome,
-        },
-    )
+        workflow_id,
+        ordinal,
+        run_id,
+        outcome,
+    }
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {

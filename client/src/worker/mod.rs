@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{Backoff, WorkerConfig};
-pub use handler::{handler_fn, FnHandler, Handler};
+pub use handler::{handler_fn, FnHandler, Handler, Request};
 use runtime::Runtime;
 pub use state::{Fatal, WorkerState};
 
@@ -62,7 +62,8 @@ impl Worker {
     /// use std::time::Duration;
     ///
     /// use lintel_client::{handler_fn, Worker, WorkerConfig};
-    /// use lintel_wire::{ActivityOutcome, DispatchRequest, Register};
+    /// use lintel_client::Request;
+    /// use lintel_wire::{ActivityOutcome, Register};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -75,7 +76,7 @@ impl Worker {
     ///     identity: "upper-worker".into(),
     ///     max_concurrency: 4,
     /// };
-    /// let upper = handler_fn(|request: DispatchRequest| async move {
+    /// let upper = handler_fn(|request: Request| async move {
     ///     ActivityOutcome::Success(request.input.to_ascii_uppercase().into())
     /// });
     /// let worker = Worker::spawn(WorkerConfig::new(addr, registration), upper);

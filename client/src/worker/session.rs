@@ -8,13 +8,13 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use lintel_wire::{
     ActivityOutcome, CapacityUpdate, CodecError, DispatchResponse, Drain, Drained, ErrorCode,
-    ErrorFrame, Frame, FrameKind, FrameRef, Goodbye, Pong, PushRef, Reply, ResponseRef,
+    ErrorFrame, Frame, FrameKind, FrameRef, Goodbye, Pong, Push, PushRef, Reply, ResponseRef,
 };
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinError, JoinSet};
 use tokio::time::Instant;
 
-use super::handler::{run_handler, Handler};
+use super::handler::{run_handler, Answered, Handler};
 use super::state::{SessionEnd, WorkerState};
 use crate::burst::Burst;
 use crate::connect::decode_error_frame;
@@ -57,7 +57,7 @@ pub(super) struct Session<'a, H> {
     /// The local limit on handlers in flight. The session is the only place that starts
     /// handlers, so this count beside `in_flight` is the semaphore: exact, and resizable both ways.
     pub(super) capacity: u32,
-    pub(super) tasks: JoinSet<(u64, DispatchResponse)>,
+    pub(super) tasks: JoinSet<Answered>,
     /// Requests whose reply is still owed, by correlation id. A cancelled request leaves this
     /// map before its task is aborted and is answered by the cancel, so a task that finishes
     /// anyway sends nothing more.
@@ -230,18 +230,21 @@ impl<H: Handler> Session<'_, H> {
             return self.reply(correlation, response).await;
         }
         // The handler owns its request: the one copy of the push out of the read buffer.
-        let push = Box::new(push.into_owned());
+        let push = Box::new(Push {
+            correlation,
+            request: push.request.to_compact(),
+        });
         let handler = Arc::clone(&self.handler);
         // The request stays in its box until the handler takes it, so the task holds it once.
         // Built in the call that boxes it: the future is the handler's whole state, large to move.
         let task = if self.handler.runs_briefly() {
             let mut run = Box::pin(run_handler(handler, push));
             // A handler that must wait is polled again, with its own waker, in its task.
-            if let Some((correlation, response)) = (&mut run).now_or_never() {
+            if let Some(answered) = (&mut run).now_or_never() {
                 if let Some(draining) = &mut self.draining {
                     draining.completed += 1;
                 }
-                return self.reply(correlation, response.view()).await;
+                return self.reply(correlation, answered.response()).await;
             }
             self.tasks.spawn(run)
         } else {
@@ -251,16 +254,16 @@ impl<H: Handler> Session<'_, H> {
         Ok(())
     }
 
-    async fn on_joined(&mut self, joined: Result<(u64, DispatchResponse), JoinError>) -> Flow {
+    async fn on_joined(&mut self, joined: Result<Answered, JoinError>) -> Flow {
         match joined {
-            Ok((correlation, response)) => {
-                if self.in_flight.remove(&correlation).is_none() {
+            Ok(answered) => {
+                if self.in_flight.remove(&answered.correlation).is_none() {
                     return Ok(());
                 }
                 if let Some(draining) = &mut self.draining {
                     draining.completed += 1;
                 }
-                self.reply(correlation, response.view()).await
+                self.reply(answered.correlation, answered.response()).await
             }
             // Aborted after a cancel or at the grace deadline: nothing is owed.
             Err(_) => Ok(()),
@@ -409,8 +412,8 @@ mod tests {
     use bytes::{Bytes, BytesMut};
     use futures_util::StreamExt;
     use lintel_wire::{
-        encode_frame, ActivityOutcome, DispatchRequest, Drain, Drained, Frame, FrameCodec, Push,
-        Register, Registered, DEFAULT_MAX_FRAME_LEN,
+        encode_frame, ActivityOutcome, Drain, Drained, Frame, FrameCodec, Push, Register,
+        Registered, DEFAULT_MAX_FRAME_LEN,
     };
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
@@ -424,7 +427,7 @@ mod tests {
     struct BriefEcho;
 
     impl Handler for BriefEcho {
-        async fn handle(&self, request: DispatchRequest) -> ActivityOutcome {
+        async fn handle(&self, request: crate::Request) -> ActivityOutcome {
             ActivityOutcome::Success(request.input)
         }
 
