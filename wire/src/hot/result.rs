@@ -7,7 +7,7 @@ use crate::message::{
     ActivityOutcome, Census, DispatchResponse, DispatchResult, NoWorkerReason, RefusedDispatch,
     RefusedReason, ResponseRef, ResultRef,
 };
-use crate::ownership::Borrowed;
+use crate::ownership::{Borrowed, Ownership};
 
 /// An enum index postcard's decoder would not take for the enum being read.
 const BAD_VARIANT: postcard::Error = postcard::Error::SerdeDeCustom;
@@ -65,30 +65,32 @@ impl<'a> ResponseRef<'a> {
     where
         'a: 'b,
     {
-        DispatchResponse {
-            workflow_id: self.workflow_id,
-            ordinal: self.ordinal,
-            run_id: self.run_id,
-            outcome: match self.outcome {
-                ActivityOutcome::Success(bytes) => ActivityOutcome::Success(bytes),
-                ActivityOutcome::Failure { message, retryable } => {
-                    ActivityOutcome::Failure { message, retryable }
-                }
-            },
-        }
+        self.map(|text| *text, |bytes| *bytes)
     }
 
     /// An owned copy, for a response kept beyond the frame it arrived in.
     pub fn into_owned(self) -> DispatchResponse {
+        self.map(|text| (*text).to_owned(), PayloadRef::to_bytes)
+    }
+}
+
+impl<O: Ownership> DispatchResponse<O> {
+    /// The same response with its names converted by `text` and its result bytes by `bytes`:
+    /// what lending, reborrowing and copying a response have in common.
+    fn map<'s, T: Ownership>(
+        &'s self,
+        text: impl Fn(&'s O::Str) -> T::Str,
+        bytes: impl FnOnce(&'s O::Payload) -> T::Payload,
+    ) -> DispatchResponse<T> {
         DispatchResponse {
-            workflow_id: self.workflow_id.to_owned(),
+            workflow_id: text(&self.workflow_id),
             ordinal: self.ordinal,
-            run_id: self.run_id.map(str::to_owned),
-            outcome: match self.outcome {
-                ActivityOutcome::Success(bytes) => ActivityOutcome::Success(bytes.to_bytes()),
+            run_id: self.run_id.as_ref().map(&text),
+            outcome: match &self.outcome {
+                ActivityOutcome::Success(payload) => ActivityOutcome::Success(bytes(payload)),
                 ActivityOutcome::Failure { message, retryable } => ActivityOutcome::Failure {
-                    message: message.to_owned(),
-                    retryable,
+                    message: text(message),
+                    retryable: *retryable,
                 },
             },
         }
@@ -98,12 +100,7 @@ impl<'a> ResponseRef<'a> {
 impl DispatchResponse {
     /// The response lent, to encode or hand on without copying it.
     pub fn view(&self) -> ResponseRef<'_> {
-        DispatchResponse {
-            workflow_id: &self.workflow_id,
-            ordinal: self.ordinal,
-            run_id: self.run_id.as_deref(),
-            outcome: self.outcome.view(),
-        }
+        self.map(String::as_str, PayloadRef::of)
     }
 }
 
@@ -228,68 +225,35 @@ impl<'a> ResultRef<'a> {
     where
         'a: 'b,
     {
-        match self {
-            DispatchResult::Completed(response) => DispatchResult::Completed(response.reborrow()),
-            DispatchResult::NoWorker(census) => DispatchResult::NoWorker(census.clone()),
-            DispatchResult::WorkerLost { worker_id } => DispatchResult::WorkerLost {
-                worker_id: *worker_id,
-            },
-            DispatchResult::Timeout {
-                worker_id,
-                after_ms,
-            } => DispatchResult::Timeout {
-                worker_id: *worker_id,
-                after_ms: *after_ms,
-            },
-            DispatchResult::Refused(refused) => DispatchResult::Refused(RefusedDispatch {
-                reason: refused.reason,
-                detail: refused.detail,
-            }),
-            DispatchResult::Cancelled => DispatchResult::Cancelled,
-            DispatchResult::Draining => DispatchResult::Draining,
-            DispatchResult::PeerLost { peer, after_ms } => DispatchResult::PeerLost {
-                peer,
-                after_ms: *after_ms,
-            },
-            DispatchResult::ShutDown { after_ms } => DispatchResult::ShutDown {
-                after_ms: *after_ms,
-            },
-        }
+        self.map(|text| *text, ResponseRef::reborrow)
     }
 
     /// An owned copy, for an outcome kept beyond the frame it arrived in.
     pub fn into_owned(self) -> DispatchResult {
-        match self {
-            DispatchResult::Completed(response) => DispatchResult::Completed(response.into_owned()),
-            DispatchResult::NoWorker(census) => DispatchResult::NoWorker(census),
-            DispatchResult::WorkerLost { worker_id } => DispatchResult::WorkerLost { worker_id },
-            DispatchResult::Timeout {
-                worker_id,
-                after_ms,
-            } => DispatchResult::Timeout {
-                worker_id,
-                after_ms,
-            },
-            DispatchResult::Refused(refused) => DispatchResult::Refused(RefusedDispatch {
-                reason: refused.reason,
-                detail: refused.detail.to_owned(),
-            }),
-            DispatchResult::Cancelled => DispatchResult::Cancelled,
-            DispatchResult::Draining => DispatchResult::Draining,
-            DispatchResult::PeerLost { peer, after_ms } => DispatchResult::PeerLost {
-                peer: peer.to_owned(),
-                after_ms,
-            },
-            DispatchResult::ShutDown { after_ms } => DispatchResult::ShutDown { after_ms },
-        }
+        self.map(
+            |text| (*text).to_owned(),
+            |response| response.reborrow().into_owned(),
+        )
     }
 }
 
 impl DispatchResult {
     /// The outcome lent, to encode or hand on without copying it.
     pub fn view(&self) -> ResultRef<'_> {
+        self.map(String::as_str, DispatchResponse::view)
+    }
+}
+
+impl<O: Ownership> DispatchResult<O> {
+    /// The same outcome with its names converted by `text` and a completion's response by
+    /// `response`: what lending, reborrowing and copying an outcome have in common.
+    fn map<'s, T: Ownership>(
+        &'s self,
+        text: impl Fn(&'s O::Str) -> T::Str,
+        response: impl FnOnce(&'s DispatchResponse<O>) -> DispatchResponse<T>,
+    ) -> DispatchResult<T> {
         match self {
-            DispatchResult::Completed(response) => DispatchResult::Completed(response.view()),
+            DispatchResult::Completed(completed) => DispatchResult::Completed(response(completed)),
             DispatchResult::NoWorker(census) => DispatchResult::NoWorker(census.clone()),
             DispatchResult::WorkerLost { worker_id } => DispatchResult::WorkerLost {
                 worker_id: *worker_id,
@@ -303,12 +267,12 @@ impl DispatchResult {
             },
             DispatchResult::Refused(refused) => DispatchResult::Refused(RefusedDispatch {
                 reason: refused.reason,
-                detail: refused.detail.as_str(),
+                detail: text(&refused.detail),
             }),
             DispatchResult::Cancelled => DispatchResult::Cancelled,
             DispatchResult::Draining => DispatchResult::Draining,
             DispatchResult::PeerLost { peer, after_ms } => DispatchResult::PeerLost {
-                peer,
+                peer: text(peer),
                 after_ms: *after_ms,
             },
             DispatchResult::ShutDown { after_ms } => DispatchResult::ShutDown {
