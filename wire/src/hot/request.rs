@@ -5,7 +5,7 @@ use compact_str::CompactString;
 use crate::cursor::PayloadRef;
 use crate::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
 use crate::message::{DispatchRequest, RequestRef};
-use crate::ownership::Compact;
+use crate::ownership::{Compact, Ownership};
 
 impl RequestRef<'_> {
     pub fn encoded_len(&self) -> usize {
@@ -58,69 +58,46 @@ impl<'a> RequestRef<'a> {
     where
         'a: 'b,
     {
-        DispatchRequest {
-            namespace: self.namespace,
-            task_queue: self.task_queue,
-            activity_type: self.activity_type,
-            node: self.node,
-            workflow_id: self.workflow_id,
-            ordinal: self.ordinal,
-            run_id: self.run_id,
-            attempt: self.attempt,
-            input: self.input,
-            deadline_unix_ms: self.deadline_unix_ms,
-        }
+        self.map(|text| *text, |bytes| *bytes)
     }
 
     /// An owned copy, for a request kept beyond the frame it arrived in.
     pub fn into_owned(self) -> DispatchRequest {
-        DispatchRequest {
-            namespace: self.namespace.to_owned(),
-            task_queue: self.task_queue.to_owned(),
-            activity_type: self.activity_type.to_owned(),
-            node: self.node.map(str::to_owned),
-            workflow_id: self.workflow_id.to_owned(),
-            ordinal: self.ordinal,
-            run_id: self.run_id.map(str::to_owned),
-            attempt: self.attempt,
-            input: self.input.to_bytes(),
-            deadline_unix_ms: self.deadline_unix_ms,
-        }
+        self.map(|text| (*text).to_owned(), PayloadRef::to_bytes)
     }
-}
 
-impl RequestRef<'_> {
     /// An owned copy whose names of up to 24 bytes are held inline: it allocates only for
     /// its input (unless [`PayloadRef::to_bytes`] shares it) and for longer names.
     pub fn to_compact(&self) -> DispatchRequest<Compact> {
-        DispatchRequest {
-            namespace: CompactString::new(self.namespace),
-            task_queue: CompactString::new(self.task_queue),
-            activity_type: CompactString::new(self.activity_type),
-            node: self.node.map(CompactString::new),
-            workflow_id: CompactString::new(self.workflow_id),
-            ordinal: self.ordinal,
-            run_id: self.run_id.map(CompactString::new),
-            attempt: self.attempt,
-            input: self.input.to_bytes(),
-            deadline_unix_ms: self.deadline_unix_ms,
-        }
+        self.map(|text| CompactString::new(text), PayloadRef::to_bytes)
     }
 }
 
 impl DispatchRequest {
     /// The request lent, to encode or hand on without copying it.
     pub fn view(&self) -> RequestRef<'_> {
+        self.map(String::as_str, PayloadRef::of)
+    }
+}
+
+impl<O: Ownership> DispatchRequest<O> {
+    /// The same request with its names converted by `text` and its input by `bytes`: what
+    /// lending, reborrowing and copying a request have in common.
+    fn map<'s, T: Ownership>(
+        &'s self,
+        text: impl Fn(&'s O::Str) -> T::Str,
+        bytes: impl FnOnce(&'s O::Payload) -> T::Payload,
+    ) -> DispatchRequest<T> {
         DispatchRequest {
-            namespace: &self.namespace,
-            task_queue: &self.task_queue,
-            activity_type: &self.activity_type,
-            node: self.node.as_deref(),
-            workflow_id: &self.workflow_id,
+            namespace: text(&self.namespace),
+            task_queue: text(&self.task_queue),
+            activity_type: text(&self.activity_type),
+            node: self.node.as_ref().map(&text),
+            workflow_id: text(&self.workflow_id),
             ordinal: self.ordinal,
-            run_id: self.run_id.as_deref(),
+            run_id: self.run_id.as_ref().map(&text),
             attempt: self.attempt,
-            input: PayloadRef::of(&self.input),
+            input: bytes(&self.input),
             deadline_unix_ms: self.deadline_unix_ms,
         }
     }
