@@ -381,23 +381,14 @@ fn spawn_connection(
     pid: u64,
     permit: OwnedSemaphorePermit,
 ) {
-    tasks.spawn(Batched::new(run_connection(
-        Arc::clone(shared),
-        stream,
-        pid,
-        permit,
-    )));
-}
-
-async fn run_connection(
-    shared: Arc<Shared>,
-    stream: Socket,
-    pid: u64,
-    permit: OwnedSemaphorePermit,
-) {
-    let _open = shared.connection_opened();
-    connection::serve(Arc::clone(&shared), stream, pid).await;
-    drop(permit);
+    let opening = connection::open(Arc::clone(shared), stream, pid);
+    let shared = Arc::clone(shared);
+    // Not an `async fn`: what it captures is the task's own state, not copied into it again.
+    tasks.spawn(Batched::new(async move {
+        let _open = shared.connection_opened();
+        connection::serve(shared, opening, pid).await;
+        drop(permit);
+    }));
 }
 
 /// Tells a connection over the limit why it is refused, then closes it.

@@ -9,9 +9,12 @@ mod producer;
 mod report;
 mod worker;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use lintel_wire::{Frame, Role};
+use tokio::task::JoinHandle;
 
 use crate::shared::Shared;
 use close::Close;
@@ -19,37 +22,106 @@ use lintel_client::transport::{self, FrameReader, Outbound, Socket};
 
 pub(crate) use peer::supervise as supervise_peers;
 
-/// Serves connection `pid` until it closes; every path ends in the same orderly close.
-pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
-    let config = &shared.config;
-    // TLS, when on, and the hello both finish within one handshake timeout.
-    let deadline = tokio::time::Instant::now() + config.handshake_timeout();
-    let Some(secured) = Box::pin(handshake::secure(&shared, stream, pid, deadline)).await else {
-        return;
-    };
-    let (mut reader, outbound, writer) =
-        transport::split(secured.socket, config.max_frame_len, config.outbound_queue);
-    let identity = secured.identity.as_deref();
-    outbound.set_limits(config.queue_limits());
-    // The handshake and the closing flush run once each; boxed, they stay out of the task that
-    // every idle connection keeps for its whole life.
-    let accepting = handshake::accept(&shared, &mut reader, &outbound, pid, identity, deadline);
-    let close = match Box::pin(accepting).await {
-        Ok(accepted) => {
-            shared.tally.opened(pid, accepted.role, &outbound);
-            reader.set_frame_timeout(Some(config.frame_timeout()));
-            let version = accepted.version;
-            let close = serve_role(&shared, pid, &mut reader, &outbound, accepted).await;
-            shared.tally.closed(pid);
-            if let Close::Shed(frame) = &close {
-                if let Frame::Error(error) = &**frame {
-                    tracing::info!(pid, version, reason = %error.reason, "closing a slow consumer");
+/// A connection whose handshake ended: its reader, its outbound queue and writer, and what its
+/// hello was granted or why it closes.
+pub(crate) struct Opened {
+    reader: FrameReader,
+    outbound: Outbound,
+    writer: JoinHandle<std::io::Result<()>>,
+    accepted: Result<handshake::Accepted, Close>,
+}
+
+/// A connection's handshake, boxed: it runs once, and its state (the socket before it is
+/// split, TLS, the hello) is let go once it ends instead of sized into the connection's task.
+pub(crate) type Opening = Pin<Box<dyn Future<Output = Option<Opened>> + Send>>;
+
+/// Screens, secures and splits `stream`, then reads its hello, by one handshake timeout; `None`
+/// when it was answered already or failed TLS.
+pub(crate) fn open(shared: Arc<Shared>, stream: Socket, pid: u64) -> Opening {
+    Box::pin(async move {
+        let config = &shared.config;
+        // TLS, when on, and the hello both finish within one handshake timeout.
+        let deadline = tokio::time::Instant::now() + config.handshake_timeout();
+        let secured = handshake::secure(&shared, stream, pid, deadline).await?;
+        let (mut reader, outbound, writer) =
+            transport::split(secured.socket, config.max_frame_len, config.outbound_queue);
+        outbound.set_limits(config.queue_limits());
+        let identity = secured.identity.as_deref();
+        let accepted =
+            handshake::accept(&shared, &mut reader, &outbound, pid, identity, deadline).await;
+        Some(Opened {
+            reader,
+            outbound,
+            writer,
+            accepted,
+        })
+    })
+}
+
+/// Serves connection `pid` once `opening` ends, until it closes; every path ends in the same
+/// orderly close. Not an `async fn`: its arguments are the future's own fields, not copied
+/// into it again, since every idle connection keeps this future for its whole life.
+pub(crate) fn serve(
+    shared: Arc<Shared>,
+    opening: Opening,
+    pid: u64,
+) -> impl Future<Output = ()> + Send {
+    async move {
+        let Some(Opened {
+            mut reader,
+            outbound,
+            writer,
+            accepted,
+        }) = opening.await
+        else {
+            return;
+        };
+        let close = match accepted {
+            Ok(handshake::Accepted {
+                role,
+                version,
+                grant,
+            }) => {
+                shared.tally.opened(pid, role, &outbound);
+                reader.set_frame_timeout(Some(shared.config.frame_timeout()));
+                let close = match role {
+                    Role::Worker => {
+                        worker::serve(&shared, pid, &mut reader, &outbound, grant).await
+                    }
+                    // Boxed: an idle worker connection's task is sized by the worker loop alone.
+                    Role::Producer => {
+                        let serving =
+                            producer::serve(&shared, &mut reader, &outbound, version, grant);
+                        Box::pin(serving).await
+                    }
+                    Role::Peer => {
+                        Box::pin(peer::serve_accepted(&shared, &mut reader, &outbound)).await
+                    }
+                };
+                shared.tally.closed(pid);
+                if let Close::Shed(frame) = &close {
+                    if let Frame::Error(error) = &**frame {
+                        tracing::info!(pid, version, reason = %error.reason, "closing a slow consumer");
+                    }
                 }
+                close.for_version(version)
             }
-            close.for_version(version)
-        }
-        Err(close) => close,
-    };
+            Err(close) => close,
+        };
+        // The closing flush runs once: boxed, it stays out of the task every idle connection keeps.
+        Box::pin(finish(shared, pid, close, reader, outbound, writer)).await;
+    }
+}
+
+/// Sends `close`'s frame, flushes and closes, then lingers after shedding a slow consumer.
+async fn finish(
+    shared: Arc<Shared>,
+    pid: u64,
+    close: Close,
+    mut reader: FrameReader,
+    outbound: Outbound,
+    writer: JoinHandle<std::io::Result<()>>,
+) {
     if let Close::With(frame) | Close::Shed(frame) = &close {
         if let Frame::Error(error) = &**frame {
             tracing::debug!(pid, code = ?error.code, reason = %error.reason, "closing on protocol error");
@@ -61,29 +133,4 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: Socket, pid: u64) {
         close::linger(&mut reader).await;
     }
     tracing::debug!(pid, "connection closed");
-}
-
-/// Runs the role a connection took at its handshake until it should close.
-async fn serve_role(
-    shared: &Arc<Shared>,
-    pid: u64,
-    reader: &mut FrameReader,
-    outbound: &Outbound,
-    accepted: handshake::Accepted,
-) -> Close {
-    match accepted.role {
-        Role::Worker => worker::serve(shared, pid, reader, outbound, accepted.grant).await,
-        // Boxed: an idle worker connection's task is sized by the worker loop alone.
-        Role::Producer => {
-            Box::pin(producer::serve(
-                shared,
-                reader,
-                outbound,
-                accepted.version,
-                accepted.grant,
-            ))
-            .await
-        }
-        Role::Peer => Box::pin(peer::serve_accepted(shared, reader, outbound)).await,
-    }
 }
