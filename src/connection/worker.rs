@@ -4,6 +4,7 @@
 //! `Drained` (its replies came before it), then the node says `Goodbye` and closes; a worker
 //! that never says it is closed when the drain timeout ends.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use lintel_wire::{
@@ -22,14 +23,16 @@ use crate::shared::{Fired, Shared};
 use lintel_client::keepalive::{Keepalive, Tick};
 use lintel_client::transport::{FrameReader, Outbound};
 
-/// Runs the worker role until the connection should close.
-pub(super) async fn serve(
-    shared: &Arc<Shared>,
+/// Runs the worker role until the connection should close. Not an `async fn`: the connection
+/// state is built here and captured once, instead of its parts being held beside it in every
+/// idle connection's task.
+pub(super) fn serve<'a>(
+    shared: &'a Arc<Shared>,
     pid: u64,
-    reader: &mut FrameReader,
-    outbound: &Outbound,
+    reader: &'a mut FrameReader,
+    outbound: &'a Outbound,
     grant: Grant,
-) -> Close {
+) -> impl Future<Output = Close> + Send + 'a {
     let mut conn = WorkerConn {
         shared,
         pid,
@@ -42,66 +45,68 @@ pub(super) async fn serve(
             shared.config.max_missed_pings,
         ),
     };
-    let mut drain_sent = false;
-    // Made once, not per turn of the loop: each token wait registers with its token once, and
-    // later turns only read the token's state.
-    let draining = Fired::new(&shared.draining);
-    let closing = Fired::new(&shared.closing);
-    tokio::pin!(draining, closing);
-    // Every branch is cancel-safe: `FramedRead::next`, `Keepalive::tick` and token waits
-    // lose nothing when another branch wins. Biased so that when drain and close start
-    // together the `Drain` still goes out first, and a flooding peer cannot starve shutdown.
-    let close = loop {
-        let register = tokio::select! {
-            biased;
-            () = &mut draining, if !drain_sent => {
-                drain_sent = true;
-                if conn.registered.is_none() {
-                    break Close::goodbye("node is draining");
+    async move {
+        let mut drain_sent = false;
+        // Made once, not per turn of the loop: each token wait registers with its token once, and
+        // later turns only read the token's state.
+        let draining = Fired::new(&shared.draining);
+        let closing = Fired::new(&shared.closing);
+        tokio::pin!(draining, closing);
+        // Every branch is cancel-safe: `FramedRead::next`, `Keepalive::tick` and token waits
+        // lose nothing when another branch wins. Biased so that when drain and close start
+        // together the `Drain` still goes out first, and a flooding peer cannot starve shutdown.
+        let close = loop {
+            let register = tokio::select! {
+                biased;
+                () = &mut draining, if !drain_sent => {
+                    drain_sent = true;
+                    if conn.registered.is_none() {
+                        break Close::goodbye("node is draining");
+                    }
+                    let grace_ms = shared.config.drain_timeout_ms;
+                    // Owed even to a full queue (once per connection): the drain waits for the
+                    // answer, so the worker must hear it.
+                    let _ = outbound.send_owed(Frame::Drain(Drain { grace_ms }));
+                    None
                 }
-                let grace_ms = shared.config.drain_timeout_ms;
-                // Owed even to a full queue (once per connection): the drain waits for the
-                // answer, so the worker must hear it.
-                let _ = outbound.send_owed(Frame::Drain(Drain { grace_ms }));
-                None
-            }
-            () = &mut closing => {
-                if let Some(registered) = conn.registered.as_mut() {
-                    registered.shutting_down = true;
+                () = &mut closing => {
+                    if let Some(registered) = conn.registered.as_mut() {
+                        registered.shutting_down = true;
+                    }
+                    break Close::goodbye("node shutting down");
                 }
-                break Close::goodbye("node shutting down");
-            }
-            frame = reader.next_frame() => match frame {
-                None => break Close::Quietly,
-                Some(Err(err)) => break Close::read_failed(err),
-                // Copied out and registered below, once the frame is let go: a wait here
-                // would carry the frame's view in every idle connection's task.
-                Some(Ok(FrameRef::Frame(Frame::Register(register)))) => {
-                    Some(Box::new(Register::clone(register)))
-                }
-                Some(Ok(frame)) => match conn.handle(frame) {
-                    Ok(()) => None,
-                    Err(close) => break close,
+                frame = reader.next_frame() => match frame {
+                    None => break Close::Quietly,
+                    Some(Err(err)) => break Close::read_failed(err),
+                    // Copied out and registered below, once the frame is let go: a wait here
+                    // would carry the frame's view in every idle connection's task.
+                    Some(Ok(FrameRef::Frame(Frame::Register(register)))) => {
+                        Some(Box::new(Register::clone(register)))
+                    }
+                    Some(Ok(frame)) => match conn.handle(frame) {
+                        Ok(()) => None,
+                        Err(close) => break close,
+                    },
                 },
-            },
-            tick = conn.keepalive.tick() => {
-                if let Err(close) = conn.ping(tick) {
+                tick = conn.keepalive.tick() => {
+                    if let Err(close) = conn.ping(tick) {
+                        break close;
+                    }
+                    None
+                }
+            };
+            if let Some(register) = register {
+                // Boxed: registering happens once, and its sends would otherwise be carried in
+                // every idle connection's task.
+                if let Err(close) = Box::pin(conn.register(*register)).await {
                     break close;
                 }
-                None
             }
         };
-        if let Some(register) = register {
-            // Boxed: registering happens once, and its sends would otherwise be carried in
-            // every idle connection's task.
-            if let Err(close) = Box::pin(conn.register(*register)).await {
-                break close;
-            }
-        }
-    };
-    // Deregister before the close frame goes out: nothing selects a closing worker.
-    drop(conn.registered.take());
-    close
+        // Deregister before the close frame goes out: nothing selects a closing worker.
+        drop(conn.registered.take());
+        close
+    }
 }
 
 struct WorkerConn<'a> {
