@@ -530,7 +530,8 @@ async fn drain(pipe: &Pipe) -> io::Result<()> {
             piece
         };
         if let Some(piece) = piece {
-            write_piece(pipe, piece).await?;
+            // Boxed: a write's state would otherwise sit in every idle connection's writer.
+            Box::pin(write_piece(pipe, piece)).await?;
         }
     }
 }
