@@ -317,7 +317,7 @@ async fn a_partition_ends_relays_as_peer_lost_and_once_healed_relays_flow_again(
 
 /// An echo that takes `lasting` to answer.
 fn slow_echo(lasting: Duration) -> impl Handler {
-    handler_fn(move |request: DispatchRequest| async move {
+    handler_fn(move |request: lintel::sdk::Request| async move {
         tokio::time::sleep(lasting).await;
         ActivityOutcome::Success(request.input)
     })
@@ -325,7 +325,7 @@ fn slow_echo(lasting: Duration) -> impl Handler {
 
 /// A handler that reports each start on `started` and never answers.
 fn held(started: mpsc::UnboundedSender<()>) -> impl Handler {
-    handler_fn(move |_request: DispatchRequest| {
+    handler_fn(move |_request: lintel::sdk::Request| {
         let _ = started.send(());
         std::future::pending::<ActivityOutcome>()
     })
