@@ -61,6 +61,7 @@ pub(crate) fn open(shared: Arc<Shared>, stream: Socket, pid: u64) -> Opening {
 /// Serves connection `pid` once `opening` ends, until it closes; every path ends in the same
 /// orderly close. Not an `async fn`: its arguments are the future's own fields, not copied
 /// into it again, since every idle connection keeps this future for its whole life.
+#[allow(clippy::manual_async_fn)]
 pub(crate) fn serve(
     shared: Arc<Shared>,
     opening: Opening,
