@@ -36,6 +36,13 @@ fn describe(dispatched: &Dispatched) -> (String, bool) {
             ),
             false,
         ),
+        DispatchResult::NoWorker3(census) => (
+            format!(
+                "no worker ({:?}): {} in the pool, {} at capacity, {} unreachable",
+                census.reason, census.pool_workers, census.at_capacity, census.unreachable
+            ),
+            false,
+        ),
         DispatchResult::WorkerLost { worker_id } => (
             format!("worker {worker_id} went away before replying; it may have run"),
             false,

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use lintel_wire::{
     CodecError, ErrorFrame, Foreign, Frame, FrameKind, Hello, Refusal, RefusalCode, Role, Welcome,
-    PROTOCOL_VERSION,
 };
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::task::JoinHandle;
@@ -19,6 +18,9 @@ use crate::transport::{self, Dialer, FrameReader, Outbound, Socket};
 
 /// Lowest protocol version the SDKs accept.
 pub const MIN_PROTOCOL_VERSION: u16 = 1;
+
+/// Highest protocol version the SDKs speak; version 3 is not spoken yet.
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// What a client states in its `Hello`, and the limits of its side of the connection.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! The node's side of the handshake: TLS when the node speaks it, then the first frame must be
 //! a `Hello` we can accept.
 
-use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
+use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome};
 
 use super::close::Close;
 use super::foreign::{self, Screened};
@@ -13,6 +13,9 @@ use tokio::time::Instant;
 
 /// The lowest protocol version this node speaks.
 const MIN_VERSION: u16 = 1;
+
+/// The highest protocol version this node speaks; version 3 is not served yet.
+const PROTOCOL_VERSION: u16 = 2;
 
 /// The first protocol version with peer links.
 pub(crate) const PEER_VERSION: u16 = 2;

@@ -31,12 +31,14 @@ pub struct DispatchCounters {
 }
 
 /// Every refusal reason, in wire order.
-const REFUSED_REASONS: [RefusedReason; 5] = [
+const REFUSED_REASONS: [RefusedReason; 7] = [
     RefusedReason::InvalidRequest,
     RefusedReason::WorkerBackpressure,
     RefusedReason::TooManyInFlight,
     RefusedReason::DuplicateCorrelation,
     RefusedReason::NamespaceNotGranted,
+    RefusedReason::Unsupported,
+    RefusedReason::FairnessCapReached,
 ];
 
 impl DispatchCounters {
@@ -64,7 +66,7 @@ impl DispatchCounters {
     pub(crate) fn ended<O: Ownership>(&self, result: &DispatchResult<O>) {
         let counter = match result {
             DispatchResult::Completed(_) => &self.completed,
-            DispatchResult::NoWorker(_) => &self.no_worker,
+            DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => &self.no_worker,
             DispatchResult::WorkerLost { .. } => &self.worker_lost,
             DispatchResult::Timeout { .. } => &self.timed_out,
             DispatchResult::Refused(_) => &self.refused,

@@ -7,7 +7,7 @@ use lintel_wire::{ActivityOutcome, DispatchResult, Ownership};
 pub fn class<O: Ownership>(result: &DispatchResult<O>) -> &'static str {
     match result {
         DispatchResult::Completed(_) => "completed",
-        DispatchResult::NoWorker(_) => "no-worker",
+        DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => "no-worker",
         DispatchResult::WorkerLost { .. } => "worker-lost",
         DispatchResult::Timeout { .. } => "timeout",
         DispatchResult::Refused(_) => "refused",
@@ -27,19 +27,25 @@ pub fn describe(result: &DispatchResult) -> String {
                 format!("activity failed (retryable: {retryable}): {message}")
             }
         },
-        DispatchResult::NoWorker(census) => {
+        DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => {
+            let Some(census) = result.no_worker_census() else {
+                return String::new();
+            };
             let left = census
                 .last_departure_ms_ago
                 .map(|ms| format!(", a compatible worker left {ms} ms ago"))
                 .unwrap_or_default();
             format!(
-                "{:?}: {} in pool, {} serve the activity, {} on an allowed node, {} at capacity, {} excluded{left}",
+                "{:?}: {} in pool, {} serve the activity, {} on an allowed node, {} of the deployment, {} at capacity, {} draining, {} in probation, {} unreachable{left}",
                 census.reason,
                 census.pool_workers,
                 census.serving_activity,
                 census.compatible_workers,
+                census.deployment_workers,
                 census.at_capacity,
-                census.excluded,
+                census.draining,
+                census.probation,
+                census.unreachable,
             )
         }
         DispatchResult::WorkerLost { worker_id } => {

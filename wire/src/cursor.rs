@@ -1,6 +1,6 @@
 //! The primitives every hot body is made of, read and written as postcard lays them out: the
 //! crate's one varint reader, its writer, the lengths they take, and the borrowed payloads
-//! and name lists they read.
+//! and lists (of names, headers, extensions) they read.
 //!
 //! An unsigned integer is LEB128; a string or byte string its length then its bytes; an
 //! `Option` `0` or `1` then the value; a `bool` one byte; an enum its variant index then its
@@ -171,14 +171,29 @@ impl<'a> Reader<'a> {
         Ok(PayloadRef::within(bytes, self.owner))
     }
 
-    /// A list of strings, each checked once; returns the count and the bytes they take.
-    pub(crate) fn strs(&mut self) -> Read<(usize, &'a [u8])> {
-        let count = self.len()?;
-        let start = self.pos;
-        for _ in 0..count {
-            self.str()?;
+    #[inline(always)]
+    pub(crate) fn opt_u8(&mut self) -> Read<Option<u8>> {
+        if self.some()? {
+            self.byte().map(Some)
+        } else {
+            Ok(None)
         }
-        Ok((count, self.bytes.get(start..self.pos).unwrap_or_default()))
+    }
+
+    #[inline(always)]
+    pub(crate) fn opt_u32(&mut self) -> Read<Option<u32>> {
+        if self.some()? {
+            self.u32().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A byte string read in place.
+    #[inline(always)]
+    pub(crate) fn bytes(&mut self) -> Read<&'a [u8]> {
+        let len = self.len()?;
+        self.take(len)
     }
 }
 
@@ -206,6 +221,12 @@ pub(crate) fn bytes_len(len: usize) -> usize {
 #[inline]
 pub(crate) fn opt_u64_len(value: Option<u64>) -> usize {
     1 + value.map_or(0, varint_len)
+}
+
+/// Bytes an `Option` of a `u32` takes.
+#[inline]
+pub(crate) fn opt_u32_len(value: Option<u32>) -> usize {
+    opt_u64_len(value.map(u64::from))
 }
 
 /// Bytes an `Option` of a string takes.
@@ -276,8 +297,7 @@ impl<'a> Writer<'a> {
 
     #[inline(always)]
     pub(crate) fn str(&mut self, text: &str) {
-        self.u64(text.len() as u64);
-        self.buf.extend_from_slice(text.as_bytes());
+        self.bytes(text.as_bytes());
     }
 
     #[inline(always)]
@@ -307,12 +327,27 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// A list of strings: its count, then each.
-    pub(crate) fn strs<'s>(&mut self, count: usize, texts: impl Iterator<Item = &'s str>) {
-        self.u64(count as u64);
-        for text in texts {
-            self.str(text);
+    #[inline(always)]
+    pub(crate) fn opt_u8(&mut self, value: Option<u8>) {
+        match value {
+            Some(value) => {
+                self.u8(1);
+                self.u8(value);
+            }
+            None => self.u8(0),
         }
+    }
+
+    #[inline(always)]
+    pub(crate) fn opt_u32(&mut self, value: Option<u32>) {
+        self.opt_u64(value.map(u64::from));
+    }
+
+    /// A byte string: its length, then its bytes (never left out, unlike a payload).
+    #[inline(always)]
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) {
+        self.u64(bytes.len() as u64);
+        self.buf.extend_from_slice(bytes);
     }
 }
 
@@ -408,36 +443,124 @@ impl PartialEq for PayloadRef<'_> {
 
 impl Eq for PayloadRef<'_> {}
 
-/// A list of names borrowed: as it lies in a frame (already checked to be UTF-8), or lent by
-/// the caller.
-#[derive(Clone, Copy)]
-pub struct Names<'a>(NamesInner<'a>);
+/// An item of a borrowed [`List`]: what it reads as in place, and how an owned one is lent.
+pub trait Listed: Sized {
+    /// The item borrowed: read in place from a frame, or lent.
+    type Ref<'a>: Copy + fmt::Debug + PartialEq + Eq
+    where
+        Self: 'a;
 
-#[derive(Clone, Copy)]
-enum NamesInner<'a> {
-    /// `count` names as postcard lays them out: each a varint length then UTF-8 bytes.
+    /// The item lent.
+    fn lend(&self) -> Self::Ref<'_>;
+
+    /// An owned copy of a borrowed item.
+    fn own(item: Self::Ref<'_>) -> Self;
+
+    /// The item at the start of `bytes`, already read once and found well formed, and the
+    /// bytes after it.
+    #[doc(hidden)]
+    fn next_in(bytes: &[u8]) -> Option<(Self::Ref<'_>, &[u8])>;
+}
+
+/// How the crate reads, writes and sizes one item of a list, as postcard lays it out.
+pub(crate) trait ItemCodec: Listed {
+    fn read<'a>(input: &mut Reader<'a>) -> Read<Self::Ref<'a>>;
+    fn write(item: &Self::Ref<'_>, out: &mut Writer<'_>);
+    fn encoded_len(item: &Self::Ref<'_>) -> usize;
+}
+
+/// Reads one item of `T` where `bytes` starts, for [`Listed::next_in`].
+pub(crate) fn next_item<T: ItemCodec>(bytes: &[u8]) -> Option<(T::Ref<'_>, &[u8])> {
+    let mut reader = Reader::new(bytes, None);
+    let item = T::read(&mut reader).ok()?;
+    Some((item, bytes.get(reader.pos..)?))
+}
+
+impl Listed for String {
+    type Ref<'a> = &'a str;
+
+    fn lend(&self) -> &str {
+        self
+    }
+
+    fn own(item: &str) -> Self {
+        item.to_owned()
+    }
+
+    fn next_in(bytes: &[u8]) -> Option<(&str, &[u8])> {
+        next_item::<String>(bytes)
+    }
+}
+
+impl ItemCodec for String {
+    fn read<'a>(input: &mut Reader<'a>) -> Read<&'a str> {
+        input.str()
+    }
+
+    fn write(item: &&str, out: &mut Writer<'_>) {
+        out.str(item);
+    }
+
+    fn encoded_len(item: &&str) -> usize {
+        bytes_len(item.len())
+    }
+}
+
+/// A list borrowed: as it lies in a frame (each item already read once and found well formed),
+/// or lent by the caller.
+pub struct List<'a, T>(ListInner<'a, T>);
+
+enum ListInner<'a, T> {
+    /// `count` items as postcard lays them out.
     Wire {
         count: usize,
         bytes: &'a [u8],
     },
-    Slice(&'a [String]),
+    Slice(&'a [T]),
 }
 
-impl<'a> Names<'a> {
-    /// Names lent by the caller.
-    pub fn of(names: &'a [String]) -> Self {
-        Self(NamesInner::Slice(names))
+/// A list of names borrowed: the nodes of a routing.
+pub type Names<'a> = List<'a, String>;
+
+impl<T> Clone for List<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for List<'_, T> {}
+
+impl<T> Clone for ListInner<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for ListInner<'_, T> {}
+
+impl<T> List<'_, T> {
+    /// No items.
+    pub const EMPTY: Self = Self(ListInner::Wire {
+        count: 0,
+        bytes: &[],
+    });
+}
+
+impl<'a, T: Listed> List<'a, T> {
+    /// Items lent by the caller.
+    pub fn of(items: &'a [T]) -> Self {
+        Self(ListInner::Slice(items))
     }
 
-    /// `count` names laid out in `bytes`, each already read once and found well formed.
+    /// `count` items laid out in `bytes`, each already read once and found well formed.
     pub(crate) fn wire(count: usize, bytes: &'a [u8]) -> Self {
-        Self(NamesInner::Wire { count, bytes })
+        Self(ListInner::Wire { count, bytes })
     }
 
     pub fn len(&self) -> usize {
         match self.0 {
-            NamesInner::Wire { count, .. } => count,
-            NamesInner::Slice(names) => names.len(),
+            ListInner::Wire { count, .. } => count,
+            ListInner::Slice(items) => items.len(),
         }
     }
 
@@ -445,73 +568,101 @@ impl<'a> Names<'a> {
         self.len() == 0
     }
 
-    /// The names in order.
-    pub fn iter(&self) -> NamesIter<'a> {
-        NamesIter(match self.0 {
-            NamesInner::Wire { count, bytes } => IterInner::Wire {
-                left: count,
-                reader: Reader::new(bytes, None),
-            },
-            NamesInner::Slice(names) => IterInner::Slice(names.iter()),
+    /// The items in order.
+    pub fn iter(&self) -> ListIter<'a, T> {
+        ListIter(match self.0 {
+            ListInner::Wire { count, bytes } => IterInner::Wire { left: count, bytes },
+            ListInner::Slice(items) => IterInner::Slice(items.iter()),
         })
     }
 
-    /// Owned copies of the names.
-    pub fn to_vec(&self) -> Vec<String> {
-        self.iter().map(str::to_owned).collect()
+    /// Owned copies of the items.
+    pub fn to_vec(&self) -> Vec<T> {
+        self.iter().map(T::own).collect()
     }
 }
 
-/// The names of a [`Names`], in order.
-pub struct NamesIter<'a>(IterInner<'a>);
-
-enum IterInner<'a> {
-    Wire { left: usize, reader: Reader<'a> },
-    Slice(std::slice::Iter<'a, String>),
+/// Reads a list: its count, then each item, checked once.
+pub(crate) fn read_list<'a, T: ItemCodec>(input: &mut Reader<'a>) -> Read<List<'a, T>> {
+    let count = input.len()?;
+    let start = input.pos;
+    for _ in 0..count {
+        T::read(input)?;
+    }
+    let bytes = input.bytes.get(start..input.pos).unwrap_or_default();
+    Ok(List::wire(count, bytes))
 }
 
-impl<'a> Iterator for NamesIter<'a> {
-    type Item = &'a str;
+/// Writes a list: its count, then each item.
+pub(crate) fn write_list<T: ItemCodec>(list: &List<'_, T>, out: &mut Writer<'_>) {
+    out.u64(list.len() as u64);
+    for item in list.iter() {
+        T::write(&item, out);
+    }
+}
 
-    fn next(&mut self) -> Option<&'a str> {
+/// Bytes a list takes.
+pub(crate) fn list_len<T: ItemCodec>(list: &List<'_, T>) -> usize {
+    varint_len(list.len() as u64)
+        + match list.0 {
+            // Laid out as the encoding writes it, so its bytes are its length.
+            ListInner::Wire { bytes, .. } => bytes.len(),
+            ListInner::Slice(_) => list.iter().map(|item| T::encoded_len(&item)).sum(),
+        }
+}
+
+/// The items of a [`List`], in order.
+pub struct ListIter<'a, T>(IterInner<'a, T>);
+
+enum IterInner<'a, T> {
+    Wire { left: usize, bytes: &'a [u8] },
+    Slice(std::slice::Iter<'a, T>),
+}
+
+impl<'a, T: Listed> Iterator for ListIter<'a, T> {
+    type Item = T::Ref<'a>;
+
+    fn next(&mut self) -> Option<T::Ref<'a>> {
         match &mut self.0 {
-            IterInner::Wire { left, reader } => {
+            IterInner::Wire { left, bytes } => {
                 *left = left.checked_sub(1)?;
                 // Read once already when the frame was decoded, so this cannot fail.
-                reader.str().ok()
+                let (item, rest) = T::next_in(bytes)?;
+                *bytes = rest;
+                Some(item)
             }
-            IterInner::Slice(names) => names.next().map(String::as_str),
+            IterInner::Slice(items) => items.next().map(T::lend),
         }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         let left = match &self.0 {
             IterInner::Wire { left, .. } => *left,
-            IterInner::Slice(names) => names.len(),
+            IterInner::Slice(items) => items.len(),
         };
         (left, Some(left))
     }
 }
 
-impl Default for Names<'_> {
+impl<T: Listed> Default for List<'_, T> {
     fn default() -> Self {
         Self::of(&[])
     }
 }
 
-impl fmt::Debug for Names<'_> {
+impl<T: Listed> fmt::Debug for List<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
     }
 }
 
-impl PartialEq for Names<'_> {
+impl<T: Listed> PartialEq for List<'_, T> {
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len() && self.iter().eq(other.iter())
     }
 }
 
-impl Eq for Names<'_> {}
+impl<T: Listed> Eq for List<'_, T> {}
 
 #[cfg(test)]
 mod tests {

@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::message::{
     ActivityOutcome, Cancel, CapacityUpdate, ClusterStatusReport, DispatchResult, Drain, Drained,
-    ErrorFrame, Goodbye, Hello, OutcomeFrame, PeerHello, Ping, Pong, Presence, Push, Refusal,
-    Register, Registered, Relay, RelayOutcome, Reply, ServedOutcome, StatusQuery, StatusReport,
-    Submit, Welcome,
+    ErrorFrame, Event, Farewell, Goodbye, Hello, OutcomeFrame, PeerHello, PeerHello3, Ping, Pong,
+    PoolSettings, Presence, Presence3, Push, Push3, Refusal, Register, Register3, Registered,
+    Relay, Relay3, RelayAck, RelayOutcome, Reply, Resume, Resumed, ServedOutcome, StatusDocument,
+    StatusQuery, StatusReport, Submit, Submit3, Subscribe, SubscriptionEnded, Welcome, Welcome3,
 };
 
 /// One frame body. The discriminant is the frame kind on the wire.
@@ -73,6 +74,38 @@ pub enum Frame {
     ServedOutcome(Box<ServedOutcome>),
     /// Version 2, node to producer: the answer to a status query, with the node's peers.
     ClusterStatus(Box<ClusterStatusReport>),
+    /// Version 3, producer to node: dispatch a request with its extras.
+    Submit3(Box<Submit3>),
+    /// Version 3, node to worker: execute this request, with its extras.
+    Push3(Box<Push3>),
+    /// Version 3, peer to peer: run this dispatch, with its extras, on your own workers.
+    Relay3(Box<Relay3>),
+    /// Version 3, worker to node: join pools, with a deployment identity.
+    Register3(Box<Register3>),
+    /// Version 3, node to client: the handshake succeeded; what the node implements.
+    Welcome3(Box<Welcome3>),
+    /// Version 3, peer to peer: the sender's own pools, with deployments and exclusions.
+    Presence3(Presence3),
+    /// Version 3, peer to peer: who the sender is, the members it knows, what it implements.
+    PeerHello3(Box<PeerHello3>),
+    /// Version 3, producer to node: send me the node's lifecycle events.
+    Subscribe(Subscribe),
+    /// Version 3, node to subscriber: one lifecycle event.
+    Event(Box<Event>),
+    /// Version 3, node to subscriber: the subscription ended.
+    SubscriptionEnded(SubscriptionEnded),
+    /// Version 3, node to producer: the answer to a status query, as a JSON document.
+    StatusDocument(StatusDocument),
+    /// Version 3, peer to peer: every relay the sender handled on this link is answered.
+    Farewell(Farewell),
+    /// Version 3, origin to serving peer: the relay outcomes the origin holds.
+    RelayAck(RelayAck),
+    /// Version 3, origin to serving peer: relays still unanswered after a relink.
+    Resume(Resume),
+    /// Version 3, serving peer to origin: what became of the relays named in `Resume`.
+    Resumed(Resumed),
+    /// Version 3, peer to peer: pools' current deployments.
+    PoolSettings(PoolSettings),
 }
 
 /// `From<Body> for Frame` for every body that belongs to one kind only; `Refusal` belongs to two.
@@ -117,6 +150,15 @@ from_body!(
     PeerHello(PeerHello),
     Presence(Presence),
     RelayOutcome(RelayOutcome),
+    Presence3(Presence3),
+    Subscribe(Subscribe),
+    SubscriptionEnded(SubscriptionEnded),
+    StatusDocument(StatusDocument),
+    Farewell(Farewell),
+    RelayAck(RelayAck),
+    Resume(Resume),
+    Resumed(Resumed),
+    PoolSettings(PoolSettings),
 );
 
 from_body!(
@@ -127,6 +169,13 @@ from_body!(
     Relay(Relay),
     ServedOutcome(ServedOutcome),
     ClusterStatus(ClusterStatusReport),
+    Submit3(Submit3),
+    Push3(Push3),
+    Relay3(Relay3),
+    Register3(Register3),
+    Welcome3(Welcome3),
+    PeerHello3(PeerHello3),
+    Event(Event),
 );
 
 /// The kind of a frame: its wire discriminant, without the body.
@@ -159,11 +208,27 @@ pub enum FrameKind {
     RelayOutcome = 23,
     ServedOutcome = 24,
     ClusterStatus = 25,
+    Submit3 = 26,
+    Push3 = 27,
+    Relay3 = 28,
+    Register3 = 29,
+    Welcome3 = 30,
+    Presence3 = 31,
+    PeerHello3 = 32,
+    Subscribe = 33,
+    Event = 34,
+    SubscriptionEnded = 35,
+    StatusDocument = 36,
+    Farewell = 37,
+    RelayAck = 38,
+    Resume = 39,
+    Resumed = 40,
+    PoolSettings = 41,
 }
 
 impl FrameKind {
     /// Every kind, in wire order.
-    pub const ALL: [FrameKind; 26] = [
+    pub const ALL: [FrameKind; 42] = [
         FrameKind::Hello,
         FrameKind::Welcome,
         FrameKind::HelloRefused,
@@ -190,6 +255,22 @@ impl FrameKind {
         FrameKind::RelayOutcome,
         FrameKind::ServedOutcome,
         FrameKind::ClusterStatus,
+        FrameKind::Submit3,
+        FrameKind::Push3,
+        FrameKind::Relay3,
+        FrameKind::Register3,
+        FrameKind::Welcome3,
+        FrameKind::Presence3,
+        FrameKind::PeerHello3,
+        FrameKind::Subscribe,
+        FrameKind::Event,
+        FrameKind::SubscriptionEnded,
+        FrameKind::StatusDocument,
+        FrameKind::Farewell,
+        FrameKind::RelayAck,
+        FrameKind::Resume,
+        FrameKind::Resumed,
+        FrameKind::PoolSettings,
     ];
 
     /// The kind with this wire discriminant, if this version knows it.
@@ -203,6 +284,16 @@ impl FrameKind {
     /// The wire discriminant.
     pub fn discriminant(self) -> u32 {
         self as u32
+    }
+
+    /// The protocol version that introduced the kind: a connection of an earlier version
+    /// never carries it.
+    pub fn version(self) -> u16 {
+        match self.discriminant() {
+            0..=19 => 1,
+            20..=25 => 2,
+            _ => 3,
+        }
     }
 
     /// The name used in `PROTOCOL.md` and in error reasons.
@@ -234,6 +325,22 @@ impl FrameKind {
             FrameKind::RelayOutcome => "RelayOutcome",
             FrameKind::ServedOutcome => "ServedOutcome",
             FrameKind::ClusterStatus => "ClusterStatus",
+            FrameKind::Submit3 => "Submit3",
+            FrameKind::Push3 => "Push3",
+            FrameKind::Relay3 => "Relay3",
+            FrameKind::Register3 => "Register3",
+            FrameKind::Welcome3 => "Welcome3",
+            FrameKind::Presence3 => "Presence3",
+            FrameKind::PeerHello3 => "PeerHello3",
+            FrameKind::Subscribe => "Subscribe",
+            FrameKind::Event => "Event",
+            FrameKind::SubscriptionEnded => "SubscriptionEnded",
+            FrameKind::StatusDocument => "StatusDocument",
+            FrameKind::Farewell => "Farewell",
+            FrameKind::RelayAck => "RelayAck",
+            FrameKind::Resume => "Resume",
+            FrameKind::Resumed => "Resumed",
+            FrameKind::PoolSettings => "PoolSettings",
         }
     }
 }
@@ -256,6 +363,9 @@ impl Frame {
             Frame::Submit(submit) => Some(&submit.request.input),
             Frame::Push(push) => Some(&push.request.input),
             Frame::Relay(relay) => Some(&relay.request.input),
+            Frame::Submit3(submit) => Some(&submit.request.input),
+            Frame::Push3(push) => Some(&push.request.input),
+            Frame::Relay3(relay) => Some(&relay.request.input),
             Frame::Reply(reply) => outcome_payload(&reply.response.outcome),
             Frame::Outcome(outcome) => result_payload(&outcome.result),
             Frame::ServedOutcome(outcome) => result_payload(&outcome.result),
@@ -293,6 +403,22 @@ impl Frame {
             Frame::RelayOutcome(_) => FrameKind::RelayOutcome,
             Frame::ServedOutcome(_) => FrameKind::ServedOutcome,
             Frame::ClusterStatus(_) => FrameKind::ClusterStatus,
+            Frame::Submit3(_) => FrameKind::Submit3,
+            Frame::Push3(_) => FrameKind::Push3,
+            Frame::Relay3(_) => FrameKind::Relay3,
+            Frame::Register3(_) => FrameKind::Register3,
+            Frame::Welcome3(_) => FrameKind::Welcome3,
+            Frame::Presence3(_) => FrameKind::Presence3,
+            Frame::PeerHello3(_) => FrameKind::PeerHello3,
+            Frame::Subscribe(_) => FrameKind::Subscribe,
+            Frame::Event(_) => FrameKind::Event,
+            Frame::SubscriptionEnded(_) => FrameKind::SubscriptionEnded,
+            Frame::StatusDocument(_) => FrameKind::StatusDocument,
+            Frame::Farewell(_) => FrameKind::Farewell,
+            Frame::RelayAck(_) => FrameKind::RelayAck,
+            Frame::Resume(_) => FrameKind::Resume,
+            Frame::Resumed(_) => FrameKind::Resumed,
+            Frame::PoolSettings(_) => FrameKind::PoolSettings,
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::frame::{Frame, FrameKind};
 use crate::hot::{
     Body, OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
 };
-use crate::message::{ActivityOutcome, DispatchResult, ResultRef};
+use crate::message::{ActivityOutcome, DispatchResult, Push3Ref, Relay3Ref, ResultRef, Submit3Ref};
 
 /// A frame whose body is borrowed. Encodes byte for byte as the owned [`Frame`] of the same
 /// kind and fields; the hot kinds have variants of their own.
@@ -22,6 +22,9 @@ pub enum FrameRef<'a> {
     Outcome(OutcomeRef<'a>),
     ServedOutcome(ServedOutcomeRef<'a>),
     RelayOutcome(RelayOutcomeRef<'a>),
+    Submit3(Submit3Ref<'a>),
+    Push3(Push3Ref<'a>),
+    Relay3(Relay3Ref<'a>),
 }
 
 impl<'a> From<&'a Frame> for FrameRef<'a> {
@@ -48,6 +51,9 @@ from_view!(
     Outcome(OutcomeRef),
     ServedOutcome(ServedOutcomeRef),
     RelayOutcome(RelayOutcomeRef),
+    Submit3(Submit3Ref),
+    Push3(Push3Ref),
+    Relay3(Relay3Ref),
 );
 
 impl<'a> FrameRef<'a> {
@@ -65,6 +71,9 @@ impl<'a> FrameRef<'a> {
                 ServedOutcomeRef::decode(input).map(FrameRef::ServedOutcome)
             }
             FrameKind::RelayOutcome => RelayOutcomeRef::decode(input).map(FrameRef::RelayOutcome),
+            FrameKind::Submit3 => Submit3Ref::decode(input).map(FrameRef::Submit3),
+            FrameKind::Push3 => Push3Ref::decode(input).map(FrameRef::Push3),
+            FrameKind::Relay3 => Relay3Ref::decode(input).map(FrameRef::Relay3),
             _ => return None,
         })
     }
@@ -80,6 +89,9 @@ impl<'a> FrameRef<'a> {
             FrameRef::Outcome(_) => FrameKind::Outcome,
             FrameRef::ServedOutcome(_) => FrameKind::ServedOutcome,
             FrameRef::RelayOutcome(_) => FrameKind::RelayOutcome,
+            FrameRef::Submit3(_) => FrameKind::Submit3,
+            FrameRef::Push3(_) => FrameKind::Push3,
+            FrameRef::Relay3(_) => FrameKind::Relay3,
         }
     }
 
@@ -96,6 +108,9 @@ impl<'a> FrameRef<'a> {
                 Frame::Outcome(body) => f(&body.view()),
                 Frame::ServedOutcome(body) => f(&body.view()),
                 Frame::RelayOutcome(body) => f(&body.view()),
+                Frame::Submit3(body) => f(&body.view()),
+                Frame::Push3(body) => f(&body.view()),
+                Frame::Relay3(body) => f(&body.view()),
                 _ => return None,
             },
             FrameRef::Submit(body) => f(body),
@@ -105,6 +120,9 @@ impl<'a> FrameRef<'a> {
             FrameRef::Outcome(body) => f(body),
             FrameRef::ServedOutcome(body) => f(body),
             FrameRef::RelayOutcome(body) => f(body),
+            FrameRef::Submit3(body) => f(body),
+            FrameRef::Push3(body) => f(body),
+            FrameRef::Relay3(body) => f(body),
         })
     }
 
@@ -119,6 +137,9 @@ impl<'a> FrameRef<'a> {
             FrameRef::Outcome(outcome) => result_payload(&outcome.result),
             FrameRef::ServedOutcome(outcome) => result_payload(&outcome.result),
             FrameRef::RelayOutcome(outcome) => result_payload(&outcome.result),
+            FrameRef::Submit3(submit) => Some(submit.request.input),
+            FrameRef::Push3(push) => Some(push.request.input),
+            FrameRef::Relay3(relay) => Some(relay.request.input),
         }
     }
 
@@ -144,6 +165,9 @@ impl<'a> FrameRef<'a> {
             FrameRef::Outcome(outcome) => Frame::Outcome(outcome.into_owned()),
             FrameRef::ServedOutcome(outcome) => Frame::from(outcome.into_owned()),
             FrameRef::RelayOutcome(outcome) => Frame::RelayOutcome(outcome.into_owned()),
+            FrameRef::Submit3(submit) => Frame::from(submit.into_owned()),
+            FrameRef::Push3(push) => Frame::from(push.into_owned()),
+            FrameRef::Relay3(relay) => Frame::from(relay.into_owned()),
         }
     }
 }

@@ -224,7 +224,9 @@ pub fn decode_body_ref<'a>(
     })
 }
 
-/// A body decoded: a hot kind borrowing it, or a cold kind owned.
+/// A body decoded: a hot kind borrowing it, or a cold kind owned. Unboxed both ways: a hot
+/// body is what nearly every frame is, and is moved once, to its caller.
+#[allow(clippy::large_enum_variant)]
 enum Decoded<'a> {
     Hot(FrameRef<'a>),
     Cold(Frame),

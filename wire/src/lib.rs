@@ -34,7 +34,7 @@ pub mod ownership;
 
 pub use codec::FrameCodec;
 pub use compact_str::CompactString;
-pub use cursor::{Names, PayloadRef};
+pub use cursor::{List, ListIter, Listed, Names, PayloadRef};
 pub use error::{CodecError, DecodeError, EncodeError};
 pub use foreign::Foreign;
 pub use frame::{Frame, FrameKind};

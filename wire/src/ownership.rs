@@ -12,7 +12,8 @@ use std::marker::PhantomData;
 use bytes::Bytes;
 use compact_str::CompactString;
 
-use crate::cursor::{Names, PayloadRef};
+use crate::cursor::{List, Names, PayloadRef};
+use crate::message::{Extension, Header};
 
 mod sealed {
     pub trait Sealed {}
@@ -26,6 +27,10 @@ pub trait Ownership: sealed::Sealed {
     type Payload: fmt::Debug + Clone + PartialEq + Eq;
     /// A list of names (the nodes of a routing).
     type Names: fmt::Debug + Clone + PartialEq + Eq;
+    /// A request's headers.
+    type Headers: fmt::Debug + Clone + PartialEq + Eq + Default;
+    /// A frame's extensions.
+    type Extensions: fmt::Debug + Clone + PartialEq + Eq + Default;
 }
 
 /// Bodies that own their fields; what users build and what outlives a frame.
@@ -50,16 +55,22 @@ impl Ownership for Owned {
     type Str = String;
     type Payload = Bytes;
     type Names = Vec<String>;
+    type Headers = Vec<Header>;
+    type Extensions = Vec<Extension>;
 }
 
 impl<'a> Ownership for Borrowed<'a> {
     type Str = &'a str;
     type Payload = PayloadRef<'a>;
     type Names = Names<'a>;
+    type Headers = List<'a, Header>;
+    type Extensions = List<'a, Extension>;
 }
 
 impl Ownership for Compact {
     type Str = CompactString;
     type Payload = Bytes;
     type Names = Vec<CompactString>;
+    type Headers = Vec<Header<CompactString>>;
+    type Extensions = Vec<Extension>;
 }

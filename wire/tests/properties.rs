@@ -1,6 +1,7 @@
 //! Properties of the wire crate: every frame kind round-trips through the pure framing
-//! functions and through `FrameCodec` however the stream is chunked, the version-2 peer and
-//! producer frames on their own as well as mixed with the rest; the decoder never panics
+//! functions and through `FrameCodec` however the stream is chunked, the version-2 and
+//! version-3 frames on their own as well as mixed with the rest; the hot kinds, version 3's
+//! included, encode to postcard's bytes and decode as postcard does; the decoder never panics
 //! and never lets its buffer grow past a bound set by the maximum frame length; channel names
 //! are injective and exactly invertible.
 //!
@@ -79,6 +80,9 @@ fn refusal_code() -> impl Strategy<Value = RefusalCode> {
         InvalidField,
         LimitExceeded,
         Rejected,
+        Unsupported,
+        Superseded,
+        Cancelled,
     ])
 }
 
@@ -96,6 +100,7 @@ fn error_code() -> impl Strategy<Value = ErrorCode> {
         LimitExceeded,
         FrameTimeout,
         SlowConsumer,
+        Unsupported,
     ])
 }
 
@@ -107,6 +112,10 @@ fn no_worker_reason() -> impl Strategy<Value = NoWorkerReason> {
         NodeFilterMatchedNobody,
         AllAtCapacity,
         AllExcluded,
+        AllUnreachable,
+        AllInProbation,
+        DeploymentMatchedNobody,
+        CapabilityMatchedNobody,
     ])
 }
 
@@ -118,6 +127,8 @@ fn refused_reason() -> impl Strategy<Value = RefusedReason> {
         TooManyInFlight,
         DuplicateCorrelation,
         NamespaceNotGranted,
+        Unsupported,
+        FairnessCapReached,
     ])
 }
 
@@ -272,6 +283,29 @@ prop_compose! {
     }
 }
 
+prop_compose! {
+    fn census3()(
+        reason in no_worker_reason(),
+        (pool_workers, serving_activity, compatible_workers, deployment_workers)
+            in (n32(), n32(), n32(), n32()),
+        (at_capacity, draining, probation, unreachable) in (n32(), n32(), n32(), n32()),
+        last_departure_ms_ago in prop::option::of(n64()),
+    ) -> Census3 {
+        Census3 {
+            reason,
+            pool_workers,
+            serving_activity,
+            compatible_workers,
+            deployment_workers,
+            at_capacity,
+            draining,
+            probation,
+            unreachable,
+            last_departure_ms_ago,
+        }
+    }
+}
+
 fn dispatch_result() -> impl Strategy<Value = DispatchResult> {
     prop_oneof![
         dispatch_response().prop_map(DispatchResult::Completed),
@@ -288,6 +322,7 @@ fn dispatch_result() -> impl Strategy<Value = DispatchResult> {
         Just(DispatchResult::Draining),
         (text(), n64()).prop_map(|(peer, after_ms)| DispatchResult::PeerLost { peer, after_ms }),
         n64().prop_map(|after_ms| DispatchResult::ShutDown { after_ms }),
+        census3().prop_map(DispatchResult::NoWorker3),
     ]
 }
 
@@ -483,6 +518,272 @@ prop_compose! {
     }
 }
 
+prop_compose! {
+    fn header()(name in text(), value in text()) -> Header {
+        Header { name, value }
+    }
+}
+
+prop_compose! {
+    fn extension()(tag in n32(), critical in any::<bool>(), value in blob()) -> Extension {
+        Extension { tag, critical, value }
+    }
+}
+
+fn extensions() -> impl Strategy<Value = Vec<Extension>> {
+    prop::collection::vec(extension(), 0..3)
+}
+
+prop_compose! {
+    fn request_extras()(
+        headers in prop::collection::vec(header(), 0..4),
+        priority in prop::option::of(any::<u8>()),
+        (fairness_key, fairness_weight) in (opt_text(), prop::option::of(n32())),
+        deployment in opt_text(),
+        extensions in extensions(),
+    ) -> RequestExtras {
+        RequestExtras { headers, priority, fairness_key, fairness_weight, deployment, extensions }
+    }
+}
+
+prop_compose! {
+    fn submit3()(
+        correlation in n64(),
+        request in dispatch_request(),
+        extras in request_extras(),
+        wait_for_worker_ms in prop::option::of(n64()),
+        reply_timeout_ms in prop::option::of(n64()),
+        routing in node_routing(),
+    ) -> Submit3 {
+        Submit3 { correlation, request, extras, wait_for_worker_ms, reply_timeout_ms, routing }
+    }
+}
+
+prop_compose! {
+    fn push3()(correlation in n64(), request in dispatch_request(), extras in request_extras())
+        -> Push3 {
+        Push3 { correlation, request, extras }
+    }
+}
+
+prop_compose! {
+    fn relay3()(
+        correlation in n64(),
+        request in dispatch_request(),
+        extras in request_extras(),
+        routing in node_routing(),
+        reply_timeout_ms in n64(),
+    ) -> Relay3 {
+        Relay3 { correlation, request, extras, routing, reply_timeout_ms }
+    }
+}
+
+prop_compose! {
+    fn register3()(
+        register in register(),
+        deployment in opt_text(),
+        instance_id in opt_text(),
+        extensions in extensions(),
+    ) -> Register3 {
+        Register3 { deployment, instance_id, extensions, ..Register3::of(register) }
+    }
+}
+
+prop_compose! {
+    fn welcome3()(
+        welcome in welcome(),
+        (max_headers, max_header_bytes) in (n32(), n32()),
+        features in texts(),
+    ) -> Welcome3 {
+        Welcome3 {
+            version: welcome.version,
+            node_id: welcome.node_id,
+            pid: welcome.pid,
+            limits: welcome.limits,
+            header_limits: HeaderLimits { max_headers, max_header_bytes },
+            features,
+        }
+    }
+}
+
+prop_compose! {
+    fn presence_group3()(
+        (activity_type, node, deployment) in (text(), opt_text(), opt_text()),
+        (workers, slots, free, full) in (n32(), n32(), n32(), n32()),
+        (draining, probation, unreachable) in (n32(), n32(), n32()),
+    ) -> PresenceGroup3 {
+        PresenceGroup3 {
+            activity_type,
+            node,
+            deployment,
+            workers,
+            slots,
+            free,
+            full,
+            draining,
+            probation,
+            unreachable,
+        }
+    }
+}
+
+prop_compose! {
+    fn presence3()(
+        (reset, synced, draining) in (any::<bool>(), any::<bool>(), any::<bool>()),
+        pools in prop::collection::vec(
+            (text(), n32(), prop::collection::vec(presence_group3(), 0..3)).prop_map(
+                |(channel, workers, groups)| PoolPresence3 { channel, workers, groups }
+            ),
+            0..3,
+        ),
+        extensions in extensions(),
+    ) -> Presence3 {
+        Presence3 { reset, synced, draining, pools, extensions }
+    }
+}
+
+prop_compose! {
+    fn peer_hello3()(hello in peer_hello(), features in texts(), extensions in extensions())
+        -> PeerHello3 {
+        PeerHello3 {
+            node_id: hello.node_id,
+            incarnation: hello.incarnation,
+            advertise: hello.advertise,
+            peers: hello.peers,
+            features,
+            extensions,
+        }
+    }
+}
+
+fn event_topic() -> impl Strategy<Value = EventTopic> {
+    prop::sample::select(vec![EventTopic::Workers, EventTopic::Peers])
+}
+
+prop_compose! {
+    fn worker_event()(
+        (worker_id, identity) in (n64(), text()),
+        (deployment, instance_id) in (opt_text(), opt_text()),
+        channels in texts(),
+    ) -> WorkerEvent {
+        WorkerEvent { worker_id, identity, deployment, instance_id, channels }
+    }
+}
+
+fn node_event() -> impl Strategy<Value = NodeEvent> {
+    use DepartureReason::*;
+    use ExclusionReason::*;
+    let exclusion = prop::sample::select(vec![Unreachable, Draining, Probation]);
+    let departure = prop::sample::select(vec![
+        Disconnected,
+        MissedPings,
+        Drained,
+        NodeShutdown,
+        RefusedAtRegistration,
+        Superseded,
+        ProtocolError,
+    ]);
+    prop_oneof![
+        worker_event().prop_map(NodeEvent::WorkerRegistered),
+        (worker_event(), exclusion)
+            .prop_map(|(worker, reason)| NodeEvent::WorkerExcluded { worker, reason }),
+        worker_event().prop_map(NodeEvent::WorkerRestored),
+        (worker_event(), departure)
+            .prop_map(|(worker, reason)| NodeEvent::WorkerDeparted { worker, reason }),
+        (text(), n64(), text()).prop_map(|(node_id, incarnation, address)| NodeEvent::PeerUp {
+            node_id,
+            incarnation,
+            address
+        }),
+        (text(), n64(), text()).prop_map(|(node_id, incarnation, reason)| NodeEvent::PeerDown {
+            node_id,
+            incarnation,
+            reason
+        }),
+        n64().prop_map(|count| NodeEvent::Missed { count }),
+    ]
+}
+
+fn ids() -> impl Strategy<Value = Vec<u64>> {
+    prop::collection::vec(n64(), 0..4)
+}
+
+prop_compose! {
+    fn pool_setting()(
+        (channel, current_deployment) in (text(), opt_text()),
+        (set_at_unix_ms, set_by) in (n64(), text()),
+    ) -> PoolSetting {
+        PoolSetting { channel, current_deployment, set_at_unix_ms, set_by }
+    }
+}
+
+/// The sixteen kinds appended by version 3, with equal weight.
+fn version_3_frame() -> impl Strategy<Value = Frame> {
+    prop::strategy::Union::new(vec![
+        submit3().prop_map(Frame::from).boxed(),
+        push3().prop_map(Frame::from).boxed(),
+        relay3().prop_map(Frame::from).boxed(),
+        register3().prop_map(Frame::from).boxed(),
+        welcome3().prop_map(Frame::from).boxed(),
+        presence3().prop_map(Frame::Presence3).boxed(),
+        peer_hello3().prop_map(Frame::from).boxed(),
+        (n64(), prop::collection::vec(event_topic(), 0..3))
+            .prop_map(|(correlation, topics)| {
+                Frame::Subscribe(Subscribe {
+                    correlation,
+                    topics,
+                })
+            })
+            .boxed(),
+        (n64(), n64(), n64(), node_event())
+            .prop_map(|(correlation, seq, at_unix_ms, event)| {
+                Frame::from(Event {
+                    correlation,
+                    seq,
+                    at_unix_ms,
+                    event,
+                })
+            })
+            .boxed(),
+        (n64(), refusal_code(), text())
+            .prop_map(|(correlation, code, reason)| {
+                Frame::SubscriptionEnded(SubscriptionEnded {
+                    correlation,
+                    code,
+                    reason,
+                })
+            })
+            .boxed(),
+        (n64(), blob())
+            .prop_map(|(correlation, json)| {
+                Frame::StatusDocument(StatusDocument { correlation, json })
+            })
+            .boxed(),
+        text()
+            .prop_map(|reason| Frame::Farewell(Farewell { reason }))
+            .boxed(),
+        (n64(), ids())
+            .prop_map(|(below, also)| Frame::RelayAck(RelayAck { below, also }))
+            .boxed(),
+        (ids(), any::<bool>())
+            .prop_map(|(unanswered, last)| Frame::Resume(Resume { unanswered, last }))
+            .boxed(),
+        (n64(), ids(), ids(), any::<bool>())
+            .prop_map(|(handled_up_to, running, unknown, last)| {
+                Frame::Resumed(Resumed {
+                    handled_up_to,
+                    running,
+                    unknown,
+                    last,
+                })
+            })
+            .boxed(),
+        prop::collection::vec(pool_setting(), 0..3)
+            .prop_map(|settings| Frame::PoolSettings(PoolSettings { settings }))
+            .boxed(),
+    ])
+}
+
 /// The six kinds appended by version 2, with equal weight. Boxed like `prop_oneof!` boxes
 /// its arms past ten: six large strategies held inline overflow a debug test thread's stack.
 fn version_2_frame() -> impl Strategy<Value = Frame> {
@@ -507,6 +808,9 @@ fn hot_frame() -> impl Strategy<Value = Frame> {
         outcome().prop_map(Frame::Outcome).boxed(),
         relay_outcome().prop_map(Frame::RelayOutcome).boxed(),
         served_outcome().prop_map(Frame::from).boxed(),
+        submit3().prop_map(Frame::from).boxed(),
+        push3().prop_map(Frame::from).boxed(),
+        relay3().prop_map(Frame::from).boxed(),
     ])
 }
 
@@ -542,36 +846,55 @@ fn disagreement(body: &[u8]) -> Option<String> {
     }
 }
 
-/// Every one of the 26 frame kinds, with equal weight.
+/// The twenty kinds of version 1, with equal weight.
+fn version_1_frame() -> impl Strategy<Value = Frame> {
+    prop::strategy::Union::new(vec![
+        hello().prop_map(Frame::Hello).boxed(),
+        welcome().prop_map(Frame::Welcome).boxed(),
+        refusal().prop_map(Frame::HelloRefused).boxed(),
+        register().prop_map(Frame::from).boxed(),
+        n64()
+            .prop_map(|worker_id| Frame::Registered(Registered { worker_id }))
+            .boxed(),
+        refusal().prop_map(Frame::RegisterRefused).boxed(),
+        n32()
+            .prop_map(|max_concurrency| Frame::CapacityUpdate(CapacityUpdate { max_concurrency }))
+            .boxed(),
+        push().prop_map(Frame::from).boxed(),
+        reply().prop_map(Frame::Reply).boxed(),
+        submit().prop_map(Frame::from).boxed(),
+        outcome().prop_map(Frame::Outcome).boxed(),
+        n64()
+            .prop_map(|correlation| Frame::Cancel(Cancel { correlation }))
+            .boxed(),
+        n64().prop_map(|nonce| Frame::Ping(Ping { nonce })).boxed(),
+        n64().prop_map(|nonce| Frame::Pong(Pong { nonce })).boxed(),
+        n64()
+            .prop_map(|grace_ms| Frame::Drain(Drain { grace_ms }))
+            .boxed(),
+        n64()
+            .prop_map(|completed| Frame::Drained(Drained { completed }))
+            .boxed(),
+        text()
+            .prop_map(|reason| Frame::Goodbye(Goodbye { reason }))
+            .boxed(),
+        (error_code(), text())
+            .prop_map(|(code, reason)| Frame::Error(ErrorFrame { code, reason }))
+            .boxed(),
+        n64()
+            .prop_map(|correlation| Frame::StatusQuery(StatusQuery { correlation }))
+            .boxed(),
+        status_report().prop_map(Frame::from).boxed(),
+    ])
+}
+
+/// Every one of the 42 frame kinds, each version's kinds weighted by how many there are.
 fn frame() -> impl Strategy<Value = Frame> {
-    prop_oneof![
-        hello().prop_map(Frame::Hello),
-        welcome().prop_map(Frame::Welcome),
-        refusal().prop_map(Frame::HelloRefused),
-        register().prop_map(Frame::from),
-        n64().prop_map(|worker_id| Frame::Registered(Registered { worker_id })),
-        refusal().prop_map(Frame::RegisterRefused),
-        n32().prop_map(|max_concurrency| Frame::CapacityUpdate(CapacityUpdate { max_concurrency })),
-        push().prop_map(Frame::from),
-        reply().prop_map(Frame::Reply),
-        submit().prop_map(Frame::from),
-        outcome().prop_map(Frame::Outcome),
-        n64().prop_map(|correlation| Frame::Cancel(Cancel { correlation })),
-        n64().prop_map(|nonce| Frame::Ping(Ping { nonce })),
-        n64().prop_map(|nonce| Frame::Pong(Pong { nonce })),
-        n64().prop_map(|grace_ms| Frame::Drain(Drain { grace_ms })),
-        n64().prop_map(|completed| Frame::Drained(Drained { completed })),
-        text().prop_map(|reason| Frame::Goodbye(Goodbye { reason })),
-        (error_code(), text()).prop_map(|(code, reason)| Frame::Error(ErrorFrame { code, reason })),
-        n64().prop_map(|correlation| Frame::StatusQuery(StatusQuery { correlation })),
-        status_report().prop_map(Frame::from),
-        peer_hello().prop_map(Frame::PeerHello),
-        presence().prop_map(Frame::Presence),
-        relay().prop_map(Frame::from),
-        relay_outcome().prop_map(Frame::RelayOutcome),
-        served_outcome().prop_map(Frame::from),
-        cluster_status().prop_map(Frame::from),
-    ]
+    prop::strategy::Union::new_weighted(vec![
+        (20, version_1_frame().boxed()),
+        (6, version_2_frame().boxed()),
+        (16, version_3_frame().boxed()),
+    ])
 }
 
 /// Draws `count` values from `strategy` with a fixed seed, for coverage checks.
@@ -618,6 +941,7 @@ fn result_variant(result: &DispatchResult) -> usize {
         DispatchResult::Draining => 6,
         DispatchResult::PeerLost { .. } => 7,
         DispatchResult::ShutDown { .. } => 8,
+        DispatchResult::NoWorker3(_) => 9,
     }
 }
 
@@ -627,7 +951,7 @@ fn the_result_strategy_reaches_every_variant() {
         .iter()
         .map(result_variant)
         .collect();
-    assert_eq!(seen, (0..9).collect());
+    assert_eq!(seen, (0..10).collect());
 }
 
 #[test]
@@ -638,7 +962,20 @@ fn the_version_2_strategy_reaches_every_appended_kind() {
         .collect();
     let appended: HashSet<FrameKind> = FrameKind::ALL
         .into_iter()
-        .filter(|kind| kind.discriminant() >= 20)
+        .filter(|kind| kind.version() == 2)
+        .collect();
+    assert_eq!(kinds, appended);
+}
+
+#[test]
+fn the_version_3_strategy_reaches_every_appended_kind() {
+    let kinds: HashSet<FrameKind> = sample(version_3_frame(), 600)
+        .iter()
+        .map(Frame::kind)
+        .collect();
+    let appended: HashSet<FrameKind> = FrameKind::ALL
+        .into_iter()
+        .filter(|kind| kind.version() == 3)
         .collect();
     assert_eq!(kinds, appended);
 }
@@ -700,6 +1037,9 @@ fn borrowed(frame: &Frame) -> Option<FrameRef<'_>> {
         Frame::Outcome(outcome) => Some(FrameRef::Outcome(outcome.view())),
         Frame::ServedOutcome(outcome) => Some(FrameRef::ServedOutcome(outcome.view())),
         Frame::RelayOutcome(outcome) => Some(FrameRef::RelayOutcome(outcome.view())),
+        Frame::Submit3(submit) => Some(FrameRef::Submit3(submit.view())),
+        Frame::Push3(push) => Some(FrameRef::Push3(push.view())),
+        Frame::Relay3(relay) => Some(FrameRef::Relay3(relay.view())),
         _ => None,
     }
 }
@@ -725,6 +1065,13 @@ fn assert_borrowed_encodes_alike(frame: &Frame) -> Result<(), TestCaseError> {
         let read = decode_body_ref(&buf[4 + LENGTH_PREFIX_LEN..], None, &mut cold)
             .expect("decodes in place");
         prop_assert_eq!(read.kind(), frame.kind());
+        if let Some(len) = read.encoded_len() {
+            prop_assert_eq!(
+                len,
+                buf.len() - 4 - LENGTH_PREFIX_LEN,
+                "encoded_len read in place"
+            );
+        }
         prop_assert_eq!(&read.into_owned(), frame);
         let mut owned = BytesMut::new();
         let owned_splice =
@@ -742,6 +1089,12 @@ proptest! {
 
     #[test]
     fn version_2_frames_round_trip(frame in version_2_frame()) {
+        assert_borrowed_encodes_alike(&frame)?;
+        assert_round_trip(&frame)?;
+    }
+
+    #[test]
+    fn version_3_frames_round_trip(frame in version_3_frame()) {
         assert_borrowed_encodes_alike(&frame)?;
         assert_round_trip(&frame)?;
     }

@@ -16,13 +16,17 @@ use std::path::PathBuf;
 use bytes::{Bytes, BytesMut};
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{
-    decode_body, decode_frame, encode_frame, ActivityOutcome, Cancel, CapacityUpdate, Census,
-    ClusterStatusReport, Counters, DecodeError, DispatchRequest, DispatchResponse, DispatchResult,
-    Drain, Drained, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Hello, Limits,
-    NoWorkerReason, NodeRouting, NodeStatus, OutcomeFrame, PeerAddress, PeerHello, PeerLinkState,
-    PeerStatus, Ping, Pong, PoolPresence, PoolStatus, Presence, PresenceGroup, Push, Refusal,
-    RefusalCode, RefusedDispatch, RefusedReason, Register, Registered, Relay, RelayOutcome, Reply,
-    Role, ServedOutcome, StatusQuery, StatusReport, Submit, WaitingStatus, Welcome, WorkerStatus,
+    decode_body, decode_frame, encode_frame, feature, ActivityOutcome, Cancel, CapacityUpdate,
+    Census, Census3, ClusterStatusReport, Counters, DecodeError, DepartureReason, DispatchRequest,
+    DispatchResponse, DispatchResult, Drain, Drained, ErrorCode, ErrorFrame, Event, EventTopic,
+    ExclusionReason, Extension, Farewell, Frame, FrameKind, Goodbye, Header, HeaderLimits, Hello,
+    Limits, NoWorkerReason, NodeEvent, NodeRouting, NodeStatus, OutcomeFrame, PeerAddress,
+    PeerHello, PeerHello3, PeerLinkState, PeerStatus, Ping, Pong, PoolPresence, PoolPresence3,
+    PoolSetting, PoolSettings, PoolStatus, Presence, Presence3, PresenceGroup, PresenceGroup3,
+    Push, Push3, Refusal, RefusalCode, RefusedDispatch, RefusedReason, Register, Register3,
+    Registered, Relay, Relay3, RelayAck, RelayOutcome, Reply, RequestExtras, Resume, Resumed, Role,
+    ServedOutcome, StatusDocument, StatusQuery, StatusReport, Submit, Submit3, Subscribe,
+    SubscriptionEnded, WaitingStatus, Welcome, Welcome3, WorkerEvent, WorkerStatus,
     DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 
@@ -274,6 +278,283 @@ fn cluster_status() -> Frame {
     })
 }
 
+// Version 3
+
+/// A W3C trace context, the header the examples carry.
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+fn traceparent() -> Header {
+    Header {
+        name: "traceparent".to_owned(),
+        value: TRACEPARENT.to_owned(),
+    }
+}
+
+/// Extras with only a header, as a request traced from its producer carries.
+fn traced() -> RequestExtras {
+    RequestExtras {
+        headers: vec![traceparent()],
+        ..RequestExtras::default()
+    }
+}
+
+/// Extras with every field some.
+fn full_extras() -> RequestExtras {
+    RequestExtras {
+        headers: vec![traceparent()],
+        priority: Some(2),
+        fairness_key: Some("tenant-a".to_owned()),
+        fairness_weight: Some(3000),
+        deployment: Some("v42".to_owned()),
+        extensions: Vec::new(),
+    }
+}
+
+fn submit3() -> Frame {
+    Frame::from(Submit3 {
+        correlation: 5,
+        request: request(),
+        extras: full_extras(),
+        wait_for_worker_ms: Some(2000),
+        reply_timeout_ms: None,
+        routing: NodeRouting::Any,
+    })
+}
+
+fn push3() -> Frame {
+    Frame::from(Push3 {
+        correlation: 1000,
+        request: request(),
+        extras: traced(),
+    })
+}
+
+fn relay3() -> Frame {
+    Frame::from(Relay3 {
+        correlation: 17,
+        request: request(),
+        extras: traced(),
+        routing: NodeRouting::Prefer(vec!["box-7".to_owned()]),
+        reply_timeout_ms: 29_950,
+    })
+}
+
+fn register3() -> Frame {
+    let Frame::Register(register) = register() else {
+        unreachable!("register() builds a Register");
+    };
+    Frame::from(Register3 {
+        deployment: Some("v42".to_owned()),
+        instance_id: Some("pod-7f3c".to_owned()),
+        ..Register3::of(*register)
+    })
+}
+
+fn welcome3() -> Frame {
+    Frame::from(Welcome3 {
+        version: 3,
+        node_id: "node-a".to_owned(),
+        pid: 7,
+        limits: full_limits(),
+        header_limits: HeaderLimits::default(),
+        features: vec![
+            feature::HEADERS.to_owned(),
+            feature::STATUS_DOCUMENT.to_owned(),
+        ],
+    })
+}
+
+fn presence_group3() -> PresenceGroup3 {
+    PresenceGroup3 {
+        activity_type: "render".to_owned(),
+        node: Some("box-7".to_owned()),
+        deployment: Some("v42".to_owned()),
+        workers: 2,
+        slots: 8,
+        free: 5,
+        full: 0,
+        draining: 0,
+        probation: 0,
+        unreachable: 0,
+    }
+}
+
+fn presence3() -> Frame {
+    Frame::Presence3(Presence3 {
+        reset: true,
+        synced: true,
+        draining: false,
+        pools: vec![PoolPresence3 {
+            channel: "aion.dispatch.remote.gpu".to_owned(),
+            workers: 2,
+            groups: vec![presence_group3()],
+        }],
+        extensions: Vec::new(),
+    })
+}
+
+fn peer_hello3() -> Frame {
+    let Frame::PeerHello(hello) = peer_hello() else {
+        unreachable!("peer_hello() builds a PeerHello");
+    };
+    Frame::from(PeerHello3 {
+        node_id: hello.node_id,
+        incarnation: hello.incarnation,
+        advertise: hello.advertise,
+        peers: hello.peers,
+        features: vec![
+            feature::HEADERS.to_owned(),
+            feature::STATUS_DOCUMENT.to_owned(),
+        ],
+        extensions: Vec::new(),
+    })
+}
+
+fn subscribe() -> Frame {
+    Frame::Subscribe(Subscribe {
+        correlation: 3,
+        topics: vec![EventTopic::Workers, EventTopic::Peers],
+    })
+}
+
+fn worker_event() -> WorkerEvent {
+    WorkerEvent {
+        worker_id: 42,
+        identity: "w1".to_owned(),
+        deployment: Some("v42".to_owned()),
+        instance_id: Some("pod-7f3c".to_owned()),
+        channels: vec!["aion.dispatch.remote.gpu".to_owned()],
+    }
+}
+
+fn event() -> Frame {
+    Frame::from(Event {
+        correlation: 3,
+        seq: 1,
+        at_unix_ms: 1_700_000_000_000,
+        event: NodeEvent::WorkerExcluded {
+            worker: worker_event(),
+            reason: ExclusionReason::Unreachable,
+        },
+    })
+}
+
+fn subscription_ended() -> Frame {
+    Frame::SubscriptionEnded(SubscriptionEnded {
+        correlation: 3,
+        code: RefusalCode::Unsupported,
+        reason: "events".to_owned(),
+    })
+}
+
+fn status_document() -> Frame {
+    Frame::StatusDocument(StatusDocument {
+        correlation: 9,
+        json: Bytes::from_static(br#"{"node_id":"node-a"}"#),
+    })
+}
+
+fn farewell() -> Frame {
+    Frame::Farewell(Farewell {
+        reason: "draining".to_owned(),
+    })
+}
+
+fn relay_ack() -> Frame {
+    Frame::RelayAck(RelayAck {
+        below: 17,
+        also: vec![19, 22],
+    })
+}
+
+fn resume() -> Frame {
+    Frame::Resume(Resume {
+        unanswered: vec![17, 19],
+        last: true,
+    })
+}
+
+fn resumed() -> Frame {
+    Frame::Resumed(Resumed {
+        handled_up_to: 18,
+        running: vec![17],
+        unknown: vec![],
+        last: true,
+    })
+}
+
+fn pool_setting() -> PoolSetting {
+    PoolSetting {
+        channel: "aion.dispatch.remote.gpu".to_owned(),
+        current_deployment: Some("v42".to_owned()),
+        set_at_unix_ms: 1_700_000_000_000,
+        set_by: "node-a".to_owned(),
+    }
+}
+
+fn pool_settings() -> Frame {
+    Frame::PoolSettings(PoolSettings {
+        settings: vec![pool_setting()],
+    })
+}
+
+fn unreachable_census() -> Census3 {
+    Census3 {
+        reason: NoWorkerReason::AllUnreachable,
+        pool_workers: 3,
+        serving_activity: 2,
+        compatible_workers: 2,
+        deployment_workers: 2,
+        at_capacity: 0,
+        draining: 0,
+        probation: 0,
+        unreachable: 2,
+        last_departure_ms_ago: None,
+    }
+}
+
+fn served_outcome_no_worker3() -> Frame {
+    Frame::from(ServedOutcome {
+        correlation: 6,
+        served_by: "node-a".to_owned(),
+        result: DispatchResult::NoWorker3(unreachable_census()),
+    })
+}
+
+/// What a version-2 producer receives for the same dispatch.
+fn served_outcome_no_worker3_as_v2() -> Frame {
+    Frame::from(ServedOutcome {
+        correlation: 6,
+        served_by: "node-a".to_owned(),
+        result: DispatchResult::NoWorker3(unreachable_census()).for_version(2),
+    })
+}
+
+fn served_outcome_unsupported() -> Frame {
+    Frame::from(ServedOutcome {
+        correlation: 7,
+        served_by: "node-a".to_owned(),
+        result: DispatchResult::Refused(RefusedDispatch {
+            reason: RefusedReason::Unsupported,
+            detail: "priority".to_owned(),
+        }),
+    })
+}
+
+fn register_refused_unsupported() -> Frame {
+    Frame::RegisterRefused(Refusal {
+        code: RefusalCode::Unsupported,
+        reason: "extension 7".to_owned(),
+    })
+}
+
+fn error_unsupported() -> Frame {
+    Frame::Error(ErrorFrame {
+        code: ErrorCode::Unsupported,
+        reason: "extension 7".to_owned(),
+    })
+}
+
 /// Every example with a hex dump in the doc, by marker name.
 fn examples() -> Vec<(&'static str, Frame)> {
     vec![
@@ -295,6 +576,33 @@ fn examples() -> Vec<(&'static str, Frame)> {
         ("relay-outcome", relay_outcome()),
         ("served-outcome", served_outcome()),
         ("cluster-status", cluster_status()),
+        ("submit3", submit3()),
+        ("push3", push3()),
+        ("relay3", relay3()),
+        ("register3", register3()),
+        ("welcome3", welcome3()),
+        ("presence3", presence3()),
+        ("peer-hello3", peer_hello3()),
+        ("subscribe", subscribe()),
+        ("event", event()),
+        ("subscription-ended", subscription_ended()),
+        ("status-document", status_document()),
+        ("farewell", farewell()),
+        ("relay-ack", relay_ack()),
+        ("resume", resume()),
+        ("resumed", resumed()),
+        ("pool-settings", pool_settings()),
+        ("served-outcome-no-worker3", served_outcome_no_worker3()),
+        (
+            "served-outcome-no-worker3-v2",
+            served_outcome_no_worker3_as_v2(),
+        ),
+        ("served-outcome-unsupported", served_outcome_unsupported()),
+        (
+            "register-refused-unsupported",
+            register_refused_unsupported(),
+        ),
+        ("error-unsupported", error_unsupported()),
     ]
 }
 
@@ -596,6 +904,215 @@ fn served_outcome_breakdown() -> String {
     b.render("served-outcome", &served_outcome())
 }
 
+/// The pieces of the examples' full `RequestExtras`, labelled under `field`.
+fn full_extras_pieces(b: &mut Breakdown, field: &str) {
+    let f = |name: &str| format!("{field}.{name}");
+    b.seq(&f("headers"), "Vec<Header>", 1)
+        .string(&f("headers[0].name"), "traceparent")
+        .string(&f("headers[0].value"), TRACEPARENT)
+        .some(&f("priority"))
+        .piece(vec![2], format!("{}: u8 = 2", f("priority.0")))
+        .some(&f("fairness_key"))
+        .string(&f("fairness_key.0"), "tenant-a")
+        .some(&f("fairness_weight"))
+        .uint(&f("fairness_weight.0"), "u32", 3000)
+        .some(&f("deployment"))
+        .string(&f("deployment.0"), "v42")
+        .seq(&f("extensions"), "Vec<Extension>", 0);
+}
+
+fn submit3_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Submit3).uint("correlation", "u64", 5);
+    request_pieces(&mut b, "request");
+    full_extras_pieces(&mut b, "extras");
+    b.some("wait_for_worker_ms")
+        .uint("wait_for_worker_ms.0", "u64", 2000)
+        .none("reply_timeout_ms")
+        .variant("routing", "NodeRouting", 0, "Any");
+    b.render("submit3", &submit3())
+}
+
+fn push3_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Push3).uint("correlation", "u64", 1000);
+    request_pieces(&mut b, "request");
+    b.seq("extras.headers", "Vec<Header>", 1)
+        .string("extras.headers[0].name", "traceparent")
+        .string("extras.headers[0].value", TRACEPARENT)
+        .none("extras.priority")
+        .none("extras.fairness_key")
+        .none("extras.fairness_weight")
+        .none("extras.deployment")
+        .seq("extras.extensions", "Vec<Extension>", 0);
+    b.render("push3", &push3())
+}
+
+fn register3_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Register3)
+        .seq("namespaces", "Vec<String>", 1)
+        .string("namespaces[0]", "remote")
+        .string("task_queue", "gpu")
+        .some("node")
+        .string("node.0", "box-7")
+        .seq("activity_types", "Vec<String>", 2)
+        .string("activity_types[0]", "render")
+        .string("activity_types[1]", "encode")
+        .string("identity", "w1")
+        .uint("max_concurrency", "u32", 300)
+        .some("deployment")
+        .string("deployment.0", "v42")
+        .some("instance_id")
+        .string("instance_id.0", "pod-7f3c")
+        .seq("extensions", "Vec<Extension>", 0);
+    b.render("register3", &register3())
+}
+
+fn welcome3_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Welcome3)
+        .uint("version", "u16", 3)
+        .string("node_id", "node-a")
+        .uint("pid", "u64", 7)
+        .uint("limits.max_frame_len", "u32", 4_194_304)
+        .uint("limits.max_in_flight", "u32", 1024)
+        .uint("limits.ping_interval_ms", "u64", 10_000)
+        .uint("limits.max_missed_pings", "u32", 3)
+        .uint("limits.max_name_len", "u32", 255)
+        .uint("limits.max_set_len", "u32", 64)
+        .uint("header_limits.max_headers", "u32", 32)
+        .uint("header_limits.max_header_bytes", "u32", 8192)
+        .seq("features", "Vec<String>", 2)
+        .string("features[0]", feature::HEADERS)
+        .string("features[1]", feature::STATUS_DOCUMENT);
+    b.render("welcome3", &welcome3())
+}
+
+fn presence3_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Presence3)
+        .boolean("reset", true)
+        .boolean("synced", true)
+        .boolean("draining", false)
+        .seq("pools", "Vec<PoolPresence3>", 1)
+        .string("pools[0].channel", "aion.dispatch.remote.gpu")
+        .uint("pools[0].workers", "u32", 2)
+        .seq("pools[0].groups", "Vec<PresenceGroup3>", 1);
+    let g = |name: &str| format!("pools[0].groups[0].{name}");
+    b.string(&g("activity_type"), "render")
+        .some(&g("node"))
+        .string(&g("node.0"), "box-7")
+        .some(&g("deployment"))
+        .string(&g("deployment.0"), "v42")
+        .uint(&g("workers"), "u32", 2)
+        .uint(&g("slots"), "u32", 8)
+        .uint(&g("free"), "u32", 5)
+        .uint(&g("full"), "u32", 0)
+        .uint(&g("draining"), "u32", 0)
+        .uint(&g("probation"), "u32", 0)
+        .uint(&g("unreachable"), "u32", 0)
+        .seq("extensions", "Vec<Extension>", 0);
+    b.render("presence3", &presence3())
+}
+
+fn event_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Event)
+        .uint("correlation", "u64", 3)
+        .uint("seq", "u64", 1)
+        .uint("at_unix_ms", "u64", 1_700_000_000_000)
+        .variant("event", "NodeEvent", 1, "WorkerExcluded")
+        .uint("event.worker.worker_id", "u64", 42)
+        .string("event.worker.identity", "w1")
+        .some("event.worker.deployment")
+        .string("event.worker.deployment.0", "v42")
+        .some("event.worker.instance_id")
+        .string("event.worker.instance_id.0", "pod-7f3c")
+        .seq("event.worker.channels", "Vec<String>", 1)
+        .string("event.worker.channels[0]", "aion.dispatch.remote.gpu")
+        .variant("event.reason", "ExclusionReason", 0, "Unreachable");
+    b.render("event", &event())
+}
+
+fn served_outcome_no_worker3_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::ServedOutcome)
+        .uint("correlation", "u64", 6)
+        .string("served_by", "node-a")
+        .variant("result", "DispatchResult", 9, "NoWorker3")
+        .variant("result.0.reason", "NoWorkerReason", 5, "AllUnreachable")
+        .uint("result.0.pool_workers", "u32", 3)
+        .uint("result.0.serving_activity", "u32", 2)
+        .uint("result.0.compatible_workers", "u32", 2)
+        .uint("result.0.deployment_workers", "u32", 2)
+        .uint("result.0.at_capacity", "u32", 0)
+        .uint("result.0.draining", "u32", 0)
+        .uint("result.0.probation", "u32", 0)
+        .uint("result.0.unreachable", "u32", 2)
+        .none("result.0.last_departure_ms_ago");
+    b.render("served-outcome-no-worker3", &served_outcome_no_worker3())
+}
+
+/// Every variant version 3 appends to an enum of version 1 or 2, and every variant of the
+/// enums it adds, each with a value's whole encoding; `W` stands for the smallest worker an
+/// event names.
+fn version_3_variants() -> String {
+    let worker = format!("{:?}", least_worker_event());
+    let row = |ty: &str, value: &dyn std::fmt::Debug, encoded: Vec<u8>| {
+        let shown = format!("{ty}::{value:?}").replace(&worker, "W");
+        (shown, hex_line(&encoded))
+    };
+    fn bytes<T: serde::Serialize>(value: &T) -> Vec<u8> {
+        postcard::to_stdvec(value).unwrap_or_default()
+    }
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for reason in [
+        NoWorkerReason::AllUnreachable,
+        NoWorkerReason::AllInProbation,
+        NoWorkerReason::DeploymentMatchedNobody,
+        NoWorkerReason::CapabilityMatchedNobody,
+    ] {
+        rows.push(row("NoWorkerReason", &reason, bytes(&reason)));
+    }
+    for reason in [
+        RefusedReason::Unsupported,
+        RefusedReason::FairnessCapReached,
+    ] {
+        rows.push(row("RefusedReason", &reason, bytes(&reason)));
+    }
+    for code in [
+        RefusalCode::Unsupported,
+        RefusalCode::Superseded,
+        RefusalCode::Cancelled,
+    ] {
+        rows.push(row("RefusalCode", &code, bytes(&code)));
+    }
+    rows.push(row(
+        "ErrorCode",
+        &ErrorCode::Unsupported,
+        bytes(&ErrorCode::Unsupported),
+    ));
+    for topic in event_topic_values() {
+        rows.push(row("EventTopic", &topic, bytes(&topic)));
+    }
+    for reason in exclusion_reason_values() {
+        rows.push(row("ExclusionReason", &reason, bytes(&reason)));
+    }
+    for reason in departure_reason_values() {
+        rows.push(row("DepartureReason", &reason, bytes(&reason)));
+    }
+    for event in node_event_values(least_worker_event) {
+        rows.push(row("NodeEvent", &event, bytes(&event)));
+    }
+    let width = rows.iter().map(|(value, _)| value.len()).max().unwrap_or(0);
+    let mut out = format!("W = {worker}\n\n");
+    for (value, bytes) in rows {
+        let _ = writeln!(out, "{value:<width$}  {bytes}");
+    }
+    out
+}
+
 // ---------------------------------------------------------------------------------------
 // Varint examples
 // ---------------------------------------------------------------------------------------
@@ -674,6 +1191,17 @@ fn generated_blocks() -> Vec<(String, String)> {
         "bytes:served-outcome".to_owned(),
         served_outcome_breakdown(),
     ));
+    blocks.push(("bytes:submit3".to_owned(), submit3_breakdown()));
+    blocks.push(("bytes:push3".to_owned(), push3_breakdown()));
+    blocks.push(("bytes:register3".to_owned(), register3_breakdown()));
+    blocks.push(("bytes:welcome3".to_owned(), welcome3_breakdown()));
+    blocks.push(("bytes:presence3".to_owned(), presence3_breakdown()));
+    blocks.push(("bytes:event".to_owned(), event_breakdown()));
+    blocks.push((
+        "bytes:served-outcome-no-worker3".to_owned(),
+        served_outcome_no_worker3_breakdown(),
+    ));
+    blocks.push(("text:v3-variants".to_owned(), version_3_variants()));
     blocks.push(("text:varints".to_owned(), varint_examples()));
     blocks.push(("text:channels".to_owned(), channel_examples()));
     blocks
@@ -1192,6 +1720,84 @@ fn full_relay() -> Relay {
     }
 }
 
+fn full_extension() -> Extension {
+    Extension {
+        tag: 7,
+        critical: true,
+        value: Bytes::from_static(b"x"),
+    }
+}
+
+fn full_request_extras() -> RequestExtras {
+    RequestExtras {
+        extensions: vec![full_extension()],
+        ..full_extras()
+    }
+}
+
+fn full_register3() -> Register3 {
+    body_of(register3(), |frame| match frame {
+        Frame::Register3(body) => Some(Register3 {
+            extensions: vec![full_extension()],
+            ..*body
+        }),
+        _ => None,
+    })
+}
+
+fn full_census3() -> Census3 {
+    Census3 {
+        last_departure_ms_ago: Some(0),
+        ..unreachable_census()
+    }
+}
+
+fn full_presence3() -> Presence3 {
+    body_of(presence3(), |frame| match frame {
+        Frame::Presence3(body) => Some(Presence3 {
+            extensions: vec![full_extension()],
+            ..body
+        }),
+        _ => None,
+    })
+}
+
+fn full_peer_hello3() -> PeerHello3 {
+    body_of(peer_hello3(), |frame| match frame {
+        Frame::PeerHello3(body) => Some(PeerHello3 {
+            extensions: vec![full_extension()],
+            ..*body
+        }),
+        _ => None,
+    })
+}
+
+fn full_relay3() -> Relay3 {
+    Relay3 {
+        correlation: 1,
+        request: full_request(),
+        extras: full_request_extras(),
+        routing: NodeRouting::Any,
+        reply_timeout_ms: 1,
+    }
+}
+
+fn full_event() -> Event {
+    body_of(event(), |frame| match frame {
+        Frame::Event(body) => Some(*body),
+        _ => None,
+    })
+}
+
+fn full_resumed() -> Resumed {
+    Resumed {
+        handled_up_to: 1,
+        running: vec![1],
+        unknown: vec![2],
+        last: false,
+    }
+}
+
 fn full_cluster_status() -> ClusterStatusReport {
     ClusterStatusReport {
         correlation: 1,
@@ -1250,6 +1856,33 @@ fn frame_samples() -> Vec<Frame> {
         relay_outcome(),
         served_outcome(),
         Frame::from(full_cluster_status()),
+        Frame::from(Submit3 {
+            correlation: 1,
+            request: full_request(),
+            extras: full_request_extras(),
+            wait_for_worker_ms: Some(0),
+            reply_timeout_ms: Some(0),
+            routing: NodeRouting::Any,
+        }),
+        Frame::from(Push3 {
+            correlation: 1,
+            request: full_request(),
+            extras: full_request_extras(),
+        }),
+        Frame::from(full_relay3()),
+        Frame::from(full_register3()),
+        welcome3(),
+        Frame::Presence3(full_presence3()),
+        Frame::from(full_peer_hello3()),
+        subscribe(),
+        event(),
+        subscription_ended(),
+        status_document(),
+        farewell(),
+        relay_ack(),
+        resume(),
+        Frame::Resumed(full_resumed()),
+        pool_settings(),
     ]
 }
 
@@ -1287,7 +1920,7 @@ fn leading_cells(doc: &str, table: &str, columns: usize) -> Vec<(u32, Vec<String
 }
 
 /// Every `<!-- table:NAME -->` the tests below check.
-const CHECKED_TABLES: [&str; 30] = [
+const CHECKED_TABLES: [&str; 55] = [
     "frames",
     "Role",
     "RefusalCode",
@@ -1318,6 +1951,31 @@ const CHECKED_TABLES: [&str; 30] = [
     "ClusterStatusReport",
     "PeerStatus",
     "PeerLinkState",
+    "Header",
+    "Extension",
+    "RequestExtras",
+    "HeaderLimits",
+    "Welcome3",
+    "Register3",
+    "Census3",
+    "PeerHello3",
+    "Presence3",
+    "PoolPresence3",
+    "PresenceGroup3",
+    "Relay3",
+    "Subscribe",
+    "EventTopic",
+    "Event",
+    "NodeEvent",
+    "WorkerEvent",
+    "ExclusionReason",
+    "DepartureReason",
+    "SubscriptionEnded",
+    "StatusDocument",
+    "RelayAck",
+    "Resume",
+    "Resumed",
+    "PoolSetting",
 ];
 
 #[test]
@@ -1485,6 +2143,64 @@ fn struct_tables_match_the_types() {
     );
     check_struct_table(&doc, &full_cluster_status());
     check_struct_table(&doc, &peer_status());
+    check_struct_table(&doc, &traceparent());
+    check_struct_table(&doc, &full_extension());
+    check_struct_table(&doc, &full_request_extras());
+    check_struct_table(&doc, &HeaderLimits::default());
+    check_struct_table(
+        &doc,
+        &body_of(welcome3(), |frame| match frame {
+            Frame::Welcome3(body) => Some(*body),
+            _ => None,
+        }),
+    );
+    check_struct_table(&doc, &full_register3());
+    check_struct_table(&doc, &full_census3());
+    check_struct_table(&doc, &full_peer_hello3());
+    let presence3 = full_presence3();
+    check_struct_table(&doc, &presence3);
+    check_struct_table(&doc, &presence3.pools[0]);
+    check_struct_table(&doc, &presence_group3());
+    check_struct_table(&doc, &full_relay3());
+    check_struct_table(
+        &doc,
+        &body_of(subscribe(), |frame| match frame {
+            Frame::Subscribe(body) => Some(body),
+            _ => None,
+        }),
+    );
+    check_struct_table(&doc, &full_event());
+    check_struct_table(&doc, &worker_event());
+    check_struct_table(
+        &doc,
+        &body_of(subscription_ended(), |frame| match frame {
+            Frame::SubscriptionEnded(body) => Some(body),
+            _ => None,
+        }),
+    );
+    check_struct_table(
+        &doc,
+        &body_of(status_document(), |frame| match frame {
+            Frame::StatusDocument(body) => Some(body),
+            _ => None,
+        }),
+    );
+    check_struct_table(
+        &doc,
+        &body_of(relay_ack(), |frame| match frame {
+            Frame::RelayAck(body) => Some(body),
+            _ => None,
+        }),
+    );
+    check_struct_table(
+        &doc,
+        &body_of(resume(), |frame| match frame {
+            Frame::Resume(body) => Some(body),
+            _ => None,
+        }),
+    );
+    check_struct_table(&doc, &full_resumed());
+    check_struct_table(&doc, &pool_setting());
 }
 
 // Each `*_values` function lists every variant once, in wire order. The `match` makes a
@@ -1514,12 +2230,15 @@ fn refusal_code_values() -> Vec<RefusalCode> {
         InvalidField,
         LimitExceeded,
         Rejected,
+        Unsupported,
+        Superseded,
+        Cancelled,
     ];
     for value in &all {
         match value {
             VersionMismatch | Unauthorized | RoleNotSupported | TooManyConnections | Draining
             | EmptyNamespaces | EmptyActivityTypes | ZeroCapacity | InvalidField
-            | LimitExceeded | Rejected => {}
+            | LimitExceeded | Rejected | Unsupported | Superseded | Cancelled => {}
         }
     }
     all
@@ -1539,12 +2258,13 @@ fn error_code_values() -> Vec<ErrorCode> {
         LimitExceeded,
         FrameTimeout,
         SlowConsumer,
+        Unsupported,
     ];
     for value in &all {
         match value {
             Malformed | Oversize | UnknownFrameKind | UnexpectedFrame | HandshakeTimeout
             | LivenessTimeout | ZeroCapacity | ShuttingDown | LimitExceeded | FrameTimeout
-            | SlowConsumer => {}
+            | SlowConsumer | Unsupported => {}
         }
     }
     all
@@ -1605,6 +2325,7 @@ fn dispatch_result_values() -> Vec<DispatchResult> {
             after_ms: 0,
         },
         DispatchResult::ShutDown { after_ms: 0 },
+        DispatchResult::NoWorker3(full_census3()),
     ];
     for value in &all {
         match value {
@@ -1616,7 +2337,8 @@ fn dispatch_result_values() -> Vec<DispatchResult> {
             | DispatchResult::Cancelled
             | DispatchResult::Draining
             | DispatchResult::PeerLost { .. }
-            | DispatchResult::ShutDown { .. } => {}
+            | DispatchResult::ShutDown { .. }
+            | DispatchResult::NoWorker3(_) => {}
         }
     }
     all
@@ -1630,11 +2352,22 @@ fn no_worker_reason_values() -> Vec<NoWorkerReason> {
         NodeFilterMatchedNobody,
         AllAtCapacity,
         AllExcluded,
+        AllUnreachable,
+        AllInProbation,
+        DeploymentMatchedNobody,
+        CapabilityMatchedNobody,
     ];
     for value in &all {
         match value {
-            PoolEmpty | NoActivityMatch | NodeFilterMatchedNobody | AllAtCapacity | AllExcluded => {
-            }
+            PoolEmpty
+            | NoActivityMatch
+            | NodeFilterMatchedNobody
+            | AllAtCapacity
+            | AllExcluded
+            | AllUnreachable
+            | AllInProbation
+            | DeploymentMatchedNobody
+            | CapabilityMatchedNobody => {}
         }
     }
     all
@@ -1648,11 +2381,13 @@ fn refused_reason_values() -> Vec<RefusedReason> {
         TooManyInFlight,
         DuplicateCorrelation,
         NamespaceNotGranted,
+        Unsupported,
+        FairnessCapReached,
     ];
     for value in &all {
         match value {
             InvalidRequest | WorkerBackpressure | TooManyInFlight | DuplicateCorrelation
-            | NamespaceNotGranted => {}
+            | NamespaceNotGranted | Unsupported | FairnessCapReached => {}
         }
     }
     all
@@ -1663,6 +2398,102 @@ fn peer_link_state_values() -> Vec<PeerLinkState> {
     for value in &all {
         match value {
             PeerLinkState::Connecting | PeerLinkState::Up => {}
+        }
+    }
+    all
+}
+
+fn event_topic_values() -> Vec<EventTopic> {
+    let all = vec![EventTopic::Workers, EventTopic::Peers];
+    for value in &all {
+        match value {
+            EventTopic::Workers | EventTopic::Peers => {}
+        }
+    }
+    all
+}
+
+fn exclusion_reason_values() -> Vec<ExclusionReason> {
+    use ExclusionReason::*;
+    let all = vec![Unreachable, Draining, Probation];
+    for value in &all {
+        match value {
+            Unreachable | Draining | Probation => {}
+        }
+    }
+    all
+}
+
+fn departure_reason_values() -> Vec<DepartureReason> {
+    use DepartureReason::*;
+    let all = vec![
+        Disconnected,
+        MissedPings,
+        Drained,
+        NodeShutdown,
+        RefusedAtRegistration,
+        Superseded,
+        ProtocolError,
+    ];
+    for value in &all {
+        match value {
+            Disconnected
+            | MissedPings
+            | Drained
+            | NodeShutdown
+            | RefusedAtRegistration
+            | Superseded
+            | ProtocolError => {}
+        }
+    }
+    all
+}
+
+/// The smallest worker an event can name.
+fn least_worker_event() -> WorkerEvent {
+    WorkerEvent {
+        worker_id: 42,
+        identity: "w1".to_owned(),
+        deployment: None,
+        instance_id: None,
+        channels: Vec::new(),
+    }
+}
+
+/// Every event, naming the worker `worker` builds.
+fn node_event_values(worker: fn() -> WorkerEvent) -> Vec<NodeEvent> {
+    let all = vec![
+        NodeEvent::WorkerRegistered(worker()),
+        NodeEvent::WorkerExcluded {
+            worker: worker(),
+            reason: ExclusionReason::Probation,
+        },
+        NodeEvent::WorkerRestored(worker()),
+        NodeEvent::WorkerDeparted {
+            worker: worker(),
+            reason: DepartureReason::MissedPings,
+        },
+        NodeEvent::PeerUp {
+            node_id: "node-b".to_owned(),
+            incarnation: 9,
+            address: "10.0.0.2:7400".to_owned(),
+        },
+        NodeEvent::PeerDown {
+            node_id: "node-b".to_owned(),
+            incarnation: 9,
+            reason: "missed pings".to_owned(),
+        },
+        NodeEvent::Missed { count: 3 },
+    ];
+    for value in &all {
+        match value {
+            NodeEvent::WorkerRegistered(_)
+            | NodeEvent::WorkerExcluded { .. }
+            | NodeEvent::WorkerRestored(_)
+            | NodeEvent::WorkerDeparted { .. }
+            | NodeEvent::PeerUp { .. }
+            | NodeEvent::PeerDown { .. }
+            | NodeEvent::Missed { .. } => {}
         }
     }
     all
@@ -1680,6 +2511,10 @@ fn enum_tables_match_variant_indices() {
     check_enum_table(&doc, "NoWorkerReason", &no_worker_reason_values(), false);
     check_enum_table(&doc, "RefusedReason", &refused_reason_values(), false);
     check_enum_table(&doc, "PeerLinkState", &peer_link_state_values(), false);
+    check_enum_table(&doc, "EventTopic", &event_topic_values(), false);
+    check_enum_table(&doc, "ExclusionReason", &exclusion_reason_values(), false);
+    check_enum_table(&doc, "DepartureReason", &departure_reason_values(), false);
+    check_enum_table(&doc, "NodeEvent", &node_event_values(worker_event), true);
 }
 
 #[test]
@@ -1746,14 +2581,14 @@ fn the_decoding_rules_of_sections_1_and_2_hold() {
         ("truncated kind", vec![0x80], |r| {
             matches!(r, Err(MissingKind))
         }),
-        ("unknown kind", vec![0x1a], |r| {
-            matches!(r, Err(UnknownKind { discriminant: 26 }))
+        ("unknown kind", vec![0x2a], |r| {
+            matches!(r, Err(UnknownKind { discriminant: 42 }))
         }),
-        ("last known kind, empty body", vec![0x19], |r| {
+        ("last known kind, empty body", vec![0x29], |r| {
             matches!(
                 r,
                 Err(Malformed {
-                    kind: FrameKind::ClusterStatus,
+                    kind: FrameKind::PoolSettings,
                     ..
                 })
             )

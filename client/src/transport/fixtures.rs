@@ -1,7 +1,7 @@
 //! Frames and sockets the crate's tests share.
 
 use bytes::Bytes;
-use lintel_wire::{DispatchRequest, Frame, Limits, Ping, Push, Welcome, PROTOCOL_VERSION};
+use lintel_wire::{DispatchRequest, Frame, Limits, Ping, Push, Welcome};
 use socket2::SockRef;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
@@ -44,7 +44,7 @@ pub(crate) fn numbered_request(ordinal: u64) -> DispatchRequest {
 /// A scripted node's `Welcome`: current version, no pings, roomy limits.
 pub(crate) fn welcome() -> Frame {
     Frame::Welcome(Welcome {
-        version: PROTOCOL_VERSION,
+        version: crate::connect::PROTOCOL_VERSION,
         node_id: "fake-node".to_owned(),
         pid: 1,
         limits: Limits {

@@ -4,14 +4,18 @@
 //! them from wherever they are lent from. An owned body is encoded through its `view()`.
 //!
 //! A kind is a list of parts in wire order: the primitives of `cursor` (the crate's one
-//! varint reader and its writer) and the shared parts `request`, `routing` and `result`.
+//! varint reader and its writer) and the shared parts `request`, `extras` (version 3),
+//! `routing` and `result`.
 //! A sibling kind, or a kind with a trailing list, is a new file listing its parts: the
 //! parts are written once and reused, so three short functions say all there is to say.
 //! `framing` routes every other kind through serde.
 
+mod extras;
 mod outcome;
 mod push;
+mod push3;
 mod relay;
+mod relay3;
 mod relay_outcome;
 mod reply;
 mod request;
@@ -19,6 +23,7 @@ mod result;
 mod routing;
 mod served_outcome;
 mod submit;
+mod submit3;
 
 pub use outcome::OutcomeRef;
 pub use push::PushRef;
@@ -27,6 +32,8 @@ pub use relay_outcome::RelayOutcomeRef;
 pub use reply::ReplyRef;
 pub use served_outcome::ServedOutcomeRef;
 pub use submit::SubmitRef;
+
+use crate::message::{Push3Ref, Relay3Ref, Submit3Ref};
 
 use crate::cursor::Writer;
 
@@ -57,6 +64,9 @@ body!(
     SubmitRef,
     PushRef,
     RelayRef,
+    Submit3Ref,
+    Push3Ref,
+    Relay3Ref,
     ReplyRef,
     OutcomeRef,
     ServedOutcomeRef,

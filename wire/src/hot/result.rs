@@ -4,8 +4,8 @@
 use crate::cursor::PayloadRef;
 use crate::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
 use crate::message::{
-    ActivityOutcome, Census, DispatchResponse, DispatchResult, NoWorkerReason, RefusedDispatch,
-    RefusedReason, ResponseRef, ResultRef,
+    ActivityOutcome, Census, Census3, DispatchResponse, DispatchResult, NoWorkerReason,
+    RefusedDispatch, RefusedReason, ResponseRef, ResultRef,
 };
 use crate::ownership::{Borrowed, Ownership};
 
@@ -133,6 +133,7 @@ impl ResultRef<'_> {
                 bytes_len(peer.len()) + varint_len(*after_ms)
             }
             DispatchResult::ShutDown { after_ms } => varint_len(*after_ms),
+            DispatchResult::NoWorker3(census) => census3_len(census),
         }
     }
 
@@ -178,6 +179,14 @@ impl ResultRef<'_> {
                 out.u8(8);
                 out.u64(*after_ms);
             }
+            DispatchResult::NoWorker3(census) => {
+                out.u8(9);
+                out.u8(census.reason as u8);
+                for count in census3_counts(census) {
+                    out.u64(u64::from(count));
+                }
+                out.opt_u64(census.last_departure_ms_ago);
+            }
         }
     }
 }
@@ -216,6 +225,18 @@ impl<'a> ResultRef<'a> {
             8 => DispatchResult::ShutDown {
                 after_ms: input.u64()?,
             },
+            9 => DispatchResult::NoWorker3(Census3 {
+                reason: no_worker_reason(input.variant()?)?,
+                pool_workers: input.u32()?,
+                serving_activity: input.u32()?,
+                compatible_workers: input.u32()?,
+                deployment_workers: input.u32()?,
+                at_capacity: input.u32()?,
+                draining: input.u32()?,
+                probation: input.u32()?,
+                unreachable: input.u32()?,
+                last_departure_ms_ago: input.opt_u64()?,
+            }),
             _ => return Err(BAD_VARIANT),
         })
     }
@@ -255,6 +276,7 @@ impl<O: Ownership> DispatchResult<O> {
         match self {
             DispatchResult::Completed(completed) => DispatchResult::Completed(response(completed)),
             DispatchResult::NoWorker(census) => DispatchResult::NoWorker(census.clone()),
+            DispatchResult::NoWorker3(census) => DispatchResult::NoWorker3(census.clone()),
             DispatchResult::WorkerLost { worker_id } => DispatchResult::WorkerLost {
                 worker_id: *worker_id,
             },
@@ -293,6 +315,28 @@ fn census_counts(census: &Census) -> [u32; 5] {
     ]
 }
 
+/// A version-3 census's counts, in wire order.
+fn census3_counts(census: &Census3) -> [u32; 8] {
+    [
+        census.pool_workers,
+        census.serving_activity,
+        census.compatible_workers,
+        census.deployment_workers,
+        census.at_capacity,
+        census.draining,
+        census.probation,
+        census.unreachable,
+    ]
+}
+
+fn census3_len(census: &Census3) -> usize {
+    1 + census3_counts(census)
+        .into_iter()
+        .map(|count| varint_len(u64::from(count)))
+        .sum::<usize>()
+        + opt_u64_len(census.last_departure_ms_ago)
+}
+
 fn census_len(census: &Census) -> usize {
     1 + census_counts(census)
         .into_iter()
@@ -308,6 +352,10 @@ fn no_worker_reason(index: u32) -> Read<NoWorkerReason> {
         2 => NoWorkerReason::NodeFilterMatchedNobody,
         3 => NoWorkerReason::AllAtCapacity,
         4 => NoWorkerReason::AllExcluded,
+        5 => NoWorkerReason::AllUnreachable,
+        6 => NoWorkerReason::AllInProbation,
+        7 => NoWorkerReason::DeploymentMatchedNobody,
+        8 => NoWorkerReason::CapabilityMatchedNobody,
         _ => return Err(BAD_VARIANT),
     })
 }
@@ -319,6 +367,8 @@ fn refused_reason(index: u32) -> Read<RefusedReason> {
         2 => RefusedReason::TooManyInFlight,
         3 => RefusedReason::DuplicateCorrelation,
         4 => RefusedReason::NamespaceNotGranted,
+        5 => RefusedReason::Unsupported,
+        6 => RefusedReason::FairnessCapReached,
         _ => return Err(BAD_VARIANT),
     })
 }

@@ -1,7 +1,7 @@
 //! A [`NodeRouting`], carried by submissions and relays.
 
 use crate::cursor::Names;
-use crate::cursor::{bytes_len, varint_len, Read, Reader, Writer};
+use crate::cursor::{bytes_len, list_len, read_list, write_list, Read, Reader, Writer};
 use crate::message::{NodeRouting, RoutingRef};
 
 impl RoutingRef<'_> {
@@ -9,13 +9,7 @@ impl RoutingRef<'_> {
         1 + match self {
             NodeRouting::Any => 0,
             NodeRouting::Pin(node) => bytes_len(node.len()),
-            NodeRouting::Prefer(nodes) | NodeRouting::Require(nodes) => {
-                varint_len(nodes.len() as u64)
-                    + nodes
-                        .iter()
-                        .map(|node| bytes_len(node.len()))
-                        .sum::<usize>()
-            }
+            NodeRouting::Prefer(nodes) | NodeRouting::Require(nodes) => list_len(nodes),
         }
     }
 
@@ -28,11 +22,11 @@ impl RoutingRef<'_> {
             }
             NodeRouting::Prefer(nodes) => {
                 out.u8(2);
-                out.strs(nodes.len(), nodes.iter());
+                write_list(nodes, out);
             }
             NodeRouting::Require(nodes) => {
                 out.u8(3);
-                out.strs(nodes.len(), nodes.iter());
+                write_list(nodes, out);
             }
         }
     }
@@ -44,14 +38,8 @@ impl<'a> RoutingRef<'a> {
         Ok(match input.variant()? {
             0 => NodeRouting::Any,
             1 => NodeRouting::Pin(input.str()?),
-            2 => {
-                let (count, bytes) = input.strs()?;
-                NodeRouting::Prefer(Names::wire(count, bytes))
-            }
-            3 => {
-                let (count, bytes) = input.strs()?;
-                NodeRouting::Require(Names::wire(count, bytes))
-            }
+            2 => NodeRouting::Prefer(read_list(input)?),
+            3 => NodeRouting::Require(read_list(input)?),
             _ => return Err(postcard::Error::SerdeDeCustom),
         })
     }

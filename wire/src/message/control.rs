@@ -67,6 +67,16 @@ pub enum ErrorCode {
     /// Version 2: the receiver's outbound queue stayed over its byte budget past the node's
     /// `slow_consumer_grace_ms`, or what it was owed passed the queue's ceiling.
     SlowConsumer,
+    /// Version 3: a frame needs what the receiver does not implement (a critical extension,
+    /// a feature it did not list).
+    Unsupported,
+}
+
+/// Version 3, peer to peer: the sender has answered every relay it handled on this link; a
+/// relay of the receiver's without an answer was never handled and never will be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Farewell {
+    pub reason: String,
 }
 
 /// A protocol violation; the sender closes the connection after it.

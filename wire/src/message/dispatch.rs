@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::extras::RequestExtras;
 use crate::ownership::{Borrowed, Owned, Ownership};
 
 /// One unit of work for a worker.
@@ -115,6 +116,38 @@ pub struct Submit<O: Ownership = Owned> {
     pub routing: NodeRouting<O>,
 }
 
+/// Version 3, producer to node: dispatch `request` with its `extras`; answered like `Submit`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize, O::Headers: Serialize, O::Extensions: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>, O::Headers: Deserialize<'de>, O::Extensions: Deserialize<'de>"
+))]
+pub struct Submit3<O: Ownership = Owned> {
+    /// Unique among this connection's submissions in flight.
+    pub correlation: u64,
+    pub request: DispatchRequest<O>,
+    pub extras: RequestExtras<O>,
+    /// How long to wait for an eligible worker; `None` fails at once with `NoWorker3`.
+    pub wait_for_worker_ms: Option<u64>,
+    /// How long to wait for the reply once pushed; `None` takes the node's default.
+    pub reply_timeout_ms: Option<u64>,
+    pub routing: NodeRouting<O>,
+}
+
+/// Version 3, node to worker: execute `request`, whose `extras` the worker may read, and reply
+/// with `correlation`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize, O::Headers: Serialize, O::Extensions: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>, O::Headers: Deserialize<'de>, O::Extensions: Deserialize<'de>"
+))]
+pub struct Push3<O: Ownership = Owned> {
+    /// Unique among this connection's pushes.
+    pub correlation: u64,
+    pub request: DispatchRequest<O>,
+    pub extras: RequestExtras<O>,
+}
+
 /// Why no worker was selected, as far as the node knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum NoWorkerReason {
@@ -126,8 +159,32 @@ pub enum NoWorkerReason {
     NodeFilterMatchedNobody,
     /// Every compatible worker is at its capacity.
     AllAtCapacity,
-    /// Every compatible worker is excluded from selection (draining).
+    /// Every compatible worker is excluded from selection: draining, or a mix of exclusions.
     AllExcluded,
+    /// Version 3: every candidate is unreachable (a ping outstanding too long).
+    AllUnreachable,
+    /// Version 3: every candidate is in its opening probation.
+    AllInProbation,
+    /// Version 3: compatible workers exist but none of the required deployment.
+    DeploymentMatchedNobody,
+    /// Version 3: compatible workers exist but none can carry the request (a version-2
+    /// worker or peer link for a request with headers or a required deployment).
+    CapabilityMatchedNobody,
+}
+
+impl NoWorkerReason {
+    /// The reason as a version-1 or version-2 producer reads it.
+    pub fn for_version_2(self) -> Self {
+        match self {
+            NoWorkerReason::AllUnreachable | NoWorkerReason::AllInProbation => {
+                NoWorkerReason::AllExcluded
+            }
+            NoWorkerReason::DeploymentMatchedNobody | NoWorkerReason::CapabilityMatchedNobody => {
+                NoWorkerReason::NodeFilterMatchedNobody
+            }
+            other => other,
+        }
+    }
 }
 
 /// What the node knew about an address when it found no eligible worker.
@@ -148,6 +205,68 @@ pub struct Census {
     pub last_departure_ms_ago: Option<u64>,
 }
 
+/// Version 3: what the node knew about an address when it found no eligible worker, each
+/// exclusion counted apart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Census3 {
+    pub reason: NoWorkerReason,
+    /// Workers in the pool, whatever their activity types.
+    pub pool_workers: u32,
+    /// Workers in the pool serving the activity type, on any node.
+    pub serving_activity: u32,
+    /// Workers serving the activity type on an allowed node.
+    pub compatible_workers: u32,
+    /// Compatible workers of the required deployment, or every compatible worker when none is
+    /// required.
+    pub deployment_workers: u32,
+    /// Of those, workers with every slot taken.
+    pub at_capacity: u32,
+    /// Of those, workers draining.
+    pub draining: u32,
+    /// Of those, workers in their opening probation.
+    pub probation: u32,
+    /// Of those, workers with a ping outstanding too long.
+    pub unreachable: u32,
+    /// Milliseconds since a compatible worker last left, if one has.
+    pub last_departure_ms_ago: Option<u64>,
+}
+
+impl Census3 {
+    /// The census as a version-1 or version-2 producer reads it.
+    pub fn for_version_2(&self) -> Census {
+        Census {
+            reason: self.reason.for_version_2(),
+            pool_workers: self.pool_workers,
+            serving_activity: self.serving_activity,
+            compatible_workers: self.deployment_workers,
+            at_capacity: self.at_capacity,
+            excluded: self
+                .draining
+                .saturating_add(self.probation)
+                .saturating_add(self.unreachable),
+            last_departure_ms_ago: self.last_departure_ms_ago,
+        }
+    }
+}
+
+impl From<&Census> for Census3 {
+    /// A version-2 census read as version 3: its excluded workers are draining ones.
+    fn from(census: &Census) -> Self {
+        Census3 {
+            reason: census.reason,
+            pool_workers: census.pool_workers,
+            serving_activity: census.serving_activity,
+            compatible_workers: census.compatible_workers,
+            deployment_workers: census.compatible_workers,
+            at_capacity: census.at_capacity,
+            draining: census.excluded,
+            probation: 0,
+            unreachable: 0,
+            last_departure_ms_ago: census.last_departure_ms_ago,
+        }
+    }
+}
+
 /// Why the node refused a dispatch without running it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum RefusedReason {
@@ -161,6 +280,24 @@ pub enum RefusedReason {
     DuplicateCorrelation,
     /// Version 2: the producer's credentials do not grant the request's namespace.
     NamespaceNotGranted,
+    /// Version 3: the request needs what the node does not implement (a feature, a critical
+    /// extension); the detail names it.
+    Unsupported,
+    /// Version 3: the request's fairness key is at its cap and the dispatch may not wait.
+    FairnessCapReached,
+}
+
+impl RefusedReason {
+    /// The reason as a producer of `version` reads it: version 1 knows no
+    /// `NamespaceNotGranted`, versions 1 and 2 no `Unsupported` or `FairnessCapReached`.
+    pub fn for_version(self, version: u16) -> Self {
+        match self {
+            RefusedReason::NamespaceNotGranted if version < 2 => RefusedReason::InvalidRequest,
+            RefusedReason::Unsupported if version < 3 => RefusedReason::InvalidRequest,
+            RefusedReason::FairnessCapReached if version < 3 => RefusedReason::TooManyInFlight,
+            other => other,
+        }
+    }
 }
 
 /// A refused dispatch; `S` holds the detail (`&str` when read in place).
@@ -197,6 +334,44 @@ pub enum DispatchResult<O: Ownership = Owned> {
     /// Version 2: the node shut down while the dispatch was running, `after_ms` after it was
     /// pushed or relayed; it may have run.
     ShutDown { after_ms: u64 },
+    /// Version 3: no eligible worker within the wait, each exclusion counted apart; sent
+    /// where `NoWorker` was on a version-3 connection.
+    NoWorker3(Census3),
+}
+
+impl<O: Ownership> DispatchResult<O> {
+    /// The result as a connection speaking `version` reads it: where a variant or a reason of
+    /// a later version would go, the nearest one the connection knows; on version 3 a
+    /// `NoWorker` becomes `NoWorker3`.
+    pub fn for_version(self, version: u16) -> Self {
+        match self {
+            DispatchResult::NoWorker3(census) if version < 3 => {
+                DispatchResult::NoWorker(census.for_version_2())
+            }
+            DispatchResult::NoWorker(census) if version >= 3 => {
+                DispatchResult::NoWorker3(Census3::from(&census))
+            }
+            DispatchResult::PeerLost { .. } | DispatchResult::ShutDown { .. } if version < 2 => {
+                DispatchResult::WorkerLost { worker_id: 0 }
+            }
+            DispatchResult::Refused(RefusedDispatch { reason, detail }) => {
+                DispatchResult::Refused(RefusedDispatch {
+                    reason: reason.for_version(version),
+                    detail,
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// The census of a no-worker outcome, either form, as version 3 counts it.
+    pub fn no_worker_census(&self) -> Option<Census3> {
+        match self {
+            DispatchResult::NoWorker(census) => Some(Census3::from(census)),
+            DispatchResult::NoWorker3(census) => Some(census.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// Node to producer: the result of the submission with `correlation`.
@@ -210,6 +385,10 @@ pub struct OutcomeFrame<O: Ownership = Owned> {
     pub result: DispatchResult<O>,
 }
 
+/// A version-3 submission read in place or lent.
+pub type Submit3Ref<'a> = Submit3<Borrowed<'a>>;
+/// A version-3 push read in place or lent.
+pub type Push3Ref<'a> = Push3<Borrowed<'a>>;
 /// A request read in place or lent.
 pub type RequestRef<'a> = DispatchRequest<Borrowed<'a>>;
 /// A response read in place or lent.

@@ -2,8 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::extras::HeaderLimits;
+
 /// The highest protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// What a connection is for; fixes which frames it may send afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -58,6 +60,37 @@ pub struct Welcome {
     pub limits: Limits,
 }
 
+/// Version 3: the handshake succeeded; also what the node implements.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome3 {
+    /// The negotiated version: 3.
+    pub version: u16,
+    pub node_id: String,
+    /// The node's id for this connection, unique for the node's lifetime.
+    pub pid: u64,
+    pub limits: Limits,
+    pub header_limits: HeaderLimits,
+    /// What the node implements (`feature::*`); a client must not rely on one not listed.
+    pub features: Vec<String>,
+}
+
+impl Welcome3 {
+    /// The welcome as a version-1 or version-2 node would have sent it.
+    pub fn welcome(&self) -> Welcome {
+        Welcome {
+            version: self.version,
+            node_id: self.node_id.clone(),
+            pid: self.pid,
+            limits: self.limits.clone(),
+        }
+    }
+
+    /// True when the node lists `feature`.
+    pub fn implements(&self, feature: &str) -> bool {
+        self.features.iter().any(|listed| listed == feature)
+    }
+}
+
 /// Why a handshake or registration was refused. Codes are appended, never renumbered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum RefusalCode {
@@ -83,6 +116,14 @@ pub enum RefusalCode {
     LimitExceeded,
     /// The connection notifier refused the registration.
     Rejected,
+    /// Version 3: what was asked needs what the node does not implement (a feature, a
+    /// critical extension); the reason names it.
+    Unsupported,
+    /// Version 3: reserved, to tell a registration it was superseded by another with the
+    /// same deployment and instance id.
+    Superseded,
+    /// Version 3: the subscriber cancelled its subscription.
+    Cancelled,
 }
 
 /// A refusal: a code to match on and a reason for people.

@@ -2,23 +2,39 @@
 
 mod control;
 mod dispatch;
+mod events;
+mod extras;
 mod handshake;
 mod peer;
 mod registration;
 mod status;
 
-pub use control::{Cancel, Drain, Drained, ErrorCode, ErrorFrame, Goodbye, Ping, Pong};
+pub use control::{Cancel, Drain, Drained, ErrorCode, ErrorFrame, Farewell, Goodbye, Ping, Pong};
 pub use dispatch::{
-    ActivityOutcome, Census, DispatchRequest, DispatchResponse, DispatchResult, NoWorkerReason,
-    NodeRouting, OutcomeFrame, Push, RefusedDispatch, RefusedReason, Reply, RequestRef,
-    ResponseRef, ResultRef, RoutingRef, Submit,
+    ActivityOutcome, Census, Census3, DispatchRequest, DispatchResponse, DispatchResult,
+    NoWorkerReason, NodeRouting, OutcomeFrame, Push, Push3, Push3Ref, RefusedDispatch,
+    RefusedReason, Reply, RequestRef, ResponseRef, ResultRef, RoutingRef, Submit, Submit3,
+    Submit3Ref,
 };
-pub use handshake::{Hello, Limits, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
+pub use events::{
+    DepartureReason, Event, EventTopic, ExclusionReason, NodeEvent, Subscribe, SubscriptionEnded,
+    WorkerEvent,
+};
+pub use extras::{
+    feature, is_header_name, unknown_critical, Extension, ExtensionRef, ExtrasRef, Header,
+    HeaderLimits, HeaderRef, RequestExtras,
+};
+pub use handshake::{
+    Hello, Limits, Refusal, RefusalCode, Role, Welcome, Welcome3, PROTOCOL_VERSION,
+};
 pub use peer::{
-    ClusterStatusReport, PeerAddress, PeerHello, PeerLinkState, PeerStatus, PoolPresence, Presence,
-    PresenceGroup, Relay, RelayOutcome, ServedOutcome,
+    ClusterStatusReport, PeerAddress, PeerHello, PeerHello3, PeerLinkState, PeerStatus,
+    PoolPresence, PoolPresence3, PoolSetting, PoolSettings, Presence, Presence3, PresenceGroup,
+    PresenceGroup3, Relay, Relay3, Relay3Ref, RelayAck, RelayOutcome, Resume, Resumed,
+    ServedOutcome,
 };
-pub use registration::{CapacityUpdate, Register, Registered};
+pub use registration::{CapacityUpdate, Register, Register3, Registered};
 pub use status::{
-    Counters, NodeStatus, PoolStatus, StatusQuery, StatusReport, WaitingStatus, WorkerStatus,
+    Counters, NodeStatus, PoolStatus, StatusDocument, StatusQuery, StatusReport, WaitingStatus,
+    WorkerStatus,
 };

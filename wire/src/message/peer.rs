@@ -1,9 +1,10 @@
-//! Peer links (protocol version 2): membership, pool presence, relayed dispatches.
+//! Peer links (protocol versions 2 and 3): membership, pool presence, relayed dispatches.
 
 use serde::{Deserialize, Serialize};
 
 use super::dispatch::{DispatchRequest, DispatchResult, NodeRouting};
-use crate::ownership::{Owned, Ownership};
+use super::extras::{Extension, RequestExtras};
+use crate::ownership::{Borrowed, Owned, Ownership};
 
 /// A member of the mesh, as one node tells another.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -84,6 +85,25 @@ pub struct Relay<O: Ownership = Owned> {
     pub reply_timeout_ms: u64,
 }
 
+/// Version 3, origin to serving node: as `Relay`, with the request's `extras`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(bound(
+    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize, O::Headers: Serialize, O::Extensions: Serialize",
+    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>, O::Headers: Deserialize<'de>, O::Extensions: Deserialize<'de>"
+))]
+pub struct Relay3<O: Ownership = Owned> {
+    /// Unique among the sender's relays in flight on this link.
+    pub correlation: u64,
+    pub request: DispatchRequest<O>,
+    pub extras: RequestExtras<O>,
+    pub routing: NodeRouting<O>,
+    /// What is left of the caller's reply budget, as a duration.
+    pub reply_timeout_ms: u64,
+}
+
+/// A version-3 relay read in place or lent.
+pub type Relay3Ref<'a> = Relay3<Borrowed<'a>>;
+
 /// Serving node to origin: how the relay with `correlation` ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(bound(
@@ -106,6 +126,125 @@ pub struct ServedOutcome<O: Ownership = Owned> {
     /// The node whose worker ran it, or that decided the outcome.
     pub served_by: O::Str,
     pub result: DispatchResult<O>,
+}
+
+/// Version 3, peer to peer: who the sender is, the members it knows and what it implements.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerHello3 {
+    pub node_id: String,
+    /// Chosen at random when the node starts: a restarted node is a new peer.
+    pub incarnation: u64,
+    /// Where other nodes dial the sender.
+    pub advertise: String,
+    /// Other members the sender knows of.
+    pub peers: Vec<PeerAddress>,
+    /// What the sender implements (`feature::*`).
+    pub features: Vec<String>,
+    pub extensions: Vec<Extension>,
+}
+
+impl PeerHello3 {
+    /// Its first four fields, as a `PeerHello`.
+    pub fn hello(&self) -> PeerHello {
+        PeerHello {
+            node_id: self.node_id.clone(),
+            incarnation: self.incarnation,
+            advertise: self.advertise.clone(),
+            peers: self.peers.clone(),
+        }
+    }
+}
+
+/// Version 3: workers of one activity type, node label and deployment, within a pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresenceGroup3 {
+    pub activity_type: String,
+    /// The workers' node label; `None` for workers registered without one.
+    pub node: Option<String>,
+    /// The workers' deployment; `None` for workers without one, or groups merged past the
+    /// receiver's bound (their deployment is then unknown).
+    pub deployment: Option<String>,
+    pub workers: u32,
+    /// Sum of the workers' `max_concurrency`.
+    pub slots: u32,
+    /// Slots free for dispatches relayed by the receiver.
+    pub free: u32,
+    /// Workers with every slot taken.
+    pub full: u32,
+    /// Workers draining.
+    pub draining: u32,
+    /// Workers in their opening probation.
+    pub probation: u32,
+    /// Workers with a ping outstanding too long.
+    pub unreachable: u32,
+}
+
+/// Version 3: one pool `(namespace, task_queue)` of the sender.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolPresence3 {
+    /// `dispatch_channel_name(namespace, task_queue, None)`.
+    pub channel: String,
+    /// Distinct workers in the pool, whatever their activity types; zero removes the pool.
+    pub workers: u32,
+    pub groups: Vec<PresenceGroup3>,
+}
+
+/// Version 3, peer to peer: as `Presence`, with deployments and exclusions in each group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Presence3 {
+    /// Forget every pool learned from the sender before applying this frame.
+    pub reset: bool,
+    /// After this frame the receiver holds the sender's whole state.
+    pub synced: bool,
+    /// The sender is draining and answers new relays `Draining`.
+    pub draining: bool,
+    pub pools: Vec<PoolPresence3>,
+    pub extensions: Vec<Extension>,
+}
+
+/// Version 3, origin to serving node: the relay outcomes the origin holds, every correlation
+/// below `below` and each in `also`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayAck {
+    pub below: u64,
+    pub also: Vec<u64>,
+}
+
+/// Version 3, origin to serving node after a relink: the origin's relays still without an
+/// outcome, in chunks, the last with `last` set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resume {
+    pub unanswered: Vec<u64>,
+    pub last: bool,
+}
+
+/// Version 3, serving node to origin, answering `Resume`: a listed correlation above
+/// `handled_up_to` was never read; one in `running` gets its outcome later; one in `unknown`
+/// ends `PeerLost`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resumed {
+    pub handled_up_to: u64,
+    pub running: Vec<u64>,
+    pub unknown: Vec<u64>,
+    pub last: bool,
+}
+
+/// Version 3: a pool's current deployment, used when a dispatch names none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolSetting {
+    /// `dispatch_channel_name(namespace, task_queue, None)`.
+    pub channel: String,
+    pub current_deployment: Option<String>,
+    /// When it was set; the latest `(set_at_unix_ms, set_by)` wins.
+    pub set_at_unix_ms: u64,
+    /// The node id that set it.
+    pub set_by: String,
+}
+
+/// Version 3, peer to peer: pool settings, all of them after the hellos, then each change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolSettings {
+    pub settings: Vec<PoolSetting>,
 }
 
 /// Whether a peer link is usable.

@@ -17,6 +17,14 @@ pub struct StatusReport {
     pub status: NodeStatus,
 }
 
+/// Version 3, node to producer: the status for the query with `correlation`, as a UTF-8
+/// JSON object (the schema of `lintel status --json`); readers ignore keys they do not know.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusDocument {
+    pub correlation: u64,
+    pub json: bytes::Bytes,
+}
+
 /// A node's pools, workers and waiting dispatches.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeStatus {

@@ -1,0 +1,69 @@
+//! `Submit3` (kind 26): producer to node, a request to dispatch and its extras.
+
+use crate::cursor::{head_len, opt_u64_len, Read, Reader, Writer};
+use crate::frame::FrameKind;
+use crate::message::{ExtrasRef, RequestRef, RoutingRef, Submit3, Submit3Ref};
+
+const KIND: FrameKind = FrameKind::Submit3;
+
+impl Submit3Ref<'_> {
+    /// Bytes of the body, its kind included.
+    pub fn encoded_len(&self) -> usize {
+        head_len(KIND.discriminant(), self.correlation)
+            + self.request.encoded_len()
+            + self.extras.encoded_len()
+            + opt_u64_len(self.wait_for_worker_ms)
+            + opt_u64_len(self.reply_timeout_ms)
+            + self.routing.encoded_len()
+    }
+
+    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+        out.head(KIND.discriminant(), self.correlation);
+        self.request.encode(out);
+        self.extras.encode(out);
+        out.opt_u64(self.wait_for_worker_ms);
+        out.opt_u64(self.reply_timeout_ms);
+        self.routing.encode(out);
+    }
+}
+
+impl<'a> Submit3Ref<'a> {
+    /// Reads the fields after the kind.
+    #[inline]
+    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+        Ok(Submit3 {
+            correlation: input.u64()?,
+            request: RequestRef::decode(input)?,
+            extras: ExtrasRef::decode(input)?,
+            wait_for_worker_ms: input.opt_u64()?,
+            reply_timeout_ms: input.opt_u64()?,
+            routing: RoutingRef::decode(input)?,
+        })
+    }
+
+    /// An owned copy.
+    pub fn into_owned(self) -> Submit3 {
+        Submit3 {
+            correlation: self.correlation,
+            request: self.request.into_owned(),
+            extras: self.extras.into_owned(),
+            wait_for_worker_ms: self.wait_for_worker_ms,
+            reply_timeout_ms: self.reply_timeout_ms,
+            routing: self.routing.into_owned(),
+        }
+    }
+}
+
+impl Submit3 {
+    /// The submission lent.
+    pub fn view(&self) -> Submit3Ref<'_> {
+        Submit3 {
+            correlation: self.correlation,
+            request: self.request.view(),
+            extras: self.extras.view(),
+            wait_for_worker_ms: self.wait_for_worker_ms,
+            reply_timeout_ms: self.reply_timeout_ms,
+            routing: self.routing.view(),
+        }
+    }
+}
