@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use lintel::link::{End, Entry, PushEntry, Release, ReplyFate, ToWorker, Unanswered, WorkerLink};
 use lintel_wire::{
-    ActivityOutcome, DispatchRequest, DispatchResponse, FrameCodec, ResponseRef,
+    ActivityOutcome, DispatchRequest, DispatchResponse, ExtrasRef, FrameCodec, ResponseRef,
     DEFAULT_MAX_FRAME_LEN,
 };
 use tokio::net::TcpStream;
@@ -105,7 +105,7 @@ impl Drain<'_> {
 /// One link on a fresh loopback pair, and the drain reading its peer end.
 fn link(runtime: &Runtime) -> (WorkerLink, Drain<'_>) {
     let socket = loopback(runtime, QUEUE_LEN);
-    let link = WorkerLink::new(1, socket.outbound);
+    let link = WorkerLink::new(1, 2, socket.outbound);
     let drain = Drain {
         runtime,
         frames: FramedRead::new(socket.peer, FrameCodec::new(DEFAULT_MAX_FRAME_LEN)),
@@ -129,7 +129,11 @@ fn push_complete(c: &mut Criterion) {
             },
             |(request, response)| {
                 let correlation = link
-                    .push(black_box(&request.view()), Arc::clone(&entry))
+                    .push(
+                        black_box(&request.view()),
+                        &ExtrasRef::NONE,
+                        Arc::clone(&entry),
+                    )
                     .unwrap_or_else(|_| panic!("queue has room"));
                 queued.set(queued.get() + 1);
                 assert_eq!(
@@ -158,7 +162,11 @@ fn push_abandon(c: &mut Criterion) {
             },
             |(request, response)| {
                 let correlation = link
-                    .push(black_box(&request.view()), Arc::clone(&entry))
+                    .push(
+                        black_box(&request.view()),
+                        &ExtrasRef::NONE,
+                        Arc::clone(&entry),
+                    )
                     .unwrap_or_else(|_| panic!("queue has room"));
                 assert_eq!(link.end(correlation), End::Ended);
                 assert_eq!(link.reply(correlation, response.view()), ReplyFate::Late);

@@ -9,7 +9,7 @@ use criterion::{black_box, criterion_group, BenchmarkId, Criterion};
 use lintel::link::WorkerLink;
 use lintel::registry::{Address, AdmissionLimits, RegistrationGuard, Registry, Reservation};
 use lintel::transport::Outbound;
-use lintel_wire::{NodeRouting, Register};
+use lintel_wire::{NodeRouting, Register, Register3, PROTOCOL_VERSION};
 
 use crate::support::{loopback, runtime};
 
@@ -27,8 +27,8 @@ const TASK_QUEUE: &str = "gpu";
 const ACTIVITY: &str = "render_thumbnail";
 const PINNED_NODE: &str = "node-0";
 
-fn register(node: Option<String>) -> Register {
-    Register {
+fn register(node: Option<String>) -> Register3 {
+    Register3::of(Register {
         namespaces: vec![NAMESPACE.to_owned()],
         task_queue: TASK_QUEUE.to_owned(),
         node,
@@ -36,11 +36,12 @@ fn register(node: Option<String>) -> Register {
         identity: "bench-worker".to_owned(),
         // One slot each, so one held reservation is enough to put a worker at capacity.
         max_concurrency: 1,
-    }
+    })
 }
 
 fn address() -> Address<'static> {
     Address {
+        needs_version: 1,
         namespace: NAMESPACE,
         task_queue: TASK_QUEUE,
         activity_type: ACTIVITY,
@@ -58,7 +59,7 @@ fn pool(
     let guards = (0..size)
         .map(|i| {
             let pid = i as u64;
-            let link = WorkerLink::new(pid, outbound.clone());
+            let link = WorkerLink::new(pid, PROTOCOL_VERSION, outbound.clone());
             registry
                 .admit(pid, &register(node_of(i)), link)
                 .expect("bench registration is valid")
@@ -128,7 +129,7 @@ fn admit_drop(c: &mut Criterion) {
     let socket = loopback(&runtime, 1);
     let joining = register(None);
     // Passed as an `Arc` clone per iteration; building a link is not counted.
-    let link = WorkerLink::new(u64::MAX, socket.outbound.clone());
+    let link = WorkerLink::new(u64::MAX, PROTOCOL_VERSION, socket.outbound.clone());
     let mut group = c.benchmark_group("registry_admit");
     for size in PREFILLED {
         let (registry, _guards) = pool(&socket.outbound, size, |_| None);

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::JoinPoint;
 use crate::console::{self, Window};
 use crate::shared::Shared;
-use crate::status::Status;
+use crate::status::{self, Status};
 use crate::tls::Rotation;
 
 type Labels = Vec<(&'static str, String)>;
@@ -186,7 +186,7 @@ fn status_json(shared: &Shared) -> Result<String, serde_json::Error> {
         })
         .collect();
     serde_json::to_string_pretty(&AdminStatus {
-        status: Status::new(report.status, report.peers, report.peer_lost),
+        status: status::view(report, &shared.dispatcher),
         tls: shared.tls.rotation(),
         peer_consoles,
         join_points: shared.dispatcher.mesh().join_points(),

@@ -4,21 +4,22 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lintel_wire::{Refusal, RefusalCode, Register};
+use lintel_wire::{Refusal, RefusalCode, Register3};
 
 use crate::link::WorkerLink;
 use crate::registry::{RegistrationGuard, Registry, WorkerId};
 
 /// Told when a worker connection registers and when it goes.
 pub trait ConnectionNotifier: Send + Sync + 'static {
-    /// Admits the registration of connection `pid`, whose pushes go to `link`.
+    /// Admits the registration of connection `pid`, whose pushes go to `link`; a version-2
+    /// `Register` comes as the `Register3` it means.
     ///
     /// # Errors
     /// A [`Refusal`] sent back to the worker; nothing stays registered.
     fn on_worker_registered(
         &self,
         pid: u64,
-        registration: &Register,
+        registration: &Register3,
         link: WorkerLink,
     ) -> Result<WorkerId, Refusal>;
 
@@ -57,7 +58,7 @@ impl ConnectionNotifier for RegistryNotifier {
     fn on_worker_registered(
         &self,
         pid: u64,
-        registration: &Register,
+        registration: &Register3,
         link: WorkerLink,
     ) -> Result<WorkerId, Refusal> {
         if self.guards().contains_key(&pid) {

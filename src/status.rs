@@ -1,173 +1,34 @@
-//! The node's status as operators read it: the JSON of the admin `/status` and of
-//! `lintel status --json`, with the names the text status and `/metrics` use.
-//!
-//! The wire's status bodies keep their field names (`wire/PROTOCOL.md`); this view renames what
-//! people read: counters by outcome class (`timeout`, `peer_lost`), a worker's placement
-//! `label`. JSON keys are the text's names with `_` for `-`.
+//! The node's status as operators read it ([`Status`], the JSON of the admin `/status`, of
+//! `lintel status --json` and of a version-3 `StatusDocument`), built from a status report and
+//! what the node knows beyond it: its workers' deployments, its peers' announced capacity.
 
-use lintel_wire::{NodeStatus, PeerStatus, WaitingStatus};
-use serde::{Deserialize, Serialize};
+use lintel_wire::ClusterStatusReport;
 
-/// A node, its pools, waiting dispatches, peers and counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Status {
-    pub node_id: String,
-    pub uptime_ms: u64,
-    pub connections: u32,
-    pub draining: bool,
-    pub counters: Counters,
-    pub pools: Vec<Pool>,
-    pub waiting: Vec<WaitingStatus>,
-    pub peers: Vec<PeerStatus>,
-}
+use crate::dispatch::Dispatcher;
+pub use lintel_client::status::{Counters, Peer, Pool, RemotePool, Status, Worker};
 
-/// Totals since the node started, each outcome under its class.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counters {
-    pub submitted: u64,
-    pub pushed: u64,
-    pub completed: u64,
-    pub no_worker: u64,
-    pub worker_lost: u64,
-    pub timeout: u64,
-    pub refused: u64,
-    pub cancelled: u64,
-    pub draining: u64,
-    pub peer_lost: u64,
-    pub late_replies: u64,
-    pub dropped_replies: u64,
-    pub reclaimed_slots: u64,
-}
-
-/// One pool and its workers; a pool with an empty namespace marks a report cut to fit a frame.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pool {
-    pub namespace: String,
-    pub task_queue: String,
-    pub channel: String,
-    pub workers: Vec<Worker>,
-}
-
-/// One registered worker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Worker {
-    pub worker_id: u64,
-    /// The node's id for the worker's connection.
-    pub pid: u64,
-    pub identity: String,
-    /// The placement label dispatches may pin, prefer or require.
-    pub label: Option<String>,
-    pub activity_types: Vec<String>,
-    pub max_concurrency: u32,
-    pub in_flight: u32,
-    pub draining: bool,
-}
-
-impl Status {
-    /// The view of a node's status, its peers and its `PeerLost` count.
-    pub fn new(status: NodeStatus, peers: Vec<PeerStatus>, peer_lost: u64) -> Self {
-        let c = status.counters;
-        Self {
-            node_id: status.node_id,
-            uptime_ms: status.uptime_ms,
-            connections: status.connections,
-            draining: status.draining,
-            counters: Counters {
-                submitted: c.submitted,
-                pushed: c.pushed,
-                completed: c.completed,
-                no_worker: c.no_worker,
-                worker_lost: c.worker_lost,
-                timeout: c.timed_out,
-                refused: c.refused,
-                cancelled: c.cancelled,
-                draining: c.draining,
-                peer_lost,
-                late_replies: c.late_replies,
-                dropped_replies: c.dropped_replies,
-                reclaimed_slots: c.reclaimed_slots,
-            },
-            pools: status
-                .pools
+/// The view of `report` (whole, or cut to fit a frame), with what `dispatcher` knows of its
+/// workers' deployments and its peers' capacity.
+pub fn view(report: ClusterStatusReport, dispatcher: &Dispatcher) -> Status {
+    let remote = dispatcher
+        .mesh()
+        .capacity()
+        .into_iter()
+        .map(|(node_id, pools)| {
+            let pools = pools
                 .into_iter()
-                .map(|pool| Pool {
-                    namespace: pool.namespace,
-                    task_queue: pool.task_queue,
+                .map(|pool| RemotePool {
                     channel: pool.channel,
-                    workers: pool
-                        .workers
-                        .into_iter()
-                        .map(|w| Worker {
-                            worker_id: w.worker_id,
-                            pid: w.pid,
-                            identity: w.identity,
-                            label: w.node,
-                            activity_types: w.activity_types,
-                            max_concurrency: w.max_concurrency,
-                            in_flight: w.in_flight,
-                            draining: w.draining,
-                        })
-                        .collect(),
+                    activity_type: pool.activity_type,
+                    workers: pool.workers,
+                    slots: pool.slots,
+                    free: pool.free,
                 })
-                .collect(),
-            waiting: status.waiting,
-            peers,
-        }
-    }
-
-    /// The status as pretty JSON.
-    ///
-    /// # Errors
-    /// What `serde_json` reports, which for these types is nothing.
-    pub fn to_json(&self) -> Result<String, serde_json::Error> {
-        serde_json::to_string_pretty(self)
-    }
-}
-
-impl Counters {
-    /// Every counter with the name the text status and `/metrics` give it, in order: the
-    /// outcome classes first.
-    pub fn named(&self) -> [(&'static str, u64); 13] {
-        [
-            ("submitted", self.submitted),
-            ("pushed", self.pushed),
-            ("completed", self.completed),
-            ("no-worker", self.no_worker),
-            ("worker-lost", self.worker_lost),
-            ("timeout", self.timeout),
-            ("refused", self.refused),
-            ("cancelled", self.cancelled),
-            ("draining", self.draining),
-            ("peer-lost", self.peer_lost),
-            ("late-replies", self.late_replies),
-            ("dropped-replies", self.dropped_replies),
-            ("reclaimed-slots", self.reclaimed_slots),
-        ]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_json_keys_are_the_text_names() {
-        let counters = Counters::default();
-        let json = serde_json::to_value(&counters).unwrap();
-        let keys: Vec<&str> = json
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        let mut named: Vec<String> = counters
-            .named()
-            .iter()
-            .map(|(name, _)| name.replace('-', "_"))
-            .collect();
-        named.sort_unstable();
-        let mut keys: Vec<String> = keys.into_iter().map(str::to_owned).collect();
-        keys.sort_unstable();
-        assert_eq!(keys, named);
-    }
+                .collect();
+            (node_id, pools)
+        })
+        .collect();
+    Status::new(report.status, report.peers, report.peer_lost)
+        .with_deployments(&dispatcher.registry().deployments())
+        .with_remote_pools(remote)
 }

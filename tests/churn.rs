@@ -373,7 +373,7 @@ fn classify(ordinal: u64, result: &DispatchResult, tally: &Mutex<Tally>) {
             tally.completed += 1;
         }
         DispatchResult::WorkerLost { .. } => tally.worker_lost += 1,
-        DispatchResult::NoWorker(_) => tally.no_worker += 1,
+        DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => tally.no_worker += 1,
         DispatchResult::Timeout { .. } => tally.timeout += 1,
         other => panic!("outcome not allowed under churn: {other:?}"),
     }

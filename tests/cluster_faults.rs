@@ -12,7 +12,7 @@ use lintel::sdk::{handler_fn, DispatchOptions, Handler};
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
     ActivityOutcome, DispatchResult, Frame, Hello, PeerHello, PoolPresence, Presence,
-    PresenceGroup, Role, PROTOCOL_VERSION,
+    PresenceGroup, Role,
 };
 use lintel::NodeConfig;
 use support::faulty::Proxy;
@@ -161,7 +161,7 @@ async fn silent_peer(node: SocketAddr) -> RawClient {
     let mut raw = RawClient::connect(node).await;
     raw.send(Frame::Hello(Hello {
         min_version: 2,
-        max_version: PROTOCOL_VERSION,
+        max_version: 2,
         role: Role::Peer,
         name: "silent".into(),
         auth_token: None,

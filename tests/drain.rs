@@ -293,7 +293,8 @@ async fn an_sdk_worker_drains_cleanly_saying_drained_then_goodbye() {
         request("ns", "act", "ran"),
         DispatchOptions::default(),
     );
-    proxy.wait_for(Toward::Worker, FrameKind::Push).await;
+    // The SDK speaks version 3: its pushes are `Push3`.
+    proxy.wait_for(Toward::Worker, FrameKind::Push3).await;
     node.begin_shutdown();
     let mut state = handle.state();
     within(

@@ -21,7 +21,7 @@ use lintel::sdk::{Worker, WorkerConfig};
 use lintel::transport;
 use lintel::wire::{
     ActivityOutcome, Cancel, DispatchRequest, DispatchResponse, DispatchResult, Frame,
-    NoWorkerReason, Pong, Push, RefusedReason, Register, Reply, Role, Submit,
+    NoWorkerReason, Pong, Push, RefusedReason, Register, Register3, Reply, Role, Submit,
 };
 use lintel::NodeConfig;
 use support::{
@@ -225,7 +225,7 @@ impl Links {
         self.peers.push(peer.expect("connect"));
         let (_reader, outbound, _writer) =
             transport::split(accepted.expect("accept").0, 1 << 20, 16);
-        WorkerLink::new(pid, outbound)
+        WorkerLink::new(pid, lintel::wire::PROTOCOL_VERSION, outbound)
     }
 }
 
@@ -236,6 +236,8 @@ fn limits() -> DispatchLimits {
         max_set_len: 64,
         max_frame_len: 4 << 20,
         max_active: 1024,
+        max_headers: 32,
+        max_header_bytes: 8192,
     }
 }
 
@@ -245,7 +247,7 @@ async fn a_push_whose_link_closed_before_it_left_goes_to_the_next_worker_not_los
     let mut links = Links::new().await;
     let closing = links.link(1).await;
     let open = links.link(2).await;
-    let register = support::register("ns", "act", 1);
+    let register = Register3::of(support::register("ns", "act", 1));
     let first = registry
         .admit(1, &register, closing.clone())
         .expect("admit");
@@ -637,7 +639,11 @@ async fn with_paused_time_a_reply_just_before_the_deadline_completes_and_one_at_
     let mut links = Links::new().await;
     let link = links.link(1).await;
     let guard = registry
-        .admit(1, &support::register("ns", "act", 2), link.clone())
+        .admit(
+            1,
+            &Register3::of(support::register("ns", "act", 2)),
+            link.clone(),
+        )
         .expect("admit");
     let dispatcher = Dispatcher::new(Arc::clone(&registry), limits());
     let second = DispatchOptions::default().reply_timeout(Duration::from_secs(1));

@@ -113,7 +113,7 @@ async fn remote_state_for_10_000_pools_stays_under_64_mb_per_node() {
             lintel::transport::split(accepted.expect("accept").0, 1 << 20, 8);
         sockets.push((client.expect("connect"), writer));
         let node_id: Arc<str> = Arc::from(format!("n{peer:02}"));
-        let link = PeerLink::new(Arc::clone(&node_id), outbound);
+        let link = PeerLink::new(Arc::clone(&node_id), 3, outbound);
         let remote = Remote::new(
             node_id,
             1,

@@ -250,7 +250,7 @@ async fn a_pool_whose_workers_are_all_full_is_all_at_capacity() {
         (
             census.compatible_workers,
             census.at_capacity,
-            census.excluded
+            census.draining
         ),
         (1, 1, 0)
     );
@@ -279,7 +279,7 @@ async fn a_pool_whose_workers_all_drained_is_all_excluded() {
     let census =
         no_worker(dispatch(&node, request("ns", "act", ""), DispatchOptions::default()).await);
     assert_eq!(census.reason, NoWorkerReason::AllExcluded);
-    assert_eq!((census.compatible_workers, census.excluded), (2, 2));
+    assert_eq!((census.compatible_workers, census.draining), (2, 2));
     first.sync().await;
     assert_eq!(
         node.registry().worker_count(),

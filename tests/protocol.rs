@@ -15,7 +15,7 @@ use lintel::wire::{
     Register, Registered, Reply, Role, StatusQuery, Submit, DEFAULT_MAX_FRAME_LEN,
 };
 use lintel::NodeConfig;
-use support::{hello, next_frame, register, request, within, RawClient, TestNode};
+use support::{hello, hello_at, next_frame, register, request, within, RawClient, TestNode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 // ---------------------------------------------------------------------------------------------
@@ -175,7 +175,7 @@ impl InFlight {
 #[tokio::test]
 async fn a_hello_sharing_no_version_with_the_node_is_refused_with_version_mismatch() {
     let node = TestNode::start().await;
-    for (min_version, max_version) in [(3, 9), (0, 0), (3, 2)] {
+    for (min_version, max_version) in [(4, 9), (0, 0), (3, 2)] {
         let mut client = RawClient::connect(node.addr).await;
         client
             .send(Frame::Hello(Hello {
@@ -186,8 +186,9 @@ async fn a_hello_sharing_no_version_with_the_node_is_refused_with_version_mismat
             .await;
         expect_refused_then_close(&mut client, RefusalCode::VersionMismatch).await;
     }
-    // The ranges 0..=1 and 2..=9 overlap the node's 1..=2 at their highest common version.
-    for (min_version, max_version, agreed) in [(0, 1, 1), (2, 9, 2)] {
+    // Overlapping ranges meet the node's 1..=3 at their highest common version; version 3 is
+    // welcomed with `Welcome3`.
+    for (min_version, max_version, agreed) in [(0, 1, 1), (2, 2, 2), (2, 9, 3)] {
         let mut client = RawClient::connect(node.addr).await;
         client
             .send(Frame::Hello(Hello {
@@ -196,11 +197,38 @@ async fn a_hello_sharing_no_version_with_the_node_is_refused_with_version_mismat
                 ..hello(Role::Worker)
             }))
             .await;
-        assert!(matches!(
-            next_frame(&mut client).await,
-            Some(Frame::Welcome(welcome)) if welcome.version == agreed
-        ));
+        let welcomed = match next_frame(&mut client).await {
+            Some(Frame::Welcome(welcome)) if welcome.version < 3 => welcome.version,
+            Some(Frame::Welcome3(welcome)) => welcome.version,
+            other => panic!("expected a welcome, got {other:?}"),
+        };
+        assert_eq!(welcomed, agreed, "{min_version}..={max_version}");
     }
+}
+
+#[tokio::test]
+async fn a_node_capped_at_version_2_refuses_version_3_alone_and_welcomes_the_rest_at_2() {
+    let node = TestNode::with_config(NodeConfig {
+        max_protocol_version: 2,
+        ..NodeConfig::default()
+    })
+    .await;
+    let mut up_to_3 = RawClient::connect(node.addr).await;
+    up_to_3
+        .send(Frame::Hello(hello_at(Role::Producer, 3)))
+        .await;
+    let mut client = RawClient::connect(node.addr).await;
+    client
+        .send(Frame::Hello(Hello {
+            min_version: 3,
+            ..hello_at(Role::Producer, 3)
+        }))
+        .await;
+    expect_refused_then_close(&mut client, RefusalCode::VersionMismatch).await;
+    assert!(matches!(
+        next_frame(&mut up_to_3).await,
+        Some(Frame::Welcome(welcome)) if welcome.version == 2
+    ));
 }
 
 #[tokio::test]
@@ -461,8 +489,8 @@ async fn an_unknown_frame_kind_is_refused_and_closes_only_its_connection() {
     let in_flight = InFlight::start(&node).await;
     let (mut bad, _) = RawClient::hello(node.addr, Role::Worker).await;
 
-    // Kind 26 is the first version 2 does not know.
-    send_bytes(&mut bad, &[0, 0, 0, 1, 26]).await;
+    // Kind 42 is the first version 3 does not know.
+    send_bytes(&mut bad, &[0, 0, 0, 1, 42]).await;
 
     expect_error_then_close(&mut bad, ErrorCode::UnknownFrameKind).await;
     in_flight.finish(&node).await;

@@ -11,7 +11,7 @@ use lintel::registry::{
     WorkerId,
 };
 use lintel::transport::{self, FrameReader};
-use lintel::wire::{Census, NoWorkerReason, NodeRouting, RefusalCode, Register};
+use lintel::wire::{Census3, NoWorkerReason, NodeRouting, RefusalCode, Register, Register3};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A registry plus the loopback sockets behind its links.
@@ -36,8 +36,13 @@ impl Harness {
         }
     }
 
-    /// A link over a fresh loopback connection.
+    /// A link over a fresh loopback connection, to a worker speaking protocol version 3.
     async fn link(&mut self) -> (u64, WorkerLink) {
+        self.link_speaking(3).await
+    }
+
+    /// A link over a fresh loopback connection, to a worker speaking `version`.
+    async fn link_speaking(&mut self, version: u16) -> (u64, WorkerLink) {
         let addr = self.listener.local_addr().expect("addr");
         let (peer, accepted) = tokio::join!(TcpStream::connect(addr), self.listener.accept());
         let (reader, outbound, _writer) =
@@ -45,18 +50,18 @@ impl Harness {
         self.sockets.push((peer.expect("connect"), reader));
         let pid = self.next_pid;
         self.next_pid += 1;
-        (pid, WorkerLink::new(pid, outbound))
+        (pid, WorkerLink::new(pid, version, outbound))
     }
 
     async fn try_admit(
         &mut self,
-        register: &Register,
+        register: &Register3,
     ) -> Result<RegistrationGuard, lintel::wire::Refusal> {
         let (pid, link) = self.link().await;
         self.registry.admit(pid, register, link)
     }
 
-    async fn admit(&mut self, register: &Register) -> RegistrationGuard {
+    async fn admit(&mut self, register: &Register3) -> RegistrationGuard {
         self.try_admit(register).await.expect("admitted")
     }
 
@@ -73,7 +78,7 @@ impl Harness {
             .expect("a worker was selected")
     }
 
-    fn census(&self, address: Address<'_>) -> Census {
+    fn census(&self, address: Address<'_>) -> Census3 {
         self.registry.census(address, &NodeRouting::Any)
     }
 }
@@ -84,15 +89,15 @@ fn worker(
     node: Option<&str>,
     activities: &[&str],
     max_concurrency: u32,
-) -> Register {
-    Register {
+) -> Register3 {
+    Register3::of(Register {
         namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
         task_queue: task_queue.to_owned(),
         node: node.map(str::to_owned),
         activity_types: activities.iter().map(|a| (*a).to_owned()).collect(),
         identity: "registry-test".into(),
         max_concurrency,
-    }
+    })
 }
 
 fn address<'a>(namespace: &'a str, task_queue: &'a str, activity_type: &'a str) -> Address<'a> {
@@ -101,6 +106,7 @@ fn address<'a>(namespace: &'a str, task_queue: &'a str, activity_type: &'a str) 
         task_queue: normalize_task_queue(task_queue),
         activity_type,
         node: None,
+        needs_version: 1,
     }
 }
 
@@ -683,13 +689,100 @@ async fn a_draining_registry_refuses_admission_and_selects_nobody() {
     assert!(h.select(address("ns", "", "act"), &ANY).is_none());
     let census = h.census(address("ns", "", "act"));
     assert_eq!(census.reason, NoWorkerReason::AllExcluded);
-    assert_eq!(census.excluded, 1);
+    assert_eq!(census.draining, 1);
     let refusal = h
         .try_admit(&worker(&["ns"], "", None, &["act"], 8))
         .await
         .expect_err("refused while draining");
     assert_eq!(refusal.code, RefusalCode::Draining);
     assert_eq!(h.registry.worker_count(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a worker can carry, and who it is.
+
+/// `address` for a request with headers, which only a version-3 worker can carry.
+fn with_headers(address: Address<'_>) -> Address<'_> {
+    Address {
+        needs_version: 3,
+        ..address
+    }
+}
+
+#[tokio::test]
+async fn a_version_2_worker_is_no_candidate_for_a_request_it_cannot_carry() {
+    let mut h = Harness::new().await;
+    let (pid, old_link) = h.link_speaking(2).await;
+    let old = h
+        .registry
+        .admit(pid, &worker(&["ns"], "", None, &["act"], 4), old_link)
+        .expect("admitted");
+    let here = address("ns", "", "act");
+    assert!(h.select(with_headers(here), &ANY).is_none());
+    let census = h.census(with_headers(here));
+    assert_eq!(census.reason, NoWorkerReason::CapabilityMatchedNobody);
+    assert_eq!(
+        (census.compatible_workers, census.deployment_workers),
+        (1, 1)
+    );
+    assert_eq!(
+        census.for_version_2().reason,
+        NoWorkerReason::NodeFilterMatchedNobody
+    );
+    assert_eq!(
+        h.next(here, &ANY),
+        old.worker_id(),
+        "a plain request takes it"
+    );
+    let new = h.admit(&worker(&["ns"], "", None, &["act"], 4)).await;
+    for _ in 0..3 {
+        assert_eq!(h.next(with_headers(here), &ANY), new.worker_id());
+    }
+}
+
+#[tokio::test]
+async fn a_waiter_needing_version_3_is_passed_by_for_a_version_2_workers_slot() {
+    let mut h = Harness::new().await;
+    let (pid, old_link) = h.link_speaking(2).await;
+    let _old = h
+        .registry
+        .admit(pid, &worker(&["ns"], "", None, &["act"], 1), old_link)
+        .expect("admitted");
+    let here = address("ns", "", "act");
+    let held = h.select(here, &ANY).expect("selected");
+    let mut traced = queue(&h, with_headers(here), &ANY);
+    let mut plain = queue(&h, here, &ANY);
+    drop(held);
+    assert!(
+        granted(&mut traced).is_none(),
+        "a version-2 worker cannot carry it"
+    );
+    assert!(granted(&mut plain).is_some());
+    let census = traced.give_up().expect_err("nothing was granted");
+    assert_eq!(census.reason, NoWorkerReason::CapabilityMatchedNobody);
+}
+
+#[tokio::test]
+async fn a_deployment_identity_is_kept_and_shown_and_supersedes_nothing_yet() {
+    let mut h = Harness::new().await;
+    let identified = |instance: &str| Register3 {
+        deployment: Some("v42".into()),
+        instance_id: Some(instance.into()),
+        ..worker(&["ns"], "", None, &["act"], 1)
+    };
+    let first = h.admit(&identified("pod-1")).await;
+    // This node does not list the feature `deployments`: the same instance again is a
+    // second worker, and the first stays.
+    let again = h.admit(&identified("pod-1")).await;
+    let _plain = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
+    assert_eq!(h.registry.worker_count(), 3);
+    assert_eq!(
+        h.registry.deployments(),
+        vec![
+            (first.worker_id(), Some("v42".into()), Some("pod-1".into())),
+            (again.worker_id(), Some("v42".into()), Some("pod-1".into())),
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

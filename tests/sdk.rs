@@ -11,14 +11,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use lintel::dispatch::DispatchOptions;
+use lintel::sdk::status::Status;
 use lintel::sdk::{
-    Backoff, Client, ClientConfig, ClientError, ConnectError, Handler, Worker, WorkerConfig,
-    WorkerError, WorkerHandle, WorkerState,
+    handler_fn_with, Backoff, Client, ClientConfig, ClientError, ConnectError, Extras, Handler,
+    Request, Worker, WorkerConfig, WorkerError, WorkerHandle, WorkerState,
 };
 use lintel::wire::{
-    ActivityOutcome, Cancel, Counters, DispatchRequest, DispatchResponse, DispatchResult, Drain,
-    Drained, Frame, FrameCodec, Hello, Limits, NodeStatus, OutcomeFrame, Ping, Pong, Push, Refusal,
-    RefusalCode, Register, Registered, Reply, Role, StatusReport, Submit, Welcome,
+    feature, ActivityOutcome, Cancel, Counters, DispatchRequest, DispatchResponse, DispatchResult,
+    Drain, Drained, Frame, FrameCodec, Header, HeaderLimits, Hello, Limits, NodeStatus,
+    OutcomeFrame, Ping, Pong, Push, Push3, Refusal, RefusalCode, Register, Registered, Reply,
+    RequestExtras, Role, ServedOutcome, StatusDocument, StatusReport, Submit, Welcome, Welcome3,
     PROTOCOL_VERSION,
 };
 use tokio::io::AsyncWriteExt;
@@ -79,16 +81,37 @@ impl Peer {
         self.framed.send(frame).await.unwrap();
     }
 
-    /// Expects `Hello` and answers `Welcome` with `limits`.
+    /// Expects `Hello` and answers as a version-2 node: `Welcome` with `limits`.
     async fn welcome_with(&mut self, pid: u64, limits: Limits) -> Hello {
         let Frame::Hello(hello) = self.recv().await else {
             panic!("expected Hello");
         };
+        assert_eq!(
+            hello.max_version, PROTOCOL_VERSION,
+            "the SDK offers the latest"
+        );
         self.send(Frame::Welcome(Welcome {
-            version: PROTOCOL_VERSION,
+            version: 2,
             node_id: "fake-node".to_owned(),
             pid,
             limits,
+        }))
+        .await;
+        hello
+    }
+
+    /// Expects `Hello` and answers as a version-3 node listing `features`.
+    async fn welcome3(&mut self, pid: u64, features: &[&str]) -> Hello {
+        let Frame::Hello(hello) = self.recv().await else {
+            panic!("expected Hello");
+        };
+        self.send(Frame::from(Welcome3 {
+            version: 3,
+            node_id: "fake-node".to_owned(),
+            pid,
+            limits: limits(),
+            header_limits: HeaderLimits::default(),
+            features: features.iter().map(|&feature| feature.to_owned()).collect(),
         }))
         .await;
         hello
@@ -880,7 +903,8 @@ async fn the_client_answers_pings_and_queries_status() {
         status: report.clone(),
     }))
     .await;
-    assert_eq!(timeout(WAIT, status).await.unwrap().unwrap(), Ok(report));
+    let read = timeout(WAIT, status).await.unwrap().unwrap();
+    assert_eq!(read, Ok(Status::new(report, Vec::new(), 0)));
 }
 
 #[tokio::test]
@@ -1085,4 +1109,220 @@ async fn a_submission_too_large_for_the_node_is_refused_before_sending() {
         timeout(WAIT, status).await.unwrap().unwrap(),
         Err(ClientError::Closed)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Protocol version 3.
+
+/// A client connected to a fake version-3 node listing `features`.
+async fn connected_client_v3(features: &[&str]) -> (FakeNode, Peer, Client) {
+    let node = FakeNode::bind().await;
+    let config = ClientConfig {
+        handshake_timeout: WAIT,
+        ..ClientConfig::default()
+    };
+    let (client, peer) = tokio::join!(Client::connect(node.addr(), config), async {
+        let mut peer = node.accept().await;
+        let hello = peer.welcome3(300, features).await;
+        assert_eq!(hello.max_version, 3);
+        peer
+    });
+    (node, peer, client.unwrap())
+}
+
+#[tokio::test]
+async fn a_version_3_welcome_tells_the_client_the_features_and_header_limits() {
+    let (_node, _peer, client) = connected_client_v3(&[feature::HEADERS]).await;
+    let welcome = client.welcome();
+    assert_eq!((welcome.version, welcome.pid), (3, 300));
+    assert!(welcome.implements(feature::HEADERS));
+    assert!(!welcome.implements(feature::PRIORITY));
+    assert_eq!(welcome.header_limits, HeaderLimits::default());
+}
+
+#[tokio::test]
+async fn a_dispatch_with_headers_goes_as_submit3_and_one_without_as_submit() {
+    let (_node, mut peer, client) = connected_client_v3(&[feature::HEADERS]).await;
+    let traced = DispatchOptions::default()
+        .header("TraceParent", "00-abc-01")
+        .header("baggage", "k=v");
+    let dispatch = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .dispatch(request("echo", "wf-3", b"x"), &traced)
+                .await
+        }
+    });
+    let Frame::Submit3(submit) = peer.recv().await else {
+        panic!("expected Submit3");
+    };
+    let names: Vec<_> = submit
+        .extras
+        .headers
+        .iter()
+        .map(|h| h.name.as_str())
+        .collect();
+    assert_eq!(names, ["traceparent", "baggage"], "lowercase, in order");
+    assert_eq!(submit.request.workflow_id, "wf-3");
+    peer.send(Frame::from(ServedOutcome {
+        correlation: submit.correlation,
+        served_by: "fake-node".into(),
+        result: DispatchResult::Cancelled,
+    }))
+    .await;
+    let result = timeout(WAIT, dispatch).await.unwrap().unwrap();
+    assert_eq!(result, Ok(DispatchResult::Cancelled));
+
+    let plain = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .dispatch(request("echo", "wf-4", b"x"), &DispatchOptions::default())
+                .await
+        }
+    });
+    assert!(matches!(peer.recv().await, Frame::Submit(_)));
+    drop(plain);
+}
+
+#[tokio::test]
+async fn headers_to_a_version_2_node_are_refused_by_the_client_and_nothing_is_sent() {
+    let (_node, mut peer, client) = connected_client().await;
+    let traced = DispatchOptions::default().header("traceparent", "00-abc-01");
+    let refused = client.dispatch(request("echo", "wf", b"x"), &traced).await;
+    assert_eq!(
+        refused,
+        Err(ClientError::Unsupported {
+            version: 2,
+            what: feature::HEADERS
+        })
+    );
+    let status = tokio::spawn({
+        let client = client.clone();
+        async move { client.status().await }
+    });
+    assert!(
+        matches!(peer.recv().await, Frame::StatusQuery(_)),
+        "nothing was sent before the status query"
+    );
+    drop(status);
+}
+
+#[tokio::test]
+async fn a_status_document_is_read_as_the_status_and_unknown_keys_are_ignored() {
+    let (_node, mut peer, client) = connected_client_v3(&[feature::STATUS_DOCUMENT]).await;
+    let status = tokio::spawn({
+        let client = client.clone();
+        async move { client.status().await }
+    });
+    let Frame::StatusQuery(query) = peer.recv().await else {
+        panic!("expected StatusQuery");
+    };
+    let mut document = serde_json::to_value(Status::new(
+        NodeStatus {
+            node_id: "fake-node".into(),
+            ..NodeStatus::default()
+        },
+        Vec::new(),
+        7,
+    ))
+    .unwrap();
+    document["added_by_a_later_node"] = serde_json::json!({"any": [1, 2]});
+    peer.send(Frame::StatusDocument(StatusDocument {
+        correlation: query.correlation,
+        json: Bytes::from(serde_json::to_vec(&document).unwrap()),
+    }))
+    .await;
+    let status = timeout(WAIT, status).await.unwrap().unwrap().unwrap();
+    assert_eq!(
+        (status.node_id.as_str(), status.counters.peer_lost),
+        ("fake-node", 7)
+    );
+}
+
+/// Replies to each push with its request's headers, one `name=value` a line.
+fn header_echo() -> impl Handler {
+    handler_fn_with(|_request: Request, extras: Extras| async move {
+        let lines: Vec<String> = extras
+            .headers
+            .iter()
+            .map(|header| format!("{}={}", header.name, header.value))
+            .collect();
+        ActivityOutcome::Success(Bytes::from(lines.join("\n")))
+    })
+}
+
+#[tokio::test]
+async fn a_worker_handler_reads_the_headers_of_a_push3_and_none_from_a_push() {
+    let node = FakeNode::bind().await;
+    let worker = Worker::spawn(worker_config(&node, 4), header_echo());
+    let mut peer = node.accept().await;
+    peer.welcome3(100, &[feature::HEADERS]).await;
+    assert!(
+        matches!(peer.recv().await, Frame::Register(_)),
+        "no deployment identity: a plain Register"
+    );
+    peer.send(Frame::Registered(Registered { worker_id: 1 }))
+        .await;
+    assert_eq!(worker.wait_registered(WAIT).await, Ok(1));
+    peer.send(Frame::from(Push3 {
+        correlation: 9,
+        request: request("echo", "wf-9", b""),
+        extras: RequestExtras {
+            headers: vec![
+                Header::new("traceparent", "00-abc-01"),
+                Header::new("b", "2"),
+            ],
+            ..RequestExtras::default()
+        },
+    }))
+    .await;
+    let reply = peer.recv_reply().await;
+    assert_eq!(reply.correlation, 9);
+    assert_eq!(
+        reply.response.outcome,
+        ActivityOutcome::Success(Bytes::from_static(b"traceparent=00-abc-01\nb=2"))
+    );
+    peer.push(10, request("echo", "wf-10", b"")).await;
+    let reply = peer.recv_reply().await;
+    assert_eq!(
+        reply.response.outcome,
+        ActivityOutcome::Success(Bytes::new())
+    );
+    worker.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_worker_with_a_deployment_registers_with_register3_and_without_it_on_version_2() {
+    let identified = |node: &FakeNode| {
+        let mut config = worker_config(node, 2);
+        config.deployment = Some("v42".into());
+        config.instance_id = Some("pod-1".into());
+        config
+    };
+    let node = FakeNode::bind().await;
+    let worker = Worker::spawn(identified(&node), header_echo());
+    let mut peer = node.accept().await;
+    peer.welcome3(100, &[]).await;
+    let Frame::Register3(register) = peer.recv().await else {
+        panic!("expected Register3");
+    };
+    assert_eq!(
+        (
+            register.deployment.as_deref(),
+            register.instance_id.as_deref()
+        ),
+        (Some("v42"), Some("pod-1"))
+    );
+    assert_eq!(register.register(), registration(2));
+    worker.shutdown().await;
+
+    let old = FakeNode::bind().await;
+    let worker = Worker::spawn(identified(&old), header_echo());
+    let mut peer = old.accept().await;
+    peer.welcome(100).await;
+    assert_eq!(peer.admit(1).await, registration(2));
+    assert_eq!(worker.wait_registered(WAIT).await, Ok(1));
+    worker.shutdown().await;
 }

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lintel_wire::{
-    Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, FrameRef, Goodbye,
-    NodeStatus, PeerStatus, Pong, RequestRef, Role, StatusQuery, Submit, Welcome,
-    DEFAULT_MAX_FRAME_LEN,
+    feature, Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, FrameRef,
+    Goodbye, Pong, RequestRef, Role, StatusQuery, Submit, Submit3, Welcome3, DEFAULT_MAX_FRAME_LEN,
+    PROTOCOL_VERSION,
 };
 use tokio::net::ToSocketAddrs;
 use tokio::sync::oneshot;
@@ -23,9 +23,11 @@ use tokio_util::sync::CancellationToken;
 use crate::burst::Burst;
 use crate::connect::{
     connect, connect_tls, decode_error_frame, ConnectError, Connection, Handshake,
+    MIN_PROTOCOL_VERSION,
 };
 use crate::keepalive::{Keepalive, Tick};
 use crate::options::DispatchOptions;
+use crate::status::Status;
 use crate::tls::ClientTls;
 use crate::transport::{Batched, FrameReader, Outbound, SendError};
 
@@ -68,6 +70,13 @@ pub enum ClientError {
     /// The submission does not fit in one frame the node accepts; nothing was sent.
     #[error("submission of {len} bytes exceeds the frame limit of {max} bytes")]
     Oversize { len: usize, max: usize },
+    /// The dispatch carries what the node's protocol version cannot (headers, priority,
+    /// fairness or a deployment need version 3); nothing was sent.
+    #[error("the node speaks protocol version {version}; {what} needs version 3")]
+    Unsupported { version: u16, what: &'static str },
+    /// The node's status document is not the JSON of a status.
+    #[error("the node's status document does not read as a status: {0}")]
+    BadStatus(String),
 }
 
 /// A dispatch's result and the node that served it.
@@ -76,16 +85,6 @@ pub struct Dispatched {
     pub result: DispatchResult,
     /// The node whose worker ran it or that decided the outcome; `None` from a version-1 node.
     pub served_by: Option<String>,
-}
-
-/// A node's status with its peers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterStatus {
-    pub status: NodeStatus,
-    /// Empty from a version-1 node.
-    pub peers: Vec<PeerStatus>,
-    /// Dispatches that ended `PeerLost`.
-    pub peer_lost: u64,
 }
 
 /// A producer connection to one node; clones share it.
@@ -100,7 +99,7 @@ pub struct Client {
 struct Inner {
     shared: Arc<Shared>,
     outbound: Outbound,
-    welcome: Welcome,
+    welcome: Welcome3,
     local_addr: Option<SocketAddr>,
     max_send_len: usize,
     next_correlation: AtomicU64,
@@ -127,7 +126,7 @@ struct Shared {
 struct Pending {
     closed: bool,
     dispatches: IdMap<oneshot::Sender<Dispatched>>,
-    statuses: IdMap<oneshot::Sender<ClusterStatus>>,
+    statuses: IdMap<oneshot::Sender<Result<Status, ClientError>>>,
 }
 
 /// A map keyed by a correlation id this client assigned itself. The ids are sequential and
@@ -168,7 +167,7 @@ impl Shared {
         }
     }
 
-    fn report(&self, correlation: u64, status: ClusterStatus) {
+    fn report(&self, correlation: u64, status: Result<Status, ClientError>) {
         let waiter = self.lock().statuses.remove(&correlation);
         if let Some(waiter) = waiter {
             let _ = waiter.send(status);
@@ -271,6 +270,7 @@ impl Client {
         config: ClientConfig,
     ) -> Result<Self, ConnectError> {
         let handshake = Handshake {
+            versions: MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION,
             role: Role::Producer,
             name: config.name,
             auth_token: config.auth_token,
@@ -344,12 +344,28 @@ impl Client {
     ///
     /// # Errors
     /// As [`Client::dispatch`].
+    ///
+    /// Options with extras (headers, priority, fairness, a deployment) go as a version-3
+    /// `Submit3`; the node refuses what it does not implement (`Refused{Unsupported}`, naming
+    /// it), and a version-1 or version-2 node cannot take them at all.
     pub async fn dispatch_ref<'a>(
         &self,
         request: RequestRef<'a>,
         options: &'a DispatchOptions,
     ) -> Result<Dispatched, ClientError> {
         let inner = &*self.inner;
+        let version = inner.welcome.version;
+        let extras = &options.extras;
+        if version < 3 && *extras != Default::default() {
+            return Err(ClientError::Unsupported {
+                version,
+                what: if extras.headers.is_empty() {
+                    "a request's priority, fairness or deployment"
+                } else {
+                    feature::HEADERS
+                },
+            });
+        }
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
         let submit = Submit {
             correlation,
@@ -358,7 +374,19 @@ impl Client {
             reply_timeout_ms: options.reply_timeout_ms(),
             routing: options.routing.view(),
         };
-        let len = submit.encoded_len();
+        let submit = if *extras == Default::default() {
+            FrameRef::Submit(submit)
+        } else {
+            FrameRef::Submit3(Submit3 {
+                correlation,
+                request: submit.request,
+                extras: extras.view(),
+                wait_for_worker_ms: submit.wait_for_worker_ms,
+                reply_timeout_ms: submit.reply_timeout_ms,
+                routing: submit.routing,
+            })
+        };
+        let len = submit.encoded_len().unwrap_or(0);
         if len > inner.max_send_len {
             return Err(ClientError::Oversize {
                 len,
@@ -372,7 +400,7 @@ impl Client {
         // Cancel-safe to drop here: an unsent Submit needs no Cancel, and `guard` knows it.
         inner
             .outbound
-            .send_ref(FrameRef::Submit(submit))
+            .send_ref(submit)
             .await
             .map_err(|_| ClientError::Closed)?;
         guard.submitted = true;
@@ -381,19 +409,14 @@ impl Client {
         answer.map_err(|_| ClientError::Closed)
     }
 
-    /// Asks the node for its status.
+    /// Asks the node for its status, as operators read it (the JSON of `lintel status
+    /// --json`): from a version-3 node its status document, from an earlier one its report
+    /// read the same way (no peers from version 1).
     ///
     /// # Errors
-    /// [`ClientError::Closed`] when the connection is lost before the report arrives.
-    pub async fn status(&self) -> Result<NodeStatus, ClientError> {
-        Ok(self.cluster_status().await?.status)
-    }
-
-    /// Asks the node for its status and its peers.
-    ///
-    /// # Errors
-    /// [`ClientError::Closed`] when the connection is lost before the report arrives.
-    pub async fn cluster_status(&self) -> Result<ClusterStatus, ClientError> {
+    /// [`ClientError::Closed`] when the connection is lost before the report arrives,
+    /// [`ClientError::BadStatus`] when the node's document does not read as a status.
+    pub async fn status(&self) -> Result<Status, ClientError> {
         let inner = &*self.inner;
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -407,7 +430,7 @@ impl Client {
             .map_err(|_| ClientError::Closed)?;
         let answer = rx.await;
         guard.settled = true;
-        answer.map_err(|_| ClientError::Closed)
+        answer.map_err(|_| ClientError::Closed)?
     }
 
     /// Says `Goodbye` and closes the connection; pending calls on every clone fail with
@@ -424,8 +447,9 @@ impl Client {
         inner.outbound.closed().await;
     }
 
-    /// What the node said in its `Welcome`: node id, this connection's pid and its limits.
-    pub fn welcome(&self) -> &Welcome {
+    /// What the node said in its welcome: the version, node id, this connection's pid, its
+    /// limits, and on version 3 its header limits and features.
+    pub fn welcome(&self) -> &Welcome3 {
         &self.inner.welcome
     }
 
@@ -564,20 +588,18 @@ fn on_frame(frame: FrameRef<'_>, shared: &Shared, outbound: &Outbound) -> Result
             shared.complete(outcome.correlation, dispatched);
         }
         FrameRef::Frame(Frame::Status(report)) => {
-            let status = ClusterStatus {
-                status: report.status.clone(),
-                peers: Vec::new(),
-                peer_lost: 0,
-            };
-            shared.report(report.correlation, status);
+            let status = Status::new(report.status.clone(), Vec::new(), 0);
+            shared.report(report.correlation, Ok(status));
         }
         FrameRef::Frame(Frame::ClusterStatus(report)) => {
-            let status = ClusterStatus {
-                status: report.status.clone(),
-                peers: report.peers.clone(),
-                peer_lost: report.peer_lost,
-            };
-            shared.report(report.correlation, status);
+            let (peers, peer_lost) = (report.peers.clone(), report.peer_lost);
+            let status = Status::new(report.status.clone(), peers, peer_lost);
+            shared.report(report.correlation, Ok(status));
+        }
+        FrameRef::Frame(Frame::StatusDocument(document)) => {
+            let status = Status::from_json(&document.json)
+                .map_err(|err| ClientError::BadStatus(err.to_string()));
+            shared.report(document.correlation, status);
         }
         FrameRef::Frame(Frame::Ping(ping)) => {
             if outbound

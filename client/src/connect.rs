@@ -5,27 +5,30 @@
 //! runs TLS first; [`connect_with`] does the same over a connection a [`Dialer`] opens.
 
 use std::io;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use lintel_wire::{
-    CodecError, ErrorFrame, Foreign, Frame, FrameKind, Hello, Refusal, RefusalCode, Role, Welcome,
+    CodecError, ErrorFrame, Foreign, Frame, FrameKind, HeaderLimits, Hello, Refusal, RefusalCode,
+    Role, Welcome, Welcome3,
 };
+
+pub use lintel_wire::PROTOCOL_VERSION;
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::task::JoinHandle;
 
 use crate::tls::{rustls_error, ClientTls};
 use crate::transport::{self, Dialer, FrameReader, Outbound, Socket};
 
-/// Lowest protocol version the SDKs accept.
+/// Lowest protocol version the SDKs accept; they speak up to [`PROTOCOL_VERSION`].
 pub const MIN_PROTOCOL_VERSION: u16 = 1;
-
-/// Highest protocol version the SDKs speak; version 3 is not spoken yet.
-pub const PROTOCOL_VERSION: u16 = 2;
 
 /// What a client states in its `Hello`, and the limits of its side of the connection.
 #[derive(Debug, Clone)]
 pub struct Handshake {
     pub role: Role,
+    /// The protocol versions offered; the node picks the highest it speaks too.
+    pub versions: RangeInclusive<u16>,
     /// Free-form client name, for the node's logs and status.
     pub name: String,
     pub auth_token: Option<String>,
@@ -44,7 +47,8 @@ pub struct Connection {
     pub outbound: Outbound,
     /// The writer task; it ends when asked to close or when every [`Outbound`] is dropped.
     pub writer: JoinHandle<io::Result<()>>,
-    pub welcome: Welcome,
+    /// The node's welcome; from a version-1 or version-2 node, as [`welcome3`] reads it.
+    pub welcome: Welcome3,
     /// Largest frame body both sides accept: the smaller of ours and the node's.
     pub max_send_len: usize,
 }
@@ -72,9 +76,7 @@ pub enum ConnectError {
     #[error("cannot read frames from the node: {0}")]
     Codec(#[source] CodecError),
     /// The node welcomed us with a version outside the range we offered.
-    #[error(
-        "node chose protocol version {0}, outside {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION}"
-    )]
+    #[error("node chose protocol version {0}, outside the range offered")]
     UnsupportedVersion(u16),
     /// Nothing conclusive happened within the handshake timeout.
     #[error("no answer from the node within {0:?}")]
@@ -213,8 +215,8 @@ async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, Conn
     let (mut reader, outbound, writer) =
         transport::split(socket, handshake.max_frame_len, handshake.queue_len);
     let hello = Hello {
-        min_version: MIN_PROTOCOL_VERSION,
-        max_version: PROTOCOL_VERSION,
+        min_version: *handshake.versions.start(),
+        max_version: *handshake.versions.end(),
         role: handshake.role,
         name: handshake.name.clone(),
         auth_token: handshake.auth_token.clone(),
@@ -224,13 +226,14 @@ async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, Conn
         .await
         .map_err(|_| ConnectError::Closed)?;
     let welcome = match next_frame(&mut reader).await? {
-        Frame::Welcome(welcome) => welcome,
+        Frame::Welcome(welcome) if welcome.version < 3 => welcome3(welcome),
+        Frame::Welcome3(welcome) if welcome.version >= 3 => *welcome,
         Frame::HelloRefused(refusal) => return Err(ConnectError::Refused(refusal)),
         Frame::Error(error) => return Err(ConnectError::Protocol(error)),
         Frame::Goodbye(goodbye) => return Err(ConnectError::Goodbye(goodbye.reason)),
         other => return Err(ConnectError::UnexpectedFrame(other.kind())),
     };
-    if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&welcome.version) {
+    if !handshake.versions.contains(&welcome.version) {
         return Err(ConnectError::UnsupportedVersion(welcome.version));
     }
     let node_max = usize::try_from(welcome.limits.max_frame_len).unwrap_or(usize::MAX);
@@ -242,6 +245,22 @@ async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, Conn
         welcome,
         max_send_len,
     })
+}
+
+/// A version-1 or version-2 welcome read as version 3's: it lists no feature, and no header
+/// can be sent to that node.
+pub fn welcome3(welcome: Welcome) -> Welcome3 {
+    Welcome3 {
+        version: welcome.version,
+        node_id: welcome.node_id,
+        pid: welcome.pid,
+        limits: welcome.limits,
+        header_limits: HeaderLimits {
+            max_headers: 0,
+            max_header_bytes: 0,
+        },
+        features: Vec::new(),
+    }
 }
 
 /// The next frame, treating the end of the stream as [`ConnectError::Closed`].

@@ -7,7 +7,9 @@
 //!   of a connection's loop handles, for the SDKs and the node alike.
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
 //! - [`Client`]: a producer multiplexing many dispatches over one connection.
-//! - [`DispatchOptions`]: routing and waits of one dispatch, shared with the node's in-process API.
+//! - [`DispatchOptions`]: routing, waits and version-3 extras (headers...) of one dispatch,
+//!   shared with the node's in-process API.
+//! - [`status`]: a node's status as operators read it, the JSON of a status document.
 //! - [`tls`]: [`ClientTls`], what a connection to a TLS node trusts and presents, and a TLS
 //!   [`Dialer`](transport::Dialer).
 //! - [`transport`]: a framed TCP connection, a reader plus a writer task behind a bounded queue;
@@ -19,15 +21,16 @@ mod client;
 pub mod connect;
 pub mod keepalive;
 mod options;
+pub mod status;
 pub mod tls;
 pub mod transport;
 mod worker;
 
-pub use client::{Client, ClientConfig, ClientError, ClusterStatus, Dispatched};
+pub use client::{Client, ClientConfig, ClientError, Dispatched};
 pub use connect::{ConnectError, Connection, Handshake};
 pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
 pub use tls::{ClientTls, PemIdentity, TlsError};
 pub use worker::{
-    handler_fn, Backoff, Fatal, FnHandler, Handler, Request, Worker, WorkerConfig, WorkerError,
-    WorkerHandle, WorkerState,
+    handler_fn, handler_fn_with, Backoff, Extras, Fatal, FnHandler, FnHandlerWith, Handler,
+    Request, Worker, WorkerConfig, WorkerError, WorkerHandle, WorkerState,
 };

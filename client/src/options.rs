@@ -1,8 +1,8 @@
-//! How a dispatch may be routed and how long it may wait.
+//! How a dispatch may be routed, how long it may wait, and what it carries beside its request.
 
 use std::time::Duration;
 
-use lintel_wire::NodeRouting;
+use lintel_wire::{Header, NodeRouting, RequestExtras};
 
 /// Reply timeout when a caller states none.
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -16,6 +16,9 @@ pub struct DispatchOptions {
     pub wait_for_worker: Option<Duration>,
     /// How long to wait for the reply once pushed; `None` takes the node's default.
     pub reply_timeout: Option<Duration>,
+    /// Protocol version 3: headers, priority, fairness and a required deployment, carried
+    /// beside the request (`Submit3`); all absent sends a plain `Submit`.
+    pub extras: RequestExtras,
 }
 
 impl DispatchOptions {
@@ -57,6 +60,36 @@ impl DispatchOptions {
         self
     }
 
+    /// Adds a header, its name written lowercase; headers go to the worker in order.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.extras.headers.push(Header::new(name, value));
+        self
+    }
+
+    /// Priority 1 (highest) to 5 (lowest); needs a node that lists the feature `priority`.
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.extras.priority = Some(priority);
+        self
+    }
+
+    /// The fairness key the dispatch draws on; needs a node that lists `fairness`.
+    pub fn fairness_key(mut self, key: impl Into<String>) -> Self {
+        self.extras.fairness_key = Some(key.into());
+        self
+    }
+
+    /// The key's weight in thousandths (1000 is 1.0); needs a node that lists `fairness`.
+    pub fn fairness_weight(mut self, weight: u32) -> Self {
+        self.extras.fairness_weight = Some(weight);
+        self
+    }
+
+    /// Only workers of this deployment may run it; needs a node that lists `deployments`.
+    pub fn deployment(mut self, deployment: impl Into<String>) -> Self {
+        self.extras.deployment = Some(deployment.into());
+        self
+    }
+
     /// Options from a wire submission's fields.
     pub fn from_wire(
         routing: NodeRouting,
@@ -67,6 +100,7 @@ impl DispatchOptions {
             routing,
             wait_for_worker: wait_for_worker_ms.map(Duration::from_millis),
             reply_timeout: reply_timeout_ms.map(Duration::from_millis),
+            extras: RequestExtras::default(),
         }
     }
 

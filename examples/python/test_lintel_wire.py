@@ -60,8 +60,36 @@ EXPECTED = {
     "error": w.Error("UnexpectedFrame", "Submit"),
     "hello-peer": w.Hello("Peer", "node-a", "mesh-key", 2, 2),
     "served-outcome": w.ServedOutcome(5, "node-a", w.PeerLost("node-b", 1200)),
+    # What a version-2 producer reads where a version-3 one gets NoWorker3.
+    "served-outcome-no-worker3-v2": w.ServedOutcome(
+        6, "node-a", w.NoWorker(w.Census("AllExcluded", 3, 2, 2, 0, 2, None))
+    ),
 }
 PEER_LINK_DUMPS = ("peer-hello", "presence", "relay", "relay-outcome")
+# Version 3's kinds and variants: this codec speaks version 2, so it refuses each of them
+# (an unknown kind, or an unknown variant inside a body it knows).
+VERSION_3_DUMPS = (
+    "submit3",
+    "push3",
+    "relay3",
+    "register3",
+    "welcome3",
+    "presence3",
+    "peer-hello3",
+    "subscribe",
+    "event",
+    "subscription-ended",
+    "status-document",
+    "farewell",
+    "relay-ack",
+    "resume",
+    "resumed",
+    "pool-settings",
+    "served-outcome-no-worker3",
+    "served-outcome-unsupported",
+    "register-refused-unsupported",
+    "error-unsupported",
+)
 
 
 @unittest.skipUnless(PROTOCOL_MD.exists(), "wire/PROTOCOL.md not found")
@@ -91,6 +119,12 @@ class ProtocolDocDumps(unittest.TestCase):
                 with self.assertRaises(w.UnexpectedFrame):
                     w.decode_body(dump(name)[4:])
 
+    def test_version_3_frames_and_variants_are_refused_by_a_version_2_codec(self):
+        for name in VERSION_3_DUMPS:
+            with self.subTest(name):
+                with self.assertRaises((w.UnknownKind, w.Malformed)):
+                    w.decode_body(dump(name)[4:])
+
     def test_the_varint_table(self):
         table = doc_blocks("text")["varints"].splitlines()[1:]
         self.assertTrue(table)
@@ -105,7 +139,9 @@ class ProtocolDocDumps(unittest.TestCase):
                 reader.finish()
 
     def test_every_dump_is_covered(self):
-        covered = set(EXPECTED) | set(PEER_LINK_DUMPS) | {"cluster-status"}
+        covered = (
+            set(EXPECTED) | set(PEER_LINK_DUMPS) | set(VERSION_3_DUMPS) | {"cluster-status"}
+        )
         self.assertEqual(set(HEX) - covered, set())
 
 

@@ -43,7 +43,8 @@ pub(super) async fn run(args: Args) -> ExitCode {
         Ok(client) => client,
         Err(err) => return fail(super::advice::cannot_connect(&args.connect, &err)),
     };
-    let status = match tokio::time::timeout(STATUS_TIMEOUT, client.cluster_status()).await {
+    // A version-3 node sends its status document; an earlier one a report read the same way.
+    let status = match tokio::time::timeout(STATUS_TIMEOUT, client.status()).await {
         Ok(Ok(status)) => status,
         Ok(Err(err)) => return fail(format!("no status: {err}")),
         Err(_) => {
@@ -54,7 +55,6 @@ pub(super) async fn run(args: Args) -> ExitCode {
         }
     };
     client.close().await;
-    let status = Status::new(status.status, status.peers, status.peer_lost);
     if args.json {
         match status.to_json() {
             Ok(json) => println!("{json}"),
@@ -111,6 +111,13 @@ fn render(status: &Status) -> String {
                 peer.pools.join(",")
             }
         );
+        for pool in &peer.remote_pools {
+            let _ = writeln!(
+                out,
+                "  remote {} {}  workers {}  slots {}  free {}",
+                pool.channel, pool.activity_type, pool.workers, pool.slots, pool.free
+            );
+        }
     }
     if status.pools.is_empty() {
         let _ = writeln!(
@@ -147,6 +154,15 @@ fn render(status: &Status) -> String {
                 w.activity_types.join(","),
                 if w.draining { "  (draining)" } else { "" }
             );
+            if w.deployment.is_some() || w.instance_id.is_some() {
+                let _ = writeln!(
+                    out,
+                    "  {:>6} deployment {}  instance {}",
+                    "",
+                    w.deployment.as_deref().unwrap_or("-"),
+                    w.instance_id.as_deref().unwrap_or("-")
+                );
+            }
         }
     }
     for waiting in &status.waiting {

@@ -32,14 +32,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lintel_wire::{Census, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence};
+use lintel_wire::{NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence};
 use tokio_util::sync::CancellationToken;
 
 use super::changes::Changes;
 use super::members::{Answer, JoinPoint, Learned, LinkTally, Members};
-use super::view::{draw, Charge, PresenceError, View};
+use super::view::{draw, Charge, PoolCapacity, PresenceError, View};
 use crate::link::PeerLink;
-use crate::registry::{Address, NodeFilter};
+use crate::registry::{Address, NodeFilter, Tally};
 use crate::signal::Signal;
 
 /// Which node opened a link.
@@ -424,9 +424,13 @@ impl Mesh {
         filter: NodeFilter<'_>,
     ) -> Option<RemoteSlot> {
         let state = self.lock();
+        // A link too old to carry the dispatch is no candidate.
         let open = || {
             state.remotes.values().filter(|remote| {
-                remote.is_established() && remote.link.is_open() && !remote.link.is_busy()
+                remote.is_established()
+                    && remote.link.version() >= address.needs_version
+                    && remote.link.is_open()
+                    && !remote.link.is_busy()
             })
         };
         let mut peers = open();
@@ -458,25 +462,37 @@ impl Mesh {
         None
     }
 
-    /// Usable remote slots for `address` under `filter`, across every peer.
+    /// Usable remote slots for `address` under `filter`, across every peer whose link can
+    /// carry it.
     pub(crate) fn usable_slots(&self, address: Address<'_>, filter: NodeFilter<'_>) -> u32 {
         self.lock()
             .remotes
             .values()
+            .filter(|remote| remote.link.version() >= address.needs_version)
             .map(|remote| remote.view().usable_slots(address, filter))
             .fold(0, u32::saturating_add)
     }
 
-    /// Adds every peer's workers for `address` under `filter` to `census`.
+    /// Adds every peer's workers for `address` under `filter` to `tally`.
     pub(crate) fn count_into(
         &self,
-        census: &mut Census,
+        tally: &mut Tally,
         address: Address<'_>,
         filter: NodeFilter<'_>,
     ) {
         for remote in self.lock().remotes.values() {
-            remote.view().count_into(census, address, filter);
+            let can_carry = remote.link.version() >= address.needs_version;
+            remote.view().count_into(tally, address, filter, can_carry);
         }
+    }
+
+    /// What each linked peer announced, per pool and activity type, by node id.
+    pub fn capacity(&self) -> Vec<(String, Vec<PoolCapacity>)> {
+        self.lock()
+            .remotes
+            .values()
+            .map(|remote| (remote.node_id.to_string(), remote.view().capacity()))
+            .collect()
     }
 
     /// Every member: the linked ones with their link's figures, the others connecting. Relay
@@ -605,7 +621,7 @@ mod tests {
         // Nothing is written: the mesh only closes links, which sends nothing.
         let (_reader, outbound, _writer) =
             lintel_client::transport::split(accepted.unwrap().0, 1 << 20, 8);
-        let link = PeerLink::new(Arc::from(peer), outbound);
+        let link = PeerLink::new(Arc::from(peer), 3, outbound);
         Remote::new(
             Arc::from(peer),
             incarnation,

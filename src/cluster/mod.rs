@@ -15,4 +15,4 @@ mod view;
 pub use changes::{Changes, MeshGone};
 pub use members::{Answer, JoinPoint, LinkTally, MAX_MEMBERS};
 pub use mesh::{JoinDial, JoinError, MemberTally, Mesh, Opener, Remote, RemoteSlot};
-pub use view::{PresenceError, MAX_POOLS_PER_PEER};
+pub use view::{PoolCapacity, PresenceError, MAX_POOLS_PER_PEER};

@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use lintel_wire::channel::parse_channel_name;
-use lintel_wire::{Census, PoolPresence, Presence, PresenceGroup};
+use lintel_wire::{PoolPresence, Presence, PresenceGroup};
 
 use crate::idmap::KeyedMap;
-use crate::registry::{normalize_task_queue, Address, NodeFilter};
+use crate::registry::{normalize_task_queue, Address, Bucketed, NodeFilter, Tally};
 
 /// Most pools held per peer; a peer announcing more is cut off.
 pub const MAX_POOLS_PER_PEER: usize = 16_384;
@@ -222,29 +222,63 @@ impl View {
         charge_in(groups, address, filter, &mut at)
     }
 
-    /// Adds this peer's workers for `address` under `filter` to `census`.
+    /// Adds this peer's workers for `address` under `filter` to `tally`; they are candidates
+    /// when the link to the peer can carry the dispatch.
     pub(crate) fn count_into(
         &self,
-        census: &mut Census,
+        tally: &mut Tally,
         address: Address<'_>,
         filter: NodeFilter<'_>,
+        can_carry: bool,
     ) {
         let Some(pool) = self.pool(address) else {
             return;
         };
-        census.pool_workers += pool.workers;
+        tally.pool(pool.workers);
         for group in pool.groups.iter().map(|group| &group.announced) {
             if group.activity_type != address.activity_type {
                 continue;
             }
-            census.serving_activity += group.workers;
+            tally.serving(group.workers);
             if !filter.allows(group.node.as_deref()) {
                 continue;
             }
-            census.compatible_workers += group.workers;
-            census.at_capacity += group.full;
-            census.excluded += group.draining;
+            let bucketed = Bucketed {
+                workers: group.workers,
+                draining: group.draining,
+                ..Bucketed::default()
+            };
+            tally.compatible(bucketed, group.full, can_carry);
         }
+    }
+
+    /// What the peer announced: workers, slots and free slots per pool and activity type,
+    /// summed over node labels; sorted.
+    pub(crate) fn capacity(&self) -> Vec<PoolCapacity> {
+        let mut rows: Vec<PoolCapacity> = Vec::new();
+        for pool in self.pools.values().flat_map(KeyedMap::values) {
+            for group in pool.groups.iter().map(|group| &group.announced) {
+                let at = rows.iter().position(|row| {
+                    row.channel == pool.channel && row.activity_type == group.activity_type
+                });
+                match at.and_then(|at| rows.get_mut(at)) {
+                    Some(row) => {
+                        row.workers = row.workers.saturating_add(group.workers);
+                        row.slots = row.slots.saturating_add(group.slots);
+                        row.free = row.free.saturating_add(group.free);
+                    }
+                    None => rows.push(PoolCapacity {
+                        channel: pool.channel.clone(),
+                        activity_type: group.activity_type.clone(),
+                        workers: group.workers,
+                        slots: group.slots,
+                        free: group.free,
+                    }),
+                }
+            }
+        }
+        rows.sort_by(|a, b| (&a.channel, &a.activity_type).cmp(&(&b.channel, &b.activity_type)));
+        rows
     }
 
     /// Channel names of the announced pools, sorted.
@@ -264,6 +298,20 @@ impl View {
     pub(crate) fn pool_count(&self) -> usize {
         self.pool_count
     }
+}
+
+/// One activity type of one pool as a peer announced it, for status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolCapacity {
+    /// The pool's channel name.
+    pub channel: String,
+    pub activity_type: String,
+    /// Workers serving it.
+    pub workers: u32,
+    /// Their slots.
+    pub slots: u32,
+    /// Their free slots as announced, before this node's relays are charged.
+    pub free: u32,
 }
 
 /// Charges the group among `groups` that `*at` falls on, weighing each by its usable slots;
@@ -342,6 +390,7 @@ mod tests {
             task_queue: "",
             activity_type: activity,
             node: None,
+            needs_version: 1,
         }
     }
 
@@ -414,16 +463,9 @@ mod tests {
         let mut view = View::default();
         let groups = vec![group("echo", Some("a"), 0), group("echo", Some("b"), 1)];
         view.apply(presence(true, vec![pool(groups)]), 64).unwrap();
-        let mut census = Census {
-            reason: lintel_wire::NoWorkerReason::PoolEmpty,
-            pool_workers: 0,
-            serving_activity: 0,
-            compatible_workers: 0,
-            at_capacity: 0,
-            excluded: 0,
-            last_departure_ms_ago: None,
-        };
-        view.count_into(&mut census, address("echo"), NodeFilter::One("a"));
+        let mut tally = Tally::new(None);
+        view.count_into(&mut tally, address("echo"), NodeFilter::One("a"), true);
+        let census = tally.finish();
         assert_eq!(
             (
                 census.pool_workers,

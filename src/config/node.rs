@@ -73,6 +73,13 @@ pub struct NodeConfig {
     pub max_name_len: usize,
     /// Most namespaces or activity types in a registration.
     pub max_set_len: usize,
+    /// Most headers in one request (sent in `Welcome3`).
+    pub max_headers: u32,
+    /// Most bytes of header names and values in one request (sent in `Welcome3`).
+    pub max_header_bytes: u32,
+    /// The highest protocol version the node speaks, 2 or 3: a node kept at 2 links with
+    /// version-2 peers as one of them, while a mesh is upgraded.
+    pub max_protocol_version: u16,
     /// When set, every hello must carry this token (or one of `grants`); it grants every role
     /// and namespace.
     pub auth_token: Option<String>,
@@ -140,6 +147,9 @@ impl Default for NodeConfig {
             max_active_dispatches: 262_144,
             max_name_len: 256,
             max_set_len: 64,
+            max_headers: lintel_wire::HeaderLimits::default().max_headers,
+            max_header_bytes: lintel_wire::HeaderLimits::default().max_header_bytes,
+            max_protocol_version: lintel_wire::PROTOCOL_VERSION,
             auth_token: None,
             grants: Vec::new(),
             threads: 0,
@@ -220,6 +230,12 @@ impl NodeConfig {
             return Err(ConfigError::Invalid {
                 name: "peer_console",
                 reason: "must be an http:// or https:// URL, such as http://{host}:9400/".into(),
+            });
+        }
+        if !(2..=lintel_wire::PROTOCOL_VERSION).contains(&self.max_protocol_version) {
+            return Err(ConfigError::Invalid {
+                name: "max_protocol_version",
+                reason: format!("must be 2 or {}", lintel_wire::PROTOCOL_VERSION),
             });
         }
         if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {
@@ -401,6 +417,16 @@ impl NodeConfig {
             max_set_len: self.max_set_len,
             max_frame_len: self.max_frame_len,
             max_active: self.max_active_dispatches,
+            max_headers: self.max_headers as usize,
+            max_header_bytes: self.max_header_bytes as usize,
+        }
+    }
+
+    /// The bounds on a request's headers announced in a version-3 welcome.
+    pub fn header_limits(&self) -> lintel_wire::HeaderLimits {
+        lintel_wire::HeaderLimits {
+            max_headers: self.max_headers,
+            max_header_bytes: self.max_header_bytes,
         }
     }
 

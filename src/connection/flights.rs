@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lintel_wire::{
-    DispatchResult, FrameRef, OutcomeFrame, RefusedDispatch, RefusedReason, RelayOutcome, RelayRef,
-    RequestRef, ResultRef, ServedOutcome, SubmitRef,
+    DispatchResult, ExtrasRef, FrameRef, OutcomeFrame, RefusedDispatch, RefusedReason, Relay3Ref,
+    RelayOutcome, RelayRef, RequestRef, ResultRef, RoutingRef, ServedOutcome, Submit3Ref,
+    SubmitRef,
 };
 use tokio::time::Instant;
 
@@ -33,8 +34,8 @@ const RELAY_MARGIN: Duration = Duration::from_millis(50);
 pub(super) enum Answer {
     /// A producer that negotiated `version`; `node_id` names this node in served outcomes.
     Producer { version: u16, node_id: Arc<str> },
-    /// A peer that relayed its dispatches here.
-    Peer,
+    /// A peer, over a link of `version`, that relayed its dispatches here.
+    Peer { version: u16 },
 }
 
 /// Stale deadlines, of submissions already ended, allowed beyond the live ones before the
@@ -121,28 +122,42 @@ impl Flights {
             submit.wait_for_worker_ms,
             submit.reply_timeout_ms,
         );
-        self.run(submit.correlation, &submit.request, &options, false)
+        let request = (&submit.request, &ExtrasRef::NONE);
+        self.run(submit.correlation, request, &options, false)
+    }
+
+    /// As [`Flights::submit`] for a version-3 submission, with its extras.
+    pub(super) fn submit3(self: &Arc<Self>, submit: &Submit3Ref<'_>) -> Option<Instant> {
+        let options = Options::from_wire(
+            submit.routing.reborrow(),
+            submit.wait_for_worker_ms,
+            submit.reply_timeout_ms,
+        );
+        let request = (&submit.request, &submit.extras);
+        self.run(submit.correlation, request, &options, false)
     }
 
     /// Starts a dispatch a peer relayed here: this node's workers only, no waiting, and a
     /// reply timer running slightly inside the budget the origin sent.
     pub(super) fn relay(self: &Arc<Self>, relay: &RelayRef<'_>) -> Option<Instant> {
-        let budget = Duration::from_millis(relay.reply_timeout_ms);
-        let margin = (budget / 10).min(RELAY_MARGIN);
-        let options = Options {
-            routing: relay.routing.reborrow(),
-            wait_for_worker: None,
-            reply_timeout: Some(budget.saturating_sub(margin).max(Duration::from_millis(1))),
-        };
-        self.run(relay.correlation, &relay.request, &options, true)
+        let options = relayed_options(relay.routing.reborrow(), relay.reply_timeout_ms);
+        let request = (&relay.request, &ExtrasRef::NONE);
+        self.run(relay.correlation, request, &options, true)
     }
 
-    /// Starts a dispatch whose request is lent from the frame it arrived in.
+    /// As [`Flights::relay`] for a version-3 relay, with its extras.
+    pub(super) fn relay3(self: &Arc<Self>, relay: &Relay3Ref<'_>) -> Option<Instant> {
+        let options = relayed_options(relay.routing.reborrow(), relay.reply_timeout_ms);
+        let request = (&relay.request, &relay.extras);
+        self.run(relay.correlation, request, &options, true)
+    }
+
+    /// Starts a dispatch whose request and extras are lent from the frame they arrived in.
     #[inline]
     fn run(
         self: &Arc<Self>,
         correlation: u64,
-        request: &RequestRef<'_>,
+        (request, extras): (&RequestRef<'_>, &ExtrasRef<'_>),
         options: &Options<'_>,
         relayed: bool,
     ) -> Option<Instant> {
@@ -197,9 +212,10 @@ impl Flights {
         };
         let caller = self.caller(correlation, ticket);
         let started = if relayed {
-            self.dispatcher.start_relayed(request, options, caller)
+            self.dispatcher
+                .start_relayed(request, extras, options, caller)
         } else {
-            self.dispatcher.start(request, options, caller)
+            self.dispatcher.start(request, extras, options, caller)
         };
         match started {
             Started::Ended => None,
@@ -418,7 +434,8 @@ impl Sink for Flights {
 
 impl Answer {
     /// Queues, as owed, the frame that carries an outcome to this connection; encoded from
-    /// the borrowed outcome where the frame allows.
+    /// the borrowed outcome where the frame allows. An outcome of a version the connection does
+    /// not speak goes as the nearest it knows (`DispatchResult::for_version`).
     fn send(
         &self,
         outbound: &Outbound,
@@ -426,6 +443,11 @@ impl Answer {
         result: ResultRef<'_>,
         served_by: Option<&str>,
     ) -> Result<(), SendError> {
+        // A completed dispatch, nearly every one, reads the same in every version.
+        let result = match result {
+            DispatchResult::Completed(_) => result,
+            other => other.for_version(self.version()),
+        };
         match self {
             Answer::Producer { version, node_id } if *version >= 2 => {
                 outbound.send_owed_ref(FrameRef::ServedOutcome(ServedOutcome {
@@ -434,32 +456,34 @@ impl Answer {
                     result: result.reborrow(),
                 }))
             }
-            Answer::Producer { .. } => {
-                // Version 1 has no `PeerLost`, `ShutDown` or `NamespaceNotGranted`: it gets
-                // the nearest it knows.
-                let result = match result {
-                    DispatchResult::PeerLost { .. } | DispatchResult::ShutDown { .. } => {
-                        DispatchResult::WorkerLost { worker_id: 0 }
-                    }
-                    DispatchResult::Refused(RefusedDispatch {
-                        reason: RefusedReason::NamespaceNotGranted,
-                        detail,
-                    }) => DispatchResult::Refused(RefusedDispatch {
-                        reason: RefusedReason::InvalidRequest,
-                        detail,
-                    }),
-                    other => other,
-                };
-                outbound.send_owed_ref(FrameRef::Outcome(OutcomeFrame {
-                    correlation,
-                    result,
-                }))
-            }
-            Answer::Peer => outbound.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
+            Answer::Producer { .. } => outbound.send_owed_ref(FrameRef::Outcome(OutcomeFrame {
+                correlation,
+                result,
+            })),
+            Answer::Peer { .. } => outbound.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
                 correlation,
                 result,
             })),
         }
+    }
+
+    /// The protocol version of the connection answered.
+    fn version(&self) -> u16 {
+        match self {
+            Answer::Producer { version, .. } | Answer::Peer { version } => *version,
+        }
+    }
+}
+
+/// The options of a relayed dispatch: this node's workers only, no waiting, and a reply timer
+/// slightly inside the `reply_timeout_ms` the origin has left.
+fn relayed_options(routing: RoutingRef<'_>, reply_timeout_ms: u64) -> Options<'_> {
+    let budget = Duration::from_millis(reply_timeout_ms);
+    let margin = (budget / 10).min(RELAY_MARGIN);
+    Options {
+        routing,
+        wait_for_worker: None,
+        reply_timeout: Some(budget.saturating_sub(margin).max(Duration::from_millis(1))),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The node's side of the handshake: TLS when the node speaks it, then the first frame must be
 //! a `Hello` we can accept.
 
-use lintel_wire::{ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome};
+use lintel_wire::{
+    feature, ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, Welcome3,
+};
 
 use super::close::Close;
 use super::foreign::{self, Screened};
@@ -11,14 +13,19 @@ use crate::tls::Secured;
 use lintel_client::transport::{FrameReader, Outbound, Socket};
 use tokio::time::Instant;
 
-/// The lowest protocol version this node speaks.
+/// The lowest protocol version this node speaks; the highest is its `max_protocol_version`.
 const MIN_VERSION: u16 = 1;
-
-/// The highest protocol version this node speaks; version 3 is not served yet.
-const PROTOCOL_VERSION: u16 = 2;
 
 /// The first protocol version with peer links.
 pub(crate) const PEER_VERSION: u16 = 2;
+
+/// What this node implements of version 3, as its `Welcome3` and `PeerHello3` list it.
+pub(crate) const FEATURES: [&str; 2] = [feature::HEADERS, feature::STATUS_DOCUMENT];
+
+/// [`FEATURES`], as a frame carries them.
+pub(crate) fn features() -> Vec<String> {
+    FEATURES.iter().map(|&feature| feature.to_owned()).collect()
+}
 
 /// A connection past its handshake: its role, the version it speaks, what it was granted.
 pub(super) struct Accepted {
@@ -95,14 +102,26 @@ pub(super) async fn accept(
         );
         refuse(refusal)
     };
-    let version = negotiate(&hello).map_err(refused)?;
+    let version = negotiate(&hello, shared.config.max_protocol_version).map_err(refused)?;
     let grant = check(shared, &hello, version, identity).map_err(refused)?;
-    let welcome = Frame::Welcome(Welcome {
+    let welcome = Welcome {
         version,
         node_id: shared.node_id().to_owned(),
         pid,
         limits: shared.config.wire_limits(),
-    });
+    };
+    let welcome = if version >= 3 {
+        Frame::from(Welcome3 {
+            version,
+            node_id: welcome.node_id,
+            pid,
+            limits: welcome.limits,
+            header_limits: shared.config.header_limits(),
+            features: features(),
+        })
+    } else {
+        Frame::Welcome(welcome)
+    };
     outbound.send(welcome).await.map_err(|_| Close::Quietly)?;
     tracing::debug!(pid, role = ?hello.role, name = %hello.name, "connection welcomed");
     Ok(Accepted {
@@ -127,14 +146,14 @@ pub(super) fn clip(text: &str) -> &str {
     text.get(..end).unwrap_or_default()
 }
 
-/// The highest version both sides speak.
-fn negotiate(hello: &Hello) -> Result<u16, Refusal> {
-    let version = hello.max_version.min(PROTOCOL_VERSION);
+/// The highest version both sides speak, the node's highest being `max_version`.
+fn negotiate(hello: &Hello, max_version: u16) -> Result<u16, Refusal> {
+    let version = hello.max_version.min(max_version);
     if hello.min_version > hello.max_version || version < hello.min_version.max(MIN_VERSION) {
         return Err(Refusal {
             code: RefusalCode::VersionMismatch,
             reason: format!(
-                "client speaks {}..={}, node speaks {MIN_VERSION}..={PROTOCOL_VERSION}",
+                "client speaks {}..={}, node speaks {MIN_VERSION}..={max_version}",
                 hello.min_version, hello.max_version
             ),
         });
@@ -177,6 +196,7 @@ fn refuse(refusal: Refusal) -> Close {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lintel_wire::PROTOCOL_VERSION;
 
     fn hello(min_version: u16, max_version: u16) -> Hello {
         Hello {
@@ -198,15 +218,23 @@ mod tests {
 
     #[test]
     fn the_highest_common_version_is_chosen() {
-        assert_eq!(negotiate(&hello(1, 9)), Ok(PROTOCOL_VERSION));
-        assert_eq!(negotiate(&hello(1, 1)), Ok(1));
+        assert_eq!(
+            negotiate(&hello(1, 9), PROTOCOL_VERSION),
+            Ok(PROTOCOL_VERSION)
+        );
+        assert_eq!(negotiate(&hello(1, 1), PROTOCOL_VERSION), Ok(1));
+        assert_eq!(negotiate(&hello(1, 3), 2), Ok(2), "a capped node");
+        assert_eq!(
+            negotiate(&hello(3, 3), 2).map_err(|r| r.code),
+            Err(RefusalCode::VersionMismatch)
+        );
     }
 
     #[test]
     fn disjoint_or_inverted_ranges_are_refused() {
         for (min, max) in [(PROTOCOL_VERSION + 1, 9), (0, 0), (3, 2)] {
             assert_eq!(
-                negotiate(&hello(min, max)).map_err(|r| r.code),
+                negotiate(&hello(min, max), PROTOCOL_VERSION).map_err(|r| r.code),
                 Err(RefusalCode::VersionMismatch),
                 "{min}..={max}"
             );

@@ -87,7 +87,7 @@ pub(crate) fn serve(
                 reader.set_frame_timeout(Some(shared.config.frame_timeout()));
                 let close = match role {
                     Role::Worker => {
-                        worker::serve(&shared, pid, &mut reader, &outbound, grant).await
+                        worker::serve(&shared, (pid, version), &mut reader, &outbound, grant).await
                     }
                     // Boxed: an idle worker connection's task is sized by the worker loop alone.
                     Role::Producer => {
@@ -96,7 +96,9 @@ pub(crate) fn serve(
                         Box::pin(serving).await
                     }
                     Role::Peer => {
-                        Box::pin(peer::serve_accepted(&shared, &mut reader, &outbound)).await
+                        let serving =
+                            peer::serve_accepted(&shared, &mut reader, &outbound, version);
+                        Box::pin(serving).await
                     }
                 };
                 shared.tally.closed(pid);

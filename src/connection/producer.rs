@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{Frame, FrameRef, Pong, StatusReport};
+use lintel_wire::{feature, Frame, FrameRef, Pong, RefusalCode, StatusReport, SubscriptionEnded};
 use tokio::time::Instant;
 
 use super::close::Close;
@@ -131,6 +131,12 @@ pub(super) async fn serve(
                 timer.arm(deadline, timer_sleep.as_mut());
                 continue;
             }
+            Some(Ok(FrameRef::Submit3(submit))) if version >= 3 => {
+                keepalive.heard();
+                let deadline = flights.submit3(submit);
+                timer.arm(deadline, timer_sleep.as_mut());
+                continue;
+            }
             Some(Ok(FrameRef::Frame(frame))) => *frame,
             Some(Ok(other)) => break Close::unexpected(other.kind(), "on a producer connection"),
         };
@@ -138,15 +144,21 @@ pub(super) async fn serve(
         match frame {
             Frame::Cancel(cancel) => flights.cancel(cancel.correlation),
             Frame::StatusQuery(query) => {
-                let report = if version >= 2 {
-                    Frame::from(shared.cluster_status(query.correlation))
-                } else {
-                    Frame::from(StatusReport {
-                        correlation: query.correlation,
-                        status: shared.status(),
-                    })
+                let max_frame_len = shared.config.max_frame_len;
+                let report = match version {
+                    3.. => report::document(shared, query.correlation, max_frame_len),
+                    2 => report::fit(
+                        Frame::from(shared.cluster_status(query.correlation)),
+                        max_frame_len,
+                    ),
+                    _ => report::fit(
+                        Frame::from(StatusReport {
+                            correlation: query.correlation,
+                            status: shared.status(),
+                        }),
+                        max_frame_len,
+                    ),
                 };
-                let report = report::fit(report, shared.config.max_frame_len);
                 match outbound.send_owed(report) {
                     // An overflow closes the producer as a slow consumer at the loop's top.
                     Ok(()) | Err(SendError::Overflow | SendError::Full) => {}
@@ -155,6 +167,20 @@ pub(super) async fn serve(
                         tracing::error!(error = %err, "a status report could not be sent");
                         break Close::Quietly;
                     }
+                }
+            }
+            Frame::Subscribe(subscribe) if version >= 3 => {
+                // Answered, never ignored: this node does not list the feature.
+                let ended = Frame::SubscriptionEnded(SubscriptionEnded {
+                    correlation: subscribe.correlation,
+                    code: RefusalCode::Unsupported,
+                    reason: format!(
+                        "events need the feature {}, which this node does not implement",
+                        feature::EVENTS
+                    ),
+                });
+                if let Err(SendError::Closed) = outbound.send_owed(ended) {
+                    break Close::Quietly;
                 }
             }
             Frame::Ping(ping) => {

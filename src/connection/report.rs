@@ -1,23 +1,55 @@
 //! A status report that fits in one frame: a node too large to describe in one is described
-//! in part, with a marker saying what was left out.
+//! in part, with a marker saying what was left out. The same for every form of the report: a
+//! version-1 `Status`, a version-2 `ClusterStatus`, a version-3 `StatusDocument`.
 //!
 //! Workers go first, from the end, then the waiting entries, then the pools, then the peers;
 //! the marker is a pool with an empty namespace, which no real pool has.
 
-use bytes::BytesMut;
-use lintel_wire::{ClusterStatusReport, Frame, NodeStatus, PeerStatus, PoolStatus, StatusReport};
+use bytes::{Bytes, BytesMut};
+use lintel_wire::{
+    ClusterStatusReport, Frame, NodeStatus, PeerStatus, PoolStatus, StatusDocument, StatusReport,
+};
+
+use crate::shared::Shared;
+use crate::status;
+
+/// A report's frame made from its node status, with the peers or without them.
+type Rebuild<'a> = Box<dyn Fn(NodeStatus, bool) -> Frame + 'a>;
+
+/// The node's status as a version-3 `StatusDocument` answering query `correlation`, cut like
+/// the other reports to fit in `max_frame_len`.
+pub(super) fn document(shared: &Shared, correlation: u64, max_frame_len: usize) -> Frame {
+    let report = shared.cluster_status(correlation);
+    let (peers, peer_lost) = (report.peers, report.peer_lost);
+    let dispatcher = &shared.dispatcher;
+    let rebuild: Rebuild<'_> = Box::new(move |status, with_peers| {
+        let report = ClusterStatusReport {
+            correlation,
+            status,
+            peers: if with_peers {
+                peers.clone()
+            } else {
+                Vec::new()
+            },
+            peer_lost,
+        };
+        // These types always serialize.
+        let json = serde_json::to_vec(&status::view(report, dispatcher)).unwrap_or_default();
+        Frame::StatusDocument(StatusDocument {
+            correlation,
+            json: Bytes::from(json),
+        })
+    });
+    fit_parts(report.status, &rebuild, max_frame_len)
+}
 
 /// `report` (a `Status` or `ClusterStatus` frame) cut down until it encodes within
 /// `max_frame_len`; any other frame, or a report that fits, is returned as it is.
 pub(super) fn fit(report: Frame, max_frame_len: usize) -> Frame {
-    let fits = |frame: &Frame| {
-        let mut scratch = BytesMut::new();
-        lintel_wire::encode_frame(frame, &mut scratch, max_frame_len).is_ok()
-    };
-    if fits(&report) {
+    if fits(&report, max_frame_len) {
         return report;
     }
-    let (status, rebuild): (NodeStatus, Box<dyn Fn(NodeStatus, bool) -> Frame>) = match report {
+    let (status, rebuild): (NodeStatus, Rebuild<'static>) = match report {
         Frame::Status(report) => {
             let StatusReport {
                 correlation,
@@ -59,6 +91,17 @@ pub(super) fn fit(report: Frame, max_frame_len: usize) -> Frame {
         }
         other => return other,
     };
+    fit_parts(status, &rebuild, max_frame_len)
+}
+
+/// Fits the report `rebuild` makes of `status` into `max_frame_len`: whole when it fits,
+/// otherwise with as many workers as fit, then without pools, then without peers.
+fn fit_parts(status: NodeStatus, rebuild: &Rebuild<'_>, max_frame_len: usize) -> Frame {
+    let fits = |frame: &Frame| fits(frame, max_frame_len);
+    let whole = rebuild(status.clone(), true);
+    if fits(&whole) {
+        return whole;
+    }
     let total = status.pools.iter().map(|pool| pool.workers.len()).sum();
     // The most workers that still fit, with the waiting entries left out: found by bisection,
     // as a report's size grows with the workers it keeps.
@@ -82,6 +125,12 @@ pub(super) fn fit(report: Frame, max_frame_len: usize) -> Frame {
         return without_pools;
     }
     with(0, false, false)
+}
+
+/// True when `frame` encodes within `max_frame_len`.
+fn fits(frame: &Frame, max_frame_len: usize) -> bool {
+    let mut scratch = BytesMut::new();
+    lintel_wire::encode_frame(frame, &mut scratch, max_frame_len).is_ok()
 }
 
 /// `status` with only its first `kept` workers (of `total`), its waiting entries left out,

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use lintel_wire::{
-    Drain, ErrorCode, Frame, FrameKind, FrameRef, Ping, Pong, Refusal, RefusalCode, Register,
+    Drain, ErrorCode, Frame, FrameKind, FrameRef, Ping, Pong, Refusal, RefusalCode, Register3,
     Registered as RegisteredFrame,
 };
 
@@ -23,12 +23,12 @@ use crate::shared::{Fired, Shared};
 use lintel_client::keepalive::{Keepalive, Tick};
 use lintel_client::transport::{FrameReader, Outbound};
 
-/// Runs the worker role until the connection should close. Not an `async fn`: the connection
-/// state is built here and captured once, instead of its parts being held beside it in every
-/// idle connection's task.
+/// Runs the worker role of connection `pid`, speaking protocol `version`, until the
+/// connection should close. Not an `async fn`: the connection state is built here and
+/// captured once, instead of its parts being held beside it in every idle connection's task.
 pub(super) fn serve<'a>(
     shared: &'a Arc<Shared>,
-    pid: u64,
+    (pid, version): (u64, u16),
     reader: &'a mut FrameReader,
     outbound: &'a Outbound,
     grant: Grant,
@@ -36,6 +36,7 @@ pub(super) fn serve<'a>(
     let mut conn = WorkerConn {
         shared,
         pid,
+        version,
         outbound,
         grant,
         registered: None,
@@ -81,7 +82,10 @@ pub(super) fn serve<'a>(
                     // Copied out and registered below, once the frame is let go: a wait here
                     // would carry the frame's view in every idle connection's task.
                     Some(Ok(FrameRef::Frame(Frame::Register(register)))) => {
-                        Some(Box::new(Register::clone(register)))
+                        Some(Box::new(Register3::of((**register).clone())))
+                    }
+                    Some(Ok(FrameRef::Frame(Frame::Register3(register)))) if version >= 3 => {
+                        Some(register.clone())
                     }
                     Some(Ok(frame)) => match conn.handle(frame) {
                         Ok(()) => None,
@@ -112,6 +116,8 @@ pub(super) fn serve<'a>(
 struct WorkerConn<'a> {
     shared: &'a Arc<Shared>,
     pid: u64,
+    /// The protocol version the connection speaks.
+    version: u16,
     outbound: &'a Outbound,
     /// The namespaces this worker may register into.
     grant: Grant,
@@ -188,7 +194,7 @@ impl WorkerConn<'_> {
         }
     }
 
-    async fn register(&mut self, register: Register) -> Result<(), Close> {
+    async fn register(&mut self, register: Register3) -> Result<(), Close> {
         if self.registered.is_some() {
             return Err(Close::unexpected(FrameKind::Register, "once registered"));
         }
@@ -215,7 +221,7 @@ impl WorkerConn<'_> {
                 .await
                 .map_err(|_| Close::Quietly);
         }
-        let link = WorkerLink::held(self.pid, self.outbound.clone());
+        let link = WorkerLink::held(self.pid, self.version, self.outbound.clone());
         let notifier = Arc::clone(&self.shared.notifier);
         match notifier.on_worker_registered(self.pid, &register, link.clone()) {
             Ok(worker_id) => {
@@ -233,6 +239,9 @@ impl WorkerConn<'_> {
                     activities = ?register.activity_types,
                     label = register.node.as_deref().unwrap_or(""),
                     capacity = register.max_concurrency,
+                    deployment = register.deployment.as_deref().unwrap_or(""),
+                    instance = register.instance_id.as_deref().unwrap_or(""),
+                    version = self.version,
                     "worker registered"
                 );
             }

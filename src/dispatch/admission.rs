@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use lintel_wire::{NodeRouting, RefusedDispatch, RefusedReason, RequestRef, RoutingRef};
+use lintel_wire::{
+    feature, is_header_name, unknown_critical, ExtrasRef, NodeRouting, RefusedDispatch,
+    RefusedReason, RequestRef, RoutingRef,
+};
 
 use super::options::Options;
 
@@ -26,6 +29,10 @@ pub struct DispatchLimits {
     pub max_frame_len: usize,
     /// Most dispatches running at once; more are refused with `TooManyInFlight`.
     pub max_active: usize,
+    /// Most headers in one request.
+    pub max_headers: usize,
+    /// Most bytes of header names and values in one request.
+    pub max_header_bytes: usize,
 }
 
 impl DispatchLimits {
@@ -35,19 +42,164 @@ impl DispatchLimits {
     }
 }
 
-/// Validates the whole request and its options against `limits`.
+/// Highest priority a request may ask for, and the lowest.
+const PRIORITIES: std::ops::RangeInclusive<u8> = 1..=5;
+
+/// A fairness weight's bounds, in thousandths.
+const WEIGHTS: std::ops::RangeInclusive<u32> = 1..=1_000_000;
+
+/// Validates the whole request, its extras and its options against `limits`, then refuses
+/// what the node does not implement.
 ///
 /// # Errors
-/// A refusal with reason [`RefusedReason::InvalidRequest`] naming the first rule broken.
+/// A refusal with reason [`RefusedReason::InvalidRequest`] naming the first rule broken, or
+/// [`RefusedReason::Unsupported`] naming what the node does not implement.
 pub(crate) fn validate(
     request: &RequestRef<'_>,
+    extras: &ExtrasRef<'_>,
     options: &Options<'_>,
     limits: &DispatchLimits,
 ) -> Result<(), RefusedDispatch> {
-    check(request, options, limits).map_err(|detail| RefusedDispatch {
+    let invalid = |detail| RefusedDispatch {
         reason: RefusedReason::InvalidRequest,
         detail,
+    };
+    check(request, options, limits).map_err(invalid)?;
+    // A version-2 request has no extras; they cost nothing to look at then.
+    if extras.is_none() {
+        return check_budget(request, 0, limits).map_err(invalid);
+    }
+    check_extras(extras, limits).map_err(invalid)?;
+    let carried = extras.header_bytes() + extras.extension_bytes();
+    check_budget(request, carried, limits).map_err(invalid)?;
+    unsupported(extras).map_err(|detail| RefusedDispatch {
+        reason: RefusedReason::Unsupported,
+        detail,
     })
+}
+
+/// What the node does not implement yet, named: a critical extension it does not know, or a
+/// field of a feature it does not list.
+fn unsupported(extras: &ExtrasRef<'_>) -> Result<(), String> {
+    // No extension tag is allocated: every critical one is unknown.
+    if let Some(tag) = unknown_critical(extras.extensions.iter(), |_| false) {
+        return Err(format!(
+            "extension {tag} is critical and unknown to this node"
+        ));
+    }
+    let needs = [
+        (extras.priority.is_some(), feature::PRIORITY, "priority"),
+        (
+            extras.fairness_key.is_some() || extras.fairness_weight.is_some(),
+            feature::FAIRNESS,
+            "a fairness key or weight",
+        ),
+        (
+            extras.deployment.is_some(),
+            feature::DEPLOYMENTS,
+            "a required deployment",
+        ),
+    ];
+    match needs.into_iter().find(|(needed, ..)| *needed) {
+        Some((_, feature, what)) => Err(format!(
+            "{what} needs the feature {feature}, which this node does not implement"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The bounds of a version-3 request's extras.
+fn check_extras(extras: &ExtrasRef<'_>, limits: &DispatchLimits) -> Result<(), String> {
+    let max = limits.max_name_len;
+    if extras.headers.len() > limits.max_headers {
+        return Err(format!(
+            "{} headers, more than {}",
+            extras.headers.len(),
+            limits.max_headers
+        ));
+    }
+    let header_bytes = extras.header_bytes();
+    if header_bytes > limits.max_header_bytes {
+        return Err(format!(
+            "headers of {header_bytes} bytes, more than {}",
+            limits.max_header_bytes
+        ));
+    }
+    for header in extras.headers.iter() {
+        if header.name.len() > max {
+            return Err(format!("a header name is longer than {max} bytes"));
+        }
+        if !is_header_name(header.name) {
+            return Err(format!(
+                "header name {:?} is not lowercase token characters",
+                clipped(header.name)
+            ));
+        }
+    }
+    if let Some(priority) = extras.priority.filter(|p| !PRIORITIES.contains(p)) {
+        return Err(format!(
+            "priority {priority} is outside {}..={}",
+            PRIORITIES.start(),
+            PRIORITIES.end()
+        ));
+    }
+    if let Some(weight) = extras.fairness_weight.filter(|w| !WEIGHTS.contains(w)) {
+        return Err(format!(
+            "fairness weight {weight} is outside {}..={}",
+            WEIGHTS.start(),
+            WEIGHTS.end()
+        ));
+    }
+    let names = [
+        ("fairness key", extras.fairness_key),
+        ("deployment", extras.deployment),
+    ];
+    for (what, name) in names {
+        match name {
+            Some("") => return Err(format!("empty {what}")),
+            Some(name) if name.len() > max => {
+                return Err(format!("{what} is longer than {max} bytes"))
+            }
+            _ => {}
+        }
+    }
+    if extras.extensions.len() > limits.max_set_len {
+        return Err(format!(
+            "{} extensions, more than {}",
+            extras.extensions.len(),
+            limits.max_set_len
+        ));
+    }
+    Ok(())
+}
+
+/// The start of a name a client chose, for a refusal's detail.
+fn clipped(name: &str) -> &str {
+    let end = (0..=name.len().min(64))
+        .rev()
+        .find(|at| name.is_char_boundary(*at))
+        .unwrap_or(0);
+    name.get(..end).unwrap_or_default()
+}
+
+/// A request's input and ids, with `extra` bytes of header names and values and extension
+/// values, must fit a push with the frame's reserve to spare.
+fn check_budget(
+    request: &RequestRef<'_>,
+    extra: usize,
+    limits: &DispatchLimits,
+) -> Result<(), String> {
+    let max = limits.max_payload();
+    let carried = request.input.len()
+        + request.workflow_id.len()
+        + request.run_id.map_or(0, str::len)
+        + extra;
+    if carried > max {
+        return Err(format!(
+            "input, ids, headers and extensions of {carried} bytes exceed the {max} a push can carry"
+        ));
+    }
+    Ok(())
 }
 
 fn check(
@@ -85,14 +237,6 @@ fn check(
                 MAX_TIMEOUT.as_millis()
             ));
         }
-    }
-    let max = limits.max_payload();
-    let carried =
-        request.input.len() + request.workflow_id.len() + request.run_id.map_or(0, str::len);
-    if carried > max {
-        return Err(format!(
-            "input and ids of {carried} bytes exceed the {max} a push can carry"
-        ));
     }
     Ok(())
 }
@@ -140,6 +284,8 @@ mod tests {
             max_set_len: 2,
             max_frame_len: FRAME_OVERHEAD + 16,
             max_active: 10,
+            max_headers: 2,
+            max_header_bytes: 12,
         }
     }
 
@@ -159,7 +305,118 @@ mod tests {
     }
 
     fn refused(request: &DispatchRequest, options: &DispatchOptions) -> bool {
-        validate(&request.view(), &Options::of(options), &limits()).is_err()
+        refusal(request, options).is_some()
+    }
+
+    fn refusal(request: &DispatchRequest, options: &DispatchOptions) -> Option<RefusedReason> {
+        let extras = options.extras.view();
+        validate(&request.view(), &extras, &Options::of(options), &limits())
+            .err()
+            .map(|refused| refused.reason)
+    }
+
+    #[test]
+    fn headers_are_bounded_in_count_bytes_and_name() {
+        let plain = DispatchOptions::default();
+        let ok = plain.clone().header("tp", "x");
+        assert_eq!(refusal(&request(), &ok), None);
+        let invalid = Some(RefusedReason::InvalidRequest);
+        let three = ok.clone().header("a", "b").header("c", "d");
+        assert_eq!(
+            refusal(&request(), &three),
+            invalid,
+            "more than max_headers"
+        );
+        let big = plain.clone().header("a", "b".repeat(12));
+        assert_eq!(refusal(&request(), &big), invalid, "over max_header_bytes");
+        let mut upper = plain.clone();
+        upper.extras.headers.push(lintel_wire::Header {
+            name: "Trace".into(),
+            value: String::new(),
+        });
+        assert_eq!(refusal(&request(), &upper), invalid, "not lowercase");
+        let long = plain.clone().header("n".repeat(9), "");
+        assert_eq!(refusal(&request(), &long), invalid, "past max_name_len");
+        let empty = plain.header("", "v");
+        assert_eq!(refusal(&request(), &empty), invalid, "an empty name");
+    }
+
+    #[test]
+    fn header_and_extension_bytes_count_against_the_input_budget() {
+        let mut request = request();
+        request.workflow_id = "w".repeat(8);
+        request.input = bytes::Bytes::from(vec![0; 4]);
+        let fits = DispatchOptions::default().header("a", "bcd");
+        assert!(!refused(&request, &fits));
+        let over = DispatchOptions::default().header("a", "bcde");
+        assert!(refused(&request, &over));
+        let mut extension = DispatchOptions::default();
+        extension.extras.extensions.push(lintel_wire::Extension {
+            tag: 1,
+            critical: false,
+            value: bytes::Bytes::from(vec![0; 5]),
+        });
+        assert!(refused(&request, &extension));
+    }
+
+    #[test]
+    fn scheduling_fields_are_checked_then_refused_as_unsupported() {
+        let invalid = Some(RefusedReason::InvalidRequest);
+        let unsupported = Some(RefusedReason::Unsupported);
+        for (options, expected) in [
+            (DispatchOptions::default().priority(0), invalid),
+            (DispatchOptions::default().priority(6), invalid),
+            (DispatchOptions::default().priority(1), unsupported),
+            (DispatchOptions::default().fairness_weight(0), invalid),
+            (
+                DispatchOptions::default().fairness_weight(1_000_001),
+                invalid,
+            ),
+            (
+                DispatchOptions::default().fairness_weight(1000),
+                unsupported,
+            ),
+            (DispatchOptions::default().fairness_key(""), invalid),
+            (
+                DispatchOptions::default().fairness_key("k".repeat(9)),
+                invalid,
+            ),
+            (DispatchOptions::default().fairness_key("k"), unsupported),
+            (DispatchOptions::default().deployment(""), invalid),
+            (DispatchOptions::default().deployment("v1"), unsupported),
+        ] {
+            assert_eq!(
+                refusal(&request(), &options),
+                expected,
+                "{:?}",
+                options.extras
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_critical_extension_is_unsupported_and_a_plain_one_ignored() {
+        let with = |critical| {
+            let mut options = DispatchOptions::default();
+            options.extras.extensions.push(lintel_wire::Extension {
+                tag: 77,
+                critical,
+                value: bytes::Bytes::new(),
+            });
+            options
+        };
+        assert_eq!(refusal(&request(), &with(false)), None);
+        assert_eq!(
+            refusal(&request(), &with(true)),
+            Some(RefusedReason::Unsupported)
+        );
+        let mut many = with(false);
+        many.extras.extensions = vec![many.extras.extensions[0].clone(); 3];
+        assert_eq!(
+            refusal(&request(), &many),
+            Some(RefusedReason::InvalidRequest),
+            "more than max_set_len"
+        );
     }
 
     #[test]

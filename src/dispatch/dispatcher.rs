@@ -15,8 +15,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use lintel_wire::{
-    Census, DispatchRequest, DispatchResult, NodeRouting, RefusedDispatch, RefusedReason,
-    RequestRef, ResultRef, RoutingRef,
+    Census3, DispatchRequest, DispatchResult, ExtrasRef, NodeRouting, RefusedDispatch,
+    RefusedReason, RequestExtras, RequestRef, ResultRef, RoutingRef,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
@@ -33,7 +33,7 @@ use super::relayed::{Attempt, PlaceAgain, Relayed};
 use crate::cluster::{Mesh, RemoteSlot};
 use crate::link::{PushError, RelayEntry};
 use crate::registry::{
-    normalize_task_queue, reason_of, Address, NodeFilter, Registry, Reservation, Tiers, Wait,
+    normalize_task_queue, Address, NodeFilter, Registry, Reservation, Tally, Tiers, Wait,
 };
 use lintel_client::DispatchOptions;
 
@@ -101,6 +101,7 @@ pub(crate) enum Started {
 pub(crate) struct Waiting {
     pub(crate) flight: Arc<Flight>,
     request: DispatchRequest,
+    extras: RequestExtras,
     routing: NodeRouting,
     wait: Box<Wait>,
     deadline: Instant,
@@ -212,7 +213,8 @@ impl Dispatcher {
         let (caller, mut outcome) = Oneshot::caller();
         let mut watch = CancelOnDrop(None);
         tokio::pin!(cancelled);
-        let pushed = match self.start(&request.view(), &Options::of(options), caller) {
+        let extras = options.extras.view();
+        let pushed = match self.start(&request.view(), &extras, &Options::of(options), caller) {
             Started::Ended => None,
             Started::Pushed(flight) => Some(flight),
             Started::Waiting(waiting) => {
@@ -257,31 +259,35 @@ impl Dispatcher {
     }
 
     /// The one admission: counts the dispatch, validates it, then places it on a worker or
-    /// peer free now, or queues it for one when it may wait, or ends it.
+    /// peer free now, or queues it for one when it may wait, or ends it. `extras` are a
+    /// version-3 request's (`ExtrasRef::NONE` for any other).
     pub(crate) fn start(
         &self,
         request: &RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
         options: &Options<'_>,
         caller: Caller,
     ) -> Started {
-        self.start_in(request, options, caller, Scope::Cluster)
+        self.start_in(request, extras, options, caller, Scope::Cluster)
     }
 
     /// As [`Dispatcher::start`] for a dispatch a peer relayed here: this node's workers only.
     pub(crate) fn start_relayed(
         &self,
         request: &RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
         options: &Options<'_>,
         caller: Caller,
     ) -> Started {
-        self.start_in(request, options, caller, Scope::Local)
+        self.start_in(request, extras, options, caller, Scope::Local)
     }
 
-    /// The request and options are lent: a dispatch placed at once copies no name, and only
-    /// one that must wait or is relayed takes copies of them.
+    /// The request, extras and options are lent: a dispatch placed at once copies no name,
+    /// and only one that must wait or is relayed takes copies of them.
     fn start_in(
         &self,
         request: &RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
         options: &Options<'_>,
         caller: Caller,
         scope: Scope,
@@ -290,7 +296,7 @@ impl Dispatcher {
         let active = self.activity.enter();
         let crowded = active.count() > self.limits.max_active;
         let flight = self.flight(caller, options.reply_timeout, active, Some(request));
-        if let Err(result) = self.admit(request, options, crowded) {
+        if let Err(result) = self.admit(request, extras, options, crowded) {
             flight.finish(result.view());
             return Started::Ended;
         }
@@ -300,12 +306,12 @@ impl Dispatcher {
             .filter(|_| scope == Scope::Cluster)
             .map(|_| self.mesh.changes().epoch());
         for _ in 0..MAX_CLOSED_LINKS {
-            let address = address_of(request);
+            let address = address_of(request, extras);
             let placed = match self.place(address, &options.routing, scope) {
                 Ok(placed) => placed,
                 Err(census) => match deadline {
                     None => {
-                        flight.finish(DispatchResult::NoWorker(census));
+                        flight.finish(DispatchResult::NoWorker3(census));
                         return Started::Ended;
                     }
                     Some(deadline) => {
@@ -317,6 +323,7 @@ impl Dispatcher {
                                 return Started::Waiting(Box::new(Waiting {
                                     flight,
                                     request: request.clone().into_owned(),
+                                    extras: extras.reborrow().into_owned(),
                                     routing: options.routing.clone().into_owned(),
                                     wait,
                                     deadline,
@@ -334,7 +341,7 @@ impl Dispatcher {
                 number: 1,
                 wait_until: deadline,
             };
-            match self.send(&flight, request, placed, &options.routing, attempt) {
+            match self.send(&flight, request, extras, placed, &options.routing, attempt) {
                 Sent::Queued => return Started::Pushed(flight),
                 Sent::Ended => return Started::Ended,
                 Sent::Unsent => {}
@@ -364,7 +371,7 @@ impl Dispatcher {
         address: Address<'_>,
         routing: &RoutingRef<'_>,
         scope: Scope,
-    ) -> Result<Placed, Census> {
+    ) -> Result<Placed, Census3> {
         if scope == Scope::Local || self.mesh.is_empty() {
             return self.registry.select(address, routing).map(Placed::Local);
         }
@@ -404,24 +411,23 @@ impl Dispatcher {
 
     /// What the node knows about `address`: its own workers, and its peers' when the
     /// dispatch could have been relayed.
-    fn census(&self, address: Address<'_>, routing: &RoutingRef<'_>, scope: Scope) -> Census {
-        let census = self.registry.census(address, routing);
-        self.with_remote(census, address, routing, scope)
+    fn census(&self, address: Address<'_>, routing: &RoutingRef<'_>, scope: Scope) -> Census3 {
+        let tally = self.registry.tally(address, routing);
+        self.with_remote(tally, address, routing, scope)
     }
 
     fn with_remote(
         &self,
-        mut census: Census,
+        mut tally: Tally,
         address: Address<'_>,
         routing: &RoutingRef<'_>,
         scope: Scope,
-    ) -> Census {
+    ) -> Census3 {
         if scope == Scope::Cluster && !self.mesh.is_empty() {
             let filter = Tiers::new(routing, address.node).last;
-            self.mesh.count_into(&mut census, address, filter);
-            census.reason = reason_of(&census);
+            self.mesh.count_into(&mut tally, address, filter);
         }
-        census
+        tally.finish()
     }
 
     /// Waits for a worker for a dispatch [`Dispatcher::start`] queued, then pushes; returns
@@ -431,6 +437,7 @@ impl Dispatcher {
         let Waiting {
             flight,
             request,
+            extras,
             routing,
             wait,
             deadline,
@@ -439,7 +446,7 @@ impl Dispatcher {
             mut changes,
             scope,
         } = *waiting;
-        let (request, routing) = (request.view(), routing.view());
+        let (request, extras, routing) = (request.view(), extras.view(), routing.view());
         let mut next: Result<Placed, Box<Wait>> = Err(wait);
         for _ in 0..MAX_CLOSED_LINKS {
             let placed = match next {
@@ -447,7 +454,7 @@ impl Dispatcher {
                 Err(wait) => {
                     let slot = self.await_slot(
                         &flight,
-                        &request,
+                        address_of(&request, &extras),
                         &routing,
                         (wait, deadline),
                         &mut cancelled,
@@ -470,7 +477,7 @@ impl Dispatcher {
                 number: 1,
                 wait_until: Some(deadline),
             };
-            match self.send(&flight, &request, placed, &routing, attempt) {
+            match self.send(&flight, &request, &extras, placed, &routing, attempt) {
                 Sent::Queued => return Some(flight),
                 Sent::Ended => return None,
                 Sent::Unsent => {}
@@ -480,7 +487,7 @@ impl Dispatcher {
             if scope == Scope::Cluster {
                 changes = Some(self.mesh.changes().epoch());
             }
-            let address = address_of(&request);
+            let address = address_of(&request, &extras);
             next = match self.place(address, &routing, scope) {
                 Ok(placed) => Ok(placed),
                 Err(_) => self
@@ -499,7 +506,7 @@ impl Dispatcher {
     async fn await_slot(
         &self,
         flight: &Flight,
-        request: &RequestRef<'_>,
+        address: Address<'_>,
         routing: &RoutingRef<'_>,
         (mut wait, deadline): (Box<Wait>, Instant),
         cancelled: &mut oneshot::Receiver<()>,
@@ -532,13 +539,13 @@ impl Dispatcher {
                 granted = wait.granted() => match granted {
                     Some(reservation) => return Some(Placed::Local(reservation)),
                     None => {
-                        let census = self.census(address_of(request), routing, scope);
-                        flight.finish(DispatchResult::NoWorker(census));
+                        let census = self.census(address, routing, scope);
+                        flight.finish(DispatchResult::NoWorker3(census));
                         return None;
                     }
                 },
                 () = changed => {
-                    if let Some(remote) = self.remote_any_tier(address_of(request), routing) {
+                    if let Some(remote) = self.remote_any_tier(address, routing) {
                         // A local slot granted meanwhile wins; the remote charge is taken back.
                         return Some(match wait.give_up() {
                             Ok(reservation) => Placed::Local(reservation),
@@ -546,12 +553,12 @@ impl Dispatcher {
                         });
                     }
                 }
-                () = tokio::time::sleep_until(deadline) => match wait.give_up() {
+                () = tokio::time::sleep_until(deadline) => match wait.give_up_counting() {
                     // A slot freed before the wait ran out is this waiter's.
                     Ok(reservation) => return Some(Placed::Local(reservation)),
-                    Err(census) => {
-                        let census = self.with_remote(census, address_of(request), routing, scope);
-                        flight.finish(DispatchResult::NoWorker(census));
+                    Err(tally) => {
+                        let census = self.with_remote(tally, address, routing, scope);
+                        flight.finish(DispatchResult::NoWorker3(census));
                         return None;
                     }
                 },
@@ -583,14 +590,16 @@ impl Dispatcher {
         &self,
         flight: &Arc<Flight>,
         request: &RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
         placed: Placed,
         routing: &RoutingRef<'_>,
         attempt: Attempt,
     ) -> Sent {
         match placed {
-            Placed::Local(reservation) => self.push(flight, request, reservation),
+            Placed::Local(reservation) => self.push(flight, request, extras, reservation),
             Placed::Remote(slot, peer_routing) => {
-                self.relay(flight, request, slot, &peer_routing, routing, attempt)
+                let routings = (&peer_routing, routing);
+                self.relay(flight, request, extras, slot, routings, attempt)
             }
         }
     }
@@ -602,9 +611,9 @@ impl Dispatcher {
         &self,
         flight: &Arc<Flight>,
         request: &RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
         slot: RemoteSlot,
-        peer_routing: &NodeRouting,
-        routing: &RoutingRef<'_>,
+        (peer_routing, routing): (&NodeRouting, &RoutingRef<'_>),
         attempt: Attempt,
     ) -> Sent {
         let link = slot.link().clone();
@@ -615,13 +624,14 @@ impl Dispatcher {
                 dispatcher: self.me.clone() as Weak<dyn PlaceAgain>,
                 flight: Arc::clone(flight),
                 request: request.clone().into_owned(),
+                extras: extras.reborrow().into_owned(),
                 routing: routing.clone().into_owned(),
                 attempt,
                 peer: Arc::clone(link.node_id()),
                 sent_at: Instant::now(),
             })
         };
-        match link.relay(request, &peer_routing.view(), budget, entry) {
+        match link.relay(request, extras, &peer_routing.view(), budget, entry) {
             Ok(correlation) => {
                 flight.pushed(Target::Peer(link), correlation);
                 Sent::Queued
@@ -639,6 +649,7 @@ impl Dispatcher {
         &self,
         flight: &Arc<Flight>,
         request: &RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
         reservation: Reservation,
     ) -> Sent {
         let worker_id = reservation.worker_id();
@@ -646,7 +657,7 @@ impl Dispatcher {
             return Sent::Unsent;
         };
         flight.arm(Slot::Local(reservation));
-        match link.push(request, Arc::clone(flight) as _) {
+        match link.push(request, extras, Arc::clone(flight) as _) {
             Ok(correlation) => {
                 flight.pushed(Target::Worker(link), correlation);
                 Sent::Queued
@@ -699,10 +710,11 @@ impl Dispatcher {
     fn admit(
         &self,
         request: &RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
         options: &Options<'_>,
         crowded: bool,
     ) -> Result<(), DispatchResult> {
-        validate(request, options, &self.limits).map_err(DispatchResult::Refused)?;
+        validate(request, extras, options, &self.limits).map_err(DispatchResult::Refused)?;
         if self.is_draining() {
             return Err(DispatchResult::Draining);
         }
@@ -726,7 +738,7 @@ impl PlaceAgain for Dispatcher {
     fn place_again(
         &self,
         flight: &Arc<Flight>,
-        request: &RequestRef<'_>,
+        (request, extras): (&RequestRef<'_>, &ExtrasRef<'_>),
         routing: &RoutingRef<'_>,
         attempt: Attempt,
         last: (ResultRef<'_>, Arc<str>),
@@ -737,7 +749,7 @@ impl PlaceAgain for Dispatcher {
             }
             // Noted before looking, as a first placement does.
             let changes = self.mesh.changes().epoch();
-            let address = address_of(request);
+            let address = address_of(request, extras);
             let placed = match self.place_now(address, routing, attempt) {
                 Some(placed) => placed,
                 None => {
@@ -751,6 +763,7 @@ impl PlaceAgain for Dispatcher {
                             let waiting = Box::new(Waiting {
                                 flight: Arc::clone(flight),
                                 request: request.clone().into_owned(),
+                                extras: extras.reborrow().into_owned(),
                                 routing: routing.clone().into_owned(),
                                 wait,
                                 deadline,
@@ -769,7 +782,7 @@ impl PlaceAgain for Dispatcher {
                     }
                 }
             };
-            match self.send(flight, request, placed, routing, attempt) {
+            match self.send(flight, request, extras, placed, routing, attempt) {
                 Sent::Queued | Sent::Ended => return,
                 Sent::Unsent => {}
             }
@@ -804,11 +817,23 @@ fn refused(reason: RefusedReason, detail: &str) -> ResultRef<'_> {
     DispatchResult::Refused(RefusedDispatch { reason, detail })
 }
 
-fn address_of<'a>(request: &RequestRef<'a>) -> Address<'a> {
+fn address_of<'a>(request: &RequestRef<'a>, extras: &ExtrasRef<'_>) -> Address<'a> {
     Address {
         namespace: request.namespace,
         task_queue: normalize_task_queue(request.task_queue),
         activity_type: request.activity_type,
         node: request.node,
+        needs_version: needs_version(extras),
+    }
+}
+
+/// The lowest protocol version of a worker or a peer link that can carry a request with
+/// `extras`: headers and a required deployment never travel in a version-2 frame, while its
+/// priority and fairness fields may be left behind.
+fn needs_version(extras: &ExtrasRef<'_>) -> u16 {
+    if extras.headers.is_empty() && extras.deployment.is_none() {
+        1
+    } else {
+        3
     }
 }

@@ -4,7 +4,8 @@
 use std::sync::{Arc, Weak};
 
 use lintel_wire::{
-    DispatchRequest, DispatchResult, NodeRouting, RefusedReason, RequestRef, ResultRef, RoutingRef,
+    DispatchRequest, DispatchResult, ExtrasRef, NodeRouting, RefusedReason, RequestExtras,
+    RequestRef, ResultRef, RoutingRef,
 };
 use tokio::time::Instant;
 
@@ -24,7 +25,7 @@ pub(super) trait PlaceAgain: Send + Sync {
     fn place_again(
         &self,
         flight: &Arc<Flight>,
-        request: &RequestRef<'_>,
+        request: (&RequestRef<'_>, &ExtrasRef<'_>),
         routing: &RoutingRef<'_>,
         attempt: Attempt,
         last: (ResultRef<'_>, Arc<str>),
@@ -42,6 +43,7 @@ pub(super) struct Relayed {
     pub(super) flight: Arc<Flight>,
     /// Kept to place the dispatch again if the serving node runs nothing.
     pub(super) request: DispatchRequest,
+    pub(super) extras: RequestExtras,
     pub(super) routing: NodeRouting,
     pub(super) attempt: Attempt,
     pub(super) peer: Arc<str>,
@@ -52,10 +54,14 @@ pub(super) struct Relayed {
 /// True for outcomes that say the serving node ran nothing, so another node may.
 fn nothing_ran(result: &ResultRef<'_>) -> bool {
     match result {
-        DispatchResult::NoWorker(_) | DispatchResult::Draining => true,
+        DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) | DispatchResult::Draining => {
+            true
+        }
         DispatchResult::Refused(refused) => matches!(
             refused.reason,
-            RefusedReason::WorkerBackpressure | RefusedReason::TooManyInFlight
+            RefusedReason::WorkerBackpressure
+                | RefusedReason::TooManyInFlight
+                | RefusedReason::FairnessCapReached
         ),
         _ => false,
     }
@@ -78,7 +84,7 @@ impl Entry<ToPeer> for Relayed {
                     };
                     dispatcher.place_again(
                         &self.flight,
-                        &self.request.view(),
+                        (&self.request.view(), &self.extras.view()),
                         &self.routing.view(),
                         next,
                         (result, Arc::clone(&self.peer)),

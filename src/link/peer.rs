@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{FrameRef, Relay, RequestRef, ResultRef, RoutingRef};
+use lintel_wire::{ExtrasRef, FrameRef, Relay, Relay3, RequestRef, ResultRef, RoutingRef};
 
 use lintel_client::transport::Outbound;
 
@@ -20,10 +20,12 @@ pub type RelayEntry = dyn Entry<ToPeer>;
 /// A link to another node.
 pub type PeerLink = Link<ToPeer>;
 
-/// What a peer link knows of its peer: its node id, and how many relays went to it.
+/// What a peer link knows of its peer: its node id, the protocol version the link speaks,
+/// and how many relays went to it.
 #[derive(Debug)]
 pub struct ToPeer {
     node_id: Arc<str>,
+    version: u16,
     sent: AtomicU64,
 }
 
@@ -32,10 +34,16 @@ impl Kind for ToPeer {
 }
 
 impl Link<ToPeer> {
-    /// A link to the peer `node_id` whose frames go to `outbound`.
-    pub fn new(node_id: Arc<str>, outbound: Outbound) -> Self {
+    /// A link to the peer `node_id`, speaking protocol `version`, whose frames go to
+    /// `outbound`.
+    pub fn new(node_id: Arc<str>, version: u16, outbound: Outbound) -> Self {
         let sent = AtomicU64::new(0);
-        Link::with(ToPeer { node_id, sent }, outbound, false)
+        let kind = ToPeer {
+            node_id,
+            version,
+            sent,
+        };
+        Link::with(kind, outbound, false)
     }
 
     /// The peer's node id.
@@ -43,9 +51,17 @@ impl Link<ToPeer> {
         &self.inner.kind.node_id
     }
 
-    /// Queues `request` as a relay with `budget` left for the reply, encoded where it lies;
-    /// once it is queued, `entry` builds what hears the relay's fate. Returns the relay's
-    /// correlation id on this link.
+    /// The protocol version the link speaks: from 3 relays are `Relay3`, and may carry
+    /// headers and a required deployment.
+    pub fn version(&self) -> u16 {
+        self.inner.kind.version
+    }
+
+    /// Queues `request` with its `extras` as a relay with `budget` left for the reply, encoded
+    /// where it lies: `Relay3` on a version-3 link, `Relay` (without the extras' priority and
+    /// fairness fields) otherwise. Once it is queued, `entry` builds what hears the relay's
+    /// fate. Returns the relay's correlation id on this link. Placement never relays over a
+    /// version-2 link a request with headers or a required deployment.
     ///
     /// # Errors
     /// [`PushError::Closed`] when the link is closed, [`PushError::Backpressure`] when its
@@ -53,18 +69,31 @@ impl Link<ToPeer> {
     pub fn relay(
         &self,
         request: &RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
         routing: &RoutingRef<'_>,
         budget: Duration,
         entry: impl FnOnce() -> Arc<RelayEntry>,
     ) -> Result<u64, PushError> {
         let vacant = self.vacant()?;
         let correlation = vacant.correlation;
-        let sent = self.inner.outbound.try_send_ref(FrameRef::Relay(Relay {
-            correlation,
-            request: request.reborrow(),
-            routing: routing.reborrow(),
-            reply_timeout_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
-        }));
+        let reply_timeout_ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX);
+        let relay = if self.version() >= 3 {
+            FrameRef::Relay3(Relay3 {
+                correlation,
+                request: request.reborrow(),
+                extras: extras.reborrow(),
+                routing: routing.reborrow(),
+                reply_timeout_ms,
+            })
+        } else {
+            FrameRef::Relay(Relay {
+                correlation,
+                request: request.reborrow(),
+                routing: routing.reborrow(),
+                reply_timeout_ms,
+            })
+        };
+        let sent = self.inner.outbound.try_send_ref(relay);
         if let Err(err) = sent {
             return Err(PushError::from_send(err));
         }
@@ -98,14 +127,21 @@ mod tests {
     #[tokio::test]
     async fn a_relay_is_counted_once_sent_and_a_closed_link_sends_nothing() {
         let (outbound, _peer) = outbound().await;
-        let link = PeerLink::new("b".into(), outbound);
+        let link = PeerLink::new("b".into(), 3, outbound);
         let heard: Arc<RelayEntry> = Arc::new(Heard::default());
         let budget = Duration::from_secs(1);
         let (request, routing) = (request(), lintel_wire::NodeRouting::Any);
-        let id = link.relay(&request.view(), &routing.view(), budget, || heard);
+        let none = ExtrasRef::NONE;
+        let id = link.relay(&request.view(), &none, &routing.view(), budget, || heard);
         assert_eq!((id, link.sent(), link.in_flight()), (Ok(1), 1, 1));
         link.close();
-        let refused = link.relay(&request.view(), &routing.view(), budget, || unreachable!());
+        let refused = link.relay(
+            &request.view(),
+            &none,
+            &routing.view(),
+            budget,
+            || unreachable!(),
+        );
         assert_eq!(refused, Err(PushError::Closed));
         assert_eq!(link.sent(), 1);
     }

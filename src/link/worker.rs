@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use lintel_wire::{Frame, FrameRef, Push, RequestRef, ResponseRef};
+use lintel_wire::{ExtrasRef, Frame, FrameRef, Push, Push3, RequestRef, ResponseRef};
 
 use lintel_client::transport::Outbound;
 
@@ -19,10 +19,12 @@ pub type PushEntry = dyn Entry<ToWorker>;
 /// A link to a worker connection.
 pub type WorkerLink = Link<ToWorker>;
 
-/// What a worker link knows of its worker: the connection it pushes on.
+/// What a worker link knows of its worker: the connection it pushes on, and the protocol
+/// version it speaks.
 #[derive(Debug)]
 pub struct ToWorker {
     pid: u64,
+    version: u16,
 }
 
 impl Kind for ToWorker {
@@ -30,15 +32,16 @@ impl Kind for ToWorker {
 }
 
 impl Link<ToWorker> {
-    /// A link for the connection `pid` whose frames go to `outbound`.
-    pub fn new(pid: u64, outbound: Outbound) -> Self {
-        Link::with(ToWorker { pid }, outbound, false)
+    /// A link for the connection `pid`, speaking protocol `version`, whose frames go to
+    /// `outbound`.
+    pub fn new(pid: u64, version: u16, outbound: Outbound) -> Self {
+        Link::with(ToWorker { pid, version }, outbound, false)
     }
 
     /// A link that holds pushes until [`WorkerLink::open`]; a registering connection uses it
     /// so no push overtakes the `Registered` frame.
-    pub fn held(pid: u64, outbound: Outbound) -> Self {
-        Link::with(ToWorker { pid }, outbound, true)
+    pub fn held(pid: u64, version: u16, outbound: Outbound) -> Self {
+        Link::with(ToWorker { pid, version }, outbound, true)
     }
 
     /// The connection this link pushes on.
@@ -46,29 +49,57 @@ impl Link<ToWorker> {
         self.inner.kind.pid
     }
 
-    /// Queues `request` as a push whose fate `entry` hears; returns its worker correlation id.
-    /// The request is encoded where it lies, or copied only while the link holds pushes.
+    /// The protocol version the worker speaks: from 3 it is pushed `Push3`, and may be given
+    /// requests with headers.
+    pub fn version(&self) -> u16 {
+        self.inner.kind.version
+    }
+
+    /// Queues `request` with its `extras` as a push whose fate `entry` hears (`Push3` to a
+    /// version-3 worker, `Push` otherwise); returns its worker correlation id. The request is
+    /// encoded where it lies, or copied only while the link holds pushes. Selection never
+    /// gives a version-2 worker a request its `Push` could not carry.
     ///
     /// # Errors
     /// [`PushError::Closed`] when the link is closed, [`PushError::Backpressure`] when its
     /// queue is full; either way nothing was sent and no entry is left.
-    pub fn push(&self, request: &RequestRef<'_>, entry: Arc<PushEntry>) -> Result<u64, PushError> {
+    pub fn push(
+        &self,
+        request: &RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
+        entry: Arc<PushEntry>,
+    ) -> Result<u64, PushError> {
         let vacant = self.vacant()?;
         let correlation = vacant.correlation;
+        let version_3 = self.version() >= 3;
         if vacant.holding() {
             let request = request.clone().into_owned();
-            return Ok(vacant.hold(
-                entry,
+            let frame = if version_3 {
+                Frame::from(Push3 {
+                    correlation,
+                    request,
+                    extras: extras.reborrow().into_owned(),
+                })
+            } else {
                 Frame::from(Push {
                     correlation,
                     request,
-                }),
-            ));
+                })
+            };
+            return Ok(vacant.hold(entry, frame));
         }
-        let push = FrameRef::Push(Push {
-            correlation,
-            request: request.reborrow(),
-        });
+        let push = if version_3 {
+            FrameRef::Push3(Push3 {
+                correlation,
+                request: request.reborrow(),
+                extras: extras.reborrow(),
+            })
+        } else {
+            FrameRef::Push(Push {
+                correlation,
+                request: request.reborrow(),
+            })
+        };
         if let Err(err) = self.inner.outbound.try_send_ref(push) {
             return Err(PushError::from_send(err));
         }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use lintel_wire::{Refusal, RefusalCode, Register};
+use lintel_wire::{unknown_critical, Refusal, RefusalCode, Register3};
 
 /// Task queue of a registration or request that names none.
 pub const DEFAULT_TASK_QUEUE: &str = "default";
@@ -34,13 +34,18 @@ pub struct Registration {
     pub activity_types: BTreeSet<String>,
     pub identity: String,
     pub max_concurrency: u32,
+    /// The deployment the worker runs, as `Register3` stated it.
+    pub deployment: Option<String>,
+    /// The worker's instance id, as `Register3` stated it.
+    pub instance_id: Option<String>,
 }
 
-/// Validates `register` against `limits`.
+/// Validates `register` against `limits`; a version-2 `Register` is validated as the
+/// `Register3` it means (`Register3::of`).
 ///
 /// # Errors
 /// A [`Refusal`] naming the first rule broken.
-pub fn validate(register: &Register, limits: AdmissionLimits) -> Result<Registration, Refusal> {
+pub fn validate(register: &Register3, limits: AdmissionLimits) -> Result<Registration, Refusal> {
     let max_concurrency = validate_capacity(register.max_concurrency)?;
     if register.namespaces.is_empty() {
         return Err(refusal(RefusalCode::EmptyNamespaces, "no namespace given"));
@@ -65,6 +70,27 @@ pub fn validate(register: &Register, limits: AdmissionLimits) -> Result<Registra
             format!("identity is longer than {} bytes", limits.max_name_len),
         ));
     }
+    for (what, name) in [
+        ("deployment", &register.deployment),
+        ("instance id", &register.instance_id),
+    ] {
+        if let Some(name) = name {
+            check_name(what, name, limits.max_name_len)?;
+        }
+    }
+    if register.extensions.len() > limits.max_set_len {
+        return Err(refusal(
+            RefusalCode::LimitExceeded,
+            format!("more than {} extensions", limits.max_set_len),
+        ));
+    }
+    // No extension tag is allocated: every critical one is unknown.
+    if let Some(tag) = unknown_critical(&register.extensions, |_| false) {
+        return Err(refusal(
+            RefusalCode::Unsupported,
+            format!("extension {tag} is critical and unknown to this node"),
+        ));
+    }
     Ok(Registration {
         namespaces,
         task_queue,
@@ -72,6 +98,8 @@ pub fn validate(register: &Register, limits: AdmissionLimits) -> Result<Registra
         activity_types,
         identity: register.identity.clone(),
         max_concurrency,
+        deployment: register.deployment.clone(),
+        instance_id: register.instance_id.clone(),
     })
 }
 
@@ -146,15 +174,15 @@ fn refusal(code: RefusalCode, reason: impl Into<String>) -> Refusal {
 mod tests {
     use super::*;
 
-    fn register() -> Register {
-        Register {
+    fn register() -> Register3 {
+        Register3::of(lintel_wire::Register {
             namespaces: vec!["ns".into(), "ns".into()],
             task_queue: String::new(),
             node: Some(String::new()),
             activity_types: vec!["echo".into()],
             identity: "w".into(),
             max_concurrency: 2,
-        }
+        })
     }
 
     #[test]
@@ -165,14 +193,33 @@ mod tests {
         assert_eq!(registration.namespaces.len(), 1);
     }
 
+    fn extension(critical: bool) -> lintel_wire::Extension {
+        lintel_wire::Extension {
+            tag: 9,
+            critical,
+            value: bytes::Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn a_deployment_identity_is_kept_and_an_unknown_plain_extension_ignored() {
+        let mut r = register();
+        r.deployment = Some("v42".into());
+        r.instance_id = Some("pod-1".into());
+        r.extensions = vec![extension(false)];
+        let registration = validate(&r, AdmissionLimits::default()).unwrap();
+        assert_eq!(registration.deployment.as_deref(), Some("v42"));
+        assert_eq!(registration.instance_id.as_deref(), Some("pod-1"));
+    }
+
     #[test]
     fn each_broken_rule_has_its_code() {
         let limits = AdmissionLimits {
             max_name_len: 8,
             max_set_len: 2,
         };
-        type Breakage = fn(&mut Register);
-        let cases: [(Breakage, RefusalCode); 6] = [
+        type Breakage = fn(&mut Register3);
+        let cases: [(Breakage, RefusalCode); 10] = [
             (|r| r.max_concurrency = 0, RefusalCode::ZeroCapacity),
             (|r| r.namespaces.clear(), RefusalCode::EmptyNamespaces),
             (
@@ -187,6 +234,22 @@ mod tests {
             (
                 |r| r.activity_types = vec!["a".into(), "b".into(), "c".into()],
                 RefusalCode::LimitExceeded,
+            ),
+            (
+                |r| r.deployment = Some(String::new()),
+                RefusalCode::InvalidField,
+            ),
+            (
+                |r| r.instance_id = Some("i".repeat(9)),
+                RefusalCode::InvalidField,
+            ),
+            (
+                |r| r.extensions = vec![extension(false); 3],
+                RefusalCode::LimitExceeded,
+            ),
+            (
+                |r| r.extensions = vec![extension(false), extension(true)],
+                RefusalCode::Unsupported,
             ),
         ];
         for (breakage, code) in cases {

@@ -19,5 +19,5 @@ pub use admission::{
     Registration, DEFAULT_TASK_QUEUE,
 };
 pub use pools::{Address, RegistrationGuard, Registry, Reservation, Wait};
-pub(crate) use selection::{reason_of, NodeFilter, Tiers};
+pub(crate) use selection::{Bucketed, NodeFilter, Tally, Tiers};
 pub use worker::WorkerId;

@@ -14,14 +14,14 @@ use tokio::time::Instant;
 
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{
-    Census, NodeRouting, PoolPresence, PoolStatus, PresenceGroup, Refusal, RefusalCode, Register,
+    Census3, NodeRouting, PoolPresence, PoolStatus, PresenceGroup, Refusal, RefusalCode, Register3,
     RoutingRef, WaitingStatus,
 };
 use tokio::sync::oneshot;
 
 use super::admission::{validate, validate_capacity, AdmissionLimits};
 use super::departures::Departures;
-use super::selection::{census, compatible, eligible, NodeFilter, Tiers};
+use super::selection::{census, compatible, eligible, NodeFilter, Tally, Tiers};
 use super::waiters::{WaitKey, Waiters};
 use super::worker::{WorkerCell, WorkerId};
 use crate::idmap::{IdMap, KeyedMap};
@@ -37,6 +37,9 @@ pub struct Address<'a> {
     pub activity_type: &'a str,
     /// The request's own node pin; it beats the routing.
     pub node: Option<&'a str>,
+    /// The lowest protocol version a worker (or a peer link) needs to carry the dispatch: 1,
+    /// or 3 for one with headers or a required deployment.
+    pub needs_version: u16,
 }
 
 #[derive(Debug, Default)]
@@ -118,12 +121,15 @@ impl Registry {
     /// The admission funnel: validates, then inserts `register` for connection `pid`.
     /// Dropping the returned guard deregisters.
     ///
+    /// A deployment and an instance id are kept and shown, but neither selects nor
+    /// supersedes: this node does not list the feature `deployments`.
+    ///
     /// # Errors
     /// A [`Refusal`] when validation fails or the registry is draining; nothing is inserted.
     pub fn admit(
         self: &Arc<Self>,
         pid: u64,
-        register: &Register,
+        register: &Register3,
         link: WorkerLink,
     ) -> Result<RegistrationGuard, Refusal> {
         let registration = validate(register, self.limits)?;
@@ -136,6 +142,7 @@ impl Registry {
                 reason: "node is draining".into(),
             });
         }
+
         let task_queue = &cell.registration.task_queue;
         for namespace in &cell.registration.namespaces {
             let by_queue = match state.pools.get_mut(namespace.as_str()) {
@@ -161,17 +168,17 @@ impl Registry {
     /// miss, the census taken in the same critical section.
     ///
     /// # Errors
-    /// The [`Census`] explaining the miss.
+    /// The [`Census3`] explaining the miss.
     pub fn select(
         self: &Arc<Self>,
         address: Address<'_>,
         routing: &RoutingRef<'_>,
-    ) -> Result<Reservation, Census> {
+    ) -> Result<Reservation, Census3> {
         let tiers = Tiers::new(routing, address.node);
         let mut state = self.lock();
         match self.reserve(&mut state, address, tiers) {
             Some(reservation) => Ok(reservation),
-            None => Err(census_of(&state, address, tiers.last)),
+            None => Err(census_of(&state, address, tiers.last).finish()),
         }
     }
 
@@ -198,7 +205,7 @@ impl Registry {
         };
         pool.members
             .iter()
-            .filter(|worker| eligible(worker, address.activity_type, filter))
+            .filter(|worker| eligible(worker, address.activity_type, filter, address.needs_version))
             .map(|worker| worker.free_slots())
             .fold(0, u32::saturating_add)
     }
@@ -224,9 +231,12 @@ impl Registry {
             activity_type: address.activity_type.to_owned(),
         };
         let node = address.node.map(str::to_owned);
-        let (id, granted) = state
-            .waiters
-            .push(key.clone(), routing.clone().into_owned(), node);
+        let (id, granted) = state.waiters.push(
+            key.clone(),
+            routing.clone().into_owned(),
+            node,
+            address.needs_version,
+        );
         self.changes.touch();
         Err(Box::new(Wait {
             registry: Arc::clone(self),
@@ -238,7 +248,12 @@ impl Registry {
     }
 
     /// What the registry knows about `address` under `routing`'s widest tier.
-    pub fn census(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> Census {
+    pub fn census(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> Census3 {
+        self.tally(address, routing).finish()
+    }
+
+    /// As [`Registry::census`], still open for a peer's workers to be counted into it.
+    pub(crate) fn tally(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> Tally {
         census_of(
             &self.lock(),
             address,
@@ -344,7 +359,9 @@ impl Registry {
                 task_queue: key.task_queue.clone(),
                 activity_type: key.activity_type.clone(),
                 waiting: u32::try_from(count).unwrap_or(u32::MAX),
-                census: census_of(&state, key_address(key, None), NodeFilter::Any),
+                census: census_of(&state, key_address(key, None, 1), NodeFilter::Any)
+                    .finish()
+                    .for_version_2(),
             })
             .collect();
         waiting.sort_by(|a, b| {
@@ -370,7 +387,7 @@ impl Registry {
             .get_mut(address.task_queue)?;
         let worker = tiers
             .iter()
-            .find_map(|filter| pick(pool, address.activity_type, filter))?;
+            .find_map(|filter| pick(pool, address.activity_type, filter, address.needs_version))?;
         Some(self.take_slot(worker))
     }
 
@@ -396,7 +413,8 @@ impl Registry {
             || worker.has_free_slot(),
             |key, waiter| {
                 let tiers = Tiers::new(&waiter.routing.view(), waiter.node.as_deref());
-                let wanted = compatible(worker, &key.activity_type, tiers.last);
+                let wanted = worker.link.version() >= waiter.needs_version
+                    && compatible(worker, &key.activity_type, tiers.last);
                 wanted.then(|| self.take_slot(Arc::clone(worker)))
             },
             |unclaimed| {
@@ -471,12 +489,36 @@ impl Registry {
 
     /// Takes waiter `id` out of its queue; `None` when it was granted a slot first, otherwise
     /// the census of its address under its routing, taken in the same critical section.
-    fn leave(&self, key: &WaitKey, id: u64) -> Option<Census> {
+    fn leave(&self, key: &WaitKey, id: u64) -> Option<Tally> {
         let mut state = self.lock();
         let waiter = state.waiters.remove(key, id)?;
         let node = waiter.node.as_deref();
         let filter = Tiers::new(&waiter.routing.view(), node).last;
-        Some(census_of(&state, key_address(key, node), filter))
+        let address = key_address(key, node, waiter.needs_version);
+        Some(census_of(&state, address, filter))
+    }
+
+    /// The deployment and instance id of every worker that registered one, by worker id.
+    pub fn deployments(&self) -> Vec<(WorkerId, Option<String>, Option<String>)> {
+        let state = self.lock();
+        let mut identified: Vec<(WorkerId, Option<String>, Option<String>)> = state
+            .workers
+            .values()
+            .filter(|worker| {
+                worker.registration.deployment.is_some()
+                    || worker.registration.instance_id.is_some()
+            })
+            .map(|worker| {
+                let registration = &worker.registration;
+                (
+                    worker.id,
+                    registration.deployment.clone(),
+                    registration.instance_id.clone(),
+                )
+            })
+            .collect();
+        identified.sort_unstable_by_key(|(id, ..)| *id);
+        identified
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -487,17 +529,23 @@ impl Registry {
     }
 }
 
-fn key_address<'a>(key: &'a WaitKey, node: Option<&'a str>) -> Address<'a> {
+fn key_address<'a>(key: &'a WaitKey, node: Option<&'a str>, needs_version: u16) -> Address<'a> {
     Address {
         namespace: &key.namespace,
         task_queue: &key.task_queue,
         activity_type: &key.activity_type,
         node,
+        needs_version,
     }
 }
 
 /// Finds the next eligible member from the activity's cursor and advances the cursor past it.
-fn pick(pool: &mut Pool, activity: &str, filter: NodeFilter<'_>) -> Option<Arc<WorkerCell>> {
+fn pick(
+    pool: &mut Pool,
+    activity: &str,
+    filter: NodeFilter<'_>,
+    needs_version: u16,
+) -> Option<Arc<WorkerCell>> {
     let len = pool.members.len();
     if len == 0 {
         return None;
@@ -509,7 +557,7 @@ fn pick(pool: &mut Pool, activity: &str, filter: NodeFilter<'_>) -> Option<Arc<W
     let found = (0..len).map(|step| (start + step) % len).find(|&index| {
         members
             .get(index)
-            .is_some_and(|w| eligible(w, activity, filter))
+            .is_some_and(|w| eligible(w, activity, filter, needs_version))
     })?;
     let worker = members.get(found).cloned()?;
     match cursor {
@@ -577,7 +625,7 @@ fn pool_presence(
     }
 }
 
-fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Census {
+fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Tally {
     let members = state
         .pools
         .get(address.namespace)
@@ -594,6 +642,7 @@ fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Cen
         members.iter().map(|w| &**w),
         address.activity_type,
         filter,
+        address.needs_version,
         last_departure,
     )
 }
@@ -672,12 +721,17 @@ impl Wait {
     /// the address, taken as the waiter left the queue.
     ///
     /// # Errors
-    /// The [`Census`] when no slot was granted.
-    pub fn give_up(mut self) -> Result<Reservation, Census> {
+    /// The [`Census3`] when no slot was granted.
+    pub fn give_up(self) -> Result<Reservation, Census3> {
+        self.give_up_counting().map_err(Tally::finish)
+    }
+
+    /// As [`Wait::give_up`], the census still open for a peer's workers to be counted in.
+    pub(crate) fn give_up_counting(mut self) -> Result<Reservation, Tally> {
         if self.queued {
             self.queued = false;
-            if let Some(census) = self.registry.leave(&self.key, self.id) {
-                return Err(census);
+            if let Some(tally) = self.registry.leave(&self.key, self.id) {
+                return Err(tally);
             }
         }
         match self.granted.try_recv() {
@@ -686,7 +740,7 @@ impl Wait {
             // when granted. Report what the registry knows now.
             Err(_) => Err(self
                 .registry
-                .census(key_address(&self.key, None), &NodeRouting::Any)),
+                .tally(key_address(&self.key, None, 1), &NodeRouting::Any)),
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use lintel_wire::{Census, Names, NoWorkerReason, NodeRouting, RoutingRef};
+use lintel_wire::{Census3, Names, NoWorkerReason, NodeRouting, RoutingRef};
 
 use super::worker::WorkerCell;
 
@@ -71,8 +71,15 @@ impl<'a> Tiers<'a> {
 }
 
 /// The cheap atomic checks come first: in a saturated pool they reject without string look-ups.
-pub(crate) fn eligible(worker: &WorkerCell, activity: &str, filter: NodeFilter<'_>) -> bool {
-    worker.has_free_slot() && compatible(worker, activity, filter)
+pub(crate) fn eligible(
+    worker: &WorkerCell,
+    activity: &str,
+    filter: NodeFilter<'_>,
+    needs_version: u16,
+) -> bool {
+    worker.has_free_slot()
+        && worker.link.version() >= needs_version
+        && compatible(worker, activity, filter)
 }
 
 /// Serves `activity` on a node `filter` allows, whatever its slots.
@@ -81,53 +88,135 @@ pub(crate) fn compatible(worker: &WorkerCell, activity: &str, filter: NodeFilter
         && filter.allows(worker.registration.node.as_deref())
 }
 
-/// Counts the pool's workers against `activity` and `filter` and names why none is eligible.
+/// A census being taken, local workers and then peers' counted into it: the counts a
+/// [`Census3`] reports, and those of the candidates (deployment workers that can carry the
+/// request) the reason is judged on.
+#[derive(Debug, Clone)]
+pub(crate) struct Tally {
+    census: Census3,
+    candidates: Bucketed,
+}
+
+/// A number of workers and how many of them are in each exclusion.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Bucketed {
+    pub(crate) workers: u32,
+    pub(crate) draining: u32,
+    pub(crate) probation: u32,
+    pub(crate) unreachable: u32,
+}
+
+impl Tally {
+    /// Nothing counted yet.
+    pub(crate) fn new(last_departure_ms_ago: Option<u64>) -> Self {
+        Self {
+            census: Census3 {
+                reason: NoWorkerReason::PoolEmpty,
+                pool_workers: 0,
+                serving_activity: 0,
+                compatible_workers: 0,
+                deployment_workers: 0,
+                at_capacity: 0,
+                draining: 0,
+                probation: 0,
+                unreachable: 0,
+                last_departure_ms_ago,
+            },
+            candidates: Bucketed::default(),
+        }
+    }
+
+    /// Counts workers in the pool, whatever their activity types.
+    pub(crate) fn pool(&mut self, workers: u32) {
+        self.census.pool_workers = self.census.pool_workers.saturating_add(workers);
+    }
+
+    /// Counts workers serving the activity type on any node.
+    pub(crate) fn serving(&mut self, workers: u32) {
+        let census = &mut self.census;
+        census.serving_activity = census.serving_activity.saturating_add(workers);
+    }
+
+    /// Counts compatible workers of the required deployment: `full` of them at capacity and
+    /// the rest of `bucketed` in their exclusion; they are candidates when `can_carry`.
+    pub(crate) fn compatible(&mut self, bucketed: Bucketed, full: u32, can_carry: bool) {
+        let census = &mut self.census;
+        let add = |count: &mut u32, more: u32| *count = count.saturating_add(more);
+        add(&mut census.compatible_workers, bucketed.workers);
+        add(&mut census.deployment_workers, bucketed.workers);
+        add(&mut census.at_capacity, full);
+        add(&mut census.draining, bucketed.draining);
+        add(&mut census.probation, bucketed.probation);
+        add(&mut census.unreachable, bucketed.unreachable);
+        if can_carry {
+            let candidates = &mut self.candidates;
+            add(&mut candidates.workers, bucketed.workers);
+            add(&mut candidates.draining, bucketed.draining);
+            add(&mut candidates.probation, bucketed.probation);
+            add(&mut candidates.unreachable, bucketed.unreachable);
+        }
+    }
+
+    /// The census, its reason the first that holds in the order `PROTOCOL.md` states:
+    /// not index order.
+    pub(crate) fn finish(mut self) -> Census3 {
+        let census = &self.census;
+        let candidates = self.candidates;
+        let excluded = candidates
+            .draining
+            .saturating_add(candidates.probation)
+            .saturating_add(candidates.unreachable);
+        self.census.reason = if census.pool_workers == 0 {
+            NoWorkerReason::PoolEmpty
+        } else if census.serving_activity == 0 {
+            NoWorkerReason::NoActivityMatch
+        } else if census.compatible_workers == 0 {
+            NoWorkerReason::NodeFilterMatchedNobody
+        } else if census.deployment_workers == 0 {
+            NoWorkerReason::DeploymentMatchedNobody
+        } else if candidates.workers == 0 {
+            NoWorkerReason::CapabilityMatchedNobody
+        } else if candidates.unreachable == candidates.workers {
+            NoWorkerReason::AllUnreachable
+        } else if candidates.probation == candidates.workers {
+            NoWorkerReason::AllInProbation
+        } else if excluded >= candidates.workers {
+            NoWorkerReason::AllExcluded
+        } else {
+            NoWorkerReason::AllAtCapacity
+        };
+        self.census
+    }
+}
+
+/// Counts the pool's workers against `activity`, `filter` and the version a worker needs to
+/// carry the request, into a tally.
 pub(crate) fn census<'a>(
     members: impl Iterator<Item = &'a WorkerCell>,
     activity: &str,
     filter: NodeFilter<'_>,
+    needs_version: u16,
     last_departure_ms_ago: Option<u64>,
-) -> Census {
-    let mut census = Census {
-        reason: NoWorkerReason::PoolEmpty,
-        pool_workers: 0,
-        serving_activity: 0,
-        compatible_workers: 0,
-        at_capacity: 0,
-        excluded: 0,
-        last_departure_ms_ago,
-    };
+) -> Tally {
+    let mut tally = Tally::new(last_departure_ms_ago);
     for worker in members {
-        census.pool_workers += 1;
+        tally.pool(1);
         if !worker.registration.activity_types.contains(activity) {
             continue;
         }
-        census.serving_activity += 1;
+        tally.serving(1);
         if !filter.allows(worker.registration.node.as_deref()) {
             continue;
         }
-        census.compatible_workers += 1;
-        if worker.excluded.load(Ordering::Relaxed) {
-            census.excluded += 1;
-        } else if worker.is_full() {
-            census.at_capacity += 1;
-        }
+        // Each worker in one bucket: draining before at capacity.
+        let draining = worker.excluded.load(Ordering::Relaxed);
+        let bucketed = Bucketed {
+            workers: 1,
+            draining: u32::from(draining),
+            ..Bucketed::default()
+        };
+        let full = u32::from(!draining && worker.is_full());
+        tally.compatible(bucketed, full, worker.link.version() >= needs_version);
     }
-    census.reason = reason_of(&census);
-    census
-}
-
-/// Why nobody is eligible, from a census's counts.
-pub(crate) fn reason_of(census: &Census) -> NoWorkerReason {
-    if census.pool_workers == 0 {
-        NoWorkerReason::PoolEmpty
-    } else if census.serving_activity == 0 {
-        NoWorkerReason::NoActivityMatch
-    } else if census.compatible_workers == 0 {
-        NoWorkerReason::NodeFilterMatchedNobody
-    } else if census.excluded == census.compatible_workers {
-        NoWorkerReason::AllExcluded
-    } else {
-        NoWorkerReason::AllAtCapacity
-    }
+    tally
 }

@@ -24,6 +24,8 @@ pub(super) struct Waiter<T> {
     pub(super) routing: NodeRouting,
     /// The request's own node pin.
     pub(super) node: Option<String>,
+    /// The lowest protocol version of a worker that can carry its request.
+    pub(super) needs_version: u16,
     pub(super) grant: oneshot::Sender<T>,
 }
 
@@ -52,6 +54,7 @@ impl<T> Waiters<T> {
         key: WaitKey,
         routing: NodeRouting,
         node: Option<String>,
+        needs_version: u16,
     ) -> (u64, oneshot::Receiver<T>) {
         self.next_id += 1;
         let id = self.next_id;
@@ -60,6 +63,7 @@ impl<T> Waiters<T> {
             id,
             routing,
             node,
+            needs_version,
             grant,
         };
         self.queues.entry(key).or_default().push_back(waiter);

@@ -369,7 +369,7 @@ pub fn check(
                     Some(_) => {}
                 }
                 }
-                DispatchResult::NoWorker(_) => tally.no_worker += 1,
+                DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => tally.no_worker += 1,
                 DispatchResult::Cancelled if sent.cancelled => tally.cancelled += 1,
                 other => violations.push(format!(
                     "producer {p}: {correlation} ended {other:?}{}",

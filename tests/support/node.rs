@@ -10,7 +10,7 @@ use std::time::Duration;
 use lintel::link::WorkerLink;
 use lintel::notifier::{ConnectionNotifier, RegistryNotifier};
 use lintel::registry::{Registry, WorkerId};
-use lintel::wire::{Refusal, Register};
+use lintel::wire::{Refusal, Register3};
 use lintel::{Node, NodeConfig};
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
@@ -87,7 +87,7 @@ impl ConnectionNotifier for CountingNotifier {
     fn on_worker_registered(
         &self,
         pid: u64,
-        registration: &Register,
+        registration: &Register3,
         link: WorkerLink,
     ) -> Result<WorkerId, Refusal> {
         let result = self.inner.on_worker_registered(pid, registration, link);
@@ -174,6 +174,21 @@ impl TestNode {
 
     pub fn registry(&self) -> &Arc<Registry> {
         self.node.registry()
+    }
+
+    /// Waits until `holds` is true of the node's registry, looking again on every change.
+    pub async fn wait_registry(&self, what: &str, holds: impl Fn(&Registry) -> bool) {
+        let registry = self.registry();
+        within(what, async {
+            loop {
+                let mut seen = registry.changes().epoch();
+                if holds(registry) {
+                    return;
+                }
+                registry.changes().changed(&mut seen).await;
+            }
+        })
+        .await;
     }
 
     /// Starts the drain-then-close shutdown and waits for it to finish.

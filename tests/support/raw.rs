@@ -7,7 +7,7 @@ use lintel::wire::{Frame, FrameCodec, Pong, Role};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::codec::Framed;
 
-use super::frames::hello;
+use super::frames::hello_at;
 use super::node::within;
 
 /// A raw client speaking frames, for exact protocol tests.
@@ -30,15 +30,22 @@ impl RawClient {
 
     /// Connects and completes the handshake as `role`; returns the client and its pid.
     pub async fn hello(addr: SocketAddr, role: Role) -> (Self, u64) {
-        Self::connect(addr).await.handshake(role).await
+        Self::hello_at(addr, role, 1).await
     }
 
-    /// Completes the handshake as `role`; returns the client and its pid.
-    async fn handshake(mut self, role: Role) -> (Self, u64) {
-        self.send(Frame::Hello(hello(role))).await;
+    /// Connects and says hello as `role` speaking versions up to `max_version`; returns the
+    /// client and its pid. A version-3 welcome is a `Welcome3`.
+    pub async fn hello_at(addr: SocketAddr, role: Role, max_version: u16) -> (Self, u64) {
+        Self::connect(addr).await.handshake(role, max_version).await
+    }
+
+    /// Completes the handshake as `role` up to `max_version`; returns the client and its pid.
+    async fn handshake(mut self, role: Role, max_version: u16) -> (Self, u64) {
+        self.send(Frame::Hello(hello_at(role, max_version))).await;
         match self.recv().await {
-            Some(Frame::Welcome(welcome)) => (self, welcome.pid),
-            other => panic!("expected Welcome, got {other:?}"),
+            Some(Frame::Welcome(welcome)) if welcome.version < 3 => (self, welcome.pid),
+            Some(Frame::Welcome3(welcome)) if welcome.version >= 3 => (self, welcome.pid),
+            other => panic!("expected a welcome, got {other:?}"),
         }
     }
 
@@ -84,5 +91,5 @@ pub async fn small_window_client(addr: SocketAddr, role: Role) -> (RawClient, u6
     let socket = TcpSocket::new_v4().expect("socket");
     socket.set_recv_buffer_size(16 * 1024).expect("recv buffer");
     let stream = socket.connect(addr).await.expect("connect");
-    RawClient::over(stream).handshake(role).await
+    RawClient::over(stream).handshake(role, 1).await
 }

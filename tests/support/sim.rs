@@ -109,6 +109,12 @@ impl Ledger {
             what,
         });
     }
+
+    /// Records a relay of `workflow_id` that `node` wrote (`Relay` or `Relay3`).
+    fn relayed(&mut self, node: &str, workflow_id: String) {
+        self.note(&workflow_id, format!("relayed by {node}"));
+        self.relays.push((node.to_owned(), workflow_id));
+    }
 }
 
 /// The ledger, shared by every host of one simulation.
@@ -175,7 +181,7 @@ impl<W> Tap<W> {
         let mut ledger = self.record.lock();
         let end = ledger.links.end_mut(self.at);
         match &frame {
-            Frame::Relay(_) => {
+            Frame::Relay(_) | Frame::Relay3(_) => {
                 end.relays += 1;
                 if end.closing {
                     let violation = format!(
@@ -185,7 +191,7 @@ impl<W> Tap<W> {
                     ledger.violations.push(violation);
                 }
             }
-            Frame::Presence(_) => end.presence = true,
+            Frame::Presence(_) | Frame::Presence3(_) => end.presence = true,
             Frame::Goodbye(goodbye) => {
                 end.turned_down |= goodbye.reason == DUPLICATE && !end.presence;
                 end.closing = true;
@@ -194,12 +200,9 @@ impl<W> Tap<W> {
             _ => {}
         }
         match frame {
-            Frame::Relay(relay) => {
-                let workflow_id = relay.request.workflow_id;
-                ledger.note(&workflow_id, format!("relayed by {}", self.node));
-                ledger.relays.push((self.node.clone(), workflow_id));
-            }
-            Frame::Presence(_) => {
+            Frame::Relay(relay) => ledger.relayed(&self.node, relay.request.workflow_id),
+            Frame::Relay3(relay) => ledger.relayed(&self.node, relay.request.workflow_id),
+            Frame::Presence(_) | Frame::Presence3(_) => {
                 *ledger.presence_bytes.entry(self.node.clone()).or_default() += len;
                 if ledger.trace_frames {
                     let what = format!("{} wrote {frame:?}", self.node);

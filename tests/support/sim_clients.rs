@@ -38,6 +38,8 @@ pub const ACTIVITY: &str = "work";
 
 fn handshake(role: Role, name: &str) -> Handshake {
     Handshake {
+        versions: lintel::sdk::connect::MIN_PROTOCOL_VERSION
+            ..=lintel::sdk::connect::PROTOCOL_VERSION,
         role,
         name: name.to_owned(),
         auth_token: None,
@@ -128,6 +130,14 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
             frame = reader.next_owned() => {
                 let Some(Ok(frame)) = frame else { return };
                 heard = Instant::now();
+                // A version-3 node pushes `Push3`; the extras are not this worker's business.
+                let frame = match frame {
+                    Frame::Push3(push) => Frame::from(Push {
+                        correlation: push.correlation,
+                        request: push.request,
+                    }),
+                    other => other,
+                };
                 match frame {
                     Frame::Registered(_) | Frame::Pong(_) => {}
                     Frame::Push(push) => {

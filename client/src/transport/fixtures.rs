@@ -41,10 +41,10 @@ pub(crate) fn numbered_request(ordinal: u64) -> DispatchRequest {
     }
 }
 
-/// A scripted node's `Welcome`: current version, no pings, roomy limits.
+/// A scripted version-2 node's `Welcome`: no pings, roomy limits.
 pub(crate) fn welcome() -> Frame {
     Frame::Welcome(Welcome {
-        version: crate::connect::PROTOCOL_VERSION,
+        version: 2,
         node_id: "fake-node".to_owned(),
         pid: 1,
         limits: Limits {

@@ -57,6 +57,11 @@ pub struct WorkerConfig {
     /// Speak TLS to the node; `None` is plaintext. The node's certificate is checked against
     /// the TLS server name, else the host of `addr`.
     pub tls: Option<ClientTls>,
+    /// The deployment (version of this worker's code) it registers with: sent in a version-3
+    /// `Register3`; a version-2 node is sent `Register` without it, and a warning is logged.
+    pub deployment: Option<String>,
+    /// This instance's id, unique per deployment on a node; sent like `deployment`.
+    pub instance_id: Option<String>,
 }
 
 impl WorkerConfig {
@@ -72,6 +77,8 @@ impl WorkerConfig {
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             queue_len: 1024,
             tls: None,
+            deployment: None,
+            instance_id: None,
         }
     }
 }

@@ -5,11 +5,17 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use lintel_wire::{ActivityOutcome, Compact, CompactString, DispatchRequest, Push, ResponseRef};
+use lintel_wire::{
+    ActivityOutcome, Compact, CompactString, DispatchRequest, Push3, RequestExtras, ResponseRef,
+};
 
 /// A pushed request as a handler gets it: its names are [`CompactString`]s (read as `str`;
 /// up to 24 bytes held inline, not allocated), its input a [`bytes::Bytes`].
 pub type Request = DispatchRequest<Compact>;
+
+/// What a pushed request carries beside it (version 3): its headers, in order, and its
+/// scheduling fields, names held as in a [`Request`]. Empty from a version-2 node.
+pub type Extras = RequestExtras<Compact>;
 
 /// Executes pushed requests. The runtime runs each request on a task of its own (or, for a
 /// handler that [`runs_briefly`](Handler::runs_briefly), first on the connection's task) and drops
@@ -17,6 +23,19 @@ pub type Request = DispatchRequest<Compact>;
 pub trait Handler: Send + Sync + 'static {
     /// Runs one request to its outcome. A panic becomes a non-retryable failure.
     fn handle(&self, request: Request) -> impl Future<Output = ActivityOutcome> + Send;
+
+    /// Runs one request with what it carries beside it: its headers (a trace context, say)
+    /// and scheduling fields, which a version-3 node pushes (`Push3`); from an earlier node
+    /// they are empty. The runtime calls this; by default it leaves the extras and calls
+    /// [`Handler::handle`], so a handler that reads headers overrides this one.
+    fn handle_with(
+        &self,
+        request: Request,
+        extras: Extras,
+    ) -> impl Future<Output = ActivityOutcome> + Send {
+        let _ = extras;
+        self.handle(request)
+    }
 
     /// True when `handle` either finishes within microseconds or soon awaits: the worker then
     /// runs it on the connection's task and moves it to a task of its own only if it waits,
@@ -29,6 +48,37 @@ pub trait Handler: Send + Sync + 'static {
 /// A [`Handler`] made from a closure; see [`handler_fn`].
 #[derive(Debug, Clone)]
 pub struct FnHandler<F>(F);
+
+/// A [`Handler`] made from a closure that reads a request's extras; see [`handler_fn_with`].
+#[derive(Debug, Clone)]
+pub struct FnHandlerWith<F>(F);
+
+/// Wraps `f`, which takes each request with its extras (headers...), as a [`Handler`].
+pub fn handler_fn_with<F, Fut>(f: F) -> FnHandlerWith<F>
+where
+    F: Fn(Request, Extras) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ActivityOutcome> + Send + 'static,
+{
+    FnHandlerWith(f)
+}
+
+impl<F, Fut> Handler for FnHandlerWith<F>
+where
+    F: Fn(Request, Extras) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ActivityOutcome> + Send + 'static,
+{
+    fn handle(&self, request: Request) -> impl Future<Output = ActivityOutcome> + Send {
+        (self.0)(request, Extras::default())
+    }
+
+    fn handle_with(
+        &self,
+        request: Request,
+        extras: Extras,
+    ) -> impl Future<Output = ActivityOutcome> + Send {
+        (self.0)(request, extras)
+    }
+}
 
 /// Wraps `f` as a [`Handler`].
 pub fn handler_fn<F, Fut>(f: F) -> FnHandler<F>
@@ -71,19 +121,23 @@ impl Answered {
 }
 
 /// Runs the handler on the pushed request, turning a panic into a failure, and tags the
-/// answer with the push's correlation.
+/// answer with the push's correlation. A version-2 push comes as a `Push3` with no extras.
 ///
 /// Takes the push boxed, as it was decoded: a future's arguments live in it beside its later
 /// state, so a request passed unboxed would be held twice.
-pub(super) async fn run_handler<H: Handler>(handler: Arc<H>, push: Box<Push<Compact>>) -> Answered {
-    let Push {
+pub(super) async fn run_handler<H: Handler>(
+    handler: Arc<H>,
+    push: Box<Push3<Compact>>,
+) -> Answered {
+    let Push3 {
         correlation,
         request,
+        extras,
     } = *push;
     let workflow_id = request.workflow_id.clone();
     let ordinal = request.ordinal;
     let run_id = request.run_id.clone();
-    let outcome = AssertUnwindSafe(handler.handle(request))
+    let outcome = AssertUnwindSafe(handler.handle_with(request, extras))
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| ActivityOutcome::Failure {

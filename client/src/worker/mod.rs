@@ -28,7 +28,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{Backoff, WorkerConfig};
-pub use handler::{handler_fn, FnHandler, Handler, Request};
+pub use handler::{
+    handler_fn, handler_fn_with, Extras, FnHandler, FnHandlerWith, Handler, Request,
+};
 use runtime::Runtime;
 pub use state::{Fatal, WorkerState};
 

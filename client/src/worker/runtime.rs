@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{ErrorCode, ErrorFrame, Frame, Pong, Register, Role};
+use lintel_wire::{ErrorCode, ErrorFrame, Frame, Pong, Register, Register3, Role};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -76,6 +76,7 @@ impl<H: Handler> Runtime<H> {
     /// One connection from dial to close.
     async fn session(&mut self, retries: &mut Retries) -> SessionEnd {
         let handshake = Handshake {
+            versions: crate::connect::MIN_PROTOCOL_VERSION..=crate::connect::PROTOCOL_VERSION,
             role: Role::Worker,
             name: self.config.name.clone(),
             auth_token: self.config.auth_token.clone(),
@@ -100,17 +101,12 @@ impl<H: Handler> Runtime<H> {
             max_send_len,
         } = conn;
         let capacity = *self.capacity.borrow_and_update();
-        let registration = Register {
-            max_concurrency: capacity,
-            ..self.config.registration.clone()
-        };
+        let registration = registration(&self.config, capacity, welcome.version);
         let timeout = self.config.handshake_timeout;
-        let registered = tokio::time::timeout(
-            timeout,
-            register(&mut reader, &outbound, Frame::from(registration)),
-        )
-        .await
-        .unwrap_or(Err(ConnectError::Timeout(timeout)));
+        let registered =
+            tokio::time::timeout(timeout, register(&mut reader, &outbound, registration))
+                .await
+                .unwrap_or(Err(ConnectError::Timeout(timeout)));
         let worker_id = match registered {
             Ok(worker_id) => worker_id,
             Err(err) => return ended(err),
@@ -137,6 +133,32 @@ impl<H: Handler> Runtime<H> {
         };
         Batched::new(session.serve(reader)).await
     }
+}
+
+/// The registration frame for a node of `version`: `Register3` when the worker has a
+/// deployment identity and the node speaks version 3, `Register` otherwise.
+fn registration(config: &WorkerConfig, capacity: u32, version: u16) -> Frame {
+    let register = Register {
+        max_concurrency: capacity,
+        ..config.registration.clone()
+    };
+    let identified = config.deployment.is_some() || config.instance_id.is_some();
+    if !identified {
+        return Frame::from(register);
+    }
+    if version < 3 {
+        tracing::warn!(
+            version,
+            "the node speaks protocol version {version}: registering without the deployment \
+             and instance id, which need version 3"
+        );
+        return Frame::from(register);
+    }
+    Frame::from(Register3 {
+        deployment: config.deployment.clone(),
+        instance_id: config.instance_id.clone(),
+        ..Register3::of(register)
+    })
 }
 
 /// How a connection that never registered ended: for good, or worth another attempt.

@@ -8,7 +8,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use lintel_wire::{
     ActivityOutcome, CapacityUpdate, CodecError, DispatchResponse, Drain, Drained, ErrorCode,
-    ErrorFrame, Frame, FrameKind, FrameRef, Goodbye, Pong, Push, PushRef, Reply, ResponseRef,
+    ErrorFrame, ExtrasRef, Frame, FrameKind, FrameRef, Goodbye, Pong, Push3, Reply, RequestRef,
+    ResponseRef,
 };
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinError, JoinSet};
@@ -147,7 +148,16 @@ impl<H: Handler> Session<'_, H> {
 
     async fn on_frame(&mut self, frame: FrameRef<'_>) -> Flow {
         let frame = match frame {
-            FrameRef::Push(push) => return self.start(push).await,
+            FrameRef::Push(push) => {
+                return self
+                    .start(push.correlation, push.request, &ExtrasRef::NONE)
+                    .await
+            }
+            FrameRef::Push3(push) => {
+                return self
+                    .start(push.correlation, push.request, &push.extras)
+                    .await
+            }
             FrameRef::Frame(frame) => frame,
             other => return self.unexpected(other.kind()).await,
         };
@@ -200,12 +210,17 @@ impl<H: Handler> Session<'_, H> {
         Err(SessionEnd::Lost)
     }
 
-    /// Runs a pushed request in its own task, or refuses it at once when at capacity.
+    /// Runs a pushed request (`Push`, or `Push3` with its extras) in its own task, or refuses
+    /// it at once when at capacity.
     ///
     /// Pushes that arrive while draining still run: the node sent them before it saw the drain
     /// and waits for their replies; the grace deadline bounds them.
-    async fn start(&mut self, push: PushRef<'_>) -> Flow {
-        let correlation = push.correlation;
+    async fn start(
+        &mut self,
+        correlation: u64,
+        request: RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
+    ) -> Flow {
         if self.in_flight.contains_key(&correlation) {
             tracing::warn!(
                 correlation,
@@ -216,7 +231,6 @@ impl<H: Handler> Session<'_, H> {
         let capacity = usize::try_from(self.capacity).unwrap_or(usize::MAX);
         if self.in_flight.len() >= capacity {
             tracing::warn!(correlation, capacity, "push beyond capacity refused");
-            let request = push.request;
             let message = format!("worker is at its capacity of {capacity} requests");
             let response = DispatchResponse {
                 workflow_id: request.workflow_id,
@@ -230,9 +244,10 @@ impl<H: Handler> Session<'_, H> {
             return self.reply(correlation, response).await;
         }
         // The handler owns its request: the one copy of the push out of the read buffer.
-        let push = Box::new(Push {
+        let push = Box::new(Push3 {
             correlation,
-            request: push.request.to_compact(),
+            request: request.to_compact(),
+            extras: extras.to_compact(),
         });
         let handler = Arc::clone(&self.handler);
         // The request stays in its box until the handler takes it, so the task holds it once.

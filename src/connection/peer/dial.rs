@@ -24,6 +24,7 @@ use lintel_wire::Role;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
+use super::super::handshake::PEER_VERSION;
 use super::hello::{self, HelloFailed, Refusal, Side};
 use super::session;
 use crate::cluster::{Answer, JoinDial};
@@ -247,6 +248,7 @@ enum DialError {
 /// Who answered is recorded before the link runs; `joining` is let go at the same moment.
 async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -> Reached {
     let handshake = Handshake {
+        versions: PEER_VERSION..=shared.config.max_protocol_version,
         role: Role::Peer,
         name: shared.node_id().to_owned(),
         auth_token: shared
@@ -268,21 +270,15 @@ async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -
     };
     conn.reader
         .set_frame_timeout(Some(shared.config.frame_timeout()));
-    let exchanged = hello::exchange(shared, &mut conn.reader, &conn.outbound, Side::Dialled).await;
+    let link = Side::Dialled.speaking(conn.welcome.version);
+    let exchanged = hello::exchange(shared, &mut conn.reader, &conn.outbound, link).await;
     let (close, reached) = match exchanged {
         Ok(theirs) => {
             let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
             let mesh = shared.dispatcher.mesh();
             mesh.answered(address, Answer::Member(Arc::clone(&node_id)));
             drop(joining);
-            let close = session::run(
-                shared,
-                &mut conn.reader,
-                &conn.outbound,
-                Side::Dialled,
-                theirs,
-            )
-            .await;
+            let close = session::run(shared, &mut conn.reader, &conn.outbound, link, theirs).await;
             (close, Reached::Answered(node_id))
         }
         Err(HelloFailed::Myself) => (

@@ -1,12 +1,14 @@
-//! The peer hellos: who each side is and which members it knows.
+//! The peer hellos: who each side is, which members it knows and, from version 3, what it
+//! implements.
 //!
 //! The dialler sends its `PeerHello` first. The acceptor reads it and decides whether to keep
 //! the link before it answers: a link it keeps gets its `PeerHello` (sent by the session), a
 //! link it refuses gets `Goodbye` instead, its hello never sent.
 
-use lintel_wire::{Frame, PeerHello};
+use lintel_wire::{unknown_critical, ErrorCode, Extension, Frame, PeerHello, PeerHello3};
 
 use super::super::close::Close;
+use super::super::handshake::features;
 use crate::shared::Shared;
 use lintel_client::transport::{FrameReader, Outbound};
 
@@ -20,6 +22,23 @@ pub(super) const MYSELF: &str = "a node does not link to itself";
 pub(crate) enum Side {
     Dialled,
     Accepted,
+}
+
+impl Side {
+    /// This side of a link that negotiated protocol `version`.
+    pub(crate) fn speaking(self, version: u16) -> Linked {
+        Linked {
+            side: self,
+            version,
+        }
+    }
+}
+
+/// One side of a link and the protocol version the link speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Linked {
+    pub(crate) side: Side,
+    pub(crate) version: u16,
 }
 
 /// Why the acceptor said `Goodbye` instead of its hello.
@@ -64,37 +83,103 @@ pub(super) fn own_hello(shared: &Shared) -> PeerHello {
     }
 }
 
+/// This node's hello as a link of `version` carries it: `PeerHello3`, with what the node
+/// implements, from version 3.
+pub(super) fn hello_frame(shared: &Shared, version: u16) -> Frame {
+    let hello = own_hello(shared);
+    if version < 3 {
+        return Frame::PeerHello(hello);
+    }
+    Frame::from(PeerHello3 {
+        node_id: hello.node_id,
+        incarnation: hello.incarnation,
+        advertise: hello.advertise,
+        peers: hello.peers,
+        features: features(),
+        extensions: Vec::new(),
+    })
+}
+
+/// A peer's hello in either form its link allows, as the version-2 hello it starts with;
+/// `None` for any other frame.
+///
+/// # Errors
+/// The close owed for a `PeerHello3` whose extensions this node refuses.
+pub(super) fn read_hello(
+    frame: &Frame,
+    version: u16,
+    max_set_len: usize,
+) -> Option<Result<PeerHello, Close>> {
+    match frame {
+        Frame::PeerHello(hello) => Some(Ok(hello.clone())),
+        Frame::PeerHello3(hello) if version >= 3 => Some(
+            check_extensions(&hello.extensions, max_set_len, frame.kind().name())
+                .map(|()| hello.hello()),
+        ),
+        _ => None,
+    }
+}
+
+/// Refuses a peer frame with more extensions than `max_set_len`, or with a critical one this
+/// node does not know (none is allocated in version 3); ignores the rest.
+///
+/// # Errors
+/// `Error{LimitExceeded}` or `Error{Unsupported}`.
+pub(super) fn check_extensions(
+    extensions: &[Extension],
+    max_set_len: usize,
+    kind: &str,
+) -> Result<(), Close> {
+    if extensions.len() > max_set_len {
+        return Err(Close::error(
+            ErrorCode::LimitExceeded,
+            format!("{kind} carries more than {max_set_len} extensions"),
+        ));
+    }
+    match unknown_critical(extensions, |_| false) {
+        Some(tag) => Err(Close::error(
+            ErrorCode::Unsupported,
+            format!("{kind} carries extension {tag}, critical and unknown to this node"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The dialler sends its hello; either side then reads and checks the other's. The acceptor's
 /// own hello is left to the session, once the link is kept.
 pub(super) async fn exchange(
     shared: &Shared,
     reader: &mut FrameReader,
     outbound: &Outbound,
-    side: Side,
+    link: Linked,
 ) -> Result<PeerHello, HelloFailed> {
-    if side == Side::Dialled
+    if link.side == Side::Dialled
         && outbound
-            .send_owed(Frame::PeerHello(own_hello(shared)))
+            .send_owed(hello_frame(shared, link.version))
             .is_err()
     {
         return Err(HelloFailed::Close(Close::Quietly));
     }
     let timeout = shared.config.handshake_timeout();
-    let theirs = match tokio::time::timeout(timeout, super::super::close::next(reader)).await {
+    let first = match tokio::time::timeout(timeout, super::super::close::next(reader)).await {
         Err(_) => {
             return Err(HelloFailed::Close(Close::error(
-                lintel_wire::ErrorCode::HandshakeTimeout,
+                ErrorCode::HandshakeTimeout,
                 format!("no PeerHello within {} ms", timeout.as_millis()),
             )))
         }
         Ok(Err(close)) => return Err(HelloFailed::Close(close)),
-        Ok(Ok(Frame::PeerHello(hello))) => hello,
-        Ok(Ok(Frame::Goodbye(goodbye))) if side == Side::Dialled => {
+        Ok(Ok(Frame::Goodbye(goodbye))) if link.side == Side::Dialled => {
             return Err(HelloFailed::Refused(Refusal::from_reason(goodbye.reason)))
         }
-        Ok(Ok(other)) => {
+        Ok(Ok(frame)) => frame,
+    };
+    let theirs = match read_hello(&first, link.version, shared.config.max_set_len) {
+        Some(Ok(hello)) => hello,
+        Some(Err(close)) => return Err(HelloFailed::Close(close)),
+        None => {
             return Err(HelloFailed::Close(Close::unexpected(
-                other.kind(),
+                first.kind(),
                 "before PeerHello",
             )))
         }

@@ -19,14 +19,16 @@ use lintel_client::transport::{FrameReader, Outbound};
 
 pub(crate) use dial::supervise;
 
-/// Runs a peer link a member dialled here, after the handshake.
+/// Runs a peer link a member dialled here, after a handshake that negotiated `version`.
 pub(super) async fn serve_accepted(
     shared: &Arc<Shared>,
     reader: &mut FrameReader,
     outbound: &Outbound,
+    version: u16,
 ) -> Close {
-    match hello::exchange(shared, reader, outbound, Side::Accepted).await {
-        Ok(theirs) => session::run(shared, reader, outbound, Side::Accepted, theirs).await,
+    let link = Side::Accepted.speaking(version);
+    match hello::exchange(shared, reader, outbound, link).await {
+        Ok(theirs) => session::run(shared, reader, outbound, link, theirs).await,
         Err(HelloFailed::Myself) => Close::goodbye(hello::MYSELF),
         // A dialler's refusal; the acceptor reads none.
         Err(HelloFailed::Refused(_)) => Close::Quietly,

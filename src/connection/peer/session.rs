@@ -3,13 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{ErrorCode, Frame, FrameRef, PeerHello, Ping, Pong, Presence};
+use lintel_wire::{
+    feature, ErrorCode, Frame, FrameKind, FrameRef, PeerHello, Ping, Pong, PoolPresence,
+    PoolPresence3, Presence, Presence3, PresenceGroup, PresenceGroup3,
+};
 use tokio::time::Instant;
 
 use super::super::close::Close;
 use super::super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
 use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
-use super::hello::{own_hello, Side, DUPLICATE};
+use super::hello::{check_extensions, hello_frame, read_hello, Linked, Side, DUPLICATE};
 use crate::auth::Grant;
 use crate::cluster::{Opener, PresenceError, Remote, MAX_MEMBERS};
 use crate::link::{PeerLink, ReplyFate};
@@ -28,17 +31,18 @@ pub(super) async fn run(
     shared: &Arc<Shared>,
     reader: &mut FrameReader,
     outbound: &Outbound,
-    side: Side,
+    linked: Linked,
     theirs: PeerHello,
 ) -> Close {
     let mesh = Arc::clone(shared.dispatcher.mesh());
     let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
+    let (side, version) = (linked.side, linked.version);
     let opener = match side {
         Side::Dialled => Opener::Here(Arc::from(shared.node_id())),
         Side::Accepted => Opener::Peer,
     };
     outbound.set_limits(shared.config.queue_limits());
-    let link = PeerLink::new(Arc::clone(&node_id), outbound.clone());
+    let link = PeerLink::new(Arc::clone(&node_id), version, outbound.clone());
     let remote = Remote::new(
         Arc::clone(&node_id),
         theirs.incarnation,
@@ -59,7 +63,7 @@ pub(super) async fn run(
         Arc::clone(&shared.dispatcher),
         outbound.clone(),
         shared.config.max_active_dispatches,
-        Answer::Peer,
+        Answer::Peer { version },
         // The origin held its producer to its grants; a peer relays what it was allowed.
         Grant::all(),
     );
@@ -67,6 +71,7 @@ pub(super) async fn run(
     let mut session = Session {
         shared,
         remote: &remote,
+        version,
         outbound,
         served: &served,
         announcer: Announcer::default(),
@@ -103,6 +108,8 @@ fn learn(shared: &Shared, hello: &PeerHello) {
 struct Session<'a> {
     shared: &'a Arc<Shared>,
     remote: &'a Arc<Remote>,
+    /// The protocol version the link speaks.
+    version: u16,
     outbound: &'a Outbound,
     served: &'a Arc<Flights>,
     announcer: Announcer,
@@ -124,7 +131,7 @@ impl Session<'_> {
         // two nodes joining through one seed at once can miss each other.
         if self
             .outbound
-            .send_owed(Frame::PeerHello(own_hello(shared)))
+            .send_owed(hello_frame(shared, self.version))
             .is_err()
             || self.snapshot().is_err()
         {
@@ -205,7 +212,7 @@ impl Session<'_> {
                 epoch = &mut learned => {
                     seen_members = epoch;
                     learned.set(members.after(seen_members));
-                    let hello = Frame::PeerHello(own_hello(shared));
+                    let hello = hello_frame(shared, self.version);
                     if self.outbound.send_owed(hello).is_err() {
                         return Close::Quietly;
                     }
@@ -263,7 +270,7 @@ impl Session<'_> {
             for frame in &delta.frames {
                 if self
                     .outbound
-                    .send_owed(Frame::Presence(frame.clone()))
+                    .send_owed(presence_frame(frame.clone(), self.version))
                     .is_err()
                 {
                     return Close::Quietly;
@@ -288,7 +295,7 @@ impl Session<'_> {
         let draining = self.draining();
         for frame in self.announcer.snapshot(pools, draining) {
             self.outbound
-                .send_owed(Frame::Presence(frame))
+                .send_owed(presence_frame(frame, self.version))
                 .map_err(|_| ())?;
         }
         Ok(())
@@ -299,15 +306,16 @@ impl Session<'_> {
         self.keepalive.heard();
         let frame = match frame {
             FrameRef::Relay(relay) => {
-                self.remote.relay_received();
-                let pressure = self.outbound.pressure();
-                if !pressure.room
-                    || pressure.bytes.saturating_add(self.served.held_input()) >= self.budget
-                {
-                    self.served.turn_away(relay.correlation);
+                if !self.takes_relay(relay.correlation) {
                     return Ok(None);
                 }
                 return Ok(self.served.relay(&relay));
+            }
+            FrameRef::Relay3(relay) if self.version >= 3 => {
+                if !self.takes_relay(relay.correlation) {
+                    return Ok(None);
+                }
+                return Ok(self.served.relay3(&relay));
             }
             FrameRef::RelayOutcome(outcome) => {
                 let fate = self.remote.link.answer(outcome.correlation, outcome.result);
@@ -325,11 +333,21 @@ impl Session<'_> {
         };
         match frame {
             Frame::Presence(presence) => self.apply(presence.clone()).map(|()| None),
+            Frame::Presence3(presence) if self.version >= 3 => {
+                let max_set_len = self.shared.config.max_set_len;
+                check_extensions(&presence.extensions, max_set_len, frame.kind().name())?;
+                self.apply(presence_of(presence)).map(|()| None)
+            }
             Frame::Cancel(cancel) => {
                 self.served.cancel(cancel.correlation);
                 Ok(None)
             }
-            Frame::PeerHello(hello) => {
+            Frame::PeerHello(_) | Frame::PeerHello3(_) => {
+                let max_set_len = self.shared.config.max_set_len;
+                let hello = match read_hello(frame, self.version, max_set_len) {
+                    Some(hello) => hello?,
+                    None => return Err(Close::unexpected(frame.kind(), "on a peer link")),
+                };
                 if hello.node_id != *self.remote.node_id
                     || hello.incarnation != self.remote.incarnation
                 {
@@ -338,8 +356,17 @@ impl Session<'_> {
                         "a PeerHello may not change the node id or incarnation of a link",
                     ));
                 }
-                learn(self.shared, hello);
+                learn(self.shared, &hello);
                 Ok(None)
+            }
+            Frame::Farewell(_)
+            | Frame::RelayAck(_)
+            | Frame::Resume(_)
+            | Frame::Resumed(_)
+            | Frame::PoolSettings(_)
+                if self.version >= 3 =>
+            {
+                Err(not_implemented(frame.kind()))
             }
             Frame::Ping(Ping { nonce }) => {
                 // Owed, and ahead of queued relays: a busy link still answers at once.
@@ -350,6 +377,19 @@ impl Session<'_> {
             Frame::Goodbye(_) | Frame::Error(_) => Err(Close::Quietly),
             other => Err(Close::unexpected(other.kind(), "on a peer link")),
         }
+    }
+
+    /// Counts a relay the peer sent, and says whether to run it: while the link back is over
+    /// its byte budget, it is turned away with `Refused{WorkerBackpressure}` instead.
+    fn takes_relay(&mut self, correlation: u64) -> bool {
+        self.remote.relay_received();
+        let pressure = self.outbound.pressure();
+        if !pressure.room || pressure.bytes.saturating_add(self.served.held_input()) >= self.budget
+        {
+            self.served.turn_away(correlation);
+            return false;
+        }
+        true
     }
 
     fn apply(&mut self, presence: Presence) -> Result<(), Close> {
@@ -370,6 +410,82 @@ impl Session<'_> {
         // Owed: a ping a busy queue refused would count as missed and close a live link.
         let _ = self.outbound.send_owed(Frame::Ping(ping));
         Ok(())
+    }
+}
+
+/// The close owed to a peer that sent a version-3 frame of a feature this node does not
+/// implement (and so did not list in its hello).
+fn not_implemented(kind: FrameKind) -> Close {
+    let feature = match kind {
+        FrameKind::Farewell => feature::FAREWELL,
+        FrameKind::PoolSettings => feature::POOL_SETTINGS,
+        _ => feature::RELAY_RESUME,
+    };
+    Close::error(
+        ErrorCode::Unsupported,
+        format!("{kind} needs the feature {feature}, which this node does not implement"),
+    )
+}
+
+/// A presence frame as a link of `version` carries it: `Presence3` from version 3, its
+/// groups of no deployment (this node does not group by deployment) and no worker in
+/// probation or unreachable (it does not exclude them).
+fn presence_frame(presence: Presence, version: u16) -> Frame {
+    if version < 3 {
+        return Frame::Presence(presence);
+    }
+    let group = |group: PresenceGroup| PresenceGroup3 {
+        activity_type: group.activity_type,
+        node: group.node,
+        deployment: None,
+        workers: group.workers,
+        slots: group.slots,
+        free: group.free,
+        full: group.full,
+        draining: group.draining,
+        probation: 0,
+        unreachable: 0,
+    };
+    let pool = |pool: PoolPresence| PoolPresence3 {
+        channel: pool.channel,
+        workers: pool.workers,
+        groups: pool.groups.into_iter().map(group).collect(),
+    };
+    Frame::Presence3(Presence3 {
+        reset: presence.reset,
+        synced: presence.synced,
+        draining: presence.draining,
+        pools: presence.pools.into_iter().map(pool).collect(),
+        extensions: Vec::new(),
+    })
+}
+
+/// A version-3 presence frame as this node holds it: each group's workers in probation or
+/// unreachable count as excluded, like draining ones, and its deployment is not kept (this
+/// node does not select by deployment).
+fn presence_of(presence: &Presence3) -> Presence {
+    let group = |group: &PresenceGroup3| PresenceGroup {
+        activity_type: group.activity_type.clone(),
+        node: group.node.clone(),
+        workers: group.workers,
+        slots: group.slots,
+        free: group.free,
+        full: group.full,
+        draining: group
+            .draining
+            .saturating_add(group.probation)
+            .saturating_add(group.unreachable),
+    };
+    let pool = |pool: &PoolPresence3| PoolPresence {
+        channel: pool.channel.clone(),
+        workers: pool.workers,
+        groups: pool.groups.iter().map(group).collect(),
+    };
+    Presence {
+        reset: presence.reset,
+        synced: presence.synced,
+        draining: presence.draining,
+        pools: presence.pools.iter().map(pool).collect(),
     }
 }
 

@@ -199,7 +199,11 @@ impl<'a> ExtrasRef<'a> {
 impl RequestExtras {
     /// The extras lent, to encode or hand on without copying them.
     pub fn view(&self) -> ExtrasRef<'_> {
-        self.map(String::as_str, |headers| List::of(headers), |extensions| List::of(extensions))
+        self.map(
+            String::as_str,
+            |headers| List::of(headers),
+            |extensions| List::of(extensions),
+        )
     }
 }
 

@@ -2,6 +2,8 @@
 //! (headers, scheduling fields, a required deployment), and the tagged extensions a frame may
 //! grow by.
 
+use std::borrow::Borrow;
+
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -52,15 +54,19 @@ pub struct Extension<B = Bytes> {
 /// An extension read in place or lent.
 pub type ExtensionRef<'a> = Extension<&'a [u8]>;
 
-/// The first critical extension among `extensions` whose tag `known` does not accept.
-pub fn unknown_critical<'e, B: 'e>(
-    extensions: impl IntoIterator<Item = &'e Extension<B>>,
+/// The tag of the first critical extension among `extensions` that `known` does not accept.
+pub fn unknown_critical<B, E: Borrow<Extension<B>>>(
+    extensions: impl IntoIterator<Item = E>,
     known: impl Fn(u32) -> bool,
 ) -> Option<u32> {
     extensions
         .into_iter()
-        .find(|extension| extension.critical && !known(extension.tag))
-        .map(|extension| extension.tag)
+        .map(|extension| {
+            let extension = extension.borrow();
+            (extension.tag, extension.critical)
+        })
+        .find(|&(tag, critical)| critical && !known(tag))
+        .map(|(tag, _)| tag)
 }
 
 /// The fields a version-3 request carries after its `DispatchRequest`, in wire order. All

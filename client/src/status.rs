@@ -1,0 +1,268 @@
+//! A node's status as operators read it: the JSON of a version-3 `StatusDocument`, of the
+//! admin `/status` and of `lintel status --json`, with the names the text status and
+//! `/metrics` use.
+//!
+//! The wire's status bodies keep their field names (`wire/PROTOCOL.md`); this view renames what
+//! people read: counters by outcome class (`timeout`, `peer_lost`), a worker's placement
+//! `label`. JSON keys are the text's names with `_` for `-`. Keys are only ever added: a reader
+//! ignores those it does not know, and a key a node does not send takes its default.
+
+use lintel_wire::{NodeStatus, PeerLinkState, PeerStatus, WaitingStatus};
+use serde::{Deserialize, Serialize};
+
+/// A node, its pools, waiting dispatches, peers and counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    pub node_id: String,
+    pub uptime_ms: u64,
+    pub connections: u32,
+    pub draining: bool,
+    pub counters: Counters,
+    pub pools: Vec<Pool>,
+    pub waiting: Vec<WaitingStatus>,
+    pub peers: Vec<Peer>,
+}
+
+/// Totals since the node started, each outcome under its class.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub submitted: u64,
+    pub pushed: u64,
+    pub completed: u64,
+    pub no_worker: u64,
+    pub worker_lost: u64,
+    pub timeout: u64,
+    pub refused: u64,
+    pub cancelled: u64,
+    pub draining: u64,
+    pub peer_lost: u64,
+    pub late_replies: u64,
+    pub dropped_replies: u64,
+    pub reclaimed_slots: u64,
+}
+
+/// One pool and its workers; a pool with an empty namespace marks a report cut to fit a frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pool {
+    pub namespace: String,
+    pub task_queue: String,
+    pub channel: String,
+    pub workers: Vec<Worker>,
+}
+
+/// One registered worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worker {
+    pub worker_id: u64,
+    /// The node's id for the worker's connection.
+    pub pid: u64,
+    pub identity: String,
+    /// The placement label dispatches may pin, prefer or require.
+    pub label: Option<String>,
+    pub activity_types: Vec<String>,
+    pub max_concurrency: u32,
+    pub in_flight: u32,
+    pub draining: bool,
+    /// The deployment it registered with (`Register3`); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
+    /// Its instance id (`Register3`); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+}
+
+/// One peer as the reporting node sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    /// Empty until a link to it came up once.
+    pub node_id: String,
+    pub address: String,
+    pub state: PeerLinkState,
+    /// The peer's whole presence has arrived on the current link.
+    pub synced: bool,
+    /// Relays sent to it.
+    pub relays_sent: u64,
+    /// Relays received from it.
+    pub relays_received: u64,
+    /// Relays sent to it without an outcome yet.
+    pub relays_in_flight: u32,
+    /// Channel names of the pools it announced.
+    pub pools: Vec<String>,
+    /// The capacity it announced, per pool and activity type.
+    #[serde(default)]
+    pub remote_pools: Vec<RemotePool>,
+}
+
+/// One activity type of a pool as a peer announced it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemotePool {
+    /// The pool's channel name.
+    pub channel: String,
+    pub activity_type: String,
+    /// Workers serving it there.
+    pub workers: u32,
+    /// Their slots.
+    pub slots: u32,
+    /// Their free slots, as last announced.
+    pub free: u32,
+}
+
+impl Status {
+    /// The view of a node's status, its peers and its `PeerLost` count.
+    pub fn new(status: NodeStatus, peers: Vec<PeerStatus>, peer_lost: u64) -> Self {
+        let c = status.counters;
+        Self {
+            node_id: status.node_id,
+            uptime_ms: status.uptime_ms,
+            connections: status.connections,
+            draining: status.draining,
+            counters: Counters {
+                submitted: c.submitted,
+                pushed: c.pushed,
+                completed: c.completed,
+                no_worker: c.no_worker,
+                worker_lost: c.worker_lost,
+                timeout: c.timed_out,
+                refused: c.refused,
+                cancelled: c.cancelled,
+                draining: c.draining,
+                peer_lost,
+                late_replies: c.late_replies,
+                dropped_replies: c.dropped_replies,
+                reclaimed_slots: c.reclaimed_slots,
+            },
+            pools: status
+                .pools
+                .into_iter()
+                .map(|pool| Pool {
+                    namespace: pool.namespace,
+                    task_queue: pool.task_queue,
+                    channel: pool.channel,
+                    workers: pool
+                        .workers
+                        .into_iter()
+                        .map(|w| Worker {
+                            worker_id: w.worker_id,
+                            pid: w.pid,
+                            identity: w.identity,
+                            label: w.node,
+                            activity_types: w.activity_types,
+                            max_concurrency: w.max_concurrency,
+                            in_flight: w.in_flight,
+                            draining: w.draining,
+                            deployment: None,
+                            instance_id: None,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            waiting: status.waiting,
+            peers: peers
+                .into_iter()
+                .map(|peer| Peer {
+                    node_id: peer.node_id,
+                    address: peer.address,
+                    state: peer.state,
+                    synced: peer.synced,
+                    relays_sent: peer.relays_sent,
+                    relays_received: peer.relays_received,
+                    relays_in_flight: peer.relays_in_flight,
+                    pools: peer.pools,
+                    remote_pools: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Gives each worker the deployment identity `rows` state for it, as
+    /// `(worker id, deployment, instance id)`.
+    pub fn with_deployments(mut self, rows: &[(u64, Option<String>, Option<String>)]) -> Self {
+        for worker in self
+            .pools
+            .iter_mut()
+            .flat_map(|pool| pool.workers.iter_mut())
+        {
+            if let Some((_, deployment, instance_id)) =
+                rows.iter().find(|(id, ..)| *id == worker.worker_id)
+            {
+                worker.deployment.clone_from(deployment);
+                worker.instance_id.clone_from(instance_id);
+            }
+        }
+        self
+    }
+
+    /// Gives each peer the capacity it announced, by node id.
+    pub fn with_remote_pools(mut self, remote: Vec<(String, Vec<RemotePool>)>) -> Self {
+        for (node_id, pools) in remote {
+            if let Some(peer) = self.peers.iter_mut().find(|peer| peer.node_id == node_id) {
+                peer.remote_pools = pools;
+            }
+        }
+        self
+    }
+
+    /// The status as pretty JSON.
+    ///
+    /// # Errors
+    /// What `serde_json` reports, which for these types is nothing.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(self)
+    }
+
+    /// The status a `StatusDocument` holds.
+    ///
+    /// # Errors
+    /// When `json` is not a JSON object of this shape.
+    pub fn from_json(json: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(json)
+    }
+}
+
+impl Counters {
+    /// Every counter with the name the text status and `/metrics` give it, in order: the
+    /// outcome classes first.
+    pub fn named(&self) -> [(&'static str, u64); 13] {
+        [
+            ("submitted", self.submitted),
+            ("pushed", self.pushed),
+            ("completed", self.completed),
+            ("no-worker", self.no_worker),
+            ("worker-lost", self.worker_lost),
+            ("timeout", self.timeout),
+            ("refused", self.refused),
+            ("cancelled", self.cancelled),
+            ("draining", self.draining),
+            ("peer-lost", self.peer_lost),
+            ("late-replies", self.late_replies),
+            ("dropped-replies", self.dropped_replies),
+            ("reclaimed-slots", self.reclaimed_slots),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_keys_are_the_text_names() {
+        let counters = Counters::default();
+        let json = serde_json::to_value(&counters).unwrap();
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut named: Vec<String> = counters
+            .named()
+            .iter()
+            .map(|(name, _)| name.replace('-', "_"))
+            .collect();
+        named.sort_unstable();
+        let mut keys: Vec<String> = keys.into_iter().map(str::to_owned).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, named);
+    }
+}

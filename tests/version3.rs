@@ -1,0 +1,700 @@
+//! Protocol version 3 against a real node: what a version-3 client and peer are sent and may
+//! send, headers carried end to end, refusals of what the node does not implement, the status
+//! document, and version-1 and version-2 clients and peers beside them seeing only their own
+//! version's frames, in one node and across a mesh of a version-2 and a version-3 node.
+
+mod support;
+
+use bytes::Bytes;
+use lintel::dispatch::DispatchOptions;
+use lintel::sdk::{handler_fn_with, Extras, Request, Worker, WorkerConfig};
+use lintel::wire::{
+    feature, ActivityOutcome, DispatchResult, ErrorCode, Extension, Farewell, Frame, Header, Hello,
+    NoWorkerReason, PeerHello, PeerHello3, Presence, RefusalCode, RefusedReason, Register3,
+    RequestExtras, Role, StatusQuery, Submit3, Subscribe,
+};
+use lintel::NodeConfig;
+use support::{
+    client, cluster_config, hello_at, next_frame, plain, register, request, response_to, submit,
+    within, RawClient, TestNode, WAIT,
+};
+
+/// Replies to each push with its request's headers, one `name=value` a line.
+fn header_echo() -> impl lintel::sdk::Handler {
+    handler_fn_with(|_request: Request, extras: Extras| async move {
+        let lines: Vec<String> = extras
+            .headers
+            .iter()
+            .map(|header| format!("{}={}", header.name, header.value))
+            .collect();
+        ActivityOutcome::Success(Bytes::from(lines.join("\n")))
+    })
+}
+
+/// An SDK worker (version 3) at `addr` serving `echo` in `ns` with `header_echo`.
+async fn traced_worker(addr: std::net::SocketAddr, name: &str) -> lintel::sdk::WorkerHandle {
+    support::sdk_worker(addr, plain("ns", "echo", 4, name), header_echo()).await
+}
+
+fn traced() -> DispatchOptions {
+    DispatchOptions::default()
+        .header(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        )
+        .header("baggage", "tenant=a")
+        .header("baggage", "region=eu")
+}
+
+const TRACED_ECHO: &str = "traceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\n\
+                           baggage=tenant=a\nbaggage=region=eu";
+
+#[track_caller]
+fn payload(result: &DispatchResult) -> String {
+    match result {
+        DispatchResult::Completed(response) => match &response.outcome {
+            ActivityOutcome::Success(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            other => panic!("the activity failed: {other:?}"),
+        },
+        other => panic!("expected a completion, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn refused(result: &DispatchResult) -> (RefusedReason, &str) {
+    match result {
+        DispatchResult::Refused(refused) => (refused.reason, refused.detail.as_str()),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One node.
+
+#[tokio::test]
+async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limits() {
+    let node = TestNode::with_config(NodeConfig {
+        max_headers: 5,
+        max_header_bytes: 100,
+        ..NodeConfig::default()
+    })
+    .await;
+    let producer = client(node.addr).await;
+    let welcome = producer.welcome();
+    assert_eq!(welcome.version, 3);
+    assert_eq!(
+        welcome.features,
+        [feature::HEADERS, feature::STATUS_DOCUMENT]
+    );
+    assert_eq!(
+        (
+            welcome.header_limits.max_headers,
+            welcome.header_limits.max_header_bytes
+        ),
+        (5, 100)
+    );
+}
+
+#[tokio::test]
+async fn headers_reach_the_worker_in_order_with_duplicates_kept() {
+    let node = TestNode::start().await;
+    let _worker = traced_worker(node.addr, "traced").await;
+    let producer = client(node.addr).await;
+    let result = within(
+        "a traced dispatch",
+        producer.dispatch(request("ns", "echo", "x"), &traced()),
+    )
+    .await
+    .expect("connection stays up");
+    assert_eq!(payload(&result), TRACED_ECHO);
+    let plain = within(
+        "a plain dispatch",
+        producer.dispatch(request("ns", "echo", "x"), &DispatchOptions::default()),
+    )
+    .await
+    .expect("connection stays up");
+    assert_eq!(payload(&plain), "", "no headers, and no Submit3 needed");
+}
+
+#[tokio::test]
+async fn a_raw_version_3_worker_is_pushed_push3_with_the_headers_as_sent() {
+    let node = TestNode::start().await;
+    let (mut worker, _) = RawClient::hello_at(node.addr, Role::Worker, 3).await;
+    worker.send(Frame::from(register("ns", "echo", 1))).await;
+    assert!(matches!(
+        next_frame(&mut worker).await,
+        Some(Frame::Registered(_))
+    ));
+    let producer = client(node.addr).await;
+    let dispatch = tokio::spawn(async move {
+        producer
+            .dispatch(request("ns", "echo", "x"), &traced())
+            .await
+    });
+    let Some(Frame::Push3(push)) = next_frame(&mut worker).await else {
+        panic!("a version-3 worker is pushed Push3");
+    };
+    let names: Vec<&str> = push
+        .extras
+        .headers
+        .iter()
+        .map(|h| h.name.as_str())
+        .collect();
+    assert_eq!(names, ["traceparent", "baggage", "baggage"]);
+    assert_eq!(push.extras.headers[2].value, "region=eu");
+    let push = lintel::wire::Push {
+        correlation: push.correlation,
+        request: push.request,
+    };
+    worker.send(support::reply_frame(&push, "done")).await;
+    let result = within("the outcome", dispatch).await.expect("task");
+    assert_eq!(payload(&result.expect("connection stays up")), "done");
+}
+
+#[tokio::test]
+async fn a_version_2_worker_is_no_candidate_for_headers_and_a_version_3_one_is_waited_for() {
+    let node = TestNode::start().await;
+    let (mut old, _) = RawClient::hello_at(node.addr, Role::Worker, 2).await;
+    old.send(Frame::from(register("ns", "echo", 4))).await;
+    assert!(matches!(
+        next_frame(&mut old).await,
+        Some(Frame::Registered(_))
+    ));
+    let producer = client(node.addr).await;
+
+    let missed = within(
+        "a traced dispatch with no version-3 worker",
+        producer.dispatch(request("ns", "echo", "x"), &traced()),
+    )
+    .await
+    .expect("connection stays up");
+    let DispatchResult::NoWorker3(census) = missed else {
+        panic!("expected NoWorker3, got {missed:?}");
+    };
+    assert_eq!(census.reason, NoWorkerReason::CapabilityMatchedNobody);
+    assert_eq!((census.compatible_workers, census.at_capacity), (1, 0));
+
+    // A plain dispatch still goes to the version-2 worker, as a `Push`.
+    let plain = tokio::spawn({
+        let producer = producer.clone();
+        async move {
+            producer
+                .dispatch(request("ns", "echo", "x"), &DispatchOptions::default())
+                .await
+        }
+    });
+    let Some(Frame::Push(push)) = next_frame(&mut old).await else {
+        panic!("a version-2 worker is pushed Push");
+    };
+    old.send(support::reply_frame(&push, "old")).await;
+    let plain = within("the plain outcome", plain).await.expect("task");
+    assert_eq!(payload(&plain.expect("connection stays up")), "old");
+
+    // A traced dispatch that may wait is served by the version-3 worker that registers.
+    let waiting = tokio::spawn({
+        let producer = producer.clone();
+        async move {
+            let options = traced().wait_for_worker(WAIT);
+            producer
+                .dispatch(request("ns", "echo", "x"), &options)
+                .await
+        }
+    });
+    node.wait_registry("the traced dispatch waiting", |registry| {
+        registry.waiting() == 1
+    })
+    .await;
+    let _new = traced_worker(node.addr, "new").await;
+    let served = within("the waiting outcome", waiting).await.expect("task");
+    assert_eq!(payload(&served.expect("connection stays up")), TRACED_ECHO);
+}
+
+#[tokio::test]
+async fn what_the_node_does_not_implement_is_refused_and_named_never_ignored() {
+    let node = TestNode::start().await;
+    let _worker = traced_worker(node.addr, "w").await;
+    let producer = client(node.addr).await;
+    let critical = {
+        let mut options = DispatchOptions::default();
+        options.extras.extensions.push(Extension {
+            tag: 7,
+            critical: true,
+            value: Bytes::from_static(b"?"),
+        });
+        options
+    };
+    let plain_extension = {
+        let mut options = DispatchOptions::default().header("a", "b");
+        options.extras.extensions.push(Extension {
+            tag: 8,
+            critical: false,
+            value: Bytes::from_static(b"?"),
+        });
+        options
+    };
+    for (options, named) in [
+        (DispatchOptions::default().priority(1), "priority"),
+        (
+            DispatchOptions::default().fairness_key("tenant-a"),
+            "fairness",
+        ),
+        (DispatchOptions::default().deployment("v42"), "deployments"),
+        (critical, "extension 7"),
+    ] {
+        let result = within(
+            "a refused dispatch",
+            producer.dispatch(request("ns", "echo", "x"), &options),
+        )
+        .await
+        .expect("connection stays up");
+        let (reason, detail) = refused(&result);
+        assert_eq!(reason, RefusedReason::Unsupported, "{detail}");
+        assert!(detail.contains(named), "{detail:?} names {named}");
+    }
+    let ignored = within(
+        "a dispatch with an unknown plain extension",
+        producer.dispatch(request("ns", "echo", "x"), &plain_extension),
+    )
+    .await
+    .expect("connection stays up");
+    assert_eq!(payload(&ignored), "a=b");
+    let invalid = within(
+        "a dispatch with an uppercase header name",
+        producer.dispatch(request("ns", "echo", "x"), &{
+            let mut options = DispatchOptions::default();
+            options.extras.headers.push(Header {
+                name: "TraceParent".into(),
+                value: String::new(),
+            });
+            options
+        }),
+    )
+    .await
+    .expect("connection stays up");
+    assert_eq!(refused(&invalid).0, RefusedReason::InvalidRequest);
+
+    // A subscription is answered, not ignored.
+    let (mut raw, _) = RawClient::hello_at(node.addr, Role::Producer, 3).await;
+    raw.send(Frame::Subscribe(Subscribe {
+        correlation: 4,
+        topics: Vec::new(),
+    }))
+    .await;
+    match next_frame(&mut raw).await {
+        Some(Frame::SubscriptionEnded(ended)) => {
+            assert_eq!(
+                (ended.correlation, ended.code),
+                (4, RefusalCode::Unsupported)
+            );
+            assert!(ended.reason.contains(feature::EVENTS), "{}", ended.reason);
+        }
+        other => panic!("expected SubscriptionEnded, got {other:?}"),
+    }
+
+    // A registration with an unknown critical extension is refused; the connection stays.
+    let (mut worker, _) = RawClient::hello_at(node.addr, Role::Worker, 3).await;
+    let with_critical = Register3 {
+        extensions: vec![Extension {
+            tag: 9,
+            critical: true,
+            value: Bytes::new(),
+        }],
+        ..Register3::of(register("ns", "echo", 1))
+    };
+    worker.send(Frame::from(with_critical)).await;
+    match next_frame(&mut worker).await {
+        Some(Frame::RegisterRefused(refusal)) => {
+            assert_eq!(refusal.code, RefusalCode::Unsupported, "{}", refusal.reason);
+        }
+        other => panic!("expected RegisterRefused, got {other:?}"),
+    }
+    worker.send(Frame::from(register("ns", "echo", 1))).await;
+    assert!(matches!(
+        next_frame(&mut worker).await,
+        Some(Frame::Registered(_))
+    ));
+}
+
+#[tokio::test]
+async fn version_1_and_2_clients_see_only_their_own_versions_frames() {
+    let node = TestNode::start().await;
+    for version in [1, 2] {
+        let (mut worker, _) = RawClient::hello_at(node.addr, Role::Worker, version).await;
+        worker.send(Frame::from(register("ns", "echo", 1))).await;
+        assert!(matches!(
+            next_frame(&mut worker).await,
+            Some(Frame::Registered(_))
+        ));
+        let (mut producer, _) = RawClient::hello_at(node.addr, Role::Producer, version).await;
+        producer
+            .send(submit(1, request("ns", "echo", "x"), None))
+            .await;
+        let Some(Frame::Push(push)) = next_frame(&mut worker).await else {
+            panic!("a version-{version} worker is pushed Push");
+        };
+        worker.send(support::reply_frame(&push, "ok")).await;
+        let outcome = next_frame(&mut producer).await;
+        match (version, outcome) {
+            (1, Some(Frame::Outcome(outcome))) => assert_eq!(payload(&outcome.result), "ok"),
+            (2, Some(Frame::ServedOutcome(outcome))) => {
+                assert_eq!(payload(&outcome.result), "ok");
+            }
+            (_, other) => panic!("version {version}: unexpected {other:?}"),
+        }
+        // Nobody left to serve it: the census is a version-2 `NoWorker`.
+        drop(worker);
+        node.wait_registry("the worker gone", |registry| registry.worker_count() == 0)
+            .await;
+        producer
+            .send(submit(2, request("ns", "echo", "x"), None))
+            .await;
+        let result = match next_frame(&mut producer).await {
+            Some(Frame::Outcome(outcome)) => outcome.result,
+            Some(Frame::ServedOutcome(outcome)) => outcome.result,
+            other => panic!("expected an outcome, got {other:?}"),
+        };
+        assert!(matches!(result, DispatchResult::NoWorker(_)), "{result:?}");
+        producer
+            .send(Frame::StatusQuery(StatusQuery { correlation: 3 }))
+            .await;
+        match (version, next_frame(&mut producer).await) {
+            (1, Some(Frame::Status(_))) | (2, Some(Frame::ClusterStatus(_))) => {}
+            (_, other) => panic!("version {version}: unexpected {other:?}"),
+        }
+        // A version-3 kind is not theirs to send.
+        producer
+            .send(Frame::from(Submit3 {
+                correlation: 4,
+                request: request("ns", "echo", "x"),
+                extras: RequestExtras::default(),
+                wait_for_worker_ms: None,
+                reply_timeout_ms: None,
+                routing: Default::default(),
+            }))
+            .await;
+        match next_frame(&mut producer).await {
+            Some(Frame::Error(error)) => assert_eq!(error.code, ErrorCode::UnexpectedFrame),
+            other => panic!("expected Error{{UnexpectedFrame}}, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_status_document_is_the_json_of_lintel_status_with_each_workers_deployment() {
+    let node = TestNode::start().await;
+    let mut config = WorkerConfig::new(node.addr.to_string(), plain("ns", "echo", 2, "pod"));
+    config.deployment = Some("v42".into());
+    config.instance_id = Some("pod-7f3c".into());
+    let worker = Worker::spawn(config, header_echo());
+    within("registration", worker.wait_registered(WAIT))
+        .await
+        .expect("registered");
+
+    let (mut raw, _) = RawClient::hello_at(node.addr, Role::Producer, 3).await;
+    raw.send(Frame::StatusQuery(StatusQuery { correlation: 9 }))
+        .await;
+    let Some(Frame::StatusDocument(document)) = next_frame(&mut raw).await else {
+        panic!("a version-3 producer is answered a StatusDocument");
+    };
+    assert_eq!(document.correlation, 9);
+    let json: serde_json::Value = serde_json::from_slice(&document.json).expect("JSON");
+    let keys = |value: &serde_json::Value| -> Vec<String> {
+        let mut keys: Vec<String> = value
+            .as_object()
+            .expect("an object")
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    };
+    let printed = within(
+        "lintel status --json",
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_lintel"))
+            .args(["status", "--json", "--connect", &node.addr.to_string()])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("run lintel status");
+    assert!(printed.status.success());
+    let printed: serde_json::Value =
+        serde_json::from_slice(&printed.stdout).expect("lintel status --json prints JSON");
+    assert_eq!(keys(&json), keys(&printed), "the same document");
+    let worker_of = |status: &serde_json::Value| status["pools"][0]["workers"][0].clone();
+    assert_eq!(worker_of(&json)["deployment"], "v42");
+    assert_eq!(worker_of(&json)["instance_id"], "pod-7f3c");
+    assert_eq!(worker_of(&json), worker_of(&printed));
+
+    let text = within(
+        "lintel status",
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_lintel"))
+            .args(["status", "--connect", &node.addr.to_string()])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("run lintel status");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("deployment v42  instance pod-7f3c"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A mesh of a version-2 node and version-3 nodes.
+
+/// A node named `id`, dialling `seeds`, speaking up to `version`.
+async fn node_at(id: &str, seeds: &[&TestNode], version: u16) -> TestNode {
+    let seeds: Vec<_> = seeds.iter().map(|node| node.addr).collect();
+    TestNode::with_config(NodeConfig {
+        max_protocol_version: version,
+        ..cluster_config(id, &seeds)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_version_2_node_and_a_version_3_node_relay_both_ways_but_headers_never_cross() {
+    let new = node_at("new", &[], 3).await;
+    let old = node_at("old", &[&new], 2).await;
+    new.wait_linked(&["old"]).await;
+    old.wait_linked(&["new"]).await;
+    let channel = lintel::wire::channel::dispatch_channel_name("ns", "default", None);
+
+    // A worker on the old node only: the new node relays to it, plain requests only.
+    let on_old = traced_worker(old.addr, "on-old").await;
+    new.wait_announced("old", &channel).await;
+    let at_new = client(new.addr).await;
+    let plain = within(
+        "a plain dispatch relayed to the version-2 node",
+        at_new.dispatch_traced(request("ns", "echo", "x"), &DispatchOptions::default()),
+    )
+    .await
+    .expect("connection stays up");
+    assert_eq!(plain.served_by.as_deref(), Some("old"));
+    let missed = within(
+        "a traced dispatch that no link can carry",
+        at_new.dispatch(request("ns", "echo", "x"), &traced()),
+    )
+    .await
+    .expect("connection stays up");
+    let DispatchResult::NoWorker3(census) = missed else {
+        panic!("expected NoWorker3, got {missed:?}");
+    };
+    assert_eq!(census.reason, NoWorkerReason::CapabilityMatchedNobody);
+    let to_old = new
+        .peers()
+        .into_iter()
+        .find(|p| p.node_id == "old")
+        .expect("old");
+    assert_eq!(to_old.relays_sent, 1, "the traced dispatch was not relayed");
+    drop(on_old);
+
+    // A worker on the new node only: the old node relays to it (a version-2 `Relay`).
+    let _on_new = traced_worker(new.addr, "on-new").await;
+    old.wait_announced("new", &channel).await;
+    let at_old = client(old.addr).await;
+    assert_eq!(at_old.welcome().version, 2, "the old node speaks version 2");
+    let relayed = within(
+        "a plain dispatch relayed to the version-3 node",
+        at_old.dispatch_traced(request("ns", "echo", "x"), &DispatchOptions::default()),
+    )
+    .await
+    .expect("connection stays up");
+    assert_eq!(relayed.served_by.as_deref(), Some("new"));
+    assert_eq!(payload(&relayed.result), "");
+}
+
+#[tokio::test]
+async fn headers_cross_a_version_3_link_to_the_worker_and_status_shows_remote_capacity() {
+    let a = node_at("a", &[], 3).await;
+    let b = node_at("b", &[&a], 3).await;
+    a.wait_linked(&["b"]).await;
+    let _on_b = traced_worker(b.addr, "on-b").await;
+    let channel = lintel::wire::channel::dispatch_channel_name("ns", "default", None);
+    a.wait_announced("b", &channel).await;
+    let at_a = client(a.addr).await;
+    let relayed = within(
+        "a traced dispatch relayed",
+        at_a.dispatch_traced(request("ns", "echo", "x"), &traced()),
+    )
+    .await
+    .expect("connection stays up");
+    assert_eq!(relayed.served_by.as_deref(), Some("b"));
+    assert_eq!(payload(&relayed.result), TRACED_ECHO);
+
+    let status = within("a's status", at_a.status()).await.expect("status");
+    let peer = status
+        .peers
+        .iter()
+        .find(|peer| peer.node_id == "b")
+        .expect("b in a's status");
+    assert_eq!(peer.relays_sent, 1);
+    let [pool] = &peer.remote_pools[..] else {
+        panic!("one remote pool: {:?}", peer.remote_pools);
+    };
+    assert_eq!(
+        (
+            pool.channel.as_str(),
+            pool.activity_type.as_str(),
+            pool.workers,
+            pool.slots
+        ),
+        (channel.as_str(), "echo", 1, 4)
+    );
+    let text = within(
+        "lintel status",
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_lintel"))
+            .args(["status", "--connect", &a.addr.to_string()])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("run lintel status");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("remote {channel} echo  workers 1  slots 4")),
+        "{text}"
+    );
+}
+
+/// A hand-written version-3 peer named `hand`, past the handshake, sending `hello` first.
+async fn hand_peer_v3(node: std::net::SocketAddr, hello: Frame) -> RawClient {
+    let mut raw = RawClient::connect(node).await;
+    raw.send(Frame::Hello(Hello {
+        min_version: 2,
+        ..hello_at(Role::Peer, 3)
+    }))
+    .await;
+    assert!(matches!(raw.recv().await, Some(Frame::Welcome3(_))));
+    raw.send(hello).await;
+    raw
+}
+
+fn hello3(extensions: Vec<Extension>) -> Frame {
+    Frame::from(PeerHello3 {
+        node_id: "hand".into(),
+        incarnation: 1,
+        advertise: "127.0.0.1:1".into(),
+        peers: Vec::new(),
+        features: Vec::new(),
+        extensions,
+    })
+}
+
+#[tokio::test]
+async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lacks() {
+    let node = TestNode::joined("n", &[]).await;
+    // A plain `PeerHello` is accepted on a version-3 link, and answered `PeerHello3`.
+    let mut raw = hand_peer_v3(
+        node.addr,
+        Frame::PeerHello(PeerHello {
+            node_id: "hand".into(),
+            incarnation: 1,
+            advertise: "127.0.0.1:1".into(),
+            peers: Vec::new(),
+        }),
+    )
+    .await;
+    match raw.recv().await {
+        Some(Frame::PeerHello3(hello)) => {
+            assert_eq!(hello.node_id, "n");
+            assert_eq!(hello.features, [feature::HEADERS, feature::STATUS_DOCUMENT]);
+        }
+        other => panic!("expected PeerHello3, got {other:?}"),
+    }
+    assert!(matches!(raw.recv().await, Some(Frame::Presence3(_))));
+    raw.send(Frame::Presence(Presence {
+        reset: true,
+        synced: true,
+        draining: false,
+        pools: Vec::new(),
+    }))
+    .await;
+    // A farewell needs a feature the node does not list.
+    raw.send(Frame::Farewell(Farewell {
+        reason: "draining".into(),
+    }))
+    .await;
+    match next_frame(&mut raw).await {
+        Some(Frame::Error(error)) => {
+            assert_eq!(error.code, ErrorCode::Unsupported);
+            assert!(error.reason.contains(feature::FAREWELL), "{}", error.reason);
+        }
+        other => panic!("expected Error{{Unsupported}}, got {other:?}"),
+    }
+
+    // A hello with an unknown critical extension is refused; an unknown plain one is not.
+    let critical = Extension {
+        tag: 5,
+        critical: true,
+        value: Bytes::new(),
+    };
+    let mut raw = hand_peer_v3(node.addr, hello3(vec![critical])).await;
+    match raw.recv().await {
+        Some(Frame::Error(error)) => assert_eq!(error.code, ErrorCode::Unsupported),
+        other => panic!("expected Error{{Unsupported}}, got {other:?}"),
+    }
+    let plain = Extension {
+        tag: 5,
+        critical: false,
+        value: Bytes::new(),
+    };
+    let mut raw = hand_peer_v3(node.addr, hello3(vec![plain])).await;
+    assert!(matches!(raw.recv().await, Some(Frame::PeerHello3(_))));
+}
+
+#[tokio::test]
+async fn a_relay3_from_a_version_3_peer_is_pushed_with_its_headers_and_answered() {
+    let node = TestNode::joined("n", &[]).await;
+    let (mut worker, _) = RawClient::hello_at(node.addr, Role::Worker, 3).await;
+    worker.send(Frame::from(register("ns", "echo", 2))).await;
+    assert!(matches!(
+        next_frame(&mut worker).await,
+        Some(Frame::Registered(_))
+    ));
+    let mut raw = hand_peer_v3(node.addr, hello3(Vec::new())).await;
+    raw.send(Frame::Presence(Presence {
+        reset: true,
+        synced: true,
+        draining: false,
+        pools: Vec::new(),
+    }))
+    .await;
+    let relay3 = Frame::from(lintel::wire::Relay3 {
+        correlation: 1,
+        request: request("ns", "echo", "x"),
+        extras: RequestExtras {
+            headers: vec![Header::new("traceparent", "00-abc-01")],
+            ..RequestExtras::default()
+        },
+        routing: Default::default(),
+        reply_timeout_ms: 5_000,
+    });
+    raw.send(relay3).await;
+    let Some(Frame::Push3(push)) = next_frame(&mut worker).await else {
+        panic!("the relayed request is pushed with its headers");
+    };
+    assert_eq!(push.extras.headers[0].value, "00-abc-01");
+    let push = lintel::wire::Push {
+        correlation: push.correlation,
+        request: push.request,
+    };
+    worker
+        .send(Frame::Reply(lintel::wire::Reply {
+            correlation: push.correlation,
+            response: response_to(&push, "relayed"),
+        }))
+        .await;
+    let outcome = within("the relay outcome", async {
+        loop {
+            match next_frame(&mut raw).await {
+                Some(Frame::RelayOutcome(outcome)) => return outcome,
+                Some(_) => {}
+                None => panic!("the link closed"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(outcome.correlation, 1);
+    assert_eq!(payload(&outcome.result), "relayed");
+}
