@@ -21,7 +21,6 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::JoinPoint;
 use crate::console::{self, Window};
 use crate::shared::Shared;
 use crate::status::{self, Status};
@@ -35,7 +34,7 @@ const ENDPOINTS: &str = "lintel admin listener\n\
 /metrics   Prometheus text, read from the node's state at each scrape\n\
 /health    200 while the process serves\n\
 /ready     200 when the node should get traffic, 503 with the reason otherwise\n\
-/status    the node's status as JSON, as `lintel status --json` prints it, with TLS and join points\n\
+/status    the node's status as JSON, as `lintel status --json` prints it, with TLS and peer consoles\n\
 /window    JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second\n\
 /endpoints this list\n";
 
@@ -168,9 +167,6 @@ struct AdminStatus {
     tls: Option<Rotation>,
     /// Each linked peer's console, by node id, as `peer_console` makes it.
     peer_consoles: std::collections::BTreeMap<String, String>,
-    /// The configured `--peer` addresses and who answered at each; the wire's status carries
-    /// members only.
-    join_points: Vec<JoinPoint>,
 }
 
 fn status_json(shared: &Shared) -> Result<String, serde_json::Error> {
@@ -189,7 +185,6 @@ fn status_json(shared: &Shared) -> Result<String, serde_json::Error> {
         status: status::view(report, &shared.dispatcher),
         tls: shared.tls.rotation(),
         peer_consoles,
-        join_points: shared.dispatcher.mesh().join_points(),
     })
 }
 

@@ -5,13 +5,17 @@
 use lintel_wire::ClusterStatusReport;
 
 use crate::dispatch::Dispatcher;
-pub use lintel_client::status::{Counters, Peer, Pool, RemotePool, Status, Worker};
+pub use lintel_client::status::{Counters, JoinPoint, Peer, Pool, RemotePool, Status, Worker};
 
 /// The view of `report` (whole, or cut to fit a frame), with what `dispatcher` knows of its
-/// workers' deployments and its peers' capacity.
+/// workers' deployments, its peers' capacity and links, and its join points.
 pub fn view(report: ClusterStatusReport, dispatcher: &Dispatcher) -> Status {
-    let remote = dispatcher
-        .mesh()
+    let mesh = dispatcher.mesh();
+    let links = mesh
+        .tallies()
+        .into_iter()
+        .map(|member| (member.node_id, member.tally.ups, member.tally.downs));
+    let remote = mesh
         .capacity()
         .into_iter()
         .map(|(node_id, pools)| {
@@ -31,4 +35,6 @@ pub fn view(report: ClusterStatusReport, dispatcher: &Dispatcher) -> Status {
     Status::new(report.status, report.peers, report.peer_lost)
         .with_deployments(&dispatcher.registry().deployments())
         .with_remote_pools(remote)
+        .with_link_counts(links)
+        .with_join_points(mesh.join_points())
 }

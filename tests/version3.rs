@@ -10,8 +10,8 @@ use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{handler_fn_with, Extras, Request, Worker, WorkerConfig};
 use lintel::wire::{
     feature, ActivityOutcome, DispatchResult, ErrorCode, Extension, Farewell, Frame, Header, Hello,
-    NoWorkerReason, PeerHello, PeerHello3, Presence, RefusalCode, RefusedReason, Register3,
-    RequestExtras, Role, StatusQuery, Submit3, Subscribe,
+    NoWorkerReason, PeerHello, PeerHello3, PoolSettings, Presence, RefusalCode, RefusedReason,
+    Register3, RelayAck, RequestExtras, Resume, Resumed, Role, StatusQuery, Submit3, Subscribe,
 };
 use lintel::NodeConfig;
 use support::{
@@ -557,6 +557,54 @@ async fn headers_cross_a_version_3_link_to_the_worker_and_status_shows_remote_ca
     );
 }
 
+#[tokio::test]
+async fn the_status_document_keeps_a_members_counts_across_its_links_and_names_join_points() {
+    let a = node_at("a", &[], 3).await;
+    let b = node_at("b", &[&a], 3).await;
+    a.wait_linked(&["b"]).await;
+    let _on_b = traced_worker(b.addr, "on-b").await;
+    let channel = lintel::wire::channel::dispatch_channel_name("ns", "default", None);
+    a.wait_announced("b", &channel).await;
+    let at_a = client(a.addr).await;
+    let relayed = within(
+        "a dispatch relayed to b",
+        at_a.dispatch_traced(request("ns", "echo", "x"), &DispatchOptions::default()),
+    )
+    .await
+    .expect("connection stays up");
+    assert_eq!(relayed.served_by.as_deref(), Some("b"));
+
+    // b goes, and a node of the same id comes back: one member, its second link.
+    b.shutdown().await;
+    a.wait_peers("b's link down", |peers| !support::up(peers, "b"))
+        .await;
+    let b_again = node_at("b", &[&a], 3).await;
+    a.wait_linked(&["b"]).await;
+    let status = within("a's status", at_a.status()).await.expect("status");
+    let [peer] = &status.peers[..] else {
+        panic!("one member: {:?}", status.peers);
+    };
+    assert_eq!(
+        (
+            peer.node_id.as_str(),
+            peer.relays_sent,
+            peer.link_ups,
+            peer.link_downs
+        ),
+        ("b", 1, 2, 1),
+        "the relay on the first link still counts"
+    );
+    let at_b = client(b_again.addr).await;
+    let status = within("b's status", at_b.status()).await.expect("status");
+    let [join_point] = &status.join_points[..] else {
+        panic!("one join point: {:?}", status.join_points);
+    };
+    assert_eq!(
+        (join_point.address.clone(), join_point.node_id.as_deref()),
+        (a.addr.to_string(), Some("a"))
+    );
+}
+
 /// A hand-written version-3 peer named `hand`, past the handshake, sending `hello` first.
 async fn hand_peer_v3(node: std::net::SocketAddr, hello: Frame) -> RawClient {
     let mut raw = RawClient::connect(node).await;
@@ -610,17 +658,63 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
         pools: Vec::new(),
     }))
     .await;
-    // A farewell needs a feature the node does not list.
-    raw.send(Frame::Farewell(Farewell {
-        reason: "draining".into(),
-    }))
-    .await;
-    match next_frame(&mut raw).await {
-        Some(Frame::Error(error)) => {
-            assert_eq!(error.code, ErrorCode::Unsupported);
-            assert!(error.reason.contains(feature::FAREWELL), "{}", error.reason);
-        }
-        other => panic!("expected Error{{Unsupported}}, got {other:?}"),
+    // A farewell needs a feature the node does not list, and so does each resumption frame
+    // and a pool setting: each closes the link with `Error{Unsupported}` naming it.
+    let mut raw = Some(raw);
+    for (frame, named) in [
+        (
+            Frame::Farewell(Farewell {
+                reason: "draining".into(),
+            }),
+            feature::FAREWELL,
+        ),
+        (
+            Frame::RelayAck(RelayAck {
+                below: 1,
+                also: Vec::new(),
+            }),
+            feature::RELAY_RESUME,
+        ),
+        (
+            Frame::Resume(Resume {
+                unanswered: vec![1],
+                last: true,
+            }),
+            feature::RELAY_RESUME,
+        ),
+        (
+            Frame::Resumed(Resumed {
+                handled_up_to: 0,
+                running: Vec::new(),
+                unknown: Vec::new(),
+                last: true,
+            }),
+            feature::RELAY_RESUME,
+        ),
+        (
+            Frame::PoolSettings(PoolSettings {
+                settings: Vec::new(),
+            }),
+            feature::POOL_SETTINGS,
+        ),
+    ] {
+        let mut link = match raw.take() {
+            Some(link) => link,
+            None => hand_peer_v3(node.addr, hello3(Vec::new())).await,
+        };
+        link.send(frame).await;
+        let error = within("the refusal", async {
+            loop {
+                match next_frame(&mut link).await {
+                    Some(Frame::Error(error)) => return error,
+                    Some(_) => {}
+                    None => panic!("the link closed without an error"),
+                }
+            }
+        })
+        .await;
+        assert_eq!(error.code, ErrorCode::Unsupported, "{}", error.reason);
+        assert!(error.reason.contains(named), "{}", error.reason);
     }
 
     // A hello with an unknown critical extension is refused; an unknown plain one is not.

@@ -21,6 +21,9 @@ pub struct Status {
     pub pools: Vec<Pool>,
     pub waiting: Vec<WaitingStatus>,
     pub peers: Vec<Peer>,
+    /// The configured `--peer` addresses and who answered at each; members are in `peers`.
+    #[serde(default)]
+    pub join_points: Vec<JoinPoint>,
 }
 
 /// Totals since the node started, each outcome under its class.
@@ -91,6 +94,23 @@ pub struct Peer {
     /// The capacity it announced, per pool and activity type.
     #[serde(default)]
     pub remote_pools: Vec<RemotePool>,
+    /// Links to it that came up (both sides kept them, its presence arrived) since this
+    /// node started.
+    #[serde(default)]
+    pub link_ups: u64,
+    /// Of those, links that went down again.
+    #[serde(default)]
+    pub link_downs: u64,
+}
+
+/// One join point (a configured `--peer` address) and who answered there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinPoint {
+    pub address: String,
+    /// The member that answered there last, if one said who it is.
+    pub node_id: Option<String>,
+    /// True when this node itself answered there.
+    pub myself: bool,
 }
 
 /// One activity type of a pool as a peer announced it.
@@ -169,8 +189,11 @@ impl Status {
                     relays_in_flight: peer.relays_in_flight,
                     pools: peer.pools,
                     remote_pools: Vec::new(),
+                    link_ups: 0,
+                    link_downs: 0,
                 })
                 .collect(),
+            join_points: Vec::new(),
         }
     }
 
@@ -195,11 +218,34 @@ impl Status {
     /// Gives each peer the capacity it announced, by node id.
     pub fn with_remote_pools(mut self, remote: Vec<(String, Vec<RemotePool>)>) -> Self {
         for (node_id, pools) in remote {
-            if let Some(peer) = self.peers.iter_mut().find(|peer| peer.node_id == node_id) {
+            if let Some(peer) = self.peer_mut(&node_id) {
                 peer.remote_pools = pools;
             }
         }
         self
+    }
+
+    /// Gives each peer its links' ups and downs, as `(node id, ups, downs)`.
+    pub fn with_link_counts(
+        mut self,
+        counts: impl IntoIterator<Item = (String, u64, u64)>,
+    ) -> Self {
+        for (node_id, ups, downs) in counts {
+            if let Some(peer) = self.peer_mut(&node_id) {
+                (peer.link_ups, peer.link_downs) = (ups, downs);
+            }
+        }
+        self
+    }
+
+    /// Sets the join points.
+    pub fn with_join_points(mut self, join_points: Vec<JoinPoint>) -> Self {
+        self.join_points = join_points;
+        self
+    }
+
+    fn peer_mut(&mut self, node_id: &str) -> Option<&mut Peer> {
+        self.peers.iter_mut().find(|peer| peer.node_id == node_id)
     }
 
     /// The status as pretty JSON.

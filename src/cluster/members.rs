@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+pub use lintel_client::status::JoinPoint;
 
 /// Most members a node keeps; gossip naming more is ignored past it.
 pub const MAX_MEMBERS: usize = 1024;
@@ -57,16 +57,6 @@ pub enum Answer {
     OneOf(BTreeSet<Arc<str>>),
     /// This node itself.
     Myself,
-}
-
-/// One join point as status shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JoinPoint {
-    pub address: String,
-    /// The member that answered there last, if one said who it is.
-    pub node_id: Option<String>,
-    /// True when this node itself answered there.
-    pub myself: bool,
 }
 
 /// The member table and the join points.
