@@ -6,7 +6,8 @@
 //! Beside the scripted connection runs a well-behaved one of the other role: a worker that
 //! answers every push (a `slow` one only once cancelled) for a scripted producer, a producer
 //! with three submissions for a scripted worker. [`run`] asserts:
-//! - nothing panics, and every byte the node sends decodes as a frame its version knows;
+//! - nothing panics, and every byte the node sends decodes as a frame its version knows, with
+//!   no outcome of a variant or reason its version does not know;
 //! - a scripted producer gets exactly one outcome per `Submit`, never one for a correlation it
 //!   has none in flight for, unless the node ended the connection (and then with `Error`,
 //!   `Goodbye` or `HelloRefused`, or after bytes that were not whole frames);
@@ -14,7 +15,8 @@
 //! - once the scripted connection closed: no worker from it stays registered, no dispatch is in
 //!   flight or waiting, every slot is free, and only the well-behaved connection remains.
 //!
-//! Script bytes: the first picks the role, the version and whether pings are answered; then
+//! Script bytes: the first picks the role, the version (1 to 3) and whether pings are answered,
+//! and whether the client says hello by itself; then
 //! each op is one byte (below) followed by the bytes it reads. Running out of bytes ends the
 //! script; missing operands read as zero.
 
@@ -29,8 +31,9 @@ use futures_util::StreamExt;
 use lintel::transport::Socket;
 use lintel::wire::{
     encode_frame, ActivityOutcome, Cancel, CapacityUpdate, DispatchRequest, DispatchResponse,
-    DispatchResult, Drain, Drained, ErrorCode, ErrorFrame, Frame, FrameCodec, Goodbye, Hello,
-    NodeRouting, Ping, Pong, Push, Register, Registered, Relay, Reply, Role, StatusQuery, Submit,
+    DispatchResult, Drain, Drained, ErrorCode, ErrorFrame, Extension, Farewell, Frame, FrameCodec,
+    Goodbye, Header, Hello, NodeRouting, Ping, Pong, Push, Push3, Register, Register3, Registered,
+    Relay, Reply, RequestExtras, Role, StatusQuery, Submit, Submit3, Subscribe,
 };
 use lintel::{Node, NodeConfig};
 use tokio::io::AsyncWriteExt;
@@ -188,6 +191,7 @@ impl Client {
                     Some(Ok(frame)) => {
                         match &frame {
                             Frame::Welcome(welcome) => seen.version = Some(welcome.version),
+                            Frame::Welcome3(welcome) => seen.version = Some(welcome.version),
                             Frame::Ping(ping) => {
                                 seen.pings.push(ping.nonce);
                                 if answers != Answers::Nothing {
@@ -196,13 +200,14 @@ impl Client {
                                     }))));
                                 }
                             }
-                            Frame::Push(push) => {
-                                seen.pushes.push(Push::clone(push));
+                            Frame::Push(_) | Frame::Push3(_) => {
+                                let push = as_push(&frame).expect("a push");
+                                seen.pushes.push(push.clone());
                                 if answers == Answers::AsWorker {
                                     if push.request.activity_type == "echo" {
-                                        let _ = out.send(Out::Frame(Box::new(reply(push))));
+                                        let _ = out.send(Out::Frame(Box::new(reply(&push))));
                                     } else {
-                                        held.push(Push::clone(push));
+                                        held.push(push);
                                     }
                                 }
                             }
@@ -255,6 +260,18 @@ impl Client {
             }
         };
         tokio::time::timeout(bound, waiting).await.is_ok()
+    }
+}
+
+/// A push as the worker answers it, `Push` or `Push3` (whose extras it does not need).
+fn as_push(frame: &Frame) -> Option<Push> {
+    match frame {
+        Frame::Push(push) => Some(Push::clone(push)),
+        Frame::Push3(push) => Some(Push {
+            correlation: push.correlation,
+            request: push.request.clone(),
+        }),
+        _ => None,
     }
 }
 
@@ -346,7 +363,12 @@ async fn drive(data: &[u8]) -> Report {
     let mut script = Script { bytes: data };
     let header = script.byte();
     let as_producer = header & 1 == 1;
-    let version = 1 + u16::from(header >> 1 & 1);
+    // Bit 5 picks version 3; otherwise bit 1 picks 1 or 2, as before version 3.
+    let version = if header >> 5 & 1 == 1 {
+        3
+    } else {
+        1 + u16::from(header >> 1 & 1)
+    };
     let answers = if header >> 2 & 1 == 1 {
         Answers::Pings
     } else {
@@ -463,8 +485,13 @@ fn register(namespaces: &[&str], activities: &[&str], max_concurrency: u32) -> R
 }
 
 fn send(client: &Client, model: &mut Model, frame: Frame) {
-    if let Frame::Submit(submit) = &frame {
-        *model.submitted.entry(submit.correlation).or_default() += 1;
+    let submitted = match &frame {
+        Frame::Submit(submit) => Some(submit.correlation),
+        Frame::Submit3(submit) => Some(submit.correlation),
+        _ => None,
+    };
+    if let Some(correlation) = submitted {
+        *model.submitted.entry(correlation).or_default() += 1;
     }
     model.frames_sent += 1;
     client.send(frame);
@@ -472,13 +499,13 @@ fn send(client: &Client, model: &mut Model, frame: Frame) {
 
 /// Plays one op of the script.
 async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Model) {
-    match op % 20 {
+    match op % 24 {
         0 => {
             let role = script.pick(&[Role::Worker, Role::Producer, Role::Peer]);
             let min = u16::from(script.byte() % 4);
             let max = u16::from(script.byte() % 4);
             if model.frames_sent == 0 && !model.garbled {
-                model.producer = role == Role::Producer && min <= 2 && max >= 1 && min <= max;
+                model.producer = role == Role::Producer && min <= 3 && max >= 1 && min <= max;
             }
             send(client, model, hello(role, min, max));
         }
@@ -524,7 +551,7 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
             };
             send(client, model, frame);
         }
-        4 | 18 | 19 => {
+        4 | 18 | 19 | 20 => {
             let correlation = u64::from(script.byte() % 8);
             let namespace = script.pick(&NAMESPACES);
             let activity = script.pick(&ACTIVITIES);
@@ -533,10 +560,43 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
             let len = usize::from(script.byte() % 8);
             let input = script.take(len);
             let request = request(namespace, activity, &input);
+            let frame = if op % 24 == 20 {
+                // Version 3: extras that pass, that are invalid, or that need a feature.
+                let extras = extras(script.byte());
+                Frame::from(Submit3 {
+                    correlation,
+                    request,
+                    extras,
+                    wait_for_worker_ms: wait,
+                    reply_timeout_ms: reply_timeout,
+                    routing: NodeRouting::Any,
+                })
+            } else {
+                submit(correlation, request, wait, reply_timeout)
+            };
+            send(client, model, frame);
+        }
+        21 => {
+            let activity = script.pick(&ACTIVITIES);
+            let capacity = u32::from(script.byte() % 4);
+            let identity = script.byte();
+            let register = Register3 {
+                deployment: (identity & 1 == 1).then(|| "v1".to_owned()),
+                instance_id: (identity & 2 == 2).then(|| "i1".to_owned()),
+                extensions: extensions(identity >> 2),
+                ..Register3::of(register(&["ns"], &[activity], capacity))
+            };
+            send(client, model, Frame::from(register));
+        }
+        22 => {
+            let correlation = u64::from(script.byte() % 8);
             send(
                 client,
                 model,
-                submit(correlation, request, wait, reply_timeout),
+                Frame::Subscribe(Subscribe {
+                    correlation,
+                    topics: Vec::new(),
+                }),
             );
         }
         5 => {
@@ -582,7 +642,7 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
             );
         }
         12 => {
-            let frame = match script.byte() % 6 {
+            let frame = match script.byte() % 8 {
                 0 => Frame::from(Push {
                     correlation: 1,
                     request: request("ns", "echo", b""),
@@ -601,6 +661,14 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
                 4 => Frame::Outcome(lintel::wire::OutcomeFrame {
                     correlation: 1,
                     result: DispatchResult::Cancelled,
+                }),
+                5 => Frame::from(Push3 {
+                    correlation: 1,
+                    request: request("ns", "echo", b""),
+                    extras: RequestExtras::default(),
+                }),
+                6 => Frame::Farewell(Farewell {
+                    reason: "fuzz".into(),
                 }),
                 _ => hello(Role::Producer, 1, 2),
             };
@@ -636,6 +704,35 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
             model.ended = true;
         }
     }
+}
+
+/// A request's version-3 extras as `pick` says: none, a header, an invalid header name, a
+/// priority (a feature the node lacks), a required deployment, or extensions.
+fn extras(pick: u8) -> RequestExtras {
+    let mut extras: RequestExtras = RequestExtras::default();
+    match pick % 6 {
+        0 => {}
+        1 => extras.headers.push(Header::new("traceparent", "00-ab-01")),
+        2 => extras.headers.push(Header {
+            name: "Not A Name".into(),
+            value: String::new(),
+        }),
+        3 => extras.priority = Some(pick / 6 % 7),
+        4 => extras.deployment = Some("v1".into()),
+        _ => extras.extensions = extensions(pick / 6),
+    }
+    extras
+}
+
+/// Up to three extensions, some critical, as the bits of `pick` say.
+fn extensions(pick: u8) -> Vec<Extension> {
+    (0..pick % 4)
+        .map(|tag| Extension {
+            tag: u32::from(tag),
+            critical: pick >> (2 + tag) & 1 == 1,
+            value: Bytes::from_static(b"x"),
+        })
+        .collect()
 }
 
 /// Waits, in paused time, until the script's producer has every outcome or the node closed;
@@ -701,7 +798,8 @@ fn check_outcomes(seen: &Seen, submitted: &BTreeMap<u64, u32>, all: bool) {
     }
 }
 
-/// Every frame decoded, and none from a kind the connection's version does not know.
+/// Every frame decoded; none of a kind the connection's version does not know, and no outcome
+/// of a variant or reason it does not know (or, on version 3, a version-2 `NoWorker`).
 fn check_frames(client: &Client) {
     let seen = client.seen.lock().expect("seen");
     assert!(
@@ -709,9 +807,24 @@ fn check_frames(client: &Client) {
         "the node sent bytes that are not a frame: {:?}",
         seen.undecodable
     );
-    if seen.version == Some(1) {
-        let v2 = seen.frames.iter().find(|f| f.kind().discriminant() >= 20);
-        assert!(v2.is_none(), "a version-1 connection got {v2:?}");
+    let Some(version) = seen.version else {
+        return;
+    };
+    for frame in &seen.frames {
+        assert!(
+            frame.kind().version() <= version,
+            "a version-{version} connection got {frame:?}"
+        );
+        let result = match frame {
+            Frame::Outcome(outcome) => &outcome.result,
+            Frame::ServedOutcome(outcome) => &outcome.result,
+            _ => continue,
+        };
+        assert_eq!(
+            result,
+            &result.clone().for_version(version),
+            "a version-{version} producer got an outcome of another version"
+        );
     }
 }
 

@@ -4,7 +4,8 @@
 //! The input is read three ways: as a frame body exactly as given; as a body whose first byte
 //! is mapped onto a peer kind (`20 + (byte - 20) % 6`, wrapping, so a peer body keeps its
 //! kind), so that every input exercises a peer body; and through `arbitrary` as a structured
-//! `PeerHello`, `Presence`, `Relay`, `RelayOutcome` or `ServedOutcome`.
+//! `PeerHello`, `Presence`, `Relay`, `RelayOutcome` or `ServedOutcome`, whose result may be
+//! any variant of any version (version 3's `NoWorker3` and reasons too).
 //!
 //! Asserted: a body decodes the same alone and inside a length-prefixed frame; a body that
 //! decodes to a peer frame re-encodes to exactly the input, or to strictly fewer bytes when
@@ -13,27 +14,31 @@
 //! the default limit, decodes back equal with nothing left over, and its body is canonical.
 #![no_main]
 
+mod round_trip;
+mod values;
+
 use arbitrary::{Arbitrary, Unstructured};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use lintel_wire::framing::LENGTH_PREFIX_LEN;
 use lintel_wire::{
-    decode_body, decode_frame, encode_frame, ActivityOutcome, Census, DispatchRequest,
-    DispatchResponse, DispatchResult, Frame, FrameKind, NoWorkerReason, NodeRouting, PeerAddress,
-    PeerHello, PoolPresence, Presence, PresenceGroup, RefusedDispatch, RefusedReason, Relay,
-    RelayOutcome, ServedOutcome, DEFAULT_MAX_FRAME_LEN,
+    ActivityOutcome, Census, Census3, DispatchResponse, DispatchResult, Frame, FrameKind,
+    NoWorkerReason, PeerHello, PoolPresence, Presence, PresenceGroup, RefusedDispatch,
+    RefusedReason, Relay, RelayOutcome, ServedOutcome,
 };
+
+use round_trip::{check_body, check_value};
+use values::{peers, pick, Request, Routing};
 
 /// The first and the last peer kind.
 const FIRST_PEER_KIND: u8 = 20;
 const LAST_PEER_KIND: u8 = 25;
 
 fuzz_target!(|data: &[u8]| {
-    check_body(data);
+    check_body(data, is_peer_kind);
     if let Some((&first, rest)) = data.split_first() {
         let kind = peer_kind(first);
         if kind != first {
-            check_body(&[&[kind][..], rest].concat());
+            check_body(&[&[kind][..], rest].concat(), is_peer_kind);
         }
     }
     if let Ok(case) = Case::arbitrary_take_rest(Unstructured::new(data)) {
@@ -48,86 +53,6 @@ fn peer_kind(byte: u8) -> u8 {
 fn is_peer_kind(kind: FrameKind) -> bool {
     (u32::from(FIRST_PEER_KIND)..=u32::from(LAST_PEER_KIND)).contains(&kind.discriminant())
 }
-
-/// Encodes within the default limit, which no frame built from a fuzz input reaches.
-fn encode(frame: &Frame) -> BytesMut {
-    let mut buf = BytesMut::new();
-    if let Err(error) = encode_frame(frame, &mut buf, DEFAULT_MAX_FRAME_LEN) {
-        panic!("{} does not encode: {error}", frame.kind());
-    }
-    buf
-}
-
-/// Decodes `body` alone and framed; a peer frame must re-encode canonically.
-fn check_body(body: &[u8]) {
-    let alone = decode_body(body);
-
-    let mut framed = BytesMut::with_capacity(LENGTH_PREFIX_LEN + body.len());
-    framed.put_u32(u32::try_from(body.len()).expect("fuzz inputs are small"));
-    framed.extend_from_slice(body);
-    let in_frame = decode_frame(&mut framed, body.len());
-    assert!(
-        framed.is_empty(),
-        "decode_frame left {} bytes",
-        framed.len()
-    );
-    match (&alone, &in_frame) {
-        (Ok(a), Ok(Some(b))) => assert_eq!(a, b),
-        (Err(a), Err(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}")),
-        _ => panic!("alone {alone:?}, framed {in_frame:?}"),
-    }
-
-    let Ok(frame) = alone else {
-        return;
-    };
-    if !is_peer_kind(frame.kind()) {
-        return;
-    }
-    assert_eq!(body.first(), Some(&(frame.kind().discriminant() as u8)));
-    let again = encode(&frame);
-    let again_body = &again[LENGTH_PREFIX_LEN..];
-    if again_body.len() == body.len() {
-        assert_eq!(
-            again_body,
-            body,
-            "a canonical {} body re-encodes differently",
-            frame.kind()
-        );
-    } else {
-        assert!(
-            again_body.len() < body.len(),
-            "{} re-encodes in {} bytes from {}",
-            frame.kind(),
-            again_body.len(),
-            body.len()
-        );
-    }
-    assert_eq!(decode_body(again_body).ok(), Some(frame));
-}
-
-/// Encodes a structured frame and checks the round trip.
-fn check_value(frame: Frame) {
-    let mut buf = encode(&frame);
-    let stated = u32::from_be_bytes(buf[..LENGTH_PREFIX_LEN].try_into().expect("4 bytes"));
-    assert_eq!(stated as usize, buf.len() - LENGTH_PREFIX_LEN);
-    assert_eq!(
-        buf.get(LENGTH_PREFIX_LEN),
-        Some(&(frame.kind().discriminant() as u8))
-    );
-    let body = buf[LENGTH_PREFIX_LEN..].to_vec();
-    let decoded = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN)
-        .expect("an encoded frame decodes")
-        .expect("an encoded frame is whole");
-    assert_eq!(decoded, frame);
-    assert!(buf.is_empty());
-    // What the encoder writes is canonical: decoding and encoding again gives the same bytes.
-    let again = encode(&decoded);
-    assert_eq!(&again[LENGTH_PREFIX_LEN..], &body[..]);
-}
-
-// -----------------------------------------------------------------------------------------
-// Structured values. The wire types do not implement `Arbitrary`; these mirror them.
-// -----------------------------------------------------------------------------------------
 
 #[derive(Debug, Arbitrary)]
 enum Case {
@@ -160,79 +85,6 @@ enum Case {
     },
 }
 
-#[derive(Debug, Arbitrary)]
-struct Pool {
-    channel: String,
-    workers: u32,
-    groups: Vec<Group>,
-}
-
-#[derive(Debug, Arbitrary)]
-struct Group {
-    activity_type: String,
-    node: Option<String>,
-    workers: u32,
-    slots: u32,
-    free: u32,
-    full: u32,
-    draining: u32,
-}
-
-#[derive(Debug, Arbitrary)]
-struct Request {
-    namespace: String,
-    task_queue: String,
-    activity_type: String,
-    node: Option<String>,
-    workflow_id: String,
-    ordinal: u64,
-    run_id: Option<String>,
-    attempt: u32,
-    input: Vec<u8>,
-    deadline_unix_ms: Option<u64>,
-}
-
-#[derive(Debug, Arbitrary)]
-enum Routing {
-    Any,
-    Pin(String),
-    Prefer(Vec<String>),
-    Require(Vec<String>),
-}
-
-/// `DispatchResult`, every variant.
-#[derive(Debug, Arbitrary)]
-enum ResultCase {
-    Completed {
-        workflow_id: String,
-        ordinal: u64,
-        run_id: Option<String>,
-        outcome: Result<Vec<u8>, (String, bool)>,
-    },
-    NoWorker {
-        reason: u8,
-        counts: [u32; 5],
-        last_departure_ms_ago: Option<u64>,
-    },
-    WorkerLost {
-        worker_id: u64,
-    },
-    Timeout {
-        worker_id: u64,
-        after_ms: u64,
-    },
-    Refused {
-        reason: u8,
-        detail: String,
-    },
-    Cancelled,
-    Draining,
-    PeerLost {
-        peer: String,
-        after_ms: u64,
-    },
-}
-
 impl Case {
     fn into_frame(self) -> Frame {
         match self {
@@ -240,15 +92,12 @@ impl Case {
                 node_id,
                 incarnation,
                 advertise,
-                peers,
+                peers: members,
             } => Frame::PeerHello(PeerHello {
                 node_id,
                 incarnation,
                 advertise,
-                peers: peers
-                    .into_iter()
-                    .map(|(node_id, address)| PeerAddress { node_id, address })
-                    .collect(),
+                peers: peers(members),
             }),
             Case::Presence {
                 reset,
@@ -292,6 +141,24 @@ impl Case {
     }
 }
 
+#[derive(Debug, Arbitrary)]
+struct Pool {
+    channel: String,
+    workers: u32,
+    groups: Vec<Group>,
+}
+
+#[derive(Debug, Arbitrary)]
+struct Group {
+    activity_type: String,
+    node: Option<String>,
+    workers: u32,
+    slots: u32,
+    free: u32,
+    full: u32,
+    draining: u32,
+}
+
 impl Pool {
     fn into_wire(self) -> PoolPresence {
         PoolPresence {
@@ -314,38 +181,70 @@ impl Pool {
     }
 }
 
-impl Request {
-    fn into_wire(self) -> DispatchRequest {
-        DispatchRequest {
-            namespace: self.namespace,
-            task_queue: self.task_queue,
-            activity_type: self.activity_type,
-            node: self.node,
-            workflow_id: self.workflow_id,
-            ordinal: self.ordinal,
-            run_id: self.run_id,
-            attempt: self.attempt,
-            input: Bytes::from(self.input),
-            deadline_unix_ms: self.deadline_unix_ms,
-        }
-    }
+/// `DispatchResult`, every variant of every version.
+#[derive(Debug, Arbitrary)]
+enum ResultCase {
+    Completed {
+        workflow_id: String,
+        ordinal: u64,
+        run_id: Option<String>,
+        outcome: Result<Vec<u8>, (String, bool)>,
+    },
+    NoWorker {
+        reason: u8,
+        counts: [u32; 5],
+        last_departure_ms_ago: Option<u64>,
+    },
+    WorkerLost {
+        worker_id: u64,
+    },
+    Timeout {
+        worker_id: u64,
+        after_ms: u64,
+    },
+    Refused {
+        reason: u8,
+        detail: String,
+    },
+    Cancelled,
+    Draining,
+    PeerLost {
+        peer: String,
+        after_ms: u64,
+    },
+    ShutDown {
+        after_ms: u64,
+    },
+    NoWorker3 {
+        reason: u8,
+        counts: [u32; 8],
+        last_departure_ms_ago: Option<u64>,
+    },
 }
 
-impl Routing {
-    fn into_wire(self) -> NodeRouting {
-        match self {
-            Routing::Any => NodeRouting::Any,
-            Routing::Pin(node) => NodeRouting::Pin(node),
-            Routing::Prefer(nodes) => NodeRouting::Prefer(nodes),
-            Routing::Require(nodes) => NodeRouting::Require(nodes),
-        }
-    }
-}
+/// Every `NoWorkerReason`, in index order.
+const NO_WORKER_REASONS: [NoWorkerReason; 9] = [
+    NoWorkerReason::PoolEmpty,
+    NoWorkerReason::NoActivityMatch,
+    NoWorkerReason::NodeFilterMatchedNobody,
+    NoWorkerReason::AllAtCapacity,
+    NoWorkerReason::AllExcluded,
+    NoWorkerReason::AllUnreachable,
+    NoWorkerReason::AllInProbation,
+    NoWorkerReason::DeploymentMatchedNobody,
+    NoWorkerReason::CapabilityMatchedNobody,
+];
 
-/// Picks one of `values` by `index`, wrapping.
-fn pick<T: Copy>(values: &[T], index: u8) -> T {
-    values[usize::from(index) % values.len()]
-}
+/// Every `RefusedReason`, in index order.
+const REFUSED_REASONS: [RefusedReason; 7] = [
+    RefusedReason::InvalidRequest,
+    RefusedReason::WorkerBackpressure,
+    RefusedReason::TooManyInFlight,
+    RefusedReason::DuplicateCorrelation,
+    RefusedReason::NamespaceNotGranted,
+    RefusedReason::Unsupported,
+    RefusedReason::FairnessCapReached,
+];
 
 impl ResultCase {
     fn into_wire(self) -> DispatchResult {
@@ -368,28 +267,15 @@ impl ResultCase {
                 reason,
                 counts: [pool_workers, serving_activity, compatible_workers, at_capacity, excluded],
                 last_departure_ms_ago,
-            } => {
-                use NoWorkerReason::*;
-                let reason = pick(
-                    &[
-                        PoolEmpty,
-                        NoActivityMatch,
-                        NodeFilterMatchedNobody,
-                        AllAtCapacity,
-                        AllExcluded,
-                    ],
-                    reason,
-                );
-                DispatchResult::NoWorker(Census {
-                    reason,
-                    pool_workers,
-                    serving_activity,
-                    compatible_workers,
-                    at_capacity,
-                    excluded,
-                    last_departure_ms_ago,
-                })
-            }
+            } => DispatchResult::NoWorker(Census {
+                reason: pick(&NO_WORKER_REASONS, reason),
+                pool_workers,
+                serving_activity,
+                compatible_workers,
+                at_capacity,
+                excluded,
+                last_departure_ms_ago,
+            }),
             ResultCase::WorkerLost { worker_id } => DispatchResult::WorkerLost { worker_id },
             ResultCase::Timeout {
                 worker_id,
@@ -398,22 +284,31 @@ impl ResultCase {
                 worker_id,
                 after_ms,
             },
-            ResultCase::Refused { reason, detail } => {
-                use RefusedReason::*;
-                let reason = pick(
-                    &[
-                        InvalidRequest,
-                        WorkerBackpressure,
-                        TooManyInFlight,
-                        DuplicateCorrelation,
-                    ],
-                    reason,
-                );
-                DispatchResult::Refused(RefusedDispatch { reason, detail })
-            }
+            ResultCase::Refused { reason, detail } => DispatchResult::Refused(RefusedDispatch {
+                reason: pick(&REFUSED_REASONS, reason),
+                detail,
+            }),
             ResultCase::Cancelled => DispatchResult::Cancelled,
             ResultCase::Draining => DispatchResult::Draining,
             ResultCase::PeerLost { peer, after_ms } => DispatchResult::PeerLost { peer, after_ms },
+            ResultCase::ShutDown { after_ms } => DispatchResult::ShutDown { after_ms },
+            ResultCase::NoWorker3 {
+                reason,
+                counts:
+                    [pool_workers, serving_activity, compatible_workers, deployment_workers, at_capacity, draining, probation, unreachable],
+                last_departure_ms_ago,
+            } => DispatchResult::NoWorker3(Census3 {
+                reason: pick(&NO_WORKER_REASONS, reason),
+                pool_workers,
+                serving_activity,
+                compatible_workers,
+                deployment_workers,
+                at_capacity,
+                draining,
+                probation,
+                unreachable,
+                last_departure_ms_ago,
+            }),
         }
     }
 }
