@@ -3,6 +3,8 @@
 //! The fake node speaks raw frames through `Framed<TcpStream, FrameCodec>`, so every test states
 //! exactly what crosses the wire. Waits are on events, bounded by `tokio::time::timeout`.
 
+mod support;
+
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,8 +15,8 @@ use futures_util::{SinkExt, StreamExt};
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::status::Status;
 use lintel::sdk::{
-    handler_fn_with, Backoff, Client, ClientConfig, ClientError, ConnectError, Extras, Handler,
-    Request, Worker, WorkerConfig, WorkerError, WorkerHandle, WorkerState,
+    Backoff, Client, ClientConfig, ClientError, ConnectError, Handler, Worker, WorkerConfig,
+    WorkerError, WorkerHandle, WorkerState,
 };
 use lintel::wire::{
     feature, ActivityOutcome, Cancel, Counters, DispatchRequest, DispatchResponse, DispatchResult,
@@ -28,6 +30,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::time::timeout;
 use tokio_util::codec::Framed;
+
+use support::header_echo;
 
 /// Longest any single expected event may take.
 const WAIT: Duration = Duration::from_secs(5);
@@ -1096,6 +1100,20 @@ async fn a_submission_too_large_for_the_node_is_refused_before_sending() {
         panic!("expected Oversize, got {result:?}");
     };
     assert!(len > 4096, "{len}");
+    let status = nothing_sent_before_a_status_query(&client, &mut peer).await;
+    drop(peer);
+    assert_eq!(
+        timeout(WAIT, status).await.unwrap().unwrap(),
+        Err(ClientError::Closed)
+    );
+}
+
+/// Asks for the status and checks that its query is the first frame the node reads, so nothing
+/// was sent before it; the status call goes on in the task returned.
+async fn nothing_sent_before_a_status_query(
+    client: &Client,
+    peer: &mut Peer,
+) -> tokio::task::JoinHandle<Result<Status, ClientError>> {
     let status = tokio::spawn({
         let client = client.clone();
         async move { client.status().await }
@@ -1104,11 +1122,7 @@ async fn a_submission_too_large_for_the_node_is_refused_before_sending() {
         matches!(peer.recv().await, Frame::StatusQuery(_)),
         "nothing was sent before the status query"
     );
-    drop(peer);
-    assert_eq!(
-        timeout(WAIT, status).await.unwrap().unwrap(),
-        Err(ClientError::Closed)
-    );
+    status
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1198,14 +1212,7 @@ async fn headers_to_a_version_2_node_are_refused_by_the_client_and_nothing_is_se
             what: feature::HEADERS
         })
     );
-    let status = tokio::spawn({
-        let client = client.clone();
-        async move { client.status().await }
-    });
-    assert!(
-        matches!(peer.recv().await, Frame::StatusQuery(_)),
-        "nothing was sent before the status query"
-    );
+    let status = nothing_sent_before_a_status_query(&client, &mut peer).await;
     drop(status);
 }
 
@@ -1239,18 +1246,6 @@ async fn a_status_document_is_read_as_the_status_and_unknown_keys_are_ignored() 
         (status.node_id.as_str(), status.counters.peer_lost),
         ("fake-node", 7)
     );
-}
-
-/// Replies to each push with its request's headers, one `name=value` a line.
-fn header_echo() -> impl Handler {
-    handler_fn_with(|_request: Request, extras: Extras| async move {
-        let lines: Vec<String> = extras
-            .headers
-            .iter()
-            .map(|header| format!("{}={}", header.name, header.value))
-            .collect();
-        ActivityOutcome::Success(Bytes::from(lines.join("\n")))
-    })
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ mod support;
 
 use bytes::Bytes;
 use lintel::dispatch::DispatchOptions;
-use lintel::sdk::{handler_fn_with, Extras, Request, Worker, WorkerConfig};
+use lintel::sdk::{Worker, WorkerConfig};
 use lintel::wire::{
     feature, ActivityOutcome, DispatchResult, ErrorCode, Extension, Farewell, Frame, Header, Hello,
     NoWorkerReason, PeerHello, PeerHello3, PoolSettings, Presence, RefusalCode, RefusedReason,
@@ -15,21 +15,9 @@ use lintel::wire::{
 };
 use lintel::NodeConfig;
 use support::{
-    client, cluster_config, hello_at, next_frame, plain, register, request, response_to, submit,
-    within, RawClient, TestNode, WAIT,
+    client, cluster_config, header_echo, hello_at, next_frame, plain, register, request,
+    response_to, submit, within, RawClient, TestNode, WAIT,
 };
-
-/// Replies to each push with its request's headers, one `name=value` a line.
-fn header_echo() -> impl lintel::sdk::Handler {
-    handler_fn_with(|_request: Request, extras: Extras| async move {
-        let lines: Vec<String> = extras
-            .headers
-            .iter()
-            .map(|header| format!("{}={}", header.name, header.value))
-            .collect();
-        ActivityOutcome::Success(Bytes::from(lines.join("\n")))
-    })
-}
 
 /// An SDK worker (version 3) at `addr` serving `echo` in `ns` with `header_echo`.
 async fn traced_worker(addr: std::net::SocketAddr, name: &str) -> lintel::sdk::WorkerHandle {
@@ -408,15 +396,7 @@ async fn the_status_document_is_the_json_of_lintel_status_with_each_workers_depl
         keys.sort();
         keys
     };
-    let printed = within(
-        "lintel status --json",
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_lintel"))
-            .args(["status", "--json", "--connect", &node.addr.to_string()])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("run lintel status");
+    let printed = lintel_status(node.addr, true).await;
     assert!(printed.status.success());
     let printed: serde_json::Value =
         serde_json::from_slice(&printed.stdout).expect("lintel status --json prints JSON");
@@ -426,15 +406,7 @@ async fn the_status_document_is_the_json_of_lintel_status_with_each_workers_depl
     assert_eq!(worker_of(&json)["instance_id"], "pod-7f3c");
     assert_eq!(worker_of(&json), worker_of(&printed));
 
-    let text = within(
-        "lintel status",
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_lintel"))
-            .args(["status", "--connect", &node.addr.to_string()])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("run lintel status");
+    let text = lintel_status(node.addr, false).await;
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("deployment v42  instance pod-7f3c"), "{text}");
 }
@@ -452,13 +424,53 @@ async fn node_at(id: &str, seeds: &[&TestNode], version: u16) -> TestNode {
     .await
 }
 
+/// The channel of the pool the tests' workers serve `echo` in.
+fn echo_channel() -> String {
+    lintel::wire::channel::dispatch_channel_name("ns", "default", None)
+}
+
+/// Version-3 nodes `a` and `b` linked, a traced worker on `b` announced to `a`, and a
+/// producer at `a`.
+async fn b_serving_a() -> (
+    TestNode,
+    TestNode,
+    lintel::sdk::WorkerHandle,
+    lintel::sdk::Client,
+) {
+    let a = node_at("a", &[], 3).await;
+    let b = node_at("b", &[&a], 3).await;
+    a.wait_linked(&["b"]).await;
+    let on_b = traced_worker(b.addr, "on-b").await;
+    a.wait_announced("b", &echo_channel()).await;
+    let at_a = client(a.addr).await;
+    (a, b, on_b, at_a)
+}
+
+/// What `lintel status` (with `--json` when `json`) prints about the node at `addr`.
+async fn lintel_status(addr: std::net::SocketAddr, json: bool) -> std::process::Output {
+    let addr = addr.to_string();
+    let mut args = vec!["status", "--connect", &addr];
+    if json {
+        args.push("--json");
+    }
+    within(
+        "lintel status",
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_lintel"))
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("run lintel status")
+}
+
 #[tokio::test]
 async fn a_version_2_node_and_a_version_3_node_relay_both_ways_but_headers_never_cross() {
     let new = node_at("new", &[], 3).await;
     let old = node_at("old", &[&new], 2).await;
     new.wait_linked(&["old"]).await;
     old.wait_linked(&["new"]).await;
-    let channel = lintel::wire::channel::dispatch_channel_name("ns", "default", None);
+    let channel = echo_channel();
 
     // A worker on the old node only: the new node relays to it, plain requests only.
     let on_old = traced_worker(old.addr, "on-old").await;
@@ -505,14 +517,67 @@ async fn a_version_2_node_and_a_version_3_node_relay_both_ways_but_headers_never
 }
 
 #[tokio::test]
-async fn headers_cross_a_version_3_link_to_the_worker_and_status_shows_remote_capacity() {
+async fn a_dispatch_with_headers_is_placed_past_a_version_2_worker_and_link_onto_one_that_carries_them(
+) {
     let a = node_at("a", &[], 3).await;
+    let old = node_at("old", &[&a], 2).await;
     let b = node_at("b", &[&a], 3).await;
-    a.wait_linked(&["b"]).await;
+    a.wait_linked(&["old", "b"]).await;
+    let channel = echo_channel();
+    // A version-2 worker on a itself, a worker behind the version-2 link to old, and a
+    // version-3 worker on b: only b's can carry headers.
+    let (mut local_v2, _) = RawClient::hello_at(a.addr, Role::Worker, 2).await;
+    local_v2.send(Frame::from(register("ns", "echo", 4))).await;
+    assert!(matches!(
+        next_frame(&mut local_v2).await,
+        Some(Frame::Registered(_))
+    ));
+    let _on_old = traced_worker(old.addr, "on-old").await;
     let _on_b = traced_worker(b.addr, "on-b").await;
-    let channel = lintel::wire::channel::dispatch_channel_name("ns", "default", None);
+    a.wait_announced("old", &channel).await;
     a.wait_announced("b", &channel).await;
     let at_a = client(a.addr).await;
+    for _ in 0..4 {
+        let placed = within(
+            "a traced dispatch",
+            at_a.dispatch_traced(request("ns", "echo", "traced"), &traced()),
+        )
+        .await
+        .expect("connection stays up");
+        assert_eq!(placed.served_by.as_deref(), Some("b"));
+        assert_eq!(payload(&placed.result), TRACED_ECHO, "every header arrived");
+    }
+    // A plain dispatch stays local (local-first): the first push the version-2 worker sees.
+    let plain = tokio::spawn({
+        let at_a = at_a.clone();
+        async move {
+            at_a.dispatch(request("ns", "echo", "plain"), &DispatchOptions::default())
+                .await
+        }
+    });
+    let Some(Frame::Push(push)) = next_frame(&mut local_v2).await else {
+        panic!("the version-2 worker is pushed the plain dispatch");
+    };
+    assert_eq!(
+        &push.request.input[..],
+        b"plain",
+        "no traced dispatch reached it"
+    );
+    local_v2.send(support::reply_frame(&push, "local")).await;
+    let plain = within("the plain outcome", plain).await.expect("task");
+    assert_eq!(payload(&plain.expect("connection stays up")), "local");
+    let to_old = a.peers().into_iter().find(|p| p.node_id == "old");
+    assert_eq!(
+        to_old.map(|p| p.relays_sent),
+        Some(0),
+        "nothing crossed the version-2 link"
+    );
+}
+
+#[tokio::test]
+async fn headers_cross_a_version_3_link_to_the_worker_and_status_shows_remote_capacity() {
+    let (a, _b, _on_b, at_a) = b_serving_a().await;
+    let channel = echo_channel();
     let relayed = within(
         "a traced dispatch relayed",
         at_a.dispatch_traced(request("ns", "echo", "x"), &traced()),
@@ -526,9 +591,9 @@ async fn headers_cross_a_version_3_link_to_the_worker_and_status_shows_remote_ca
     let peer = status
         .peers
         .iter()
-        .find(|peer| peer.node_id == "b")
+        .find(|peer| peer.link.node_id == "b")
         .expect("b in a's status");
-    assert_eq!(peer.relays_sent, 1);
+    assert_eq!(peer.link.relays_sent, 1);
     let [pool] = &peer.remote_pools[..] else {
         panic!("one remote pool: {:?}", peer.remote_pools);
     };
@@ -541,15 +606,7 @@ async fn headers_cross_a_version_3_link_to_the_worker_and_status_shows_remote_ca
         ),
         (channel.as_str(), "echo", 1, 4)
     );
-    let text = within(
-        "lintel status",
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_lintel"))
-            .args(["status", "--connect", &a.addr.to_string()])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("run lintel status");
+    let text = lintel_status(a.addr, false).await;
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains(&format!("remote {channel} echo  workers 1  slots 4")),
@@ -559,13 +616,7 @@ async fn headers_cross_a_version_3_link_to_the_worker_and_status_shows_remote_ca
 
 #[tokio::test]
 async fn the_status_document_keeps_a_members_counts_across_its_links_and_names_join_points() {
-    let a = node_at("a", &[], 3).await;
-    let b = node_at("b", &[&a], 3).await;
-    a.wait_linked(&["b"]).await;
-    let _on_b = traced_worker(b.addr, "on-b").await;
-    let channel = lintel::wire::channel::dispatch_channel_name("ns", "default", None);
-    a.wait_announced("b", &channel).await;
-    let at_a = client(a.addr).await;
+    let (a, b, _on_b, at_a) = b_serving_a().await;
     let relayed = within(
         "a dispatch relayed to b",
         at_a.dispatch_traced(request("ns", "echo", "x"), &DispatchOptions::default()),
@@ -586,8 +637,8 @@ async fn the_status_document_keeps_a_members_counts_across_its_links_and_names_j
     };
     assert_eq!(
         (
-            peer.node_id.as_str(),
-            peer.relays_sent,
+            peer.link.node_id.as_str(),
+            peer.link.relays_sent,
             peer.link_ups,
             peer.link_downs
         ),

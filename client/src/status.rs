@@ -7,7 +7,7 @@
 //! `label`. JSON keys are the text's names with `_` for `-`. Keys are only ever added: a reader
 //! ignores those it does not know, and a key a node does not send takes its default.
 
-use lintel_wire::{NodeStatus, PeerLinkState, PeerStatus, WaitingStatus};
+use lintel_wire::{NodeStatus, PeerStatus, WaitingStatus};
 use serde::{Deserialize, Serialize};
 
 /// A node, its pools, waiting dispatches, peers and counters.
@@ -74,23 +74,12 @@ pub struct Worker {
     pub instance_id: Option<String>,
 }
 
-/// One peer as the reporting node sees it.
+/// One member as the reporting node sees it: its link's figures as a version-2 status report
+/// carries them (the same JSON keys), and what the status adds beyond that report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Peer {
-    /// Empty until a link to it came up once.
-    pub node_id: String,
-    pub address: String,
-    pub state: PeerLinkState,
-    /// The peer's whole presence has arrived on the current link.
-    pub synced: bool,
-    /// Relays sent to it.
-    pub relays_sent: u64,
-    /// Relays received from it.
-    pub relays_received: u64,
-    /// Relays sent to it without an outcome yet.
-    pub relays_in_flight: u32,
-    /// Channel names of the pools it announced.
-    pub pools: Vec<String>,
+    #[serde(flatten)]
+    pub link: PeerStatus,
     /// The capacity it announced, per pool and activity type.
     #[serde(default)]
     pub remote_pools: Vec<RemotePool>,
@@ -179,15 +168,8 @@ impl Status {
             waiting: status.waiting,
             peers: peers
                 .into_iter()
-                .map(|peer| Peer {
-                    node_id: peer.node_id,
-                    address: peer.address,
-                    state: peer.state,
-                    synced: peer.synced,
-                    relays_sent: peer.relays_sent,
-                    relays_received: peer.relays_received,
-                    relays_in_flight: peer.relays_in_flight,
-                    pools: peer.pools,
+                .map(|link| Peer {
+                    link,
                     remote_pools: Vec::new(),
                     link_ups: 0,
                     link_downs: 0,
@@ -245,7 +227,9 @@ impl Status {
     }
 
     fn peer_mut(&mut self, node_id: &str) -> Option<&mut Peer> {
-        self.peers.iter_mut().find(|peer| peer.node_id == node_id)
+        self.peers
+            .iter_mut()
+            .find(|peer| peer.link.node_id == node_id)
     }
 
     /// The status as pretty JSON.

@@ -87,7 +87,8 @@ fn render(status: &Status) -> String {
             .collect();
         let _ = writeln!(out, "{}", shown.join("  "));
     }
-    for peer in &status.peers {
+    for listed in &status.peers {
+        let peer = &listed.link;
         let state = match peer.state {
             PeerLinkState::Up if peer.synced => "up",
             PeerLinkState::Up => "up (presence arriving)",
@@ -111,7 +112,7 @@ fn render(status: &Status) -> String {
                 peer.pools.join(",")
             }
         );
-        for pool in &peer.remote_pools {
+        for pool in &listed.remote_pools {
             let _ = writeln!(
                 out,
                 "  remote {} {}  workers {}  slots {}  free {}",

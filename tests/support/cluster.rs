@@ -4,7 +4,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use lintel::sdk::{Client, ClientConfig, Handler, Worker, WorkerConfig, WorkerHandle};
+use bytes::Bytes;
+use lintel::sdk::{
+    handler_fn_with, Client, ClientConfig, Extras, Handler, Request, Worker, WorkerConfig,
+    WorkerHandle,
+};
+use lintel::wire::ActivityOutcome;
 use lintel::wire::{PeerLinkState, PeerStatus, Register};
 use lintel::NodeConfig;
 
@@ -98,6 +103,18 @@ pub async fn sdk_worker<H: Handler>(
         .await
         .expect("worker registered");
     handle
+}
+
+/// Replies to each push with its request's headers, one `name=value` a line.
+pub fn header_echo() -> impl Handler {
+    handler_fn_with(|_request: Request, extras: Extras| async move {
+        let lines: Vec<String> = extras
+            .headers
+            .iter()
+            .map(|header| format!("{}={}", header.name, header.value))
+            .collect();
+        ActivityOutcome::Success(Bytes::from(lines.join("\n")))
+    })
 }
 
 /// A duration comfortably under the default reply timeout, for "well before the timeout".

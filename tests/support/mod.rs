@@ -33,7 +33,7 @@ mod served;
 #[allow(unused_imports)]
 pub use admin::{admin_get, admin_response};
 #[allow(unused_imports)]
-pub use cluster::{client, cluster_config, sdk_worker, up, WELL_UNDER_TIMEOUT};
+pub use cluster::{client, cluster_config, header_echo, sdk_worker, up, WELL_UNDER_TIMEOUT};
 #[allow(unused_imports)]
 pub use dispatch::{
     count, counts, dispatch, no_worker, outcome_of, parked, poll_once, served_by, spawn_dispatch,

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use compact_str::CompactString;
 
 use crate::cursor::{List, Names, PayloadRef};
-use crate::message::{Extension, Header};
+use crate::message::items::{Extension, Header};
 
 mod sealed {
     pub trait Sealed {}

@@ -5,6 +5,7 @@ mod dispatch;
 mod events;
 mod extras;
 mod handshake;
+pub(crate) mod items;
 mod peer;
 mod registration;
 mod status;
@@ -20,13 +21,11 @@ pub use events::{
     DepartureReason, Event, EventTopic, ExclusionReason, NodeEvent, Subscribe, SubscriptionEnded,
     WorkerEvent,
 };
-pub use extras::{
-    feature, is_header_name, unknown_critical, Extension, ExtensionRef, ExtrasRef, Header,
-    HeaderLimits, HeaderRef, RequestExtras,
-};
+pub use extras::{feature, ExtrasRef, HeaderLimits, RequestExtras};
 pub use handshake::{
     Hello, Limits, Refusal, RefusalCode, Role, Welcome, Welcome3, PROTOCOL_VERSION,
 };
+pub use items::{is_header_name, unknown_critical, Extension, ExtensionRef, Header, HeaderRef};
 pub use peer::{
     ClusterStatusReport, PeerAddress, PeerHello, PeerHello3, PeerLinkState, PeerStatus,
     PoolPresence, PoolPresence3, PoolSetting, PoolSettings, Presence, Presence3, PresenceGroup,

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::dispatch::{DispatchRequest, DispatchResult, NodeRouting};
-use super::extras::{Extension, RequestExtras};
+use super::extras::RequestExtras;
+use super::items::Extension;
 use crate::ownership::{Borrowed, Owned, Ownership};
 
 /// A member of the mesh, as one node tells another.

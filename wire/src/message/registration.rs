@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::extras::Extension;
+use super::items::Extension;
 
 /// A worker joins the pools `(namespace, task_queue)` for each of its namespaces.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
