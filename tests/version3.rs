@@ -16,12 +16,21 @@ use lintel::wire::{
 use lintel::NodeConfig;
 use support::{
     client, cluster_config, header_echo, hello_at, next_frame, plain, register, request,
-    response_to, submit, within, RawClient, TestNode, WAIT,
+    response_to, submit, within, RawClient, RawWorker, TestNode, WAIT,
 };
 
 /// An SDK worker (version 3) at `addr` serving `echo` in `ns` with `header_echo`.
 async fn traced_worker(addr: std::net::SocketAddr, name: &str) -> lintel::sdk::WorkerHandle {
     support::sdk_worker(addr, plain("ns", "echo", 4, name), header_echo()).await
+}
+
+/// A raw worker speaking up to `version`, registered at `addr` for `echo` in `ns` with
+/// `capacity`.
+async fn raw_worker(addr: std::net::SocketAddr, version: u16, capacity: u32) -> RawClient {
+    let (client, pid) = RawClient::hello_at(addr, Role::Worker, version).await;
+    RawWorker::register(client, pid, register("ns", "echo", capacity))
+        .await
+        .client
 }
 
 fn traced() -> DispatchOptions {
@@ -107,12 +116,7 @@ async fn headers_reach_the_worker_in_order_with_duplicates_kept() {
 #[tokio::test]
 async fn a_raw_version_3_worker_is_pushed_push3_with_the_headers_as_sent() {
     let node = TestNode::start().await;
-    let (mut worker, _) = RawClient::hello_at(node.addr, Role::Worker, 3).await;
-    worker.send(Frame::from(register("ns", "echo", 1))).await;
-    assert!(matches!(
-        next_frame(&mut worker).await,
-        Some(Frame::Registered(_))
-    ));
+    let mut worker = raw_worker(node.addr, 3, 1).await;
     let producer = client(node.addr).await;
     let dispatch = tokio::spawn(async move {
         producer
@@ -142,12 +146,7 @@ async fn a_raw_version_3_worker_is_pushed_push3_with_the_headers_as_sent() {
 #[tokio::test]
 async fn a_version_2_worker_is_no_candidate_for_headers_and_a_version_3_one_is_waited_for() {
     let node = TestNode::start().await;
-    let (mut old, _) = RawClient::hello_at(node.addr, Role::Worker, 2).await;
-    old.send(Frame::from(register("ns", "echo", 4))).await;
-    assert!(matches!(
-        next_frame(&mut old).await,
-        Some(Frame::Registered(_))
-    ));
+    let mut old = raw_worker(node.addr, 2, 4).await;
     let producer = client(node.addr).await;
 
     let missed = within(
@@ -307,12 +306,7 @@ async fn what_the_node_does_not_implement_is_refused_and_named_never_ignored() {
 async fn version_1_and_2_clients_see_only_their_own_versions_frames() {
     let node = TestNode::start().await;
     for version in [1, 2] {
-        let (mut worker, _) = RawClient::hello_at(node.addr, Role::Worker, version).await;
-        worker.send(Frame::from(register("ns", "echo", 1))).await;
-        assert!(matches!(
-            next_frame(&mut worker).await,
-            Some(Frame::Registered(_))
-        ));
+        let mut worker = raw_worker(node.addr, version, 1).await;
         let (mut producer, _) = RawClient::hello_at(node.addr, Role::Producer, version).await;
         producer
             .send(submit(1, request("ns", "echo", "x"), None))
@@ -526,12 +520,7 @@ async fn a_dispatch_with_headers_is_placed_past_a_version_2_worker_and_link_onto
     let channel = echo_channel();
     // A version-2 worker on a itself, a worker behind the version-2 link to old, and a
     // version-3 worker on b: only b's can carry headers.
-    let (mut local_v2, _) = RawClient::hello_at(a.addr, Role::Worker, 2).await;
-    local_v2.send(Frame::from(register("ns", "echo", 4))).await;
-    assert!(matches!(
-        next_frame(&mut local_v2).await,
-        Some(Frame::Registered(_))
-    ));
+    let mut local_v2 = raw_worker(a.addr, 2, 4).await;
     let _on_old = traced_worker(old.addr, "on-old").await;
     let _on_b = traced_worker(b.addr, "on-b").await;
     a.wait_announced("old", &channel).await;
@@ -791,12 +780,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
 #[tokio::test]
 async fn a_relay3_from_a_version_3_peer_is_pushed_with_its_headers_and_answered() {
     let node = TestNode::joined("n", &[]).await;
-    let (mut worker, _) = RawClient::hello_at(node.addr, Role::Worker, 3).await;
-    worker.send(Frame::from(register("ns", "echo", 2))).await;
-    assert!(matches!(
-        next_frame(&mut worker).await,
-        Some(Frame::Registered(_))
-    ));
+    let mut worker = raw_worker(node.addr, 3, 2).await;
     let mut raw = hand_peer_v3(node.addr, hello3(Vec::new())).await;
     raw.send(Frame::Presence(Presence {
         reset: true,
