@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::console::{self, Window};
 use crate::shared::Shared;
-use crate::status::{self, Status};
+use crate::status::{self, Standing, Status};
 use crate::tls::Rotation;
 
 type Labels = Vec<(&'static str, String)>;
@@ -312,8 +312,24 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     let mut workers = Vec::new();
     let mut slots = Vec::new();
     let mut free = Vec::new();
+    let mut by_state = Vec::new();
+    let states = dispatcher.registry().states();
+    let standing_of = |id: u64| {
+        let at = states.binary_search_by_key(&id, |(id, _)| *id).ok()?;
+        states.get(at).map(|(_, standing)| *standing)
+    };
     for pool in &node.pools {
         let labels = vec![("channel", pool.channel.clone())];
+        for standing in Standing::ALL {
+            let n = pool
+                .workers
+                .iter()
+                .filter(|w| standing_of(w.worker_id) == Some(standing))
+                .count();
+            let mut labels = labels.clone();
+            labels.push(("state", standing.as_str().to_owned()));
+            by_state.push((labels, count(n)));
+        }
         let capacity: u64 = pool
             .workers
             .iter()
@@ -344,8 +360,14 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     gauge_family(
         &mut registry,
         "pool_free_slots",
-        "Slots free in each pool, draining workers excluded.",
+        "Slots free in each pool, excluded workers' not counted.",
         free,
+    );
+    gauge_family(
+        &mut registry,
+        "pool_workers_by_state",
+        "Workers in each pool by state: probation, eligible, unreachable or draining.",
+        by_state,
     );
 
     let c = &node.counters;

@@ -143,7 +143,11 @@ impl Node {
     ) -> Result<Self, ConfigError> {
         config.validate()?;
         let tls = config.load_tls()?;
-        let registry = Registry::new(config.admission_limits());
+        let registry = if config.worker_probation_pings > 0 {
+            Registry::with_probation(config.admission_limits(), config.worker_ping_timeout())
+        } else {
+            Registry::new(config.admission_limits())
+        };
         let mesh = Mesh::new(config.max_set_len);
         let dispatcher = Dispatcher::clustered(
             Arc::clone(&registry),

@@ -1,11 +1,14 @@
 //! The node's status as operators read it ([`Status`], the JSON of the admin `/status`, of
 //! `lintel status --json` and of a version-3 `StatusDocument`), built from a status report and
-//! what the node knows beyond it: its workers' deployments, its peers' announced capacity.
+//! what the node knows beyond it: its workers' deployments and states, its peers' announced
+//! capacity.
 
 use lintel_wire::ClusterStatusReport;
 
 use crate::dispatch::Dispatcher;
-pub use lintel_client::status::{Counters, JoinPoint, Peer, Pool, RemotePool, Status, Worker};
+pub use lintel_client::status::{
+    Counters, JoinPoint, Peer, Pool, RemotePool, Standing, Status, Worker,
+};
 
 /// The view of `report` (whole, or cut to fit a frame), with what `dispatcher` knows of its
 /// workers' deployments, its peers' capacity and links, and its join points.
@@ -34,6 +37,7 @@ pub fn view(report: ClusterStatusReport, dispatcher: &Dispatcher) -> Status {
         .collect();
     Status::new(report.status, report.peers, report.peer_lost)
         .with_deployments(&dispatcher.registry().deployments())
+        .with_states(&dispatcher.registry().states())
         .with_remote_pools(remote)
         .with_link_counts(links)
         .with_join_points(mesh.join_points())

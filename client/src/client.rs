@@ -560,6 +560,8 @@ async fn read_loop(
                     tracing::warn!("node stopped answering pings; closing the producer connection");
                     break;
                 }
+                // No timeout is set here: the node's silence counts only in missed pings.
+                Tick::Overdue => {}
             },
         }
     }

@@ -3,20 +3,26 @@
 //! too many pings in a row go unanswered.
 //!
 //! Short of that close, a ping waiting longer than a timeout is *overdue*: the other side is
-//! still connected but not answering now, and its next answer restores it.
+//! still connected but not answering now, and its next answer restores it. One timer serves
+//! both: it wakes at the next ping or at the moment the waiting ping becomes overdue.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use lintel_wire::{Limits, Ping};
-use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tokio::time::{Instant, Sleep};
 
 /// Pings the other side of one connection and says when it stops answering.
 #[derive(Debug)]
 pub struct Keepalive {
-    /// One tick per ping; `None` when keep-alive is off.
-    ticks: Option<Interval>,
+    /// Wakes at the next ping, or sooner when the waiting ping becomes overdue; `None` when
+    /// keep-alive is off.
+    timer: Option<Pin<Box<Sleep>>>,
+    period: Duration,
+    /// When the next ping is due.
+    next_ping: Instant,
     max_missed: u32,
     /// Pings sent in a row without an answer.
     missed: u32,
@@ -25,6 +31,8 @@ pub struct Keepalive {
     waiting_since: Option<Instant>,
     /// How long a ping may wait for its answer before it is overdue; `None` is forever.
     timeout: Option<Duration>,
+    /// [`Tick::Overdue`] was told for the pings waiting now.
+    told_overdue: bool,
 }
 
 /// What a keep-alive tick asks for.
@@ -34,14 +42,17 @@ pub enum Tick {
     Ping(Ping),
     /// `missed` pings in a row went unanswered: treat the connection as dead.
     Dead { missed: u32 },
+    /// The oldest ping waiting has waited past the timeout ([`Keepalive::overdue_after`]):
+    /// the other side is not answering now. Told once until an answer comes.
+    Overdue,
 }
 
 /// What an answer to a ping changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answered {
-    /// The latest ping was answered before it was overdue.
+    /// The latest ping was answered, and no [`Tick::Overdue`] was told since the last answer.
     InTime,
-    /// The latest ping was answered after it was overdue: the other side is back.
+    /// The latest ping was answered after [`Tick::Overdue`] was told: the other side is back.
     Restored,
     /// An echo of an earlier ping: the latest still waits.
     Stale,
@@ -51,20 +62,19 @@ impl Keepalive {
     /// Pings every `period`, the first one a period from now, and is dead once `max_missed`
     /// (at least one) in a row go unanswered. A zero period turns it off.
     pub fn new(period: Duration, max_missed: u32) -> Self {
-        let ticks = (!period.is_zero()).then(|| {
-            let now = Instant::now();
-            let mut ticks =
-                tokio::time::interval_at(now.checked_add(period).unwrap_or(now), period);
-            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-            ticks
-        });
+        let now = Instant::now();
+        let next_ping = now.checked_add(period).unwrap_or(now);
+        let timer = (!period.is_zero()).then(|| Box::pin(tokio::time::sleep_until(next_ping)));
         Self {
-            ticks,
+            timer,
+            period,
+            next_ping,
             max_missed: max_missed.max(1),
             missed: 0,
             nonce: 0,
             waiting_since: None,
             timeout: None,
+            told_overdue: false,
         }
     }
 
@@ -77,7 +87,8 @@ impl Keepalive {
         )
     }
 
-    /// A ping is overdue once it waited `timeout` for its answer.
+    /// A ping is overdue once it waited `timeout` for its answer; ticks then say
+    /// [`Tick::Overdue`].
     #[must_use]
     pub fn overdue_after(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
@@ -94,27 +105,70 @@ impl Keepalive {
 
     #[inline]
     fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Tick> {
-        let Some(ticks) = &mut self.ticks else {
-            return Poll::Pending;
-        };
-        ready!(ticks.poll_tick(cx));
+        loop {
+            let Some(timer) = &mut self.timer else {
+                return Poll::Pending;
+            };
+            ready!(timer.as_mut().poll(cx));
+            let now = Instant::now();
+            let tick = if self.overdue_untold().is_some_and(|at| at <= now) {
+                self.told_overdue = true;
+                Some(Tick::Overdue)
+            } else if self.next_ping <= now {
+                Some(self.ping_due(now))
+            } else {
+                // Woken for an overdue moment an answer took away: wait for the next ping.
+                None
+            };
+            self.rearm();
+            if let Some(tick) = tick {
+                return Poll::Ready(tick);
+            }
+        }
+    }
+
+    /// The tick of a ping due now; the next one is a period after this one was due, or after
+    /// now when this one came late.
+    fn ping_due(&mut self, now: Instant) -> Tick {
+        let on_time = self
+            .next_ping
+            .checked_add(self.period)
+            .filter(|at| *at > now);
+        self.next_ping = on_time.unwrap_or_else(|| now.checked_add(self.period).unwrap_or(now));
         if self.missed >= self.max_missed {
-            return Poll::Ready(Tick::Dead {
+            return Tick::Dead {
                 missed: self.max_missed,
-            });
+            };
         }
         self.missed += 1;
         self.nonce = self.nonce.wrapping_add(1);
-        self.waiting_since.get_or_insert_with(Instant::now);
-        Poll::Ready(Tick::Ping(Ping { nonce: self.nonce }))
+        self.waiting_since.get_or_insert(now);
+        Tick::Ping(Ping { nonce: self.nonce })
+    }
+
+    /// When the pings waiting become overdue, while that is still to be told.
+    fn overdue_untold(&self) -> Option<Instant> {
+        self.overdue_at().filter(|_| !self.told_overdue)
+    }
+
+    /// Sets the timer to the next thing due: a ping, or an overdue moment still to be told.
+    fn rearm(&mut self) {
+        let due = match self.overdue_untold() {
+            Some(at) => at.min(self.next_ping),
+            None => self.next_ping,
+        };
+        if let Some(timer) = &mut self.timer {
+            if timer.deadline() != due {
+                timer.as_mut().reset(due);
+            }
+        }
     }
 
     /// Makes the next tick come at once and the later ones a period apart from it: the first
     /// ping goes out without waiting a period.
     pub fn ping_now(&mut self) {
-        if let Some(ticks) = &mut self.ticks {
-            ticks.reset_immediately();
-        }
+        self.next_ping = Instant::now();
+        self.rearm();
     }
 
     /// The ping just taken could not be sent, so no answer is waited for.
@@ -126,9 +180,11 @@ impl Keepalive {
     }
 
     /// The other side sent something: on a connection where any frame counts, it answered.
+    /// Cheap enough for every frame: the timer is left as it is.
     pub fn heard(&mut self) {
         self.missed = 0;
         self.waiting_since = None;
+        self.told_overdue = false;
     }
 
     /// A `Pong` echoing `nonce` arrived: it answers when it echoes the latest ping.
@@ -136,8 +192,10 @@ impl Keepalive {
         if nonce != self.nonce {
             return Answered::Stale;
         }
-        let overdue = self.is_overdue();
+        let overdue = self.told_overdue;
         self.heard();
+        // Nothing waits now: the timer wakes for the next ping only.
+        self.rearm();
         if overdue {
             Answered::Restored
         } else {
@@ -196,23 +254,42 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_ping_waiting_past_the_timeout_is_overdue_until_answered() {
+    async fn a_ping_waiting_past_the_timeout_is_told_overdue_once_until_answered() {
         let timeout = Duration::from_millis(300);
         let mut keepalive = Keepalive::new(PERIOD, 3).overdue_after(timeout);
         assert_eq!(keepalive.overdue_at(), None, "no ping waits");
-        keepalive.tick().await;
+        assert_eq!(keepalive.tick().await, ping(1));
         let sent = Instant::now();
         assert_eq!(keepalive.overdue_at(), Some(sent + timeout));
-        keepalive.tick().await;
+        assert_eq!(keepalive.tick().await, Tick::Overdue);
+        assert_eq!(
+            Instant::now(),
+            sent + timeout,
+            "told the moment it is overdue"
+        );
+        assert!(keepalive.is_overdue());
+        assert_eq!(keepalive.tick().await, ping(2), "told once");
         assert_eq!(
             keepalive.overdue_at(),
             Some(sent + timeout),
             "from the oldest"
         );
-        assert!(keepalive.is_overdue());
+        assert_eq!(keepalive.answered(1), Answered::Stale);
         assert_eq!(keepalive.answered(2), Answered::Restored);
         assert!(!keepalive.is_overdue());
         assert_eq!(keepalive.overdue_at(), None);
+        assert_eq!(keepalive.tick().await, ping(3));
+        assert_eq!(keepalive.answered(3), Answered::InTime);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ping_answered_in_time_is_never_told_overdue() {
+        let start = Instant::now();
+        let mut keepalive = Keepalive::new(PERIOD, 3).overdue_after(PERIOD / 4);
+        assert_eq!(keepalive.tick().await, ping(1));
+        assert_eq!(keepalive.answered(1), Answered::InTime);
+        assert_eq!(keepalive.tick().await, ping(2));
+        assert_eq!(start.elapsed(), 2 * PERIOD);
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,7 +4,7 @@
 //!
 //! The wire's status bodies keep their field names (`wire/PROTOCOL.md`); this view renames what
 //! people read: counters by outcome class (`timeout`, `peer_lost`), a worker's placement
-//! `label`. JSON keys are the text's names with `_` for `-`. Keys are only ever added: a reader
+//! `label`, and adds each worker's `state`. JSON keys are the text's names with `_` for `-`. Keys are only ever added: a reader
 //! ignores those it does not know, and a key a node does not send takes its default.
 
 use lintel_wire::{NodeStatus, PeerStatus, WaitingStatus};
@@ -65,13 +65,53 @@ pub struct Worker {
     pub activity_types: Vec<String>,
     pub max_concurrency: u32,
     pub in_flight: u32,
+    /// Excluded from selection, whatever why: draining, in probation or unreachable.
     pub draining: bool,
+    /// Why it is excluded, or eligible. A version-2 status report says only whether a worker
+    /// is excluded, so an excluded worker's state read from one is unknown (absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Standing>,
     /// The deployment it registered with (`Register3`); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<String>,
     /// Its instance id (`Register3`); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_id: Option<String>,
+}
+
+/// A worker's standing with its node, the `state` of status: the exclusion that counts most
+/// (unreachable before draining before probation), or eligible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Standing {
+    /// Newly registered, not selected until it answers its opening pings.
+    Probation,
+    /// Selected whenever it has a free slot.
+    Eligible,
+    /// Still connected but not answering pings: not selected until it answers one.
+    Unreachable,
+    /// Finishing what it holds; never selected again.
+    Draining,
+}
+
+impl Standing {
+    /// Every standing, in the order status and metrics list them.
+    pub const ALL: [Standing; 4] = [
+        Standing::Probation,
+        Standing::Eligible,
+        Standing::Unreachable,
+        Standing::Draining,
+    ];
+
+    /// Its name in status and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standing::Probation => "probation",
+            Standing::Eligible => "eligible",
+            Standing::Unreachable => "unreachable",
+            Standing::Draining => "draining",
+        }
+    }
 }
 
 /// One member as the reporting node sees it: its link's figures as a version-2 status report
@@ -159,6 +199,7 @@ impl Status {
                             max_concurrency: w.max_concurrency,
                             in_flight: w.in_flight,
                             draining: w.draining,
+                            state: (!w.draining).then_some(Standing::Eligible),
                             deployment: None,
                             instance_id: None,
                         })
@@ -192,6 +233,21 @@ impl Status {
             {
                 worker.deployment.clone_from(deployment);
                 worker.instance_id.clone_from(instance_id);
+            }
+        }
+        self
+    }
+
+    /// Gives each worker its standing, from `(worker_id, standing)` rows sorted by id; a
+    /// worker with no row keeps what it had.
+    pub fn with_states(mut self, rows: &[(u64, Standing)]) -> Self {
+        for worker in self
+            .pools
+            .iter_mut()
+            .flat_map(|pool| pool.workers.iter_mut())
+        {
+            if let Ok(at) = rows.binary_search_by_key(&worker.worker_id, |(id, _)| *id) {
+                worker.state = rows.get(at).map(|(_, standing)| *standing);
             }
         }
         self

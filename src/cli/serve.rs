@@ -54,6 +54,14 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     ping_interval_ms: Option<u64>,
+    /// Pings a new worker must answer before it is selected, the first sent at once; 0: none (variable LINTEL_WORKER_PROBATION_PINGS) [default: 1].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker_probation_pings: Option<u32>,
+    /// A worker whose ping waits this long, in milliseconds, is unreachable: not selected until it answers (variable LINTEL_WORKER_PING_TIMEOUT_MS) [default: 1000].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker_ping_timeout_ms: Option<u64>,
     /// Default reply timeout, in milliseconds (variable LINTEL_REPLY_TIMEOUT_MS) [default: 30000].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

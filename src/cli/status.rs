@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use lintel::status::Status;
+use lintel_client::status::Standing;
 use lintel_client::{Client, ClientConfig};
 use lintel_wire::PeerLinkState;
 
@@ -139,21 +140,23 @@ fn render(status: &Status) -> String {
         );
         let _ = writeln!(
             out,
-            "  {:>6} {:>6} {:<24} {:<12} {:>9} {:<}",
-            "worker", "pid", "identity", "label", "in-flight", "activities"
+            "  {:>6} {:>6} {:<24} {:<12} {:<11} {:>9} {:<}",
+            "worker", "pid", "identity", "label", "state", "in-flight", "activities"
         );
         for w in &pool.workers {
+            // A version-2 report says only that an excluded worker is excluded.
+            let state = w.state.map_or("excluded", Standing::as_str);
             let _ = writeln!(
                 out,
-                "  {:>6} {:>6} {:<24} {:<12} {:>4}/{:<4} {}{}",
+                "  {:>6} {:>6} {:<24} {:<12} {:<11} {:>4}/{:<4} {}",
                 w.worker_id,
                 w.pid,
                 w.identity,
                 w.label.as_deref().unwrap_or("-"),
+                state,
                 w.in_flight,
                 w.max_concurrency,
                 w.activity_types.join(","),
-                if w.draining { "  (draining)" } else { "" }
             );
             if w.deployment.is_some() || w.instance_id.is_some() {
                 let _ = writeln!(

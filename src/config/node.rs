@@ -53,6 +53,12 @@ pub struct NodeConfig {
     pub ping_interval_ms: u64,
     /// Consecutive unanswered pings before a worker's connection is closed.
     pub max_missed_pings: u32,
+    /// Pings a newly registered worker must answer before it is selected; the first goes out
+    /// at once. 0 selects it as soon as it registers.
+    pub worker_probation_pings: u32,
+    /// A worker whose ping has waited this long for its answer is unreachable: excluded from
+    /// selection, keeping what it runs, until it answers one.
+    pub worker_ping_timeout_ms: u64,
     /// Reply timeout for dispatches that state none.
     pub reply_timeout_ms: u64,
     /// On shutdown, how long in-flight dispatches may take before connections close.
@@ -138,6 +144,8 @@ impl Default for NodeConfig {
             frame_timeout_ms: 30_000,
             ping_interval_ms: 5_000,
             max_missed_pings: 3,
+            worker_probation_pings: 1,
+            worker_ping_timeout_ms: 1_000,
             reply_timeout_ms: u64::try_from(DEFAULT_REPLY_TIMEOUT.as_millis()).unwrap_or(30_000),
             drain_timeout_ms: 10_000,
             late_reply_grace_ms: 60_000,
@@ -183,6 +191,7 @@ impl NodeConfig {
             ("frame_timeout_ms", self.frame_timeout_ms),
             ("ping_interval_ms", self.ping_interval_ms),
             ("max_missed_pings", u64::from(self.max_missed_pings)),
+            ("worker_ping_timeout_ms", self.worker_ping_timeout_ms),
             ("outbound_queue", self.outbound_queue as u64),
             (
                 "max_in_flight_per_producer",
@@ -203,11 +212,16 @@ impl NodeConfig {
                 });
             }
         }
-        if Duration::from_millis(self.reply_timeout_ms) > MAX_TIMEOUT {
-            return Err(ConfigError::Invalid {
-                name: "reply_timeout_ms",
-                reason: format!("must be at most {} ms", MAX_TIMEOUT.as_millis()),
-            });
+        for (name, value) in [
+            ("reply_timeout_ms", self.reply_timeout_ms),
+            ("worker_ping_timeout_ms", self.worker_ping_timeout_ms),
+        ] {
+            if Duration::from_millis(value) > MAX_TIMEOUT {
+                return Err(ConfigError::Invalid {
+                    name,
+                    reason: format!("must be at most {} ms", MAX_TIMEOUT.as_millis()),
+                });
+            }
         }
         auth::validate(&self.grants)?;
         self.validate_tls()?;
@@ -319,6 +333,10 @@ impl NodeConfig {
 
     pub fn ping_interval(&self) -> Duration {
         Duration::from_millis(self.ping_interval_ms)
+    }
+
+    pub fn worker_ping_timeout(&self) -> Duration {
+        Duration::from_millis(self.worker_ping_timeout_ms)
     }
 
     pub fn peer_ping_interval(&self) -> Duration {

@@ -77,11 +77,12 @@ impl Close {
         }
     }
 
-    /// The ping a keep-alive tick asks for, or the `Error{LivenessTimeout}` close once too many
-    /// went unanswered.
-    pub(super) fn unless_pinged(tick: Tick) -> Result<Ping, Self> {
+    /// The ping a keep-alive tick asks for (none for an overdue one), or the
+    /// `Error{LivenessTimeout}` close once too many went unanswered.
+    pub(super) fn unless_pinged(tick: Tick) -> Result<Option<Ping>, Self> {
         match tick {
-            Tick::Ping(ping) => Ok(ping),
+            Tick::Ping(ping) => Ok(Some(ping)),
+            Tick::Overdue => Ok(None),
             Tick::Dead { missed } => Err(Close::error(
                 ErrorCode::LivenessTimeout,
                 format!("{missed} pings in a row went unanswered"),

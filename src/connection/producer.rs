@@ -101,7 +101,8 @@ pub(super) async fn serve(
             }
             tick = keepalive.tick() => {
                 match Close::unless_pinged(tick) {
-                    Ok(ping) => {
+                    Ok(None) => continue,
+                    Ok(Some(ping)) => {
                         // A producer that only stops reading is not dead: a ping its full
                         // queue cannot take is not counted, nor one whose answer this loop
                         // will not read while it reads nothing (the ping still tells the

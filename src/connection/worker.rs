@@ -1,5 +1,10 @@
 //! A worker connection: registration, replies, capacity, liveness and drain.
 //!
+//! Eligibility is earned by answers: a newly registered worker stays in probation until it
+//! answers `worker_probation_pings` pings, the first sent at once; a worker whose ping waits
+//! longer than `worker_ping_timeout_ms` is unreachable (out of selection, keeping what it runs)
+//! until it answers one; `max_missed_pings` unanswered close it.
+//!
 //! While the node drains, a registered worker's connection stays open until the worker says
 //! `Drained` (its replies came before it), then the node says `Goodbye` and closes; a worker
 //! that never says it is closed when the drain timeout ends.
@@ -19,8 +24,9 @@ use super::handshake::clip;
 use crate::auth::Grant;
 use crate::link::{ReplyFate, WorkerLink};
 use crate::notifier::Registered;
+use crate::registry::Exclusion;
 use crate::shared::{Fired, Shared};
-use lintel_client::keepalive::{Keepalive, Tick};
+use lintel_client::keepalive::{Answered, Keepalive, Tick};
 use lintel_client::transport::{FrameReader, Outbound};
 
 /// Runs the worker role of connection `pid`, speaking protocol `version`, until the
@@ -44,7 +50,9 @@ pub(super) fn serve<'a>(
         keepalive: Keepalive::new(
             shared.config.ping_interval(),
             shared.config.max_missed_pings,
-        ),
+        )
+        .overdue_after(shared.config.worker_ping_timeout()),
+        probation: None,
     };
     async move {
         let mut drain_sent = false;
@@ -125,6 +133,16 @@ struct WorkerConn<'a> {
     /// Held from registration until the worker says `Drained`: the node's drain waits for it.
     undrained: Option<TaskTrackerToken>,
     keepalive: Keepalive,
+    /// Set from registration until the worker has answered its probation pings.
+    probation: Option<Probation>,
+}
+
+/// A registered worker's opening probation.
+struct Probation {
+    /// Answers still owed.
+    owed: u32,
+    /// A ping went out since the registration: only answers to such a ping count.
+    pinged: bool,
 }
 
 impl WorkerConn<'_> {
@@ -167,10 +185,11 @@ impl WorkerConn<'_> {
             }
             Frame::Drain(_) => {
                 let worker_id = self.registered(frame.kind())?.worker_id;
-                self.shared
-                    .dispatcher
-                    .registry()
-                    .set_excluded(worker_id, true);
+                self.shared.dispatcher.registry().set_excluded(
+                    worker_id,
+                    Exclusion::Draining,
+                    true,
+                );
                 Ok(())
             }
             Frame::Drained(_) => {
@@ -186,7 +205,8 @@ impl WorkerConn<'_> {
                 Ok(())
             }
             Frame::Pong(Pong { nonce }) => {
-                self.keepalive.answered(*nonce);
+                let answered = self.keepalive.answered(*nonce);
+                self.answered(answered);
                 Ok(())
             }
             Frame::Goodbye(_) => Err(Close::Quietly),
@@ -231,6 +251,17 @@ impl WorkerConn<'_> {
                 let ack = Frame::Registered(RegisteredFrame { worker_id });
                 self.outbound.send(ack).await.map_err(|_| Close::Quietly)?;
                 link.open();
+                let owed = self.shared.config.worker_probation_pings;
+                if owed > 0 {
+                    // The registry admitted it in probation; its first ping goes out now,
+                    // behind the acknowledgement, so the answer proves the acknowledgement
+                    // arrived.
+                    self.probation = Some(Probation {
+                        owed,
+                        pinged: false,
+                    });
+                    self.keepalive.ping_now();
+                }
                 tracing::info!(
                     pid = self.pid,
                     worker_id,
@@ -272,15 +303,59 @@ impl WorkerConn<'_> {
 
     fn ping(&mut self, tick: Tick) -> Result<(), Close> {
         if let Some(registered) = &self.registered {
+            if tick == Tick::Overdue {
+                tracing::warn!(
+                    pid = self.pid,
+                    worker_id = registered.worker_id,
+                    "worker unreachable: a ping waits past worker_ping_timeout_ms; not selected until it answers"
+                );
+                self.shared.dispatcher.registry().set_excluded(
+                    registered.worker_id,
+                    Exclusion::Unreachable,
+                    true,
+                );
+                return Ok(());
+            }
             // Pushes that ended long ago without a reply give their slots back.
             let grace = self.shared.config.late_reply_grace();
             if let Some(cutoff) = tokio::time::Instant::now().checked_sub(grace) {
                 registered.link.reclaim(cutoff);
             }
         }
-        let ping = Close::unless_pinged(tick)?;
+        let Some(ping) = Close::unless_pinged(tick)? else {
+            return Ok(());
+        };
         // Owed, in the control lane: a queue full of pushes must not make a live worker miss it.
         let _ = self.outbound.send_owed(Frame::Ping(ping));
+        if let Some(probation) = self.probation.as_mut() {
+            probation.pinged = true;
+        }
         Ok(())
+    }
+
+    /// An answer to the latest ping restores an unreachable worker and counts toward its
+    /// probation.
+    fn answered(&mut self, answered: Answered) {
+        let Some(registered) = &self.registered else {
+            return;
+        };
+        let worker_id = registered.worker_id;
+        let registry = self.shared.dispatcher.registry();
+        match answered {
+            Answered::Stale => return,
+            Answered::Restored => {
+                tracing::info!(pid = self.pid, worker_id, "worker answers pings again");
+                registry.set_excluded(worker_id, Exclusion::Unreachable, false);
+            }
+            Answered::InTime => {}
+        }
+        let Some(probation) = self.probation.as_mut().filter(|p| p.pinged) else {
+            return;
+        };
+        probation.owed = probation.owed.saturating_sub(1);
+        if probation.owed == 0 {
+            self.probation = None;
+            registry.set_excluded(worker_id, Exclusion::Probation, false);
+        }
     }
 }

@@ -5,7 +5,8 @@
 //! - `pools`: the [`Registry`] itself: one mutex-guarded state, selection, waiters served in
 //!   arrival order, the census.
 //! - `selection`: node tiers, eligibility and the census count; `waiters`: the FIFO queues;
-//!   `departures`: when compatible workers last left; `worker`: one worker's record.
+//!   `departures`: when compatible workers last left; `worker`: one worker's record, its
+//!   exclusions and state.
 
 mod admission;
 mod departures;
@@ -20,4 +21,4 @@ pub use admission::{
 };
 pub use pools::{Address, RegistrationGuard, Registry, Reservation, Wait};
 pub(crate) use selection::{Bucketed, NodeFilter, Tally, Tiers};
-pub use worker::WorkerId;
+pub use worker::{Exclusion, WorkerId};

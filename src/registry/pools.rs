@@ -10,8 +10,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use tokio::time::Instant;
 
+use lintel_client::status::Standing;
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{
     Census3, NodeRouting, PoolPresence, PoolStatus, PresenceGroup, Refusal, RefusalCode, Register3,
@@ -23,7 +25,7 @@ use super::admission::{validate, validate_capacity, AdmissionLimits};
 use super::departures::Departures;
 use super::selection::{census, compatible, eligible, NodeFilter, Tally, Tiers};
 use super::waiters::{WaitKey, Waiters};
-use super::worker::{WorkerCell, WorkerId};
+use super::worker::{Exclusion, WorkerCell, WorkerId};
 use crate::idmap::{IdMap, KeyedMap};
 use crate::link::WorkerLink;
 use crate::signal::Signal;
@@ -65,6 +67,9 @@ pub struct Registry {
     state: Mutex<State>,
     next_id: AtomicU64,
     limits: AdmissionLimits,
+    /// New workers start in [`Exclusion::Probation`], which ends within this or leaves them
+    /// unreachable.
+    probation: Option<Duration>,
     /// Touched on every change of membership, slots or waiters.
     changes: Signal,
     /// Touched when a worker joins, leaves, changes capacity or exclusion, or its free slots
@@ -73,15 +78,32 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// An empty registry admitting registrations within `limits`.
+    /// An empty registry admitting registrations within `limits`, each selectable at once.
     pub fn new(limits: AdmissionLimits) -> Arc<Self> {
+        Self::admitting(limits, None)
+    }
+
+    /// An empty registry admitting registrations within `limits`, each in probation: not
+    /// selected until its connection clears [`Exclusion::Probation`], which it does within
+    /// `ends_within` or the worker is unreachable.
+    pub fn with_probation(limits: AdmissionLimits, ends_within: Duration) -> Arc<Self> {
+        Self::admitting(limits, Some(ends_within))
+    }
+
+    fn admitting(limits: AdmissionLimits, probation: Option<Duration>) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
             limits,
+            probation,
             changes: Signal::default(),
             crossings: Signal::default(),
         })
+    }
+
+    /// How long a new worker's probation lasts at most; `None` when workers start eligible.
+    pub fn probation(&self) -> Option<Duration> {
+        self.probation
     }
 
     /// Touched on every change of membership, slots or waiters.
@@ -134,7 +156,8 @@ impl Registry {
     ) -> Result<RegistrationGuard, Refusal> {
         let registration = validate(register, self.limits)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let cell = Arc::new(WorkerCell::new(id, pid, registration, link));
+        let probation = self.probation.map(|_| Exclusion::Probation);
+        let cell = Arc::new(WorkerCell::new(id, pid, registration, link, probation));
         let mut state = self.lock();
         if state.draining {
             return Err(Refusal {
@@ -282,16 +305,17 @@ impl Registry {
         Ok(())
     }
 
-    /// Takes a worker out of selection, or restores it and serves waiters.
-    pub fn set_excluded(self: &Arc<Self>, id: WorkerId, excluded: bool) {
+    /// Sets or clears one of a worker's exclusions. A worker none holds any more is
+    /// selectable again, and waiters are served from it as from a freed slot.
+    pub fn set_excluded(self: &Arc<Self>, id: WorkerId, exclusion: Exclusion, excluded: bool) {
         let mut state = self.lock();
-        if let Some(worker) = state.workers.get(&id).cloned() {
-            worker.excluded.store(excluded, Ordering::Relaxed);
-            if !excluded {
-                self.serve_waiters(&mut state, &worker);
-            }
+        let Some(worker) = state.workers.get(&id).cloned() else {
+            return;
+        };
+        if worker.set_excluded(exclusion, excluded) {
+            self.serve_waiters(&mut state, &worker);
+            self.touched();
         }
-        self.touched();
     }
 
     /// Takes every worker out of selection and refuses new registrations.
@@ -299,7 +323,7 @@ impl Registry {
         let mut state = self.lock();
         state.draining = true;
         for worker in state.workers.values() {
-            worker.excluded.store(true, Ordering::Relaxed);
+            worker.set_excluded(Exclusion::Draining, true);
         }
         self.touched();
     }
@@ -333,6 +357,18 @@ impl Registry {
             .map(|pool| pool.cursors.len())
             .sum();
         (cursors, state.departures.len())
+    }
+
+    /// Each registered worker's standing, sorted by id.
+    pub fn states(&self) -> Vec<(WorkerId, Standing)> {
+        let state = self.lock();
+        let mut states: Vec<(WorkerId, Standing)> = state
+            .workers
+            .values()
+            .map(|worker| (worker.id, worker.state()))
+            .collect();
+        states.sort_unstable_by_key(|(id, _)| *id);
+        states
     }
 
     /// Pools with their workers, and addresses with queued dispatches.
@@ -578,7 +614,8 @@ fn pool_presence(
 ) -> PoolPresence {
     let mut groups: Vec<PresenceGroup> = Vec::new();
     for worker in &pool.members {
-        let excluded = worker.excluded.load(Ordering::Relaxed);
+        // A worker excluded for any reason is no free capacity; version 2 calls it draining.
+        let excluded = worker.is_excluded();
         let slots = worker.max_concurrency.load(Ordering::Relaxed);
         let busy = worker.in_flight.load(Ordering::Relaxed);
         let theirs = held.get(&worker.id).copied().unwrap_or(0);

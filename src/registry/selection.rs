@@ -1,8 +1,8 @@
-//! Which workers a dispatch may use: node tiers from the routing, eligibility, and the census.
-
-use std::sync::atomic::Ordering;
+//! Which workers a dispatch may use: node tiers from the routing, and eligibility.
 
 use lintel_wire::{Census3, Names, NoWorkerReason, NodeRouting, RoutingRef};
+
+use lintel_client::status::Standing;
 
 use super::worker::WorkerCell;
 
@@ -208,14 +208,16 @@ pub(crate) fn census<'a>(
         if !filter.allows(worker.registration.node.as_deref()) {
             continue;
         }
-        // Each worker in one bucket: draining before at capacity.
-        let draining = worker.excluded.load(Ordering::Relaxed);
+        // Each worker in one bucket: its state (unreachable before draining before probation),
+        // else at capacity.
+        let state = worker.state();
         let bucketed = Bucketed {
             workers: 1,
-            draining: u32::from(draining),
-            ..Bucketed::default()
+            draining: u32::from(state == Standing::Draining),
+            probation: u32::from(state == Standing::Probation),
+            unreachable: u32::from(state == Standing::Unreachable),
         };
-        let full = u32::from(!draining && worker.is_full());
+        let full = u32::from(state == Standing::Eligible && worker.is_full());
         tally.compatible(bucketed, full, worker.link.version() >= needs_version);
     }
     tally

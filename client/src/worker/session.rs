@@ -110,6 +110,8 @@ impl<H: Handler> Session<'_, H> {
                         tracing::warn!("node stopped answering pings; reconnecting");
                         Err(SessionEnd::Lost)
                     }
+                    // No timeout is set here: the node's silence counts only in missed pings.
+                    Tick::Overdue => Ok(()),
                 },
             };
             if let Err(end) = flow {

@@ -406,9 +406,10 @@ impl Session<'_> {
     }
 
     fn ping(&mut self, tick: Tick) -> Result<(), Close> {
-        let ping = Close::unless_pinged(tick)?;
-        // Owed: a ping a busy queue refused would count as missed and close a live link.
-        let _ = self.outbound.send_owed(Frame::Ping(ping));
+        if let Some(ping) = Close::unless_pinged(tick)? {
+            // Owed: a ping a busy queue refused would count as missed and close a live link.
+            let _ = self.outbound.send_owed(Frame::Ping(ping));
+        }
         Ok(())
     }
 }
