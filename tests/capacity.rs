@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use lintel::dispatch::DispatchOptions;
+use lintel::registry::Exclusion;
 use lintel::sdk::{handler_fn, Client, ClientConfig, Worker, WorkerConfig, WorkerHandle};
 use lintel::wire::{
     ActivityOutcome, CapacityUpdate, DispatchRequest, Drain, ErrorCode, Frame, NoWorkerReason,
@@ -352,7 +353,8 @@ async fn a_restored_worker_wakes_a_waiting_dispatch() {
     assert_eq!(waiting_status.len(), 1);
     assert_eq!(waiting_status[0].census.reason, NoWorkerReason::AllExcluded);
 
-    node.registry().set_excluded(worker.worker_id, false);
+    node.registry()
+        .set_excluded(worker.worker_id, Exclusion::Draining, false);
     let (result, ()) = within("the woken dispatch", async {
         tokio::join!(&mut waiting, async {
             let push = worker.next_push().await;

@@ -7,8 +7,8 @@ use std::sync::{Arc, Barrier};
 use futures_util::FutureExt;
 use lintel::link::WorkerLink;
 use lintel::registry::{
-    normalize_task_queue, Address, AdmissionLimits, RegistrationGuard, Registry, Reservation, Wait,
-    WorkerId,
+    normalize_task_queue, Address, AdmissionLimits, Exclusion, RegistrationGuard, Registry,
+    Reservation, Wait, WorkerId,
 };
 use lintel::transport::{self, FrameReader};
 use lintel::wire::{Census3, NoWorkerReason, NodeRouting, RefusalCode, Register, Register3};
@@ -279,7 +279,8 @@ async fn a_restored_worker_is_granted_to_a_waiter() {
     let mut h = Harness::new().await;
     let guard = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
     let here = address("ns", "", "act");
-    h.registry.set_excluded(guard.worker_id(), true);
+    h.registry
+        .set_excluded(guard.worker_id(), Exclusion::Draining, true);
     assert!(
         h.select(here, &ANY).is_none(),
         "an excluded worker is not selected"
@@ -287,7 +288,8 @@ async fn a_restored_worker_is_granted_to_a_waiter() {
     assert_eq!(h.census(here).reason, NoWorkerReason::AllExcluded);
     let mut wait = queue(&h, here, &ANY);
     assert!(granted(&mut wait).is_none());
-    h.registry.set_excluded(guard.worker_id(), false);
+    h.registry
+        .set_excluded(guard.worker_id(), Exclusion::Draining, false);
     assert!(granted(&mut wait).is_some());
 }
 
