@@ -140,10 +140,15 @@ impl Keepalive {
                 missed: self.max_missed,
             };
         }
-        self.missed += 1;
+        Tick::Ping(self.take_ping(now))
+    }
+
+    /// A new ping, waited for from `now`.
+    fn take_ping(&mut self, now: Instant) -> Ping {
+        self.missed = self.missed.saturating_add(1);
         self.nonce = self.nonce.wrapping_add(1);
         self.waiting_since.get_or_insert(now);
-        Tick::Ping(Ping { nonce: self.nonce })
+        Ping { nonce: self.nonce }
     }
 
     /// When the pings waiting become overdue, while that is still to be told.
@@ -164,11 +169,14 @@ impl Keepalive {
         }
     }
 
-    /// Makes the next tick come at once and the later ones a period apart from it: the first
-    /// ping goes out without waiting a period.
-    pub fn ping_now(&mut self) {
-        self.next_ping = Instant::now();
+    /// A ping to send now, waited for and counted as a tick's is; the next tick's ping comes a
+    /// period after it.
+    pub fn ping_now(&mut self) -> Ping {
+        let now = Instant::now();
+        self.next_ping = now.checked_add(self.period).unwrap_or(now);
+        let ping = self.take_ping(now);
         self.rearm();
+        ping
     }
 
     /// The ping just taken could not be sent, so no answer is waited for.
@@ -293,16 +301,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn ping_now_sends_the_next_ping_at_once_and_a_zero_period_never_pings() {
+    async fn a_ping_taken_now_is_waited_for_like_a_ticks_and_the_next_comes_a_period_later() {
         let start = Instant::now();
-        let mut keepalive = Keepalive::new(PERIOD, 3);
-        keepalive.ping_now();
-        assert_eq!(keepalive.tick().await, ping(1));
-        assert_eq!(start.elapsed(), Duration::ZERO);
-        keepalive.tick().await;
+        let timeout = PERIOD / 4;
+        let mut keepalive = Keepalive::new(PERIOD, 2).overdue_after(timeout);
+        assert_eq!(keepalive.ping_now(), Ping { nonce: 1 });
+        assert_eq!(keepalive.overdue_at(), Some(start + timeout));
+        assert_eq!(keepalive.tick().await, Tick::Overdue);
+        assert_eq!(keepalive.tick().await, ping(2));
         assert_eq!(start.elapsed(), PERIOD);
+        assert_eq!(
+            keepalive.tick().await,
+            Tick::Dead { missed: 2 },
+            "it counts as missed"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_zero_period_never_ticks() {
         let mut off = Keepalive::new(Duration::ZERO, 3);
-        off.ping_now();
         let never = tokio::time::timeout(10 * PERIOD, off.tick()).await;
         assert!(never.is_err());
     }

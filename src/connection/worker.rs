@@ -1,9 +1,10 @@
 //! A worker connection: registration, replies, capacity, liveness and drain.
 //!
 //! Eligibility is earned by answers: a newly registered worker stays in probation until it
-//! answers `worker_probation_pings` pings, the first sent at once; a worker whose ping waits
-//! longer than `worker_ping_timeout_ms` is unreachable (out of selection, keeping what it runs)
-//! until it answers one; `max_missed_pings` unanswered close it.
+//! answers `worker_probation_pings` pings, each sent at once (the first right behind the
+//! acknowledgement, so its answer proves the acknowledgement arrived); a worker whose ping
+//! waits longer than `worker_ping_timeout_ms` is unreachable (out of selection, keeping what it
+//! runs) until it answers one; `max_missed_pings` unanswered close it.
 //!
 //! While the node drains, a registered worker's connection stays open until the worker says
 //! `Drained` (its replies came before it), then the node says `Goodbye` and closes; a worker
@@ -52,7 +53,7 @@ pub(super) fn serve<'a>(
             shared.config.max_missed_pings,
         )
         .overdue_after(shared.config.worker_ping_timeout()),
-        probation: None,
+        probation: 0,
     };
     async move {
         let mut drain_sent = false;
@@ -133,16 +134,8 @@ struct WorkerConn<'a> {
     /// Held from registration until the worker says `Drained`: the node's drain waits for it.
     undrained: Option<TaskTrackerToken>,
     keepalive: Keepalive,
-    /// Set from registration until the worker has answered its probation pings.
-    probation: Option<Probation>,
-}
-
-/// A registered worker's opening probation.
-struct Probation {
-    /// Answers still owed.
-    owed: u32,
-    /// A ping went out since the registration: only answers to such a ping count.
-    pinged: bool,
+    /// Answers the registered worker still owes before it may be selected.
+    probation: u32,
 }
 
 impl WorkerConn<'_> {
@@ -251,16 +244,10 @@ impl WorkerConn<'_> {
                 let ack = Frame::Registered(RegisteredFrame { worker_id });
                 self.outbound.send(ack).await.map_err(|_| Close::Quietly)?;
                 link.open();
-                let owed = self.shared.config.worker_probation_pings;
-                if owed > 0 {
-                    // The registry admitted it in probation; its first ping goes out now,
-                    // behind the acknowledgement, so the answer proves the acknowledgement
-                    // arrived.
-                    self.probation = Some(Probation {
-                        owed,
-                        pinged: false,
-                    });
-                    self.keepalive.ping_now();
+                // The registry admitted it in probation when this is not zero.
+                self.probation = self.shared.config.worker_probation_pings;
+                if self.probation > 0 {
+                    self.ping_now();
                 }
                 tracing::info!(
                     pid = self.pid,
@@ -322,19 +309,25 @@ impl WorkerConn<'_> {
                 registered.link.reclaim(cutoff);
             }
         }
-        let Some(ping) = Close::unless_pinged(tick)? else {
-            return Ok(());
-        };
-        // Owed, in the control lane: a queue full of pushes must not make a live worker miss it.
-        let _ = self.outbound.send_owed(Frame::Ping(ping));
-        if let Some(probation) = self.probation.as_mut() {
-            probation.pinged = true;
+        if let Some(ping) = Close::unless_pinged(tick)? {
+            self.send_ping(ping);
         }
         Ok(())
     }
 
+    /// Pings now, not at the next tick.
+    fn ping_now(&mut self) {
+        let ping = self.keepalive.ping_now();
+        self.send_ping(ping);
+    }
+
+    fn send_ping(&self, ping: Ping) {
+        // Owed, in the control lane: a queue full of pushes must not make a live worker miss it.
+        let _ = self.outbound.send_owed(Frame::Ping(ping));
+    }
+
     /// An answer to the latest ping restores an unreachable worker and counts toward its
-    /// probation.
+    /// probation; a probation not over yet sends its next ping at once.
     fn answered(&mut self, answered: Answered) {
         let Some(registered) = &self.registered else {
             return;
@@ -349,13 +342,15 @@ impl WorkerConn<'_> {
             }
             Answered::InTime => {}
         }
-        let Some(probation) = self.probation.as_mut().filter(|p| p.pinged) else {
+        if self.probation == 0 {
             return;
-        };
-        probation.owed = probation.owed.saturating_sub(1);
-        if probation.owed == 0 {
-            self.probation = None;
+        }
+        self.probation -= 1;
+        if self.probation == 0 {
+            tracing::debug!(pid = self.pid, worker_id, "worker out of probation");
             registry.set_excluded(worker_id, Exclusion::Probation, false);
+        } else {
+            self.ping_now();
         }
     }
 }

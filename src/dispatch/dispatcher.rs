@@ -309,35 +309,33 @@ impl Dispatcher {
             let address = address_of(request, extras);
             let placed = match self.place(address, &options.routing, scope) {
                 Ok(placed) => placed,
-                Err(census) => {
-                    match deadline.or_else(|| self.probation_ends(&census, &flight, scope)) {
-                        None => {
-                            flight.finish(DispatchResult::NoWorker3(census));
-                            return Started::Ended;
-                        }
-                        Some(deadline) => {
-                            match self.registry.select_or_wait(address, &options.routing) {
-                                Ok(reservation) => Placed::Local(reservation),
-                                Err(wait) => {
-                                    let cancelled = flight.watch_cancel();
-                                    let done = Some(flight.done_signal());
-                                    return Started::Waiting(Box::new(Waiting {
-                                        flight,
-                                        request: request.clone().into_owned(),
-                                        extras: extras.reborrow().into_owned(),
-                                        routing: options.routing.clone().into_owned(),
-                                        wait,
-                                        deadline,
-                                        cancelled,
-                                        done,
-                                        changes: changes.take(),
-                                        scope,
-                                    }));
-                                }
+                Err(census) => match self.wait_until(deadline, &census, &flight, scope) {
+                    None => {
+                        flight.finish(DispatchResult::NoWorker3(census));
+                        return Started::Ended;
+                    }
+                    Some(deadline) => {
+                        match self.registry.select_or_wait(address, &options.routing) {
+                            Ok(reservation) => Placed::Local(reservation),
+                            Err(wait) => {
+                                let cancelled = flight.watch_cancel();
+                                let done = Some(flight.done_signal());
+                                return Started::Waiting(Box::new(Waiting {
+                                    flight,
+                                    request: request.clone().into_owned(),
+                                    extras: extras.reborrow().into_owned(),
+                                    routing: options.routing.clone().into_owned(),
+                                    wait,
+                                    deadline,
+                                    cancelled,
+                                    done,
+                                    changes: changes.take(),
+                                    scope,
+                                }));
                             }
                         }
                     }
-                }
+                },
             };
             let attempt = Attempt {
                 number: 1,
@@ -353,13 +351,23 @@ impl Dispatcher {
         Started::Ended
     }
 
-    /// When a dispatch that asked not to wait, finding no eligible worker here but some in
-    /// probation, stops waiting for their probation to end: it is bounded by the ping timeout,
-    /// so a worker that registered just before the dispatch serves it. Relayed dispatches
-    /// never wait.
-    fn probation_ends(&self, census: &Census3, flight: &Flight, scope: Scope) -> Option<Instant> {
-        let bound = self.registry.probation()?;
-        (census.probation > 0 && scope == Scope::Cluster).then(|| flight.started() + bound)
+    /// Until when a dispatch that found no free worker waits: its own deadline, or longer when
+    /// a compatible worker here is in probation, whose end it waits for (bounded by the time a
+    /// probation may take) even if it asked not to wait, so a worker that registered just
+    /// before the dispatch serves it. A relayed dispatch waits for nothing.
+    fn wait_until(
+        &self,
+        deadline: Option<Instant>,
+        census: &Census3,
+        flight: &Flight,
+        scope: Scope,
+    ) -> Option<Instant> {
+        let probation = self
+            .registry
+            .probation()
+            .filter(|_| census.probation > 0 && scope == Scope::Cluster)
+            .map(|bound| flight.started() + bound);
+        deadline.max(probation)
     }
 
     /// A slot free now, unless the dispatch already had its attempts in a row.

@@ -124,16 +124,18 @@ impl Registry {
     }
 
     /// The pools as a peer should see them, sorted by channel. Slots that `held` says the
-    /// peer's own relays hold count as free, since the peer already counts those relays.
+    /// peer's own relays hold count as free, since the peer already counts those relays. A
+    /// worker in probation is not announced: a peer could not use it yet, and version 2 has no
+    /// word for it (draining says a worker is leaving); a pool of such workers is not either.
     pub fn presence(&self, held: &HashMap<WorkerId, u32>) -> Vec<PoolPresence> {
         let state = self.lock();
         let mut pools: Vec<PoolPresence> = state
             .pools
             .iter()
             .flat_map(|(namespace, by_queue)| {
-                by_queue
-                    .iter()
-                    .map(move |(task_queue, pool)| pool_presence(namespace, task_queue, pool, held))
+                by_queue.iter().filter_map(move |(task_queue, pool)| {
+                    pool_presence(namespace, task_queue, pool, held)
+                })
             })
             .collect();
         pools.sort_by(|a, b| a.channel.cmp(&b.channel));
@@ -605,15 +607,18 @@ fn pick(
     Some(worker)
 }
 
-/// One pool grouped by activity type and node label, as a peer should see it.
+/// One pool grouped by activity type and node label, as a peer should see it; `None` while
+/// every worker in it is in probation.
 fn pool_presence(
     namespace: &str,
     task_queue: &str,
     pool: &Pool,
     held: &HashMap<WorkerId, u32>,
-) -> PoolPresence {
+) -> Option<PoolPresence> {
     let mut groups: Vec<PresenceGroup> = Vec::new();
-    for worker in &pool.members {
+    let mut workers = 0u32;
+    for worker in pool.members.iter().filter(|w| !w.in_probation()) {
+        workers = workers.saturating_add(1);
         // A worker excluded for any reason is no free capacity; version 2 calls it draining.
         let excluded = worker.is_excluded();
         let slots = worker.max_concurrency.load(Ordering::Relaxed);
@@ -654,12 +659,15 @@ fn pool_presence(
             group.draining += u32::from(excluded);
         }
     }
-    groups.sort_by(|a, b| (&a.activity_type, &a.node).cmp(&(&b.activity_type, &b.node)));
-    PoolPresence {
-        channel: dispatch_channel_name(namespace, task_queue, None),
-        workers: u32::try_from(pool.members.len()).unwrap_or(u32::MAX),
-        groups,
+    if workers == 0 {
+        return None;
     }
+    groups.sort_by(|a, b| (&a.activity_type, &a.node).cmp(&(&b.activity_type, &b.node)));
+    Some(PoolPresence {
+        channel: dispatch_channel_name(namespace, task_queue, None),
+        workers,
+        groups,
+    })
 }
 
 fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Tally {

@@ -95,6 +95,11 @@ impl WorkerCell {
         self.excluded.load(Ordering::Relaxed) != 0
     }
 
+    /// True until the worker has answered its opening pings, whatever else holds.
+    pub(super) fn in_probation(&self) -> bool {
+        self.excluded.load(Ordering::Relaxed) & Exclusion::Probation.bit() != 0
+    }
+
     /// Sets or clears one exclusion; true when that changed it.
     pub(super) fn set_excluded(&self, exclusion: Exclusion, on: bool) -> bool {
         let bit = exclusion.bit();

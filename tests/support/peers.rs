@@ -1,6 +1,7 @@
 //! Scripted peers over raw frames: a worker the test drives frame by frame, a worker that
 //! answers by itself, and a producer connection.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::frames::reply_frame;
+use super::node::within;
 use super::raw::{next_frame, small_window_client, RawClient};
 
 /// A registered raw worker: the test reads and answers every frame itself.
@@ -19,6 +21,8 @@ pub struct RawWorker {
     pub pid: u64,
     pub worker_id: u64,
     nonce: u64,
+    /// Frames other than pings that came while [`RawWorker::settle`] waited, read first.
+    held: VecDeque<Frame>,
 }
 
 impl RawWorker {
@@ -29,22 +33,65 @@ impl RawWorker {
 
     pub async fn register(mut client: RawClient, pid: u64, register: Register) -> Self {
         client.send(Frame::from(register)).await;
-        match next_frame(&mut client).await {
+        let mut worker = match next_frame(&mut client).await {
             Some(Frame::Registered(registered)) => Self {
                 client,
                 pid,
                 worker_id: registered.worker_id,
                 nonce: 0,
+                held: VecDeque::new(),
             },
             other => panic!("expected Registered, got {other:?}"),
-        }
+        };
+        worker.settle().await;
+        worker
+    }
+
+    /// Answers the node's pings until one of our own round trips passes with none: every ping
+    /// the node had sent is answered and its answer handled, so a probation is over. Other
+    /// frames (a dispatch waiting for the worker is pushed once it is out of probation) are
+    /// held for the next read.
+    pub async fn settle(&mut self) {
+        within("the node's pings to settle", async {
+            loop {
+                self.nonce += 1;
+                let nonce = u64::MAX - self.nonce;
+                self.client.send(Frame::Ping(Ping { nonce })).await;
+                let mut answered = false;
+                loop {
+                    match self.client.framed.next().await {
+                        Some(Ok(Frame::Ping(ping))) => {
+                            answered = true;
+                            self.client
+                                .send(Frame::Pong(Pong { nonce: ping.nonce }))
+                                .await;
+                        }
+                        Some(Ok(Frame::Pong(pong))) if pong.nonce == nonce => break,
+                        Some(Ok(frame)) => self.held.push_back(frame),
+                        None | Some(Err(_)) => panic!("closed while settling"),
+                    }
+                }
+                if !answered {
+                    return;
+                }
+            }
+        })
+        .await;
     }
 
     /// The next push; any other frame but a ping fails the test.
     pub async fn next_push(&mut self) -> Push {
-        match next_frame(&mut self.client).await {
+        match self.next_frame().await {
             Some(Frame::Push(push)) => *push,
             other => panic!("expected a Push, got {other:?}"),
+        }
+    }
+
+    /// The next frame held or read that is not a ping (pings are answered).
+    async fn next_frame(&mut self) -> Option<Frame> {
+        match self.held.pop_front() {
+            Some(frame) => Some(frame),
+            None => next_frame(&mut self.client).await,
         }
     }
 
@@ -53,7 +100,7 @@ impl RawWorker {
     }
 
     pub async fn expect_cancel(&mut self, correlation: u64) {
-        match next_frame(&mut self.client).await {
+        match self.next_frame().await {
             Some(Frame::Cancel(cancel)) => assert_eq!(cancel.correlation, correlation),
             other => panic!("expected Cancel for {correlation}, got {other:?}"),
         }
