@@ -304,6 +304,10 @@ fn a_worker_label_has_its_own_flag_and_the_old_one_warns() {
         status.contains("label") && status.contains("gpu"),
         "{status}"
     );
+    assert!(
+        status.contains("state") && status.contains(" eligible "),
+        "a worker that served is eligible: {status}"
+    );
     let _ = old.kill();
     let _ = old.wait();
 }

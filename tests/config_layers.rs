@@ -60,6 +60,35 @@ fn print_config_shows_each_layer_winning_and_masks_secrets() {
 }
 
 #[test]
+fn the_worker_liveness_settings_layer_like_the_rest() {
+    let out = serve(
+        &["--print-config", "--worker-ping-timeout-ms", "250"],
+        &[("LINTEL_WORKER_PROBATION_PINGS", "0")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("worker_probation_pings = 0  # variable LINTEL_WORKER_PROBATION_PINGS"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("worker_ping_timeout_ms = 250  # flag --worker-ping-timeout-ms"),
+        "{printed}"
+    );
+    let zero = serve(&["--print-config", "--worker-ping-timeout-ms", "0"], &[]);
+    assert!(!zero.status.success());
+    assert!(
+        String::from_utf8_lossy(&zero.stderr).contains("worker_ping_timeout_ms"),
+        "{}",
+        String::from_utf8_lossy(&zero.stderr)
+    );
+}
+
+#[test]
 fn an_unknown_key_or_a_bad_value_is_an_error_naming_the_key_and_its_source() {
     for (vars, key, source) in [
         (
