@@ -67,8 +67,8 @@ pub struct Registry {
     state: Mutex<State>,
     next_id: AtomicU64,
     limits: AdmissionLimits,
-    /// New workers start in [`Exclusion::Probation`], which ends within this or leaves them
-    /// unreachable.
+    /// New workers start in [`Exclusion::Probation`]; a dispatch waits this long at most for
+    /// one to end.
     probation: Option<Duration>,
     /// Touched on every change of membership, slots or waiters.
     changes: Signal,
@@ -84,10 +84,10 @@ impl Registry {
     }
 
     /// An empty registry admitting registrations within `limits`, each in probation: not
-    /// selected until its connection clears [`Exclusion::Probation`], which it does within
-    /// `ends_within` or the worker is unreachable.
-    pub fn with_probation(limits: AdmissionLimits, ends_within: Duration) -> Arc<Self> {
-        Self::admitting(limits, Some(ends_within))
+    /// selected until its connection clears [`Exclusion::Probation`]. A dispatch finding only
+    /// workers in probation waits up to `wait` for them.
+    pub fn with_probation(limits: AdmissionLimits, wait: Duration) -> Arc<Self> {
+        Self::admitting(limits, Some(wait))
     }
 
     fn admitting(limits: AdmissionLimits, probation: Option<Duration>) -> Arc<Self> {
@@ -101,7 +101,8 @@ impl Registry {
         })
     }
 
-    /// How long a new worker's probation lasts at most; `None` when workers start eligible.
+    /// How long a dispatch waits at most for a probation to end; `None` when workers start
+    /// eligible.
     pub fn probation(&self) -> Option<Duration> {
         self.probation
     }
