@@ -18,7 +18,7 @@ use lintel::NodeConfig;
 use support::faulty::Proxy;
 use support::{
     client, cluster_config, on_node, request, sdk_worker, within, RawClient, Served, TestNode,
-    WELL_UNDER_TIMEOUT,
+    WAIT, WELL_UNDER_TIMEOUT,
 };
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
@@ -457,6 +457,26 @@ async fn relays_over_links_without_a_fault_complete_while_a_node_behind_proxies_
                 .any(|p| p.node_id == "c" && p.synced && p.pools.contains(&pool("ns")))
         })
         .await;
+    }
+    // The pool is announced again with whichever of c's workers (west reconnects too) is first
+    // out of probation: the first relay to west2 from each origin waits for west2's turn.
+    for producer in [&from_a, &from_b] {
+        let first = within(
+            "a first relay to west2",
+            producer.dispatch_traced(
+                request("ns", "echo", "west2"),
+                &DispatchOptions::default()
+                    .pin("west2")
+                    .wait_for_worker(WAIT),
+            ),
+        )
+        .await
+        .expect("the producer's connection stays up");
+        assert!(
+            matches!(first.result, DispatchResult::Completed(_)),
+            "{:?}",
+            first.result
+        );
     }
     // Relays to the new c, each running 100 ms there, cover the seconds in which every node's
     // diallers settle after the restart: none of them may cost a link that carries one.
