@@ -291,16 +291,14 @@ impl WorkerConn<'_> {
     fn ping(&mut self, tick: Tick) -> Result<(), Close> {
         if let Some(registered) = &self.registered {
             if tick == Tick::Overdue {
-                tracing::warn!(
-                    pid = self.pid,
-                    worker_id = registered.worker_id,
-                    "worker unreachable: a ping waits past worker_ping_timeout_ms; not selected until it answers"
-                );
-                self.shared.dispatcher.registry().set_excluded(
-                    registered.worker_id,
-                    Exclusion::Unreachable,
-                    true,
-                );
+                let registry = self.shared.dispatcher.registry();
+                if registry.set_excluded(registered.worker_id, Exclusion::Unreachable, true) {
+                    tracing::warn!(
+                        pid = self.pid,
+                        worker_id = registered.worker_id,
+                        "worker unreachable: a ping waits past worker_ping_timeout_ms; not selected until it answers"
+                    );
+                }
                 return Ok(());
             }
             // Pushes that ended long ago without a reply give their slots back.
@@ -337,8 +335,9 @@ impl WorkerConn<'_> {
         match answered {
             Answered::Stale => return,
             Answered::Restored => {
-                tracing::info!(pid = self.pid, worker_id, "worker answers pings again");
-                registry.set_excluded(worker_id, Exclusion::Unreachable, false);
+                if registry.set_excluded(worker_id, Exclusion::Unreachable, false) {
+                    tracing::info!(pid = self.pid, worker_id, "worker answers pings again");
+                }
             }
             Answered::InTime => {}
         }

@@ -308,17 +308,26 @@ impl Registry {
         Ok(())
     }
 
-    /// Sets or clears one of a worker's exclusions. A worker none holds any more is
-    /// selectable again, and waiters are served from it as from a freed slot.
-    pub fn set_excluded(self: &Arc<Self>, id: WorkerId, exclusion: Exclusion, excluded: bool) {
+    /// Sets or clears one of a worker's exclusions; true when that changed it. A worker none
+    /// holds any more is selectable again, and waiters are served from it as from a freed slot.
+    pub fn set_excluded(
+        self: &Arc<Self>,
+        id: WorkerId,
+        exclusion: Exclusion,
+        excluded: bool,
+    ) -> bool {
         let mut state = self.lock();
         let Some(worker) = state.workers.get(&id).cloned() else {
-            return;
+            return false;
         };
-        if worker.set_excluded(exclusion, excluded) {
-            self.serve_waiters(&mut state, &worker);
-            self.touched();
+        if !worker.set_excluded(exclusion, excluded) {
+            return false;
         }
+        if !excluded {
+            self.serve_waiters(&mut state, &worker);
+        }
+        self.touched();
+        true
     }
 
     /// Takes every worker out of selection and refuses new registrations.
