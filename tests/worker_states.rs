@@ -21,9 +21,9 @@ use lintel::wire::{
 use lintel::NodeConfig;
 use prometheus_parse::{Scrape, Value};
 use support::{
-    admin_get, dispatch, next_frame, next_outcome, no_worker, outcome_of, parked, plain, producer,
-    request, sdk_worker, served_by, spawn_dispatch, submit, within, AutoWorker, RawClient,
-    RawWorker, TestNode,
+    admin_get, client, dispatch, next_frame, next_outcome, no_worker, outcome_of, parked, plain,
+    producer, request, sdk_worker, served_by, spawn_dispatch, submit, within, AutoWorker,
+    RawClient, RawWorker, TestNode,
 };
 
 /// Pings far enough apart that the timeout (half a period) tells a silent worker overdue
@@ -169,6 +169,18 @@ async fn a_worker_that_stops_answering_is_excluded_and_dispatches_go_to_the_othe
     }
     // It was pushed nothing: the next frame it gets is the next ping.
     unanswered_ping(&mut silent.client).await;
+
+    // What `lintel status` reads: a version-3 producer's status document.
+    let document = within("the status document", client(node.addr).await.status())
+        .await
+        .expect("a status document");
+    let silent_state = document
+        .pools
+        .iter()
+        .flat_map(|pool| &pool.workers)
+        .find(|worker| worker.identity == "silent")
+        .and_then(|worker| worker.state);
+    assert_eq!(silent_state, Some(Standing::Unreachable));
 
     let (code, status) = admin_get(admin, "/status").await;
     assert_eq!(code, 200);

@@ -429,8 +429,9 @@ fn not_implemented(kind: FrameKind) -> Close {
 }
 
 /// A presence frame as a link of `version` carries it: `Presence3` from version 3, its
-/// groups of no deployment (this node does not group by deployment) and no worker in
-/// probation or unreachable (it does not exclude them).
+/// groups of no deployment (this node does not group by deployment), with no worker in
+/// probation (the registry announces none) and unreachable workers counted as draining (the
+/// announcer keeps one count of excluded workers).
 fn presence_frame(presence: Presence, version: u16) -> Frame {
     if version < 3 {
         return Frame::Presence(presence);
