@@ -57,21 +57,6 @@ fn state_of(node: &TestNode, worker_id: u64) -> Option<Standing> {
         .map(|(_, standing)| *standing)
 }
 
-/// Waits until `check` holds of the registry, woken by its changes.
-async fn until(node: &TestNode, what: &str, check: impl Fn(&TestNode) -> bool) {
-    let registry = node.registry();
-    within(what, async {
-        loop {
-            let mut seen = registry.changes().epoch();
-            if check(node) {
-                return;
-            }
-            registry.changes().changed(&mut seen).await;
-        }
-    })
-    .await;
-}
-
 /// The next frame, which must be a ping; left unanswered.
 async fn unanswered_ping(client: &mut RawClient) -> Ping {
     match client.recv().await {
@@ -227,7 +212,8 @@ async fn an_unreachable_worker_is_restored_at_its_next_answer_and_wakes_a_waitin
 
     let waiting = DispatchOptions::default().wait_for_worker(Duration::from_secs(600));
     let woken = spawn_dispatch(&node, request("ns", "act", "woken"), waiting);
-    until(&node, "the dispatch to wait", |node| parked(node) == 1).await;
+    node.wait_registry("the dispatch to wait", |_| parked(&node) == 1)
+        .await;
 
     answer_again(&mut worker, latest).await;
     assert_eq!(state_of(&node, worker.worker_id), Some(Standing::Eligible));
@@ -302,7 +288,8 @@ async fn probation_delays_a_new_workers_first_push_by_one_round_trip() {
         request("ns", "act", "first"),
         DispatchOptions::default(),
     );
-    until(&node, "the dispatch to wait", |node| parked(node) == 1).await;
+    node.wait_registry("the dispatch to wait", |_| parked(&node) == 1)
+        .await;
     client.send(Frame::Pong(Pong { nonce: ping.nonce })).await;
     let push = match next_frame(&mut client).await {
         Some(Frame::Push(push)) => push,
@@ -322,8 +309,8 @@ async fn each_probation_ping_goes_out_as_the_last_is_answered() {
         let ping = unanswered_ping(&mut client).await;
         client.send(Frame::Pong(Pong { nonce: ping.nonce })).await;
     }
-    until(&node, "probation to end", |node| {
-        state_of(node, worker_id) == Some(Standing::Eligible)
+    node.wait_registry("probation to end", |_| {
+        state_of(&node, worker_id) == Some(Standing::Eligible)
     })
     .await;
 }
