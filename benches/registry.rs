@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use criterion::{black_box, criterion_group, BenchmarkId, Criterion};
 use lintel::link::WorkerLink;
-use lintel::registry::{Address, AdmissionLimits, RegistrationGuard, Registry, Reservation};
+use lintel::registry::{
+    Address, AdmissionLimits, FairnessRef, RegistrationGuard, Registry, Reservation,
+};
 use lintel::transport::Outbound;
 use lintel_wire::{NodeRouting, Register, Register3, PROTOCOL_VERSION};
 
@@ -69,7 +71,7 @@ fn pool(
 }
 
 fn reserve(registry: &Arc<Registry>, routing: &NodeRouting) -> Reservation {
-    match registry.select(address(), &routing.view()) {
+    match registry.select(address(), &routing.view(), &FairnessRef::default()) {
         Ok(reservation) => reservation,
         Err(census) => panic!("bench pool has no free worker: {census:?}"),
     }

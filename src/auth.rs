@@ -7,12 +7,33 @@
 //! client certificate's identity does. Peers present the `cluster_secret` when one is set.
 //! The `observer` role lets a producer connection read status and nothing more. Secrets are
 //! compared in constant time; a refusal names the credential presented, never a secret.
+//!
+//! A grant also decides how its producers' dispatches share a full pool: under the grant's
+//! fairness key (with `fairness_key_source = "grant"`), and with the weights their requests
+//! ask for only when it allows them.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use lintel_wire::{Refusal, RefusalCode, Role};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
+
+use crate::registry::fairness::DEFAULT_WEIGHT;
+use crate::registry::{Fairness, FairnessRef};
+
+/// Where a producer's dispatches take their fairness key from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FairnessKeySource {
+    /// The producer's grant (its `fairness_key`, else its identity, else `grant-N`); a producer
+    /// that holds no grant (a node without grants, or the node's `auth_token`) uses its
+    /// request's key.
+    #[default]
+    Grant,
+    /// The request's key, whoever sent it.
+    Request,
+}
 
 /// A role a grant may allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -60,6 +81,14 @@ pub struct GrantConfig {
     /// the worker and producer roles.
     #[serde(default)]
     pub namespaces: Vec<String>,
+    /// The fairness key of this grant's dispatches; default its identity, else `grant-N` for
+    /// the Nth grant (from 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness_key: Option<String>,
+    /// Whether its producers' requests may set their fairness weight; otherwise the weight a
+    /// request asks for is ignored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fairness_weights: bool,
 }
 
 /// Why the grants in a config are unusable.
@@ -79,6 +108,8 @@ pub enum GrantError {
     SharedToken { index: usize, other: usize },
     #[error("grant {index}: the identity is also the identity of grant {other}")]
     SharedIdentity { index: usize, other: usize },
+    #[error("grant {index}: the fairness key is empty")]
+    EmptyFairnessKey { index: usize },
 }
 
 /// Checks that every grant can be matched and means something.
@@ -97,6 +128,9 @@ pub fn validate(grants: &[GrantConfig]) -> Result<(), GrantError> {
         }
         if grant.roles.is_empty() {
             return Err(GrantError::NoRole { index });
+        }
+        if grant.fairness_key.as_ref().is_some_and(String::is_empty) {
+            return Err(GrantError::EmptyFairnessKey { index });
         }
         let uses_namespaces = grant
             .roles
@@ -124,7 +158,8 @@ pub fn validate(grants: &[GrantConfig]) -> Result<(), GrantError> {
     Ok(())
 }
 
-/// The namespaces a connection may use, and the credential that earned them.
+/// The namespaces a connection may use, the credential that earned them, and how its
+/// dispatches share a full pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     all: bool,
@@ -133,6 +168,10 @@ pub struct Grant {
     holder: Holder,
     /// A producer connection that may read status only.
     observer: bool,
+    /// The key its dispatches run under, whatever their requests say; `None`: the request's.
+    fairness_key: Option<Arc<str>>,
+    /// Whether the weights its requests ask for count.
+    weights: bool,
 }
 
 /// The credential a connection presented, as a refusal may name it.
@@ -157,7 +196,7 @@ impl std::fmt::Display for Holder {
 }
 
 impl Grant {
-    /// Every namespace.
+    /// Every namespace, with the fairness key and weight each request asks for.
     pub fn all() -> Self {
         Self {
             all: true,
@@ -165,6 +204,8 @@ impl Grant {
             prefixes: Vec::new(),
             holder: Holder::Anyone,
             observer: false,
+            fairness_key: None,
+            weights: true,
         }
     }
 
@@ -175,6 +216,8 @@ impl Grant {
             prefixes: Vec::new(),
             holder,
             observer: false,
+            fairness_key: None,
+            weights: false,
         };
         for pattern in patterns {
             match pattern.strip_suffix('*') {
@@ -211,6 +254,22 @@ impl Grant {
         self.all
     }
 
+    /// The fairness a dispatch of this connection runs under, given what its request `asked`:
+    /// the grant's key in place of the asked one when it names one, and the asked weight only
+    /// when the grant allows weights.
+    #[inline]
+    pub fn fairness<'a>(&'a self, asked: FairnessRef<'a>) -> FairnessRef<'a> {
+        Fairness {
+            priority: asked.priority,
+            key: self.fairness_key.as_deref().unwrap_or(asked.key),
+            weight: if self.weights {
+                asked.weight
+            } else {
+                DEFAULT_WEIGHT
+            },
+        }
+    }
+
     /// Why `namespace`, which [`Grant::allows`] refused, may not be used: names the
     /// credential presented and what it was granted, never a secret.
     pub fn refusal(&self, namespace: &str) -> String {
@@ -237,6 +296,7 @@ pub struct Authenticator<'a> {
     pub auth_token: Option<&'a str>,
     pub cluster_secret: Option<&'a str>,
     pub grants: &'a [GrantConfig],
+    pub fairness_key_source: FairnessKeySource,
 }
 
 impl Authenticator<'_> {
@@ -265,7 +325,7 @@ impl Authenticator<'_> {
                 }
                 return match (identified, identity) {
                     (Some(grant), Some(identity)) if presented.is_empty() => {
-                        grant_for(grant, role, Holder::Identity(identity.to_owned()))
+                        self.grant_for(grant, role, Holder::Identity(identity.to_owned()))
                     }
                     _ => Err(unauthorized("missing or wrong cluster secret")),
                 };
@@ -277,7 +337,7 @@ impl Authenticator<'_> {
         if presented.is_empty() {
             return match (identified, identity) {
                 (Some(grant), Some(identity)) => {
-                    grant_for(grant, role, Holder::Identity(identity.to_owned()))
+                    self.grant_for(grant, role, Holder::Identity(identity.to_owned()))
                 }
                 (_, Some(identity)) => Err(unauthorized(&format!(
                     "no auth token, and no grant for certificate identity {identity:?}"
@@ -308,20 +368,46 @@ impl Authenticator<'_> {
                 "wrong auth token: the token presented matches no grant",
             ));
         };
-        grant_for(grant, role, Holder::Token)
+        self.grant_for(grant, role, Holder::Token)
+    }
+
+    /// What `grant`, matched by the credential `holder` presented, allows a hello in `role`.
+    fn grant_for(&self, grant: &GrantConfig, role: Role, holder: Holder) -> Result<Grant, Refusal> {
+        let wanted = GrantRole::of(role);
+        if !grant.roles.contains(&wanted) {
+            return refuse_role(grant, role, holder);
+        }
+        if role == Role::Peer {
+            return Ok(Grant::all());
+        }
+        let fairness_key = match self.fairness_key_source {
+            FairnessKeySource::Request => None,
+            FairnessKeySource::Grant => Some(self.fairness_key_of(grant)),
+        };
+        Ok(Grant {
+            fairness_key,
+            weights: grant.fairness_weights,
+            ..Grant::of(&grant.namespaces, holder)
+        })
+    }
+
+    /// A grant's fairness key: the one it names, else its identity, else `grant-N`.
+    fn fairness_key_of(&self, grant: &GrantConfig) -> Arc<str> {
+        if let Some(key) = grant.fairness_key.as_ref().or(grant.identity.as_ref()) {
+            return Arc::from(key.as_str());
+        }
+        let n = self
+            .grants
+            .iter()
+            .position(|candidate| std::ptr::eq(candidate, grant))
+            .unwrap_or_default();
+        Arc::from(format!("grant-{}", n + 1))
     }
 }
 
-/// What `grant`, matched by the credential `holder` presented, allows a hello in `role`.
-fn grant_for(grant: &GrantConfig, role: Role, holder: Holder) -> Result<Grant, Refusal> {
+/// The refusal of a hello in `role` that `grant` lacks, or the observer's grant for a producer.
+fn refuse_role(grant: &GrantConfig, role: Role, holder: Holder) -> Result<Grant, Refusal> {
     let wanted = GrantRole::of(role);
-    if grant.roles.contains(&wanted) {
-        return Ok(if role == Role::Peer {
-            Grant::all()
-        } else {
-            Grant::of(&grant.namespaces, holder)
-        });
-    }
     if role == Role::Producer && grant.roles.contains(&GrantRole::Observer) {
         return Ok(Grant::observer(holder));
     }
@@ -359,6 +445,8 @@ mod tests {
             identity: None,
             roles: roles.to_vec(),
             namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
+            fairness_key: None,
+            fairness_weights: false,
         }
     }
 
@@ -374,6 +462,7 @@ mod tests {
             auth_token: Some("root"),
             cluster_secret: None,
             grants,
+            fairness_key_source: FairnessKeySource::Grant,
         }
     }
 

@@ -143,11 +143,12 @@ impl Node {
     ) -> Result<Self, ConfigError> {
         config.validate()?;
         let tls = config.load_tls()?;
-        let registry = if config.worker_probation_pings > 0 {
-            Registry::with_probation(config.admission_limits(), config.worker_ping_timeout())
-        } else {
-            Registry::new(config.admission_limits())
-        };
+        let probation = (config.worker_probation_pings > 0).then(|| config.worker_ping_timeout());
+        let registry = Registry::admitting(
+            config.admission_limits(),
+            probation,
+            &config.fairness_policy(),
+        );
         let mesh = Mesh::new(config.max_set_len);
         let dispatcher = Dispatcher::clustered(
             Arc::clone(&registry),

@@ -15,6 +15,8 @@ fn granted_node_config() -> NodeConfig {
         identity: None,
         roles: roles.to_vec(),
         namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
+        fairness_key: None,
+        fairness_weights: false,
     };
     NodeConfig {
         auth_token: Some("root".into()),

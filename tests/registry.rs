@@ -7,8 +7,8 @@ use std::sync::{Arc, Barrier};
 use futures_util::FutureExt;
 use lintel::link::WorkerLink;
 use lintel::registry::{
-    normalize_task_queue, Address, AdmissionLimits, Exclusion, RegistrationGuard, Registry,
-    Reservation, Wait, WorkerId,
+    normalize_task_queue, Address, AdmissionLimits, Exclusion, FairnessRef, RegistrationGuard,
+    Registry, Reservation, Wait, WorkerId,
 };
 use lintel::transport::{self, FrameReader};
 use lintel::wire::{Census3, NoWorkerReason, NodeRouting, RefusalCode, Register, Register3};
@@ -67,7 +67,9 @@ impl Harness {
 
     /// A reservation, or `None` on a miss.
     fn select(&self, address: Address<'_>, routing: &NodeRouting) -> Option<Reservation> {
-        self.registry.select(address, &routing.view()).ok()
+        self.registry
+            .select(address, &routing.view(), &FairnessRef::default())
+            .ok()
     }
 
     /// The worker the next selection picks, releasing the slot at once.
@@ -235,7 +237,10 @@ async fn a_reservation_outliving_its_worker_leaks_no_slot() {
 
 /// Misses and queues, as a dispatch that may wait does.
 fn queue(h: &Harness, here: Address<'_>, routing: &NodeRouting) -> Wait {
-    match h.registry.select_or_wait(here, &routing.view()) {
+    match h
+        .registry
+        .select_or_wait(here, &routing.view(), &FairnessRef::default())
+    {
         Err(wait) => *wait,
         Ok(reservation) => panic!(
             "expected to queue, got a slot on {}",

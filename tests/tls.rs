@@ -190,6 +190,8 @@ fn mutual_config(pki: &Pki) -> NodeConfig {
             identity: Some("billing.workers.example".into()),
             roles: vec![GrantRole::Worker],
             namespaces: vec!["billing".into()],
+            fairness_key: None,
+            fairness_weights: false,
         }],
         ..pki.node_config("node")
     }

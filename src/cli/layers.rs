@@ -253,6 +253,7 @@ impl Layered {
         let key = match &err {
             ConfigError::Invalid { name, .. } => *name,
             ConfigError::Grants(_) => "grants",
+            ConfigError::Fairness(_) => "fairness",
             ConfigError::Tls(_) => "tls_cert",
         };
         let from = self.source(key).clone();

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::auth::{self, Authenticator, GrantConfig};
+use crate::auth::{self, Authenticator, FairnessKeySource, GrantConfig};
 use crate::dispatch::{DispatchLimits, Placement, DEFAULT_REPLY_TIMEOUT, MAX_TIMEOUT};
-use crate::registry::AdmissionLimits;
+use crate::registry::fairness::{KeyPolicy, PolicyError, DEFAULT_AGING};
+use crate::registry::{AdmissionLimits, FairnessPolicy};
 use crate::tls::{NodeTls, TlsFiles, TlsSetupError};
 use lintel_client::transport::QueueLimits;
 
@@ -19,6 +20,8 @@ pub enum ConfigError {
     Invalid { name: &'static str, reason: String },
     #[error("invalid grants: {0}")]
     Grants(#[from] auth::GrantError),
+    #[error("invalid fairness: {0}")]
+    Fairness(#[from] PolicyError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsSetupError),
 }
@@ -131,6 +134,16 @@ pub struct NodeConfig {
     /// URL in which `{host}` stands for the host of the peer's address and `{node_id}` for its
     /// id; empty links none.
     pub peer_console: String,
+    /// Where a producer's dispatches take their fairness key from: `grant` (the producer's
+    /// grant; the request's key when it holds none) or `request`.
+    pub fairness_key_source: FairnessKeySource,
+    /// A waiting dispatch ranks as if it had arrived this many milliseconds later for each
+    /// priority step below 1, so a lower priority that waited that much longer goes first;
+    /// 0 is strict priority.
+    pub priority_aging_ms: u64,
+    /// Per fairness key: a cap on its dispatches running on this node's workers
+    /// (`max_in_flight`) and a weight that replaces the one its requests ask for.
+    pub fairness: Vec<KeyPolicy>,
 }
 
 impl Default for NodeConfig {
@@ -175,6 +188,9 @@ impl Default for NodeConfig {
             slow_consumer_grace_ms: 10_000,
             tls_poll_ms: 5_000,
             peer_console: String::new(),
+            fairness_key_source: FairnessKeySource::Grant,
+            priority_aging_ms: u64::try_from(DEFAULT_AGING.as_millis()).unwrap_or(10_000),
+            fairness: Vec::new(),
         }
     }
 }
@@ -224,6 +240,27 @@ impl NodeConfig {
             }
         }
         auth::validate(&self.grants)?;
+        self.fairness_policy().validate(self.max_name_len)?;
+        if let Some(index) = self.grants.iter().position(|grant| {
+            grant
+                .fairness_key
+                .as_ref()
+                .is_some_and(|key| key.len() > self.max_name_len)
+        }) {
+            return Err(ConfigError::Invalid {
+                name: "grants",
+                reason: format!(
+                    "grant {index}: the fairness key is longer than max_name_len ({} bytes)",
+                    self.max_name_len
+                ),
+            });
+        }
+        if Duration::from_millis(self.priority_aging_ms) > MAX_TIMEOUT {
+            return Err(ConfigError::Invalid {
+                name: "priority_aging_ms",
+                reason: format!("must be at most {} ms", MAX_TIMEOUT.as_millis()),
+            });
+        }
         self.validate_tls()?;
         for (name, value) in [
             ("outbound_queue_bytes", self.outbound_queue_bytes as u64),
@@ -416,6 +453,15 @@ impl NodeConfig {
             auth_token: self.auth_token.as_deref(),
             cluster_secret: self.cluster_secret.as_deref(),
             grants: &self.grants,
+            fairness_key_source: self.fairness_key_source,
+        }
+    }
+
+    /// How full pools are shared: priority aging and the `[[fairness]]` entries.
+    pub fn fairness_policy(&self) -> FairnessPolicy {
+        FairnessPolicy {
+            aging: Duration::from_millis(self.priority_aging_ms),
+            keys: self.fairness.clone(),
         }
     }
 

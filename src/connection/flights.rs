@@ -20,9 +20,9 @@ use lintel_wire::{
 use tokio::time::Instant;
 
 use crate::auth::Grant;
-use crate::dispatch::{Caller, Dispatcher, Flight, Options, Sink, Started, Tag};
+use crate::dispatch::{asked, Caller, Dispatcher, Flight, Options, Sink, Started, Tag};
 use crate::idmap::KeyedMap;
-use crate::registry::WorkerId;
+use crate::registry::{FairnessRef, WorkerId};
 use lintel_client::transport::{Outbound, SendError};
 
 /// Longest a serving node's reply timer runs inside a relay's budget, so that its `Timeout`
@@ -121,6 +121,7 @@ impl Flights {
             submit.routing.reborrow(),
             submit.wait_for_worker_ms,
             submit.reply_timeout_ms,
+            self.grant.fairness(FairnessRef::default()),
         );
         let request = (&submit.request, &ExtrasRef::NONE);
         self.run(submit.correlation, request, &options, false)
@@ -132,6 +133,7 @@ impl Flights {
             submit.routing.reborrow(),
             submit.wait_for_worker_ms,
             submit.reply_timeout_ms,
+            self.grant.fairness(asked(&submit.extras)),
         );
         let request = (&submit.request, &submit.extras);
         self.run(submit.correlation, request, &options, false)
@@ -140,14 +142,23 @@ impl Flights {
     /// Starts a dispatch a peer relayed here: this node's workers only, no waiting, and a
     /// reply timer running slightly inside the budget the origin sent.
     pub(super) fn relay(self: &Arc<Self>, relay: &RelayRef<'_>) -> Option<Instant> {
-        let options = relayed_options(relay.routing.reborrow(), relay.reply_timeout_ms);
+        let options = relayed_options(
+            relay.routing.reborrow(),
+            relay.reply_timeout_ms,
+            FairnessRef::default(),
+        );
         let request = (&relay.request, &ExtrasRef::NONE);
         self.run(relay.correlation, request, &options, true)
     }
 
     /// As [`Flights::relay`] for a version-3 relay, with its extras.
     pub(super) fn relay3(self: &Arc<Self>, relay: &Relay3Ref<'_>) -> Option<Instant> {
-        let options = relayed_options(relay.routing.reborrow(), relay.reply_timeout_ms);
+        // The origin decided the fairness a relay carries.
+        let options = relayed_options(
+            relay.routing.reborrow(),
+            relay.reply_timeout_ms,
+            asked(&relay.extras),
+        );
         let request = (&relay.request, &relay.extras);
         self.run(relay.correlation, request, &options, true)
     }
@@ -477,13 +488,18 @@ impl Answer {
 
 /// The options of a relayed dispatch: this node's workers only, no waiting, and a reply timer
 /// slightly inside the `reply_timeout_ms` the origin has left.
-fn relayed_options(routing: RoutingRef<'_>, reply_timeout_ms: u64) -> Options<'_> {
+fn relayed_options<'a>(
+    routing: RoutingRef<'a>,
+    reply_timeout_ms: u64,
+    fairness: FairnessRef<'a>,
+) -> Options<'a> {
     let budget = Duration::from_millis(reply_timeout_ms);
     let margin = (budget / 10).min(RELAY_MARGIN);
     Options {
         routing,
         wait_for_worker: None,
         reply_timeout: Some(budget.saturating_sub(margin).max(Duration::from_millis(1))),
+        fairness,
     }
 }
 

@@ -87,19 +87,11 @@ fn unsupported(extras: &ExtrasRef<'_>) -> Result<(), String> {
             "extension {tag} is critical and unknown to this node"
         ));
     }
-    let needs = [
-        (extras.priority.is_some(), feature::PRIORITY, "priority"),
-        (
-            extras.fairness_key.is_some() || extras.fairness_weight.is_some(),
-            feature::FAIRNESS,
-            "a fairness key or weight",
-        ),
-        (
-            extras.deployment.is_some(),
-            feature::DEPLOYMENTS,
-            "a required deployment",
-        ),
-    ];
+    let needs = [(
+        extras.deployment.is_some(),
+        feature::DEPLOYMENTS,
+        "a required deployment",
+    )];
     match needs.into_iter().find(|(needed, ..)| *needed) {
         Some((_, feature, what)) => Err(format!(
             "{what} needs the feature {feature}, which this node does not implement"
@@ -360,28 +352,25 @@ mod tests {
     }
 
     #[test]
-    fn scheduling_fields_are_checked_then_refused_as_unsupported() {
+    fn scheduling_fields_are_checked_and_a_deployment_refused_as_unsupported() {
         let invalid = Some(RefusedReason::InvalidRequest);
         let unsupported = Some(RefusedReason::Unsupported);
         for (options, expected) in [
             (DispatchOptions::default().priority(0), invalid),
             (DispatchOptions::default().priority(6), invalid),
-            (DispatchOptions::default().priority(1), unsupported),
+            (DispatchOptions::default().priority(1), None),
             (DispatchOptions::default().fairness_weight(0), invalid),
             (
                 DispatchOptions::default().fairness_weight(1_000_001),
                 invalid,
             ),
-            (
-                DispatchOptions::default().fairness_weight(1000),
-                unsupported,
-            ),
+            (DispatchOptions::default().fairness_weight(1000), None),
             (DispatchOptions::default().fairness_key(""), invalid),
             (
                 DispatchOptions::default().fairness_key("k".repeat(9)),
                 invalid,
             ),
-            (DispatchOptions::default().fairness_key("k"), unsupported),
+            (DispatchOptions::default().fairness_key("k"), None),
             (DispatchOptions::default().deployment(""), invalid),
             (DispatchOptions::default().deployment("v1"), unsupported),
         ] {

@@ -28,12 +28,12 @@ use super::admission::{validate, DispatchLimits};
 use super::caller::{Caller, Oneshot};
 use super::counters::DispatchCounters;
 use super::flight::{Flight, Slot, Target};
-use super::options::Options;
+use super::options::{carrying, Options};
 use super::relayed::{Attempt, PlaceAgain, Relayed};
 use crate::cluster::{Mesh, RemoteSlot};
 use crate::link::{PushError, RelayEntry};
 use crate::registry::{
-    normalize_task_queue, Address, NodeFilter, Registry, Reservation, Tally, Tiers, Wait,
+    normalize_task_queue, Address, Fairness, NodeFilter, Registry, Reservation, Tally, Tiers, Wait,
 };
 use lintel_client::DispatchOptions;
 
@@ -103,6 +103,8 @@ pub(crate) struct Waiting {
     request: DispatchRequest,
     extras: RequestExtras,
     routing: NodeRouting,
+    /// Its fairness once the node decided whose it is (a grant's key, say).
+    fairness: Fairness,
     wait: Box<Wait>,
     deadline: Instant,
     cancelled: oneshot::Receiver<()>,
@@ -307,15 +309,19 @@ impl Dispatcher {
             .map(|_| self.mesh.changes().epoch());
         for _ in 0..MAX_CLOSED_LINKS {
             let address = address_of(request, extras);
-            let placed = match self.place(address, &options.routing, scope) {
+            let placed = match self.place(address, options, scope) {
                 Ok(placed) => placed,
                 Err(census) => match self.wait_until(deadline, &census, &flight, scope) {
                     None => {
-                        flight.finish(DispatchResult::NoWorker3(census));
+                        flight.finish(self.missed(census, options.fairness.key).view());
                         return Started::Ended;
                     }
                     Some(deadline) => {
-                        match self.registry.select_or_wait(address, &options.routing) {
+                        match self.registry.select_or_wait(
+                            address,
+                            &options.routing,
+                            &options.fairness,
+                        ) {
                             Ok(reservation) => Placed::Local(reservation),
                             Err(wait) => {
                                 let cancelled = flight.watch_cancel();
@@ -325,6 +331,7 @@ impl Dispatcher {
                                     request: request.clone().into_owned(),
                                     extras: extras.reborrow().into_owned(),
                                     routing: options.routing.clone().into_owned(),
+                                    fairness: options.fairness.into_owned(),
                                     wait,
                                     deadline,
                                     cancelled,
@@ -341,7 +348,7 @@ impl Dispatcher {
                 number: 1,
                 wait_until: deadline,
             };
-            match self.send(&flight, request, extras, placed, &options.routing, attempt) {
+            match self.send(&flight, request, extras, placed, options, attempt) {
                 Sent::Queued => return Started::Pushed(flight),
                 Sent::Ended => return Started::Ended,
                 Sent::Unsent => {}
@@ -374,25 +381,30 @@ impl Dispatcher {
     fn place_now(
         &self,
         address: Address<'_>,
-        routing: &RoutingRef<'_>,
+        options: &Options<'_>,
         attempt: Attempt,
     ) -> Option<Placed> {
         if attempt.number > super::relayed::MAX_RELAY_ATTEMPTS {
             return None;
         }
-        self.place(address, routing, Scope::Cluster).ok()
+        self.place(address, options, Scope::Cluster).ok()
     }
 
-    /// Finds a slot for `address`: tier by tier, a local worker then a peer (or both weighed
-    /// by free slots); a dispatch relayed here looks locally only.
+    /// Finds a slot for `address` as `options` route it: tier by tier, a local worker then a
+    /// peer (or both weighed by free slots); a dispatch relayed here looks locally only. A key
+    /// at its cap here takes no local slot.
     fn place(
         &self,
         address: Address<'_>,
-        routing: &RoutingRef<'_>,
+        options: &Options<'_>,
         scope: Scope,
     ) -> Result<Placed, Census3> {
+        let (routing, fairness) = (&options.routing, &options.fairness);
         if scope == Scope::Local || self.mesh.is_empty() {
-            return self.registry.select(address, routing).map(Placed::Local);
+            return self
+                .registry
+                .select(address, routing, fairness)
+                .map(Placed::Local);
         }
         for filter in Tiers::new(routing, address.node).iter() {
             if self.placement == Placement::Weighted {
@@ -405,7 +417,7 @@ impl Dispatcher {
                     }
                 }
             }
-            if let Some(reservation) = self.registry.select_tier(address, filter) {
+            if let Some(reservation) = self.registry.select_tier(address, filter, fairness) {
                 return Ok(Placed::Local(reservation));
             }
             if let Some(placed) = self.reserve_remote(address, filter) {
@@ -426,6 +438,22 @@ impl Dispatcher {
         Tiers::new(routing, address.node)
             .iter()
             .find_map(|filter| self.reserve_remote(address, filter))
+    }
+
+    /// The outcome of a dispatch that found no slot it may take: refused when its fairness
+    /// key is at its cap on this node (`FairnessCapReached`, which a version-2 producer reads
+    /// as `TooManyInFlight`), otherwise no worker, as `census` says.
+    fn missed(&self, census: Census3, key: &str) -> DispatchResult {
+        match self.registry.cap_reached(key) {
+            Some(cap) => DispatchResult::Refused(RefusedDispatch {
+                reason: RefusedReason::FairnessCapReached,
+                detail: format!(
+                    "fairness key {key:?} is at its cap: {} dispatches running on this node",
+                    cap.max_in_flight
+                ),
+            }),
+            None => DispatchResult::NoWorker3(census),
+        }
     }
 
     /// What the node knows about `address`: its own workers, and its peers' when the
@@ -458,6 +486,7 @@ impl Dispatcher {
             request,
             extras,
             routing,
+            fairness,
             wait,
             deadline,
             mut cancelled,
@@ -465,7 +494,8 @@ impl Dispatcher {
             mut changes,
             scope,
         } = *waiting;
-        let (request, extras, routing) = (request.view(), extras.view(), routing.view());
+        let (request, extras) = (request.view(), extras.view());
+        let options = Options::placing(routing.view(), fairness.view());
         let mut next: Result<Placed, Box<Wait>> = Err(wait);
         for _ in 0..MAX_CLOSED_LINKS {
             let placed = match next {
@@ -474,7 +504,7 @@ impl Dispatcher {
                     let slot = self.await_slot(
                         &flight,
                         address_of(&request, &extras),
-                        &routing,
+                        &options,
                         (wait, deadline),
                         &mut cancelled,
                         changes.as_mut(),
@@ -496,7 +526,7 @@ impl Dispatcher {
                 number: 1,
                 wait_until: Some(deadline),
             };
-            match self.send(&flight, &request, &extras, placed, &routing, attempt) {
+            match self.send(&flight, &request, &extras, placed, &options, attempt) {
                 Sent::Queued => return Some(flight),
                 Sent::Ended => return None,
                 Sent::Unsent => {}
@@ -507,11 +537,11 @@ impl Dispatcher {
                 changes = Some(self.mesh.changes().epoch());
             }
             let address = address_of(&request, &extras);
-            next = match self.place(address, &routing, scope) {
+            next = match self.place(address, &options, scope) {
                 Ok(placed) => Ok(placed),
                 Err(_) => self
                     .registry
-                    .select_or_wait(address, &routing)
+                    .select_or_wait(address, &options.routing, &options.fairness)
                     .map(Placed::Local),
             };
         }
@@ -526,12 +556,13 @@ impl Dispatcher {
         &self,
         flight: &Flight,
         address: Address<'_>,
-        routing: &RoutingRef<'_>,
+        options: &Options<'_>,
         (mut wait, deadline): (Box<Wait>, Instant),
         cancelled: &mut oneshot::Receiver<()>,
         mut changes: Option<&mut u64>,
         scope: Scope,
     ) -> Option<Placed> {
+        let routing = &options.routing;
         loop {
             let changed = async {
                 match changes.as_deref_mut() {
@@ -577,7 +608,7 @@ impl Dispatcher {
                     Ok(reservation) => return Some(Placed::Local(reservation)),
                     Err(tally) => {
                         let census = self.with_remote(tally, address, routing, scope);
-                        flight.finish(DispatchResult::NoWorker3(census));
+                        flight.finish(self.missed(census, options.fairness.key).view());
                         return None;
                     }
                 },
@@ -603,7 +634,8 @@ impl Dispatcher {
         }
     }
 
-    /// Sends the dispatch where it was placed, to a local worker or a peer.
+    /// Sends the dispatch where it was placed, to a local worker or a peer; a relay keeps
+    /// the routing and fairness of `options` to place it again.
     #[inline]
     fn send(
         &self,
@@ -611,28 +643,30 @@ impl Dispatcher {
         request: &RequestRef<'_>,
         extras: &ExtrasRef<'_>,
         placed: Placed,
-        routing: &RoutingRef<'_>,
+        options: &Options<'_>,
         attempt: Attempt,
     ) -> Sent {
         match placed {
             Placed::Local(reservation) => self.push(flight, request, extras, reservation),
             Placed::Remote(slot, peer_routing) => {
-                let routings = (&peer_routing, routing);
+                let routings = (&peer_routing, options);
                 self.relay(flight, request, extras, slot, routings, attempt)
             }
         }
     }
 
-    /// Relays to the peer charged; the link's entry keeps owned copies of the request and its
-    /// routing, to place it again if the peer runs nothing. A relay that could not leave (the
-    /// link closed, or its queue is full: a busy peer is skipped) gives the charge back.
+    /// Relays to the peer charged, the request carrying the fairness this node decided (a
+    /// producer's grant names its key here, not its request); the link's entry keeps owned
+    /// copies of the request, its routing and fairness, to place it again if the peer runs
+    /// nothing. A relay that could not leave (the link closed, or its queue is full: a busy
+    /// peer is skipped) gives the charge back.
     fn relay(
         &self,
         flight: &Arc<Flight>,
         request: &RequestRef<'_>,
         extras: &ExtrasRef<'_>,
         slot: RemoteSlot,
-        (peer_routing, routing): (&NodeRouting, &RoutingRef<'_>),
+        (peer_routing, options): (&NodeRouting, &Options<'_>),
         attempt: Attempt,
     ) -> Sent {
         let link = slot.link().clone();
@@ -644,13 +678,15 @@ impl Dispatcher {
                 flight: Arc::clone(flight),
                 request: request.clone().into_owned(),
                 extras: extras.reborrow().into_owned(),
-                routing: routing.clone().into_owned(),
+                routing: options.routing.clone().into_owned(),
+                fairness: options.fairness.into_owned(),
                 attempt,
                 peer: Arc::clone(link.node_id()),
                 sent_at: Instant::now(),
             })
         };
-        match link.relay(request, extras, &peer_routing.view(), budget, entry) {
+        let carried = carrying(extras, &options.fairness);
+        match link.relay(request, &carried, &peer_routing.view(), budget, entry) {
             Ok(correlation) => {
                 flight.pushed(Target::Peer(link), correlation);
                 Sent::Queued
@@ -758,7 +794,7 @@ impl PlaceAgain for Dispatcher {
         &self,
         flight: &Arc<Flight>,
         (request, extras): (&RequestRef<'_>, &ExtrasRef<'_>),
-        routing: &RoutingRef<'_>,
+        options: &Options<'_>,
         attempt: Attempt,
         last: (ResultRef<'_>, Arc<str>),
     ) {
@@ -769,21 +805,25 @@ impl PlaceAgain for Dispatcher {
             // Noted before looking, as a first placement does.
             let changes = self.mesh.changes().epoch();
             let address = address_of(request, extras);
-            let placed = match self.place_now(address, routing, attempt) {
+            let placed = match self.place_now(address, options, attempt) {
                 Some(placed) => placed,
                 None => {
                     let Some(deadline) = attempt.wait_until.filter(|at| *at > Instant::now())
                     else {
                         break;
                     };
-                    match self.registry.select_or_wait(address, routing) {
+                    match self
+                        .registry
+                        .select_or_wait(address, &options.routing, &options.fairness)
+                    {
                         Ok(reservation) => Placed::Local(reservation),
                         Err(wait) => {
                             let waiting = Box::new(Waiting {
                                 flight: Arc::clone(flight),
                                 request: request.clone().into_owned(),
                                 extras: extras.reborrow().into_owned(),
-                                routing: routing.clone().into_owned(),
+                                routing: options.routing.clone().into_owned(),
+                                fairness: options.fairness.into_owned(),
                                 wait,
                                 deadline,
                                 cancelled: flight.watch_cancel(),
@@ -801,7 +841,7 @@ impl PlaceAgain for Dispatcher {
                     }
                 }
             };
-            match self.send(flight, request, extras, placed, routing, attempt) {
+            match self.send(flight, request, extras, placed, options, attempt) {
                 Sent::Queued | Sent::Ended => return,
                 Sent::Unsent => {}
             }

@@ -28,4 +28,4 @@ pub(crate) use dispatcher::Started;
 pub use dispatcher::{Dispatcher, Placement};
 pub(crate) use flight::Flight;
 pub use lintel_client::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
-pub(crate) use options::Options;
+pub(crate) use options::{asked, Options};

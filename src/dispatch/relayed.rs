@@ -5,12 +5,14 @@ use std::sync::{Arc, Weak};
 
 use lintel_wire::{
     DispatchRequest, DispatchResult, ExtrasRef, NodeRouting, RefusedReason, RequestExtras,
-    RequestRef, ResultRef, RoutingRef,
+    RequestRef, ResultRef,
 };
 use tokio::time::Instant;
 
 use super::flight::Flight;
+use super::options::Options;
 use crate::link::{Entry, Release, ToPeer, Unanswered};
+use crate::registry::Fairness;
 
 /// Which placement of a dispatch this is, and until when it may wait for a worker.
 #[derive(Debug, Clone, Copy)]
@@ -21,12 +23,13 @@ pub(super) struct Attempt {
 
 /// Places a dispatch again after the node it was relayed to ran nothing.
 pub(super) trait PlaceAgain: Send + Sync {
-    /// Places `flight` again, or ends it with `last` (the serving node's outcome and id).
+    /// Places `flight` again as its routing and fairness say, or ends it with `last` (the
+    /// serving node's outcome and id).
     fn place_again(
         &self,
         flight: &Arc<Flight>,
         request: (&RequestRef<'_>, &ExtrasRef<'_>),
-        routing: &RoutingRef<'_>,
+        options: &Options<'_>,
         attempt: Attempt,
         last: (ResultRef<'_>, Arc<str>),
     );
@@ -45,6 +48,7 @@ pub(super) struct Relayed {
     pub(super) request: DispatchRequest,
     pub(super) extras: RequestExtras,
     pub(super) routing: NodeRouting,
+    pub(super) fairness: Fairness,
     pub(super) attempt: Attempt,
     pub(super) peer: Arc<str>,
     /// When the relay went out, for how long it ran before a lost link.
@@ -85,7 +89,7 @@ impl Entry<ToPeer> for Relayed {
                     dispatcher.place_again(
                         &self.flight,
                         (&self.request.view(), &self.extras.view()),
-                        &self.routing.view(),
+                        &Options::placing(self.routing.view(), self.fairness.view()),
                         next,
                         (result, Arc::clone(&self.peer)),
                     );

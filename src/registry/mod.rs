@@ -1,15 +1,17 @@
-//! The connected-worker registry: pools, selection with capacity reservation, FIFO waiters,
-//! census, departures.
+//! The connected-worker registry: pools, selection with capacity reservation, waiters served
+//! by priority and fairness key, census, departures.
 //!
 //! - `admission`: the checks every registration passes, in one place.
-//! - `pools`: the [`Registry`] itself: one mutex-guarded state, selection, waiters served in
-//!   arrival order, the census.
-//! - `selection`: node tiers, eligibility and the census count; `waiters`: the FIFO queues;
+//! - `pools`: the [`Registry`] itself: one mutex-guarded state, selection, waiters served as
+//!   `waiters` orders them, the census.
+//! - `selection`: node tiers, eligibility and the census count; `waiters`: the queues and the
+//!   order a freed slot serves them in; `fairness`: priorities, keys, weights and caps;
 //!   `departures`: when compatible workers last left; `worker`: one worker's record, its
 //!   exclusions and state.
 
 mod admission;
 mod departures;
+pub mod fairness;
 mod pools;
 mod selection;
 mod waiters;
@@ -19,6 +21,7 @@ pub use admission::{
     normalize_node, normalize_task_queue, validate, validate_capacity, AdmissionLimits,
     Registration, DEFAULT_TASK_QUEUE,
 };
+pub use fairness::{Fairness, FairnessPolicy, FairnessRef};
 pub use pools::{Address, RegistrationGuard, Registry, Reservation, Wait};
 pub(crate) use selection::{Bucketed, NodeFilter, Tally, Tiers};
 pub use worker::{Exclusion, WorkerId};

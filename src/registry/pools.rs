@@ -23,8 +23,11 @@ use tokio::sync::oneshot;
 
 use super::admission::{validate, validate_capacity, AdmissionLimits};
 use super::departures::Departures;
+use super::fairness::{
+    CapReached, Fairness, FairnessPolicy, FairnessRef, FairnessStatus, Keys, DEFAULT_WEIGHT,
+};
 use super::selection::{census, compatible, eligible, NodeFilter, Tally, Tiers};
-use super::waiters::{WaitKey, Waiters};
+use super::waiters::{Grantee, Grants, Seat, WaitKey, Waiter, Waiters};
 use super::worker::{Exclusion, WorkerCell, WorkerId};
 use crate::idmap::{IdMap, KeyedMap};
 use crate::link::WorkerLink;
@@ -51,13 +54,15 @@ struct Pool {
     cursors: KeyedMap<String, usize>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     workers: IdMap<WorkerId, Arc<WorkerCell>>,
     /// namespace -> task queue -> pool; nested so look-ups borrow `&str`.
     pools: KeyedMap<String, KeyedMap<String, Pool>>,
     departures: Departures,
     waiters: Waiters<Reservation>,
+    /// Caps and weights of the listed fairness keys, and what was served by key.
+    keys: Keys,
     draining: bool,
 }
 
@@ -78,21 +83,36 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// An empty registry admitting registrations within `limits`, each selectable at once.
+    /// An empty registry admitting registrations within `limits`, each selectable at once,
+    /// waiters served by priority and fairness key with the default settings.
     pub fn new(limits: AdmissionLimits) -> Arc<Self> {
-        Self::admitting(limits, None)
+        Self::admitting(limits, None, &FairnessPolicy::default())
     }
 
     /// An empty registry admitting registrations within `limits`, each in probation: not
     /// selected until its connection clears [`Exclusion::Probation`]. A dispatch finding only
     /// workers in probation waits up to `wait` for them.
     pub fn with_probation(limits: AdmissionLimits, wait: Duration) -> Arc<Self> {
-        Self::admitting(limits, Some(wait))
+        Self::admitting(limits, Some(wait), &FairnessPolicy::default())
     }
 
-    fn admitting(limits: AdmissionLimits, probation: Option<Duration>) -> Arc<Self> {
+    /// An empty registry admitting registrations within `limits`, in probation for up to
+    /// `probation` when set, sharing full pools as `fairness` says.
+    pub fn admitting(
+        limits: AdmissionLimits,
+        probation: Option<Duration>,
+        fairness: &FairnessPolicy,
+    ) -> Arc<Self> {
+        let state = State {
+            workers: IdMap::default(),
+            pools: KeyedMap::default(),
+            departures: Departures::default(),
+            waiters: Waiters::new(fairness.aging),
+            keys: Keys::new(fairness),
+            draining: false,
+        };
         Arc::new(Self {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             next_id: AtomicU64::new(1),
             limits,
             probation,
@@ -190,8 +210,9 @@ impl Registry {
         })
     }
 
-    /// Reserves a slot on the next eligible worker for `address`, rotating per activity; on a
-    /// miss, the census taken in the same critical section.
+    /// Reserves a slot on the next eligible worker for `address`, rotating per activity, for a
+    /// dispatch of `fairness` whose key is below its cap; on a miss, the census taken in the
+    /// same critical section.
     ///
     /// # Errors
     /// The [`Census3`] explaining the miss.
@@ -199,10 +220,11 @@ impl Registry {
         self: &Arc<Self>,
         address: Address<'_>,
         routing: &RoutingRef<'_>,
+        fairness: &FairnessRef<'_>,
     ) -> Result<Reservation, Census3> {
         let tiers = Tiers::new(routing, address.node);
         let mut state = self.lock();
-        match self.reserve(&mut state, address, tiers) {
+        match self.reserve(&mut state, address, tiers, fairness) {
             Some(reservation) => Ok(reservation),
             None => Err(census_of(&state, address, tiers.last).finish()),
         }
@@ -214,9 +236,15 @@ impl Registry {
         self: &Arc<Self>,
         address: Address<'_>,
         filter: NodeFilter<'_>,
+        fairness: &FairnessRef<'_>,
     ) -> Option<Reservation> {
         let mut state = self.lock();
-        self.reserve(&mut state, address, Tiers::single(filter))
+        self.reserve(&mut state, address, Tiers::single(filter), fairness)
+    }
+
+    /// The cap of `key` on this node, when its dispatches in flight here are at it.
+    pub fn cap_reached(&self, key: &str) -> Option<CapReached> {
+        self.lock().keys.room(key).err()
     }
 
     /// Free slots for `address` within one node tier, for weighing local against remote.
@@ -236,8 +264,8 @@ impl Registry {
             .fold(0, u32::saturating_add)
     }
 
-    /// As [`Registry::select`], but on a miss queues the caller, behind earlier waiters for
-    /// the same address, in the same critical section.
+    /// As [`Registry::select`], but on a miss queues the caller in the same critical section,
+    /// behind earlier waiters of its address, priority and key (the order is `waiters`').
     ///
     /// # Errors
     /// The [`Wait`] that a freed or new slot is granted to.
@@ -245,10 +273,11 @@ impl Registry {
         self: &Arc<Self>,
         address: Address<'_>,
         routing: &RoutingRef<'_>,
+        fairness: &FairnessRef<'_>,
     ) -> Result<Reservation, Box<Wait>> {
         let tiers = Tiers::new(routing, address.node);
         let mut state = self.lock();
-        if let Some(reservation) = self.reserve(&mut state, address, tiers) {
+        if let Some(reservation) = self.reserve(&mut state, address, tiers, fairness) {
             return Ok(reservation);
         }
         let key = WaitKey {
@@ -257,17 +286,19 @@ impl Registry {
             activity_type: address.activity_type.to_owned(),
         };
         let node = address.node.map(str::to_owned);
-        let (id, granted) = state.waiters.push(
-            key.clone(),
+        let fairness = state.keys.weighed(*fairness);
+        let (seat, granted) = state.waiters.push(
+            key,
+            fairness,
             routing.clone().into_owned(),
             node,
             address.needs_version,
+            Instant::now(),
         );
         self.changes.touch();
         Err(Box::new(Wait {
             registry: Arc::clone(self),
-            key,
-            id,
+            seat,
             granted,
             queued: true,
         }))
@@ -359,6 +390,18 @@ impl Registry {
         self.lock().waiters.len()
     }
 
+    /// Waiters by priority and key, what was served by priority and key, and the capped keys.
+    pub fn fairness(&self) -> FairnessStatus {
+        let state = self.lock();
+        FairnessStatus::new(state.waiters.lanes(), &state.keys)
+    }
+
+    /// Fairness keys with waiters, summed over addresses and priorities, for checking that a
+    /// key's state lives only while it has waiters.
+    pub fn waiting_lanes(&self) -> usize {
+        self.lock().waiters.lanes().count()
+    }
+
     /// Rotation cursors and departure records held, for checking they stay bounded.
     pub fn keyed_state_len(&self) -> (usize, usize) {
         let state = self.lock();
@@ -422,13 +465,16 @@ impl Registry {
         (pools, waiting)
     }
 
-    /// Reserves a slot for `address` tier by tier, under the caller's lock.
+    /// Reserves a slot for `address` tier by tier, under the caller's lock, unless the
+    /// dispatch's key is at its cap.
     fn reserve(
         self: &Arc<Self>,
         state: &mut State,
         address: Address<'_>,
         tiers: Tiers<'_>,
+        fairness: &FairnessRef<'_>,
     ) -> Option<Reservation> {
+        let capped = state.keys.room(fairness.key).ok()?;
         let pool = state
             .pools
             .get_mut(address.namespace)?
@@ -436,47 +482,72 @@ impl Registry {
         let worker = tiers
             .iter()
             .find_map(|filter| pick(pool, address.activity_type, filter, address.needs_version))?;
-        Some(self.take_slot(worker))
+        Some(self.take_slot(&mut state.keys, worker, fairness, capped))
     }
 
-    fn take_slot(self: &Arc<Self>, worker: Arc<WorkerCell>) -> Reservation {
+    #[inline]
+    fn take_slot(
+        self: &Arc<Self>,
+        keys: &mut Keys,
+        worker: Arc<WorkerCell>,
+        fairness: &FairnessRef<'_>,
+        capped: Option<u32>,
+    ) -> Reservation {
         let before = worker.in_flight.fetch_add(1, Ordering::Relaxed);
         let filled = before.saturating_add(1) >= worker.max_concurrency.load(Ordering::Relaxed);
+        keys.took(fairness, capped);
         self.changes.touch();
         if filled {
             self.crossings.touch();
         }
         Reservation {
-            held: Some((Arc::clone(self), worker)),
+            held: Some(Held {
+                registry: Arc::clone(self),
+                worker,
+                capped,
+            }),
         }
     }
 
-    /// Grants `worker`'s free slots to the earliest compatible waiters, under the caller's lock.
+    /// Grants `worker`'s free slots to the waiters that rank first, under the caller's lock.
     fn serve_waiters(self: &Arc<Self>, state: &mut State, worker: &Arc<WorkerCell>) {
         if state.waiters.len() == 0 || !worker.has_free_slot() {
             return;
         }
-        state.waiters.serve(
-            |key| worker.serves(&key.namespace, &key.task_queue, &key.activity_type),
-            || worker.has_free_slot(),
-            |key, waiter| {
-                let tiers = Tiers::new(&waiter.routing.view(), waiter.node.as_deref());
-                let wanted = worker.link.version() >= waiter.needs_version
-                    && compatible(worker, &key.activity_type, tiers.last);
-                wanted.then(|| self.take_slot(Arc::clone(worker)))
-            },
-            |unclaimed| {
-                // Its waiter left between being offered and taking it: undo under this lock.
-                if let Some((_, worker)) = unclaimed.disarm() {
-                    let _ =
-                        worker
-                            .in_flight
-                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                                n.checked_sub(1)
-                            });
-                }
-            },
-        );
+        let State { waiters, keys, .. } = state;
+        waiters.serve(&mut FreeSlots {
+            registry: self,
+            worker,
+            keys,
+        });
+    }
+
+    /// Serves the waiters of `key`, whose cap just gave a slot back, from every worker with a
+    /// free slot at an address where they wait.
+    fn serve_key(self: &Arc<Self>, state: &mut State, key: &str) {
+        for address in state.waiters.addresses_of(key) {
+            let free: Vec<Arc<WorkerCell>> = state
+                .pools
+                .get(address.namespace.as_str())
+                .and_then(|pools| pools.get(address.task_queue.as_str()))
+                .map(|pool| {
+                    pool.members
+                        .iter()
+                        .filter(|worker| {
+                            worker.has_free_slot()
+                                && worker
+                                    .registration
+                                    .activity_types
+                                    .contains(&address.activity_type)
+                        })
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            for worker in free {
+                self.serve_waiters(state, &worker);
+            }
+        }
     }
 
     fn remove(&self, id: WorkerId) {
@@ -519,12 +590,13 @@ impl Registry {
         self.touched();
     }
 
-    fn release(self: &Arc<Self>, worker: &Arc<WorkerCell>) {
+    fn release(self: &Arc<Self>, worker: &Arc<WorkerCell>, capped: Option<u32>) {
         let mut state = self.lock();
         let was_full = worker.is_full();
         let _ = worker
             .in_flight
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        let uncapped = capped.and_then(|at| state.keys.gave_back(at));
         self.changes.touch();
         if was_full {
             self.crossings.touch();
@@ -533,16 +605,20 @@ impl Registry {
         if state.workers.contains_key(&worker.id) {
             self.serve_waiters(&mut state, worker);
         }
+        if let Some(key) = uncapped {
+            self.serve_key(&mut state, &key);
+        }
     }
 
-    /// Takes waiter `id` out of its queue; `None` when it was granted a slot first, otherwise
-    /// the census of its address under its routing, taken in the same critical section.
-    fn leave(&self, key: &WaitKey, id: u64) -> Option<Tally> {
+    /// Takes the waiter at `seat` out of its queue; `None` when it was granted a slot first,
+    /// otherwise the census of its address under its routing, taken in the same critical
+    /// section.
+    fn leave(&self, seat: &Seat) -> Option<Tally> {
         let mut state = self.lock();
-        let waiter = state.waiters.remove(key, id)?;
+        let waiter = state.waiters.remove(seat)?;
         let node = waiter.node.as_deref();
         let filter = Tiers::new(&waiter.routing.view(), node).last;
-        let address = key_address(key, node, waiter.needs_version);
+        let address = key_address(&seat.key, node, waiter.needs_version);
         Some(census_of(&state, address, filter))
     }
 
@@ -725,30 +801,92 @@ impl Drop for RegistrationGuard {
 /// A reserved slot on a worker; dropping it frees the slot exactly once and serves waiters.
 #[derive(Debug)]
 pub struct Reservation {
-    held: Option<(Arc<Registry>, Arc<WorkerCell>)>,
+    held: Option<Held>,
+}
+
+#[derive(Debug)]
+struct Held {
+    registry: Arc<Registry>,
+    worker: Arc<WorkerCell>,
+    /// The capped key the slot counts against.
+    capped: Option<u32>,
 }
 
 impl Reservation {
     /// The worker holding the slot.
     pub fn worker_id(&self) -> WorkerId {
-        self.held.as_ref().map_or(0, |(_, worker)| worker.id)
+        self.held.as_ref().map_or(0, |held| held.worker.id)
     }
 
     /// The link to push on.
     pub fn link(&self) -> Option<&WorkerLink> {
-        self.held.as_ref().map(|(_, worker)| &worker.link)
+        self.held.as_ref().map(|held| &held.worker.link)
     }
 
     /// Gives up the slot without freeing it through the registry; the caller undoes it.
-    fn disarm(mut self) -> Option<(Arc<Registry>, Arc<WorkerCell>)> {
+    fn disarm(mut self) -> Option<Held> {
         self.held.take()
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        if let Some((registry, worker)) = self.held.take() {
-            registry.release(&worker);
+        if let Some(held) = self.held.take() {
+            held.registry.release(&held.worker, held.capped);
+        }
+    }
+}
+
+/// A worker's free slots, handed to waiters under the registry's lock.
+struct FreeSlots<'a> {
+    registry: &'a Arc<Registry>,
+    worker: &'a Arc<WorkerCell>,
+    keys: &'a mut Keys,
+}
+
+impl Grants<Reservation> for FreeSlots<'_> {
+    fn wants(&self, key: &WaitKey) -> bool {
+        self.worker
+            .serves(&key.namespace, &key.task_queue, &key.activity_type)
+    }
+
+    fn more(&mut self) -> bool {
+        self.worker.has_free_slot()
+    }
+
+    fn blocked(&mut self, lane: &str) -> bool {
+        self.keys.room(lane).is_err()
+    }
+
+    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Reservation>) -> Option<Reservation> {
+        let tiers = Tiers::new(&waiter.routing.view(), waiter.node.as_deref());
+        let wanted = self.worker.link.version() >= waiter.needs_version
+            && compatible(self.worker, &to.key.activity_type, tiers.last);
+        if !wanted {
+            return None;
+        }
+        let capped = self.keys.room(to.lane).ok()?;
+        let fairness = Fairness {
+            priority: to.priority,
+            key: to.lane,
+            weight: DEFAULT_WEIGHT,
+        };
+        Some(
+            self.registry
+                .take_slot(self.keys, Arc::clone(self.worker), &fairness, capped),
+        )
+    }
+
+    fn returned(&mut self, unclaimed: Reservation) {
+        // Its waiter left between being offered and taking it: undo under this lock.
+        if let Some(held) = unclaimed.disarm() {
+            let _ = held
+                .worker
+                .in_flight
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            if let Some(at) = held.capped {
+                let _ = self.keys.gave_back(at);
+            }
         }
     }
 }
@@ -757,8 +895,7 @@ impl Drop for Reservation {
 #[derive(Debug)]
 pub struct Wait {
     registry: Arc<Registry>,
-    key: WaitKey,
-    id: u64,
+    seat: Seat,
     granted: oneshot::Receiver<Reservation>,
     queued: bool,
 }
@@ -785,7 +922,7 @@ impl Wait {
     pub(crate) fn give_up_counting(mut self) -> Result<Reservation, Tally> {
         if self.queued {
             self.queued = false;
-            if let Some(tally) = self.registry.leave(&self.key, self.id) {
+            if let Some(tally) = self.registry.leave(&self.seat) {
                 return Err(tally);
             }
         }
@@ -795,7 +932,7 @@ impl Wait {
             // when granted. Report what the registry knows now.
             Err(_) => Err(self
                 .registry
-                .tally(key_address(&self.key, None, 1), &NodeRouting::Any)),
+                .tally(key_address(&self.seat.key, None, 1), &NodeRouting::Any)),
         }
     }
 }
@@ -803,7 +940,7 @@ impl Wait {
 impl Drop for Wait {
     fn drop(&mut self) {
         if self.queued {
-            let _ = self.registry.leave(&self.key, self.id);
+            let _ = self.registry.leave(&self.seat);
         }
         // A grant still in `granted` drops with it, freeing its slot outside the lock.
     }
