@@ -277,6 +277,74 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
     );
 }
 
+/// Waiting and served dispatches by priority and by fairness key: the keys with the most
+/// waiting (served: the listed and the first seen), the rest as `other`; the capped keys.
+fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
+    let status = shared.dispatcher.registry().fairness();
+    let priority = |at: usize| vec![("priority", (at + 1).to_string())];
+    let key = |key: String| vec![("key", key)];
+    let waiting = status.waiting_by_priority.iter().enumerate();
+    gauge_family(
+        registry,
+        "dispatches_waiting_by_priority",
+        "Dispatches queued for a worker, by priority (1 highest).",
+        waiting.map(|(at, n)| (priority(at), count(*n))).collect(),
+    );
+    let mut by_key: Vec<(Labels, i64)> = status
+        .waiting_by_key
+        .into_iter()
+        .map(|(name, n)| (key(name), count(n)))
+        .collect();
+    by_key.push((key("other".into()), count(status.waiting_other)));
+    gauge_family(
+        registry,
+        "dispatches_waiting_by_key",
+        "Dispatches queued for a worker, by fairness key: the keys with the most waiting (the \
+         shared key is \"\"), the rest as other.",
+        by_key,
+    );
+    let served = Family::<Labels, Counter>::default();
+    for (at, n) in status.served.by_priority.iter().enumerate() {
+        served.get_or_create(&priority(at)).inc_by(*n);
+    }
+    registry.register(
+        "dispatches_served_by_priority",
+        "Dispatches given a slot on this node's workers, by priority (1 highest).",
+        served,
+    );
+    let served = Family::<Labels, Counter>::default();
+    for (name, n) in status.served.by_key {
+        served.get_or_create(&key(name)).inc_by(n);
+    }
+    served
+        .get_or_create(&key("other".into()))
+        .inc_by(status.served.other);
+    registry.register(
+        "dispatches_served_by_key",
+        "Dispatches given a slot on this node's workers, by fairness key: the shared key \
+         (\"\"), the keys of [[fairness]] entries and the first others served, the rest as other.",
+        served,
+    );
+    let mut in_flight = Vec::new();
+    let mut caps = Vec::new();
+    for (name, running, cap) in status.capped {
+        in_flight.push((key(name.clone()), i64::from(running)));
+        caps.push((key(name), i64::from(cap)));
+    }
+    gauge_family(
+        registry,
+        "fairness_key_in_flight",
+        "Dispatches of a capped fairness key running on this node's workers.",
+        in_flight,
+    );
+    gauge_family(
+        registry,
+        "fairness_key_max_in_flight",
+        "The cap of a fairness key on this node.",
+        caps,
+    );
+}
+
 /// The node's metrics now, in the Prometheus text format.
 fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     let mut registry = Registry::with_prefix("lintel");
@@ -308,6 +376,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
         "1 while the node drains.",
         i64::from(node.draining),
     );
+    fairness_metrics(&mut registry, shared);
 
     let mut workers = Vec::new();
     let mut slots = Vec::new();

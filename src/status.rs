@@ -6,8 +6,10 @@
 use lintel_wire::ClusterStatusReport;
 
 use crate::dispatch::Dispatcher;
+use crate::registry::fairness::FairnessStatus;
 pub use lintel_client::status::{
-    Counters, JoinPoint, Peer, Pool, RemotePool, Standing, Status, Worker,
+    CappedKey, Counters, Fairness, JoinPoint, KeyCount, Peer, Pool, RemotePool, Standing, Status,
+    Worker,
 };
 
 /// The view of `report` (whole, or cut to fit a frame), with what `dispatcher` knows of its
@@ -41,4 +43,32 @@ pub fn view(report: ClusterStatusReport, dispatcher: &Dispatcher) -> Status {
         .with_remote_pools(remote)
         .with_link_counts(links)
         .with_join_points(mesh.join_points())
+        .with_fairness(fairness(dispatcher.registry().fairness()))
+}
+
+/// The fairness a status shows, from the registry's.
+fn fairness(status: FairnessStatus) -> Fairness {
+    let counts = |pairs: Vec<(String, u64)>| {
+        pairs
+            .into_iter()
+            .map(|(key, count)| KeyCount { key, count })
+            .collect()
+    };
+    Fairness {
+        waiting_by_priority: status.waiting_by_priority.to_vec(),
+        waiting_by_key: counts(status.waiting_by_key),
+        waiting_other_keys: status.waiting_other,
+        served_by_priority: status.served.by_priority.to_vec(),
+        served_by_key: counts(status.served.by_key),
+        served_other_keys: status.served.other,
+        capped: status
+            .capped
+            .into_iter()
+            .map(|(key, in_flight, max_in_flight)| CappedKey {
+                key,
+                in_flight,
+                max_in_flight,
+            })
+            .collect(),
+    }
 }

@@ -24,6 +24,44 @@ pub struct Status {
     /// The configured `--peer` addresses and who answered at each; members are in `peers`.
     #[serde(default)]
     pub join_points: Vec<JoinPoint>,
+    /// Empty where the status came in a version-2 report, which cannot carry it.
+    #[serde(default)]
+    pub fairness: Fairness,
+}
+
+/// Dispatches waiting and served by priority and fairness key (the shared key is `""`), and
+/// each capped key's dispatches running on the node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fairness {
+    /// Priorities 1 to 5, in order.
+    pub waiting_by_priority: Vec<u64>,
+    /// The keys with the most waiting dispatches, most first.
+    pub waiting_by_key: Vec<KeyCount>,
+    /// Waiting dispatches of every other key.
+    pub waiting_other_keys: u64,
+    /// Dispatches given a slot on the node's workers since it started; priorities 1 to 5.
+    pub served_by_priority: Vec<u64>,
+    /// The shared key, the keys of the node's `[[fairness]]` entries and the first others
+    /// served.
+    pub served_by_key: Vec<KeyCount>,
+    /// Dispatches of every other key given a slot.
+    pub served_other_keys: u64,
+    pub capped: Vec<CappedKey>,
+}
+
+/// A fairness key and a count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyCount {
+    pub key: String,
+    pub count: u64,
+}
+
+/// A key with a cap on the node, and its dispatches running on the node's workers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CappedKey {
+    pub key: String,
+    pub in_flight: u32,
+    pub max_in_flight: u32,
 }
 
 /// Totals since the node started, each outcome under its class.
@@ -217,7 +255,14 @@ impl Status {
                 })
                 .collect(),
             join_points: Vec::new(),
+            fairness: Fairness::default(),
         }
+    }
+
+    /// Sets the waiting and served by priority and key, which only the node itself can tell.
+    pub fn with_fairness(mut self, fairness: Fairness) -> Self {
+        self.fairness = fairness;
+        self
     }
 
     /// Gives each worker the deployment identity `rows` state for it, as

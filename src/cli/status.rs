@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lintel::status::Status;
+use lintel::status::{Fairness, Status};
 use lintel_client::status::Standing;
 use lintel_client::{Client, ClientConfig};
 use lintel_wire::PeerLinkState;
@@ -180,5 +180,82 @@ fn render(status: &Status) -> String {
             waiting.census.reason
         );
     }
+    render_fairness(&mut out, &status.fairness);
     out
+}
+
+/// Waiting dispatches by priority and key, when there are any and the report carried them.
+fn render_fairness(out: &mut String, fairness: &Fairness) {
+    use std::fmt::Write;
+    let by_priority: Vec<String> = (1..)
+        .zip(&fairness.waiting_by_priority)
+        .filter(|(_, n)| **n > 0)
+        .map(|(priority, n)| format!("{priority}: {n}"))
+        .collect();
+    if !by_priority.is_empty() {
+        let _ = writeln!(out, "waiting by priority  {}", by_priority.join("  "));
+    }
+    let mut by_key: Vec<String> = fairness
+        .waiting_by_key
+        .iter()
+        .map(|count| {
+            let key = if count.key.is_empty() {
+                "(shared)"
+            } else {
+                &count.key
+            };
+            format!("{key}: {}", count.count)
+        })
+        .collect();
+    if fairness.waiting_other_keys > 0 {
+        by_key.push(format!("other: {}", fairness.waiting_other_keys));
+    }
+    if !by_key.is_empty() {
+        let _ = writeln!(out, "waiting by key  {}", by_key.join("  "));
+    }
+    for capped in &fairness.capped {
+        let _ = writeln!(
+            out,
+            "key {} running {}/{} (capped)",
+            capped.key, capped.in_flight, capped.max_in_flight
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lintel::status::{CappedKey, KeyCount};
+
+    fn count(key: &str, count: u64) -> KeyCount {
+        KeyCount {
+            key: key.into(),
+            count,
+        }
+    }
+
+    #[test]
+    fn waiters_by_priority_and_key_are_shown_when_the_report_carries_them() {
+        let mut out = String::new();
+        render_fairness(&mut out, &Fairness::default());
+        assert_eq!(out, "", "a version-2 report carries none: nothing is shown");
+        let fairness = Fairness {
+            waiting_by_priority: vec![2, 0, 5, 0, 0],
+            waiting_by_key: vec![count("a", 4), count("", 3)],
+            waiting_other_keys: 1,
+            capped: vec![CappedKey {
+                key: "b".into(),
+                in_flight: 4,
+                max_in_flight: 4,
+            }],
+            ..Fairness::default()
+        };
+        render_fairness(&mut out, &fairness);
+        assert_eq!(
+            out,
+            "waiting by priority  1: 2  3: 5\n\
+             waiting by key  a: 4  (shared): 3  other: 1\n\
+             key b running 4/4 (capped)\n"
+        );
+    }
 }
