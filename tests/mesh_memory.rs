@@ -7,42 +7,16 @@
 //! 200 pools each (9,800 remote pools); each pool `aion.dispatch.tenant-NNN.queue-N` has two
 //! activity groups, one of them with a worker node label. It prints one JSON line.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod support;
+
 use std::sync::Arc;
 
 use lintel::cluster::{Mesh, Opener, Remote};
 use lintel::link::PeerLink;
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{PoolPresence, Presence, PresenceGroup};
+use support::Counting;
 use tokio_util::sync::CancellationToken;
-
-/// Counts the bytes allocated and not yet freed, by everything in this test binary.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is forwarded to the system allocator unchanged; only a counter is kept.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's contract for `alloc` is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's contract for `dealloc` is passed on as is.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `realloc` is passed on as is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -125,7 +99,7 @@ async fn remote_state_for_10_000_pools_stays_under_64_mb_per_node() {
         mesh.join(&remote).expect("joined");
         remotes.push(remote);
     }
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = Counting::live();
     // Every snapshot is moved into the mesh and consumed there: what stays live past `before`
     // is the view structures (pool channels and groups are kept, the frames' buffers freed).
     for (remote, peer) in remotes.iter().zip(1..NODES) {
@@ -133,7 +107,7 @@ async fn remote_state_for_10_000_pools_stays_under_64_mb_per_node() {
             mesh.apply(remote, frame).expect("a valid snapshot");
         }
     }
-    let held = LIVE.load(Ordering::SeqCst) - before;
+    let held = Counting::live() - before;
     let pools = (NODES - 1) * (POOLS / NODES);
     let status = mesh.status();
     assert_eq!(status.iter().filter(|peer| peer.synced).count(), NODES - 1);

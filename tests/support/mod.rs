@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //! - `admin`: [`admin_get`] and [`admin_response`], a GET against a node's admin listener.
+//! - `counting`: [`Counting`], a global allocator counting the bytes live in its binary.
 //! - `lines`: [`stderr_lines`], a child process's stderr line by line.
 //! - `node`: [`TestNode`], its notifier [`Events`], [`within`], the bound on every wait, and
 //!   node configs tests share.
@@ -19,6 +20,7 @@
 
 mod admin;
 mod cluster;
+mod counting;
 mod dispatch;
 pub mod faulty;
 mod frames;
@@ -34,6 +36,8 @@ mod served;
 pub use admin::{admin_get, admin_response};
 #[allow(unused_imports)]
 pub use cluster::{client, cluster_config, header_echo, sdk_worker, up, WELL_UNDER_TIMEOUT};
+#[allow(unused_imports)]
+pub use counting::Counting;
 #[allow(unused_imports)]
 pub use dispatch::{
     count, counts, dispatch, no_worker, outcome_of, parked, poll_once, served_by, spawn_dispatch,
