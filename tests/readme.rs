@@ -49,6 +49,19 @@ fn the_readme_config_example_is_a_valid_node_config() {
     config.validate().expect("the example is a usable config");
     assert!(!config.grants.is_empty() && !config.peers.is_empty());
     assert!(config.tls_enabled());
+    // The two tenants of "When no worker is free": `a` weighs 3, `b` runs at most 4.
+    let tenants: Vec<(&str, Option<u32>, Option<u32>)> = config
+        .fairness
+        .iter()
+        .map(|entry| {
+            (
+                entry.key.as_str(),
+                entry.max_in_flight,
+                entry.weight.map(|w| w.0),
+            )
+        })
+        .collect();
+    assert_eq!(tenants, [("a", None, Some(3_000)), ("b", Some(4), None)]);
 }
 
 /// The "Securing a node" config example, exactly as the README shows it.
