@@ -81,7 +81,12 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
     assert_eq!(welcome.version, 3);
     assert_eq!(
         welcome.features,
-        [feature::HEADERS, feature::STATUS_DOCUMENT]
+        [
+            feature::HEADERS,
+            feature::PRIORITY,
+            feature::FAIRNESS,
+            feature::STATUS_DOCUMENT
+        ]
     );
     assert_eq!(
         (
@@ -220,11 +225,6 @@ async fn what_the_node_does_not_implement_is_refused_and_named_never_ignored() {
         options
     };
     for (options, named) in [
-        (DispatchOptions::default().priority(1), "priority"),
-        (
-            DispatchOptions::default().fairness_key("tenant-a"),
-            "fairness",
-        ),
         (DispatchOptions::default().deployment("v42"), "deployments"),
         (critical, "extension 7"),
     ] {
@@ -686,7 +686,13 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
     match raw.recv().await {
         Some(Frame::PeerHello3(hello)) => {
             assert_eq!(hello.node_id, "n");
-            assert_eq!(hello.features, [feature::HEADERS, feature::STATUS_DOCUMENT]);
+            let features = [
+                feature::HEADERS,
+                feature::PRIORITY,
+                feature::FAIRNESS,
+                feature::STATUS_DOCUMENT,
+            ];
+            assert_eq!(hello.features, features);
         }
         other => panic!("expected PeerHello3, got {other:?}"),
     }

@@ -707,7 +707,7 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
 }
 
 /// A request's version-3 extras as `pick` says: none, a header, an invalid header name, a
-/// priority (a feature the node lacks), a required deployment, or extensions.
+/// priority (0 to 6, some out of range), a required deployment, or extensions.
 fn extras(pick: u8) -> RequestExtras {
     let mut extras: RequestExtras = RequestExtras::default();
     match pick % 6 {
