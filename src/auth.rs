@@ -681,4 +681,64 @@ mod tests {
             Err(GrantError::SharedIdentity { index: 1, other: 0 })
         );
     }
+
+    #[test]
+    fn a_grant_names_its_dispatches_fairness_key_and_decides_their_weight() {
+        let asked = Fairness {
+            priority: 2,
+            key: "asked",
+            weight: 5_000,
+        };
+        let producer = &[GrantRole::Producer];
+        let grants = vec![
+            grant("plain", producer, &["*"]),
+            GrantConfig {
+                fairness_key: Some("tenant-b".into()),
+                fairness_weights: true,
+                ..grant("keyed", producer, &["*"])
+            },
+            identified("billing.example", producer, &["*"]),
+        ];
+        let node = node(&grants);
+        let fairness = |authenticator: Authenticator<'_>, token, identity| {
+            let grant = authenticator
+                .authenticate(Role::Producer, token, identity)
+                .unwrap();
+            let fairness = grant.fairness(asked);
+            (fairness.priority, fairness.key.to_owned(), fairness.weight)
+        };
+        assert_eq!(
+            fairness(node, Some("plain"), None),
+            (2, "grant-1".to_owned(), DEFAULT_WEIGHT)
+        );
+        assert_eq!(
+            fairness(node, Some("keyed"), None),
+            (2, "tenant-b".to_owned(), 5_000)
+        );
+        assert_eq!(
+            fairness(node, None, Some("billing.example")),
+            (2, "billing.example".to_owned(), DEFAULT_WEIGHT)
+        );
+        // The node's own token holds no grant: the request decides.
+        assert_eq!(
+            fairness(node, Some("root"), None),
+            (2, "asked".to_owned(), 5_000)
+        );
+        let by_request = Authenticator {
+            fairness_key_source: FairnessKeySource::Request,
+            ..node
+        };
+        assert_eq!(
+            fairness(by_request, Some("plain"), None),
+            (2, "asked".to_owned(), DEFAULT_WEIGHT)
+        );
+        let empty = GrantConfig {
+            fairness_key: Some(String::new()),
+            ..grant("t", producer, &["a"])
+        };
+        assert_eq!(
+            validate(&[empty]),
+            Err(GrantError::EmptyFairnessKey { index: 0 })
+        );
+    }
 }
