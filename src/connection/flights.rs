@@ -5,6 +5,10 @@
 //! the worker's reader, with no task or timer of its own: reply deadlines sit in one heap the
 //! connection's timer walks. One that waits for a worker runs in a task until it is pushed and
 //! answered. Outcomes come back through [`Sink::deliver`], once per dispatch.
+//!
+//! Each dispatch started here holds a token of [`Flights::settled`] from its start until its
+//! outcome is queued, not merely decided: an outcome decided on another task cannot be
+//! overtaken by a last frame sent once `settled` resolves.
 
 use std::cmp::Reverse;
 use std::collections::{hash_map, BinaryHeap, HashMap};
@@ -18,6 +22,7 @@ use lintel_wire::{
     SubmitRef,
 };
 use tokio::time::Instant;
+use tokio_util::task::task_tracker::{TaskTracker, TaskTrackerToken};
 
 use crate::auth::Grant;
 use crate::dispatch::{asked, Caller, Dispatcher, Flight, Options, Sink, Started, Tag};
@@ -58,8 +63,8 @@ pub(super) struct Flights {
     held_input: AtomicUsize,
     /// Wakes the connection when an outcome let go of input bytes.
     relieved: tokio::sync::Notify,
-    /// Waiting-path tasks still running.
-    tasks: tokio_util::task::TaskTracker,
+    /// Waiting-path tasks still running, and a token per dispatch whose outcome is not queued.
+    tasks: TaskTracker,
 }
 
 #[derive(Default)]
@@ -80,6 +85,8 @@ struct Tracked {
     deadline: Option<Instant>,
     /// `None` only while [`Flights::submit`] is starting it.
     flight: Option<Arc<Flight>>,
+    /// Held until the outcome is queued, so [`Flights::settled`] waits for it.
+    _owed: TaskTrackerToken,
 }
 
 impl Flights {
@@ -101,7 +108,7 @@ impl Flights {
             closed: AtomicBool::new(false),
             held_input: AtomicUsize::new(0),
             relieved: tokio::sync::Notify::new(),
-            tasks: tokio_util::task::TaskTracker::new(),
+            tasks: TaskTracker::new(),
         })
     }
 
@@ -199,6 +206,7 @@ impl Flights {
                             input,
                             deadline: None,
                             flight: None,
+                            _owed: self.tasks.token(),
                         });
                         Ok(ticket)
                     }
@@ -393,15 +401,19 @@ impl Flights {
         self.relieved.notified().await;
     }
 
-    /// Resolves once every waiting-path task has ended.
+    /// Resolves once every dispatch started here has its outcome queued (or was let go by
+    /// [`Flights::close`]) and every waiting-path task has ended. New dispatches started
+    /// meanwhile are waited for too.
     pub(super) async fn settled(&self) {
+        self.tasks.close();
         self.tasks.wait().await;
     }
 }
 
 impl Sink for Flights {
     /// Forgets the submission and queues its outcome. What is queued stays bounded because the
-    /// connection reads no more submissions while its queue is full.
+    /// connection reads no more submissions while its queue is full. The submission's token
+    /// is let go only once its outcome is queued.
     fn deliver(&self, tag: Tag, result: ResultRef<'_>, served_by: Option<&str>) {
         let released = {
             let mut table = self.table();
@@ -412,7 +424,7 @@ impl Sink for Flights {
                 _ => None,
             }
         };
-        if let Some(tracked) = released {
+        if let Some(tracked) = &released {
             self.held_input.fetch_sub(tracked.input, Ordering::Relaxed);
             self.relieved.notify_one();
         }
@@ -440,6 +452,7 @@ impl Sink for Flights {
                 Err(SendError::Full) => {}
             }
         }
+        drop(released);
     }
 }
 

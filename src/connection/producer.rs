@@ -81,8 +81,9 @@ pub(super) async fn serve(
         let frame = tokio::select! {
             biased;
             () = &mut closing => {
-                // Whatever still runs gets its outcome before the goodbye.
+                // Whatever still runs gets its outcome, queued before the goodbye.
                 flights.shut_down();
+                let _ = tokio::time::timeout(SETTLE_GRACE, flights.settled()).await;
                 break Close::goodbye("node shutting down");
             }
             () = &mut timer_sleep, if timer.armed.is_some() => {
