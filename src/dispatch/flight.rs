@@ -414,7 +414,8 @@ impl Entry<ToWorker> for Flight {
 
     fn unanswered(&self, why: Unanswered) {
         match why {
-            Unanswered::Lost => {
+            // A worker link is never closed as unhandled; were it, the worker may have run it.
+            Unanswered::Lost | Unanswered::Unhandled => {
                 self.free_slot();
                 let worker_id = self.worker_id().unwrap_or_default();
                 self.finish(DispatchResult::WorkerLost { worker_id });

@@ -1,5 +1,5 @@
 //! A dispatch relayed to a peer: its entry on the peer link, and another placement when the
-//! serving node ran nothing.
+//! serving node ran nothing or said farewell without answering it.
 
 use std::sync::{Arc, Weak};
 
@@ -71,6 +71,26 @@ fn nothing_ran(result: &ResultRef<'_>) -> bool {
     }
 }
 
+impl Relayed {
+    /// Places the dispatch again as `attempt`, ending it with `last` if it cannot be placed;
+    /// false when this node's dispatcher is gone and nothing was done.
+    fn place_again(&self, last: ResultRef<'_>, attempt: Attempt) -> bool {
+        let Some(dispatcher) = self.dispatcher.upgrade() else {
+            return false;
+        };
+        if self.flight.unpush() {
+            dispatcher.place_again(
+                &self.flight,
+                (&self.request.view(), &self.extras.view()),
+                &Options::placing(self.routing.view(), self.fairness.view()),
+                attempt,
+                (last, Arc::clone(&self.peer)),
+            );
+        }
+        true
+    }
+}
+
 impl Entry<ToPeer> for Relayed {
     fn answered(&self, result: ResultRef<'_>) {
         // The clock is read only for an outcome that may be placed again.
@@ -80,20 +100,11 @@ impl Entry<ToPeer> for Relayed {
                 .is_some_and(|until| until > Instant::now())
         };
         if nothing_ran(&result) && (self.attempt.number < MAX_RELAY_ATTEMPTS || may_wait()) {
-            if let Some(dispatcher) = self.dispatcher.upgrade() {
-                if self.flight.unpush() {
-                    let next = Attempt {
-                        number: self.attempt.number + 1,
-                        ..self.attempt
-                    };
-                    dispatcher.place_again(
-                        &self.flight,
-                        (&self.request.view(), &self.extras.view()),
-                        &Options::placing(self.routing.view(), self.fairness.view()),
-                        next,
-                        (result, Arc::clone(&self.peer)),
-                    );
-                }
+            let next = Attempt {
+                number: self.attempt.number + 1,
+                ..self.attempt
+            };
+            if self.place_again(result.reborrow(), next) {
                 return;
             }
         }
@@ -104,6 +115,15 @@ impl Entry<ToPeer> for Relayed {
         match why {
             Unanswered::Lost => self.flight.relay_lost(&self.peer, self.sent_at.elapsed()),
             Unanswered::Abandoned => self.flight.relay_abandoned(),
+            // The serving node said farewell without answering it, so it never ran there: it
+            // is placed again, not counted as another attempt, and ends `Draining` if it
+            // cannot be.
+            Unanswered::Unhandled => {
+                if !self.place_again(DispatchResult::Draining, self.attempt) {
+                    self.flight
+                        .relay_answered(DispatchResult::Draining, Arc::clone(&self.peer));
+                }
+            }
         }
     }
 

@@ -6,11 +6,12 @@
 //! `.await`: whichever of the answer, the request's own end (deadline, cancel) and the link's
 //! close takes its entry first wins. An ended request keeps its entry until the other side
 //! answers late, the link closes or a grace runs out, so what it holds stays held while it may
-//! still run. A request moves through [`Stage`]s; how the link lets go of one is said to its
+//! still run. A link being retired takes no new request while those sent await their answers.
+//! A request moves through [`Stage`]s; how the link lets go of one is said to its
 //! [`Entry`] by an answer, an [`Unanswered`] or a [`Release`], so a new way for a link to end
 //! is a new variant there.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::time::Instant;
@@ -45,6 +46,8 @@ pub enum Unanswered {
     Lost,
     /// This node shuts down: the other side may have run it.
     Abandoned,
+    /// The other side said it answered everything it handled: it never ran this one.
+    Unhandled,
 }
 
 /// Why a link lets go of a request that ended without its answer.
@@ -87,9 +90,17 @@ pub(super) struct Inner<K: Kind> {
     pub(super) kind: K,
     pub(super) outbound: Outbound,
     table: Mutex<Table<K>>,
-    /// Set once, under the table's lock; read without it by [`Link::is_open`].
-    closed: AtomicBool,
+    /// [`OPEN`], [`RETIRING`] or [`CLOSED`], in that order; set under the table's lock and
+    /// read without it by [`Link::is_open`].
+    state: AtomicU8,
 }
+
+/// The link takes new requests.
+const OPEN: u8 = 0;
+/// The link takes no new request; those sent still await their answers.
+const RETIRING: u8 = 1;
+/// The link let go of every request.
+const CLOSED: u8 = 2;
 
 /// Cloneable handle to one connection's path for requests and their answers.
 pub struct Link<K: Kind> {
@@ -119,12 +130,11 @@ impl<K: Kind> Link<K> {
             pending,
             held: holding.then(Vec::new),
         });
-        let closed = AtomicBool::new(false);
         let inner = Inner {
             kind,
             outbound,
             table,
-            closed,
+            state: AtomicU8::new(OPEN),
         };
         Self {
             inner: Arc::new(inner),
@@ -134,11 +144,11 @@ impl<K: Kind> Link<K> {
     /// The next correlation id, reserved while the returned guard holds the table.
     ///
     /// # Errors
-    /// [`PushError::Closed`] once the link closed.
+    /// [`PushError::Closed`] once the link is retiring or closed.
     #[inline]
     pub(super) fn vacant(&self) -> Result<Vacant<'_, K>, PushError> {
         let table = self.table();
-        if self.inner.closed.load(Ordering::Relaxed) {
+        if self.inner.state.load(Ordering::Relaxed) != OPEN {
             return Err(PushError::Closed);
         }
         let correlation = table.next_correlation.wrapping_add(1);
@@ -242,10 +252,26 @@ impl<K: Kind> Link<K> {
         self.close_as(Unanswered::Abandoned);
     }
 
+    /// Takes no new request from now on; those sent keep waiting for their answers until the
+    /// link closes.
+    pub fn retire(&self) {
+        let _table = self.table();
+        let _ =
+            self.inner
+                .state
+                .compare_exchange(OPEN, RETIRING, Ordering::Release, Ordering::Relaxed);
+    }
+
+    /// Closes the link because the other side said it answered every request it handled:
+    /// each live one still unanswered was never handled there and is told so.
+    pub fn close_unhandled(&self) {
+        self.close_as(Unanswered::Unhandled);
+    }
+
     fn close_as(&self, why: Unanswered) {
         let pending = {
             let mut table = self.table();
-            self.inner.closed.store(true, Ordering::Release);
+            self.inner.state.store(CLOSED, Ordering::Release);
             table.held = None;
             std::mem::take(&mut table.pending)
         };
@@ -260,10 +286,15 @@ impl<K: Kind> Link<K> {
         }
     }
 
-    /// False once the link closed; read without the table's lock, so a request may still meet
-    /// a close this did not see, and is refused then.
+    /// False once the link is retiring or closed; read without the table's lock, so a request
+    /// may still meet a retirement or close this did not see, and is refused then.
     pub fn is_open(&self) -> bool {
-        !self.inner.closed.load(Ordering::Acquire)
+        self.inner.state.load(Ordering::Acquire) == OPEN
+    }
+
+    /// True once the link let go of every request: closed, not merely retiring.
+    pub fn is_closed(&self) -> bool {
+        self.inner.state.load(Ordering::Acquire) == CLOSED
     }
 
     /// Requests the other side has not let go of, ended ones included.
@@ -417,7 +448,11 @@ mod tests {
 
     #[tokio::test]
     async fn closing_lets_go_of_live_requests_releases_ended_ones_and_refuses_new_ones() {
-        for why in [Unanswered::Lost, Unanswered::Abandoned] {
+        for why in [
+            Unanswered::Lost,
+            Unanswered::Abandoned,
+            Unanswered::Unhandled,
+        ] {
             let (link, _peer) = link(false).await;
             let (live, ended) = (Arc::new(Heard::default()), Arc::new(Heard::default()));
             take(&link, &live);
@@ -427,12 +462,27 @@ mod tests {
             match why {
                 Unanswered::Lost => link.close(),
                 Unanswered::Abandoned => link.close_abandoning(),
+                Unanswered::Unhandled => link.close_unhandled(),
             }
-            assert!(!link.is_open());
+            assert!(!link.is_open() && link.is_closed());
             assert_eq!(live.all(), [format!("{why:?}")]);
             assert_eq!(ended.all(), ["LinkClosed"]);
             assert_eq!(link.vacant().err(), Some(PushError::Closed));
         }
+    }
+
+    #[tokio::test]
+    async fn a_retiring_link_refuses_new_requests_and_still_takes_answers_to_sent_ones() {
+        let (link, _peer) = link(false).await;
+        let heard = Arc::new(Heard::default());
+        let (first, second) = (take(&link, &heard), take(&link, &heard));
+        link.retire();
+        assert!(!link.is_open() && !link.is_closed());
+        assert_eq!(link.vacant().err(), Some(PushError::Closed));
+        assert_eq!(link.deliver(first, Draining), ReplyFate::Delivered);
+        link.close_unhandled();
+        assert_eq!(link.deliver(second, Cancelled), ReplyFate::Unknown);
+        assert_eq!(heard.all(), ["answered Draining", "Unhandled"]);
     }
 
     #[tokio::test(start_paused = true)]
