@@ -325,7 +325,9 @@ impl Node {
     }
 
     /// Tells every worker to drain, then waits, up to the drain timeout, until no dispatch is
-    /// in flight and every registered worker said `Drained` or left; then closes everything.
+    /// in flight and every registered worker said `Drained` or left; then retires every peer
+    /// link (each relay it handled answered, then a farewell) within what is left of the drain
+    /// timeout, and closes everything.
     async fn drain(&self, tasks: &TaskTracker) {
         let shared = &self.shared;
         tracing::info!(active = shared.dispatcher.active(), "draining");
@@ -333,15 +335,28 @@ impl Node {
         shared.draining.cancel();
         shared.undrained.close();
         let drain_timeout = shared.config.drain_timeout();
+        let deadline = tokio::time::Instant::now() + drain_timeout;
         let settled = async {
             tokio::join!(shared.dispatcher.wait_idle(), shared.undrained.wait());
         };
-        if tokio::time::timeout(drain_timeout, settled).await.is_err() {
+        if tokio::time::timeout_at(deadline, settled).await.is_err() {
             tracing::warn!(
                 active = shared.dispatcher.active(),
                 undrained = shared.undrained.len(),
                 "drain timeout; closing anyway"
             );
+        } else {
+            shared.retiring.cancel();
+            shared.peer_links.close();
+            if tokio::time::timeout_at(deadline, shared.peer_links.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    links = shared.peer_links.len(),
+                    "drain timeout while retiring peer links; closing anyway"
+                );
+            }
         }
         shared.closing.cancel();
         tasks.close();

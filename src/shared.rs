@@ -31,8 +31,13 @@ pub(crate) struct Shared {
     pub(crate) tls: NodeTls,
     /// Fires first on shutdown: workers are told to drain.
     pub(crate) draining: CancellationToken,
+    /// Fires once the drain's work is done, and with `closing`: every peer link is retired
+    /// and no member is dialled any more.
+    pub(crate) retiring: CancellationToken,
     /// Fires after the drain: every connection closes.
     pub(crate) closing: CancellationToken,
+    /// A token per peer link until it has ended; the drain waits for none to be left.
+    pub(crate) peer_links: TaskTracker,
     /// A token per registered worker until it says `Drained` or its connection ends; the
     /// drain waits for none to be left.
     pub(crate) undrained: TaskTracker,
@@ -55,6 +60,7 @@ impl Shared {
         dialer: Arc<dyn Dialer>,
         tls: NodeTls,
     ) -> Self {
+        let closing = CancellationToken::new();
         Self {
             config,
             dispatcher,
@@ -62,7 +68,9 @@ impl Shared {
             dialer: tls.peer_dialer(dialer),
             tls,
             draining: CancellationToken::new(),
-            closing: CancellationToken::new(),
+            retiring: closing.child_token(),
+            closing,
+            peer_links: TaskTracker::new(),
             undrained: TaskTracker::new(),
             node_id: OnceLock::new(),
             advertise: OnceLock::new(),

@@ -85,7 +85,8 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
             feature::HEADERS,
             feature::PRIORITY,
             feature::FAIRNESS,
-            feature::STATUS_DOCUMENT
+            feature::STATUS_DOCUMENT,
+            feature::FAREWELL
         ]
     );
     assert_eq!(
@@ -691,6 +692,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
                 feature::PRIORITY,
                 feature::FAIRNESS,
                 feature::STATUS_DOCUMENT,
+                feature::FAREWELL,
             ];
             assert_eq!(hello.features, features);
         }
@@ -704,16 +706,20 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
         pools: Vec::new(),
     }))
     .await;
-    // A farewell needs a feature the node does not list, and so does each resumption frame
-    // and a pool setting: each closes the link with `Error{Unsupported}` naming it.
-    let mut raw = Some(raw);
+    // A farewell is heard: the node retires the link too, saying `Goodbye` to a peer whose
+    // hello did not list `farewell`, and closes.
+    raw.send(Frame::Farewell(Farewell {
+        reason: "draining".into(),
+    }))
+    .await;
+    match next_frame(&mut raw).await {
+        Some(Frame::Goodbye(goodbye)) => assert_eq!(goodbye.reason, "the peer said farewell"),
+        other => panic!("expected Goodbye, got {other:?}"),
+    }
+    raw.closed().await;
+    // Each resumption frame and a pool setting need a feature the node does not list: each
+    // closes the link with `Error{Unsupported}` naming it.
     for (frame, named) in [
-        (
-            Frame::Farewell(Farewell {
-                reason: "draining".into(),
-            }),
-            feature::FAREWELL,
-        ),
         (
             Frame::RelayAck(RelayAck {
                 below: 1,
@@ -744,10 +750,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
             feature::POOL_SETTINGS,
         ),
     ] {
-        let mut link = match raw.take() {
-            Some(link) => link,
-            None => hand_peer_v3(node.addr, hello3(Vec::new())).await,
-        };
+        let mut link = hand_peer_v3(node.addr, hello3(Vec::new())).await;
         link.send(frame).await;
         let error = within("the refusal", async {
             loop {

@@ -63,7 +63,7 @@ pub struct Remote {
     pub link: PeerLink,
     view: Mutex<View>,
     /// Fires when this link gave way to another one for the same peer, or when the token it
-    /// was made under (the node's shutdown) fires.
+    /// was made under (the node retiring its links) fires.
     pub evicted: CancellationToken,
     received: AtomicU64,
     /// Set when the peer's first presence arrived: it kept the link too.
@@ -72,14 +72,14 @@ pub struct Remote {
 
 impl Remote {
     /// A peer reached over `link`, opened by `opener`; its `evicted` token is a child of
-    /// `closing`, so one wait hears both.
+    /// `retiring`, so one wait hears both.
     pub fn new(
         node_id: Arc<str>,
         incarnation: u64,
         address: String,
         opener: Opener,
         link: PeerLink,
-        closing: &CancellationToken,
+        retiring: &CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Self {
             node_id,
@@ -88,7 +88,7 @@ impl Remote {
             opener,
             link,
             view: Mutex::new(View::default()),
-            evicted: closing.child_token(),
+            evicted: retiring.child_token(),
             received: AtomicU64::new(0),
             established: AtomicBool::new(false),
         })
@@ -195,8 +195,9 @@ impl Mesh {
     /// Keeps `remote` as the link to its peer, or turns it down for the link that stays (see
     /// the module doc): a new incarnation replaces the old link; the acceptor of a second link
     /// to the same incarnation refuses it; its dialler keeps it over an older link it dialled
-    /// itself, and over one it accepted only when its own node id sorts lower. A replaced link
-    /// is closed at once.
+    /// itself, and over one it accepted only when its own node id sorts lower. A link replaced
+    /// by a new incarnation is closed at once (the old process is gone); one replaced by a
+    /// link to the same incarnation takes no new relay and is retired by its session.
     ///
     /// # Errors
     /// [`JoinError::Duplicate`] when the existing link stays; it is counted.
@@ -218,8 +219,12 @@ impl Mesh {
             replaced
         };
         if let Some(old) = replaced {
+            if old.incarnation == remote.incarnation {
+                old.link.retire();
+            } else {
+                old.link.close();
+            }
             old.evicted.cancel();
-            old.link.close();
         }
         self.members_changed.touch();
         self.links.touch();
@@ -231,17 +236,7 @@ impl Mesh {
     /// announced is forgotten and its relays in flight end as lost, now. Its relay counts
     /// carry over to the member's; an established link counts as a link down.
     pub fn leave(&self, remote: &Arc<Remote>) {
-        {
-            let mut state = self.lock();
-            let current = state
-                .remotes
-                .get(&remote.node_id)
-                .is_some_and(|current| Arc::ptr_eq(current, remote));
-            if current {
-                state.remotes.remove(&remote.node_id);
-                self.linked.store(state.remotes.len(), Ordering::Release);
-            }
-        }
+        self.forget(remote);
         // Closed before its counts are read: no relay leaves on it after.
         remote.link.close();
         let established = remote.is_established();
@@ -261,6 +256,28 @@ impl Mesh {
         }
         self.links.touch();
         self.changed();
+    }
+
+    /// Forgets `remote` if it is still the link to its peer, leaving its link as it is: a
+    /// retired link whose last frame is sent no longer stands for its peer, so the peer may
+    /// link again while this one still hears the answers to its relays.
+    pub fn forget(&self, remote: &Arc<Remote>) {
+        let forgotten = {
+            let mut state = self.lock();
+            let current = state
+                .remotes
+                .get(&remote.node_id)
+                .is_some_and(|current| Arc::ptr_eq(current, remote));
+            if current {
+                state.remotes.remove(&remote.node_id);
+                self.linked.store(state.remotes.len(), Ordering::Release);
+            }
+            current
+        };
+        if forgotten {
+            self.links.touch();
+            self.changed();
+        }
     }
 
     /// Applies a presence frame from `remote`; the first one establishes the link.

@@ -46,7 +46,7 @@ const JOINING_WAIT: Duration = Duration::from_secs(1);
 /// While dials to one member keep failing, how often that is logged again.
 const FAILURE_SUMMARY: Duration = Duration::from_secs(30);
 
-/// Dials every member and every configured join point, until the node closes.
+/// Dials every member and every configured join point, until the node retires its links.
 pub(crate) async fn supervise(shared: Arc<Shared>, tasks: TaskTracker) {
     let mesh = Arc::clone(shared.dispatcher.mesh());
     // Subscribed before the first look, so no member learned meanwhile is missed.
@@ -71,13 +71,13 @@ pub(crate) async fn supervise(shared: Arc<Shared>, tasks: TaskTracker) {
             }
         }
         tokio::select! {
-            () = shared.closing.cancelled() => return,
+            () = shared.retiring.cancelled() => return,
             changed = members.changed() => if changed.is_err() { return },
         }
     }
 }
 
-/// Keeps a link to member `node_id` until the node closes.
+/// Keeps a link to member `node_id` until the node retires its links.
 async fn dial_member(shared: Arc<Shared>, node_id: Arc<str>) {
     let mesh = Arc::clone(shared.dispatcher.mesh());
     let mut backoff = Backoff::default();
@@ -119,7 +119,8 @@ async fn dial_member(shared: Arc<Shared>, node_id: Arc<str>) {
     }
 }
 
-/// Dials join point `address` until a node answering there says who it is, or the node closes.
+/// Dials join point `address` until a node answering there says who it is, or the node
+/// retires its links.
 async fn dial_join_point(shared: Arc<Shared>, address: String) {
     let mesh = Arc::clone(shared.dispatcher.mesh());
     let mut backoff = Backoff::default();
@@ -150,7 +151,7 @@ async fn dial_join_point(shared: Arc<Shared>, address: String) {
 /// Waits while member `node_id` is linked or no address for it is known; then, once it is
 /// unlinked, [`DEFER`] more when this node's id sorts higher, and while a join point's dial is
 /// in flight, up to [`JOINING_WAIT`]. Returns the address to dial on this `turn`; `None` once
-/// the node closes.
+/// the node retires its links.
 async fn member_unlinked(shared: &Shared, node_id: &str, turn: usize) -> Option<String> {
     let mesh = shared.dispatcher.mesh();
     let defer = if shared.node_id() > node_id {
@@ -162,7 +163,7 @@ async fn member_unlinked(shared: &Shared, node_id: &str, turn: usize) -> Option<
     loop {
         let mut links = mesh.subscribe();
         let mut members = mesh.subscribe_members();
-        if shared.closing.is_cancelled() {
+        if shared.retiring.is_cancelled() {
             return None;
         }
         let mut wake = None;
@@ -191,7 +192,7 @@ async fn member_unlinked(shared: &Shared, node_id: &str, turn: usize) -> Option<
             }
         };
         tokio::select! {
-            () = shared.closing.cancelled() => return None,
+            () = shared.retiring.cancelled() => return None,
             _ = links.changed() => {}
             _ = members.changed() => {}
             () = woken => {}
@@ -201,12 +202,12 @@ async fn member_unlinked(shared: &Shared, node_id: &str, turn: usize) -> Option<
 
 /// Waits until join point `address` is to be dialled: nobody answered there yet, or every
 /// member that may have is unlinked. False once a member said who it is there, or the node
-/// closes.
+/// retires its links.
 async fn join_point_needed(shared: &Shared, address: &str) -> bool {
     let mesh = shared.dispatcher.mesh();
     loop {
         let mut links = mesh.subscribe();
-        if shared.closing.is_cancelled() {
+        if shared.retiring.is_cancelled() {
             return false;
         }
         match mesh.join_point(address) {
@@ -216,7 +217,7 @@ async fn join_point_needed(shared: &Shared, address: &str) -> bool {
             Some(Answer::OneOf(_)) => {}
         }
         tokio::select! {
-            () = shared.closing.cancelled() => return false,
+            () = shared.retiring.cancelled() => return false,
             _ = links.changed() => {}
         }
     }
@@ -229,7 +230,7 @@ enum Reached {
     /// The node there said `Goodbye` instead of its hello.
     Refused(Refusal),
     Failed(DialError),
-    /// The node closed.
+    /// The node retires its links.
     Closing,
 }
 
@@ -261,7 +262,7 @@ async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -
         queue_len: shared.config.outbound_queue,
     };
     let connected = tokio::select! {
-        () = shared.closing.cancelled() => return Reached::Closing,
+        () = shared.retiring.cancelled() => return Reached::Closing,
         connected = connect_with(&*shared.dialer, address, &handshake) => connected,
     };
     let mut conn = match connected {
@@ -274,7 +275,7 @@ async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -
     let exchanged = hello::exchange(shared, &mut conn.reader, &conn.outbound, link).await;
     let (close, reached) = match exchanged {
         Ok(theirs) => {
-            let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
+            let node_id: Arc<str> = Arc::from(theirs.hello.node_id.as_str());
             let mesh = shared.dispatcher.mesh();
             mesh.answered(address, Answer::Member(Arc::clone(&node_id)));
             drop(joining);
@@ -305,12 +306,12 @@ impl Default for Backoff {
 }
 
 impl Backoff {
-    /// Sleeps the next pause, ±50%; false when the node closed meanwhile.
+    /// Sleeps the next pause, ±50%; false when the node retires its links meanwhile.
     async fn pause(&mut self, shared: &Shared) -> bool {
         let pause = self.0.mul_f64(0.5 + fastrand::f64());
         self.0 = (self.0 * 2).min(BACKOFF_MAX);
         tokio::select! {
-            () = shared.closing.cancelled() => false,
+            () = shared.retiring.cancelled() => false,
             () = tokio::time::sleep(pause) => true,
         }
     }

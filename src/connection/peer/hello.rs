@@ -5,7 +5,7 @@
 //! the link before it answers: a link it keeps gets its `PeerHello` (sent by the session), a
 //! link it refuses gets `Goodbye` instead, its hello never sent.
 
-use lintel_wire::{unknown_critical, ErrorCode, Extension, Frame, PeerHello, PeerHello3};
+use lintel_wire::{feature, unknown_critical, ErrorCode, Extension, Frame, PeerHello, PeerHello3};
 
 use super::super::close::Close;
 use super::super::handshake::features;
@@ -39,6 +39,14 @@ impl Side {
 pub(crate) struct Linked {
     pub(crate) side: Side,
     pub(crate) version: u16,
+}
+
+/// A peer's hello, as the version-2 hello it starts with, and what it says of the peer.
+#[derive(Debug)]
+pub(crate) struct Heard {
+    pub(crate) hello: PeerHello,
+    /// The peer retires a link with `Farewell`: its version-3 hello lists `farewell`.
+    pub(crate) farewell: bool,
 }
 
 /// Why the acceptor said `Goodbye` instead of its hello.
@@ -100,8 +108,7 @@ pub(super) fn hello_frame(shared: &Shared, version: u16) -> Frame {
     })
 }
 
-/// A peer's hello in either form its link allows, as the version-2 hello it starts with;
-/// `None` for any other frame.
+/// A peer's hello in either form its link allows; `None` for any other frame.
 ///
 /// # Errors
 /// The close owed for a `PeerHello3` whose extensions this node refuses.
@@ -109,12 +116,17 @@ pub(super) fn read_hello(
     frame: &Frame,
     version: u16,
     max_set_len: usize,
-) -> Option<Result<PeerHello, Close>> {
+) -> Option<Result<Heard, Close>> {
     match frame {
-        Frame::PeerHello(hello) => Some(Ok(hello.clone())),
+        Frame::PeerHello(hello) => Some(Ok(Heard {
+            hello: hello.clone(),
+            farewell: false,
+        })),
         Frame::PeerHello3(hello) if version >= 3 => Some(
-            check_extensions(&hello.extensions, max_set_len, frame.kind().name())
-                .map(|()| hello.hello()),
+            check_extensions(&hello.extensions, max_set_len, frame.kind().name()).map(|()| Heard {
+                hello: hello.hello(),
+                farewell: hello.features.iter().any(|f| f == feature::FAREWELL),
+            }),
         ),
         _ => None,
     }
@@ -152,7 +164,7 @@ pub(super) async fn exchange(
     reader: &mut FrameReader,
     outbound: &Outbound,
     link: Linked,
-) -> Result<PeerHello, HelloFailed> {
+) -> Result<Heard, HelloFailed> {
     if link.side == Side::Dialled
         && outbound
             .send_owed(hello_frame(shared, link.version))
@@ -184,10 +196,11 @@ pub(super) async fn exchange(
             )))
         }
     };
-    if theirs.node_id == shared.node_id() {
+    if theirs.hello.node_id == shared.node_id() {
         return Err(HelloFailed::Myself);
     }
-    if theirs.node_id.is_empty() || theirs.node_id.len() > shared.config.max_name_len {
+    let node_id = &theirs.hello.node_id;
+    if node_id.is_empty() || node_id.len() > shared.config.max_name_len {
         return Err(HelloFailed::Close(Close::goodbye("invalid peer node id")));
     }
     Ok(theirs)

@@ -1,6 +1,7 @@
 //! Peer links: the hellos, the live link, and the dialler that keeps links to every member.
 //!
 //! - `hello`: who each side is; `session`: one live link, presence and relays both ways;
+//! - `retire`: a link's orderly end, every relay it handled answered before a farewell;
 //! - `announce`: what one peer was last told about this node's pools;
 //! - `dial`: one dialler per member, keyed by node id, and one per join point until it is
 //!   known who answers there; each redials with jittered backoff while no link is up.
@@ -8,6 +9,7 @@
 mod announce;
 mod dial;
 mod hello;
+mod retire;
 mod session;
 
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! One live peer link: presence both ways, relays both ways, liveness, and an orderly end.
+//! One live peer link: presence both ways, relays both ways, liveness, and an orderly end
+//! (`retire`) when another link stays, the node drains or closes, or the peer says farewell.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,8 @@ use tokio::time::Instant;
 use super::super::close::Close;
 use super::super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
 use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
-use super::hello::{check_extensions, hello_frame, read_hello, Linked, Side, DUPLICATE};
+use super::hello::{check_extensions, hello_frame, read_hello, Heard, Linked, Side, DUPLICATE};
+use super::retire::{Retirement, Why};
 use crate::auth::Grant;
 use crate::cluster::{Opener, PresenceError, Remote, MAX_MEMBERS};
 use crate::link::{PeerLink, ReplyFate};
@@ -25,15 +27,21 @@ use lintel_client::transport::{FrameReader, Outbound};
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs a link once the other side's hello is read: joins it to the mesh or turns it down,
-/// then serves it until it closes; what was learned over it is forgotten and what it relayed
-/// here is cancelled on the way out.
+/// then serves it until it closes or is retired; what was learned over it is forgotten and
+/// what it relayed here and is still running is cancelled on the way out.
 pub(super) async fn run(
     shared: &Arc<Shared>,
     reader: &mut FrameReader,
     outbound: &Outbound,
     linked: Linked,
-    theirs: PeerHello,
+    heard: Heard,
 ) -> Close {
+    // Held until the link has ended: a draining node waits for its links' retirement.
+    let _linked = shared.peer_links.token();
+    let Heard {
+        hello: theirs,
+        farewell,
+    } = heard;
     let mesh = Arc::clone(shared.dispatcher.mesh());
     let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
     let (side, version) = (linked.side, linked.version);
@@ -49,7 +57,7 @@ pub(super) async fn run(
         theirs.advertise.clone(),
         opener,
         link,
-        &shared.closing,
+        &shared.retiring,
     );
     // Joined before anything is sent: the acceptor's hello and each side's presence go out
     // only on a link this side kept (see the mesh's module doc).
@@ -80,8 +88,22 @@ pub(super) async fn run(
             shared.config.max_missed_pings,
         ),
         budget: shared.config.outbound_queue_bytes,
+        farewell_heard: false,
     };
-    let close = session.serve(reader).await;
+    let close = match session.serve(reader).await {
+        Ended::Close(close) => close,
+        Ended::Retire(why) => {
+            let retirement = Retirement {
+                shared,
+                remote: &remote,
+                outbound,
+                served: &served,
+                keepalive: &mut session.keepalive,
+                farewell: version >= 3 && farewell,
+            };
+            retirement.run(reader, why).await
+        }
+    };
     mesh.leave(&remote);
     drop(closer);
     let _ = tokio::time::timeout(SETTLE_GRACE, served.settled()).await;
@@ -105,6 +127,14 @@ fn learn(shared: &Shared, hello: &PeerHello) {
     }
 }
 
+/// How serving a live link ended.
+enum Ended {
+    /// It closes as this says.
+    Close(Close),
+    /// It is retired.
+    Retire(Why),
+}
+
 struct Session<'a> {
     shared: &'a Arc<Shared>,
     remote: &'a Arc<Remote>,
@@ -116,10 +146,23 @@ struct Session<'a> {
     keepalive: Keepalive,
     /// The link's outbound byte budget.
     budget: usize,
+    /// The peer said farewell: this side retires the link too.
+    farewell_heard: bool,
 }
 
 impl Session<'_> {
-    async fn serve(&mut self, reader: &mut FrameReader) -> Close {
+    async fn serve(&mut self, reader: &mut FrameReader) -> Ended {
+        match self.serve_until_stopped(reader).await {
+            Ok(why) => Ended::Retire(why),
+            Err(close) => Ended::Close(close),
+        }
+    }
+
+    /// Serves the link until it is to be retired, for the reason returned.
+    ///
+    /// # Errors
+    /// The close owed when the link ends any other way.
+    async fn serve_until_stopped(&mut self, reader: &mut FrameReader) -> Result<Why, Close> {
         let shared = self.shared;
         let registry = shared.dispatcher.registry();
         // Noted before the snapshot, so no change after it is missed.
@@ -135,7 +178,7 @@ impl Session<'_> {
             .is_err()
             || self.snapshot().is_err()
         {
-            return Close::Quietly;
+            return Err(Close::Quietly);
         }
         let mut last_look = Instant::now();
         let mut last_sent = Instant::now();
@@ -167,14 +210,18 @@ impl Session<'_> {
             let look = tokio::select! {
                 biased;
                 () = &mut stop => {
-                    if !shared.closing.is_cancelled() {
-                        return Close::goodbye(DUPLICATE);
+                    if shared.closing.is_cancelled() {
+                        return Ok(Why::ShuttingDown);
                     }
-                    // What this node still runs for the peer gets its outcome before the goodbye,
-                    // and what it relayed there ends as shut down, not as a lost peer.
-                    self.served.shut_down();
-                    self.remote.link.close_abandoning();
-                    return Close::goodbye("node shutting down");
+                    if shared.retiring.is_cancelled() {
+                        return Ok(Why::Draining);
+                    }
+                    if self.remote.link.is_closed() {
+                        // A new incarnation of the peer replaced the link: the process that
+                        // relayed here is gone, and what it relayed is cancelled.
+                        return Err(Close::goodbye(DUPLICATE));
+                    }
+                    return Ok(Why::Duplicate);
                 }
                 () = &mut draining, if !draining_told => {
                     draining_told = true;
@@ -186,9 +233,7 @@ impl Session<'_> {
                     false
                 }
                 tick = self.keepalive.tick() => {
-                    if let Err(close) = self.ping(tick) {
-                        return close;
-                    }
+                    self.ping(tick)?;
                     false
                 }
                 // Free slots crossing zero, or workers coming and going: look at once.
@@ -214,7 +259,7 @@ impl Session<'_> {
                     learned.set(members.after(seen_members));
                     let hello = hello_frame(shared, self.version);
                     if self.outbound.send_owed(hello).is_err() {
-                        return Close::Quietly;
+                        return Err(Close::Quietly);
                     }
                     false
                 }
@@ -225,13 +270,13 @@ impl Session<'_> {
                     let mut burst = Burst::after_first();
                     loop {
                         let frame = match read {
-                            None => return Close::Quietly,
-                            Some(Err(err)) => return Close::read_failed(err),
+                            None => return Err(Close::Quietly),
+                            Some(Err(err)) => return Err(Close::read_failed(err)),
                             Some(Ok(frame)) => frame,
                         };
-                        match self.handle(frame) {
-                            Ok(deadline) => timer.arm(deadline, timer_sleep.as_mut()),
-                            Err(close) => return close,
+                        timer.arm(self.handle(frame)?, timer_sleep.as_mut());
+                        if self.farewell_heard {
+                            return Ok(Why::PeerLeft);
                         }
                         match burst.next(reader) {
                             Some(next) => read = next,
@@ -273,7 +318,7 @@ impl Session<'_> {
                     .send_owed(presence_frame(frame.clone(), self.version))
                     .is_err()
                 {
-                    return Close::Quietly;
+                    return Err(Close::Quietly);
                 }
             }
             self.announcer.commit(delta);
@@ -345,7 +390,7 @@ impl Session<'_> {
             Frame::PeerHello(_) | Frame::PeerHello3(_) => {
                 let max_set_len = self.shared.config.max_set_len;
                 let hello = match read_hello(frame, self.version, max_set_len) {
-                    Some(hello) => hello?,
+                    Some(heard) => heard?.hello,
                     None => return Err(Close::unexpected(frame.kind(), "on a peer link")),
                 };
                 if hello.node_id != *self.remote.node_id
@@ -359,11 +404,13 @@ impl Session<'_> {
                 learn(self.shared, &hello);
                 Ok(None)
             }
-            Frame::Farewell(_)
-            | Frame::RelayAck(_)
-            | Frame::Resume(_)
-            | Frame::Resumed(_)
-            | Frame::PoolSettings(_)
+            Frame::Farewell(_) if self.version >= 3 => {
+                // Every relay of ours still unanswered there was never handled: placed again.
+                self.remote.link.close_unhandled();
+                self.farewell_heard = true;
+                Ok(None)
+            }
+            Frame::RelayAck(_) | Frame::Resume(_) | Frame::Resumed(_) | Frame::PoolSettings(_)
                 if self.version >= 3 =>
             {
                 Err(not_implemented(frame.kind()))
@@ -418,7 +465,6 @@ impl Session<'_> {
 /// implement (and so did not list in its hello).
 fn not_implemented(kind: FrameKind) -> Close {
     let feature = match kind {
-        FrameKind::Farewell => feature::FAREWELL,
         FrameKind::PoolSettings => feature::POOL_SETTINGS,
         _ => feature::RELAY_RESUME,
     };
