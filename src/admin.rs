@@ -1,6 +1,6 @@
-//! The admin HTTP listener: `/metrics` (Prometheus text), `/health`, `/ready`, `/status`,
-//! `/window` (the last minutes, second by second), the console at `/` and `/endpoints`
-//! listing them.
+//! The admin HTTP listener: `/metrics` (Prometheus text), `/health`, `/ready`, `/linked`,
+//! `/status`, `/window` (the last minutes, second by second), the console at `/` and
+//! `/endpoints` listing them.
 //!
 //! Off unless `admin_listen` is set. Metrics are read from the node's own state at each scrape
 //! (pools, counters, peers), so nothing is kept twice; the dispatch latency histogram is the
@@ -34,6 +34,7 @@ const ENDPOINTS: &str = "lintel admin listener\n\
 /metrics   Prometheus text, read from the node's state at each scrape\n\
 /health    200 while the process serves\n\
 /ready     200 when the node should get traffic, 503 with the reason otherwise\n\
+/linked    200 when ready and linked to every member it knows, synced with each; 503 with the reason\n\
 /status    the node's status as JSON, as `lintel status --json` prints it, with TLS and peer consoles\n\
 /window    JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second\n\
 /endpoints this list\n";
@@ -104,6 +105,14 @@ fn answer(shared: &Shared, window: &Window, request: &Request<Incoming>) -> Resp
                 format!("{why}\n"),
             ),
         },
+        "/linked" => match not_linked(shared) {
+            None => reply(StatusCode::OK, "text/plain", "linked\n"),
+            Some(why) => reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("{why}\n"),
+            ),
+        },
         "/status" => match status_json(shared) {
             Ok(json) => reply(StatusCode::OK, "application/json", json),
             Err(err) => reply(
@@ -156,6 +165,17 @@ fn not_ready(shared: &Shared) -> Option<&'static str> {
         return Some("a peer's presence is still arriving");
     }
     None
+}
+
+/// Why the node is not yet linked to the whole cluster, if it is not: not ready, or a member
+/// it knows without a link or whose presence is still arriving. What a rolling restart waits
+/// for before it drains the next node.
+fn not_linked(shared: &Shared) -> Option<String> {
+    if let Some(why) = not_ready(shared) {
+        return Some(why.to_owned());
+    }
+    let member = shared.dispatcher.mesh().unlinked_member()?;
+    Some(format!("not linked and synced to member {member} yet"))
 }
 
 /// `/status`: the JSON of `lintel status --json`, with what only the admin listener knows.

@@ -1,14 +1,16 @@
 //! The admin listener of a real node under load: `/metrics` parsed as Prometheus text,
-//! `/health`, `/ready`, `/status`, `/window`, and the console's files with their
+//! `/health`, `/ready`, `/linked`, `/status`, `/window`, and the console's files with their
 //! Content-Security-Policy (`tests/console.rs` loads the console in a browser).
 
 mod support;
 
 use lintel::sdk::{handler_fn, DispatchOptions};
-use lintel::wire::{ActivityOutcome, DispatchResult};
+use lintel::wire::{ActivityOutcome, DispatchResult, Frame, PeerAddress, PeerHello, Presence};
 use lintel::NodeConfig;
 use prometheus_parse::{Scrape, Value};
-use support::{admin_get as get, client, plain, request, sdk_worker, TestNode};
+use support::{
+    admin_get as get, client, cluster_config, hand_peer, plain, request, sdk_worker, TestNode,
+};
 
 fn sample(scrape: &Scrape, name: &str, label: Option<(&str, &str)>) -> Option<f64> {
     scrape
@@ -171,7 +173,9 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
     assert_eq!(get(admin, "/nowhere").await.0, 404);
     let (code, index) = get(admin, "/endpoints").await;
     assert_eq!(code, 200);
-    for endpoint in ["/metrics", "/health", "/ready", "/status", "/window"] {
+    for endpoint in [
+        "/metrics", "/health", "/ready", "/linked", "/status", "/window",
+    ] {
         assert!(index.contains(endpoint), "{index}");
     }
     assert!(status["tls"].is_null(), "TLS is off");
@@ -267,4 +271,36 @@ async fn a_node_with_peers_configured_is_not_ready_until_one_is_linked() {
     assert!(why.contains("no peer linked"), "{why}");
     assert_eq!(get(admin, "/health").await.0, 200, "alive all the same");
     drop(node);
+}
+
+#[tokio::test]
+async fn a_node_is_linked_once_synced_with_every_member_it_knows_not_with_one_peer() {
+    let a = TestNode::joined("a", &[]).await;
+    let (node, admin) = TestNode::with_admin(cluster_config("n", &[a.addr])).await;
+    node.wait_linked(&["a"]).await;
+    assert_eq!(get(admin, "/linked").await, (200, "linked\n".to_owned()));
+
+    // A peer that tells of a member nobody can reach: linked to one peer is not linked to all.
+    let hello = Frame::PeerHello(PeerHello {
+        node_id: "hand".into(),
+        incarnation: 1,
+        advertise: "127.0.0.1:1".into(),
+        peers: vec![PeerAddress {
+            node_id: "ghost".into(),
+            address: "127.0.0.1:1".into(),
+        }],
+    });
+    let mut hand = hand_peer(node.addr, 2, hello).await;
+    hand.send(Frame::Presence(Presence {
+        reset: true,
+        synced: true,
+        draining: false,
+        pools: Vec::new(),
+    }))
+    .await;
+    node.wait_linked(&["a", "hand"]).await;
+    assert_eq!(get(admin, "/ready").await.0, 200);
+    let (code, why) = get(admin, "/linked").await;
+    assert_eq!(code, 503);
+    assert!(why.contains("member ghost"), "{why}");
 }

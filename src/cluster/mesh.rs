@@ -555,6 +555,18 @@ impl Mesh {
         peers
     }
 
+    /// A member this node has no link to, or whose whole presence has not arrived yet, first
+    /// by node id; `None` once linked to every member it knows and synced with each.
+    pub fn unlinked_member(&self) -> Option<Arc<str>> {
+        let state = self.lock();
+        state.members.ids().into_iter().find(|id| {
+            state
+                .remotes
+                .get(id)
+                .is_none_or(|remote| !remote.view().synced)
+        })
+    }
+
     /// True when every linked peer's whole presence has arrived.
     pub fn synced(&self) -> bool {
         self.lock()

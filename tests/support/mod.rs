@@ -10,7 +10,8 @@
 //! - `pki`: [`Pki`], a CA made for one test, and the [`Leaf`] certificates it signs.
 //! - `raw`: [`RawClient`], a client speaking frames, and [`next_frame`], the one way tests read
 //!   a frame past the node's pings.
-//! - `peers`: scripted peers over a [`RawClient`]: [`RawWorker`], [`AutoWorker`], producers.
+//! - `peers`: scripted peers over a [`RawClient`]: [`RawWorker`], [`AutoWorker`], producers,
+//!   a peer node past its hellos ([`hand_peer`]).
 //! - `frames`: builders for handshakes, registrations, requests, replies and submissions.
 //! - `dispatch`: in-process dispatches and what to read from their results.
 //! - `cluster`: peered test nodes, waits on what a node knows of its peers, SDK workers.
@@ -52,7 +53,9 @@ pub use lines::stderr_lines;
 #[allow(unused_imports)]
 pub use node::{quiet_config, within, Events, TestNode, WAIT};
 #[allow(unused_imports)]
-pub use peers::{next_outcome, producer, small_window_worker, AutoWorker, RawWorker, Stats};
+pub use peers::{
+    hand_peer, next_outcome, producer, small_window_worker, AutoWorker, RawWorker, Stats,
+};
 #[allow(unused_imports)]
 pub use pki::{Leaf, Pki};
 #[allow(unused_imports)]

@@ -1,5 +1,5 @@
 //! Scripted peers over raw frames: a worker the test drives frame by frame, a worker that
-//! answers by itself, and a producer connection.
+//! answers by itself, a producer connection, and a peer node past its hellos.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
-use lintel::wire::{Frame, OutcomeFrame, Ping, Pong, Push, Register, Role};
+use lintel::wire::{Frame, Hello, OutcomeFrame, Ping, Pong, Push, Register, Role};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::frames::reply_frame;
+use super::frames::{hello_at, reply_frame};
 use super::node::within;
 use super::raw::{next_frame, small_window_client, RawClient};
 
@@ -205,4 +205,25 @@ pub async fn next_outcome(producer: &mut RawClient) -> OutcomeFrame {
         Some(Frame::Outcome(outcome)) => outcome,
         other => panic!("expected an Outcome, got {other:?}"),
     }
+}
+
+/// A hand-written peer on a link it dialled to `node`, speaking versions 2 to `max_version`,
+/// past the hellos: it sent `hello` (a `PeerHello` or `PeerHello3`) and read the node's.
+pub async fn hand_peer(node: SocketAddr, max_version: u16, hello: Frame) -> RawClient {
+    let mut raw = RawClient::connect(node).await;
+    raw.send(Frame::Hello(Hello {
+        min_version: 2,
+        ..hello_at(Role::Peer, max_version)
+    }))
+    .await;
+    match raw.recv().await {
+        Some(Frame::Welcome(_) | Frame::Welcome3(_)) => {}
+        other => panic!("expected a welcome, got {other:?}"),
+    }
+    raw.send(hello).await;
+    match raw.recv().await {
+        Some(Frame::PeerHello(_) | Frame::PeerHello3(_)) => {}
+        other => panic!("expected the node's hello, got {other:?}"),
+    }
+    raw
 }
