@@ -384,6 +384,64 @@ async fn a_worker_whose_queue_is_full_still_hears_drain() {
     node.shutdown().await;
 }
 
+#[tokio::test]
+async fn drain_goes_out_behind_every_push_queued_before_it() {
+    let config = NodeConfig {
+        drain_timeout_ms: 120_000,
+        ..quiet_config(64)
+    };
+    let mut node = TestNode::with_config(config).await;
+    let mut worker = small_window_worker(node.addr, plain("bp", "big", 10_000, "stalled")).await;
+    // The worker reads nothing yet: 256 KiB pushes fill its socket, then the node's queue.
+    let input = Bytes::from(vec![7u8; 256 << 10]);
+    let dispatcher = Arc::clone(node.node.dispatcher());
+    let mut pushed = Vec::new();
+    within("the worker's queue to fill", async {
+        for _ in 0..512 {
+            let (dispatcher, input) = (Arc::clone(&dispatcher), input.clone());
+            let mut running = Box::pin(async move {
+                let big = DispatchRequest {
+                    input,
+                    ..request("bp", "big", "")
+                };
+                let patient = DispatchOptions::default().reply_timeout(Duration::from_secs(60));
+                dispatcher.dispatch(big, &patient).await
+            });
+            match poll_once(&mut running).await {
+                std::task::Poll::Pending => pushed.push(tokio::spawn(running)),
+                std::task::Poll::Ready(DispatchResult::Refused(_)) => return,
+                std::task::Poll::Ready(other) => panic!("expected a push, got {other:?}"),
+            }
+        }
+        panic!("512 pushes of 256 KiB queued without back-pressure");
+    })
+    .await;
+
+    node.begin_shutdown();
+    let mut held = Vec::new();
+    within("every queued push, then Drain", async {
+        loop {
+            match next_frame(&mut worker.client).await {
+                Some(Frame::Push(push)) => held.push(*push),
+                Some(Frame::Drain(_)) => return,
+                other => panic!("expected pushes, then Drain; got {other:?}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(held.len(), pushed.len(), "a push came after the Drain");
+    for push in &held {
+        worker.reply(push, "done").await;
+    }
+    worker.client.send(drained(held.len() as u64)).await;
+    expect_goodbye_then_close(&mut worker.client).await;
+    for running in pushed {
+        let result = outcome_of(running).await;
+        assert!(matches!(result, DispatchResult::Completed(_)), "{result:?}");
+    }
+    node.shutdown().await;
+}
+
 /// Which way a frame crossed the proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Toward {

@@ -8,7 +8,8 @@
 //!
 //! While the node drains, a registered worker's connection stays open until the worker says
 //! `Drained` (its replies came before it), then the node says `Goodbye` and closes; a worker
-//! that never says it is closed when the drain timeout ends.
+//! that never says it is closed when the drain timeout ends. `Drain` goes out behind every
+//! push queued before it (it would overtake them in the control lane), and no push after it.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -57,22 +58,32 @@ pub(super) fn serve<'a>(
     };
     async move {
         let mut drain_sent = false;
+        // The drain began: `Drain` goes once the pushes queued before it are written.
+        let mut drain_due = false;
         // Made once, not per turn of the loop: each token wait registers with its token once, and
         // later turns only read the token's state.
         let draining = Fired::new(&shared.draining);
         let closing = Fired::new(&shared.closing);
         tokio::pin!(draining, closing);
-        // Every branch is cancel-safe: `FramedRead::next`, `Keepalive::tick` and token waits
-        // lose nothing when another branch wins. Biased so that when drain and close start
-        // together the `Drain` still goes out first, and a flooding peer cannot starve shutdown.
+        // Every branch is cancel-safe: `FramedRead::next`, `Keepalive::tick`, token waits and
+        // `Outbound::below` lose nothing when another branch wins. Biased so that a flooding peer
+        // cannot starve shutdown.
         let close = loop {
             let register = tokio::select! {
                 biased;
-                () = &mut draining, if !drain_sent => {
-                    drain_sent = true;
-                    if conn.registered.is_none() {
+                () = &mut draining, if !drain_sent && !drain_due => {
+                    let Some(registered) = conn.registered.as_ref() else {
                         break Close::goodbye("node is draining");
-                    }
+                    };
+                    // No push is queued from now on; one placed before the drain is placed
+                    // again.
+                    registered.link.retire();
+                    drain_due = true;
+                    None
+                }
+                () = outbound.below(1), if drain_due => {
+                    drain_due = false;
+                    drain_sent = true;
                     let grace_ms = shared.config.drain_timeout_ms;
                     // Owed even to a full queue (once per connection): the drain waits for the
                     // answer, so the worker must hear it.
