@@ -103,16 +103,19 @@ const PRODUCERS: [ProducerSpec; 3] = [
         name: "p-a",
         node: "a",
         dispatches: DISPATCHES,
+        pause_ms: (20, 300),
     },
     ProducerSpec {
         name: "p-b",
         node: "b",
         dispatches: DISPATCHES,
+        pause_ms: (20, 300),
     },
     ProducerSpec {
         name: "p-c",
         node: "c",
         dispatches: DISPATCHES,
+        pause_ms: (20, 300),
     },
 ];
 

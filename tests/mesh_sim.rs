@@ -16,14 +16,16 @@
 //! 5. Partition: the two halves of the cluster are cut apart for 3 s, then healed. Measured:
 //!    the time from the heal until every node sees every other again; checked again: one live
 //!    link per pair.
+//! 6. Rolling restart: under load from fresh producers, every node in turn drains (its workers
+//!    finish and leave, its links retire with a farewell), stops, and starts again as a new
+//!    incarnation; the next waits until every node sees every other again. Measured: the
+//!    restart's length and the `PeerLost` outcomes of dispatches submitted during it (none is
+//!    explained: no cut happens then).
 //!
 //! Every run checks what `cluster_sim.rs` checks (one outcome per dispatch, one push, one hop,
 //! `served_by`), and that no relay ended `PeerLost` unless a reset or the partition severed
-//! its two nodes meanwhile, that no relay went on a link its sender had begun to close, and that
-//! no link turned down as a duplicate carried a relay.
-//!
-//! A rolling restart of every node under load belongs here too once peer links can be retired
-//! with a farewell; [`Phase`] is where it goes, after the partition.
+//! its two nodes meanwhile, that no relay went on a link its sender had begun to close (or
+//! retire), and that no link turned down as a duplicate carried a relay.
 //!
 //! `cargo test` runs 20 nodes. 50 nodes run by hand, in release (a few minutes):
 //! `cargo test --release --test mesh_sim -- --ignored --nocapture`; `LINTEL_SIM_SEED=<seed>`
@@ -74,8 +76,14 @@ const PARTITION: Duration = Duration::from_secs(3);
 const DISPATCHES: u64 = 200;
 /// Producers, on the first odd nodes.
 const PRODUCERS: usize = 4;
+/// Producers of the rolling restart, on every odd node; they submit until it is over, pausing
+/// this little between submissions, so relays keep arriving as each node drains.
+const RESTART_PRODUCERS: usize = 10;
+const RESTART_PAUSE_MS: (u64, u64) = (10, 100);
+/// Longest one node's drain may take before the run fails.
+const DRAIN_BOUND: Duration = Duration::from_secs(30);
 /// Simulated time by which every producer must have heard every outcome.
-const DEADLINE: Duration = Duration::from_secs(150);
+const DEADLINE: Duration = Duration::from_secs(300);
 
 /// The phases of a run, in order; each knows when it is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,8 +93,7 @@ enum Phase {
     Churn,
     Flap,
     Partition,
-    /// Where a rolling restart of every node under load goes, once links retire with a
-    /// farewell.
+    Restart,
     Finish,
 }
 
@@ -102,6 +109,9 @@ struct Figures {
     churn_presence_bytes_per_node_per_s: f64,
     churn_presence_max_node_bytes_per_s: f64,
     heal_converged: Duration,
+    restart: Duration,
+    restart_dispatches: usize,
+    restart_peer_lost: usize,
     dispatches: usize,
     completed: usize,
     peer_lost: usize,
@@ -118,7 +128,8 @@ impl Figures {
                 "\"presence_at_rest_bytes_per_node_per_s\": {:.0}, ",
                 "\"presence_under_churn_bytes_per_node_per_s\": {:.0}, ",
                 "\"presence_under_churn_busiest_node_bytes_per_s\": {:.0}, ",
-                "\"heal_converged_ms\": {}, \"dispatches\": {}, \"completed\": {}, ",
+                "\"heal_converged_ms\": {}, \"restart_ms\": {}, \"restart_dispatches\": {}, ",
+                "\"restart_peer_lost\": {}, \"dispatches\": {}, \"completed\": {}, ",
                 "\"peer_lost\": {}, \"relays\": {}, \"simulated_ms\": {}}}"
             ),
             self.nodes,
@@ -131,6 +142,9 @@ impl Figures {
             self.churn_presence_bytes_per_node_per_s,
             self.churn_presence_max_node_bytes_per_s,
             self.heal_converged.as_millis(),
+            self.restart.as_millis(),
+            self.restart_dispatches,
+            self.restart_peer_lost,
             self.dispatches,
             self.completed,
             self.peer_lost,
@@ -258,6 +272,43 @@ impl Run<'_> {
         }
     }
 
+    /// Starts `specs` on one client host named `host`.
+    fn producers(&mut self, host: &str, specs: Vec<ProducerSpec>, seed: u64) {
+        let record = self.record.clone();
+        self.sim.client(host, async move {
+            let all = specs
+                .into_iter()
+                .map(|spec| producer(spec, seed, record.clone()));
+            futures_util::future::try_join_all(all).await?;
+            Ok(())
+        });
+    }
+
+    /// Drains node `name` until its process ends, starts it again, and steps until every node
+    /// sees every other.
+    fn restart(&mut self, name: &str) {
+        let drain = self.record.lock().drains.get(name).cloned();
+        let Some(drain) = drain else {
+            self.failures
+                .push(format!("{name} cannot be told to drain"));
+            return;
+        };
+        drain.notify_one();
+        let started = self.now();
+        while self.sim.is_host_running(name) {
+            if self.now() - started > DRAIN_BOUND {
+                self.failures
+                    .push(format!("{name} still draining after {DRAIN_BOUND:?}"));
+                break;
+            }
+            if let Err(err) = self.sim.step() {
+                panic!("simulation failed: {err}");
+            }
+        }
+        self.sim.bounce(name);
+        self.until_converged(&format!("the restart of {name}"));
+    }
+
     /// Steps until every node sees every other, looking every 10 ms; how long that took.
     fn until_converged(&mut self, what: &str) -> Duration {
         let started = self.now();
@@ -309,6 +360,8 @@ fn run(count: usize, seed: u64) -> (Figures, Vec<String>) {
         failures: Vec::new(),
     };
     let mut cuts: Vec<Cut> = Vec::new();
+    // When the rolling restart began and ended.
+    let mut restarted = (Duration::ZERO, Duration::ZERO);
     let names = run.names.clone();
     let even: Vec<&'static str> = names.iter().step_by(2).copied().collect();
     let odd: Vec<&'static str> = names.iter().skip(1).step_by(2).copied().collect();
@@ -385,23 +438,14 @@ fn run(count: usize, seed: u64) -> (Figures, Vec<String>) {
                 phase = Phase::Flap;
             }
             Phase::Flap => {
-                let record = run.record.clone();
-                let specs: Vec<ProducerSpec> = odd
-                    .iter()
-                    .take(PRODUCERS)
-                    .map(|node| ProducerSpec {
-                        name: Box::leak(format!("p-{node}").into_boxed_str()),
-                        node,
-                        dispatches: DISPATCHES,
-                    })
-                    .collect();
-                run.sim.client("producers", async move {
-                    let all = specs
-                        .into_iter()
-                        .map(|spec| producer(spec, seed, record.clone()));
-                    futures_util::future::try_join_all(all).await?;
-                    Ok(())
-                });
+                let spec = |node| ProducerSpec {
+                    name: Box::leak(format!("p-{node}").into_boxed_str()),
+                    node,
+                    dispatches: DISPATCHES,
+                    pause_ms: (20, 300),
+                };
+                let specs = odd.iter().take(PRODUCERS).copied().map(spec).collect();
+                run.producers("producers", specs, seed);
                 let (x, y) = (names[1], names[0]);
                 for _ in 0..FLAPS {
                     run.run_for(FLAP_EVERY);
@@ -430,10 +474,38 @@ fn run(count: usize, seed: u64) -> (Figures, Vec<String>) {
                 figures.heal_converged = run.until_converged("heal");
                 run.run_for(SETTLE);
                 run.failures.extend(one_link_per_pair(&run.record, &names));
+                phase = Phase::Restart;
+            }
+            Phase::Restart => {
+                let spec = |node| ProducerSpec {
+                    name: Box::leak(format!("r-{node}").into_boxed_str()),
+                    node,
+                    dispatches: u64::MAX,
+                    pause_ms: RESTART_PAUSE_MS,
+                };
+                let specs = odd
+                    .iter()
+                    .take(RESTART_PRODUCERS)
+                    .copied()
+                    .map(spec)
+                    .collect();
+                run.producers("restart-producers", specs, seed);
+                // The producers get going before the first node drains.
+                run.run_for(SETTLE);
+                restarted.0 = run.now();
+                for name in &names {
+                    run.restart(name);
+                }
+                restarted.1 = run.now();
+                figures.restart = restarted.1 - restarted.0;
+                run.record.lock().producers_stop = true;
+                run.run_for(SETTLE);
+                run.failures.extend(one_link_per_pair(&run.record, &names));
                 phase = Phase::Finish;
             }
             Phase::Finish => {
-                while run.record.lock().producers_done < PRODUCERS.min(odd.len()) {
+                let producers = PRODUCERS.min(odd.len()) + RESTART_PRODUCERS.min(odd.len());
+                while run.record.lock().producers_done < producers {
                     if run.now() >= DEADLINE {
                         run.failures.push(format!(
                             "producers still waiting for outcomes after {DEADLINE:?}"
@@ -468,6 +540,24 @@ fn run(count: usize, seed: u64) -> (Figures, Vec<String>) {
         .filter(|ended| matches!(ended.result, DispatchResult::PeerLost { .. }))
         .count();
     figures.relays = ledger.relays.len();
+    let during_restart = |workflow_id: &String| {
+        ledger
+            .submitted_at
+            .get(workflow_id)
+            .is_some_and(|at| (restarted.0..=restarted.1).contains(at))
+    };
+    figures.restart_dispatches = ledger
+        .submitted
+        .keys()
+        .filter(|id| during_restart(id))
+        .count();
+    figures.restart_peer_lost = ledger
+        .outcomes
+        .iter()
+        .filter(|(id, _)| during_restart(id))
+        .flat_map(|(_, outcomes)| outcomes)
+        .filter(|ended| matches!(ended.result, DispatchResult::PeerLost { .. }))
+        .count();
     (figures, failures)
 }
 

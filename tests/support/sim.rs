@@ -64,6 +64,8 @@ pub struct Ledger {
     pub violations: Vec<String>,
     /// Producers that submitted everything and heard every outcome.
     pub producers_done: usize,
+    /// Once set, producers submit nothing more, and are done once every outcome is in.
+    pub producers_stop: bool,
     /// Every fault, submission, push, reply, outcome, loss and (with `trace_frames`) frame a
     /// node wrote, with the simulated time it was recorded at, in that order: two runs of one
     /// seed record the same.
@@ -77,6 +79,9 @@ pub struct Ledger {
     /// The mesh of each node's current process, while it runs: held weakly, so a crash drops
     /// it with everything else of the process.
     pub meshes: BTreeMap<String, Weak<Mesh>>,
+    /// What starts the drain of each node's current process: notify it once, and the process
+    /// drains, retires its links and ends (a bounce starts it again).
+    pub drains: BTreeMap<String, Arc<tokio::sync::Notify>>,
 }
 
 /// One line of the trace: when, which dispatch (or `-`), and what happened.
@@ -196,7 +201,7 @@ impl<W> Tap<W> {
                 end.turned_down |= goodbye.reason == DUPLICATE && !end.presence;
                 end.closing = true;
             }
-            Frame::Error(_) => end.closing = true,
+            Frame::Error(_) | Frame::Farewell(_) => end.closing = true,
             _ => {}
         }
         match frame {
@@ -297,8 +302,8 @@ impl Dialer for SimDialer {
     }
 }
 
-/// Adds host `name` running a node with `config`; a bounce starts a new node process with the
-/// same config.
+/// Adds host `name` running a node with `config` until its drain is asked for
+/// ([`Ledger::drains`]); a bounce starts a new node process with the same config.
 pub fn node_host(
     sim: &mut turmoil::Sim<'_>,
     name: &'static str,
@@ -319,7 +324,12 @@ pub fn node_host(
                 dialer,
             )?;
             let mesh = Arc::downgrade(node.dispatcher().mesh());
-            record.lock().meshes.insert(name.to_owned(), mesh);
+            let drain = Arc::new(tokio::sync::Notify::new());
+            {
+                let mut ledger = record.lock();
+                ledger.meshes.insert(name.to_owned(), mesh);
+                ledger.drains.insert(name.to_owned(), Arc::clone(&drain));
+            }
             let incoming = futures_util::stream::unfold(listener, move |listener| {
                 let record = record.clone();
                 async move {
@@ -330,7 +340,7 @@ pub fn node_host(
                     Some((accepted, listener))
                 }
             });
-            node.serve_connections(local, incoming, std::future::pending())
+            node.serve_connections(local, incoming, drain.notified())
                 .await;
             Ok(())
         }

@@ -3,7 +3,8 @@
 //!
 //! A worker counts the pushes it holds on its current connection and records a violation when
 //! they exceed its `max_concurrency`; it replies to every push (a cancelled one at once) and
-//! drops its work when its connection goes. A producer submits a fixed number of dispatches
+//! drops its work when its connection goes. Told to drain, it finishes what it holds, says
+//! `Drained` and leaves, and dials its node again. A producer submits a fixed number of dispatches
 //! with a bounded window; the dispatches in flight when its connection closes are recorded as
 //! lost, and it reconnects.
 //!
@@ -17,8 +18,8 @@ use bytes::Bytes;
 use lintel::sdk::connect::connect_with;
 use lintel::sdk::{Connection, Handshake};
 use lintel::wire::{
-    ActivityOutcome, DispatchRequest, DispatchResponse, Frame, NodeRouting, Ping, Pong, Push,
-    Register, Reply, Role, Submit, DEFAULT_MAX_FRAME_LEN,
+    ActivityOutcome, DispatchRequest, DispatchResponse, Drained, Frame, Goodbye, NodeRouting, Ping,
+    Pong, Push, Register, Reply, Role, Submit, DEFAULT_MAX_FRAME_LEN,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -97,7 +98,8 @@ pub async fn worker(spec: WorkerSpec, seed: u64, record: Record) -> turmoil::Res
     }
 }
 
-/// Registers and serves pushes until the connection goes; the work in hand goes with it.
+/// Registers and serves pushes until the connection goes (the work in hand goes with it) or
+/// the node's drain is done.
 async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connection) {
     let Connection {
         mut reader,
@@ -123,7 +125,18 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut nonce = 0;
     let mut heard = Instant::now();
+    // Replies since the node said `Drain`, while it drains.
+    let mut draining: Option<u64> = None;
     loop {
+        if let Some(completed) = draining.filter(|_| holding.is_empty()) {
+            let _ = outbound.send_owed(Frame::Drained(Drained { completed }));
+            let goodbye = Goodbye {
+                reason: "drained".into(),
+            };
+            let _ = outbound.send_owed(Frame::Goodbye(goodbye));
+            outbound.close();
+            return;
+        }
         // Biased, like every select the simulation runs: the same branch wins in a replay.
         tokio::select! {
             biased;
@@ -174,15 +187,24 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
                         });
                     }
                     // Any reply lets go of the slot; the node drops it as late.
-                    Frame::Cancel(cancel) => reply(spec, record, &outbound, &mut holding, cancel.correlation),
+                    Frame::Cancel(cancel) => {
+                        if reply(spec, record, &outbound, &mut holding, cancel.correlation) {
+                            draining = draining.map(|completed| completed + 1);
+                        }
+                    }
                     Frame::Ping(ping) => {
                         let _ = outbound.try_send(Frame::Pong(Pong { nonce: ping.nonce }));
                     }
-                    // Drain, Goodbye, Error, a refused registration: this connection is over.
+                    Frame::Drain(_) => draining = draining.or(Some(0)),
+                    // Goodbye, Error, a refused registration: this connection is over.
                     _ => return,
                 }
             }
-            Some(correlation) = done_rx.recv() => reply(spec, record, &outbound, &mut holding, correlation),
+            Some(correlation) = done_rx.recv() => {
+                if reply(spec, record, &outbound, &mut holding, correlation) {
+                    draining = draining.map(|completed| completed + 1);
+                }
+            }
             () = sleep_until(heard + IDLE) => return,
             _ = ping.tick() => {
                 nonce += 1;
@@ -192,16 +214,17 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
     }
 }
 
-/// Replies to the push `correlation` if it is still held, naming the worker's node.
+/// Replies to the push `correlation` if it is still held, naming the worker's node; true when
+/// it was.
 fn reply(
     spec: WorkerSpec,
     record: &Record,
     outbound: &lintel::transport::Outbound,
     holding: &mut BTreeMap<u64, Push>,
     correlation: u64,
-) {
+) -> bool {
     let Some(push) = holding.remove(&correlation) else {
-        return;
+        return false;
     };
     record.lock().note(
         &push.request.workflow_id,
@@ -217,6 +240,7 @@ fn reply(
         correlation,
         response,
     }));
+    true
 }
 
 /// A producer process connected to `node`.
@@ -226,6 +250,8 @@ pub struct ProducerSpec {
     pub node: &'static str,
     /// Dispatches it submits in all.
     pub dispatches: u64,
+    /// The pause before each submission, drawn in this range of milliseconds.
+    pub pause_ms: (u64, u64),
 }
 
 /// Submissions a producer has in flight at most.
@@ -233,8 +259,11 @@ const WINDOW: usize = 6;
 /// Reply timeout of every submission.
 pub const REPLY_TIMEOUT_MS: u64 = 1_500;
 
-/// Submits `spec.dispatches` dispatches, reconnecting when its connection goes, until each has
-/// an outcome or was lost with a connection.
+/// Submits `spec.dispatches` dispatches (fewer once [`Ledger::producers_stop`] is set),
+/// reconnecting when its connection goes, until each has an outcome or was lost with a
+/// connection.
+///
+/// [`Ledger::producers_stop`]: super::sim::Ledger::producers_stop
 pub async fn producer(spec: ProducerSpec, seed: u64, record: Record) -> turmoil::Result {
     // The workload is a pure function of the seed and the producer.
     let mut rng = fastrand::Rng::with_seed(mix(seed, spec.name));
@@ -264,16 +293,18 @@ async fn submit_all(
         ..
     } = conn;
     let mut in_flight: BTreeMap<u64, String> = BTreeMap::new();
-    let mut submit_at = Instant::now() + Duration::from_millis(rng.u64(20..300));
+    let mut submit_at =
+        Instant::now() + Duration::from_millis(rng.u64(spec.pause_ms.0..spec.pause_ms.1));
     let mut ping = interval(PING);
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut nonce = 0;
     let mut heard = Instant::now();
     let answered = loop {
-        if *next >= spec.dispatches && in_flight.is_empty() {
+        let more = *next < spec.dispatches && !record.lock().producers_stop;
+        if !more && in_flight.is_empty() {
             break true;
         }
-        let room = *next < spec.dispatches && in_flight.len() < WINDOW;
+        let room = more && in_flight.len() < WINDOW;
         // Biased, like every select the simulation runs: the same branch wins in a replay.
         tokio::select! {
             biased;
@@ -340,7 +371,7 @@ async fn submit_all(
                 if outbound.send(Frame::from(submit)).await.is_err() {
                     break false;
                 }
-                submit_at = Instant::now() + Duration::from_millis(rng.u64(20..300));
+                submit_at = Instant::now() + Duration::from_millis(rng.u64(spec.pause_ms.0..spec.pause_ms.1));
             }
             () = sleep_until(heard + IDLE) => break false,
             _ = ping.tick() => {

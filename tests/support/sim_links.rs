@@ -118,7 +118,7 @@ pub struct End {
     pub presence: bool,
     /// It wrote `Goodbye{"duplicate peer link"}` before any presence: it turned the link down.
     pub turned_down: bool,
-    /// It wrote `Goodbye` or `Error`: it began to close the link.
+    /// It wrote `Goodbye`, `Error` or `Farewell`: it began to close the link.
     pub closing: bool,
     /// Its socket is still held.
     pub alive: bool,
