@@ -8,8 +8,9 @@
 //! 2. Once every relay handled here has its `RelayOutcome` queued ([`Flights::settled`]) and
 //!    every frame queued before is written, the last frame is queued: `Farewell` when the
 //!    peer reads it (a version-3 link whose peer lists `farewell`), `Goodbye` otherwise. An
-//!    outcome that cannot be queued (the node closes and it does not come within a grace)
-//!    means no last frame: the origin treats the close as a lost link.
+//!    outcome that cannot be queued (the node closes and it does not come within a grace, or
+//!    the queue refused it at its ceiling) means no last frame: the origin treats the close as
+//!    a lost link.
 //! 3. The write side is shut after it, and the link no longer stands for its peer in the mesh.
 //!    What the peer still sends is read until it closes its side or [`LINGER`] passes, so the
 //!    farewell is not destroyed by the reset a close with unread input sends, and answers to
@@ -110,7 +111,7 @@ impl Retirement<'_> {
     ///
     /// # Errors
     /// The close owed when the peer went away, stopped answering pings, or an outcome could
-    /// not be queued in time: no last frame then.
+    /// not be queued (in time, or at all): no last frame then.
     async fn settle(
         &mut self,
         reader: &mut FrameReader,
@@ -140,7 +141,13 @@ impl Retirement<'_> {
                     shutting_down = true;
                     give_up = Some(Instant::now() + SHUT_DOWN_GRACE);
                 }
-                () = &mut settled => return Ok(()),
+                () = &mut settled => {
+                    if self.outbound.overflowed() {
+                        // An outcome was refused at the queue's ceiling: no farewell can be true.
+                        return Err(Close::Quietly);
+                    }
+                    return Ok(());
+                }
                 () = sleep_until(give_up.unwrap_or_else(Instant::now)), if give_up.is_some() => {
                     tracing::warn!(
                         peer = %self.remote.node_id,
