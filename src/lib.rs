@@ -4,7 +4,8 @@
 //! Lowest layer first; a module imports only from the ones above it in this list.
 //! - [`transport`]: from `lintel-client`: a framed connection over TCP or any socket halves,
 //!   a reader plus a writer task behind a bounded queue; [`signal`]: a cheap change counter;
-//!   [`idmap`]: maps keyed by ids the node assigns, with a fast hasher.
+//!   [`idmap`]: maps keyed by ids the node assigns, with a fast hasher; [`events`]: the
+//!   node's lifecycle events in one bounded ring, and their subscribers.
 //! - [`link`]: the push paths: a worker's queue and a peer's, each with the table that decides
 //!   every push's or relay's fate.
 //! - [`registry`]: pools of connected workers, selection with reserved slots, FIFO waiters,
@@ -40,6 +41,7 @@ pub mod config;
 mod connection;
 mod console;
 pub mod dispatch;
+pub mod events;
 pub mod idmap;
 pub mod link;
 pub mod listener;

@@ -149,7 +149,7 @@ impl Node {
             probation,
             &config.fairness_policy(),
         );
-        let mesh = Mesh::new(config.max_set_len);
+        let mesh = Mesh::telling(config.max_set_len, registry.events().clone());
         let dispatcher = Dispatcher::clustered(
             Arc::clone(&registry),
             mesh,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lintel_wire::{Refusal, RefusalCode, Register3};
+use lintel_wire::{DepartureReason, Refusal, RefusalCode, Register3};
 
 use crate::link::WorkerLink;
 use crate::registry::{RegistrationGuard, Registry, WorkerId};
@@ -23,8 +23,9 @@ pub trait ConnectionNotifier: Send + Sync + 'static {
         link: WorkerLink,
     ) -> Result<WorkerId, Refusal>;
 
-    /// Connection `pid`, registered earlier, is closed. Called exactly once per registration.
-    fn on_worker_unregistered(&self, pid: u64);
+    /// Connection `pid`, registered earlier, is closed, for `reason`. Called exactly once per
+    /// registration.
+    fn on_worker_unregistered(&self, pid: u64, reason: DepartureReason);
 }
 
 /// The default notifier: owns each connection's [`RegistrationGuard`], keyed by pid.
@@ -73,10 +74,12 @@ impl ConnectionNotifier for RegistryNotifier {
         Ok(worker_id)
     }
 
-    fn on_worker_unregistered(&self, pid: u64) {
+    fn on_worker_unregistered(&self, pid: u64, reason: DepartureReason) {
         // Drop outside the map's lock: the guard takes the registry's lock.
         let guard = self.guards().remove(&pid);
-        drop(guard);
+        if let Some(mut guard) = guard {
+            guard.departing(reason);
+        }
     }
 }
 
@@ -88,6 +91,8 @@ pub(crate) struct Registered {
     pub(crate) link: WorkerLink,
     /// The node is shutting down: pushes still live are abandoned rather than lost.
     pub(crate) shutting_down: bool,
+    /// Why the worker leaves, as far as its connection can prove.
+    pub(crate) departure: DepartureReason,
 }
 
 impl Registered {
@@ -103,13 +108,15 @@ impl Registered {
             worker_id,
             link,
             shutting_down: false,
+            departure: DepartureReason::Disconnected,
         }
     }
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        self.notifier.on_worker_unregistered(self.pid);
+        self.notifier
+            .on_worker_unregistered(self.pid, self.departure);
         // Deregistered first so nothing new selects it; then every waiter hears how it ended.
         if self.shutting_down {
             self.link.close_abandoning();

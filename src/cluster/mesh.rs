@@ -32,12 +32,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lintel_wire::{NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence};
+use lintel_wire::{NodeEvent, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence};
 use tokio_util::sync::CancellationToken;
 
 use super::changes::Changes;
 use super::members::{Answer, JoinPoint, Learned, LinkTally, Members};
 use super::view::{draw, Charge, PoolCapacity, PresenceError, View};
+use crate::events::Events;
 use crate::link::PeerLink;
 use crate::registry::{Address, NodeFilter, Tally};
 use crate::signal::Signal;
@@ -169,11 +170,18 @@ pub struct Mesh {
     /// Links turned down because another link to the same incarnation stays.
     duplicates: AtomicU64,
     max_groups: usize,
+    /// Where a link coming up (its peer's first presence) and going down are told.
+    events: Events,
 }
 
 impl Mesh {
     /// An empty mesh accepting at most `max_groups` groups per announced pool.
     pub fn new(max_groups: usize) -> Arc<Self> {
+        Self::telling(max_groups, Events::default())
+    }
+
+    /// As [`Mesh::new`], telling its links' ups and downs to `events`.
+    pub fn telling(max_groups: usize, events: Events) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             changes: Arc::new(Signal::default()),
@@ -182,6 +190,7 @@ impl Mesh {
             members_changed: Arc::new(Signal::default()),
             duplicates: AtomicU64::new(0),
             max_groups,
+            events,
         })
     }
 
@@ -234,8 +243,9 @@ impl Mesh {
 
     /// Forgets `remote` if it is still the link to its peer, and closes its link: what it
     /// announced is forgotten and its relays in flight end as lost, now. Its relay counts
-    /// carry over to the member's; an established link counts as a link down.
-    pub fn leave(&self, remote: &Arc<Remote>) {
+    /// carry over to the member's; an established link counts as a link down, told with
+    /// `reason`.
+    pub fn leave(&self, remote: &Arc<Remote>, reason: &str) {
         self.forget(remote);
         // Closed before its counts are read: no relay leaves on it after.
         remote.link.close();
@@ -250,7 +260,12 @@ impl Mesh {
             }
         }
         if established {
-            tracing::info!(peer = %remote.node_id, address = %remote.address, "peer link down");
+            tracing::info!(peer = %remote.node_id, address = %remote.address, reason, "peer link down");
+            self.events.publish(|| NodeEvent::PeerDown {
+                node_id: remote.node_id.to_string(),
+                incarnation: remote.incarnation,
+                reason: reason.to_owned(),
+            });
         } else {
             tracing::debug!(peer = %remote.node_id, "peer link closed before it came up");
         }
@@ -291,6 +306,11 @@ impl Mesh {
                 tally.ups += 1;
             }
             tracing::info!(peer = %remote.node_id, address = %remote.address, "peer link up");
+            self.events.publish(|| NodeEvent::PeerUp {
+                node_id: remote.node_id.to_string(),
+                incarnation: remote.incarnation,
+                address: remote.address.clone(),
+            });
         }
         self.changed();
         applied
@@ -773,7 +793,7 @@ mod tests {
         for _ in 0..3 {
             first.relay_received();
         }
-        mesh.leave(&first);
+        mesh.leave(&first, "test");
         let second = remote("b", 1, Opener::Peer).await;
         mesh.join(&second).unwrap();
         second.relay_received();
@@ -781,7 +801,7 @@ mod tests {
         assert_eq!(status.len(), 1);
         assert_eq!(status[0].relays_received, 4, "counts survive the link drop");
         // A link that never came up counts neither up nor down.
-        mesh.leave(&second);
+        mesh.leave(&second, "test");
         let tally = mesh.tallies()[0].tally;
         assert_eq!((tally.ups, tally.downs, tally.received), (1, 1, 4));
         assert_eq!(mesh.status()[0].state, PeerLinkState::Connecting);

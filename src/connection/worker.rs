@@ -15,8 +15,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use lintel_wire::{
-    Drain, ErrorCode, Frame, FrameKind, FrameRef, Ping, Pong, Refusal, RefusalCode, Register3,
-    Registered as RegisteredFrame,
+    DepartureReason, Drain, ErrorCode, Frame, FrameKind, FrameRef, Ping, Pong, Refusal,
+    RefusalCode, Register3, Registered as RegisteredFrame,
 };
 
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -55,6 +55,7 @@ pub(super) fn serve<'a>(
         )
         .overdue_after(shared.config.worker_ping_timeout()),
         probation: 0,
+        drained: false,
     };
     async move {
         let mut drain_sent = false;
@@ -128,7 +129,9 @@ pub(super) fn serve<'a>(
             }
         };
         // Deregister before the close frame goes out: nothing selects a closing worker.
-        drop(conn.registered.take());
+        if let Some(mut registered) = conn.registered.take() {
+            registered.departure = departure(&close, conn.drained, registered.shutting_down);
+        }
         close
     }
 }
@@ -147,6 +150,30 @@ struct WorkerConn<'a> {
     keepalive: Keepalive,
     /// Answers the registered worker still owes before it may be selected.
     probation: u32,
+    /// The worker said `Drained`: whatever ends its connection, it left drained.
+    drained: bool,
+}
+
+/// Why a registered worker whose connection ends with `close` leaves, as far as the node can
+/// prove: it said `Drained`, the node shut down, it missed its pings, it broke the protocol,
+/// or else its connection closed.
+fn departure(close: &Close, drained: bool, shutting_down: bool) -> DepartureReason {
+    if drained {
+        return DepartureReason::Drained;
+    }
+    if shutting_down {
+        return DepartureReason::NodeShutdown;
+    }
+    match close {
+        Close::With(frame) | Close::Shed(frame) => match &**frame {
+            Frame::Error(error) if error.code == ErrorCode::LivenessTimeout => {
+                DepartureReason::MissedPings
+            }
+            Frame::Error(_) => DepartureReason::ProtocolError,
+            _ => DepartureReason::Disconnected,
+        },
+        Close::Quietly => DepartureReason::Disconnected,
+    }
 }
 
 impl WorkerConn<'_> {
@@ -199,6 +226,7 @@ impl WorkerConn<'_> {
             Frame::Drained(_) => {
                 self.registered(frame.kind())?;
                 self.undrained = None;
+                self.drained = true;
                 if self.shared.draining.is_cancelled() {
                     return Err(Close::goodbye("drained"));
                 }
@@ -236,6 +264,7 @@ impl WorkerConn<'_> {
                 namespace = clip(namespace),
                 "registration refused: namespace not granted"
             );
+            self.shared.dispatcher.registry().refused(&register);
             self.shared
                 .tally
                 .refused("register", RefusalCode::Unauthorized);
@@ -283,6 +312,7 @@ impl WorkerConn<'_> {
                     "registration refused"
                 );
                 self.shared.tally.refused("register", refusal.code);
+                self.shared.dispatcher.registry().refused(&register);
                 let refused = Frame::RegisterRefused(refusal);
                 self.outbound
                     .send(refused)

@@ -16,12 +16,12 @@ use tokio::time::Instant;
 use lintel_client::status::Standing;
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{
-    Census3, NodeRouting, PoolPresence, PoolStatus, PresenceGroup, Refusal, RefusalCode, Register3,
-    RoutingRef, WaitingStatus,
+    Census3, DepartureReason, NodeEvent, NodeRouting, PoolPresence, PoolStatus, PresenceGroup,
+    Refusal, RefusalCode, Register3, RoutingRef, WaitingStatus, WorkerEvent,
 };
 use tokio::sync::oneshot;
 
-use super::admission::{validate, validate_capacity, AdmissionLimits};
+use super::admission::{normalize_task_queue, validate, validate_capacity, AdmissionLimits};
 use super::departures::Departures;
 use super::fairness::{
     CapReached, Fairness, FairnessPolicy, FairnessRef, FairnessStatus, Keys, DEFAULT_WEIGHT,
@@ -29,6 +29,7 @@ use super::fairness::{
 use super::selection::{census, compatible, eligible, NodeFilter, Tally, Tiers};
 use super::waiters::{Grantee, Grants, Seat, WaitKey, Waiter, Waiters};
 use super::worker::{Exclusion, WorkerCell, WorkerId};
+use crate::events::Events;
 use crate::idmap::{IdMap, KeyedMap};
 use crate::link::WorkerLink;
 use crate::signal::Signal;
@@ -77,6 +78,9 @@ pub struct Registry {
     probation: Option<Duration>,
     /// Touched on every change of membership, slots or waiters.
     changes: Signal,
+    /// Where a worker's registration, exclusions, restoration and departure are told, under
+    /// the lock that made them, so they are told in the order they happened.
+    events: Events,
     /// Touched when a worker joins, leaves, changes capacity or exclusion, or its free slots
     /// go between zero and some: what a peer must hear of at once.
     crossings: Signal,
@@ -117,6 +121,7 @@ impl Registry {
             limits,
             probation,
             changes: Signal::default(),
+            events: Events::default(),
             crossings: Signal::default(),
         })
     }
@@ -125,6 +130,11 @@ impl Registry {
     /// eligible.
     pub fn probation(&self) -> Option<Duration> {
         self.probation
+    }
+
+    /// The node's lifecycle events: the registry tells its workers' there.
+    pub fn events(&self) -> &Events {
+        &self.events
     }
 
     /// Touched on every change of membership, slots or waiters.
@@ -202,11 +212,20 @@ impl Registry {
             pool.members.push(Arc::clone(&cell));
         }
         state.workers.insert(id, Arc::clone(&cell));
+        self.events
+            .publish(|| NodeEvent::WorkerRegistered(cell.event()));
+        if let Some(exclusion) = probation {
+            self.events.publish(|| NodeEvent::WorkerExcluded {
+                worker: cell.event(),
+                reason: exclusion.reason(),
+            });
+        }
         self.serve_waiters(&mut state, &cell);
         self.touched();
         Ok(RegistrationGuard {
             registry: Arc::clone(self),
             id,
+            departure: DepartureReason::Disconnected,
         })
     }
 
@@ -354,7 +373,16 @@ impl Registry {
         if !worker.set_excluded(exclusion, excluded) {
             return false;
         }
-        if !excluded {
+        if excluded {
+            self.events.publish(|| NodeEvent::WorkerExcluded {
+                worker: worker.event(),
+                reason: exclusion.reason(),
+            });
+        } else {
+            if !worker.is_excluded() {
+                self.events
+                    .publish(|| NodeEvent::WorkerRestored(worker.event()));
+            }
             self.serve_waiters(&mut state, &worker);
         }
         self.touched();
@@ -365,8 +393,15 @@ impl Registry {
     pub fn drain(&self) {
         let mut state = self.lock();
         state.draining = true;
-        for worker in state.workers.values() {
-            worker.set_excluded(Exclusion::Draining, true);
+        let mut workers: Vec<&Arc<WorkerCell>> = state.workers.values().collect();
+        workers.sort_unstable_by_key(|worker| worker.id);
+        for worker in workers {
+            if worker.set_excluded(Exclusion::Draining, true) {
+                self.events.publish(|| NodeEvent::WorkerExcluded {
+                    worker: worker.event(),
+                    reason: Exclusion::Draining.reason(),
+                });
+            }
         }
         self.touched();
     }
@@ -550,11 +585,53 @@ impl Registry {
         }
     }
 
-    fn remove(&self, id: WorkerId) {
+    /// Tells that a registration was refused, naming the worker as far as its registration
+    /// can be trusted: names past the admission limits are left out.
+    pub fn refused(&self, register: &Register3) {
+        let AdmissionLimits {
+            max_name_len,
+            max_set_len,
+        } = self.limits;
+        let fits = |name: &&String| !name.is_empty() && name.len() <= max_name_len;
+        let task_queue = normalize_task_queue(&register.task_queue);
+        let channels = if task_queue.len() <= max_name_len {
+            register
+                .namespaces
+                .iter()
+                .filter(fits)
+                .take(max_set_len)
+                .map(|namespace| dispatch_channel_name(namespace, task_queue, None))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let identity = register
+            .identity
+            .char_indices()
+            .take_while(|(at, c)| at + c.len_utf8() <= max_name_len)
+            .map(|(_, c)| c)
+            .collect();
+        self.events.publish(|| NodeEvent::WorkerDeparted {
+            worker: WorkerEvent {
+                worker_id: 0,
+                identity,
+                deployment: register.deployment.as_ref().filter(fits).cloned(),
+                instance_id: register.instance_id.as_ref().filter(fits).cloned(),
+                channels,
+            },
+            reason: DepartureReason::RefusedAtRegistration,
+        });
+    }
+
+    fn remove(&self, id: WorkerId, departure: DepartureReason) {
         let mut state = self.lock();
         let Some(cell) = state.workers.remove(&id) else {
             return;
         };
+        self.events.publish(|| NodeEvent::WorkerDeparted {
+            worker: cell.event(),
+            reason: departure,
+        });
         let registration = &cell.registration;
         let now = Instant::now();
         for namespace in &registration.namespaces {
@@ -778,11 +855,13 @@ fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Tal
     )
 }
 
-/// Owns a registry entry: dropping it deregisters the worker.
+/// Owns a registry entry: dropping it deregisters the worker, telling its departure with the
+/// reason set last ([`DepartureReason::Disconnected`] unless set).
 #[derive(Debug)]
 pub struct RegistrationGuard {
     registry: Arc<Registry>,
     id: WorkerId,
+    departure: DepartureReason,
 }
 
 impl RegistrationGuard {
@@ -790,11 +869,16 @@ impl RegistrationGuard {
     pub fn worker_id(&self) -> WorkerId {
         self.id
     }
+
+    /// Sets why the worker leaves when the guard drops.
+    pub fn departing(&mut self, reason: DepartureReason) {
+        self.departure = reason;
+    }
 }
 
 impl Drop for RegistrationGuard {
     fn drop(&mut self) {
-        self.registry.remove(self.id);
+        self.registry.remove(self.id, self.departure);
     }
 }
 

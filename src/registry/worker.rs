@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use lintel_client::status::Standing;
-use lintel_wire::WorkerStatus;
+use lintel_wire::channel::dispatch_channel_name;
+use lintel_wire::{ExclusionReason, WorkerEvent, WorkerStatus};
 
 use super::admission::Registration;
 use crate::link::WorkerLink;
@@ -25,6 +26,15 @@ pub enum Exclusion {
 }
 
 impl Exclusion {
+    /// The reason an event gives for it.
+    pub(super) fn reason(self) -> ExclusionReason {
+        match self {
+            Exclusion::Draining => ExclusionReason::Draining,
+            Exclusion::Probation => ExclusionReason::Probation,
+            Exclusion::Unreachable => ExclusionReason::Unreachable,
+        }
+    }
+
     fn bit(self) -> u8 {
         match self {
             Exclusion::Draining => 1,
@@ -131,6 +141,22 @@ impl WorkerCell {
         self.registration.task_queue == task_queue
             && self.registration.namespaces.contains(namespace)
             && self.registration.activity_types.contains(activity)
+    }
+
+    /// The worker as an event names it.
+    pub(super) fn event(&self) -> WorkerEvent {
+        let registration = &self.registration;
+        WorkerEvent {
+            worker_id: self.id,
+            identity: registration.identity.clone(),
+            deployment: registration.deployment.clone(),
+            instance_id: registration.instance_id.clone(),
+            channels: registration
+                .namespaces
+                .iter()
+                .map(|namespace| dispatch_channel_name(namespace, &registration.task_queue, None))
+                .collect(),
+        }
     }
 
     /// The worker as the wire's status tells it: `draining` says it is excluded, whatever why.

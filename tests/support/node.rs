@@ -104,8 +104,8 @@ impl ConnectionNotifier for CountingNotifier {
         result
     }
 
-    fn on_worker_unregistered(&self, pid: u64) {
-        self.inner.on_worker_unregistered(pid);
+    fn on_worker_unregistered(&self, pid: u64, reason: lintel::wire::DepartureReason) {
+        self.inner.on_worker_unregistered(pid, reason);
         *self
             .events
             .unregistered

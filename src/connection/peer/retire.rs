@@ -54,7 +54,7 @@ pub(super) enum Why {
 
 impl Why {
     /// The reason the last frame gives.
-    fn reason(self) -> &'static str {
+    pub(super) fn reason(self) -> &'static str {
         match self {
             Why::Duplicate => DUPLICATE,
             Why::Draining => "draining",

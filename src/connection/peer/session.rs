@@ -90,8 +90,11 @@ pub(super) async fn run(
         budget: shared.config.outbound_queue_bytes,
         farewell_heard: false,
     };
-    let close = match session.serve(reader).await {
-        Ended::Close(close) => close,
+    let (close, down) = match session.serve(reader).await {
+        Ended::Close(close) => {
+            let down = down_reason(&close);
+            (close, down)
+        }
         Ended::Retire(why) => {
             let retirement = Retirement {
                 shared,
@@ -101,13 +104,26 @@ pub(super) async fn run(
                 keepalive: &mut session.keepalive,
                 farewell: version >= 3 && farewell,
             };
-            retirement.run(reader, why).await
+            (retirement.run(reader, why).await, why.reason().to_owned())
         }
     };
-    mesh.leave(&remote);
+    mesh.leave(&remote, &down);
     drop(closer);
     let _ = tokio::time::timeout(SETTLE_GRACE, served.settled()).await;
     close
+}
+
+/// Why a link that ends with `close` went down, for its event: the frame this side closes
+/// with, or the peer's close.
+fn down_reason(close: &Close) -> String {
+    match close {
+        Close::With(frame) | Close::Shed(frame) => match &**frame {
+            Frame::Error(error) => format!("{:?}: {}", error.code, error.reason),
+            Frame::Goodbye(goodbye) => goodbye.reason.clone(),
+            other => format!("closed with {}", other.kind()),
+        },
+        Close::Quietly => "the link closed".to_owned(),
+    }
 }
 
 /// The other side and the members it knows become members here too, by node id.
