@@ -5,7 +5,8 @@
 //! identity of a verified client certificate, some roles and namespaces (exact names, or
 //! prefixes ending in `*`). A hello's token decides when it carries one; without a token, the
 //! client certificate's identity does. Peers present the `cluster_secret` when one is set.
-//! The `observer` role lets a producer connection read status and nothing more. Secrets are
+//! The `observer` role lets a producer connection read status and the node's events, and
+//! nothing more; a grant with both the producer and observer roles does both. Secrets are
 //! compared in constant time; a refusal names the credential presented, never a secret.
 //!
 //! A grant also decides how its producers' dispatches share a full pool: under the grant's
@@ -168,6 +169,9 @@ pub struct Grant {
     holder: Holder,
     /// A producer connection that may read status only.
     observer: bool,
+    /// It may subscribe to the node's events: its grant has the observer role, or no grant
+    /// was needed.
+    events: bool,
     /// The key its dispatches run under, whatever their requests say; `None`: the request's.
     fairness_key: Option<Arc<str>>,
     /// Whether the weights its requests ask for count.
@@ -204,6 +208,7 @@ impl Grant {
             prefixes: Vec::new(),
             holder: Holder::Anyone,
             observer: false,
+            events: true,
             fairness_key: None,
             weights: true,
         }
@@ -216,6 +221,7 @@ impl Grant {
             prefixes: Vec::new(),
             holder,
             observer: false,
+            events: false,
             fairness_key: None,
             weights: false,
         };
@@ -235,6 +241,7 @@ impl Grant {
     fn observer(holder: Holder) -> Self {
         Self {
             observer: true,
+            events: true,
             ..Self::of(&[], holder)
         }
     }
@@ -252,6 +259,20 @@ impl Grant {
     /// True when every namespace is granted.
     pub fn is_all(&self) -> bool {
         self.all
+    }
+
+    /// True when the connection may subscribe to the node's events.
+    pub fn may_observe(&self) -> bool {
+        self.events
+    }
+
+    /// Why a subscription is refused to a connection [`Grant::may_observe`] refused: names
+    /// the credential presented, never a secret.
+    pub fn observe_refusal(&self) -> String {
+        format!(
+            "{} is not granted the observer role, which events need",
+            self.holder
+        )
     }
 
     /// The fairness a dispatch of this connection runs under, given what its request `asked`:
@@ -387,6 +408,7 @@ impl Authenticator<'_> {
         Ok(Grant {
             fairness_key,
             weights: grant.fairness_weights,
+            events: grant.roles.contains(&GrantRole::Observer),
             ..Grant::of(&grant.namespaces, holder)
         })
     }
@@ -605,6 +627,42 @@ mod tests {
             "{}",
             refused.reason
         );
+    }
+
+    #[test]
+    fn events_need_the_observer_role_unless_no_grant_was_needed() {
+        let grants = vec![
+            grant("look", &[GrantRole::Observer], &[]),
+            grant(
+                "both",
+                &[GrantRole::Producer, GrantRole::Observer],
+                &["billing"],
+            ),
+            grant("send", &[GrantRole::Producer], &["billing"]),
+        ];
+        let node = node(&grants);
+        let may = |token| {
+            node.authenticate(Role::Producer, Some(token), None)
+                .unwrap()
+                .may_observe()
+        };
+        assert!(may("look") && may("both") && !may("send"));
+        let both = node
+            .authenticate(Role::Producer, Some("both"), None)
+            .unwrap();
+        assert!(
+            both.allows("billing"),
+            "observer besides producer still dispatches"
+        );
+        let open = Authenticator::default();
+        assert!(open
+            .authenticate(Role::Producer, None, None)
+            .unwrap()
+            .may_observe());
+        let sent = node
+            .authenticate(Role::Producer, Some("send"), None)
+            .unwrap();
+        assert!(sent.observe_refusal().contains("observer role"));
     }
 
     #[test]

@@ -9,9 +9,10 @@ use bytes::Bytes;
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{Worker, WorkerConfig};
 use lintel::wire::{
-    feature, ActivityOutcome, DispatchResult, ErrorCode, Extension, Farewell, Frame, Header, Hello,
-    NoWorkerReason, PeerHello, PeerHello3, PoolSettings, Presence, RefusalCode, RefusedReason,
-    Register3, RelayAck, RequestExtras, Resume, Resumed, Role, StatusQuery, Submit3, Subscribe,
+    feature, ActivityOutcome, Cancel, DispatchResult, ErrorCode, Extension, Farewell, Frame,
+    Header, Hello, NoWorkerReason, PeerHello, PeerHello3, PoolSettings, Presence, RefusalCode,
+    RefusedReason, Register3, RelayAck, RequestExtras, Resume, Resumed, Role, StatusQuery, Submit3,
+    Subscribe,
 };
 use lintel::NodeConfig;
 use support::{
@@ -86,7 +87,8 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
             feature::PRIORITY,
             feature::FAIRNESS,
             feature::STATUS_DOCUMENT,
-            feature::FAREWELL
+            feature::FAREWELL,
+            feature::EVENTS
         ]
     );
     assert_eq!(
@@ -261,20 +263,17 @@ async fn what_the_node_does_not_implement_is_refused_and_named_never_ignored() {
     .expect("connection stays up");
     assert_eq!(refused(&invalid).0, RefusedReason::InvalidRequest);
 
-    // A subscription is answered, not ignored.
+    // A subscription lives until cancelled, then says so.
     let (mut raw, _) = RawClient::hello_at(node.addr, Role::Producer, 3).await;
     raw.send(Frame::Subscribe(Subscribe {
         correlation: 4,
         topics: Vec::new(),
     }))
     .await;
+    raw.send(Frame::Cancel(Cancel { correlation: 4 })).await;
     match next_frame(&mut raw).await {
         Some(Frame::SubscriptionEnded(ended)) => {
-            assert_eq!(
-                (ended.correlation, ended.code),
-                (4, RefusalCode::Unsupported)
-            );
-            assert!(ended.reason.contains(feature::EVENTS), "{}", ended.reason);
+            assert_eq!((ended.correlation, ended.code), (4, RefusalCode::Cancelled));
         }
         other => panic!("expected SubscriptionEnded, got {other:?}"),
     }
@@ -693,6 +692,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
                 feature::FAIRNESS,
                 feature::STATUS_DOCUMENT,
                 feature::FAREWELL,
+                feature::EVENTS,
             ];
             assert_eq!(hello.features, features);
         }

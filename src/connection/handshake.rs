@@ -20,12 +20,13 @@ const MIN_VERSION: u16 = 1;
 pub(crate) const PEER_VERSION: u16 = 2;
 
 /// What this node implements of version 3, as its `Welcome3` and `PeerHello3` list it.
-pub(crate) const FEATURES: [&str; 5] = [
+pub(crate) const FEATURES: [&str; 6] = [
     feature::HEADERS,
     feature::PRIORITY,
     feature::FAIRNESS,
     feature::STATUS_DOCUMENT,
     feature::FAREWELL,
+    feature::EVENTS,
 ];
 
 /// [`FEATURES`], as a frame carries them.

@@ -7,6 +7,7 @@ mod handshake;
 mod peer;
 mod producer;
 mod report;
+mod subscriptions;
 mod worker;
 
 use std::future::Future;

@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{feature, Frame, FrameRef, Pong, RefusalCode, StatusReport, SubscriptionEnded};
+use lintel_wire::{Frame, FrameRef, Pong, StatusReport};
 use tokio::time::Instant;
 
 use super::close::Close;
 use super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
 use super::report;
+use super::subscriptions::{Subscriptions, SHUTTING_DOWN};
 use crate::auth::Grant;
 use crate::shared::{Fired, Shared};
 use lintel_client::keepalive::Keepalive;
@@ -33,6 +34,12 @@ pub(super) async fn serve(
     version: u16,
     grant: Grant,
 ) -> Close {
+    let allowed = if grant.may_observe() {
+        Ok(())
+    } else {
+        Err(grant.observe_refusal())
+    };
+    let mut subscriptions = Subscriptions::new(shared, outbound, allowed);
     let answer = Answer::Producer {
         version,
         node_id: Arc::from(shared.node_id()),
@@ -84,6 +91,7 @@ pub(super) async fn serve(
                 // Whatever still runs gets its outcome, queued before the goodbye.
                 flights.shut_down();
                 let _ = tokio::time::timeout(SETTLE_GRACE, flights.settled()).await;
+                subscriptions.end_all(SHUTTING_DOWN).await;
                 break Close::goodbye("node shutting down");
             }
             () = &mut timer_sleep, if timer.armed.is_some() => {
@@ -144,7 +152,11 @@ pub(super) async fn serve(
         };
         keepalive.heard();
         match frame {
-            Frame::Cancel(cancel) => flights.cancel(cancel.correlation),
+            Frame::Cancel(cancel) => {
+                if !subscriptions.cancel(cancel.correlation) {
+                    flights.cancel(cancel.correlation);
+                }
+            }
             Frame::StatusQuery(query) => {
                 let max_frame_len = shared.config.max_frame_len;
                 let report = match version {
@@ -172,16 +184,7 @@ pub(super) async fn serve(
                 }
             }
             Frame::Subscribe(subscribe) if version >= 3 => {
-                // Answered, never ignored: this node does not list the feature.
-                let ended = Frame::SubscriptionEnded(SubscriptionEnded {
-                    correlation: subscribe.correlation,
-                    code: RefusalCode::Unsupported,
-                    reason: format!(
-                        "events need the feature {}, which this node does not implement",
-                        feature::EVENTS
-                    ),
-                });
-                if let Err(SendError::Closed) = outbound.send_owed(ended) {
+                if let Err(SendError::Closed) = subscriptions.subscribe(subscribe.clone()) {
                     break Close::Quietly;
                 }
             }

@@ -413,6 +413,16 @@ impl Outbound {
         .await;
     }
 
+    /// Resolves once fewer than `frames` frames and fewer than `bytes` bytes are queued, or
+    /// the connection is closing.
+    pub async fn under(&self, frames: usize, bytes: usize) {
+        self.wait_until(|outbound| {
+            let state = outbound.pipe.state();
+            (state.frames() < frames && state.bytes() < bytes) || !state.phase.is_open()
+        })
+        .await;
+    }
+
     /// Queues `frame` and then a close: both go out in order, then the write side shuts.
     pub async fn close_with(&self, frame: Frame) {
         if self.send(frame).await.is_ok() {
