@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lintel_wire::{
-    feature, Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Frame, FrameRef,
-    Goodbye, Pong, RequestRef, Role, StatusQuery, Submit, Submit3, Welcome3, DEFAULT_MAX_FRAME_LEN,
-    PROTOCOL_VERSION,
+    feature, Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Event, EventTopic,
+    Frame, FrameRef, Goodbye, Pong, RefusalCode, RequestRef, Role, StatusQuery, Submit, Submit3,
+    Subscribe, SubscriptionEnded, Welcome3, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 use tokio::net::ToSocketAddrs;
 use tokio::sync::oneshot;
@@ -28,6 +28,7 @@ use crate::connect::{
 use crate::keepalive::{Keepalive, Tick};
 use crate::options::DispatchOptions;
 use crate::status::Status;
+use crate::subscription::{self, Sink, Subscription};
 use crate::tls::ClientTls;
 use crate::transport::{Batched, FrameReader, Outbound, SendError};
 
@@ -77,6 +78,9 @@ pub enum ClientError {
     /// The node's status document is not the JSON of a status.
     #[error("the node's status document does not read as a status: {0}")]
     BadStatus(String),
+    /// The node refused a subscription (`Unauthorized` without the observer role).
+    #[error("the node refused the subscription ({code:?}): {reason}")]
+    Refused { code: RefusalCode, reason: String },
 }
 
 /// A dispatch's result and the node that served it.
@@ -127,6 +131,7 @@ struct Pending {
     closed: bool,
     dispatches: IdMap<oneshot::Sender<Dispatched>>,
     statuses: IdMap<oneshot::Sender<Result<Status, ClientError>>>,
+    subscriptions: IdMap<Sink>,
 }
 
 /// A map keyed by a correlation id this client assigned itself. The ids are sequential and
@@ -142,16 +147,17 @@ impl Shared {
     /// Marks the connection gone: every waiter hears [`ClientError::Closed`] now, and new
     /// entries are refused.
     fn fail_all(&self) {
-        let (dispatches, statuses) = {
+        let (dispatches, statuses, subscriptions) = {
             let mut pending = self.lock();
             pending.closed = true;
             (
                 std::mem::take(&mut pending.dispatches),
                 std::mem::take(&mut pending.statuses),
+                std::mem::take(&mut pending.subscriptions),
             )
         };
         // Dropping the senders wakes the waiters, outside the lock.
-        drop((dispatches, statuses));
+        drop((dispatches, statuses, subscriptions));
         self.closed.cancel();
     }
 }
@@ -164,6 +170,19 @@ impl Shared {
                 let _ = waiter.send(dispatched);
             }
             None => tracing::debug!(correlation, "outcome for a dispatch nobody waits for"),
+        }
+    }
+
+    fn event(&self, event: Event) {
+        if let Some(sink) = self.lock().subscriptions.get_mut(&event.correlation) {
+            sink.deliver(event);
+        }
+    }
+
+    fn ended(&self, ended: SubscriptionEnded) {
+        let sink = self.lock().subscriptions.remove(&ended.correlation);
+        if let Some(sink) = sink {
+            sink.end(ended);
         }
     }
 
@@ -433,6 +452,65 @@ impl Client {
         answer.map_err(|_| ClientError::Closed)?
     }
 
+    /// Subscribes to the node's lifecycle events of `topics` (every topic when empty): workers
+    /// registering, excluded, restored and departing, peer links up and down. Resolves once
+    /// the node has taken the subscription, so every event after this call is in the stream.
+    /// Needs the observer role where the node requires credentials.
+    ///
+    /// # Errors
+    /// [`ClientError::Unsupported`] from a node before version 3, [`ClientError::Refused`]
+    /// when the node refuses it (`Unauthorized` without the observer role, `Unsupported` from
+    /// a node without the feature `events`), [`ClientError::Closed`] when the connection is
+    /// lost.
+    pub async fn subscribe(&self, topics: &[EventTopic]) -> Result<Subscription, ClientError> {
+        let inner = &*self.inner;
+        let version = inner.welcome.version;
+        if version < 3 {
+            return Err(ClientError::Unsupported {
+                version,
+                what: feature::EVENTS,
+            });
+        }
+        let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let (sink, events, mut ending) = Sink::new();
+        {
+            let mut pending = inner.shared.lock();
+            if pending.closed {
+                return Err(ClientError::Closed);
+            }
+            pending.subscriptions.insert(correlation, sink);
+        }
+        // Until it is handed over, a subscription this call leaves is forgotten and cancelled.
+        let unclaimed = Unclaimed {
+            client: self,
+            correlation,
+        };
+        inner
+            .outbound
+            .send(Frame::Subscribe(Subscribe {
+                correlation,
+                topics: topics.to_vec(),
+            }))
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        // The node answers in order: once this status arrives, it has taken the subscription
+        // or refused it.
+        self.status().await?;
+        match ending.try_recv() {
+            Ok(ended) => {
+                return Err(ClientError::Refused {
+                    code: ended.code,
+                    reason: ended.reason,
+                })
+            }
+            Err(oneshot::error::TryRecvError::Closed) => return Err(ClientError::Closed),
+            Err(oneshot::error::TryRecvError::Empty) => {}
+        }
+        std::mem::forget(unclaimed);
+        let connection: Arc<dyn subscription::Connection> = Arc::clone(&self.inner) as _;
+        Ok(Subscription::new(connection, correlation, events, ending))
+    }
+
     /// Says `Goodbye` and closes the connection; pending calls on every clone fail with
     /// [`ClientError::Closed`]. Resolves once the writer has flushed and stopped.
     pub async fn close(&self) {
@@ -505,6 +583,33 @@ impl Inner {
                 });
             }
         }
+    }
+}
+
+/// A subscription [`Client::subscribe`] has not handed over yet: dropped, it is forgotten and
+/// cancelled on the node.
+struct Unclaimed<'a> {
+    client: &'a Client,
+    correlation: u64,
+}
+
+impl Drop for Unclaimed<'_> {
+    fn drop(&mut self) {
+        let inner = &*self.client.inner;
+        if subscription::Connection::forget(inner, self.correlation) {
+            inner.send_cancel(self.correlation);
+        }
+    }
+}
+
+impl subscription::Connection for Inner {
+    fn cancel(&self, correlation: u64) {
+        self.send_cancel(correlation);
+    }
+
+    fn forget(&self, correlation: u64) -> bool {
+        let sink = self.shared.lock().subscriptions.remove(&correlation);
+        sink.is_some()
     }
 }
 
@@ -603,6 +708,8 @@ fn on_frame(frame: FrameRef<'_>, shared: &Shared, outbound: &Outbound) -> Result
                 .map_err(|err| ClientError::BadStatus(err.to_string()));
             shared.report(document.correlation, status);
         }
+        FrameRef::Frame(Frame::Event(event)) => shared.event((**event).clone()),
+        FrameRef::Frame(Frame::SubscriptionEnded(ended)) => shared.ended(ended.clone()),
         FrameRef::Frame(Frame::Ping(ping)) => {
             if outbound
                 .try_send(Frame::Pong(Pong { nonce: ping.nonce }))

@@ -6,7 +6,8 @@
 //!   [`keepalive`]: pings, their answers and the miss limit, and [`burst`]: the frames one turn
 //!   of a connection's loop handles, for the SDKs and the node alike.
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
-//! - [`Client`]: a producer multiplexing many dispatches over one connection.
+//! - [`Client`]: a producer multiplexing many dispatches over one connection; a
+//!   [`Subscription`] to the node's lifecycle events is a stream it feeds.
 //! - [`DispatchOptions`]: routing, waits and version-3 extras (headers...) of one dispatch,
 //!   shared with the node's in-process API.
 //! - [`status`]: a node's status as operators read it, the JSON of a status document.
@@ -22,6 +23,7 @@ pub mod connect;
 pub mod keepalive;
 mod options;
 pub mod status;
+mod subscription;
 pub mod tls;
 pub mod transport;
 mod worker;
@@ -29,6 +31,7 @@ mod worker;
 pub use client::{Client, ClientConfig, ClientError, Dispatched};
 pub use connect::{ConnectError, Connection, Handshake};
 pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
+pub use subscription::{Subscription, SubscriptionError};
 pub use tls::{ClientTls, PemIdentity, TlsError};
 pub use worker::{
     handler_fn, handler_fn_with, Backoff, Extras, Fatal, FnHandler, FnHandlerWith, Handler,

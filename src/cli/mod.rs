@@ -15,6 +15,7 @@ mod serve;
 mod signal;
 mod status;
 mod tls;
+mod watch;
 mod worker;
 
 use std::process::ExitCode;
@@ -55,6 +56,8 @@ enum Command {
     Dispatch(dispatch::Args),
     /// Show a node's pools, workers and waiting dispatches.
     Status(status::Args),
+    /// Print a node's lifecycle events, one JSON object per line, until stopped.
+    Watch(watch::Args),
     /// Start a node and echo workers on loopback, push dispatches, print throughput and latency.
     Demo(demo::Args),
     /// Load a running node: latency percentiles, throughput and outcome counts.
@@ -107,6 +110,7 @@ pub(crate) fn run() -> ExitCode {
                 Command::Worker(args) => worker::run(args).await,
                 Command::Dispatch(args) => dispatch::run(args).await,
                 Command::Status(args) => status::run(args).await,
+                Command::Watch(args) => watch::run(args).await,
                 Command::Demo(args) => demo::run(args).await,
                 Command::Bench(args) => bench::run(args).await,
             },
@@ -125,7 +129,11 @@ enum Loaded {
 fn default_log_filter(command: &Command) -> &'static str {
     match command {
         Command::Serve(_) | Command::Worker(_) => "info",
-        Command::Dispatch(_) | Command::Status(_) | Command::Demo(_) | Command::Bench(_) => "warn",
+        Command::Dispatch(_)
+        | Command::Status(_)
+        | Command::Watch(_)
+        | Command::Demo(_)
+        | Command::Bench(_) => "warn",
     }
 }
 

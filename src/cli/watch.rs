@@ -1,0 +1,103 @@
+//! `lintel watch`: a node's lifecycle events, one JSON object per line, until stopped.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use futures_util::StreamExt;
+use lintel::events::lines;
+use lintel_client::{Client, ClientConfig, SubscriptionError};
+use lintel_wire::{EventTopic, RefusalCode};
+
+use super::exit::fail;
+use super::signal::shutdown_signal;
+
+/// A topic `--topic` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Topic {
+    /// Workers registering, excluded, restored, departing.
+    Workers,
+    /// Peer links up and down.
+    Peers,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(override_usage = "lintel watch [OPTIONS]")]
+pub(super) struct Args {
+    /// Node address.
+    #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
+    connect: String,
+    /// Only this topic's events; repeat for more. Every topic when absent.
+    #[arg(long = "topic", value_enum)]
+    topics: Vec<Topic>,
+    /// Auth token for nodes that require one; events need the observer role.
+    #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+    #[command(flatten)]
+    tls: super::tls::ClientTlsArgs,
+}
+
+pub(super) async fn run(args: Args) -> ExitCode {
+    let tls = match args.tls.load(&args.connect) {
+        Ok(tls) => tls,
+        Err(err) => return fail(err),
+    };
+    let config = ClientConfig {
+        name: "lintel-watch".into(),
+        auth_token: args.auth_token,
+        tls,
+        ..ClientConfig::default()
+    };
+    let client = match Client::connect(args.connect.as_str(), config).await {
+        Ok(client) => client,
+        Err(err) => return fail(super::advice::cannot_connect(&args.connect, &err)),
+    };
+    let topics: Vec<EventTopic> = args
+        .topics
+        .iter()
+        .map(|topic| match topic {
+            Topic::Workers => EventTopic::Workers,
+            Topic::Peers => EventTopic::Peers,
+        })
+        .collect();
+    let mut subscription = match client.subscribe(&topics).await {
+        Ok(subscription) => subscription,
+        Err(err) => return fail(format!("no events: {err}")),
+    };
+    eprintln!("watching node {}", client.welcome().node_id);
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        let next = tokio::select! {
+            () = &mut stop => {
+                client.close().await;
+                return ExitCode::SUCCESS;
+            }
+            next = subscription.next() => next,
+        };
+        match next {
+            Some(Ok(event)) => {
+                let mut stdout = std::io::stdout().lock();
+                for line in lines(event.seq, event.at_unix_ms, &event.event) {
+                    // A closed stdout (the reader went away) ends the watch.
+                    if writeln!(stdout, "{line}")
+                        .and_then(|()| stdout.flush())
+                        .is_err()
+                    {
+                        return ExitCode::SUCCESS;
+                    }
+                }
+            }
+            Some(Err(SubscriptionError::Ended { code, reason })) => {
+                return if code == RefusalCode::Draining {
+                    eprintln!("the node ended the watch: {reason}");
+                    ExitCode::SUCCESS
+                } else {
+                    fail(format!("the node ended the watch ({code:?}): {reason}"))
+                };
+            }
+            Some(Err(SubscriptionError::Closed)) | None => {
+                return fail("the connection to the node closed");
+            }
+        }
+    }
+}
