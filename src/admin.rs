@@ -1,16 +1,19 @@
 //! The admin HTTP listener: `/metrics` (Prometheus text), `/health`, `/ready`, `/linked`,
-//! `/status`, `/window` (the last minutes, second by second), the console at `/` and
-//! `/endpoints` listing them.
+//! `/status`, `/window` (the last minutes, second by second), `/events` (the node's lifecycle
+//! events as Server-Sent Events), the console at `/` and `/endpoints` listing them.
 //!
-//! Off unless `admin_listen` is set. Metrics are read from the node's own state at each scrape
+//! Off unless `admin_listen` is set. With `admin_token` set, every request but `/health` and
+//! the console's own files (which hold no data) must carry `Authorization: Bearer` with it. Metrics are read from the node's own state at each scrape
 //! (pools, counters, peers), so nothing is kept twice; the dispatch latency histogram is the
 //! one the dispatcher records into. Label sets are bounded by real pools and peers.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
+use futures_util::StreamExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use prometheus_client::encoding::text::encode;
@@ -18,15 +21,20 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::console::{self, Window};
+use crate::events::{lines, Subscriber};
 use crate::shared::Shared;
 use crate::status::{self, Standing, Status};
 use crate::tls::Rotation;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// A response body: whole, or the stream of `/events`.
+type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// The answer to `/endpoints`: what the admin listener serves.
 const ENDPOINTS: &str = "lintel admin listener\n\
@@ -37,6 +45,7 @@ const ENDPOINTS: &str = "lintel admin listener\n\
 /linked    200 when ready and linked to every member it knows, synced with each; 503 with the reason\n\
 /status    the node's status as JSON, as `lintel status --json` prints it, with TLS and peer consoles\n\
 /window    JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second\n\
+/events    the node's lifecycle events as Server-Sent Events, each `data:` a `lintel watch` line\n\
 /endpoints this list\n";
 
 /// Serves admin requests on `listener` until `closing` fires.
@@ -70,11 +79,26 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, closing: C
     }
 }
 
-fn answer(shared: &Shared, window: &Window, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn answer(shared: &Shared, window: &Window, request: &Request<Incoming>) -> Response<Body> {
     if request.method() != Method::GET {
         return reply(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
     }
-    match request.uri().path() {
+    let path = request.uri().path();
+    let open = path == "/health" || (path != "/endpoints" && console::asset(path).is_some());
+    if !open && !authorized(shared, request) {
+        let mut response = reply(
+            StatusCode::UNAUTHORIZED,
+            "text/plain",
+            "this admin listener needs Authorization: Bearer with its admin_token\n",
+        );
+        response.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            hyper::header::HeaderValue::from_static("Bearer realm=\"lintel admin\""),
+        );
+        return response;
+    }
+    match path {
+        "/events" => events(shared),
         "/metrics" => match metrics(shared) {
             Ok(text) => reply(
                 StatusCode::OK,
@@ -140,8 +164,59 @@ fn answer(shared: &Shared, window: &Window, request: &Request<Incoming>) -> Resp
     }
 }
 
-fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(body.into()));
+/// True when the node needs no admin token, or `request` carries it as a bearer token.
+fn authorized(shared: &Shared, request: &Request<Incoming>) -> bool {
+    let Some(token) = shared
+        .config
+        .admin_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+    else {
+        return true;
+    };
+    let presented = request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|value| value.as_bytes().strip_prefix(b"Bearer "))
+        .unwrap_or_default();
+    bool::from(presented.ct_eq(token.as_bytes()))
+}
+
+/// `/events`: the node's events from now on as Server-Sent Events, each `id:` its `seq` and
+/// each `data:` one line of `lintel watch`. A reader that falls a whole event ring behind gets
+/// a `missed` line first; the connection's own write buffer is all it holds besides the ring.
+fn events(shared: &Shared) -> Response<Body> {
+    let subscriber = shared.dispatcher.registry().events().subscribe(&[]);
+    let stream =
+        futures_util::stream::unfold(subscriber, |mut subscriber: Subscriber| async move {
+            let delivery = subscriber.next().await?;
+            let (seq, at_unix_ms, event) = delivery.parts();
+            let mut text = String::new();
+            for line in lines(seq, at_unix_ms, &event) {
+                text.push_str(&format!("id: {seq}\ndata: {line}\n\n"));
+            }
+            Some((
+                Ok::<_, Infallible>(Frame::data(Bytes::from(text))),
+                subscriber,
+            ))
+        });
+    // A comment first, so the reader sees the stream open before the first event.
+    let opened = futures_util::stream::once(async {
+        Ok::<_, Infallible>(Frame::data(Bytes::from_static(b": lintel events\n\n")))
+    });
+    let mut response = Response::new(StreamBody::new(opened.chain(stream)).boxed_unsync());
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (hyper::header::CONTENT_TYPE, "text/event-stream"),
+        (hyper::header::CACHE_CONTROL, "no-cache"),
+    ] {
+        headers.insert(name, hyper::header::HeaderValue::from_static(value));
+    }
+    response
+}
+
+fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut response = Response::new(Full::new(body.into()).boxed_unsync());
     *response.status_mut() = status;
     if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
         response
@@ -395,6 +470,19 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
         "draining",
         "1 while the node drains.",
         i64::from(node.draining),
+    );
+    let events = dispatcher.registry().events();
+    gauge(
+        &mut registry,
+        "event_subscribers",
+        "Subscribers to the node's lifecycle events: lintel watch, SDK subscriptions, /events.",
+        count(events.subscribers()),
+    );
+    counter(
+        &mut registry,
+        "events",
+        "Lifecycle events the node published since it started, whoever subscribed.",
+        events.published(),
     );
     fairness_metrics(&mut registry, shared);
 

@@ -32,7 +32,7 @@ const OTHER_VARIABLES: [&str; 5] = [
 const CLIENT_PREFIX: &str = "CLIENT_";
 
 /// Keys whose values are secrets, never printed.
-const SECRETS: [&str; 2] = ["auth_token", "cluster_secret"];
+const SECRETS: [&str; 3] = ["auth_token", "cluster_secret", "admin_token"];
 
 /// Keys holding a socket address, which may be given as `host:port` and are resolved.
 const ADDRESSES: [&str; 2] = ["listen", "admin_listen"];

@@ -95,6 +95,10 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     admin_listen: Option<String>,
+    /// Require `Authorization: Bearer` with this token on every admin request but /health (variable LINTEL_ADMIN_TOKEN).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    admin_token: Option<String>,
     /// PEM certificate chain to present; with --tls-key every connection speaks TLS (variable LINTEL_TLS_CERT).
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -110,6 +110,8 @@ pub struct NodeConfig {
     /// Address of the admin HTTP listener (`/metrics`, `/health`, `/ready`, `/status`); off
     /// when unset.
     pub admin_listen: Option<SocketAddr>,
+    /// When set, every admin request but `/health` must carry `Authorization: Bearer` with it.
+    pub admin_token: Option<String>,
     /// PEM certificate chain the listener presents; with `tls_key`, every connection speaks
     /// TLS and peers are dialled over TLS.
     pub tls_cert: Option<PathBuf>,
@@ -180,6 +182,7 @@ impl Default for NodeConfig {
             placement: Placement::LocalFirst,
             peer_ping_interval_ms: 1_000,
             admin_listen: None,
+            admin_token: None,
             tls_cert: None,
             tls_key: None,
             tls_client_ca: None,

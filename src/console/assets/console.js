@@ -475,14 +475,21 @@ function drawWaiting(status) {
 
 // ---- the refresh loop ----
 
+// With the node's admin_token, the page is opened as /#token=TOKEN: the fragment never leaves
+// the browser, and every request carries the token.
+const adminToken = new URLSearchParams(location.hash.slice(1)).get("token");
+const requestInit = adminToken
+  ? { cache: "no-store", headers: { Authorization: `Bearer ${adminToken}` } }
+  : { cache: "no-store" };
+
 async function readJson(path) {
-  const response = await fetch(path, { cache: "no-store" });
+  const response = await fetch(path, requestInit);
   if (!response.ok) throw new Error(`${path} answered ${response.status}`);
   return response.json();
 }
 
 async function readReady() {
-  const response = await fetch("/ready", { cache: "no-store" });
+  const response = await fetch("/ready", requestInit);
   const reason = (await response.text()).trim();
   return { ok: response.ok, reason };
 }
