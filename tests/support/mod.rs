@@ -59,6 +59,6 @@ pub use peers::{
 #[allow(unused_imports)]
 pub use pki::{Leaf, Pki};
 #[allow(unused_imports)]
-pub use raw::{next_frame, small_window_client, RawClient};
+pub use raw::{next_frame, small_window_client, small_window_client_at, RawClient};
 #[allow(unused_imports)]
 pub use served::{line_with, lintel, loopback_address, Served};

@@ -88,8 +88,17 @@ pub async fn next_frame(client: &mut RawClient) -> Option<Frame> {
 /// A client in `role`, past the handshake, whose socket takes little before the node's
 /// writes stall; with its pid.
 pub async fn small_window_client(addr: SocketAddr, role: Role) -> (RawClient, u64) {
+    small_window_client_at(addr, role, 1).await
+}
+
+/// As [`small_window_client`], speaking versions up to `max_version`.
+pub async fn small_window_client_at(
+    addr: SocketAddr,
+    role: Role,
+    max_version: u16,
+) -> (RawClient, u64) {
     let socket = TcpSocket::new_v4().expect("socket");
     socket.set_recv_buffer_size(16 * 1024).expect("recv buffer");
     let stream = socket.connect(addr).await.expect("connect");
-    RawClient::over(stream).handshake(role, 1).await
+    RawClient::over(stream).handshake(role, max_version).await
 }
