@@ -16,8 +16,8 @@ use lintel::auth::{GrantConfig, GrantRole};
 use lintel::sdk::{Client, ClientConfig, ClientError, Subscription, SubscriptionError};
 use lintel::status::Standing;
 use lintel::wire::{
-    Event, EventTopic, Frame, NodeEvent, Ping, Pong, RefusalCode, Register, Role, StatusQuery,
-    Subscribe,
+    DepartureReason, Drain, Drained, Event, EventTopic, ExclusionReason, Frame, NodeEvent, Ping,
+    Pong, RefusalCode, Register, Role, StatusQuery, Subscribe,
 };
 use lintel::NodeConfig;
 use serde_json::Value;
@@ -539,4 +539,110 @@ async fn a_subscriber_that_reads_nothing_stays_within_its_budget_and_hears_what_
     println!("the subscriber read {events} events and missed {missed}; {queued} bytes queued");
     assert!(missed > 0, "a subscriber that read nothing missed nothing");
     assert_eq!(missed + events, 2 * FLOOD as u64 + 1);
+}
+
+/// Events of a subscription until the departure of `identity`, that departure's worker id and
+/// reason, and what came before it for the same identity.
+async fn departure_of(
+    subscription: &mut Subscription,
+    identity: &str,
+) -> (Vec<NodeEvent>, u64, DepartureReason) {
+    let mut before = Vec::new();
+    loop {
+        let event = next_event(subscription).await.event;
+        let worker = match &event {
+            NodeEvent::WorkerRegistered(worker) | NodeEvent::WorkerRestored(worker) => worker,
+            NodeEvent::WorkerExcluded { worker, .. } => worker,
+            NodeEvent::WorkerDeparted { worker, reason } => {
+                if worker.identity == identity {
+                    return (before, worker.worker_id, *reason);
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        if worker.identity == identity {
+            before.push(event);
+        }
+    }
+}
+
+#[tokio::test]
+async fn each_departure_names_the_reason_the_node_can_prove() {
+    let node = TestNode::with_config(NodeConfig {
+        ping_interval_ms: 100,
+        worker_ping_timeout_ms: 50,
+        max_missed_pings: 2,
+        worker_probation_pings: 0,
+        ..NodeConfig::default()
+    })
+    .await;
+    let watcher = client(node.addr).await;
+    let mut events = within("a subscription", watcher.subscribe(&[EventTopic::Workers]))
+        .await
+        .expect("subscribed");
+
+    // Refused at registration: never registered, so worker id 0.
+    let (mut refused, _) = RawClient::hello(node.addr, Role::Worker).await;
+    refused
+        .send(Frame::from(plain("ns", "act", 0, "zero")))
+        .await;
+    assert!(matches!(
+        next_frame(&mut refused).await,
+        Some(Frame::RegisterRefused(_))
+    ));
+    let (before, worker_id, reason) = departure_of(&mut events, "zero").await;
+    assert_eq!(
+        (before.len(), worker_id, reason),
+        (0, 0, DepartureReason::RefusedAtRegistration)
+    );
+
+    // Drained: it said so before it left.
+    let mut drained = RawWorker::start(node.addr, plain("ns", "act", 1, "drained")).await;
+    drained
+        .client
+        .send(Frame::Drain(Drain { grace_ms: 0 }))
+        .await;
+    drained
+        .client
+        .send(Frame::Drained(Drained { completed: 0 }))
+        .await;
+    drained.sync().await;
+    let drained_id = drained.worker_id;
+    drop(drained);
+    let (before, worker_id, reason) = departure_of(&mut events, "drained").await;
+    assert_eq!((worker_id, reason), (drained_id, DepartureReason::Drained));
+    assert!(matches!(
+        before.last(),
+        Some(NodeEvent::WorkerExcluded {
+            reason: ExclusionReason::Draining,
+            ..
+        })
+    ));
+
+    // A protocol error: a frame no worker sends.
+    let mut rude = RawWorker::start(node.addr, plain("ns", "act", 1, "rude")).await;
+    rude.client
+        .send(Frame::StatusQuery(StatusQuery { correlation: 1 }))
+        .await;
+    rude.client.closed().await;
+    let (_, _, reason) = departure_of(&mut events, "rude").await;
+    assert_eq!(reason, DepartureReason::ProtocolError);
+
+    // Missed pings: it reads nothing more, so its pings go unanswered: first unreachable,
+    // then gone.
+    let mut silent = RawWorker::start(node.addr, plain("ns", "act", 1, "silent")).await;
+    let (before, _, reason) = departure_of(&mut events, "silent").await;
+    assert_eq!(reason, DepartureReason::MissedPings);
+    assert!(
+        before.iter().any(|event| matches!(
+            event,
+            NodeEvent::WorkerExcluded {
+                reason: ExclusionReason::Unreachable,
+                ..
+            }
+        )),
+        "{before:?}"
+    );
+    silent.client.closed().await;
 }
