@@ -15,28 +15,16 @@ use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{handler_fn, Request};
 use lintel::status::Standing;
 use lintel::wire::{
-    ActivityOutcome, Census, DispatchResult, ErrorCode, Frame, NoWorkerReason, Ping, Pong,
-    Registered, Role,
+    ActivityOutcome, Census, DispatchResult, ErrorCode, Frame, NoWorkerReason, Pong, Registered,
+    Role,
 };
 use lintel::NodeConfig;
 use prometheus_parse::{Scrape, Value};
 use support::{
-    admin_get, client, dispatch, next_frame, next_outcome, no_worker, outcome_of, parked, plain,
-    producer, request, sdk_worker, served_by, spawn_dispatch, submit, within, AutoWorker,
-    RawClient, RawWorker, TestNode,
+    admin_get, answer_again, client, dispatch, fall_silent, next_frame, next_outcome, no_worker,
+    outcome_of, parked, plain, producer, request, sdk_worker, served_by, spawn_dispatch, submit,
+    unanswered_ping, watchful, within, AutoWorker, RawClient, RawWorker, TestNode,
 };
-
-/// Pings far enough apart that the timeout (half a period) tells a silent worker overdue
-/// before its next ping, and long enough that an answering worker is never late on a busy
-/// machine.
-fn watchful() -> NodeConfig {
-    NodeConfig {
-        ping_interval_ms: 1_000,
-        worker_ping_timeout_ms: 500,
-        max_missed_pings: 1_000,
-        ..NodeConfig::default()
-    }
-}
 
 /// No keep-alive ping within a test's life: the only pings are probation's.
 fn probation_only(pings: u32) -> NodeConfig {
@@ -55,38 +43,6 @@ fn state_of(node: &TestNode, worker_id: u64) -> Option<Standing> {
         .iter()
         .find(|(id, _)| *id == worker_id)
         .map(|(_, standing)| *standing)
-}
-
-/// The next frame, which must be a ping; left unanswered.
-async fn unanswered_ping(client: &mut RawClient) -> Ping {
-    match client.recv().await {
-        Some(Frame::Ping(ping)) => ping,
-        other => panic!("expected a ping, got {other:?}"),
-    }
-}
-
-/// The worker stops answering: it reads two pings without a word, and by the second the node
-/// holds it unreachable.
-async fn fall_silent(node: &TestNode, worker: &mut RawWorker) -> Ping {
-    unanswered_ping(&mut worker.client).await;
-    let latest = unanswered_ping(&mut worker.client).await;
-    assert_eq!(
-        state_of(node, worker.worker_id),
-        Some(Standing::Unreachable),
-        "excluded before the next ping after the timeout"
-    );
-    latest
-}
-
-/// The worker answers again: the latest ping, then whatever the node sent meanwhile.
-async fn answer_again(worker: &mut RawWorker, latest: Ping) {
-    worker
-        .client
-        .send(Frame::Pong(Pong {
-            nonce: latest.nonce,
-        }))
-        .await;
-    worker.settle().await;
 }
 
 /// The census a version-1 producer gets for a dispatch to `ns` / `act` that asked no wait.

@@ -9,6 +9,7 @@ mod histogram;
 mod layers;
 mod loadgen;
 mod logging;
+mod producer;
 mod progress;
 mod runtime;
 mod serve;

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use lintel::status::{Fairness, Status};
 use lintel_client::status::Standing;
-use lintel_client::{Client, ClientConfig};
 use lintel_wire::PeerLinkState;
 
 use super::exit::fail;
@@ -30,20 +29,13 @@ pub(super) struct Args {
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
-    let tls = match args.tls.load(&args.connect) {
-        Ok(tls) => tls,
-        Err(err) => return fail(err),
-    };
-    let config = ClientConfig {
-        name: "lintel-status".into(),
-        auth_token: args.auth_token,
-        tls,
-        ..ClientConfig::default()
-    };
-    let client = match Client::connect(args.connect.as_str(), config).await {
-        Ok(client) => client,
-        Err(err) => return fail(super::advice::cannot_connect(&args.connect, &err)),
-    };
+    let client =
+        match super::producer::connect("lintel-status", &args.connect, args.auth_token, &args.tls)
+            .await
+        {
+            Ok(client) => client,
+            Err(code) => return code,
+        };
     // A version-3 node sends its status document; an earlier one a report read the same way.
     let status = match tokio::time::timeout(STATUS_TIMEOUT, client.status()).await {
         Ok(Ok(status)) => status,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use futures_util::StreamExt;
 use lintel::events::lines;
-use lintel_client::{Client, ClientConfig, SubscriptionError};
+use lintel_client::SubscriptionError;
 use lintel_wire::{EventTopic, RefusalCode};
 
 use super::exit::fail;
@@ -37,20 +37,13 @@ pub(super) struct Args {
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
-    let tls = match args.tls.load(&args.connect) {
-        Ok(tls) => tls,
-        Err(err) => return fail(err),
-    };
-    let config = ClientConfig {
-        name: "lintel-watch".into(),
-        auth_token: args.auth_token,
-        tls,
-        ..ClientConfig::default()
-    };
-    let client = match Client::connect(args.connect.as_str(), config).await {
-        Ok(client) => client,
-        Err(err) => return fail(super::advice::cannot_connect(&args.connect, &err)),
-    };
+    let client =
+        match super::producer::connect("lintel-watch", &args.connect, args.auth_token, &args.tls)
+            .await
+        {
+            Ok(client) => client,
+            Err(code) => return code,
+        };
     let topics: Vec<EventTopic> = args
         .topics
         .iter()

@@ -15,6 +15,8 @@
 //! - `frames`: builders for handshakes, registrations, requests, replies and submissions.
 //! - `dispatch`: in-process dispatches and what to read from their results.
 //! - `cluster`: peered test nodes, waits on what a node knows of its peers, SDK workers.
+//! - `silent`: [`watchful`], a node config that tells a silent worker, and a raw worker that
+//!   falls silent ([`fall_silent`]) and answers again.
 //! - `served`: [`lintel`], the built binary free of the caller's settings, and [`Served`], a
 //!   `lintel serve` child read line by line.
 #![allow(dead_code, unreachable_pub)]
@@ -31,6 +33,7 @@ mod peers;
 mod pki;
 mod raw;
 mod served;
+mod silent;
 
 // Each test file is its own crate and uses a part of what follows.
 #[allow(unused_imports)]
@@ -62,3 +65,5 @@ pub use pki::{Leaf, Pki};
 pub use raw::{next_frame, small_window_client, small_window_client_at, RawClient};
 #[allow(unused_imports)]
 pub use served::{line_with, lintel, loopback_address, Served};
+#[allow(unused_imports)]
+pub use silent::{answer_again, fall_silent, unanswered_ping, watchful};
