@@ -10,7 +10,8 @@ use lintel_client::{
 };
 use lintel_wire::Register;
 
-use super::exit::fail;
+use super::exit::{fail, usage};
+use super::extras::{self, FairnessArgs, KeySpread};
 use super::histogram;
 use super::loadgen::{self, Load, Run};
 use super::tls::ClientTlsArgs;
@@ -52,6 +53,13 @@ pub(super) struct Args {
     /// stdout, or to stderr when `--json -` takes stdout).
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
+    #[command(flatten)]
+    fairness: FairnessArgs,
+    /// Spread the load over fairness keys: a count N (keys k0 to kN-1) or a comma list of
+    /// KEY[:WEIGHT]. Lane i of --concurrency dispatches with key i mod their number, so each
+    /// key keeps its share in flight; the report counts completions per key.
+    #[arg(long, value_name = "N|KEYS", value_parser = extras::key_spread, conflicts_with = "fairness_key")]
+    fairness_keys: Option<KeySpread>,
     /// Auth token for nodes that require one.
     #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
@@ -60,6 +68,13 @@ pub(super) struct Args {
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
+    let spread = args.fairness_keys.as_ref().map_or(0, |keys| keys.0.len());
+    if spread > args.concurrency.max(1) {
+        return usage(format!(
+            "--fairness-keys names {spread} keys, more than the {} lanes of --concurrency",
+            args.concurrency.max(1)
+        ));
+    }
     let tls = match args.tls.load(&args.connect) {
         Ok(tls) => tls,
         Err(err) => return fail(err),
@@ -83,6 +98,26 @@ pub(super) async fn run(args: Args) -> ExitCode {
         (None, None) => Some(Duration::from_secs(5)),
         (None, Some(_)) => None,
     };
+    let options = args
+        .fairness
+        .apply(DispatchOptions::default().wait_for_worker(Duration::from_secs(5)));
+    let keys = args
+        .fairness_keys
+        .as_ref()
+        .map(|spread| {
+            spread
+                .0
+                .iter()
+                .map(|(key, weight)| {
+                    let mut options = options.clone().fairness_key(key.clone());
+                    if let Some(weight) = weight {
+                        options = options.fairness_weight(weight.0);
+                    }
+                    (key.clone(), options)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let load = Load {
         namespace: args.namespace.clone(),
         activity: "echo".into(),
@@ -90,7 +125,8 @@ pub(super) async fn run(args: Args) -> ExitCode {
         concurrency: args.concurrency,
         count: args.count,
         duration,
-        options: DispatchOptions::default().wait_for_worker(Duration::from_secs(5)),
+        options,
+        keys,
         progress: true,
     };
     eprintln!(
@@ -126,6 +162,16 @@ pub(super) async fn run(args: Args) -> ExitCode {
     );
     for (class, count) in &report.outcomes {
         let _ = writeln!(summary, "  {class}: {count}");
+    }
+    if !report.by_key.is_empty() {
+        let _ = writeln!(summary, "  by fairness key (completed, p50, p99):");
+        for (key, seen) in &report.by_key {
+            let _ = writeln!(
+                summary,
+                "    {key}: {}  p50 {:.1} us  p99 {:.1} us",
+                seen.completed, seen.p50_us, seen.p99_us
+            );
+        }
     }
     if json_to_stdout {
         eprint!("{summary}");

@@ -270,6 +270,7 @@ fn load(args: &Args) -> Load {
         count: Some(args.dispatches),
         duration: None,
         options: DispatchOptions::default().wait_for_worker(Duration::from_secs(5)),
+        keys: Vec::new(),
         progress: true,
     }
 }

@@ -9,6 +9,7 @@ use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult, RefusalCode}
 
 use super::advice;
 use super::exit::{fail, DRAINING};
+use super::extras::{self, FairnessArgs};
 use super::tls::ClientTlsArgs;
 use lintel::dispatch::outcome;
 
@@ -27,7 +28,7 @@ pub(super) struct Args {
     /// Task queue; empty means `default`.
     #[arg(long, default_value = "", hide_default_value = true)]
     task_queue: String,
-    /// Activity type, e.g. `echo` or `sleep`.
+    /// Activity type, e.g. `echo`, `sleep` or `headers`.
     #[arg(long)]
     activity: String,
     /// Only workers with this placement label (`worker --label`), on any node.
@@ -60,6 +61,12 @@ pub(super) struct Args {
     /// The request's input, sent as UTF-8 bytes.
     #[arg(long)]
     input: String,
+    #[command(flatten)]
+    fairness: FairnessArgs,
+    /// A header the worker reads beside the request, e.g. `traceparent=00-...`; repeat for
+    /// more (in order; a name may repeat).
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = extras::header)]
+    headers: Vec<(String, String)>,
     /// Auth token for nodes that require one.
     #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
@@ -122,6 +129,10 @@ pub(super) async fn run(args: Args) -> ExitCode {
         reply_timeout: args.timeout_ms.map(Duration::from_millis),
         ..DispatchOptions::default()
     };
+    options = args.fairness.apply(options);
+    for (name, value) in args.headers {
+        options = options.header(name, value);
+    }
     if args.node.is_some() {
         tracing::warn!("--node is deprecated: it matches a worker's placement label; use --label");
     }

@@ -14,3 +14,9 @@ pub(super) fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::FAILURE
 }
+
+/// Prints `error: ...` to stderr and fails with exit code 2, as for a command line clap refused.
+pub(super) fn usage(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}

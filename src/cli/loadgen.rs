@@ -31,6 +31,10 @@ pub(super) struct Load {
     /// ...or after this long, whichever comes first.
     pub(super) duration: Option<Duration>,
     pub(super) options: DispatchOptions,
+    /// Fairness keys to spread the load over, each with its options: lane `i` dispatches with
+    /// the options of key `i` mod their number, so each key keeps its share of the lanes in
+    /// flight. Empty: every lane with `options`.
+    pub(super) keys: Vec<(String, DispatchOptions)>,
     /// Draw a live progress line on stderr when it is a terminal and the run lasts a while.
     pub(super) progress: bool,
 }
@@ -56,6 +60,20 @@ pub(super) struct Report {
     /// Dispatches per node that served them, as the node named it; a dispatch whose node
     /// named none (a version-1 node, a lost connection) is not counted.
     pub(super) served_by: BTreeMap<String, u64>,
+    /// Per fairness key the load was spread over (`Load::keys`): what its lanes saw.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) by_key: BTreeMap<String, KeyReport>,
+}
+
+/// What the lanes of one fairness key saw.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct KeyReport {
+    /// Dispatches that ended, whatever their outcome.
+    pub(super) dispatches: u64,
+    /// Successful completions.
+    pub(super) completed: u64,
+    pub(super) p50_us: f64,
+    pub(super) p99_us: f64,
 }
 
 impl Report {
@@ -90,6 +108,11 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
         let remaining = Arc::clone(&remaining);
         let tally = Arc::clone(&tally);
         let input = input.clone();
+        let key = (!load.keys.is_empty()).then(|| lane % load.keys.len());
+        let options = match key.and_then(|key| load.keys.get(key)) {
+            Some((_, options)) => options.clone(),
+            None => load.options.clone(),
+        };
         let load = load.clone();
         let mut latencies = histogram.clone();
         loops.push(tokio::spawn(async move {
@@ -122,7 +145,7 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
                     deadline_unix_ms: None,
                 };
                 let sent = Instant::now();
-                let class = match client.dispatch_ref(request, &load.options).await {
+                let class = match client.dispatch_ref(request, &options).await {
                     Ok(dispatched) => {
                         if let Some(node) = dispatched.served_by {
                             *served_by.entry(node).or_default() += 1;
@@ -139,7 +162,7 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
                     break;
                 }
             }
-            (latencies, outcomes, served_by)
+            (key, latencies, outcomes, served_by)
         }));
     }
     let live = if load.progress {
@@ -150,10 +173,15 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
     let mut latencies = histogram;
     let mut outcomes = BTreeMap::<String, u64>::new();
     let mut served_by = BTreeMap::<String, u64>::new();
+    let mut keys = vec![(latencies.clone(), 0u64); load.keys.len()];
     for lane in loops {
-        if let Ok((lane_latencies, lane_outcomes, lane_served_by)) = lane.await {
+        if let Ok((key, lane_latencies, lane_outcomes, lane_served_by)) = lane.await {
             // Every lane's histogram has the same bounds, so adding cannot fail.
             let _ = latencies.add(&lane_latencies);
+            if let Some((key_latencies, completed)) = key.and_then(|key| keys.get_mut(key)) {
+                let _ = key_latencies.add(&lane_latencies);
+                *completed += lane_outcomes.get("completed").copied().unwrap_or(0);
+            }
             for (class, count) in lane_outcomes {
                 *outcomes.entry(class.to_owned()).or_default() += count;
             }
@@ -167,7 +195,21 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
     }
     let elapsed = started.elapsed().as_secs_f64();
     let dispatches = latencies.len();
-    let percentile = |q: f64| latencies.value_at_quantile(q) as f64 / 1_000.0;
+    let percentile = |q: f64| micros(&latencies, q);
+    let by_key = load
+        .keys
+        .iter()
+        .zip(&keys)
+        .map(|((key, _), (latencies, completed))| {
+            let report = KeyReport {
+                dispatches: latencies.len(),
+                completed: *completed,
+                p50_us: micros(latencies, 0.50),
+                p99_us: micros(latencies, 0.99),
+            };
+            (key.clone(), report)
+        })
+        .collect();
     let report = Report {
         concurrency: load.concurrency.max(1),
         payload_bytes: load.payload,
@@ -184,8 +226,14 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
         p999_us: percentile(0.999),
         outcomes,
         served_by,
+        by_key,
     };
     Ok(Run { report, latencies })
+}
+
+/// The `q` quantile of `latencies` (nanoseconds) in microseconds.
+fn micros(latencies: &Histogram<u64>, q: f64) -> f64 {
+    latencies.value_at_quantile(q) as f64 / 1_000.0
 }
 
 fn class_of(result: &DispatchResult) -> &'static str {

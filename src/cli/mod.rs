@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod dispatch;
 mod exit;
+mod extras;
 mod histogram;
 mod layers;
 mod loadgen;
@@ -51,7 +52,7 @@ struct Cli {
 enum Command {
     /// Run a node.
     Serve(serve::Args),
-    /// Run a worker with the built-in `echo` and `sleep` activities.
+    /// Run a worker with the built-in `echo`, `sleep` and `headers` activities.
     Worker(worker::Args),
     /// Dispatch one request and print its result.
     Dispatch(dispatch::Args),

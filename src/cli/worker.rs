@@ -27,7 +27,7 @@ pub(super) struct Args {
     /// Task queue; empty means `default`.
     #[arg(long, default_value = "", hide_default_value = true)]
     task_queue: String,
-    /// Activity type to serve: `echo` or `sleep` (repeat for several).
+    /// Activity type to serve: `echo`, `sleep` or `headers` (repeat for several).
     #[arg(long = "activity", value_name = "ACTIVITY", required = true)]
     activities: Vec<String>,
     /// This worker's placement label, which dispatches may pin (`dispatch --label`), prefer or

@@ -103,16 +103,37 @@ impl Serialize for Weight {
 
 impl<'de> Deserialize<'de> for Weight {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let weight = f64::deserialize(deserializer)?;
+        Weight::from_decimal(f64::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A weight outside 0.001 to 1000, or not a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a weight is a number between 0.001 and {}", MAX_WEIGHT / 1000)]
+pub struct WeightOutOfRange;
+
+impl Weight {
+    /// The weight `weight` (1.0 is the default), rounded to thousandths.
+    ///
+    /// # Errors
+    /// [`WeightOutOfRange`] when it rounds outside 1 to [`MAX_WEIGHT`] thousandths.
+    pub fn from_decimal(weight: f64) -> Result<Self, WeightOutOfRange> {
         let thousandths = (weight * 1000.0).round();
         if !(1.0..=f64::from(MAX_WEIGHT)).contains(&thousandths) {
-            return Err(serde::de::Error::custom(format!(
-                "a weight is between 0.001 and {}",
-                MAX_WEIGHT / 1000
-            )));
+            return Err(WeightOutOfRange);
         }
         // In range, so the cast is exact.
         Ok(Weight(thousandths as u32))
+    }
+}
+
+impl std::str::FromStr for Weight {
+    type Err = WeightOutOfRange;
+
+    /// A weight as people write it: `2`, `0.5`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let weight = text.trim().parse::<f64>().map_err(|_| WeightOutOfRange)?;
+        Weight::from_decimal(weight)
     }
 }
 
