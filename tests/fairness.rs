@@ -12,101 +12,22 @@
 mod support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use lintel::auth::{FairnessKeySource, GrantConfig, GrantRole};
 use lintel::dispatch::DispatchOptions;
 use lintel::registry::fairness::{FairnessStatus, KeyPolicy, Weight};
-use lintel::sdk::{handler_fn, Client, ClientConfig, WorkerHandle};
+use lintel::sdk::{handler_fn, Client, ClientConfig};
 use lintel::wire::{ActivityOutcome, DispatchRequest, DispatchResult, RefusedReason};
 use lintel::NodeConfig;
 use prometheus_parse::{Scrape, Value};
 use support::{
-    admin_get, plain, request, sdk_worker, served_by, spawn_dispatch, within, RawWorker, TestNode,
+    admin_get, count_with, logging_worker, plain, request, served_by, spawn_dispatch, waiting,
+    within, RawWorker, TestNode, TASK,
 };
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-
-/// How long each task of the SDK workers takes.
-const TASK: Duration = Duration::from_millis(20);
-
-/// The inputs of the pushes an SDK worker completed, in order.
-#[derive(Default)]
-struct Log {
-    completed: Mutex<Vec<String>>,
-    changed: Notify,
-}
-
-impl Log {
-    fn completed(&self) -> Vec<String> {
-        self.completed.lock().unwrap().clone()
-    }
-
-    /// Waits until `holds` is true of the completed inputs, looking again on every change.
-    async fn wait(&self, what: &str, holds: impl Fn(&[String]) -> bool) {
-        within(what, async {
-            loop {
-                let notified = self.changed.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if holds(&self.completed()) {
-                    return;
-                }
-                notified.await;
-            }
-        })
-        .await;
-    }
-}
-
-fn count_with(inputs: &[String], prefix: &str) -> usize {
-    inputs
-        .iter()
-        .filter(|input| input.starts_with(prefix))
-        .count()
-}
-
-/// An SDK worker of `capacity` slots on `ns`/`work` whose tasks take `task`, logging into
-/// the returned [`Log`].
-async fn logging_worker(
-    node: &TestNode,
-    capacity: u32,
-    task: Duration,
-) -> (WorkerHandle, Arc<Log>) {
-    let log = Arc::new(Log::default());
-    let seen = Arc::clone(&log);
-    let handler = handler_fn(move |request: lintel::sdk::Request| {
-        let log = Arc::clone(&seen);
-        async move {
-            let input = String::from_utf8_lossy(&request.input).into_owned();
-            if !task.is_zero() {
-                tokio::time::sleep(task).await;
-            }
-            log.completed.lock().unwrap().push(input.clone());
-            log.changed.notify_waiters();
-            ActivityOutcome::Success(Bytes::from(input))
-        }
-    });
-    let worker = sdk_worker(node.addr, plain("ns", "work", capacity, "logging"), handler).await;
-    (worker, log)
-}
-
-/// Options of a dispatch that waits for a worker, at `priority` under `key` (none: the
-/// shared key) with `weight`.
-fn waiting(priority: u8, key: &str, weight: u32) -> DispatchOptions {
-    let options = DispatchOptions::default()
-        .wait_for_worker(Duration::from_secs(60))
-        .reply_timeout(Duration::from_secs(60))
-        .priority(priority)
-        .fairness_weight(weight);
-    if key.is_empty() {
-        options
-    } else {
-        options.fairness_key(key)
-    }
-}
 
 /// A dispatch to `ns`/`work` whose input is `input`.
 fn work(input: &str) -> DispatchRequest {
@@ -176,7 +97,7 @@ fn abort(handles: Vec<JoinHandle<DispatchResult>>) {
 #[tokio::test]
 async fn a_key_that_queues_after_another_is_served_within_a_few_completions() {
     let node = TestNode::start().await;
-    let (_worker, log) = logging_worker(&node, 1, TASK).await;
+    let (_worker, log) = logging_worker(node.addr, 1, TASK).await;
 
     // One `a` runs, 200 wait; then 10 `b` queue behind them.
     let a = dispatch_many(&node, "a", 201, &waiting(3, "a", 1_000));
@@ -217,7 +138,7 @@ async fn three_to_one(node: &TestNode, heavy_asks: u32, light_asks: u32) {
     let light = dispatch_many(node, "light", 400, &waiting(3, "light", light_asks));
     all_placed(node, "heavy", 400).await;
     all_placed(node, "light", 400).await;
-    let (_worker, log) = logging_worker(node, 1, Duration::ZERO).await;
+    let (_worker, log) = logging_worker(node.addr, 1, Duration::ZERO).await;
     log.wait("400 completions", |done| done.len() >= 400).await;
     let first: Vec<String> = log.completed().into_iter().take(400).collect();
     let (h, l) = (count_with(&first, "heavy:"), count_with(&first, "light:"));
@@ -300,7 +221,7 @@ async fn a_low_priority_is_raised_by_aging_while_higher_ones_keep_arriving() {
         ..NodeConfig::default()
     })
     .await;
-    let (_worker, log) = logging_worker(&node, 1, TASK).await;
+    let (_worker, log) = logging_worker(node.addr, 1, TASK).await;
     let stop = Arc::new(AtomicU32::new(0));
     let mut loops = Vec::new();
     // Four producers each dispatch priority 1 again as soon as the last one completed.

@@ -14,6 +14,7 @@
 //!   a peer node past its hellos ([`hand_peer`]).
 //! - `frames`: builders for handshakes, registrations, requests, replies and submissions.
 //! - `dispatch`: in-process dispatches and what to read from their results.
+//! - `fairness`: [`logging_worker`]s that log what they completed, and [`waiting`] options.
 //! - `cluster`: peered test nodes, waits on what a node knows of its peers, SDK workers.
 //! - `silent`: [`watchful`], a node config that tells a silent worker, and a raw worker that
 //!   falls silent ([`fall_silent`]) and answers again.
@@ -25,6 +26,7 @@ mod admin;
 mod cluster;
 mod counting;
 mod dispatch;
+mod fairness;
 pub mod faulty;
 mod frames;
 mod lines;
@@ -46,6 +48,8 @@ pub use counting::Counting;
 pub use dispatch::{
     count, counts, dispatch, no_worker, outcome_of, parked, poll_once, served_by, spawn_dispatch,
 };
+#[allow(unused_imports)]
+pub use fairness::{count_with, logging_worker, waiting, Log, TASK};
 #[allow(unused_imports)]
 pub use frames::{
     hello, hello_at, on_node, plain, register, registration, reply_frame, request, request_in,
