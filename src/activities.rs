@@ -1,26 +1,32 @@
-//! Built-in activities for demos, tests and benchmarks: `echo` and `sleep`.
+//! Built-in activities for demos, tests and benchmarks: `echo`, `sleep` and `headers`.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use lintel_client::{Handler, Request};
+use lintel_client::{Extras, Handler, Request};
 use lintel_wire::ActivityOutcome;
 
 /// Names of the built-in activities.
-pub const BUILT_IN: [&str; 2] = ["echo", "sleep"];
+pub const BUILT_IN: [&str; 3] = ["echo", "sleep", "headers"];
 
 /// Longest `sleep` accepted, so a typo cannot park a worker slot for days.
 const MAX_SLEEP: Duration = Duration::from_secs(3600);
 
-/// Runs `echo` (replies with its input) and `sleep` (input is milliseconds as text).
+/// Runs `echo` (replies with its input), `sleep` (input is milliseconds as text) and
+/// `headers` (replies with the request's headers as a JSON object; see [`headers_json`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BuiltIn;
 
 impl Handler for BuiltIn {
     async fn handle(&self, request: Request) -> ActivityOutcome {
+        self.handle_with(request, Extras::default()).await
+    }
+
+    async fn handle_with(&self, request: Request, extras: Extras) -> ActivityOutcome {
         match &*request.activity_type {
             "echo" => ActivityOutcome::Success(request.input),
             "sleep" => sleep(&request.input).await,
+            "headers" => ActivityOutcome::Success(Bytes::from(headers_json(&extras))),
             other => ActivityOutcome::Failure {
                 message: format!("unknown activity `{other}`"),
                 retryable: false,
@@ -31,6 +37,23 @@ impl Handler for BuiltIn {
     fn runs_briefly(&self) -> bool {
         true
     }
+}
+
+/// The request's headers as a JSON object, name to value; a name that came more than once
+/// maps to an array of its values, in order.
+pub fn headers_json(extras: &Extras) -> String {
+    let mut object = serde_json::Map::new();
+    for header in &extras.headers {
+        let value = serde_json::Value::from(header.value.as_str());
+        match object.get_mut(header.name.as_str()) {
+            Some(serde_json::Value::Array(values)) => values.push(value),
+            Some(first) => *first = serde_json::Value::Array(vec![first.take(), value]),
+            None => {
+                object.insert(header.name.to_string(), value);
+            }
+        }
+    }
+    serde_json::Value::Object(object).to_string()
 }
 
 async fn sleep(input: &[u8]) -> ActivityOutcome {
@@ -52,4 +75,30 @@ async fn sleep(input: &[u8]) -> ActivityOutcome {
     }
     tokio::time::sleep(duration).await;
     ActivityOutcome::Success(Bytes::from(format!("slept {millis} ms")))
+}
+
+#[cfg(test)]
+mod tests {
+    use lintel_wire::Header;
+
+    use super::*;
+
+    #[test]
+    fn headers_are_an_object_and_a_repeated_name_an_array_in_order() {
+        let extras = Extras {
+            headers: [("traceparent", "00-t"), ("x", "1"), ("x", "2"), ("x", "3")]
+                .into_iter()
+                .map(|(name, value)| Header {
+                    name: name.into(),
+                    value: value.into(),
+                })
+                .collect(),
+            ..Extras::default()
+        };
+        assert_eq!(
+            headers_json(&extras),
+            r#"{"traceparent":"00-t","x":["1","2","3"]}"#
+        );
+        assert_eq!(headers_json(&Extras::default()), "{}");
+    }
 }

@@ -10,6 +10,8 @@
 //!   [`Subscription`] to the node's lifecycle events is a stream it feeds.
 //! - [`DispatchOptions`]: routing, waits and version-3 extras (headers...) of one dispatch,
 //!   shared with the node's in-process API.
+//! - [`trace`]: W3C trace context (`traceparent`, `tracestate`) in a dispatch's headers, and
+//!   with the `opentelemetry` feature to and from an OpenTelemetry `Context`.
 //! - [`status`]: a node's status as operators read it, the JSON of a status document.
 //! - [`tls`]: [`ClientTls`], what a connection to a TLS node trusts and presents, and a TLS
 //!   [`Dialer`](transport::Dialer).
@@ -25,6 +27,7 @@ mod options;
 pub mod status;
 mod subscription;
 pub mod tls;
+pub mod trace;
 pub mod transport;
 mod worker;
 

@@ -27,7 +27,7 @@ use super::activity::{Active, Activity};
 use super::admission::{validate, DispatchLimits};
 use super::caller::{Caller, Oneshot};
 use super::counters::DispatchCounters;
-use super::flight::{Flight, Slot, Target};
+use super::flight::{Flight, Logged, Slot, Target};
 use super::options::{carrying, Options};
 use super::relayed::{Attempt, PlaceAgain, Relayed};
 use crate::cluster::{Mesh, RemoteSlot};
@@ -35,6 +35,7 @@ use crate::link::{PushError, RelayEntry};
 use crate::registry::{
     normalize_task_queue, Address, Fairness, NodeFilter, Registry, Reservation, Tally, Tiers, Wait,
 };
+use lintel_client::trace::{TraceParent, TRACEPARENT};
 use lintel_client::DispatchOptions;
 
 /// How placement weighs this node's workers against its peers'.
@@ -297,7 +298,12 @@ impl Dispatcher {
         self.counters.submitted();
         let active = self.activity.enter();
         let crowded = active.count() > self.limits.max_active;
-        let flight = self.flight(caller, options.reply_timeout, active, Some(request));
+        let flight = self.flight(
+            caller,
+            options.reply_timeout,
+            active,
+            Some((request, extras)),
+        );
         if let Err(result) = self.admit(request, extras, options, crowded) {
             flight.finish(result.view());
             return Started::Ended;
@@ -741,19 +747,26 @@ impl Dispatcher {
         caller: Caller,
         reply_timeout: Option<Duration>,
         active: Active,
-        request: Option<&RequestRef<'_>>,
+        request: Option<(&RequestRef<'_>, &ExtrasRef<'_>)>,
     ) -> Arc<Flight> {
         let reply_timeout = reply_timeout.unwrap_or(self.limits.default_reply_timeout);
         // Named only for the debug log of outcomes, so nothing is spent when it is off.
-        let channel = request
+        let logged = request
             .filter(|_| tracing::enabled!(tracing::Level::DEBUG))
-            .map(|request| {
+            .map(|(request, extras)| {
                 let task_queue = normalize_task_queue(request.task_queue);
-                lintel_wire::channel::dispatch_channel_name(request.namespace, task_queue, None)
+                Box::new(Logged {
+                    channel: lintel_wire::channel::dispatch_channel_name(
+                        request.namespace,
+                        task_queue,
+                        None,
+                    ),
+                    trace_id: trace_id(extras),
+                })
             });
         Flight::new(
             Arc::clone(&self.counters),
-            channel,
+            logged,
             caller,
             active,
             reply_timeout,
@@ -870,6 +883,17 @@ impl Drop for CancelOnDrop {
             flight.cancel();
         }
     }
+}
+
+/// The trace id of the request's `traceparent` header, for its debug line; none when it has
+/// none or a malformed one.
+fn trace_id(extras: &ExtrasRef<'_>) -> Option<String> {
+    let header = extras
+        .headers
+        .iter()
+        .find(|header| header.name == TRACEPARENT)?;
+    let parent = header.value.parse::<TraceParent>().ok()?;
+    Some(parent.trace_id_hex())
 }
 
 fn refused(reason: RefusedReason, detail: &str) -> ResultRef<'_> {

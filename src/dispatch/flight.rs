@@ -73,14 +73,22 @@ struct State {
     done: Option<oneshot::Sender<()>>,
 }
 
+/// What a dispatch's debug line names beside its outcome: the pool's channel name and the
+/// trace id of its `traceparent` header, if it has a valid one.
+#[derive(Debug)]
+pub(super) struct Logged {
+    pub(super) channel: String,
+    pub(super) trace_id: Option<String>,
+}
+
 /// One dispatch in progress. Shared by its source and, once pushed, by the worker's link.
 #[derive(Debug)]
 pub(crate) struct Flight {
     counters: Arc<DispatchCounters>,
     /// When the dispatch was admitted.
     started: Instant,
-    /// The pool's channel name, kept only while debug logging is on.
-    channel: Option<String>,
+    /// What its debug line names, kept only while debug logging is on.
+    logged: Option<Box<Logged>>,
     max_payload: usize,
     reply_timeout: Duration,
     state: Mutex<State>,
@@ -89,7 +97,7 @@ pub(crate) struct Flight {
 impl Flight {
     pub(super) fn new(
         counters: Arc<DispatchCounters>,
-        channel: Option<String>,
+        logged: Option<Box<Logged>>,
         caller: Caller,
         active: Active,
         reply_timeout: Duration,
@@ -98,7 +106,7 @@ impl Flight {
         Arc::new(Self {
             counters,
             started: Instant::now(),
-            channel,
+            logged,
             max_payload,
             reply_timeout,
             state: Mutex::new(State {
@@ -134,9 +142,13 @@ impl Flight {
         self.counters.ended(&result);
         self.counters.took(self.started.elapsed());
         if !matches!(result, DispatchResult::Completed(_)) {
+            let logged = self.logged.as_deref();
             tracing::debug!(
                 correlation = caller.correlation(),
-                channel = self.channel.as_deref().unwrap_or_default(),
+                channel = logged.map_or("", |logged| logged.channel.as_str()),
+                trace_id = logged
+                    .and_then(|logged| logged.trace_id.as_deref())
+                    .unwrap_or_default(),
                 outcome = super::outcome::class(&result),
                 served_by = served_by.unwrap_or_default(),
                 "dispatch ended"
