@@ -249,8 +249,11 @@ pub mod otel {
 
     /// `options` carrying `context` as the global propagator writes it (W3C trace context
     /// with `opentelemetry_sdk`'s `TraceContextPropagator`).
-    pub fn inject(options: DispatchOptions, context: &Context) -> DispatchOptions {
-        global::get_text_map_propagator(|propagator| inject_with(propagator, options, context))
+    pub fn inject(mut options: DispatchOptions, context: &Context) -> DispatchOptions {
+        global::get_text_map_propagator(|propagator| {
+            propagator.inject_context(context, &mut Writer(&mut options));
+        });
+        options
     }
 
     /// `options` carrying the current context, as [`inject`] writes it.
