@@ -39,6 +39,17 @@ impl Drop for WorkerChild {
     }
 }
 
+/// `lintel serve` on loopback with the variable `name` set to `value`; it and its address.
+fn serve_with(name: &str, value: &str) -> (Served, String) {
+    let mut command = lintel();
+    command
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env(name, value);
+    let mut node = Served::spawn(command);
+    let addr = node.listening();
+    (node, addr)
+}
+
 /// `lintel dispatch` at `connect` of `activity` in `cli`, waiting up to 20 s for a worker,
 /// with `extra` flags, run to its end.
 fn dispatch(connect: &str, activity: &str, extra: &[&str]) -> Output {
@@ -117,14 +128,7 @@ fn a_header_crosses_to_a_worker_on_another_node() {
 
 #[test]
 fn the_nodes_debug_line_for_a_dispatch_names_its_trace_id() {
-    let mut node = Served::spawn({
-        let mut command = lintel();
-        command
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .env("RUST_LOG", "lintel=debug");
-        command
-    });
-    let addr = node.listening();
+    let (mut node, addr) = serve_with("RUST_LOG", "lintel=debug");
     let traceparent = format!("traceparent={TRACEPARENT}");
     // Nobody serves `nothing`: the dispatch ends no-worker, which the node logs at debug.
     let out = lintel()
@@ -150,14 +154,7 @@ fn the_nodes_debug_line_for_a_dispatch_names_its_trace_id() {
 
 #[test]
 fn headers_past_the_nodes_limits_are_refused_with_the_reason() {
-    let mut node = Served::spawn({
-        let mut command = lintel();
-        command
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .env("LINTEL_MAX_HEADERS", "2");
-        command
-    });
-    let addr = node.listening();
+    let (_node, addr) = serve_with("LINTEL_MAX_HEADERS", "2");
     let many: Vec<String> = (0..3).map(|i| format!("x-{i}=v")).collect();
     let mut flags = Vec::new();
     for header in &many {

@@ -24,8 +24,8 @@ use lintel::wire::{ActivityOutcome, DispatchRequest, DispatchResult, RefusedReas
 use lintel::NodeConfig;
 use prometheus_parse::{Scrape, Value};
 use support::{
-    admin_get, count_with, logging_worker, plain, request, served_by, spawn_dispatch, waiting,
-    within, RawWorker, TestNode, TASK,
+    admin_get, count_with, logging_worker, plain, request, served_by, spawn_dispatch,
+    wait_fairness, waiting, within, RawWorker, TestNode, TASK,
 };
 use tokio::task::JoinHandle;
 
@@ -44,21 +44,6 @@ fn dispatch_many(
     (0..n)
         .map(|i| spawn_dispatch(node, work(&format!("{label}:{i}")), options.clone()))
         .collect()
-}
-
-/// Waits until the node's fairness status satisfies `holds`, looking again on every change.
-async fn wait_fairness(node: &TestNode, what: &str, holds: impl Fn(&FairnessStatus) -> bool) {
-    let registry = node.registry();
-    within(what, async {
-        loop {
-            let mut seen = registry.changes().epoch();
-            if holds(&registry.fairness()) {
-                return;
-            }
-            registry.changes().changed(&mut seen).await;
-        }
-    })
-    .await;
 }
 
 fn waiting_of(status: &FairnessStatus, key: &str) -> u64 {

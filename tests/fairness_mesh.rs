@@ -7,14 +7,14 @@
 mod support;
 
 use lintel::dispatch::DispatchOptions;
-use lintel::registry::fairness::{FairnessStatus, KeyPolicy};
+use lintel::registry::fairness::KeyPolicy;
 use lintel::sdk::Client;
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{DispatchRequest, DispatchResult, Push};
 use lintel::NodeConfig;
 use support::{
-    client, cluster_config, logging_worker, plain, request, waiting, within, RawWorker, TestNode,
-    TASK,
+    client, cluster_config, logging_worker, plain, request, wait_fairness, waiting, within,
+    RawWorker, TestNode, TASK,
 };
 use tokio::task::JoinHandle;
 
@@ -68,21 +68,6 @@ fn dispatch_many(
 
 fn of_key(keys: &[(String, u64)], key: &str) -> u64 {
     keys.iter().find(|(k, _)| k == key).map_or(0, |(_, n)| *n)
-}
-
-/// Waits until `node`'s fairness status satisfies `holds`, looking again on every change.
-async fn wait_fairness(node: &TestNode, what: &str, holds: impl Fn(&FairnessStatus) -> bool) {
-    let registry = node.registry();
-    within(what, async {
-        loop {
-            let mut seen = registry.changes().epoch();
-            if holds(&registry.fairness()) {
-                return;
-            }
-            registry.changes().changed(&mut seen).await;
-        }
-    })
-    .await;
 }
 
 async fn completed(handles: Vec<JoinHandle<DispatchResult>>) {

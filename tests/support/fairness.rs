@@ -11,9 +11,11 @@ use lintel::sdk::{handler_fn, WorkerHandle};
 use lintel::wire::ActivityOutcome;
 use tokio::sync::Notify;
 
+use lintel::registry::fairness::FairnessStatus;
+
 use super::cluster::sdk_worker;
 use super::frames::plain;
-use super::node::within;
+use super::node::{within, TestNode};
 
 /// How long each task of a logging worker takes in the fairness tests.
 pub const TASK: Duration = Duration::from_millis(20);
@@ -93,4 +95,19 @@ pub fn waiting(priority: u8, key: &str, weight: u32) -> DispatchOptions {
     } else {
         options.fairness_key(key)
     }
+}
+
+/// Waits until `node`'s fairness status satisfies `holds`, looking again on every change.
+pub async fn wait_fairness(node: &TestNode, what: &str, holds: impl Fn(&FairnessStatus) -> bool) {
+    let registry = node.registry();
+    within(what, async {
+        loop {
+            let mut seen = registry.changes().epoch();
+            if holds(&registry.fairness()) {
+                return;
+            }
+            registry.changes().changed(&mut seen).await;
+        }
+    })
+    .await;
 }
