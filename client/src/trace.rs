@@ -3,7 +3,7 @@
 //!
 //! The headers are `traceparent` (`00-{trace id}-{parent id}-{flags}`, lowercase hex) and
 //! `tracestate` (vendor entries, passed on as they are), as the W3C Trace Context
-//! recommendation names them. With the `opentelemetry` feature, [`otel`] moves them to and
+//! recommendation names them. With the `opentelemetry` feature, `otel` moves them to and
 //! from an OpenTelemetry `Context` through a `TextMapPropagator`.
 
 use std::fmt;
