@@ -44,6 +44,7 @@ fn register(node: Option<String>) -> Register3 {
 fn address() -> Address<'static> {
     Address {
         needs_version: 1,
+        deployment: None,
         namespace: NAMESPACE,
         task_queue: TASK_QUEUE,
         activity_type: ACTIVITY,

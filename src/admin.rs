@@ -46,7 +46,8 @@ const ENDPOINTS: &str = "lintel admin listener\n\
 /status    the node's status as JSON, as `lintel status --json` prints it, with TLS and peer consoles\n\
 /window    JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second\n\
 /events    the node's lifecycle events as Server-Sent Events, each `data:` a `lintel watch` line\n\
-/endpoints this list\n";
+/endpoints this list\n\
+POST /pools  JSON {namespace, task_queue, deployment}: sets (or, deployment null, clears) a pool's current deployment on every node of the mesh\n";
 
 /// Serves admin requests on `listener` until `closing` fires.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, closing: CancellationToken) {
@@ -64,10 +65,15 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, closing: C
         let window = Arc::clone(&window);
         let closing = closing.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let shared = Arc::clone(&shared);
                 let window = Arc::clone(&window);
-                async move { Ok::<_, Infallible>(answer(&shared, &window, &request)) }
+                async move {
+                    if request.method() == Method::POST && request.uri().path() == "/pools" {
+                        return Ok::<_, Infallible>(set_pool(&shared, request).await);
+                    }
+                    Ok::<_, Infallible>(answer(&shared, &window, &request))
+                }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service);
@@ -81,7 +87,11 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, closing: C
 
 fn answer(shared: &Shared, window: &Window, request: &Request<Incoming>) -> Response<Body> {
     if request.method() != Method::GET {
-        return reply(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
+        return reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "GET only, but for POST /pools\n",
+        );
     }
     let path = request.uri().path();
     let open = path == "/health" || (path != "/endpoints" && console::asset(path).is_some());
@@ -213,6 +223,60 @@ fn events(shared: &Shared) -> Response<Body> {
         headers.insert(name, hyper::header::HeaderValue::from_static(value));
     }
     response
+}
+
+/// Largest body `POST /pools` reads.
+const MAX_POOL_BODY: usize = 64 * 1024;
+
+/// The body of `POST /pools`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PoolRequest {
+    namespace: String,
+    #[serde(default)]
+    task_queue: String,
+    /// `None` clears the current deployment.
+    deployment: Option<String>,
+}
+
+/// `POST /pools`: sets a pool's current deployment, written by this node now, which every
+/// node of the mesh learns. With an `admin_token`, it needs `Authorization: Bearer` with it.
+async fn set_pool(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
+    use http_body_util::BodyExt;
+    let text = |status, body: String| reply(status, "text/plain", body);
+    if !authorized(shared, &request) {
+        let refused = "POST /pools needs Authorization: Bearer with the admin_token\n";
+        return text(StatusCode::UNAUTHORIZED, refused.to_owned());
+    }
+    let body = match http_body_util::Limited::new(request.into_body(), MAX_POOL_BODY)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
+        Err(err) => return text(StatusCode::PAYLOAD_TOO_LARGE, format!("{err}\n")),
+    };
+    let asked: PoolRequest = match serde_json::from_slice(&body) {
+        Ok(asked) => asked,
+        Err(err) => return text(StatusCode::BAD_REQUEST, format!("{err}\n")),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        });
+    let set = shared.dispatcher.settings().set(
+        (&asked.namespace, &asked.task_queue),
+        asked.deployment.as_deref(),
+        (now, shared.node_id()),
+    );
+    match set.map(|setting| serde_json::to_string(&status::current_deployment(&setting))) {
+        Ok(Ok(json)) => {
+            tracing::info!(namespace = %asked.namespace, task_queue = %asked.task_queue, deployment = asked.deployment.as_deref().unwrap_or("(none)"), "pool's current deployment set");
+            reply(StatusCode::OK, "application/json", json)
+        }
+        Ok(Err(err)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{err}\n")),
+        Err(err) => text(StatusCode::BAD_REQUEST, format!("{err}\n")),
+    }
 }
 
 fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {

@@ -341,7 +341,7 @@ impl Authenticator<'_> {
         });
         if role == Role::Peer {
             if let Some(secret) = self.cluster_secret {
-                if matches(presented.as_bytes(), secret) {
+                if token_matches(presented.as_bytes(), secret) {
                     return Ok(Grant::all());
                 }
                 return match (identified, identity) {
@@ -370,7 +370,7 @@ impl Authenticator<'_> {
         if self
             .auth_token
             .as_ref()
-            .is_some_and(|token| matches(presented, token))
+            .is_some_and(|token| token_matches(presented, token))
         {
             return Ok(Grant::all());
         }
@@ -379,7 +379,7 @@ impl Authenticator<'_> {
             .grants
             .iter()
             .filter_map(|grant| Some((grant, grant.token.as_deref()?)))
-            .map(|(grant, token)| (grant, matches(presented, token)))
+            .map(|(grant, token)| (grant, token_matches(presented, token)))
             .fold(
                 None,
                 |found, (grant, hit)| if hit { Some(grant) } else { found },
@@ -446,7 +446,8 @@ fn refuse_role(grant: &GrantConfig, role: Role, holder: Holder) -> Result<Grant,
     )))
 }
 
-fn matches(presented: &[u8], secret: &str) -> bool {
+/// True when `presented` is `secret`, compared in constant time.
+pub(crate) fn token_matches(presented: &[u8], secret: &str) -> bool {
     bool::from(presented.ct_eq(secret.as_bytes()))
 }
 

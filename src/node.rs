@@ -252,6 +252,15 @@ impl Node {
         let shared = &self.shared;
         shared.set_node_id(shared.config.effective_node_id(local.port()));
         shared.set_advertise(shared.config.effective_advertise(local));
+        // Written at time 0: any admin call, on any node, is a later word.
+        for pool in &shared.config.pools {
+            let settings = shared.dispatcher.settings();
+            let address = (pool.namespace.as_str(), pool.task_queue.as_str());
+            let by = (0, shared.node_id());
+            if let Err(err) = settings.set(address, Some(&pool.deployment), by) {
+                tracing::warn!(namespace = %pool.namespace, %err, "pool setting not taken");
+            }
+        }
         let tls = match (shared.tls.is_enabled(), &shared.config.tls_client_ca) {
             (false, _) => "off",
             (true, None) => "on",

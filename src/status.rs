@@ -8,8 +8,8 @@ use lintel_wire::ClusterStatusReport;
 use crate::dispatch::Dispatcher;
 use crate::registry::fairness::FairnessStatus;
 pub use lintel_client::status::{
-    CappedKey, Counters, Fairness, JoinPoint, KeyCount, Peer, Pool, RemotePool, Standing, Status,
-    Worker,
+    CappedKey, Counters, CurrentDeployment, Fairness, JoinPoint, KeyCount, Peer, Pool, RemotePool,
+    Standing, Status, Worker,
 };
 
 /// The view of `report` (whole, or cut to fit a frame), with what `dispatcher` knows of its
@@ -44,6 +44,25 @@ pub fn view(report: ClusterStatusReport, dispatcher: &Dispatcher) -> Status {
         .with_link_counts(links)
         .with_join_points(mesh.join_points())
         .with_fairness(fairness(dispatcher.registry().fairness()))
+        .with_current_deployments(
+            dispatcher
+                .settings()
+                .since(0)
+                .0
+                .iter()
+                .map(current_deployment)
+                .collect(),
+        )
+}
+
+/// A pool setting as a status shows it.
+pub fn current_deployment(setting: &lintel_wire::PoolSetting) -> CurrentDeployment {
+    CurrentDeployment {
+        channel: setting.channel.clone(),
+        deployment: setting.current_deployment.clone(),
+        set_at_unix_ms: setting.set_at_unix_ms,
+        set_by: setting.set_by.clone(),
+    }
 }
 
 /// The fairness a status shows, from the registry's.

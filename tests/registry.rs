@@ -11,7 +11,9 @@ use lintel::registry::{
     Registry, Reservation, Wait, WorkerId,
 };
 use lintel::transport::{self, FrameReader};
-use lintel::wire::{Census3, NoWorkerReason, NodeRouting, RefusalCode, Register, Register3};
+use lintel::wire::{
+    Census3, DepartureReason, NoWorkerReason, NodeRouting, RefusalCode, Register, Register3,
+};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A registry plus the loopback sockets behind its links.
@@ -109,6 +111,7 @@ fn address<'a>(namespace: &'a str, task_queue: &'a str, activity_type: &'a str) 
         activity_type,
         node: None,
         needs_version: 1,
+        deployment: None,
     }
 }
 
@@ -770,26 +773,93 @@ async fn a_waiter_needing_version_3_is_passed_by_for_a_version_2_workers_slot() 
 }
 
 #[tokio::test]
-async fn a_deployment_identity_is_kept_and_shown_and_supersedes_nothing_yet() {
+async fn a_registration_with_a_workers_deployment_and_instance_id_supersedes_it() {
     let mut h = Harness::new().await;
-    let identified = |instance: &str| Register3 {
-        deployment: Some("v42".into()),
+    let identified = |deployment: Option<&str>, instance: &str| Register3 {
+        deployment: deployment.map(str::to_owned),
         instance_id: Some(instance.into()),
         ..worker(&["ns"], "", None, &["act"], 1)
     };
-    let first = h.admit(&identified("pod-1")).await;
-    // This node does not list the feature `deployments`: the same instance again is a
-    // second worker, and the first stays.
-    let again = h.admit(&identified("pod-1")).await;
-    let _plain = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
-    assert_eq!(h.registry.worker_count(), 3);
+    let (pid, first_link) = h.link().await;
+    let first = h
+        .registry
+        .admit(pid, &identified(Some("v42"), "pod-1"), first_link.clone())
+        .expect("admitted");
+    let other = h.admit(&identified(Some("v43"), "pod-1")).await;
+    let unversioned = h.admit(&identified(None, "pod-1")).await;
     assert_eq!(
-        h.registry.deployments(),
-        vec![
-            (first.worker_id(), Some("v42".into()), Some("pod-1".into())),
-            (again.worker_id(), Some("v42".into()), Some("pod-1".into())),
+        h.registry.worker_count(),
+        3,
+        "an instance id is unique per deployment"
+    );
+    assert!(!first_link.is_superseded());
+    let again = h.admit(&identified(Some("v42"), "pod-1")).await;
+    assert!(first_link.is_superseded() && first_link.is_closed());
+    assert_eq!(h.registry.worker_count(), 3);
+    assert_eq!(h.registry.departed(DepartureReason::Superseded), 1);
+    drop(first);
+    assert_eq!(
+        h.registry.departed(DepartureReason::Disconnected),
+        0,
+        "the superseded worker's departure is recorded once"
+    );
+    let ids: Vec<WorkerId> = h.registry.deployments().iter().map(|row| row.0).collect();
+    assert_eq!(
+        ids,
+        [
+            other.worker_id(),
+            unversioned.worker_id(),
+            again.worker_id()
         ]
     );
+    drop(again);
+    assert_eq!(h.registry.departed(DepartureReason::Disconnected), 1);
+}
+
+#[tokio::test]
+async fn a_required_deployment_selects_queues_and_censuses_its_workers_only() {
+    let mut h = Harness::new().await;
+    let of = |deployment: &str| Register3 {
+        deployment: Some(deployment.into()),
+        ..worker(&["ns"], "", None, &["act"], 1)
+    };
+    let v1 = h.admit(&of("v1")).await;
+    let plain = h.admit(&worker(&["ns"], "", None, &["act"], 1)).await;
+    let here = address("ns", "", "act");
+    let v1_only = Address {
+        deployment: Some("v1"),
+        ..with_headers(here)
+    };
+    let held = h.select(v1_only, &ANY).expect("v1's worker");
+    assert_eq!(held.worker_id(), v1.worker_id());
+    let mut waiting = queue(&h, v1_only, &ANY);
+    assert_eq!(h.census(v1_only).reason, NoWorkerReason::AllAtCapacity);
+    assert_eq!(
+        h.next(here, &ANY),
+        plain.worker_id(),
+        "no deployment takes any"
+    );
+    assert!(
+        granted(&mut waiting).is_none(),
+        "the plain slot is not v1's"
+    );
+    drop(held);
+    let granted = granted(&mut waiting).expect("v1's freed slot");
+    assert_eq!(granted.worker_id(), v1.worker_id());
+    let v2_only = Address {
+        deployment: Some("v2"),
+        ..v1_only
+    };
+    let census = h.census(v2_only);
+    assert_eq!(
+        (
+            census.reason,
+            census.compatible_workers,
+            census.deployment_workers
+        ),
+        (NoWorkerReason::DeploymentMatchedNobody, 2, 0)
+    );
+    assert!(h.select(v2_only, &ANY).is_none());
 }
 
 // ---------------------------------------------------------------------------------------------

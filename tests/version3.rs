@@ -10,9 +10,8 @@ use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{Worker, WorkerConfig};
 use lintel::wire::{
     feature, ActivityOutcome, Cancel, DispatchResult, ErrorCode, Extension, Farewell, Frame,
-    Header, Hello, NoWorkerReason, PeerHello, PeerHello3, PoolSettings, Presence, RefusalCode,
-    RefusedReason, Register3, RelayAck, RequestExtras, Resume, Resumed, Role, StatusQuery, Submit3,
-    Subscribe,
+    Header, Hello, NoWorkerReason, PeerHello, PeerHello3, Presence, RefusalCode, RefusedReason,
+    Register3, RelayAck, RequestExtras, Resume, Resumed, Role, StatusQuery, Submit3, Subscribe,
 };
 use lintel::NodeConfig;
 use support::{
@@ -86,9 +85,12 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
             feature::HEADERS,
             feature::PRIORITY,
             feature::FAIRNESS,
+            feature::DEPLOYMENTS,
             feature::STATUS_DOCUMENT,
+            feature::PROBATION,
             feature::FAREWELL,
-            feature::EVENTS
+            feature::EVENTS,
+            feature::POOL_SETTINGS,
         ]
     );
     assert_eq!(
@@ -227,10 +229,7 @@ async fn what_the_node_does_not_implement_is_refused_and_named_never_ignored() {
         });
         options
     };
-    for (options, named) in [
-        (DispatchOptions::default().deployment("v42"), "deployments"),
-        (critical, "extension 7"),
-    ] {
+    for (options, named) in [(critical, "extension 7")] {
         let result = within(
             "a refused dispatch",
             producer.dispatch(request("ns", "echo", "x"), &options),
@@ -690,9 +689,12 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
                 feature::HEADERS,
                 feature::PRIORITY,
                 feature::FAIRNESS,
+                feature::DEPLOYMENTS,
                 feature::STATUS_DOCUMENT,
+                feature::PROBATION,
                 feature::FAREWELL,
                 feature::EVENTS,
+                feature::POOL_SETTINGS,
             ];
             assert_eq!(hello.features, features);
         }
@@ -717,8 +719,8 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
         other => panic!("expected Goodbye, got {other:?}"),
     }
     raw.closed().await;
-    // Each resumption frame and a pool setting need a feature the node does not list: each
-    // closes the link with `Error{Unsupported}` naming it.
+    // Each resumption frame needs a feature the node does not list: each closes the link with
+    // `Error{Unsupported}` naming it.
     for (frame, named) in [
         (
             Frame::RelayAck(RelayAck {
@@ -742,12 +744,6 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
                 last: true,
             }),
             feature::RELAY_RESUME,
-        ),
-        (
-            Frame::PoolSettings(PoolSettings {
-                settings: Vec::new(),
-            }),
-            feature::POOL_SETTINGS,
         ),
     ] {
         let mut link = hand_peer_v3(node.addr, hello3(Vec::new())).await;

@@ -27,6 +27,22 @@ pub struct Status {
     /// Empty where the status came in a version-2 report, which cannot carry it.
     #[serde(default)]
     pub fairness: Fairness,
+    /// Pools with a current deployment set, or cleared, as this node knows them; sorted.
+    #[serde(default)]
+    pub current_deployments: Vec<CurrentDeployment>,
+}
+
+/// A pool's current deployment: required of a dispatch that names none. Set on any node;
+/// the latest `(set_at_unix_ms, set_by)` wins on every node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CurrentDeployment {
+    pub channel: String,
+    /// `None` once cleared.
+    pub deployment: Option<String>,
+    /// 0 for a node's config.
+    pub set_at_unix_ms: u64,
+    /// The node id that set it.
+    pub set_by: String,
 }
 
 /// Dispatches waiting and served by priority and fairness key (the shared key is `""`), and
@@ -256,12 +272,19 @@ impl Status {
                 .collect(),
             join_points: Vec::new(),
             fairness: Fairness::default(),
+            current_deployments: Vec::new(),
         }
     }
 
     /// Sets the waiting and served by priority and key, which only the node itself can tell.
     pub fn with_fairness(mut self, fairness: Fairness) -> Self {
         self.fairness = fairness;
+        self
+    }
+
+    /// Adds the pools' current deployments.
+    pub fn with_current_deployments(mut self, current: Vec<CurrentDeployment>) -> Self {
+        self.current_deployments = current;
         self
     }
 

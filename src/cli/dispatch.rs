@@ -67,6 +67,9 @@ pub(super) struct Args {
     /// more (in order; a name may repeat).
     #[arg(long = "header", value_name = "NAME=VALUE", value_parser = extras::header)]
     headers: Vec<(String, String)>,
+    /// Only a worker registered with this deployment may run it (needs a version-3 node).
+    #[arg(long)]
+    deployment: Option<String>,
     /// Auth token for nodes that require one.
     #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
@@ -142,6 +145,9 @@ pub(super) async fn run(args: Args) -> ExitCode {
         options = options.prefer(args.prefer);
     } else if !args.require.is_empty() {
         options = options.require(args.require);
+    }
+    if let Some(deployment) = args.deployment {
+        options = options.deployment(deployment);
     }
     let dispatched = match client.dispatch_traced(request, &options).await {
         Ok(dispatched) => dispatched,

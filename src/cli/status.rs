@@ -161,6 +161,16 @@ fn render(status: &Status) -> String {
             }
         }
     }
+    for current in &status.current_deployments {
+        let _ = writeln!(
+            out,
+            "\npool {}  current deployment {}  (set by {} at {} ms)",
+            current.channel,
+            current.deployment.as_deref().unwrap_or("- (cleared)"),
+            current.set_by,
+            current.set_at_unix_ms
+        );
+    }
     for waiting in &status.waiting {
         let _ = writeln!(
             out,

@@ -43,6 +43,14 @@ pub(super) struct Args {
     /// Identity shown in status.
     #[arg(long)]
     identity: Option<String>,
+    /// The deployment (version of this worker's code) it registers with: only it serves
+    /// dispatches that require this deployment, or whose pool's current deployment it is.
+    #[arg(long)]
+    deployment: Option<String>,
+    /// This instance's id: a later worker with the same deployment and instance id on the
+    /// node replaces this one.
+    #[arg(long)]
+    instance_id: Option<String>,
     /// Auth token for nodes that require one.
     #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
@@ -80,6 +88,8 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let mut config = WorkerConfig::new(args.connect.clone(), registration);
     config.auth_token = args.auth_token;
+    config.deployment = args.deployment;
+    config.instance_id = args.instance_id;
     config.tls = match args.tls.load(&args.connect) {
         Ok(tls) => tls,
         Err(err) => return stop(err),

@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lintel_wire::{NodeEvent, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence};
+use lintel_wire::{NodeEvent, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence3};
 use tokio_util::sync::CancellationToken;
 
 use super::changes::Changes;
@@ -299,7 +299,7 @@ impl Mesh {
     ///
     /// # Errors
     /// [`PresenceError`] for a frame that breaks a bound; the link should close.
-    pub fn apply(&self, remote: &Remote, presence: Presence) -> Result<(), PresenceError> {
+    pub fn apply(&self, remote: &Remote, presence: Presence3) -> Result<(), PresenceError> {
         let applied = remote.view().apply(presence, self.max_groups);
         if applied.is_ok() && !remote.established.swap(true, Ordering::AcqRel) {
             if let Some(tally) = self.lock().members.tally(&remote.node_id) {
@@ -689,12 +689,13 @@ mod tests {
         mesh.lock().remotes.get(peer).cloned()
     }
 
-    fn presence() -> Presence {
-        Presence {
+    fn presence() -> Presence3 {
+        Presence3 {
             reset: true,
             synced: true,
             draining: false,
             pools: Vec::new(),
+            extensions: Vec::new(),
         }
     }
 

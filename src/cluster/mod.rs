@@ -4,15 +4,18 @@
 //! - `view`: one peer's announced pools and the charges against them.
 //! - `changes`: a subscription to the mesh's links or members changing.
 //! - `members`: the members by node id, the join points and who answered at each.
+//! - `settings`: each pool's current deployment, last writer wins across the mesh.
 //! - `mesh`: the set of peers, which of two links to one peer stays, placement's remote half
 //!   and status.
 
 mod changes;
 mod members;
 mod mesh;
+mod settings;
 mod view;
 
 pub use changes::{Changes, MeshGone};
 pub use members::{Answer, JoinPoint, LinkTally, MAX_MEMBERS};
 pub use mesh::{JoinDial, JoinError, MemberTally, Mesh, Opener, Remote, RemoteSlot};
+pub use settings::{SettingError, Settings, MAX_SETTINGS};
 pub use view::{PoolCapacity, PresenceError, MAX_POOLS_PER_PEER};

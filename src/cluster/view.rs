@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use lintel_wire::channel::parse_channel_name;
-use lintel_wire::{PoolPresence, Presence, PresenceGroup};
+use lintel_wire::{PoolPresence3, Presence3, PresenceGroup3};
 
 use crate::idmap::KeyedMap;
 use crate::registry::{normalize_task_queue, Address, Bucketed, NodeFilter, Tally};
@@ -56,7 +56,7 @@ impl Charge {
 
 #[derive(Debug)]
 struct Group {
-    announced: PresenceGroup,
+    announced: PresenceGroup3,
     /// Relays sent to this group and not answered; shared with their [`Charge`]s. Raised
     /// only under the view's lock, so a charge never passes what was announced free.
     charged: Arc<AtomicU32>,
@@ -68,8 +68,11 @@ impl Group {
         self.announced.free.saturating_sub(charged)
     }
 
-    fn is(&self, activity: &str, node: Option<&str>) -> bool {
-        self.announced.activity_type == activity && self.announced.node.as_deref() == node
+    fn is(&self, other: &PresenceGroup3) -> bool {
+        let announced = &self.announced;
+        announced.activity_type == other.activity_type
+            && announced.node == other.node
+            && announced.deployment == other.deployment
     }
 }
 
@@ -94,7 +97,7 @@ impl View {
     /// Applies one presence frame; on an error nothing further from this peer is trusted.
     pub(crate) fn apply(
         &mut self,
-        presence: Presence,
+        presence: Presence3,
         max_groups: usize,
     ) -> Result<(), PresenceError> {
         if presence.reset {
@@ -110,7 +113,7 @@ impl View {
         Ok(())
     }
 
-    fn apply_pool(&mut self, pool: PoolPresence, max_groups: usize) -> Result<(), PresenceError> {
+    fn apply_pool(&mut self, pool: PoolPresence3, max_groups: usize) -> Result<(), PresenceError> {
         if pool.groups.len() > max_groups {
             return Err(PresenceError::TooManyGroups {
                 channel: pool.channel,
@@ -137,20 +140,16 @@ impl View {
         if before.is_none() && self.pool_count >= MAX_POOLS_PER_PEER {
             return Err(PresenceError::TooManyPools);
         }
-        let groups =
-            pool.groups
-                .into_iter()
-                .map(|announced| {
-                    let charged = before
-                        .and_then(|before| {
-                            before.groups.iter().find(|old| {
-                                old.is(&announced.activity_type, announced.node.as_deref())
-                            })
-                        })
-                        .map_or_else(Arc::default, |old| Arc::clone(&old.charged));
-                    Group { announced, charged }
-                })
-                .collect();
+        let groups = pool
+            .groups
+            .into_iter()
+            .map(|announced| {
+                let charged = before
+                    .and_then(|before| before.groups.iter().find(|old| old.is(&announced)))
+                    .map_or_else(Arc::default, |old| Arc::clone(&old.charged));
+                Group { announced, charged }
+            })
+            .collect();
         let replaced = by_queue.insert(
             address.task_queue,
             Pool {
@@ -243,12 +242,17 @@ impl View {
             if !filter.allows(group.node.as_deref()) {
                 continue;
             }
+            tally.compatible(group.workers);
+            if !of_deployment(group, address.deployment) {
+                continue;
+            }
             let bucketed = Bucketed {
                 workers: group.workers,
                 draining: group.draining,
-                ..Bucketed::default()
+                probation: group.probation,
+                unreachable: group.unreachable,
             };
-            tally.compatible(bucketed, group.full, can_carry);
+            tally.deployment(bucketed, group.full, can_carry);
         }
     }
 
@@ -342,6 +346,13 @@ fn charge_in(
 fn matches(group: &Group, address: Address<'_>, filter: NodeFilter<'_>) -> bool {
     group.announced.activity_type == address.activity_type
         && filter.allows(group.announced.node.as_deref())
+        && of_deployment(&group.announced, address.deployment)
+}
+
+/// Announced with `deployment`, or any group when none is required. A group the peer merged
+/// past its cap has no deployment, so a dispatch requiring one never uses it.
+fn of_deployment(group: &PresenceGroup3, deployment: Option<&str>) -> bool {
+    deployment.is_none_or(|want| group.deployment.as_deref() == Some(want))
 }
 
 /// A point drawn uniformly from `0..total`, for a weighted choice; `None` when `total` is 0.
@@ -355,32 +366,36 @@ mod tests {
 
     use super::*;
 
-    fn group(activity: &str, node: Option<&str>, free: u32) -> PresenceGroup {
-        PresenceGroup {
+    fn group(activity: &str, node: Option<&str>, free: u32) -> PresenceGroup3 {
+        PresenceGroup3 {
             activity_type: activity.into(),
             node: node.map(str::to_owned),
+            deployment: None,
             workers: 1,
             slots: 4,
             free,
             full: u32::from(free == 0),
             draining: 0,
+            probation: 0,
+            unreachable: 0,
         }
     }
 
-    fn pool(groups: Vec<PresenceGroup>) -> PoolPresence {
-        PoolPresence {
+    fn pool(groups: Vec<PresenceGroup3>) -> PoolPresence3 {
+        PoolPresence3 {
             channel: dispatch_channel_name("ns", "default", None),
             workers: 2,
             groups,
         }
     }
 
-    fn presence(reset: bool, pools: Vec<PoolPresence>) -> Presence {
-        Presence {
+    fn presence(reset: bool, pools: Vec<PoolPresence3>) -> Presence3 {
+        Presence3 {
             reset,
             synced: true,
             draining: false,
             pools,
+            extensions: Vec::new(),
         }
     }
 
@@ -391,6 +406,7 @@ mod tests {
             activity_type: activity,
             node: None,
             needs_version: 1,
+            deployment: None,
         }
     }
 
@@ -426,7 +442,7 @@ mod tests {
         view.apply(presence(true, vec![pool(vec![group("echo", None, 1)])]), 64)
             .unwrap();
         assert_eq!(view.pool_count(), 1);
-        let gone = PoolPresence {
+        let gone = PoolPresence3 {
             channel: dispatch_channel_name("ns", "default", None),
             workers: 0,
             groups: vec![],
@@ -442,7 +458,7 @@ mod tests {
     #[test]
     fn hostile_presence_is_refused() {
         let mut view = View::default();
-        let bad = PoolPresence {
+        let bad = PoolPresence3 {
             channel: "not.a.channel".into(),
             workers: 1,
             groups: vec![],
@@ -456,6 +472,39 @@ mod tests {
             view.apply(presence(false, vec![wide]), 2),
             Err(PresenceError::TooManyGroups { .. })
         ));
+    }
+
+    #[test]
+    fn a_required_deployment_uses_and_counts_only_its_groups() {
+        let mut view = View::default();
+        let of = |deployment: Option<&str>, free| PresenceGroup3 {
+            deployment: deployment.map(str::to_owned),
+            ..group("echo", None, free)
+        };
+        let groups = vec![of(None, 5), of(Some("v1"), 1), of(Some("v2"), 2)];
+        view.apply(presence(true, vec![pool(groups)]), 64).unwrap();
+        let v2 = Address {
+            deployment: Some("v2"),
+            ..address("echo")
+        };
+        assert_eq!(view.usable_slots(v2, NodeFilter::Any), 2);
+        assert_eq!(view.usable_slots(address("echo"), NodeFilter::Any), 8);
+        let v3 = Address {
+            deployment: Some("v3"),
+            ..address("echo")
+        };
+        assert!(view.charge(v3, NodeFilter::Any).is_none());
+        let mut tally = Tally::new(None);
+        view.count_into(&mut tally, v3, NodeFilter::Any, true);
+        let census = tally.finish();
+        assert_eq!(
+            (
+                census.compatible_workers,
+                census.deployment_workers,
+                census.reason
+            ),
+            (3, 0, lintel_wire::NoWorkerReason::DeploymentMatchedNobody)
+        );
     }
 
     #[test]

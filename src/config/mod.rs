@@ -3,4 +3,4 @@
 
 mod node;
 
-pub use node::{ConfigError, NodeConfig};
+pub use node::{ConfigError, NodeConfig, PoolConfig};

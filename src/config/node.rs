@@ -146,6 +146,20 @@ pub struct NodeConfig {
     /// Per fairness key: a cap on its dispatches running on this node's workers
     /// (`max_in_flight`) and a weight that replaces the one its requests ask for.
     pub fairness: Vec<KeyPolicy>,
+    /// Per pool: its current deployment, required of a dispatch that names none. An admin
+    /// call (`POST /pools`) on any node of the mesh overrides it.
+    pub pools: Vec<PoolConfig>,
+}
+
+/// One `[[pools]]` entry of the node's config: a pool and its current deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    pub namespace: String,
+    /// Empty is `default`.
+    #[serde(default)]
+    pub task_queue: String,
+    pub deployment: String,
 }
 
 impl Default for NodeConfig {
@@ -194,6 +208,7 @@ impl Default for NodeConfig {
             fairness_key_source: FairnessKeySource::Grant,
             priority_aging_ms: u64::try_from(DEFAULT_AGING.as_millis()).unwrap_or(10_000),
             fairness: Vec::new(),
+            pools: Vec::new(),
         }
     }
 }
@@ -265,6 +280,7 @@ impl NodeConfig {
             });
         }
         self.validate_tls()?;
+        self.validate_pools()?;
         for (name, value) in [
             ("outbound_queue_bytes", self.outbound_queue_bytes as u64),
             ("slow_consumer_grace_ms", self.slow_consumer_grace_ms),
@@ -297,6 +313,39 @@ impl NodeConfig {
                 name: "max_frame_len",
                 reason: "must be between 64 KiB and 4 GiB".into(),
             });
+        }
+        Ok(())
+    }
+
+    /// Each pool named once, its deployment a name within `max_name_len`, and no more pools
+    /// than a node holds settings for.
+    fn validate_pools(&self) -> Result<(), ConfigError> {
+        let invalid = |reason: String| ConfigError::Invalid {
+            name: "pools",
+            reason,
+        };
+        if self.pools.len() > crate::cluster::MAX_SETTINGS {
+            return Err(invalid(format!(
+                "more than {} pools",
+                crate::cluster::MAX_SETTINGS
+            )));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (index, pool) in self.pools.iter().enumerate() {
+            let deployment = &pool.deployment;
+            if deployment.is_empty() || deployment.len() > self.max_name_len {
+                return Err(invalid(format!(
+                    "pool {index}: the deployment must be 1 to max_name_len ({}) bytes",
+                    self.max_name_len
+                )));
+            }
+            let task_queue = crate::registry::normalize_task_queue(&pool.task_queue);
+            if !seen.insert((pool.namespace.as_str(), task_queue)) {
+                return Err(invalid(format!(
+                    "pool {index}: {}/{task_queue} is named twice",
+                    pool.namespace
+                )));
+            }
         }
         Ok(())
     }

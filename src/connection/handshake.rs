@@ -20,13 +20,16 @@ const MIN_VERSION: u16 = 1;
 pub(crate) const PEER_VERSION: u16 = 2;
 
 /// What this node implements of version 3, as its `Welcome3` and `PeerHello3` list it.
-pub(crate) const FEATURES: [&str; 6] = [
+pub(crate) const FEATURES: [&str; 9] = [
     feature::HEADERS,
     feature::PRIORITY,
     feature::FAIRNESS,
+    feature::DEPLOYMENTS,
     feature::STATUS_DOCUMENT,
+    feature::PROBATION,
     feature::FAREWELL,
     feature::EVENTS,
+    feature::POOL_SETTINGS,
 ];
 
 /// [`FEATURES`], as a frame carries them.

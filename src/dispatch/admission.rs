@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use lintel_wire::{
-    feature, is_header_name, unknown_critical, ExtrasRef, NodeRouting, RefusedDispatch,
-    RefusedReason, RequestRef, RoutingRef,
+    is_header_name, unknown_critical, ExtrasRef, NodeRouting, RefusedDispatch, RefusedReason,
+    RequestRef, RoutingRef,
 };
 
 use super::options::Options;
@@ -78,23 +78,12 @@ pub(crate) fn validate(
     })
 }
 
-/// What the node does not implement yet, named: a critical extension it does not know, or a
-/// field of a feature it does not list.
+/// What the node does not implement, named: a critical extension it does not know.
 fn unsupported(extras: &ExtrasRef<'_>) -> Result<(), String> {
     // No extension tag is allocated: every critical one is unknown.
-    if let Some(tag) = unknown_critical(extras.extensions.iter(), |_| false) {
-        return Err(format!(
+    match unknown_critical(extras.extensions.iter(), |_| false) {
+        Some(tag) => Err(format!(
             "extension {tag} is critical and unknown to this node"
-        ));
-    }
-    let needs = [(
-        extras.deployment.is_some(),
-        feature::DEPLOYMENTS,
-        "a required deployment",
-    )];
-    match needs.into_iter().find(|(needed, ..)| *needed) {
-        Some((_, feature, what)) => Err(format!(
-            "{what} needs the feature {feature}, which this node does not implement"
         )),
         None => Ok(()),
     }
@@ -352,9 +341,8 @@ mod tests {
     }
 
     #[test]
-    fn scheduling_fields_are_checked_and_a_deployment_refused_as_unsupported() {
+    fn scheduling_fields_and_a_deployment_are_checked() {
         let invalid = Some(RefusedReason::InvalidRequest);
-        let unsupported = Some(RefusedReason::Unsupported);
         for (options, expected) in [
             (DispatchOptions::default().priority(0), invalid),
             (DispatchOptions::default().priority(6), invalid),
@@ -372,7 +360,11 @@ mod tests {
             ),
             (DispatchOptions::default().fairness_key("k"), None),
             (DispatchOptions::default().deployment(""), invalid),
-            (DispatchOptions::default().deployment("v1"), unsupported),
+            (
+                DispatchOptions::default().deployment("d".repeat(9)),
+                invalid,
+            ),
+            (DispatchOptions::default().deployment("v1"), None),
         ] {
             assert_eq!(
                 refusal(&request(), &options),

@@ -30,7 +30,7 @@ use super::counters::DispatchCounters;
 use super::flight::{Flight, Logged, Slot, Target};
 use super::options::{carrying, Options};
 use super::relayed::{Attempt, PlaceAgain, Relayed};
-use crate::cluster::{Mesh, RemoteSlot};
+use crate::cluster::{Mesh, RemoteSlot, Settings};
 use crate::link::{PushError, RelayEntry};
 use crate::registry::{
     normalize_task_queue, Address, Fairness, NodeFilter, Registry, Reservation, Tally, Tiers, Wait,
@@ -81,6 +81,8 @@ pub struct Dispatcher {
     /// Cancelled by [`Dispatcher::drain`], for dispatches waiting for a worker.
     draining: CancellationToken,
     activity: Arc<Activity>,
+    /// Each pool's current deployment, required of a dispatch that names none.
+    settings: Arc<Settings>,
     /// Itself, for relays that place their dispatch again.
     me: Weak<Dispatcher>,
 }
@@ -139,6 +141,7 @@ impl Dispatcher {
             drained: AtomicBool::new(false),
             draining: CancellationToken::new(),
             activity: Arc::default(),
+            settings: Settings::new(limits.max_name_len),
             me: me.clone(),
         })
     }
@@ -146,6 +149,11 @@ impl Dispatcher {
     /// The peers it may relay to.
     pub fn mesh(&self) -> &Arc<Mesh> {
         &self.mesh
+    }
+
+    /// Each pool's current deployment, as this node knows it.
+    pub fn settings(&self) -> &Arc<Settings> {
+        &self.settings
     }
 
     /// The registry it selects from.
@@ -308,11 +316,39 @@ impl Dispatcher {
             flight.finish(result.view());
             return Started::Ended;
         }
+        // A dispatch naming no deployment requires its pool's current one, if it has one.
+        let current = extras
+            .deployment
+            .is_none()
+            .then(|| self.settings.current(request.namespace, request.task_queue))
+            .flatten();
+        match current.as_deref() {
+            None => self.place_admitted(request, extras, options, flight, scope),
+            Some(deployment) => {
+                let extras = ExtrasRef {
+                    deployment: Some(deployment),
+                    ..extras.reborrow()
+                };
+                self.place_admitted(request, &extras, options, flight, scope)
+            }
+        }
+    }
+
+    /// Places an admitted dispatch, or queues it, or ends it.
+    fn place_admitted(
+        &self,
+        request: &RequestRef<'_>,
+        extras: &ExtrasRef<'_>,
+        options: &Options<'_>,
+        flight: Arc<Flight>,
+        scope: Scope,
+    ) -> Started {
         let deadline = options.wait_for_worker.map(|wait| flight.started() + wait);
-        // Subscribed before looking, so a remote slot announced meanwhile is not missed.
-        let mut changes = deadline
-            .filter(|_| scope == Scope::Cluster)
-            .map(|_| self.mesh.changes().epoch());
+        // Subscribed before looking, so a remote slot announced meanwhile is not missed: by a
+        // dispatch that may wait, or that may wait for a probation (a peer's workers too).
+        let may_wait = deadline.is_some() || self.registry.probation().is_some();
+        let mut changes =
+            (may_wait && scope == Scope::Cluster).then(|| self.mesh.changes().epoch());
         for _ in 0..MAX_CLOSED_LINKS {
             let address = address_of(request, extras);
             let placed = match self.place(address, options, scope) {
@@ -365,7 +401,7 @@ impl Dispatcher {
     }
 
     /// Until when a dispatch that found no free worker waits: its own deadline, or longer when
-    /// a compatible worker here is in probation, whose end it waits for (bounded by the time a
+    /// a compatible worker (here or a peer's) is in probation, whose end it waits for (bounded by the time a
     /// probation may take) even if it asked not to wait, so a worker that registered just
     /// before the dispatch serves it. A relayed dispatch waits for nothing.
     fn wait_until(
@@ -900,13 +936,14 @@ fn refused(reason: RefusedReason, detail: &str) -> ResultRef<'_> {
     DispatchResult::Refused(RefusedDispatch { reason, detail })
 }
 
-fn address_of<'a>(request: &RequestRef<'a>, extras: &ExtrasRef<'_>) -> Address<'a> {
+fn address_of<'a, 'r: 'a, 'e: 'a>(request: &RequestRef<'r>, extras: &ExtrasRef<'e>) -> Address<'a> {
     Address {
         namespace: request.namespace,
         task_queue: normalize_task_queue(request.task_queue),
         activity_type: request.activity_type,
         node: request.node,
         needs_version: needs_version(extras),
+        deployment: extras.deployment,
     }
 }
 

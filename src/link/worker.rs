@@ -7,6 +7,9 @@
 use std::sync::Arc;
 
 use lintel_wire::{ExtrasRef, Frame, FrameRef, Push, Push3, RequestRef, ResponseRef};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use lintel_wire::Goodbye;
 
 use lintel_client::transport::Outbound;
 
@@ -19,12 +22,23 @@ pub type PushEntry = dyn Entry<ToWorker>;
 /// A link to a worker connection.
 pub type WorkerLink = Link<ToWorker>;
 
-/// What a worker link knows of its worker: the connection it pushes on, and the protocol
-/// version it speaks.
+/// What a worker link knows of its worker: the connection it pushes on, the protocol
+/// version it speaks, and whether another registration superseded it.
 #[derive(Debug)]
 pub struct ToWorker {
     pid: u64,
     version: u16,
+    superseded: AtomicBool,
+}
+
+impl ToWorker {
+    fn new(pid: u64, version: u16) -> Self {
+        Self {
+            pid,
+            version,
+            superseded: AtomicBool::new(false),
+        }
+    }
 }
 
 impl Kind for ToWorker {
@@ -35,13 +49,31 @@ impl Link<ToWorker> {
     /// A link for the connection `pid`, speaking protocol `version`, whose frames go to
     /// `outbound`.
     pub fn new(pid: u64, version: u16, outbound: Outbound) -> Self {
-        Link::with(ToWorker { pid, version }, outbound, false)
+        Link::with(ToWorker::new(pid, version), outbound, false)
     }
 
     /// A link that holds pushes until [`WorkerLink::open`]; a registering connection uses it
     /// so no push overtakes the `Registered` frame.
     pub fn held(pid: u64, version: u16, outbound: Outbound) -> Self {
-        Link::with(ToWorker { pid, version }, outbound, true)
+        Link::with(ToWorker::new(pid, version), outbound, true)
+    }
+
+    /// Closes the link because another registration of the worker's deployment and instance
+    /// id replaced it: its pushes end as lost, then the worker is told `Goodbye{"superseded"}`
+    /// and the connection's write side shuts (its read side ends when the worker closes).
+    pub fn supersede(&self) {
+        self.inner.kind.superseded.store(true, Ordering::Release);
+        self.close();
+        let goodbye = Goodbye {
+            reason: Goodbye::SUPERSEDED.into(),
+        };
+        let _ = self.inner.outbound.send_owed(Frame::Goodbye(goodbye));
+        self.inner.outbound.close();
+    }
+
+    /// True once [`WorkerLink::supersede`] was called.
+    pub fn is_superseded(&self) -> bool {
+        self.inner.kind.superseded.load(Ordering::Acquire)
     }
 
     /// The connection this link pushes on.

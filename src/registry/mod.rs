@@ -7,12 +7,13 @@
 //! - `selection`: node tiers, eligibility and the census count; `waiters`: the queues and the
 //!   order a freed slot serves them in; `fairness`: priorities, keys, weights and caps;
 //!   `departures`: when compatible workers last left; `worker`: one worker's record, its
-//!   exclusions and state.
+//!   exclusions and state; `presence`: a pool as a peer sees it, groups capped by merging.
 
 mod admission;
 mod departures;
 pub mod fairness;
 mod pools;
+mod presence;
 mod selection;
 mod waiters;
 mod worker;
@@ -22,6 +23,8 @@ pub use admission::{
     Registration, DEFAULT_TASK_QUEUE,
 };
 pub use fairness::{Fairness, FairnessPolicy, FairnessRef};
-pub use pools::{Address, RegistrationGuard, Registry, Reservation, Wait};
+pub use pools::{RegistrationGuard, Registry, Reservation, Wait};
+pub(crate) use presence::{merge as merge_groups, same_pair};
+pub use selection::Address;
 pub(crate) use selection::{Bucketed, NodeFilter, Tally, Tiers};
 pub use worker::{Exclusion, WorkerId};

@@ -16,8 +16,8 @@ use tokio::time::Instant;
 use lintel_client::status::Standing;
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{
-    Census3, DepartureReason, NodeEvent, NodeRouting, PoolPresence, PoolStatus, PresenceGroup,
-    Refusal, RefusalCode, Register3, RoutingRef, WaitingStatus, WorkerEvent,
+    Census3, DepartureReason, NodeEvent, NodeRouting, PoolPresence3, PoolStatus, Refusal,
+    RefusalCode, Register3, RoutingRef, WaitingStatus, WorkerEvent,
 };
 use tokio::sync::oneshot;
 
@@ -26,27 +26,16 @@ use super::departures::Departures;
 use super::fairness::{
     CapReached, Fairness, FairnessPolicy, FairnessRef, FairnessStatus, Keys, DEFAULT_WEIGHT,
 };
-use super::selection::{census, compatible, eligible, NodeFilter, Tally, Tiers};
-use super::waiters::{Grantee, Grants, Seat, WaitKey, Waiter, Waiters};
+use super::presence;
+use super::selection::{
+    census, compatible, eligible, of_deployment, Address, NodeFilter, Tally, Tiers,
+};
+use super::waiters::{Grantee, Grants, Seat, WaitKey, Waiter, Waiters, Wants};
 use super::worker::{Exclusion, WorkerCell, WorkerId};
 use crate::events::Events;
 use crate::idmap::{IdMap, KeyedMap};
 use crate::link::WorkerLink;
 use crate::signal::Signal;
-
-/// Where a dispatch wants to go: a pool and an activity type inside it.
-#[derive(Debug, Clone, Copy)]
-pub struct Address<'a> {
-    pub namespace: &'a str,
-    /// Already normalized: empty means `default`.
-    pub task_queue: &'a str,
-    pub activity_type: &'a str,
-    /// The request's own node pin; it beats the routing.
-    pub node: Option<&'a str>,
-    /// The lowest protocol version a worker (or a peer link) needs to carry the dispatch: 1,
-    /// or 3 for one with headers or a required deployment.
-    pub needs_version: u16,
-}
 
 #[derive(Debug, Default)]
 struct Pool {
@@ -64,6 +53,10 @@ struct State {
     waiters: Waiters<Reservation>,
     /// Caps and weights of the listed fairness keys, and what was served by key.
     keys: Keys,
+    /// Worker by (deployment, instance id), for the workers that stated an instance id.
+    instances: HashMap<(Option<String>, String), WorkerId>,
+    /// Workers gone, by the reason recorded for them.
+    departed: HashMap<DepartureReason, u64>,
     draining: bool,
 }
 
@@ -113,6 +106,8 @@ impl Registry {
             departures: Departures::default(),
             waiters: Waiters::new(fairness.aging),
             keys: Keys::new(fairness),
+            instances: HashMap::new(),
+            departed: HashMap::new(),
             draining: false,
         };
         Arc::new(Self {
@@ -154,18 +149,28 @@ impl Registry {
         self.crossings.touch();
     }
 
-    /// The pools as a peer should see them, sorted by channel. Slots that `held` says the
-    /// peer's own relays hold count as free, since the peer already counts those relays. A
-    /// worker in probation is not announced: a peer could not use it yet, and version 2 has no
-    /// word for it (draining says a worker is leaving); a pool of such workers is not either.
-    pub fn presence(&self, held: &HashMap<WorkerId, u32>) -> Vec<PoolPresence> {
+    /// The pools as a peer should see them, sorted by channel: groups per activity type, node
+    /// label and deployment, at most `max_groups` a pool (past it merged, deployments lost). Slots that `held` says the peer's own relays
+    /// hold count as free, since the peer already counts those relays. Workers in probation
+    /// are announced only `with_probation` (a version-2 link has no word for them).
+    pub fn presence(
+        &self,
+        held: &HashMap<WorkerId, u32>,
+        with_probation: bool,
+        max_groups: usize,
+    ) -> Vec<PoolPresence3> {
         let state = self.lock();
-        let mut pools: Vec<PoolPresence> = state
+        let mut pools: Vec<PoolPresence3> = state
             .pools
             .iter()
             .flat_map(|(namespace, by_queue)| {
                 by_queue.iter().filter_map(move |(task_queue, pool)| {
-                    pool_presence(namespace, task_queue, pool, held)
+                    let channel = dispatch_channel_name(namespace, task_queue, None);
+                    let members = pool
+                        .members
+                        .iter()
+                        .filter(|worker| with_probation || !worker.in_probation());
+                    presence::pool_presence(channel, members, held, max_groups)
                 })
             })
             .collect();
@@ -176,8 +181,10 @@ impl Registry {
     /// The admission funnel: validates, then inserts `register` for connection `pid`.
     /// Dropping the returned guard deregisters.
     ///
-    /// A deployment and an instance id are kept and shown, but neither selects nor
-    /// supersedes: this node does not list the feature `deployments`.
+    /// A registration with the (deployment, instance id) of a worker registered here
+    /// supersedes it: that worker leaves selection at once (departure reason `Superseded`)
+    /// and its link is closed as superseded, so its pushes end `WorkerLost` and its
+    /// connection says `Goodbye`.
     ///
     /// # Errors
     /// A [`Refusal`] when validation fails or the registry is draining; nothing is inserted.
@@ -211,6 +218,14 @@ impl Registry {
             };
             pool.members.push(Arc::clone(&cell));
         }
+        let superseded = match &cell.registration.instance_id {
+            Some(instance) => {
+                let key = (cell.registration.deployment.clone(), instance.clone());
+                state.instances.insert(key, id)
+            }
+            None => None,
+        }
+        .and_then(|old| self.take_out(&mut state, old, DepartureReason::Superseded));
         state.workers.insert(id, Arc::clone(&cell));
         self.events
             .publish(|| NodeEvent::WorkerRegistered(cell.event()));
@@ -221,6 +236,16 @@ impl Registry {
             });
         }
         self.serve_waiters(&mut state, &cell);
+        drop(state);
+        if let Some(old) = superseded {
+            tracing::info!(
+                worker_id = old.id,
+                by = id,
+                instance = cell.registration.instance_id.as_deref().unwrap_or(""),
+                "worker superseded by a registration of its deployment and instance id"
+            );
+            old.link.supersede();
+        }
         self.touched();
         Ok(RegistrationGuard {
             registry: Arc::clone(self),
@@ -278,7 +303,7 @@ impl Registry {
         };
         pool.members
             .iter()
-            .filter(|worker| eligible(worker, address.activity_type, filter, address.needs_version))
+            .filter(|worker| eligible(worker, &address, filter))
             .map(|worker| worker.free_slots())
             .fold(0, u32::saturating_add)
     }
@@ -304,14 +329,17 @@ impl Registry {
             task_queue: address.task_queue.to_owned(),
             activity_type: address.activity_type.to_owned(),
         };
-        let node = address.node.map(str::to_owned);
+        let wants = Wants {
+            node: address.node.map(str::to_owned),
+            needs_version: address.needs_version,
+            deployment: address.deployment.map(str::to_owned),
+        };
         let fairness = state.keys.weighed(*fairness);
         let (seat, granted) = state.waiters.push(
             key,
             fairness,
             routing.clone().into_owned(),
-            node,
-            address.needs_version,
+            wants,
             Instant::now(),
         );
         self.changes.touch();
@@ -485,7 +513,7 @@ impl Registry {
                 task_queue: key.task_queue.clone(),
                 activity_type: key.activity_type.clone(),
                 waiting: u32::try_from(count).unwrap_or(u32::MAX),
-                census: census_of(&state, key_address(key, None, 1), NodeFilter::Any)
+                census: census_of(&state, key_address(key, &Wants::default()), NodeFilter::Any)
                     .finish()
                     .for_version_2(),
             })
@@ -516,7 +544,7 @@ impl Registry {
             .get_mut(address.task_queue)?;
         let worker = tiers
             .iter()
-            .find_map(|filter| pick(pool, address.activity_type, filter, address.needs_version))?;
+            .find_map(|filter| pick(pool, &address, filter))?;
         Some(self.take_slot(&mut state.keys, worker, fairness, capped))
     }
 
@@ -623,48 +651,33 @@ impl Registry {
         });
     }
 
-    fn remove(&self, id: WorkerId, departure: DepartureReason) {
-        let mut state = self.lock();
-        let Some(cell) = state.workers.remove(&id) else {
-            return;
-        };
+    /// Takes worker `id` out for `reason` under the caller's lock, and tells its departure.
+    fn take_out(
+        &self,
+        state: &mut State,
+        id: WorkerId,
+        reason: DepartureReason,
+    ) -> Option<Arc<WorkerCell>> {
+        let cell = take_out_of(state, id, reason)?;
         self.events.publish(|| NodeEvent::WorkerDeparted {
             worker: cell.event(),
-            reason: departure,
+            reason,
         });
-        let registration = &cell.registration;
-        let now = Instant::now();
-        for namespace in &registration.namespaces {
-            let Some(by_queue) = state.pools.get_mut(namespace.as_str()) else {
-                continue;
-            };
-            if let Some(pool) = by_queue.get_mut(registration.task_queue.as_str()) {
-                pool.members.retain(|member| !Arc::ptr_eq(member, &cell));
-                let members = &pool.members;
-                pool.cursors.retain(|activity, _| {
-                    members
-                        .iter()
-                        .any(|member| member.registration.activity_types.contains(activity))
-                });
-                if pool.members.is_empty() {
-                    by_queue.remove(registration.task_queue.as_str());
-                }
-            }
-            if by_queue.is_empty() {
-                state.pools.remove(namespace.as_str());
-            }
-            for activity in &registration.activity_types {
-                state.departures.record(
-                    namespace,
-                    &registration.task_queue,
-                    activity,
-                    registration.node.as_deref(),
-                    now,
-                );
-            }
-        }
+        Some(cell)
+    }
+
+    fn remove(&self, id: WorkerId, reason: DepartureReason) {
+        let mut state = self.lock();
+        let gone = self.take_out(&mut state, id, reason);
         drop(state);
-        self.touched();
+        if gone.is_some() {
+            self.touched();
+        }
+    }
+
+    /// Workers gone for `reason` since the registry started.
+    pub fn departed(&self, reason: DepartureReason) -> u64 {
+        self.lock().departed.get(&reason).copied().unwrap_or(0)
     }
 
     fn release(self: &Arc<Self>, worker: &Arc<WorkerCell>, capped: Option<u32>) {
@@ -693,9 +706,8 @@ impl Registry {
     fn leave(&self, seat: &Seat) -> Option<Tally> {
         let mut state = self.lock();
         let waiter = state.waiters.remove(seat)?;
-        let node = waiter.node.as_deref();
-        let filter = Tiers::new(&waiter.routing.view(), node).last;
-        let address = key_address(&seat.key, node, waiter.needs_version);
+        let filter = Tiers::new(&waiter.routing.view(), waiter.wants.node.as_deref()).last;
+        let address = key_address(&seat.key, &waiter.wants);
         Some(census_of(&state, address, filter))
     }
 
@@ -730,23 +742,20 @@ impl Registry {
     }
 }
 
-fn key_address<'a>(key: &'a WaitKey, node: Option<&'a str>, needs_version: u16) -> Address<'a> {
+fn key_address<'a>(key: &'a WaitKey, wants: &'a Wants) -> Address<'a> {
     Address {
         namespace: &key.namespace,
         task_queue: &key.task_queue,
         activity_type: &key.activity_type,
-        node,
-        needs_version,
+        node: wants.node.as_deref(),
+        needs_version: wants.needs_version,
+        deployment: wants.deployment.as_deref(),
     }
 }
 
 /// Finds the next eligible member from the activity's cursor and advances the cursor past it.
-fn pick(
-    pool: &mut Pool,
-    activity: &str,
-    filter: NodeFilter<'_>,
-    needs_version: u16,
-) -> Option<Arc<WorkerCell>> {
+fn pick(pool: &mut Pool, address: &Address<'_>, filter: NodeFilter<'_>) -> Option<Arc<WorkerCell>> {
+    let activity = address.activity_type;
     let len = pool.members.len();
     if len == 0 {
         return None;
@@ -758,7 +767,7 @@ fn pick(
     let found = (0..len).map(|step| (start + step) % len).find(|&index| {
         members
             .get(index)
-            .is_some_and(|w| eligible(w, activity, filter, needs_version))
+            .is_some_and(|w| eligible(w, address, filter))
     })?;
     let worker = members.get(found).cloned()?;
     match cursor {
@@ -770,67 +779,54 @@ fn pick(
     Some(worker)
 }
 
-/// One pool grouped by activity type and node label, as a peer should see it; `None` while
-/// every worker in it is in probation.
-fn pool_presence(
-    namespace: &str,
-    task_queue: &str,
-    pool: &Pool,
-    held: &HashMap<WorkerId, u32>,
-) -> Option<PoolPresence> {
-    let mut groups: Vec<PresenceGroup> = Vec::new();
-    let mut workers = 0u32;
-    for worker in pool.members.iter().filter(|w| !w.in_probation()) {
-        workers = workers.saturating_add(1);
-        // A worker excluded for any reason is no free capacity; version 2 calls it draining.
-        let excluded = worker.is_excluded();
-        let slots = worker.max_concurrency.load(Ordering::Relaxed);
-        let busy = worker.in_flight.load(Ordering::Relaxed);
-        let theirs = held.get(&worker.id).copied().unwrap_or(0);
-        let free = if excluded {
-            0
-        } else {
-            slots.saturating_sub(busy.saturating_sub(theirs))
-        };
-        let node = &worker.registration.node;
-        for activity in &worker.registration.activity_types {
-            let at = groups
-                .iter()
-                .position(|group| &group.activity_type == activity && &group.node == node);
-            let group = match at.and_then(|at| groups.get_mut(at)) {
-                Some(group) => group,
-                None => {
-                    groups.push(PresenceGroup {
-                        activity_type: activity.clone(),
-                        node: node.clone(),
-                        workers: 0,
-                        slots: 0,
-                        free: 0,
-                        full: 0,
-                        draining: 0,
-                    });
-                    match groups.last_mut() {
-                        Some(group) => group,
-                        None => continue,
-                    }
-                }
-            };
-            group.workers += 1;
-            group.slots = group.slots.saturating_add(slots);
-            group.free = group.free.saturating_add(free);
-            group.full += u32::from(!excluded && free == 0);
-            group.draining += u32::from(excluded);
+/// Takes worker `id` out of the state for `reason`: out of its pools, its instance id free
+/// again, its departure recorded; `None` when it already left.
+fn take_out_of(
+    state: &mut State,
+    id: WorkerId,
+    reason: DepartureReason,
+) -> Option<Arc<WorkerCell>> {
+    let cell = state.workers.remove(&id)?;
+    let registration = &cell.registration;
+    if let Some(instance) = &registration.instance_id {
+        let key = (registration.deployment.clone(), instance.clone());
+        if state.instances.get(&key) == Some(&id) {
+            state.instances.remove(&key);
         }
     }
-    if workers == 0 {
-        return None;
+    let now = Instant::now();
+    for namespace in &registration.namespaces {
+        let Some(by_queue) = state.pools.get_mut(namespace.as_str()) else {
+            continue;
+        };
+        if let Some(pool) = by_queue.get_mut(registration.task_queue.as_str()) {
+            pool.members.retain(|member| !Arc::ptr_eq(member, &cell));
+            let members = &pool.members;
+            pool.cursors.retain(|activity, _| {
+                members
+                    .iter()
+                    .any(|member| member.registration.activity_types.contains(activity))
+            });
+            if pool.members.is_empty() {
+                by_queue.remove(registration.task_queue.as_str());
+            }
+        }
+        if by_queue.is_empty() {
+            state.pools.remove(namespace.as_str());
+        }
+        for activity in &registration.activity_types {
+            state.departures.record(
+                namespace,
+                &registration.task_queue,
+                activity,
+                registration.node.as_deref(),
+                now,
+            );
+        }
     }
-    groups.sort_by(|a, b| (&a.activity_type, &a.node).cmp(&(&b.activity_type, &b.node)));
-    Some(PoolPresence {
-        channel: dispatch_channel_name(namespace, task_queue, None),
-        workers,
-        groups,
-    })
+    *state.departed.entry(reason).or_default() += 1;
+    tracing::debug!(worker_id = id, ?reason, "worker departed");
+    Some(cell)
 }
 
 fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Tally {
@@ -848,9 +844,8 @@ fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Tal
     );
     census(
         members.iter().map(|w| &**w),
-        address.activity_type,
+        &address,
         filter,
-        address.needs_version,
         last_departure,
     )
 }
@@ -943,9 +938,11 @@ impl Grants<Reservation> for FreeSlots<'_> {
     }
 
     fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Reservation>) -> Option<Reservation> {
-        let tiers = Tiers::new(&waiter.routing.view(), waiter.node.as_deref());
-        let wanted = self.worker.link.version() >= waiter.needs_version
-            && compatible(self.worker, &to.key.activity_type, tiers.last);
+        let wants = &waiter.wants;
+        let tiers = Tiers::new(&waiter.routing.view(), wants.node.as_deref());
+        let wanted = self.worker.link.version() >= wants.needs_version
+            && compatible(self.worker, &to.key.activity_type, tiers.last)
+            && of_deployment(self.worker, wants.deployment.as_deref());
         if !wanted {
             return None;
         }
@@ -1014,9 +1011,10 @@ impl Wait {
             Ok(reservation) => Ok(reservation),
             // Not reachable while the registry lives: a waiter leaves the queue only here or
             // when granted. Report what the registry knows now.
-            Err(_) => Err(self
-                .registry
-                .tally(key_address(&self.seat.key, None, 1), &NodeRouting::Any)),
+            Err(_) => Err(self.registry.tally(
+                key_address(&self.seat.key, &Wants::default()),
+                &NodeRouting::Any,
+            )),
         }
     }
 }

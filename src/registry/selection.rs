@@ -6,6 +6,22 @@ use lintel_client::status::Standing;
 
 use super::worker::WorkerCell;
 
+/// Where a dispatch wants to go: a pool and an activity type inside it.
+#[derive(Debug, Clone, Copy)]
+pub struct Address<'a> {
+    pub namespace: &'a str,
+    /// Already normalized: empty means `default`.
+    pub task_queue: &'a str,
+    pub activity_type: &'a str,
+    /// The request's own node pin; it beats the routing.
+    pub node: Option<&'a str>,
+    /// The lowest protocol version a worker (or a peer link) needs to carry the dispatch: 1,
+    /// or 3 for one with headers or a required deployment.
+    pub needs_version: u16,
+    /// The deployment a worker must be registered with; `None` takes any.
+    pub deployment: Option<&'a str>,
+}
+
 /// Which nodes one tier of a lookup accepts.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum NodeFilter<'a> {
@@ -71,15 +87,16 @@ impl<'a> Tiers<'a> {
 }
 
 /// The cheap atomic checks come first: in a saturated pool they reject without string look-ups.
-pub(crate) fn eligible(
-    worker: &WorkerCell,
-    activity: &str,
-    filter: NodeFilter<'_>,
-    needs_version: u16,
-) -> bool {
+pub(crate) fn eligible(worker: &WorkerCell, address: &Address<'_>, filter: NodeFilter<'_>) -> bool {
     worker.has_free_slot()
-        && worker.link.version() >= needs_version
-        && compatible(worker, activity, filter)
+        && worker.link.version() >= address.needs_version
+        && compatible(worker, address.activity_type, filter)
+        && of_deployment(worker, address.deployment)
+}
+
+/// Registered with `deployment`, or any worker when none is required.
+pub(crate) fn of_deployment(worker: &WorkerCell, deployment: Option<&str>) -> bool {
+    deployment.is_none_or(|want| worker.registration.deployment.as_deref() == Some(want))
 }
 
 /// Serves `activity` on a node `filter` allows, whatever its slots.
@@ -137,12 +154,18 @@ impl Tally {
         census.serving_activity = census.serving_activity.saturating_add(workers);
     }
 
-    /// Counts compatible workers of the required deployment: `full` of them at capacity and
-    /// the rest of `bucketed` in their exclusion; they are candidates when `can_carry`.
-    pub(crate) fn compatible(&mut self, bucketed: Bucketed, full: u32, can_carry: bool) {
+    /// Counts workers serving the activity type on a node the routing allows.
+    pub(crate) fn compatible(&mut self, workers: u32) {
+        let census = &mut self.census;
+        census.compatible_workers = census.compatible_workers.saturating_add(workers);
+    }
+
+    /// Counts compatible workers of the required deployment (all of them when none is):
+    /// `full` of them at capacity and the rest of `bucketed` in their exclusion; they are
+    /// candidates when `can_carry`.
+    pub(crate) fn deployment(&mut self, bucketed: Bucketed, full: u32, can_carry: bool) {
         let census = &mut self.census;
         let add = |count: &mut u32, more: u32| *count = count.saturating_add(more);
-        add(&mut census.compatible_workers, bucketed.workers);
         add(&mut census.deployment_workers, bucketed.workers);
         add(&mut census.at_capacity, full);
         add(&mut census.draining, bucketed.draining);
@@ -189,23 +212,30 @@ impl Tally {
     }
 }
 
-/// Counts the pool's workers against `activity`, `filter` and the version a worker needs to
-/// carry the request, into a tally.
+/// Counts the pool's workers against `address` (its activity type, required deployment and
+/// the version a worker needs to carry the request) and `filter`, into a tally.
 pub(crate) fn census<'a>(
     members: impl Iterator<Item = &'a WorkerCell>,
-    activity: &str,
+    address: &Address<'_>,
     filter: NodeFilter<'_>,
-    needs_version: u16,
     last_departure_ms_ago: Option<u64>,
 ) -> Tally {
     let mut tally = Tally::new(last_departure_ms_ago);
     for worker in members {
         tally.pool(1);
-        if !worker.registration.activity_types.contains(activity) {
+        if !worker
+            .registration
+            .activity_types
+            .contains(address.activity_type)
+        {
             continue;
         }
         tally.serving(1);
         if !filter.allows(worker.registration.node.as_deref()) {
+            continue;
+        }
+        tally.compatible(1);
+        if !of_deployment(worker, address.deployment) {
             continue;
         }
         // Each worker in one bucket: its state (unreachable before draining before probation),
@@ -218,7 +248,8 @@ pub(crate) fn census<'a>(
             unreachable: u32::from(state == Standing::Unreachable),
         };
         let full = u32::from(state == Standing::Eligible && worker.is_full());
-        tally.compatible(bucketed, full, worker.link.version() >= needs_version);
+        let can_carry = worker.link.version() >= address.needs_version;
+        tally.deployment(bucketed, full, can_carry);
     }
     tally
 }

@@ -50,11 +50,20 @@ pub(super) struct Waiter<T> {
     id: u64,
     arrived: Instant,
     pub(super) routing: NodeRouting,
+    pub(super) wants: Wants,
+    pub(super) grant: oneshot::Sender<T>,
+}
+
+/// What a waiter's worker must be besides serving its address: on its pinned node, able to
+/// carry its request, of its required deployment.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Wants {
     /// The request's own node pin.
     pub(super) node: Option<String>,
     /// The lowest protocol version of a worker that can carry its request.
     pub(super) needs_version: u16,
-    pub(super) grant: oneshot::Sender<T>,
+    /// The deployment its worker must be registered with.
+    pub(super) deployment: Option<String>,
 }
 
 /// What a waiter is offered a grant as: its address, priority and fairness key.
@@ -136,8 +145,7 @@ impl<T> Waiters<T> {
         key: WaitKey,
         fairness: FairnessRef<'_>,
         routing: NodeRouting,
-        node: Option<String>,
-        needs_version: u16,
+        wants: Wants,
         now: Instant,
     ) -> (Seat, oneshot::Receiver<T>) {
         self.next_id += 1;
@@ -147,8 +155,7 @@ impl<T> Waiters<T> {
             id,
             arrived: now,
             routing,
-            node,
-            needs_version,
+            wants,
             grant,
         };
         let priority = fairness.priority.clamp(1, LOWEST_PRIORITY);
@@ -467,7 +474,7 @@ mod tests {
             self.capped.contains(&lane)
         }
         fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<u64>) -> Option<u64> {
-            if self.unsuited.is_some() && waiter.node.as_deref() == self.unsuited {
+            if self.unsuited.is_some() && waiter.wants.node.as_deref() == self.unsuited {
                 return None;
             }
             self.slots -= 1;
@@ -515,8 +522,7 @@ mod tests {
                     address(),
                     fairness,
                     NodeRouting::Any,
-                    None,
-                    1,
+                    Wants::default(),
                     self.start + at,
                 );
                 self.receivers.push(receiver);
@@ -635,8 +641,10 @@ mod tests {
             address(),
             FairnessRef::default(),
             NodeRouting::Any,
-            Some("elsewhere".into()),
-            1,
+            Wants {
+                node: Some("elsewhere".into()),
+                ..Wants::default()
+            },
             q.start,
         );
         q.push(1, 3, "", DEFAULT_WEIGHT, NOW);

@@ -39,7 +39,7 @@ mod silent;
 
 // Each test file is its own crate and uses a part of what follows.
 #[allow(unused_imports)]
-pub use admin::{admin_get, admin_response};
+pub use admin::{admin_get, admin_post, admin_request, admin_response};
 #[allow(unused_imports)]
 pub use cluster::{client, cluster_config, header_echo, sdk_worker, up, WELL_UNDER_TIMEOUT};
 #[allow(unused_imports)]

@@ -31,8 +31,13 @@ impl RawWorker {
         Self::register(client, pid, register).await
     }
 
-    pub async fn register(mut client: RawClient, pid: u64, register: Register) -> Self {
-        client.send(Frame::from(register)).await;
+    pub async fn register(client: RawClient, pid: u64, register: Register) -> Self {
+        Self::register_frame(client, pid, Frame::from(register)).await
+    }
+
+    /// Registers with `frame` (a `Register` or `Register3`) and settles.
+    pub async fn register_frame(mut client: RawClient, pid: u64, frame: Frame) -> Self {
+        client.send(frame).await;
         let mut worker = match next_frame(&mut client).await {
             Some(Frame::Registered(registered)) => Self {
                 client,

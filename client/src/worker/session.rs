@@ -189,6 +189,13 @@ impl<H: Handler> Session<'_, H> {
                 }
                 Ok(())
             }
+            // Coming back as the same instance would supersede the worker that replaced it.
+            Frame::Goodbye(goodbye) if goodbye.reason == Goodbye::SUPERSEDED => {
+                Err(SessionEnd::Refused(lintel_wire::Refusal {
+                    code: lintel_wire::RefusalCode::Superseded,
+                    reason: "another worker registered with this deployment and instance id".into(),
+                }))
+            }
             Frame::Goodbye(goodbye) => {
                 tracing::info!(reason = %goodbye.reason, "node said goodbye");
                 Err(SessionEnd::Lost)

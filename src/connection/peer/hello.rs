@@ -47,6 +47,8 @@ pub(crate) struct Heard {
     pub(crate) hello: PeerHello,
     /// The peer retires a link with `Farewell`: its version-3 hello lists `farewell`.
     pub(crate) farewell: bool,
+    /// The peer takes `PoolSettings`: its version-3 hello lists `pool-settings`.
+    pub(crate) pool_settings: bool,
 }
 
 /// Why the acceptor said `Goodbye` instead of its hello.
@@ -121,11 +123,13 @@ pub(super) fn read_hello(
         Frame::PeerHello(hello) => Some(Ok(Heard {
             hello: hello.clone(),
             farewell: false,
+            pool_settings: false,
         })),
         Frame::PeerHello3(hello) if version >= 3 => Some(
             check_extensions(&hello.extensions, max_set_len, frame.kind().name()).map(|()| Heard {
                 hello: hello.hello(),
                 farewell: hello.features.iter().any(|f| f == feature::FAREWELL),
+                pool_settings: hello.features.iter().any(|f| f == feature::POOL_SETTINGS),
             }),
         ),
         _ => None,

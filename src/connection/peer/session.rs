@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lintel_wire::{
     feature, ErrorCode, Frame, FrameKind, FrameRef, PeerHello, Ping, Pong, PoolPresence,
-    PoolPresence3, Presence, Presence3, PresenceGroup, PresenceGroup3,
+    PoolPresence3, PoolSettings, Presence, Presence3, PresenceGroup, PresenceGroup3,
 };
 use tokio::time::Instant;
 
@@ -16,8 +16,9 @@ use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
 use super::hello::{check_extensions, hello_frame, read_hello, Heard, Linked, Side, DUPLICATE};
 use super::retire::{Retirement, Why};
 use crate::auth::Grant;
-use crate::cluster::{Opener, PresenceError, Remote, MAX_MEMBERS};
+use crate::cluster::{Opener, PresenceError, Remote, SettingError, MAX_MEMBERS, MAX_SETTINGS};
 use crate::link::{PeerLink, ReplyFate};
+use crate::registry::{merge_groups, same_pair};
 use crate::shared::Shared;
 use lintel_client::burst::Burst;
 use lintel_client::keepalive::{Keepalive, Tick};
@@ -41,6 +42,7 @@ pub(super) async fn run(
     let Heard {
         hello: theirs,
         farewell,
+        pool_settings,
     } = heard;
     let mesh = Arc::clone(shared.dispatcher.mesh());
     let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
@@ -89,6 +91,7 @@ pub(super) async fn run(
         ),
         budget: shared.config.outbound_queue_bytes,
         farewell_heard: false,
+        settings_sent: pool_settings.then_some(0),
     };
     let (close, down) = match session.serve(reader).await {
         Ended::Close(close) => {
@@ -164,6 +167,8 @@ struct Session<'a> {
     budget: usize,
     /// The peer said farewell: this side retires the link too.
     farewell_heard: bool,
+    /// The last pool-settings change sent, when the peer takes them.
+    settings_sent: Option<u64>,
 }
 
 impl Session<'_> {
@@ -216,7 +221,11 @@ impl Session<'_> {
         let crossed = registry.crossings().after(seen_crossing);
         let changed = registry.changes().after(seen);
         let learned = members.after(seen_members);
-        tokio::pin!(crossed, changed, learned);
+        let settings = shared.dispatcher.settings();
+        let settings_changed = settings.changes().after(settings.changes().epoch());
+        tokio::pin!(crossed, changed, learned, settings_changed);
+        // Every setting after the hellos, then each change.
+        self.send_settings()?;
         // Every branch is cancel-safe: token waits, sleeps, keep-alive ticks, signal waits and
         // `FrameReader::next` lose nothing when another branch wins. A link is always read, so
         // two nodes relaying to each other never wait on each other and pings are always
@@ -269,6 +278,11 @@ impl Session<'_> {
                 () = &mut flush, if flush_at.is_some() => {
                     flush_at = None;
                     true
+                }
+                epoch = &mut settings_changed, if self.settings_sent.is_some() => {
+                    settings_changed.set(settings.changes().after(epoch));
+                    self.send_settings()?;
+                    false
                 }
                 epoch = &mut learned => {
                     seen_members = epoch;
@@ -346,9 +360,48 @@ impl Session<'_> {
         self.shared.dispatcher.is_draining()
     }
 
-    fn presence(&self) -> Vec<lintel_wire::PoolPresence> {
+    /// Sends the pool settings changed since the last sent, when the peer takes them.
+    fn send_settings(&mut self) -> Result<(), Close> {
+        let Some(sent) = self.settings_sent else {
+            return Ok(());
+        };
+        let (settings, latest) = self.shared.dispatcher.settings().since(sent);
+        self.settings_sent = Some(latest);
+        if settings.is_empty() {
+            return Ok(());
+        }
+        let frame = Frame::PoolSettings(PoolSettings { settings });
+        self.outbound.send_owed(frame).map_err(|_| Close::Quietly)
+    }
+
+    /// Takes the peer's pool settings, the latest word winning; a malformed one closes the
+    /// link, one past this node's bound on pools is left out.
+    fn take_settings(&self, frame: &PoolSettings) -> Result<(), Close> {
+        if frame.settings.len() > MAX_SETTINGS {
+            return Err(Close::error(
+                ErrorCode::LimitExceeded,
+                format!("more than {MAX_SETTINGS} pool settings"),
+            ));
+        }
+        let settings = self.shared.dispatcher.settings();
+        for setting in &frame.settings {
+            match settings.apply(setting.clone()) {
+                Ok(_) => {}
+                Err(SettingError::Full) => {
+                    tracing::warn!(peer = %self.remote.node_id, channel = %setting.channel, "pool setting left out: this node holds {MAX_SETTINGS} already");
+                }
+                Err(err) => return Err(Close::error(ErrorCode::Malformed, err.to_string())),
+            }
+        }
+        Ok(())
+    }
+
+    /// A version-2 link is not told of workers in probation: it has no word for them.
+    fn presence(&self) -> Vec<PoolPresence3> {
         let held = self.served.held_slots();
-        self.shared.dispatcher.registry().presence(&held)
+        let max_groups = self.shared.config.max_set_len;
+        let registry = self.shared.dispatcher.registry();
+        registry.presence(&held, self.version >= 3, max_groups)
     }
 
     fn snapshot(&mut self) -> Result<(), ()> {
@@ -393,11 +446,11 @@ impl Session<'_> {
             other => return Err(Close::unexpected(other.kind(), "on a peer link")),
         };
         match frame {
-            Frame::Presence(presence) => self.apply(presence.clone()).map(|()| None),
+            Frame::Presence(presence) => self.apply(presence_of(presence)).map(|()| None),
             Frame::Presence3(presence) if self.version >= 3 => {
                 let max_set_len = self.shared.config.max_set_len;
                 check_extensions(&presence.extensions, max_set_len, frame.kind().name())?;
-                self.apply(presence_of(presence)).map(|()| None)
+                self.apply(presence.clone()).map(|()| None)
             }
             Frame::Cancel(cancel) => {
                 self.served.cancel(cancel.correlation);
@@ -426,9 +479,10 @@ impl Session<'_> {
                 self.farewell_heard = true;
                 Ok(None)
             }
-            Frame::RelayAck(_) | Frame::Resume(_) | Frame::Resumed(_) | Frame::PoolSettings(_)
-                if self.version >= 3 =>
-            {
+            Frame::PoolSettings(settings) if self.version >= 3 => {
+                self.take_settings(settings).map(|()| None)
+            }
+            Frame::RelayAck(_) | Frame::Resume(_) | Frame::Resumed(_) if self.version >= 3 => {
                 Err(not_implemented(frame.kind()))
             }
             Frame::Ping(Ping { nonce }) => {
@@ -455,7 +509,7 @@ impl Session<'_> {
         true
     }
 
-    fn apply(&mut self, presence: Presence) -> Result<(), Close> {
+    fn apply(&mut self, presence: Presence3) -> Result<(), Close> {
         let mesh = self.shared.dispatcher.mesh();
         mesh.apply(self.remote, presence).map_err(|err| {
             let code = match err {
@@ -480,57 +534,23 @@ impl Session<'_> {
 /// The close owed to a peer that sent a version-3 frame of a feature this node does not
 /// implement (and so did not list in its hello).
 fn not_implemented(kind: FrameKind) -> Close {
-    let feature = match kind {
-        FrameKind::PoolSettings => feature::POOL_SETTINGS,
-        _ => feature::RELAY_RESUME,
-    };
+    let feature = feature::RELAY_RESUME;
     Close::error(
         ErrorCode::Unsupported,
         format!("{kind} needs the feature {feature}, which this node does not implement"),
     )
 }
 
-/// A presence frame as a link of `version` carries it: `Presence3` from version 3, its
-/// groups of no deployment (this node does not group by deployment), with no worker in
-/// probation (the registry announces none) and unreachable workers counted as draining (the
-/// announcer keeps one count of excluded workers).
-fn presence_frame(presence: Presence, version: u16) -> Frame {
-    if version < 3 {
-        return Frame::Presence(presence);
+/// A presence frame as a link of `version` carries it: `Presence3` from version 3;
+/// otherwise `Presence`, each (activity type, node label) pair's groups merged whatever their
+/// deployment, its excluded workers counted as draining (version 2 has one count for them).
+fn presence_frame(presence: Presence3, version: u16) -> Frame {
+    if version >= 3 {
+        return Frame::Presence3(presence);
     }
-    let group = |group: PresenceGroup| PresenceGroup3 {
+    let group = |group: PresenceGroup3| PresenceGroup {
         activity_type: group.activity_type,
         node: group.node,
-        deployment: None,
-        workers: group.workers,
-        slots: group.slots,
-        free: group.free,
-        full: group.full,
-        draining: group.draining,
-        probation: 0,
-        unreachable: 0,
-    };
-    let pool = |pool: PoolPresence| PoolPresence3 {
-        channel: pool.channel,
-        workers: pool.workers,
-        groups: pool.groups.into_iter().map(group).collect(),
-    };
-    Frame::Presence3(Presence3 {
-        reset: presence.reset,
-        synced: presence.synced,
-        draining: presence.draining,
-        pools: presence.pools.into_iter().map(pool).collect(),
-        extensions: Vec::new(),
-    })
-}
-
-/// A version-3 presence frame as this node holds it: each group's workers in probation or
-/// unreachable count as excluded, like draining ones, and its deployment is not kept (this
-/// node does not select by deployment).
-fn presence_of(presence: &Presence3) -> Presence {
-    let group = |group: &PresenceGroup3| PresenceGroup {
-        activity_type: group.activity_type.clone(),
-        node: group.node.clone(),
         workers: group.workers,
         slots: group.slots,
         free: group.free,
@@ -540,16 +560,60 @@ fn presence_of(presence: &Presence3) -> Presence {
             .saturating_add(group.probation)
             .saturating_add(group.unreachable),
     };
-    let pool = |pool: &PoolPresence3| PoolPresence {
+    let pool = |pool: PoolPresence3| {
+        let mut runs: Vec<Vec<PresenceGroup3>> = Vec::new();
+        for each in pool.groups {
+            match runs.last_mut() {
+                Some(run) if run.first().is_some_and(|first| same_pair(first, &each)) => {
+                    run.push(each);
+                }
+                _ => runs.push(vec![each]),
+            }
+        }
+        PoolPresence {
+            channel: pool.channel,
+            workers: pool.workers,
+            groups: runs
+                .into_iter()
+                .filter_map(merge_groups)
+                .map(group)
+                .collect(),
+        }
+    };
+    Frame::Presence(Presence {
+        reset: presence.reset,
+        synced: presence.synced,
+        draining: presence.draining,
+        pools: presence.pools.into_iter().map(pool).collect(),
+    })
+}
+
+/// A version-2 presence frame as this node holds it: its groups of no deployment, every
+/// excluded worker counted as draining.
+fn presence_of(presence: &Presence) -> Presence3 {
+    let group = |group: &PresenceGroup| PresenceGroup3 {
+        activity_type: group.activity_type.clone(),
+        node: group.node.clone(),
+        deployment: None,
+        workers: group.workers,
+        slots: group.slots,
+        free: group.free,
+        full: group.full,
+        draining: group.draining,
+        probation: 0,
+        unreachable: 0,
+    };
+    let pool = |pool: &PoolPresence| PoolPresence3 {
         channel: pool.channel.clone(),
         workers: pool.workers,
         groups: pool.groups.iter().map(group).collect(),
     };
-    Presence {
+    Presence3 {
         reset: presence.reset,
         synced: presence.synced,
         draining: presence.draining,
         pools: presence.pools.iter().map(pool).collect(),
+        extensions: Vec::new(),
     }
 }
 

@@ -39,6 +39,12 @@ pub struct Goodbye {
     pub reason: String,
 }
 
+impl Goodbye {
+    /// The reason a node gives a worker another registration of its deployment and instance
+    /// id replaced: the worker should not come back as that instance.
+    pub const SUPERSEDED: &'static str = "superseded";
+}
+
 /// Why a side closes a connection. Codes are appended, never renumbered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ErrorCode {

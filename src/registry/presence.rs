@@ -1,0 +1,191 @@
+//! A pool as a peer should see it: its workers grouped by activity type, node label and
+//! deployment, within the link's cap on groups.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use lintel_client::status::Standing;
+use lintel_wire::{PoolPresence3, PresenceGroup3};
+
+use super::worker::{WorkerCell, WorkerId};
+
+/// One pool's `members` grouped per (activity type, node label, deployment), sorted, at most
+/// `max_groups` groups (see [`capped`]); `None` when there is no member. Slots that `held`
+/// says the peer's own relays hold count as free. Each worker counts in one state bucket:
+/// unreachable before draining before probation; an excluded worker has no free slot.
+pub(super) fn pool_presence<'a>(
+    channel: String,
+    members: impl Iterator<Item = &'a Arc<WorkerCell>>,
+    held: &HashMap<WorkerId, u32>,
+    max_groups: usize,
+) -> Option<PoolPresence3> {
+    let mut groups: Vec<PresenceGroup3> = Vec::new();
+    let mut workers = 0u32;
+    for worker in members {
+        workers = workers.saturating_add(1);
+        let state = worker.state();
+        let excluded = state != Standing::Eligible;
+        let slots = worker.max_concurrency.load(Ordering::Relaxed);
+        let busy = worker.in_flight.load(Ordering::Relaxed);
+        let theirs = held.get(&worker.id).copied().unwrap_or(0);
+        let free = if excluded {
+            0
+        } else {
+            slots.saturating_sub(busy.saturating_sub(theirs))
+        };
+        let registration = &worker.registration;
+        let (node, deployment) = (&registration.node, &registration.deployment);
+        for activity in &registration.activity_types {
+            let at = groups.iter().position(|group| {
+                &group.activity_type == activity
+                    && &group.node == node
+                    && &group.deployment == deployment
+            });
+            let group = match at {
+                Some(at) => groups.get_mut(at),
+                None => {
+                    groups.push(empty(activity, node, deployment));
+                    groups.last_mut()
+                }
+            };
+            let Some(group) = group else { continue };
+            group.workers = group.workers.saturating_add(1);
+            group.slots = group.slots.saturating_add(slots);
+            group.free = group.free.saturating_add(free);
+            group.full += u32::from(!excluded && free == 0);
+            match state {
+                Standing::Eligible => {}
+                Standing::Draining => group.draining += 1,
+                Standing::Probation => group.probation += 1,
+                Standing::Unreachable => group.unreachable += 1,
+            }
+        }
+    }
+    if workers == 0 {
+        return None;
+    }
+    groups.sort_by(|a, b| order(a).cmp(&order(b)));
+    Some(PoolPresence3 {
+        channel,
+        workers,
+        groups: capped(groups, max_groups),
+    })
+}
+
+fn empty(activity: &str, node: &Option<String>, deployment: &Option<String>) -> PresenceGroup3 {
+    PresenceGroup3 {
+        activity_type: activity.to_owned(),
+        node: node.clone(),
+        deployment: deployment.clone(),
+        workers: 0,
+        slots: 0,
+        free: 0,
+        full: 0,
+        draining: 0,
+        probation: 0,
+        unreachable: 0,
+    }
+}
+
+fn order(group: &PresenceGroup3) -> (&str, Option<&str>, Option<&str>) {
+    (
+        &group.activity_type,
+        group.node.as_deref(),
+        group.deployment.as_deref(),
+    )
+}
+
+/// Sorted `groups` cut to at most `max` by merging, from the last (activity type, node
+/// label) pair backwards, each pair's groups into one of no deployment: the receiver then
+/// counts those workers but cannot tell their deployment. Pairs alone past `max` stay.
+fn capped(groups: Vec<PresenceGroup3>, max: usize) -> Vec<PresenceGroup3> {
+    if groups.len() <= max {
+        return groups;
+    }
+    let mut excess = groups.len() - max;
+    let mut runs: Vec<Vec<PresenceGroup3>> = Vec::new();
+    for group in groups {
+        match runs.last_mut() {
+            Some(run) if run.first().is_some_and(|first| same_pair(first, &group)) => {
+                run.push(group);
+            }
+            _ => runs.push(vec![group]),
+        }
+    }
+    for run in runs.iter_mut().rev() {
+        if excess == 0 {
+            break;
+        }
+        if run.iter().all(|group| group.deployment.is_none()) {
+            continue;
+        }
+        excess = excess.saturating_sub(run.len() - 1);
+        if let Some(merged) = merge(std::mem::take(run)) {
+            run.push(merged);
+        }
+    }
+    runs.into_iter().flatten().collect()
+}
+
+/// Every group of one (activity type, node label) pair as one group of no deployment.
+pub(crate) fn merge(run: Vec<PresenceGroup3>) -> Option<PresenceGroup3> {
+    let mut run = run.into_iter();
+    let mut merged = run.next()?;
+    merged.deployment = None;
+    for group in run {
+        let add = |to: &mut u32, more: u32| *to = to.saturating_add(more);
+        add(&mut merged.workers, group.workers);
+        add(&mut merged.slots, group.slots);
+        add(&mut merged.free, group.free);
+        add(&mut merged.full, group.full);
+        add(&mut merged.draining, group.draining);
+        add(&mut merged.probation, group.probation);
+        add(&mut merged.unreachable, group.unreachable);
+    }
+    Some(merged)
+}
+
+/// True when both groups are of the same activity type and node label.
+pub(crate) fn same_pair(a: &PresenceGroup3, b: &PresenceGroup3) -> bool {
+    a.activity_type == b.activity_type && a.node == b.node
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(activity: &str, deployment: Option<&str>, free: u32) -> PresenceGroup3 {
+        let mut group = empty(activity, &None, &deployment.map(str::to_owned));
+        group.workers = 1;
+        group.slots = free;
+        group.free = free;
+        group
+    }
+
+    #[test]
+    fn groups_past_the_cap_merge_into_groups_of_no_deployment_from_the_last_pair() {
+        let groups = vec![
+            group("a", Some("v1"), 1),
+            group("a", Some("v2"), 2),
+            group("b", None, 1),
+            group("b", Some("v1"), 3),
+            group("b", Some("v2"), 4),
+        ];
+        let capped = capped(groups.clone(), 3);
+        assert_eq!(capped.len(), 3, "{capped:?}");
+        let b = capped.last().expect("b");
+        assert_eq!((b.deployment.as_deref(), b.workers, b.free), (None, 3, 8));
+        assert_eq!(
+            capped.first().and_then(|g| g.deployment.as_deref()),
+            Some("v1")
+        );
+        let all = capped_len(groups.clone(), 2);
+        assert_eq!(all, 2, "both pairs merge when one is not enough");
+        assert_eq!(capped_len(groups, 5), 5, "within the cap nothing merges");
+    }
+
+    fn capped_len(groups: Vec<PresenceGroup3>, max: usize) -> usize {
+        capped(groups, max).len()
+    }
+}
