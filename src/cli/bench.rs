@@ -5,24 +5,21 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lintel_client::{
-    Client, ClientConfig, ClientTls, DispatchOptions, Worker, WorkerConfig, WorkerHandle,
-};
+use lintel_client::{Client, ClientTls, DispatchOptions, Worker, WorkerConfig, WorkerHandle};
 use lintel_wire::Register;
 
+use super::connect::NodeArgs;
 use super::exit::{fail, usage};
 use super::extras::{self, FairnessArgs, KeySpread};
 use super::histogram;
 use super::loadgen::{self, Load, Run};
-use super::tls::ClientTlsArgs;
 use lintel::activities::BuiltIn;
 
 #[derive(Debug, clap::Args)]
 #[command(override_usage = "lintel bench [OPTIONS]")]
 pub(super) struct Args {
-    /// Node address.
-    #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
-    connect: String,
+    #[command(flatten)]
+    target: NodeArgs,
     /// Dispatches in flight at once.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
@@ -60,11 +57,6 @@ pub(super) struct Args {
     /// key keeps its share in flight; the report counts completions per key.
     #[arg(long, value_name = "N|KEYS", value_parser = extras::key_spread, conflicts_with = "fairness_key")]
     fairness_keys: Option<KeySpread>,
-    /// Auth token for nodes that require one.
-    #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
-    auth_token: Option<String>,
-    #[command(flatten)]
-    tls: ClientTlsArgs,
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
@@ -75,23 +67,17 @@ pub(super) async fn run(args: Args) -> ExitCode {
             args.concurrency.max(1)
         ));
     }
-    let tls = match args.tls.load(&args.connect) {
-        Ok(tls) => tls,
+    let config = match args.target.config("lintel-bench") {
+        Ok(config) => config,
         Err(err) => return fail(err),
     };
-    let workers = match start_workers(&args, tls.as_ref()).await {
+    let workers = match start_workers(&args, config.tls.as_ref()).await {
         Ok(workers) => workers,
         Err(message) => return fail(message),
     };
-    let config = ClientConfig {
-        name: "lintel-bench".into(),
-        auth_token: args.auth_token.clone(),
-        tls,
-        ..ClientConfig::default()
-    };
-    let client = match Client::connect(args.connect.as_str(), config).await {
+    let client = match Client::connect(args.target.connect.as_str(), config).await {
         Ok(client) => client,
-        Err(err) => return fail(super::advice::cannot_connect(&args.connect, &err)),
+        Err(err) => return fail(super::advice::cannot_connect(&args.target.connect, &err)),
     };
     let duration = match (args.duration, args.count) {
         (Some(seconds), _) => Some(Duration::from_secs_f64(seconds.max(0.0))),
@@ -218,8 +204,8 @@ async fn start_workers(args: &Args, tls: Option<&ClientTls>) -> Result<Vec<Worke
             identity: format!("bench-worker-{index}"),
             max_concurrency: args.worker_concurrency,
         };
-        let mut config = WorkerConfig::new(args.connect.clone(), registration);
-        config.auth_token = args.auth_token.clone();
+        let mut config = WorkerConfig::new(args.target.connect.clone(), registration);
+        config.auth_token = args.target.auth_token.clone();
         config.tls = tls.cloned();
         workers.push(Worker::spawn(config, BuiltIn));
     }

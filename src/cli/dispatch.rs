@@ -4,13 +4,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use bytes::Bytes;
-use lintel_client::{Client, ClientConfig, ConnectError, DispatchOptions};
+use lintel_client::{Client, ConnectError, DispatchOptions};
 use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult, RefusalCode};
 
 use super::advice;
+use super::connect::NodeArgs;
 use super::exit::{fail, DRAINING};
 use super::extras::{self, FairnessArgs};
-use super::tls::ClientTlsArgs;
 use lintel::dispatch::outcome;
 
 #[derive(Debug, clap::Args)]
@@ -19,9 +19,8 @@ use lintel::dispatch::outcome;
                       --input <INPUT>"
 )]
 pub(super) struct Args {
-    /// Node address.
-    #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
-    connect: String,
+    #[command(flatten)]
+    target: NodeArgs,
     /// Namespace to dispatch in.
     #[arg(long)]
     namespace: String,
@@ -70,11 +69,6 @@ pub(super) struct Args {
     /// Only a worker registered with this deployment may run it (needs a version-3 node).
     #[arg(long)]
     deployment: Option<String>,
-    /// Auth token for nodes that require one.
-    #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
-    auth_token: Option<String>,
-    #[command(flatten)]
-    tls: ClientTlsArgs,
 }
 
 /// Exit codes per outcome class; 0 is a successful completion.
@@ -96,24 +90,18 @@ fn exit_code(result: &DispatchResult) -> u8 {
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
-    let tls = match args.tls.load(&args.connect) {
-        Ok(tls) => tls,
+    let config = match args.target.config("lintel-dispatch") {
+        Ok(config) => config,
         Err(err) => return fail(err),
     };
-    let config = ClientConfig {
-        name: "lintel-dispatch".into(),
-        auth_token: args.auth_token,
-        tls,
-        ..ClientConfig::default()
-    };
-    let client = match Client::connect(args.connect.as_str(), config).await {
+    let client = match Client::connect(args.target.connect.as_str(), config).await {
         Ok(client) => client,
         // A refusal at hello for draining is the draining outcome too.
         Err(ConnectError::Refused(refusal)) if refusal.code == RefusalCode::Draining => {
             eprintln!("draining: {}", refusal.reason);
             return ExitCode::from(DRAINING);
         }
-        Err(err) => return fail(advice::cannot_connect(&args.connect, &err)),
+        Err(err) => return fail(advice::cannot_connect(&args.target.connect, &err)),
     };
     let request = DispatchRequest {
         namespace: args.namespace,

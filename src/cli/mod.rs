@@ -2,6 +2,7 @@
 
 mod advice;
 mod bench;
+mod connect;
 mod demo;
 mod dispatch;
 mod exit;
@@ -10,7 +11,6 @@ mod histogram;
 mod layers;
 mod loadgen;
 mod logging;
-mod producer;
 mod progress;
 mod runtime;
 mod serve;

@@ -15,27 +15,18 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, clap::Args)]
 #[command(override_usage = "lintel status [OPTIONS]")]
 pub(super) struct Args {
-    /// Node address.
-    #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
-    connect: String,
     /// Print the status as JSON.
     #[arg(long)]
     json: bool,
-    /// Auth token for nodes that require one.
-    #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
-    auth_token: Option<String>,
     #[command(flatten)]
-    tls: super::tls::ClientTlsArgs,
+    target: super::connect::NodeArgs,
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
-    let client =
-        match super::producer::connect("lintel-status", &args.connect, args.auth_token, &args.tls)
-            .await
-        {
-            Ok(client) => client,
-            Err(code) => return code,
-        };
+    let client = match args.target.producer("lintel-status").await {
+        Ok(client) => client,
+        Err(code) => return code,
+    };
     // A version-3 node sends its status document; an earlier one a report read the same way.
     let status = match tokio::time::timeout(STATUS_TIMEOUT, client.status()).await {
         Ok(Ok(status)) => status,

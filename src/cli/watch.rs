@@ -23,27 +23,18 @@ enum Topic {
 #[derive(Debug, clap::Args)]
 #[command(override_usage = "lintel watch [OPTIONS]")]
 pub(super) struct Args {
-    /// Node address.
-    #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
-    connect: String,
     /// Only this topic's events; repeat for more. Every topic when absent.
     #[arg(long = "topic", value_enum)]
     topics: Vec<Topic>,
-    /// Auth token for nodes that require one; events need the observer role.
-    #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
-    auth_token: Option<String>,
     #[command(flatten)]
-    tls: super::tls::ClientTlsArgs,
+    target: super::connect::NodeArgs,
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
-    let client =
-        match super::producer::connect("lintel-watch", &args.connect, args.auth_token, &args.tls)
-            .await
-        {
-            Ok(client) => client,
-            Err(code) => return code,
-        };
+    let client = match args.target.producer("lintel-watch").await {
+        Ok(client) => client,
+        Err(code) => return code,
+    };
     let topics: Vec<EventTopic> = args
         .topics
         .iter()

@@ -12,15 +12,14 @@ use lintel::activities::{BuiltIn, BUILT_IN};
 use lintel_client::{Worker, WorkerConfig, WorkerState};
 use lintel_wire::Register;
 
+use super::connect::NodeArgs;
 use super::signal::shutdown_signal;
-use super::tls::ClientTlsArgs;
 
 #[derive(Debug, clap::Args)]
 #[command(override_usage = "lintel worker [OPTIONS] --namespace <NAMESPACE> --activity <ACTIVITY>")]
 pub(super) struct Args {
-    /// Node address.
-    #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
-    connect: String,
+    #[command(flatten)]
+    target: NodeArgs,
     /// Namespace to serve (repeat for several).
     #[arg(long = "namespace", value_name = "NAMESPACE", required = true)]
     namespaces: Vec<String>,
@@ -51,14 +50,9 @@ pub(super) struct Args {
     /// node replaces this one.
     #[arg(long)]
     instance_id: Option<String>,
-    /// Auth token for nodes that require one.
-    #[arg(long, env = "LINTEL_AUTH_TOKEN", hide_env_values = true)]
-    auth_token: Option<String>,
     /// How long a drain on Ctrl-C may take, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     drain_ms: u64,
-    #[command(flatten)]
-    tls: ClientTlsArgs,
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
@@ -86,17 +80,17 @@ pub(super) async fn run(args: Args) -> ExitCode {
         identity,
         max_concurrency: args.concurrency,
     };
-    let mut config = WorkerConfig::new(args.connect.clone(), registration);
-    config.auth_token = args.auth_token;
+    let mut config = WorkerConfig::new(args.target.connect.clone(), registration);
+    config.auth_token = args.target.auth_token;
     config.deployment = args.deployment;
     config.instance_id = args.instance_id;
-    config.tls = match args.tls.load(&args.connect) {
+    config.tls = match args.target.tls.load(&args.target.connect) {
         Ok(tls) => tls,
         Err(err) => return stop(err),
     };
     let handle = Worker::spawn(config, BuiltIn);
     let mut state = handle.state();
-    let connect = args.connect.as_str();
+    let connect = args.target.connect.as_str();
     let watch_state = async {
         let mut last = None;
         loop {

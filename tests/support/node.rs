@@ -124,6 +124,8 @@ pub struct TestNode {
     pub events: Arc<Events>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    /// How long a shutdown may take: its drain's bound, then [`WAIT`] for the rest.
+    shutdown_wait: Duration,
 }
 
 impl TestNode {
@@ -169,6 +171,7 @@ impl TestNode {
             events,
             shutdown: Some(tx),
             task: Some(task),
+            shutdown_wait: WAIT + Duration::from_millis(config.drain_timeout_ms),
         }
     }
 
@@ -197,7 +200,10 @@ impl TestNode {
             let _ = tx.send(());
         }
         if let Some(task) = self.task.take() {
-            within("node shutdown", task).await.expect("serve task");
+            match tokio::time::timeout(self.shutdown_wait, task).await {
+                Ok(served) => served.expect("serve task"),
+                Err(_) => panic!("timed out waiting for node shutdown"),
+            }
         }
     }
 
