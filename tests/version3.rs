@@ -88,7 +88,8 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
             feature::FAIRNESS,
             feature::STATUS_DOCUMENT,
             feature::FAREWELL,
-            feature::EVENTS
+            feature::EVENTS,
+            feature::RELAY_RESUME
         ]
     );
     assert_eq!(
@@ -693,6 +694,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
                 feature::STATUS_DOCUMENT,
                 feature::FAREWELL,
                 feature::EVENTS,
+                feature::RELAY_RESUME,
             ];
             assert_eq!(hello.features, features);
         }
@@ -717,8 +719,9 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
         other => panic!("expected Goodbye, got {other:?}"),
     }
     raw.closed().await;
-    // Each resumption frame and a pool setting need a feature the node does not list: each
-    // closes the link with `Error{Unsupported}` naming it.
+    // A resumption frame from a peer whose hello did not list `relay-resume`, and a pool
+    // setting (a feature the node does not list), each close the link with
+    // `Error{Unsupported}` naming the feature.
     for (frame, named) in [
         (
             Frame::RelayAck(RelayAck {

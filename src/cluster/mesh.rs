@@ -39,7 +39,7 @@ use super::changes::Changes;
 use super::members::{Answer, JoinPoint, Learned, LinkTally, Members};
 use super::view::{draw, Charge, PoolCapacity, PresenceError, View};
 use crate::events::Events;
-use crate::link::PeerLink;
+use crate::link::{Pair, PeerLink};
 use crate::registry::{Address, NodeFilter, Tally};
 use crate::signal::Signal;
 
@@ -239,6 +239,21 @@ impl Mesh {
         self.links.touch();
         self.changed();
         Ok(())
+    }
+
+    /// What this node keeps for incarnation `incarnation` of member `node_id` (learned as
+    /// dialled at `address`) across its links: kept while the member is, replaced when a new
+    /// incarnation links; `make` makes a new one.
+    pub fn pair(
+        &self,
+        node_id: &str,
+        address: &str,
+        incarnation: u64,
+        make: impl FnOnce() -> Arc<Pair>,
+    ) -> Arc<Pair> {
+        let mut state = self.lock();
+        let _ = state.members.learn(node_id, address, true);
+        state.members.pair(node_id, incarnation, make)
     }
 
     /// Forgets `remote` if it is still the link to its peer, and closes its link: what it
@@ -670,7 +685,8 @@ mod tests {
         // Nothing is written: the mesh only closes links, which sends nothing.
         let (_reader, outbound, _writer) =
             lintel_client::transport::split(accepted.unwrap().0, 1 << 20, 8);
-        let link = PeerLink::new(Arc::from(peer), 3, outbound);
+        let pair = Pair::new(incarnation, &crate::link::Retention::new(1));
+        let link = PeerLink::new(Arc::from(peer), 3, outbound, &pair);
         Remote::new(
             Arc::from(peer),
             incarnation,

@@ -35,6 +35,10 @@ pub(crate) const DEFAULT_OUTBOUND_QUEUE_BYTES: usize = 8 * 1024 * 1024;
 /// closed as a slow consumer at once, without waiting out the grace.
 pub(crate) const OWED_CEILING_FACTOR: usize = 4;
 
+/// The default bound on kept relay outcomes: acknowledged about every 128 outcomes and every
+/// peer ping, a link keeps far less; a cut link's outcomes fit in it by the thousand.
+pub(crate) const DEFAULT_RELAY_RETENTION_BYTES: usize = 16 * 1024 * 1024;
+
 /// Everything a node needs to run. Every field has a working default.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -143,6 +147,9 @@ pub struct NodeConfig {
     /// priority step below 1, so a lower priority that waited that much longer goes first;
     /// 0 is strict priority.
     pub priority_aging_ms: u64,
+    /// Bytes of relay outcomes this node keeps, across every peer, until the peer that
+    /// relayed says it holds them; past it each peer's oldest are dropped (and counted).
+    pub relay_retention_bytes: usize,
     /// Per fairness key: a cap on its dispatches running on this node's workers
     /// (`max_in_flight`) and a weight that replaces the one its requests ask for.
     pub fairness: Vec<KeyPolicy>,
@@ -193,6 +200,7 @@ impl Default for NodeConfig {
             peer_console: String::new(),
             fairness_key_source: FairnessKeySource::Grant,
             priority_aging_ms: u64::try_from(DEFAULT_AGING.as_millis()).unwrap_or(10_000),
+            relay_retention_bytes: DEFAULT_RELAY_RETENTION_BYTES,
             fairness: Vec::new(),
         }
     }

@@ -27,6 +27,7 @@ use tokio_util::task::task_tracker::{TaskTracker, TaskTrackerToken};
 use crate::auth::Grant;
 use crate::dispatch::{asked, Caller, Dispatcher, Flight, Options, Sink, Started, Tag};
 use crate::idmap::KeyedMap;
+use crate::link::Pair;
 use crate::registry::{FairnessRef, WorkerId};
 use lintel_client::transport::{Outbound, SendError};
 
@@ -39,8 +40,12 @@ const RELAY_MARGIN: Duration = Duration::from_millis(50);
 pub(super) enum Answer {
     /// A producer that negotiated `version`; `node_id` names this node in served outcomes.
     Producer { version: u16, node_id: Arc<str> },
-    /// A peer, over a link of `version`, that relayed its dispatches here.
-    Peer { version: u16 },
+    /// A peer, over a link of `version`, that relayed its dispatches here; each outcome is
+    /// kept in `kept` until the peer acknowledges it, when the link resumes.
+    Peer {
+        version: u16,
+        kept: Option<Arc<Pair>>,
+    },
 }
 
 /// Stale deadlines, of submissions already ended, allowed beyond the live ones before the
@@ -302,6 +307,11 @@ impl Flights {
         }
     }
 
+    /// True while dispatch `correlation` runs here, its outcome not yet queued.
+    pub(super) fn is_running(&self, correlation: u64) -> bool {
+        self.table().flights.contains_key(&correlation)
+    }
+
     /// Cancels submission `correlation`, on its worker too.
     pub(super) fn cancel(&self, correlation: u64) {
         let flight = self
@@ -484,17 +494,22 @@ impl Answer {
                 correlation,
                 result,
             })),
-            Answer::Peer { .. } => outbound.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
-                correlation,
-                result,
-            })),
+            Answer::Peer { kept, .. } => {
+                if let Some(pair) = kept {
+                    pair.keep(correlation, &result);
+                }
+                outbound.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
+                    correlation,
+                    result,
+                }))
+            }
         }
     }
 
     /// The protocol version of the connection answered.
     fn version(&self) -> u16 {
         match self {
-            Answer::Producer { version, .. } | Answer::Peer { version } => *version,
+            Answer::Producer { version, .. } | Answer::Peer { version, .. } => *version,
         }
     }
 }

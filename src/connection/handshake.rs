@@ -20,13 +20,14 @@ const MIN_VERSION: u16 = 1;
 pub(crate) const PEER_VERSION: u16 = 2;
 
 /// What this node implements of version 3, as its `Welcome3` and `PeerHello3` list it.
-pub(crate) const FEATURES: [&str; 6] = [
+pub(crate) const FEATURES: [&str; 7] = [
     feature::HEADERS,
     feature::PRIORITY,
     feature::FAIRNESS,
     feature::STATUS_DOCUMENT,
     feature::FAREWELL,
     feature::EVENTS,
+    feature::RELAY_RESUME,
 ];
 
 /// [`FEATURES`], as a frame carries them.

@@ -11,7 +11,7 @@
 //! [`Entry`] by an answer, an [`Unanswered`] or a [`Release`], so a new way for a link to end
 //! is a new variant there.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::time::Instant;
@@ -90,6 +90,9 @@ pub(super) struct Inner<K: Kind> {
     pub(super) kind: K,
     pub(super) outbound: Outbound,
     table: Mutex<Table<K>>,
+    /// Shared with the other links to the same peer incarnation, whose correlations continue
+    /// one numbering; `None` numbers this link's requests from 1.
+    numbering: Option<Arc<AtomicU64>>,
     /// [`OPEN`], [`RETIRING`] or [`CLOSED`], in that order; set under the table's lock and
     /// read without it by [`Link::is_open`].
     state: AtomicU8,
@@ -122,8 +125,14 @@ impl<K: Kind> std::fmt::Debug for Link<K> {
 
 impl<K: Kind> Link<K> {
     /// A link of `kind` whose frames go to `outbound`; while `holding`, requests wait unsent
-    /// until [`Link::open`].
-    pub(super) fn with(kind: K, outbound: Outbound, holding: bool) -> Self {
+    /// until [`Link::open`]. Correlations continue `numbering` when one is given (a gap is
+    /// left by a request whose send failed), and count from 1 otherwise.
+    pub(super) fn with(
+        kind: K,
+        outbound: Outbound,
+        holding: bool,
+        numbering: Option<Arc<AtomicU64>>,
+    ) -> Self {
         let pending = IdMap::default();
         let table = Mutex::new(Table {
             next_correlation: 0,
@@ -134,6 +143,7 @@ impl<K: Kind> Link<K> {
             kind,
             outbound,
             table,
+            numbering,
             state: AtomicU8::new(OPEN),
         };
         Self {
@@ -151,7 +161,10 @@ impl<K: Kind> Link<K> {
         if self.inner.state.load(Ordering::Relaxed) != OPEN {
             return Err(PushError::Closed);
         }
-        let correlation = table.next_correlation.wrapping_add(1);
+        let correlation = match &self.inner.numbering {
+            None => table.next_correlation.wrapping_add(1),
+            Some(numbering) => numbering.fetch_add(1, Ordering::AcqRel).wrapping_add(1),
+        };
         Ok(Vacant { table, correlation })
     }
 
@@ -302,6 +315,11 @@ impl<K: Kind> Link<K> {
         self.table().pending.len()
     }
 
+    /// The lowest correlation the other side has not let go of, ended ones included.
+    pub fn lowest_pending(&self) -> Option<u64> {
+        self.table().pending.keys().min().copied()
+    }
+
     fn table(&self) -> MutexGuard<'_, Table<K>> {
         // Every update leaves the table consistent before anything that could panic.
         self.inner
@@ -370,7 +388,7 @@ mod tests {
 
     async fn link(holding: bool) -> (Link<Tested>, Peer) {
         let (outbound, peer) = outbound().await;
-        (Link::with(Tested, outbound, holding), peer)
+        (Link::with(Tested, outbound, holding, None), peer)
     }
 
     fn take(link: &Link<Tested>, heard: &Arc<Heard>) -> u64 {

@@ -35,13 +35,13 @@ impl Link<ToWorker> {
     /// A link for the connection `pid`, speaking protocol `version`, whose frames go to
     /// `outbound`.
     pub fn new(pid: u64, version: u16, outbound: Outbound) -> Self {
-        Link::with(ToWorker { pid, version }, outbound, false)
+        Link::with(ToWorker { pid, version }, outbound, false, None)
     }
 
     /// A link that holds pushes until [`WorkerLink::open`]; a registering connection uses it
     /// so no push overtakes the `Registered` frame.
     pub fn held(pid: u64, version: u16, outbound: Outbound) -> Self {
-        Link::with(ToWorker { pid, version }, outbound, true)
+        Link::with(ToWorker { pid, version }, outbound, true, None)
     }
 
     /// The connection this link pushes on.

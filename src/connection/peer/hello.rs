@@ -47,6 +47,9 @@ pub(crate) struct Heard {
     pub(crate) hello: PeerHello,
     /// The peer retires a link with `Farewell`: its version-3 hello lists `farewell`.
     pub(crate) farewell: bool,
+    /// The peer numbers relays per pair of incarnations, acknowledges outcomes and resumes
+    /// after a relink: its version-3 hello lists `relay-resume`.
+    pub(crate) resume: bool,
 }
 
 /// Why the acceptor said `Goodbye` instead of its hello.
@@ -121,11 +124,13 @@ pub(super) fn read_hello(
         Frame::PeerHello(hello) => Some(Ok(Heard {
             hello: hello.clone(),
             farewell: false,
+            resume: false,
         })),
         Frame::PeerHello3(hello) if version >= 3 => Some(
             check_extensions(&hello.extensions, max_set_len, frame.kind().name()).map(|()| Heard {
                 hello: hello.hello(),
                 farewell: hello.features.iter().any(|f| f == feature::FAREWELL),
+                resume: hello.features.iter().any(|f| f == feature::RELAY_RESUME),
             }),
         ),
         _ => None,

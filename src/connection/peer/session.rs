@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lintel_wire::{
     feature, ErrorCode, Frame, FrameKind, FrameRef, PeerHello, Ping, Pong, PoolPresence,
-    PoolPresence3, Presence, Presence3, PresenceGroup, PresenceGroup3,
+    PoolPresence3, Presence, Presence3, PresenceGroup, PresenceGroup3, RelayAck, Resume, Resumed,
 };
 use tokio::time::Instant;
 
@@ -17,7 +17,7 @@ use super::hello::{check_extensions, hello_frame, read_hello, Heard, Linked, Sid
 use super::retire::{Retirement, Why};
 use crate::auth::Grant;
 use crate::cluster::{Opener, PresenceError, Remote, MAX_MEMBERS};
-use crate::link::{PeerLink, ReplyFate};
+use crate::link::{Pair, PeerLink, ReplyFate};
 use crate::shared::Shared;
 use lintel_client::burst::Burst;
 use lintel_client::keepalive::{Keepalive, Tick};
@@ -25,6 +25,9 @@ use lintel_client::transport::{FrameReader, Outbound};
 
 /// How long a closing link waits for the relays it serves to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
+
+/// Outcomes read between two `RelayAck`s at most; one also goes with each ping.
+const ACK_EVERY: usize = 128;
 
 /// Runs a link once the other side's hello is read: joins it to the mesh or turns it down,
 /// then serves it until it closes or is retired; what was learned over it is forgotten and
@@ -41,6 +44,7 @@ pub(super) async fn run(
     let Heard {
         hello: theirs,
         farewell,
+        resume,
     } = heard;
     let mesh = Arc::clone(shared.dispatcher.mesh());
     let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
@@ -50,7 +54,14 @@ pub(super) async fn run(
         Side::Accepted => Opener::Peer,
     };
     outbound.set_limits(shared.config.queue_limits());
-    let link = PeerLink::new(Arc::clone(&node_id), version, outbound.clone());
+    let pair = mesh.pair(&node_id, &theirs.advertise, theirs.incarnation, || {
+        Pair::new(theirs.incarnation, &shared.retention)
+    });
+    // Both sides number relays per pair of incarnations and keep outcomes until acknowledged.
+    let resumable = version >= 3 && resume;
+    let link = PeerLink::new(Arc::clone(&node_id), version, outbound.clone(), &pair);
+    // Counted until the link let go of its relays (closed, below).
+    let _counted = pair.link_up();
     let remote = Remote::new(
         Arc::clone(&node_id),
         theirs.incarnation,
@@ -71,7 +82,10 @@ pub(super) async fn run(
         Arc::clone(&shared.dispatcher),
         outbound.clone(),
         shared.config.max_active_dispatches,
-        Answer::Peer { version },
+        Answer::Peer {
+            version,
+            kept: resumable.then(|| Arc::clone(&pair)),
+        },
         // The origin held its producer to its grants; a peer relays what it was allowed.
         Grant::all(),
     );
@@ -89,6 +103,8 @@ pub(super) async fn run(
         ),
         budget: shared.config.outbound_queue_bytes,
         farewell_heard: false,
+        pair: resumable.then_some(pair),
+        acks: Vec::new(),
     };
     let (close, down) = match session.serve(reader).await {
         Ended::Close(close) => {
@@ -164,6 +180,11 @@ struct Session<'a> {
     budget: usize,
     /// The peer said farewell: this side retires the link too.
     farewell_heard: bool,
+    /// The peer's incarnation as both sides number relays and keep outcomes; `None` when the
+    /// peer does not list `relay-resume`.
+    pair: Option<Arc<Pair>>,
+    /// Outcomes read since the last `RelayAck`, by correlation.
+    acks: Vec<u64>,
 }
 
 impl Session<'_> {
@@ -387,6 +408,12 @@ impl Session<'_> {
                         "relay outcome for no relay in flight"
                     );
                 }
+                if self.pair.is_some() {
+                    self.acks.push(outcome.correlation);
+                    if self.acks.len() >= ACK_EVERY {
+                        self.acknowledge();
+                    }
+                }
                 return Ok(None);
             }
             FrameRef::Frame(frame) => frame,
@@ -426,11 +453,20 @@ impl Session<'_> {
                 self.farewell_heard = true;
                 Ok(None)
             }
-            Frame::RelayAck(_) | Frame::Resume(_) | Frame::Resumed(_) | Frame::PoolSettings(_)
-                if self.version >= 3 =>
-            {
-                Err(not_implemented(frame.kind()))
+            Frame::RelayAck(ack) if self.version >= 3 => {
+                self.resuming(frame.kind())?
+                    .acknowledged(ack.below, &ack.also);
+                Ok(None)
             }
+            Frame::Resume(resume) if self.version >= 3 => {
+                self.resume(resume)?;
+                Ok(None)
+            }
+            Frame::Resumed(_) if self.version >= 3 => {
+                self.resuming(frame.kind())?;
+                Err(Close::unexpected(frame.kind(), "answering no Resume"))
+            }
+            Frame::PoolSettings(_) if self.version >= 3 => Err(not_implemented(frame.kind())),
             Frame::Ping(Ping { nonce }) => {
                 // Owed, and ahead of queued relays: a busy link still answers at once.
                 let _ = self.outbound.send_owed(Frame::Pong(Pong { nonce: *nonce }));
@@ -442,10 +478,77 @@ impl Session<'_> {
         }
     }
 
+    /// The pair a resumption frame of `kind` acts on.
+    ///
+    /// # Errors
+    /// `Error{Unsupported}` when the peer's hello did not list `relay-resume`.
+    fn resuming(&self, kind: FrameKind) -> Result<&Arc<Pair>, Close> {
+        self.pair.as_ref().ok_or_else(|| {
+            Close::error(
+                ErrorCode::Unsupported,
+                format!(
+                    "{kind} needs the feature {}, which the peer's hello did not list",
+                    feature::RELAY_RESUME
+                ),
+            )
+        })
+    }
+
+    /// Answers the peer's `Resume`: the outcome kept for each listed relay goes again as
+    /// `RelayOutcome`, then `Resumed` says which of the others were never read (above the
+    /// mark), which still run here and which are unknown.
+    fn resume(&mut self, resume: &Resume) -> Result<(), Close> {
+        let pair = Arc::clone(self.resuming(FrameKind::Resume)?);
+        let handled_up_to = pair.handled_up_to();
+        let (mut running, mut unknown) = (Vec::new(), Vec::new());
+        for &correlation in &resume.unanswered {
+            if let Some(outcome) = pair.kept_outcome(correlation) {
+                if self
+                    .outbound
+                    .send_owed(Frame::RelayOutcome(outcome))
+                    .is_err()
+                {
+                    return Err(Close::Quietly);
+                }
+            } else if correlation > handled_up_to {
+                // Never read: the origin places it again.
+            } else if self.served.is_running(correlation) {
+                running.push(correlation);
+            } else {
+                unknown.push(correlation);
+            }
+        }
+        let resumed = Frame::Resumed(Resumed {
+            handled_up_to,
+            running,
+            unknown,
+            last: resume.last,
+        });
+        self.outbound.send_owed(resumed).map_err(|_| Close::Quietly)
+    }
+
+    /// Tells the peer which outcomes this node holds: every relay numbered below the lowest
+    /// still without one, and those read since the last acknowledgement.
+    fn acknowledge(&mut self) {
+        let Some(pair) = &self.pair else {
+            return;
+        };
+        let below = pair.below(|| self.remote.link.lowest_pending());
+        let mut also = std::mem::take(&mut self.acks);
+        also.retain(|&correlation| correlation >= below);
+        // Owed, and small: one per `ACK_EVERY` outcomes read, or per ping.
+        let _ = self
+            .outbound
+            .send_owed(Frame::RelayAck(RelayAck { below, also }));
+    }
+
     /// Counts a relay the peer sent, and says whether to run it: while the link back is over
     /// its byte budget, it is turned away with `Refused{WorkerBackpressure}` instead.
     fn takes_relay(&mut self, correlation: u64) -> bool {
         self.remote.relay_received();
+        if let Some(pair) = &self.pair {
+            pair.handled(correlation);
+        }
         let pressure = self.outbound.pressure();
         if !pressure.room || pressure.bytes.saturating_add(self.served.held_input()) >= self.budget
         {
@@ -472,6 +575,9 @@ impl Session<'_> {
         if let Some(ping) = Close::unless_pinged(tick)? {
             // Owed: a ping a busy queue refused would count as missed and close a live link.
             let _ = self.outbound.send_owed(Frame::Ping(ping));
+            if !self.acks.is_empty() {
+                self.acknowledge();
+            }
         }
         Ok(())
     }
@@ -480,10 +586,7 @@ impl Session<'_> {
 /// The close owed to a peer that sent a version-3 frame of a feature this node does not
 /// implement (and so did not list in its hello).
 fn not_implemented(kind: FrameKind) -> Close {
-    let feature = match kind {
-        FrameKind::PoolSettings => feature::POOL_SETTINGS,
-        _ => feature::RELAY_RESUME,
-    };
+    let feature = feature::POOL_SETTINGS;
     Close::error(
         ErrorCode::Unsupported,
         format!("{kind} needs the feature {feature}, which this node does not implement"),
