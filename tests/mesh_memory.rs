@@ -89,7 +89,7 @@ async fn remote_state_for_10_000_pools_stays_under_64_mb_per_node() {
         sockets.push((client.expect("connect"), writer));
         let node_id: Arc<str> = Arc::from(format!("n{peer:02}"));
         let pair = Pair::new(1, &retention);
-        let link = PeerLink::new(Arc::clone(&node_id), 3, outbound, &pair);
+        let link = PeerLink::new(Arc::clone(&node_id), 3, outbound, pair.numbering());
         let remote = Remote::new(
             node_id,
             1,

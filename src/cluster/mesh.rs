@@ -261,9 +261,23 @@ impl Mesh {
     /// carry over to the member's; an established link counts as a link down, told with
     /// `reason`.
     pub fn leave(&self, remote: &Arc<Remote>, reason: &str) {
+        self.left(remote, reason, true);
+    }
+
+    /// As [`Mesh::leave`] for a link cut under relays that may resume on a new link to the same
+    /// incarnation: it takes no new relay, and those in flight keep waiting.
+    pub fn leave_cut(&self, remote: &Arc<Remote>, reason: &str) {
+        self.left(remote, reason, false);
+    }
+
+    fn left(&self, remote: &Arc<Remote>, reason: &str, close: bool) {
         self.forget(remote);
-        // Closed before its counts are read: no relay leaves on it after.
-        remote.link.close();
+        // Closed (or retired) before its counts are read: no relay leaves on it after.
+        if close {
+            remote.link.close();
+        } else {
+            remote.link.retire();
+        }
         let established = remote.is_established();
         if let Some(tally) = self.lock().members.tally(&remote.node_id) {
             tally.sent = tally.sent.saturating_add(remote.link.sent());
@@ -686,7 +700,7 @@ mod tests {
         let (_reader, outbound, _writer) =
             lintel_client::transport::split(accepted.unwrap().0, 1 << 20, 8);
         let pair = Pair::new(incarnation, &crate::link::Retention::new(1));
-        let link = PeerLink::new(Arc::from(peer), 3, outbound, &pair);
+        let link = PeerLink::new(Arc::from(peer), 3, outbound, pair.numbering());
         Remote::new(
             Arc::from(peer),
             incarnation,

@@ -425,6 +425,23 @@ impl Sink for Flights {
     /// connection reads no more submissions while its queue is full. The submission's token
     /// is let go only once its outcome is queued.
     fn deliver(&self, tag: Tag, result: ResultRef<'_>, served_by: Option<&str>) {
+        if let Answer::Peer {
+            kept: Some(pair),
+            version,
+        } = &self.answer
+        {
+            // Kept, and sent on the link to the peer now, before it stops counting as running
+            // here: a resumption finds each relay running or its outcome kept.
+            if !self.closed.load(Ordering::Acquire) {
+                let result = match result {
+                    DispatchResult::Completed(_) => result,
+                    other => other.for_version(*version),
+                };
+                let _ = pair.answer(tag.correlation, result);
+            }
+            self.release(tag);
+            return;
+        }
         let released = {
             let mut table = self.table();
             match table.flights.entry(tag.correlation) {
@@ -466,6 +483,25 @@ impl Sink for Flights {
     }
 }
 
+impl Flights {
+    /// Forgets dispatch `tag` once its outcome went out.
+    fn release(&self, tag: Tag) {
+        let released = {
+            let mut table = self.table();
+            match table.flights.entry(tag.correlation) {
+                hash_map::Entry::Occupied(tracked) if tracked.get().ticket == tag.ticket => {
+                    Some(tracked.remove())
+                }
+                _ => None,
+            }
+        };
+        if let Some(tracked) = &released {
+            self.held_input.fetch_sub(tracked.input, Ordering::Relaxed);
+            self.relieved.notify_one();
+        }
+    }
+}
+
 impl Answer {
     /// Queues, as owed, the frame that carries an outcome to this connection; encoded from
     /// the borrowed outcome where the frame allows. An outcome of a version the connection does
@@ -494,15 +530,10 @@ impl Answer {
                 correlation,
                 result,
             })),
-            Answer::Peer { kept, .. } => {
-                if let Some(pair) = kept {
-                    pair.keep(correlation, &result);
-                }
-                outbound.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
-                    correlation,
-                    result,
-                }))
-            }
+            Answer::Peer { .. } => outbound.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
+                correlation,
+                result,
+            })),
         }
     }
 
@@ -564,11 +595,21 @@ impl ReplyTimer {
     }
 }
 
-/// Ends a connection's dispatches however the connection ends, so none outlives it.
-pub(super) struct CloseOnDrop(pub(super) Arc<Flights>);
+/// Ends a connection's dispatches however the connection ends, so none outlives it, unless
+/// they are handed on.
+pub(super) struct CloseOnDrop(pub(super) Option<Arc<Flights>>);
+
+impl CloseOnDrop {
+    /// Hands the dispatches on instead: they keep running.
+    pub(super) fn hand_on(mut self) -> Option<Arc<Flights>> {
+        self.0.take()
+    }
+}
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
-        self.0.close();
+        if let Some(flights) = &self.0 {
+            flights.close();
+        }
     }
 }

@@ -6,11 +6,15 @@
 //! oldest, whose relays then answer "unknown" to a resumption. A short mutex per pair guards
 //! the kept outcomes, never held across an `.await`.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lintel_wire::{DispatchResult, RelayOutcome, RelayOutcomeRef, ResultRef};
+use lintel_client::transport::{Outbound, SendError};
+use lintel_wire::{DispatchResult, FrameRef, RelayOutcome, RelayOutcomeRef, ResultRef};
+
+use super::peer::PeerLink;
 
 /// Bytes a kept outcome costs beyond its encoded frame: its map entry and allocation.
 const ENTRY_OVERHEAD: usize = 64;
@@ -56,6 +60,10 @@ pub struct Pair {
     retention: Arc<Retention>,
     /// Links to this incarnation that may still hold relays without an outcome.
     links: AtomicUsize,
+    /// What runs here for the peer while no link to it is up, for the next link to take.
+    parked: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
+    /// Cut links to the peer whose relays wait for a relink, each counted among `links`.
+    cut: Mutex<Vec<(PeerLink, Linked)>>,
 }
 
 #[derive(Debug, Default)]
@@ -63,6 +71,8 @@ struct Kept {
     /// By correlation: the outcome and what it counts against the retention.
     outcomes: BTreeMap<u64, (DispatchResult, usize)>,
     bytes: usize,
+    /// The link outcomes go out on now, by the id it was attached with.
+    to: Option<(u64, Outbound)>,
 }
 
 impl Pair {
@@ -75,6 +85,8 @@ impl Pair {
             kept: Mutex::new(Kept::default()),
             retention: Arc::clone(retention),
             links: AtomicUsize::new(0),
+            parked: Mutex::new(None),
+            cut: Mutex::new(Vec::new()),
         })
     }
 
@@ -84,7 +96,7 @@ impl Pair {
     }
 
     /// The counter every link to this incarnation numbers its relays from.
-    pub(super) fn numbering(&self) -> Arc<AtomicU64> {
+    pub fn numbering(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.numbering)
     }
 
@@ -152,6 +164,77 @@ impl Pair {
         }
     }
 
+    /// Keeps the outcome of relay `correlation` (as [`Pair::keep`]) and sends it on the link
+    /// attached now, if one is.
+    ///
+    /// # Errors
+    /// As [`Outbound::send_owed_ref`]; the outcome is kept all the same.
+    pub fn answer(&self, correlation: u64, result: ResultRef<'_>) -> Result<(), SendError> {
+        self.keep(correlation, &result);
+        let kept = self.kept();
+        let Some((_, to)) = &kept.to else {
+            return Ok(());
+        };
+        to.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
+            correlation,
+            result,
+        }))
+    }
+
+    /// Outcomes go out on `outbound` from now on; `id` names the link for [`Pair::detach`].
+    pub fn attach(&self, id: u64, outbound: Outbound) {
+        self.kept().to = Some((id, outbound));
+    }
+
+    /// Outcomes are only kept from now on, unless another link was attached since.
+    pub fn detach(&self, id: u64) {
+        let mut kept = self.kept();
+        if kept
+            .to
+            .as_ref()
+            .is_some_and(|(attached, _)| *attached == id)
+        {
+            kept.to = None;
+        }
+    }
+
+    /// Leaves what runs here for the peer to the next link, replacing what was left before.
+    pub fn park(&self, served: Arc<dyn Any + Send + Sync>) {
+        *lock(&self.parked) = Some(served);
+    }
+
+    /// Takes what the last link left running here, if `which` (by default any) is it.
+    pub fn unpark(
+        &self,
+        which: Option<&Arc<dyn Any + Send + Sync>>,
+    ) -> Option<Arc<dyn Any + Send + Sync>> {
+        let mut parked = lock(&self.parked);
+        match (which, parked.as_ref()) {
+            (Some(which), Some(left)) if !Arc::ptr_eq(which, left) => None,
+            _ => parked.take(),
+        }
+    }
+
+    /// Leaves cut links, their relays without outcomes, for the next link to resume.
+    pub fn park_cut(&self, links: Vec<(PeerLink, Linked)>) {
+        lock(&self.cut).extend(links);
+    }
+
+    /// Takes the cut links left for a resumption: every one, or those of `which`.
+    pub fn unpark_cut(&self, which: Option<&[PeerLink]>) -> Vec<(PeerLink, Linked)> {
+        let mut cut = lock(&self.cut);
+        match which {
+            None => std::mem::take(&mut *cut),
+            Some(which) => {
+                let (taken, left) = std::mem::take(&mut *cut)
+                    .into_iter()
+                    .partition(|(link, _)| which.iter().any(|w| w.same(link)));
+                *cut = left;
+                taken
+            }
+        }
+    }
+
     /// The peer holds the outcomes of every relay below `below` and of each in `also`: they
     /// are let go.
     pub fn acknowledged(&self, below: u64, also: &[u64]) {
@@ -193,11 +276,15 @@ impl Pair {
     }
 
     fn kept(&self) -> MutexGuard<'_, Kept> {
-        // Every update leaves the map and its byte count consistent before it could panic.
-        self.kept
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.kept)
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update leaves what it guards consistent before it could panic.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A link counted among its pair's until dropped.

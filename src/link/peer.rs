@@ -12,7 +12,6 @@ use lintel_wire::{ExtrasRef, FrameRef, Relay, Relay3, RequestRef, ResultRef, Rou
 use lintel_client::transport::Outbound;
 
 use super::fate::{PushError, ReplyFate};
-use super::pair::Pair;
 use super::table::{Entry, Kind, Link};
 
 /// What a peer link holds for one relay until the peer lets go of it.
@@ -36,15 +35,20 @@ impl Kind for ToPeer {
 
 impl Link<ToPeer> {
     /// A link to the peer `node_id`, speaking protocol `version`, whose frames go to
-    /// `outbound`; its relays continue the numbering of `pair`, the peer's incarnation.
-    pub fn new(node_id: Arc<str>, version: u16, outbound: Outbound, pair: &Pair) -> Self {
+    /// `outbound`; its relays continue `numbering`, the peer incarnation's.
+    pub fn new(
+        node_id: Arc<str>,
+        version: u16,
+        outbound: Outbound,
+        numbering: Arc<AtomicU64>,
+    ) -> Self {
         let sent = AtomicU64::new(0);
         let kind = ToPeer {
             node_id,
             version,
             sent,
         };
-        Link::with(kind, outbound, false, Some(pair.numbering()))
+        Link::with(kind, outbound, false, Some(numbering))
     }
 
     /// The peer's node id.
@@ -124,14 +128,14 @@ impl Link<ToPeer> {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{outbound, request, Heard};
-    use super::super::pair::Retention;
+    use super::super::pair::{Pair, Retention};
     use super::*;
 
     #[tokio::test]
     async fn a_relay_is_counted_once_sent_and_a_closed_link_sends_nothing() {
         let (outbound, _peer) = outbound().await;
         let pair = Pair::new(1, &Retention::new(1));
-        let link = PeerLink::new("b".into(), 3, outbound, &pair);
+        let link = PeerLink::new("b".into(), 3, outbound, pair.numbering());
         let heard: Arc<RelayEntry> = Arc::new(Heard::default());
         let budget = Duration::from_secs(1);
         let (request, routing) = (request(), lintel_wire::NodeRouting::Any);
@@ -158,7 +162,7 @@ mod tests {
         let mut ids = Vec::new();
         for _ in 0..2 {
             let (outbound, _peer) = outbound().await;
-            let link = PeerLink::new("b".into(), 3, outbound, &pair);
+            let link = PeerLink::new("b".into(), 3, outbound, pair.numbering());
             for _ in 0..2 {
                 let heard: Arc<RelayEntry> = Arc::new(Heard::default());
                 let sent = link.relay(
@@ -176,7 +180,7 @@ mod tests {
         assert_eq!(pair.last_numbered(), 4);
         let other = Pair::new(2, &Retention::new(1));
         let (outbound, _peer) = outbound().await;
-        let fresh = PeerLink::new("b".into(), 3, outbound, &other);
+        let fresh = PeerLink::new("b".into(), 3, outbound, other.numbering());
         let heard: Arc<RelayEntry> = Arc::new(Heard::default());
         let first = fresh.relay(
             &request.view(),

@@ -37,6 +37,8 @@ pub trait Entry<K: Kind>: Send + Sync {
     fn unanswered(&self, why: Unanswered);
     /// A request that had already ended is let go.
     fn released(&self, why: Release);
+    /// The request now awaits its answer on `to`, under the same correlation.
+    fn moved(&self, _to: &Link<K>, _correlation: u64) {}
 }
 
 /// Why a link let go of a live request without its answer.
@@ -318,6 +320,102 @@ impl<K: Kind> Link<K> {
     /// The lowest correlation the other side has not let go of, ended ones included.
     pub fn lowest_pending(&self) -> Option<u64> {
         self.table().pending.keys().min().copied()
+    }
+
+    /// True when both handles are to the same link.
+    pub fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The requests sent and not ended that await their answers, in order.
+    pub fn live(&self) -> Vec<u64> {
+        let mut live: Vec<u64> = self
+            .table()
+            .pending
+            .iter()
+            .filter(|(_, record)| !matches!(record.stage, Stage::Ended(_)))
+            .map(|(correlation, _)| *correlation)
+            .collect();
+        live.sort_unstable();
+        live
+    }
+
+    /// Lets go of the requests that ended here (their link closed under them); returns them.
+    pub fn release_ended(&self) -> Vec<u64> {
+        let mut released = Vec::new();
+        self.table().pending.retain(|correlation, record| {
+            let ended = matches!(record.stage, Stage::Ended(_));
+            if ended {
+                released.push((*correlation, Arc::clone(&record.entry)));
+            }
+            !ended
+        });
+        released.sort_unstable_by_key(|(correlation, _)| *correlation);
+        for (_, entry) in &released {
+            entry.released(Release::LinkClosed);
+        }
+        released.into_iter().map(|(c, _)| c).collect()
+    }
+
+    /// Lets go of live request `correlation` without its answer, for `why`.
+    pub fn let_go(&self, correlation: u64, why: Unanswered) {
+        let record = {
+            let mut table = self.table();
+            match table.pending.get(&correlation) {
+                Some(record) if !matches!(record.stage, Stage::Ended(_)) => {
+                    table.pending.remove(&correlation)
+                }
+                _ => None,
+            }
+        };
+        if let Some(record) = record {
+            record.entry.unanswered(why);
+        }
+    }
+
+    /// Lets go of every live request numbered above `mark` without its answer, for `why`.
+    pub fn let_go_above(&self, mark: u64, why: Unanswered) {
+        for correlation in self.live() {
+            if correlation > mark {
+                self.let_go(correlation, why);
+            }
+        }
+    }
+
+    /// Moves live request `correlation` to `to`, where its answer now comes; one `to` cannot
+    /// take (closed) is lost.
+    pub fn move_to(&self, correlation: u64, to: &Link<K>) {
+        let record = {
+            let mut table = self.table();
+            match table.pending.get(&correlation) {
+                Some(record) if !matches!(record.stage, Stage::Ended(_)) => {
+                    table.pending.remove(&correlation)
+                }
+                _ => None,
+            }
+        };
+        let Some(record) = record else {
+            return;
+        };
+        let entry = Arc::clone(&record.entry);
+        let taken = {
+            let mut table = to.table();
+            if to.inner.state.load(Ordering::Acquire) == CLOSED {
+                false
+            } else {
+                let record = Record {
+                    entry: record.entry,
+                    stage: Stage::Live,
+                };
+                table.pending.insert(correlation, record);
+                true
+            }
+        };
+        if taken {
+            entry.moved(to, correlation);
+        } else {
+            entry.unanswered(Unanswered::Lost);
+        }
     }
 
     fn table(&self) -> MutexGuard<'_, Table<K>> {

@@ -1,11 +1,13 @@
 //! One live peer link: presence both ways, relays both ways, liveness, and an orderly end
 //! (`retire`) when another link stays, the node drains or closes, or the peer says farewell.
 
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use lintel_wire::{
-    feature, ErrorCode, Frame, FrameKind, FrameRef, PeerHello, Ping, Pong, PoolPresence,
+    feature, Cancel, ErrorCode, Frame, FrameKind, FrameRef, PeerHello, Ping, Pong, PoolPresence,
     PoolPresence3, Presence, Presence3, PresenceGroup, PresenceGroup3, RelayAck, Resume, Resumed,
 };
 use tokio::time::Instant;
@@ -17,7 +19,7 @@ use super::hello::{check_extensions, hello_frame, read_hello, Heard, Linked, Sid
 use super::retire::{Retirement, Why};
 use crate::auth::Grant;
 use crate::cluster::{Opener, PresenceError, Remote, MAX_MEMBERS};
-use crate::link::{Pair, PeerLink, ReplyFate};
+use crate::link::{Linked as Counted, Pair, PeerLink, ReplyFate, Unanswered};
 use crate::shared::Shared;
 use lintel_client::burst::Burst;
 use lintel_client::keepalive::{Keepalive, Tick};
@@ -59,9 +61,14 @@ pub(super) async fn run(
     });
     // Both sides number relays per pair of incarnations and keep outcomes until acknowledged.
     let resumable = version >= 3 && resume;
-    let link = PeerLink::new(Arc::clone(&node_id), version, outbound.clone(), &pair);
+    let link = PeerLink::new(
+        Arc::clone(&node_id),
+        version,
+        outbound.clone(),
+        pair.numbering(),
+    );
     // Counted until the link let go of its relays (closed, below).
-    let _counted = pair.link_up();
+    let counted = pair.link_up();
     let remote = Remote::new(
         Arc::clone(&node_id),
         theirs.incarnation,
@@ -78,18 +85,30 @@ pub(super) async fn run(
         tracing::debug!(peer = %node_id, ?side, "duplicate peer link turned down");
         return Close::goodbye(DUPLICATE);
     }
-    let served = Flights::new(
-        Arc::clone(&shared.dispatcher),
-        outbound.clone(),
-        shared.config.max_active_dispatches,
-        Answer::Peer {
-            version,
-            kept: resumable.then(|| Arc::clone(&pair)),
-        },
-        // The origin held its producer to its grants; a peer relays what it was allowed.
-        Grant::all(),
-    );
-    let closer = CloseOnDrop(Arc::clone(&served));
+    let link_id = NEXT_LINK.fetch_add(1, Ordering::Relaxed);
+    // What the last link to this incarnation left running here is taken over, and outcomes go
+    // out on this link from now on.
+    let adopted = resumable
+        .then(|| pair.unpark(None))
+        .flatten()
+        .and_then(|left| left.downcast::<Flights>().ok());
+    let served = adopted.unwrap_or_else(|| {
+        Flights::new(
+            Arc::clone(&shared.dispatcher),
+            outbound.clone(),
+            shared.config.max_active_dispatches,
+            Answer::Peer {
+                version,
+                kept: resumable.then(|| Arc::clone(&pair)),
+            },
+            // The origin held its producer to its grants; a peer relays what it was allowed.
+            Grant::all(),
+        )
+    });
+    if resumable {
+        pair.attach(link_id, outbound.clone());
+    }
+    let closer = CloseOnDrop(Some(Arc::clone(&served)));
     let mut session = Session {
         shared,
         remote: &remote,
@@ -103,10 +122,28 @@ pub(super) async fn run(
         ),
         budget: shared.config.outbound_queue_bytes,
         farewell_heard: false,
-        pair: resumable.then_some(pair),
+        // The relays of links cut before this one resume here.
+        resuming: if resumable {
+            pair.unpark_cut(None)
+        } else {
+            Vec::new()
+        },
+        pair: resumable.then(|| Arc::clone(&pair)),
         acks: Vec::new(),
+        cut: false,
     };
-    let (close, down) = match session.serve(reader).await {
+    let ended = session.serve(reader).await;
+    // A link that ended with no last word from the peer, while this node runs on, may have
+    // been cut: its relays both ways wait for a new link to the same incarnation, up to the
+    // grace.
+    let cut = resumable
+        && session.cut
+        && matches!(ended, Ended::Close(_))
+        && !session.farewell_heard
+        && !shared.config.peer_relink_grace().is_zero()
+        && !shared.closing.is_cancelled()
+        && !remote.link.is_closed();
+    let (close, down) = match ended {
         Ended::Close(close) => {
             let down = down_reason(&close);
             (close, down)
@@ -123,7 +160,33 @@ pub(super) async fn run(
             (retirement.run(reader, why).await, why.reason().to_owned())
         }
     };
+    let resuming = std::mem::take(&mut session.resuming);
+    if resumable {
+        pair.detach(link_id);
+    }
+    if cut {
+        // Left for the next link before this one leaves the mesh, which lets the next join.
+        remote.link.retire();
+        let mut links = resuming;
+        links.push((remote.link.clone(), counted));
+        let left: Vec<PeerLink> = links.iter().map(|(link, _)| link.clone()).collect();
+        pair.park_cut(links);
+        let running = closer
+            .hand_on()
+            .map(|served| served as Arc<dyn Any + Send + Sync>);
+        if let Some(running) = &running {
+            pair.park(Arc::clone(running));
+        }
+        mesh.leave_cut(&remote, &down);
+        // What is parked holds handles to this link's queue: its socket is let go now.
+        outbound.close();
+        expire_after_grace(shared, pair, running, left);
+        return close;
+    }
     mesh.leave(&remote, &down);
+    for (link, _) in resuming {
+        link.close();
+    }
     drop(closer);
     let _ = tokio::time::timeout(SETTLE_GRACE, served.settled()).await;
     close
@@ -140,6 +203,44 @@ fn down_reason(close: &Close) -> String {
         },
         Close::Quietly => "the link closed".to_owned(),
     }
+}
+
+/// Names each link for the pair of incarnations it serves.
+static NEXT_LINK: AtomicU64 = AtomicU64::new(1);
+
+/// Most correlations one `Resume` lists.
+const RESUME_CHUNK: usize = 4096;
+
+/// Once the grace passes without a new link to take them over, what `running` left running
+/// here for the peer is cancelled and the relays of the cut links `cut` end `PeerLost` (or
+/// `ShutDown` when the node closes first).
+fn expire_after_grace(
+    shared: &Shared,
+    pair: Arc<Pair>,
+    running: Option<Arc<dyn Any + Send + Sync>>,
+    cut: Vec<PeerLink>,
+) {
+    let grace = shared.config.peer_relink_grace();
+    let closing = shared.closing.clone();
+    tokio::spawn(async move {
+        let shut = tokio::select! {
+            () = tokio::time::sleep(grace) => false,
+            () = closing.cancelled() => true,
+        };
+        if let Some(running) = &running {
+            let left = pair.unpark(Some(running));
+            if let Some(served) = left.and_then(|left| left.downcast::<Flights>().ok()) {
+                served.close();
+            }
+        }
+        for (link, _) in pair.unpark_cut(Some(&cut)) {
+            if shut {
+                link.close_abandoning();
+            } else {
+                link.close();
+            }
+        }
+    });
 }
 
 /// The other side and the members it knows become members here too, by node id.
@@ -185,6 +286,11 @@ struct Session<'a> {
     pair: Option<Arc<Pair>>,
     /// Outcomes read since the last `RelayAck`, by correlation.
     acks: Vec<u64>,
+    /// Links to the peer's incarnation cut before this one, whose relays resume here.
+    resuming: Vec<(PeerLink, Counted)>,
+    /// The link ended without a last word from the peer: read to its end or failed, or its
+    /// pings went unanswered.
+    cut: bool,
 }
 
 impl Session<'_> {
@@ -213,6 +319,7 @@ impl Session<'_> {
             .outbound
             .send_owed(hello_frame(shared, self.version))
             .is_err()
+            || self.send_resume().is_err()
             || self.snapshot().is_err()
         {
             return Err(Close::Quietly);
@@ -270,7 +377,8 @@ impl Session<'_> {
                     false
                 }
                 tick = self.keepalive.tick() => {
-                    self.ping(tick)?;
+                    // Unanswered pings: the link may be cut.
+                    self.ping(tick).inspect_err(|_| self.cut = true)?;
                     false
                 }
                 // Free slots crossing zero, or workers coming and going: look at once.
@@ -307,8 +415,15 @@ impl Session<'_> {
                     let mut burst = Burst::after_first();
                     loop {
                         let frame = match read {
-                            None => return Err(Close::Quietly),
-                            Some(Err(err)) => return Err(Close::read_failed(err)),
+                            // Closed or reset with no last word: the link may be cut.
+                            None => {
+                                self.cut = true;
+                                return Err(Close::Quietly);
+                            }
+                            Some(Err(err)) => {
+                                self.cut = true;
+                                return Err(Close::read_failed(err));
+                            }
                             Some(Ok(frame)) => frame,
                         };
                         timer.arm(self.handle(frame)?, timer_sleep.as_mut());
@@ -400,7 +515,16 @@ impl Session<'_> {
                 return Ok(self.served.relay3(&relay));
             }
             FrameRef::RelayOutcome(outcome) => {
-                let fate = self.remote.link.answer(outcome.correlation, outcome.result);
+                let mut fate = self
+                    .remote
+                    .link
+                    .answer(outcome.correlation, outcome.result.reborrow());
+                for (cut, _) in &self.resuming {
+                    if fate != ReplyFate::Unknown {
+                        break;
+                    }
+                    fate = cut.answer(outcome.correlation, outcome.result.reborrow());
+                }
                 if fate == ReplyFate::Unknown {
                     tracing::debug!(
                         peer = %self.remote.node_id,
@@ -462,9 +586,10 @@ impl Session<'_> {
                 self.resume(resume)?;
                 Ok(None)
             }
-            Frame::Resumed(_) if self.version >= 3 => {
+            Frame::Resumed(resumed) if self.version >= 3 => {
                 self.resuming(frame.kind())?;
-                Err(Close::unexpected(frame.kind(), "answering no Resume"))
+                self.resumed(resumed);
+                Ok(None)
             }
             Frame::PoolSettings(_) if self.version >= 3 => Err(not_implemented(frame.kind())),
             Frame::Ping(Ping { nonce }) => {
@@ -525,6 +650,58 @@ impl Session<'_> {
             last: resume.last,
         });
         self.outbound.send_owed(resumed).map_err(|_| Close::Quietly)
+    }
+
+    /// Sends `Resume` with the relays of the cut links still awaiting outcomes, in chunks;
+    /// those that ended here meanwhile are let go and cancelled over there.
+    fn send_resume(&mut self) -> Result<(), ()> {
+        if self.resuming.is_empty() {
+            return Ok(());
+        }
+        let mut live = Vec::new();
+        for (cut, _) in &self.resuming {
+            for correlation in cut.release_ended() {
+                let cancel = Frame::Cancel(Cancel { correlation });
+                self.outbound.send_owed(cancel).map_err(|_| ())?;
+            }
+            live.extend(cut.live());
+        }
+        if live.is_empty() {
+            for (cut, _) in self.resuming.drain(..) {
+                cut.close();
+            }
+            return Ok(());
+        }
+        live.sort_unstable();
+        let chunks = live.chunks(RESUME_CHUNK).len();
+        for (at, chunk) in live.chunks(RESUME_CHUNK).enumerate() {
+            let resume = Frame::Resume(Resume {
+                unanswered: chunk.to_vec(),
+                last: at + 1 == chunks,
+            });
+            self.outbound.send_owed(resume).map_err(|_| ())?;
+        }
+        Ok(())
+    }
+
+    /// Applies the peer's answer to this node's `Resume`: relays still running there await
+    /// their outcomes on this link, unknown ones end `PeerLost`, and with the last chunk those
+    /// the peer never read are placed again and the cut links let go of the rest as lost.
+    fn resumed(&mut self, resumed: &Resumed) {
+        for (cut, _) in &self.resuming {
+            for &correlation in &resumed.running {
+                cut.move_to(correlation, &self.remote.link);
+            }
+            for &correlation in &resumed.unknown {
+                cut.let_go(correlation, Unanswered::Lost);
+            }
+        }
+        if resumed.last {
+            for (cut, _) in self.resuming.drain(..) {
+                cut.let_go_above(resumed.handled_up_to, Unanswered::Unhandled);
+                cut.close();
+            }
+        }
     }
 
     /// Tells the peer which outcomes this node holds: every relay numbered below the lowest
