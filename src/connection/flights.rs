@@ -439,22 +439,10 @@ impl Sink for Flights {
                 };
                 let _ = pair.answer(tag.correlation, result);
             }
-            self.release(tag);
+            drop(self.forget(tag));
             return;
         }
-        let released = {
-            let mut table = self.table();
-            match table.flights.entry(tag.correlation) {
-                hash_map::Entry::Occupied(tracked) if tracked.get().ticket == tag.ticket => {
-                    Some(tracked.remove())
-                }
-                _ => None,
-            }
-        };
-        if let Some(tracked) = &released {
-            self.held_input.fetch_sub(tracked.input, Ordering::Relaxed);
-            self.relieved.notify_one();
-        }
+        let released = self.forget(tag);
         if !self.closed.load(Ordering::Acquire) {
             let sent = self
                 .answer
@@ -484,8 +472,9 @@ impl Sink for Flights {
 }
 
 impl Flights {
-    /// Forgets dispatch `tag` once its outcome went out.
-    fn release(&self, tag: Tag) {
+    /// Forgets dispatch `tag` and lets go of its input bytes; the token it holds goes with the
+    /// returned entry, dropped once its outcome is queued.
+    fn forget(&self, tag: Tag) -> Option<Tracked> {
         let released = {
             let mut table = self.table();
             match table.flights.entry(tag.correlation) {
@@ -499,6 +488,7 @@ impl Flights {
             self.held_input.fetch_sub(tracked.input, Ordering::Relaxed);
             self.relieved.notify_one();
         }
+        released
     }
 }
 

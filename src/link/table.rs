@@ -357,18 +357,20 @@ impl<K: Kind> Link<K> {
         released.into_iter().map(|(c, _)| c).collect()
     }
 
+    /// Takes live request `correlation` out of the table.
+    fn take_live(&self, correlation: u64) -> Option<Record<K>> {
+        let mut table = self.table();
+        match table.pending.get(&correlation) {
+            Some(record) if !matches!(record.stage, Stage::Ended(_)) => {
+                table.pending.remove(&correlation)
+            }
+            _ => None,
+        }
+    }
+
     /// Lets go of live request `correlation` without its answer, for `why`.
     pub fn let_go(&self, correlation: u64, why: Unanswered) {
-        let record = {
-            let mut table = self.table();
-            match table.pending.get(&correlation) {
-                Some(record) if !matches!(record.stage, Stage::Ended(_)) => {
-                    table.pending.remove(&correlation)
-                }
-                _ => None,
-            }
-        };
-        if let Some(record) = record {
+        if let Some(record) = self.take_live(correlation) {
             record.entry.unanswered(why);
         }
     }
@@ -385,16 +387,7 @@ impl<K: Kind> Link<K> {
     /// Moves live request `correlation` to `to`, where its answer now comes; one `to` cannot
     /// take (closed) is lost.
     pub fn move_to(&self, correlation: u64, to: &Link<K>) {
-        let record = {
-            let mut table = self.table();
-            match table.pending.get(&correlation) {
-                Some(record) if !matches!(record.stage, Stage::Ended(_)) => {
-                    table.pending.remove(&correlation)
-                }
-                _ => None,
-            }
-        };
-        let Some(record) = record else {
+        let Some(record) = self.take_live(correlation) else {
             return;
         };
         let entry = Arc::clone(&record.entry);
@@ -599,6 +592,33 @@ mod tests {
         link.close_unhandled();
         assert_eq!(link.deliver(second, Cancelled), ReplyFate::Unknown);
         assert_eq!(heard.all(), ["answered Draining", "Unhandled"]);
+    }
+
+    #[tokio::test]
+    async fn a_retired_links_requests_move_to_another_are_let_go_above_a_mark_or_released() {
+        let (cut, _peer) = link(false).await;
+        let (next, _next_peer) = link(false).await;
+        let heard: Vec<Arc<Heard>> = (0..4).map(|_| Arc::new(Heard::default())).collect();
+        let ids: Vec<u64> = heard.iter().map(|heard| take(&cut, heard)).collect();
+        assert_eq!(cut.end(ids[3]), End::Ended);
+        cut.retire();
+        assert_eq!(cut.live(), ids[..3]);
+        assert_eq!(cut.release_ended(), [ids[3]]);
+        cut.move_to(ids[0], &next);
+        cut.let_go_above(ids[1], Unanswered::Unhandled);
+        cut.let_go(ids[1], Unanswered::Lost);
+        assert_eq!((cut.in_flight(), next.in_flight()), (0, 1));
+        assert_eq!(next.deliver(ids[0], Draining), ReplyFate::Delivered);
+        let all: Vec<Vec<String>> = heard.iter().map(|heard| heard.all()).collect();
+        assert_eq!(
+            all,
+            [
+                vec!["answered Draining"],
+                vec!["Lost"],
+                vec!["Unhandled"],
+                vec!["LinkClosed"]
+            ]
+        );
     }
 
     #[tokio::test(start_paused = true)]
