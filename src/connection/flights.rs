@@ -41,7 +41,8 @@ pub(super) enum Answer {
     /// A producer that negotiated `version`; `node_id` names this node in served outcomes.
     Producer { version: u16, node_id: Arc<str> },
     /// A peer, over a link of `version`, that relayed its dispatches here; each outcome is
-    /// kept in `kept` until the peer acknowledges it, when the link resumes.
+    /// kept in `kept` until the peer acknowledges it, and sent on the link that took these
+    /// dispatches over last (see [`Flights::take_over`]), when links resume.
     Peer {
         version: u16,
         kept: Option<Arc<Pair>>,
@@ -70,6 +71,8 @@ pub(super) struct Flights {
     relieved: tokio::sync::Notify,
     /// Waiting-path tasks still running, and a token per dispatch whose outcome is not queued.
     tasks: TaskTracker,
+    /// Where a peer's kept outcomes go now: the link that took these dispatches over last.
+    taken_over: Mutex<Option<Outbound>>,
 }
 
 #[derive(Default)]
@@ -114,6 +117,7 @@ impl Flights {
             held_input: AtomicUsize::new(0),
             relieved: tokio::sync::Notify::new(),
             tasks: TaskTracker::new(),
+            taken_over: Mutex::new(None),
         })
     }
 
@@ -307,6 +311,15 @@ impl Flights {
         }
     }
 
+    /// A new link to the same peer takes these dispatches over: their outcomes go out on
+    /// `outbound` from now on.
+    pub(super) fn take_over(&self, outbound: Outbound) {
+        *self
+            .taken_over
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(outbound);
+    }
+
     /// True while dispatch `correlation` runs here, its outcome not yet queued.
     pub(super) fn is_running(&self, correlation: u64) -> bool {
         self.table().flights.contains_key(&correlation)
@@ -437,7 +450,12 @@ impl Sink for Flights {
                     DispatchResult::Completed(_) => result,
                     other => other.for_version(*version),
                 };
-                let _ = pair.answer(tag.correlation, result);
+                let taken_over = self
+                    .taken_over
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let to = taken_over.as_ref().unwrap_or(&self.outbound);
+                let _ = pair.answer(tag.correlation, result, to);
             }
             drop(self.forget(tag));
             return;

@@ -61,9 +61,11 @@ pub struct Pair {
     /// Links to this incarnation that may still hold relays without an outcome.
     links: AtomicUsize,
     /// What runs here for the peer while no link to it is up, for the next link to take.
-    parked: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
+    parked: Mutex<Option<(u64, Arc<dyn Any + Send + Sync>)>>,
     /// Cut links to the peer whose relays wait for a relink, each counted among `links`.
-    cut: Mutex<Vec<(PeerLink, Linked)>>,
+    cut: Mutex<Vec<(u64, PeerLink, Linked)>>,
+    /// Numbers each parking, so a grace that ran out takes only what it was started for.
+    parkings: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -71,8 +73,6 @@ struct Kept {
     /// By correlation: the outcome and what it counts against the retention.
     outcomes: BTreeMap<u64, (DispatchResult, usize)>,
     bytes: usize,
-    /// The link outcomes go out on now, by the id it was attached with.
-    to: Option<(u64, Outbound)>,
 }
 
 impl Pair {
@@ -87,6 +87,7 @@ impl Pair {
             links: AtomicUsize::new(0),
             parked: Mutex::new(None),
             cut: Mutex::new(Vec::new()),
+            parkings: AtomicU64::new(0),
         })
     }
 
@@ -164,75 +165,63 @@ impl Pair {
         }
     }
 
-    /// Keeps the outcome of relay `correlation` (as [`Pair::keep`]) and sends it on the link
-    /// attached now, if one is.
+    /// Keeps the outcome of relay `correlation` (as [`Pair::keep`]) and sends it on `to`, the
+    /// link the dispatch answers on now.
     ///
     /// # Errors
     /// As [`Outbound::send_owed_ref`]; the outcome is kept all the same.
-    pub fn answer(&self, correlation: u64, result: ResultRef<'_>) -> Result<(), SendError> {
+    pub fn answer(
+        &self,
+        correlation: u64,
+        result: ResultRef<'_>,
+        to: &Outbound,
+    ) -> Result<(), SendError> {
         self.keep(correlation, &result);
-        let kept = self.kept();
-        let Some((_, to)) = &kept.to else {
-            return Ok(());
-        };
         to.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
             correlation,
             result,
         }))
     }
 
-    /// Outcomes go out on `outbound` from now on; `id` names the link for [`Pair::detach`].
-    pub fn attach(&self, id: u64, outbound: Outbound) {
-        self.kept().to = Some((id, outbound));
-    }
-
-    /// Outcomes are only kept from now on, unless another link was attached since.
-    pub fn detach(&self, id: u64) {
-        let mut kept = self.kept();
-        if kept
-            .to
-            .as_ref()
-            .is_some_and(|(attached, _)| *attached == id)
-        {
-            kept.to = None;
-        }
-    }
-
-    /// Leaves what runs here for the peer to the next link, replacing what was left before.
-    pub fn park(&self, served: Arc<dyn Any + Send + Sync>) {
-        *lock(&self.parked) = Some(served);
-    }
-
-    /// Takes what the last link left running here, if `which` (by default any) is it.
-    pub fn unpark(
+    /// Leaves what runs here for the peer, and cut links with relays without outcomes, to the
+    /// next link, replacing what runs that was left before; returns the parking's number.
+    pub fn park(
         &self,
-        which: Option<&Arc<dyn Any + Send + Sync>>,
-    ) -> Option<Arc<dyn Any + Send + Sync>> {
+        served: Option<Arc<dyn Any + Send + Sync>>,
+        links: Vec<(PeerLink, Linked)>,
+    ) -> u64 {
+        let parking = self.parkings.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(served) = served {
+            *lock(&self.parked) = Some((parking, served));
+        }
+        let mut cut = lock(&self.cut);
+        cut.extend(
+            links
+                .into_iter()
+                .map(|(link, linked)| (parking, link, linked)),
+        );
+        parking
+    }
+
+    /// Takes what was left running here: what any parking left, or only parking `which`'s.
+    pub fn unpark(&self, which: Option<u64>) -> Option<Arc<dyn Any + Send + Sync>> {
         let mut parked = lock(&self.parked);
         match (which, parked.as_ref()) {
-            (Some(which), Some(left)) if !Arc::ptr_eq(which, left) => None,
-            _ => parked.take(),
+            (Some(which), Some((parking, _))) if *parking != which => None,
+            _ => parked.take().map(|(_, served)| served),
         }
     }
 
-    /// Leaves cut links, their relays without outcomes, for the next link to resume.
-    pub fn park_cut(&self, links: Vec<(PeerLink, Linked)>) {
-        lock(&self.cut).extend(links);
-    }
-
-    /// Takes the cut links left for a resumption: every one, or those of `which`.
-    pub fn unpark_cut(&self, which: Option<&[PeerLink]>) -> Vec<(PeerLink, Linked)> {
-        let mut cut = lock(&self.cut);
-        match which {
-            None => std::mem::take(&mut *cut),
-            Some(which) => {
-                let (taken, left) = std::mem::take(&mut *cut)
-                    .into_iter()
-                    .partition(|(link, _)| which.iter().any(|w| w.same(link)));
-                *cut = left;
-                taken
-            }
-        }
+    /// Takes the cut links left for a resumption: every one, or only parking `which`'s.
+    pub fn unpark_cut(&self, which: Option<u64>) -> Vec<(PeerLink, Linked)> {
+        let (taken, left) = std::mem::take(&mut *lock(&self.cut))
+            .into_iter()
+            .partition(|(parking, _, _)| which.is_none_or(|which| *parking == which));
+        *lock(&self.cut) = left;
+        taken
+            .into_iter()
+            .map(|(_, link, linked)| (link, linked))
+            .collect()
     }
 
     /// The peer holds the outcomes of every relay below `below` and of each in `also`: they

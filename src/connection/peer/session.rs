@@ -2,7 +2,6 @@
 //! (`retire`) when another link stays, the node drains or closes, or the peer says farewell.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,13 +84,13 @@ pub(super) async fn run(
         tracing::debug!(peer = %node_id, ?side, "duplicate peer link turned down");
         return Close::goodbye(DUPLICATE);
     }
-    let link_id = NEXT_LINK.fetch_add(1, Ordering::Relaxed);
     // What the last link to this incarnation left running here is taken over, and outcomes go
     // out on this link from now on.
     let adopted = resumable
         .then(|| pair.unpark(None))
         .flatten()
         .and_then(|left| left.downcast::<Flights>().ok());
+    let adopted_here = adopted.is_some();
     let served = adopted.unwrap_or_else(|| {
         Flights::new(
             Arc::clone(&shared.dispatcher),
@@ -105,8 +104,8 @@ pub(super) async fn run(
             Grant::all(),
         )
     });
-    if resumable {
-        pair.attach(link_id, outbound.clone());
+    if adopted_here {
+        served.take_over(outbound.clone());
     }
     let closer = CloseOnDrop(Some(Arc::clone(&served)));
     let mut session = Session {
@@ -161,26 +160,19 @@ pub(super) async fn run(
         }
     };
     let resuming = std::mem::take(&mut session.resuming);
-    if resumable {
-        pair.detach(link_id);
-    }
     if cut {
         // Left for the next link before this one leaves the mesh, which lets the next join.
         remote.link.retire();
         let mut links = resuming;
         links.push((remote.link.clone(), counted));
-        let left: Vec<PeerLink> = links.iter().map(|(link, _)| link.clone()).collect();
-        pair.park_cut(links);
         let running = closer
             .hand_on()
             .map(|served| served as Arc<dyn Any + Send + Sync>);
-        if let Some(running) = &running {
-            pair.park(Arc::clone(running));
-        }
+        let parking = pair.park(running, links);
         mesh.leave_cut(&remote, &down);
         // What is parked holds handles to this link's queue: its socket is let go now.
         outbound.close();
-        expire_after_grace(shared, pair, running, left);
+        expire_after_grace(shared, pair, parking);
         return close;
     }
     mesh.leave(&remote, &down);
@@ -205,21 +197,13 @@ fn down_reason(close: &Close) -> String {
     }
 }
 
-/// Names each link for the pair of incarnations it serves.
-static NEXT_LINK: AtomicU64 = AtomicU64::new(1);
-
 /// Most correlations one `Resume` lists.
 const RESUME_CHUNK: usize = 4096;
 
-/// Once the grace passes without a new link to take them over, what `running` left running
-/// here for the peer is cancelled and the relays of the cut links `cut` end `PeerLost` (or
+/// Once the grace passes without a new link to take them over, what parking `parking` left
+/// running here for the peer is cancelled and the relays of its cut links end `PeerLost` (or
 /// `ShutDown` when the node closes first).
-fn expire_after_grace(
-    shared: &Shared,
-    pair: Arc<Pair>,
-    running: Option<Arc<dyn Any + Send + Sync>>,
-    cut: Vec<PeerLink>,
-) {
+fn expire_after_grace(shared: &Shared, pair: Arc<Pair>, parking: u64) {
     let grace = shared.config.peer_relink_grace();
     let closing = shared.closing.clone();
     tokio::spawn(async move {
@@ -227,13 +211,11 @@ fn expire_after_grace(
             () = tokio::time::sleep(grace) => false,
             () = closing.cancelled() => true,
         };
-        if let Some(running) = &running {
-            let left = pair.unpark(Some(running));
-            if let Some(served) = left.and_then(|left| left.downcast::<Flights>().ok()) {
-                served.close();
-            }
+        let left = pair.unpark(Some(parking));
+        if let Some(served) = left.and_then(|left| left.downcast::<Flights>().ok()) {
+            served.close();
         }
-        for (link, _) in pair.unpark_cut(Some(&cut)) {
+        for (link, _) in pair.unpark_cut(Some(parking)) {
             if shut {
                 link.close_abandoning();
             } else {
