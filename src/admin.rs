@@ -434,6 +434,19 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
         "Peer links this node turned down because another link to the same node stays.",
         mesh.duplicates(),
     );
+    gauge(
+        registry,
+        "relay_outcomes_kept_bytes",
+        "Bytes of relay outcomes kept until the peer that relayed acknowledges them.",
+        count(shared.retention.bytes()),
+    );
+    counter(
+        registry,
+        "relay_outcomes_dropped",
+        "Relay outcomes dropped unacknowledged past relay_retention_bytes: a resumption \
+         answers their relays unknown.",
+        shared.retention.dropped(),
+    );
 }
 
 /// Waiting and served dispatches by priority and by fairness key: the keys with the most

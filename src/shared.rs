@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::NodeConfig;
 use crate::dispatch::Dispatcher;
+use crate::link::Retention;
 use crate::notifier::ConnectionNotifier;
 use crate::tally::Tally;
 use crate::tls::NodeTls;
@@ -50,6 +51,8 @@ pub(crate) struct Shared {
     connections: AtomicU32,
     /// Connections by role, refusals and errors, for the metrics endpoint.
     pub(crate) tally: Tally,
+    /// The bound on relay outcomes kept for peers until they acknowledge them.
+    pub(crate) retention: Arc<Retention>,
 }
 
 impl Shared {
@@ -61,6 +64,7 @@ impl Shared {
         tls: NodeTls,
     ) -> Self {
         let closing = CancellationToken::new();
+        let retention = Retention::new(config.relay_retention_bytes);
         Self {
             config,
             dispatcher,
@@ -78,6 +82,7 @@ impl Shared {
             started: Instant::now(),
             connections: AtomicU32::new(0),
             tally: Tally::default(),
+            retention,
         }
     }
 

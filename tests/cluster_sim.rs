@@ -145,6 +145,8 @@ fn node_config(name: &str) -> NodeConfig {
         ping_interval_ms: 250,
         peer_ping_interval_ms: 200,
         max_missed_pings: 3,
+        // Inside the dispatches' reply budget: a crashed serving node's relays end PeerLost.
+        peer_relink_grace_ms: 400,
         ..NodeConfig::default()
     }
 }

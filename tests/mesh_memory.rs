@@ -12,7 +12,7 @@ mod support;
 use std::sync::Arc;
 
 use lintel::cluster::{Mesh, Opener, Remote};
-use lintel::link::PeerLink;
+use lintel::link::{Pair, PeerLink, Retention};
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{PoolPresence3, Presence3, PresenceGroup3};
 use support::Counting;
@@ -81,6 +81,7 @@ async fn remote_state_for_10_000_pools_stays_under_64_mb_per_node() {
     let addr = listener.local_addr().expect("addr");
     let mesh = Mesh::new(64);
     let closing = CancellationToken::new();
+    let retention = Retention::new(1);
     // The sockets stay open while the mesh is measured.
     let mut sockets = Vec::new();
     let mut remotes = Vec::new();
@@ -91,7 +92,8 @@ async fn remote_state_for_10_000_pools_stays_under_64_mb_per_node() {
             lintel::transport::split(accepted.expect("accept").0, 1 << 20, 8);
         sockets.push((client.expect("connect"), writer));
         let node_id: Arc<str> = Arc::from(format!("n{peer:02}"));
-        let link = PeerLink::new(Arc::clone(&node_id), 3, outbound);
+        let pair = Pair::new(1, &retention);
+        let link = PeerLink::new(Arc::clone(&node_id), 3, outbound, pair.numbering());
         let remote = Remote::new(
             node_id,
             1,

@@ -233,7 +233,7 @@ fn rate(
 }
 
 /// Live links per pair of nodes: every pair must have exactly one.
-fn one_link_per_pair(record: &Record, names: &[&str]) -> Vec<String> {
+fn one_link_per_pair(record: &Record, names: &[&str], when: &str) -> Vec<String> {
     let live = record.lock().links.live();
     let mut found = Vec::new();
     for (i, a) in names.iter().enumerate() {
@@ -243,7 +243,7 @@ fn one_link_per_pair(record: &Record, names: &[&str]) -> Vec<String> {
                 .copied()
                 .unwrap_or(0);
             if count != 1 {
-                found.push(format!("{count} live links between {a} and {b}"));
+                found.push(format!("{count} live links between {a} and {b} {when}"));
             }
         }
     }
@@ -371,7 +371,8 @@ fn run(count: usize, seed: u64) -> (Figures, Vec<String>) {
             Phase::Storm => {
                 figures.storm_converged = run.until_converged("join storm");
                 run.run_for(SETTLE);
-                run.failures.extend(one_link_per_pair(&run.record, &names));
+                let found = one_link_per_pair(&run.record, &names, "after the join storm");
+                run.failures.extend(found);
                 figures.duplicates = {
                     let ledger = run.record.lock();
                     ledger
@@ -473,7 +474,8 @@ fn run(count: usize, seed: u64) -> (Figures, Vec<String>) {
                 }
                 figures.heal_converged = run.until_converged("heal");
                 run.run_for(SETTLE);
-                run.failures.extend(one_link_per_pair(&run.record, &names));
+                let found = one_link_per_pair(&run.record, &names, "after the heal");
+                run.failures.extend(found);
                 phase = Phase::Restart;
             }
             Phase::Restart => {
@@ -500,7 +502,8 @@ fn run(count: usize, seed: u64) -> (Figures, Vec<String>) {
                 figures.restart = restarted.1 - restarted.0;
                 run.record.lock().producers_stop = true;
                 run.run_for(SETTLE);
-                run.failures.extend(one_link_per_pair(&run.record, &names));
+                let found = one_link_per_pair(&run.record, &names, "after the restart");
+                run.failures.extend(found);
                 phase = Phase::Finish;
             }
             Phase::Finish => {

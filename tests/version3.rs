@@ -91,6 +91,7 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
             feature::FAREWELL,
             feature::EVENTS,
             feature::POOL_SETTINGS,
+            feature::RELAY_RESUME,
         ]
     );
     assert_eq!(
@@ -695,6 +696,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
                 feature::FAREWELL,
                 feature::EVENTS,
                 feature::POOL_SETTINGS,
+                feature::RELAY_RESUME,
             ];
             assert_eq!(hello.features, features);
         }
@@ -719,8 +721,8 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
         other => panic!("expected Goodbye, got {other:?}"),
     }
     raw.closed().await;
-    // Each resumption frame needs a feature the node does not list: each closes the link with
-    // `Error{Unsupported}` naming it.
+    // A resumption frame from a peer whose hello did not list `relay-resume` closes the link
+    // with `Error{Unsupported}` naming the feature.
     for (frame, named) in [
         (
             Frame::RelayAck(RelayAck {

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 pub use lintel_client::status::JoinPoint;
 
+use crate::link::Pair;
+
 /// Most members a node keeps; gossip naming more is ignored past it.
 pub const MAX_MEMBERS: usize = 1024;
 
@@ -33,6 +35,8 @@ pub(super) struct Member {
     /// another node answered there.
     pub(super) address: String,
     pub(super) tally: LinkTally,
+    /// What this node keeps for the member's latest incarnation across links.
+    pub(super) pair: Option<Arc<Pair>>,
 }
 
 /// What [`Members::learn`] changed.
@@ -97,6 +101,7 @@ impl Members {
                 let member = Member {
                     address: address.to_owned(),
                     tally: LinkTally::default(),
+                    pair: None,
                 };
                 self.by_id.insert(Arc::from(node_id), member);
                 Learned::Member
@@ -148,6 +153,24 @@ impl Members {
             if member.address == address && Some(id.as_ref()) != answered_by {
                 member.address.clear();
             }
+        }
+    }
+
+    /// Member `node_id`'s pair for `incarnation`: the one kept, or a new one from `make`
+    /// that replaces a pair of an older incarnation. A member not known gets a pair kept
+    /// nowhere.
+    pub(super) fn pair(
+        &mut self,
+        node_id: &str,
+        incarnation: u64,
+        make: impl FnOnce() -> Arc<Pair>,
+    ) -> Arc<Pair> {
+        let Some(member) = self.by_id.get_mut(node_id) else {
+            return make();
+        };
+        match &member.pair {
+            Some(pair) if pair.incarnation() == incarnation => Arc::clone(pair),
+            _ => Arc::clone(member.pair.insert(make())),
         }
     }
 

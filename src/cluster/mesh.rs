@@ -39,7 +39,7 @@ use super::changes::Changes;
 use super::members::{Answer, JoinPoint, Learned, LinkTally, Members};
 use super::view::{draw, Charge, PoolCapacity, PresenceError, View};
 use crate::events::Events;
-use crate::link::PeerLink;
+use crate::link::{Pair, PeerLink};
 use crate::registry::{Address, NodeFilter, Tally};
 use crate::signal::Signal;
 
@@ -241,14 +241,43 @@ impl Mesh {
         Ok(())
     }
 
+    /// What this node keeps for incarnation `incarnation` of member `node_id` (learned as
+    /// dialled at `address`) across its links: kept while the member is, replaced when a new
+    /// incarnation links; `make` makes a new one.
+    pub fn pair(
+        &self,
+        node_id: &str,
+        address: &str,
+        incarnation: u64,
+        make: impl FnOnce() -> Arc<Pair>,
+    ) -> Arc<Pair> {
+        let mut state = self.lock();
+        let _ = state.members.learn(node_id, address, true);
+        state.members.pair(node_id, incarnation, make)
+    }
+
     /// Forgets `remote` if it is still the link to its peer, and closes its link: what it
     /// announced is forgotten and its relays in flight end as lost, now. Its relay counts
     /// carry over to the member's; an established link counts as a link down, told with
     /// `reason`.
     pub fn leave(&self, remote: &Arc<Remote>, reason: &str) {
+        self.left(remote, reason, true);
+    }
+
+    /// As [`Mesh::leave`] for a link cut under relays that may resume on a new link to the same
+    /// incarnation: it takes no new relay, and those in flight keep waiting.
+    pub fn leave_cut(&self, remote: &Arc<Remote>, reason: &str) {
+        self.left(remote, reason, false);
+    }
+
+    fn left(&self, remote: &Arc<Remote>, reason: &str, close: bool) {
         self.forget(remote);
-        // Closed before its counts are read: no relay leaves on it after.
-        remote.link.close();
+        // Closed (or retired) before its counts are read: no relay leaves on it after.
+        if close {
+            remote.link.close();
+        } else {
+            remote.link.retire();
+        }
         let established = remote.is_established();
         if let Some(tally) = self.lock().members.tally(&remote.node_id) {
             tally.sent = tally.sent.saturating_add(remote.link.sent());
@@ -670,7 +699,8 @@ mod tests {
         // Nothing is written: the mesh only closes links, which sends nothing.
         let (_reader, outbound, _writer) =
             lintel_client::transport::split(accepted.unwrap().0, 1 << 20, 8);
-        let link = PeerLink::new(Arc::from(peer), 3, outbound);
+        let pair = Pair::new(incarnation, &crate::link::Retention::new(1));
+        let link = PeerLink::new(Arc::from(peer), 3, outbound, pair.numbering());
         Remote::new(
             Arc::from(peer),
             incarnation,

@@ -35,6 +35,10 @@ pub(crate) const DEFAULT_OUTBOUND_QUEUE_BYTES: usize = 8 * 1024 * 1024;
 /// closed as a slow consumer at once, without waiting out the grace.
 pub(crate) const OWED_CEILING_FACTOR: usize = 4;
 
+/// The default bound on kept relay outcomes: acknowledged about every 128 outcomes and every
+/// peer ping, a link keeps far less; a cut link's outcomes fit in it by the thousand.
+pub(crate) const DEFAULT_RELAY_RETENTION_BYTES: usize = 16 * 1024 * 1024;
+
 /// Everything a node needs to run. Every field has a working default.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -143,6 +147,13 @@ pub struct NodeConfig {
     /// priority step below 1, so a lower priority that waited that much longer goes first;
     /// 0 is strict priority.
     pub priority_aging_ms: u64,
+    /// Bytes of relay outcomes this node keeps, across every peer, until the peer that
+    /// relayed says it holds them; past it each peer's oldest are dropped (and counted).
+    pub relay_retention_bytes: usize,
+    /// How long relays over a cut peer link wait for a new link to the same peer process to
+    /// resume them before they end `PeerLost` (and the peer cancels what it ran for them);
+    /// 0 ends them at once.
+    pub peer_relink_grace_ms: u64,
     /// Per fairness key: a cap on its dispatches running on this node's workers
     /// (`max_in_flight`) and a weight that replaces the one its requests ask for.
     pub fairness: Vec<KeyPolicy>,
@@ -207,6 +218,8 @@ impl Default for NodeConfig {
             peer_console: String::new(),
             fairness_key_source: FairnessKeySource::Grant,
             priority_aging_ms: u64::try_from(DEFAULT_AGING.as_millis()).unwrap_or(10_000),
+            relay_retention_bytes: DEFAULT_RELAY_RETENTION_BYTES,
+            peer_relink_grace_ms: 1_000,
             fairness: Vec::new(),
             pools: Vec::new(),
         }
@@ -273,11 +286,16 @@ impl NodeConfig {
                 ),
             });
         }
-        if Duration::from_millis(self.priority_aging_ms) > MAX_TIMEOUT {
-            return Err(ConfigError::Invalid {
-                name: "priority_aging_ms",
-                reason: format!("must be at most {} ms", MAX_TIMEOUT.as_millis()),
-            });
+        for (name, value) in [
+            ("priority_aging_ms", self.priority_aging_ms),
+            ("peer_relink_grace_ms", self.peer_relink_grace_ms),
+        ] {
+            if Duration::from_millis(value) > MAX_TIMEOUT {
+                return Err(ConfigError::Invalid {
+                    name,
+                    reason: format!("must be at most {} ms", MAX_TIMEOUT.as_millis()),
+                });
+            }
         }
         self.validate_tls()?;
         self.validate_pools()?;
@@ -426,6 +444,10 @@ impl NodeConfig {
 
     pub fn worker_ping_timeout(&self) -> Duration {
         Duration::from_millis(self.worker_ping_timeout_ms)
+    }
+
+    pub fn peer_relink_grace(&self) -> Duration {
+        Duration::from_millis(self.peer_relink_grace_ms)
     }
 
     pub fn peer_ping_interval(&self) -> Duration {

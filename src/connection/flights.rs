@@ -27,6 +27,7 @@ use tokio_util::task::task_tracker::{TaskTracker, TaskTrackerToken};
 use crate::auth::Grant;
 use crate::dispatch::{asked, Caller, Dispatcher, Flight, Options, Sink, Started, Tag};
 use crate::idmap::KeyedMap;
+use crate::link::Pair;
 use crate::registry::{FairnessRef, WorkerId};
 use lintel_client::transport::{Outbound, SendError};
 
@@ -39,8 +40,13 @@ const RELAY_MARGIN: Duration = Duration::from_millis(50);
 pub(super) enum Answer {
     /// A producer that negotiated `version`; `node_id` names this node in served outcomes.
     Producer { version: u16, node_id: Arc<str> },
-    /// A peer, over a link of `version`, that relayed its dispatches here.
-    Peer { version: u16 },
+    /// A peer, over a link of `version`, that relayed its dispatches here; each outcome is
+    /// kept in `kept` until the peer acknowledges it, and sent on the link that took these
+    /// dispatches over last (see [`Flights::take_over`]), when links resume.
+    Peer {
+        version: u16,
+        kept: Option<Arc<Pair>>,
+    },
 }
 
 /// Stale deadlines, of submissions already ended, allowed beyond the live ones before the
@@ -65,6 +71,8 @@ pub(super) struct Flights {
     relieved: tokio::sync::Notify,
     /// Waiting-path tasks still running, and a token per dispatch whose outcome is not queued.
     tasks: TaskTracker,
+    /// Where a peer's kept outcomes go now: the link that took these dispatches over last.
+    taken_over: Mutex<Option<Outbound>>,
 }
 
 #[derive(Default)]
@@ -109,6 +117,7 @@ impl Flights {
             held_input: AtomicUsize::new(0),
             relieved: tokio::sync::Notify::new(),
             tasks: TaskTracker::new(),
+            taken_over: Mutex::new(None),
         })
     }
 
@@ -302,6 +311,20 @@ impl Flights {
         }
     }
 
+    /// A new link to the same peer takes these dispatches over: their outcomes go out on
+    /// `outbound` from now on.
+    pub(super) fn take_over(&self, outbound: Outbound) {
+        *self
+            .taken_over
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(outbound);
+    }
+
+    /// True while dispatch `correlation` runs here, its outcome not yet queued.
+    pub(super) fn is_running(&self, correlation: u64) -> bool {
+        self.table().flights.contains_key(&correlation)
+    }
+
     /// Cancels submission `correlation`, on its worker too.
     pub(super) fn cancel(&self, correlation: u64) {
         let flight = self
@@ -415,19 +438,29 @@ impl Sink for Flights {
     /// connection reads no more submissions while its queue is full. The submission's token
     /// is let go only once its outcome is queued.
     fn deliver(&self, tag: Tag, result: ResultRef<'_>, served_by: Option<&str>) {
-        let released = {
-            let mut table = self.table();
-            match table.flights.entry(tag.correlation) {
-                hash_map::Entry::Occupied(tracked) if tracked.get().ticket == tag.ticket => {
-                    Some(tracked.remove())
-                }
-                _ => None,
+        if let Answer::Peer {
+            kept: Some(pair),
+            version,
+        } = &self.answer
+        {
+            // Kept, and sent on the link to the peer now, before it stops counting as running
+            // here: a resumption finds each relay running or its outcome kept.
+            if !self.closed.load(Ordering::Acquire) {
+                let result = match result {
+                    DispatchResult::Completed(_) => result,
+                    other => other.for_version(*version),
+                };
+                let taken_over = self
+                    .taken_over
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let to = taken_over.as_ref().unwrap_or(&self.outbound);
+                let _ = pair.answer(tag.correlation, result, to);
             }
-        };
-        if let Some(tracked) = &released {
-            self.held_input.fetch_sub(tracked.input, Ordering::Relaxed);
-            self.relieved.notify_one();
+            drop(self.forget(tag));
+            return;
         }
+        let released = self.forget(tag);
         if !self.closed.load(Ordering::Acquire) {
             let sent = self
                 .answer
@@ -453,6 +486,27 @@ impl Sink for Flights {
             }
         }
         drop(released);
+    }
+}
+
+impl Flights {
+    /// Forgets dispatch `tag` and lets go of its input bytes; the token it holds goes with the
+    /// returned entry, dropped once its outcome is queued.
+    fn forget(&self, tag: Tag) -> Option<Tracked> {
+        let released = {
+            let mut table = self.table();
+            match table.flights.entry(tag.correlation) {
+                hash_map::Entry::Occupied(tracked) if tracked.get().ticket == tag.ticket => {
+                    Some(tracked.remove())
+                }
+                _ => None,
+            }
+        };
+        if let Some(tracked) = &released {
+            self.held_input.fetch_sub(tracked.input, Ordering::Relaxed);
+            self.relieved.notify_one();
+        }
+        released
     }
 }
 
@@ -494,7 +548,7 @@ impl Answer {
     /// The protocol version of the connection answered.
     fn version(&self) -> u16 {
         match self {
-            Answer::Producer { version, .. } | Answer::Peer { version } => *version,
+            Answer::Producer { version, .. } | Answer::Peer { version, .. } => *version,
         }
     }
 }
@@ -549,11 +603,21 @@ impl ReplyTimer {
     }
 }
 
-/// Ends a connection's dispatches however the connection ends, so none outlives it.
-pub(super) struct CloseOnDrop(pub(super) Arc<Flights>);
+/// Ends a connection's dispatches however the connection ends, so none outlives it, unless
+/// they are handed on.
+pub(super) struct CloseOnDrop(pub(super) Option<Arc<Flights>>);
+
+impl CloseOnDrop {
+    /// Hands the dispatches on instead: they keep running.
+    pub(super) fn hand_on(mut self) -> Option<Arc<Flights>> {
+        self.0.take()
+    }
+}
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
-        self.0.close();
+        if let Some(flights) = &self.0 {
+            flights.close();
+        }
     }
 }

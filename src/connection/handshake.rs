@@ -20,7 +20,7 @@ const MIN_VERSION: u16 = 1;
 pub(crate) const PEER_VERSION: u16 = 2;
 
 /// What this node implements of version 3, as its `Welcome3` and `PeerHello3` list it.
-pub(crate) const FEATURES: [&str; 9] = [
+pub(crate) const FEATURES: [&str; 10] = [
     feature::HEADERS,
     feature::PRIORITY,
     feature::FAIRNESS,
@@ -30,6 +30,7 @@ pub(crate) const FEATURES: [&str; 9] = [
     feature::FAREWELL,
     feature::EVENTS,
     feature::POOL_SETTINGS,
+    feature::RELAY_RESUME,
 ];
 
 /// [`FEATURES`], as a frame carries them.

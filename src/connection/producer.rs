@@ -51,7 +51,7 @@ pub(super) async fn serve(
         answer,
         grant,
     );
-    let closer = CloseOnDrop(Arc::clone(&flights));
+    let closer = CloseOnDrop(Some(Arc::clone(&flights)));
     outbound.set_limits(shared.config.producer_queue_limits());
     let budget = shared.config.outbound_queue_bytes;
     let grace = shared.config.slow_consumer_grace();

@@ -313,6 +313,18 @@ impl Flight {
         }
     }
 
+    /// Notes that the relay now awaits its outcome on `target`, as `correlation`: a link that
+    /// replaced a cut one to the same peer took it over.
+    pub(super) fn moved(&self, target: Target, correlation: u64) {
+        let mut state = self.state();
+        if state.pushed.is_some() {
+            state.pushed = Some(PushedTo {
+                target,
+                correlation,
+            });
+        }
+    }
+
     /// Takes back a relay whose serving node ran nothing, so the dispatch can be placed
     /// again; false when the dispatch already ended.
     pub(super) fn unpush(&self) -> bool {

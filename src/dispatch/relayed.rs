@@ -9,9 +9,9 @@ use lintel_wire::{
 };
 use tokio::time::Instant;
 
-use super::flight::Flight;
+use super::flight::{Flight, Target};
 use super::options::Options;
-use crate::link::{Entry, Release, ToPeer, Unanswered};
+use crate::link::{Entry, Link, Release, ToPeer, Unanswered};
 use crate::registry::Fairness;
 
 /// Which placement of a dispatch this is, and until when it may wait for a worker.
@@ -129,5 +129,9 @@ impl Entry<ToPeer> for Relayed {
 
     fn released(&self, _: Release) {
         self.flight.relay_released();
+    }
+
+    fn moved(&self, to: &Link<ToPeer>, correlation: u64) {
+        self.flight.moved(Target::Peer(to.clone()), correlation);
     }
 }

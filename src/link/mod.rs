@@ -8,11 +8,13 @@
 mod fate;
 #[cfg(test)]
 mod fixtures;
+mod pair;
 mod peer;
 mod table;
 mod worker;
 
 pub use fate::{End, PushError, ReplyFate};
+pub use pair::{Linked, Pair, Retention};
 pub use peer::{PeerLink, RelayEntry, ToPeer};
 pub use table::{Entry, Kind, Link, Release, Unanswered};
 pub use worker::{PushEntry, ToWorker, WorkerLink};

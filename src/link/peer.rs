@@ -35,15 +35,20 @@ impl Kind for ToPeer {
 
 impl Link<ToPeer> {
     /// A link to the peer `node_id`, speaking protocol `version`, whose frames go to
-    /// `outbound`.
-    pub fn new(node_id: Arc<str>, version: u16, outbound: Outbound) -> Self {
+    /// `outbound`; its relays continue `numbering`, the peer incarnation's.
+    pub fn new(
+        node_id: Arc<str>,
+        version: u16,
+        outbound: Outbound,
+        numbering: Arc<AtomicU64>,
+    ) -> Self {
         let sent = AtomicU64::new(0);
         let kind = ToPeer {
             node_id,
             version,
             sent,
         };
-        Link::with(kind, outbound, false)
+        Link::with(kind, outbound, false, Some(numbering))
     }
 
     /// The peer's node id.
@@ -60,7 +65,8 @@ impl Link<ToPeer> {
     /// Queues `request` with its `extras` as a relay with `budget` left for the reply, encoded
     /// where it lies: `Relay3` on a version-3 link, `Relay` (without the extras' priority and
     /// fairness fields) otherwise. Once it is queued, `entry` builds what hears the relay's
-    /// fate. Returns the relay's correlation id on this link. Placement never relays over a
+    /// fate. Returns the relay's correlation id, unique among the relays to the peer's
+    /// incarnation. Placement never relays over a
     /// version-2 link a request with headers or a required deployment.
     ///
     /// # Errors
@@ -122,12 +128,14 @@ impl Link<ToPeer> {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{outbound, request, Heard};
+    use super::super::pair::{Pair, Retention};
     use super::*;
 
     #[tokio::test]
     async fn a_relay_is_counted_once_sent_and_a_closed_link_sends_nothing() {
         let (outbound, _peer) = outbound().await;
-        let link = PeerLink::new("b".into(), 3, outbound);
+        let pair = Pair::new(1, &Retention::new(1));
+        let link = PeerLink::new("b".into(), 3, outbound, pair.numbering());
         let heard: Arc<RelayEntry> = Arc::new(Heard::default());
         let budget = Duration::from_secs(1);
         let (request, routing) = (request(), lintel_wire::NodeRouting::Any);
@@ -144,5 +152,43 @@ mod tests {
         );
         assert_eq!(refused, Err(PushError::Closed));
         assert_eq!(link.sent(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_new_link_to_the_same_incarnation_continues_the_numbering() {
+        let pair = Pair::new(1, &Retention::new(1));
+        let (request, routing) = (request(), lintel_wire::NodeRouting::Any);
+        let budget = Duration::from_secs(1);
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let (outbound, _peer) = outbound().await;
+            let link = PeerLink::new("b".into(), 3, outbound, pair.numbering());
+            for _ in 0..2 {
+                let heard: Arc<RelayEntry> = Arc::new(Heard::default());
+                let sent = link.relay(
+                    &request.view(),
+                    &ExtrasRef::NONE,
+                    &routing.view(),
+                    budget,
+                    || heard,
+                );
+                ids.push(sent.unwrap());
+            }
+            link.close();
+        }
+        assert_eq!(ids, [1, 2, 3, 4]);
+        assert_eq!(pair.last_numbered(), 4);
+        let other = Pair::new(2, &Retention::new(1));
+        let (outbound, _peer) = outbound().await;
+        let fresh = PeerLink::new("b".into(), 3, outbound, other.numbering());
+        let heard: Arc<RelayEntry> = Arc::new(Heard::default());
+        let first = fresh.relay(
+            &request.view(),
+            &ExtrasRef::NONE,
+            &routing.view(),
+            budget,
+            || heard,
+        );
+        assert_eq!(first, Ok(1), "a new incarnation starts again");
     }
 }

@@ -11,7 +11,7 @@
 //! [`Entry`] by an answer, an [`Unanswered`] or a [`Release`], so a new way for a link to end
 //! is a new variant there.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::time::Instant;
@@ -37,6 +37,8 @@ pub trait Entry<K: Kind>: Send + Sync {
     fn unanswered(&self, why: Unanswered);
     /// A request that had already ended is let go.
     fn released(&self, why: Release);
+    /// The request now awaits its answer on `to`, under the same correlation.
+    fn moved(&self, _to: &Link<K>, _correlation: u64) {}
 }
 
 /// Why a link let go of a live request without its answer.
@@ -90,6 +92,9 @@ pub(super) struct Inner<K: Kind> {
     pub(super) kind: K,
     pub(super) outbound: Outbound,
     table: Mutex<Table<K>>,
+    /// Shared with the other links to the same peer incarnation, whose correlations continue
+    /// one numbering; `None` numbers this link's requests from 1.
+    numbering: Option<Arc<AtomicU64>>,
     /// [`OPEN`], [`RETIRING`] or [`CLOSED`], in that order; set under the table's lock and
     /// read without it by [`Link::is_open`].
     state: AtomicU8,
@@ -122,8 +127,14 @@ impl<K: Kind> std::fmt::Debug for Link<K> {
 
 impl<K: Kind> Link<K> {
     /// A link of `kind` whose frames go to `outbound`; while `holding`, requests wait unsent
-    /// until [`Link::open`].
-    pub(super) fn with(kind: K, outbound: Outbound, holding: bool) -> Self {
+    /// until [`Link::open`]. Correlations continue `numbering` when one is given (a gap is
+    /// left by a request whose send failed), and count from 1 otherwise.
+    pub(super) fn with(
+        kind: K,
+        outbound: Outbound,
+        holding: bool,
+        numbering: Option<Arc<AtomicU64>>,
+    ) -> Self {
         let pending = IdMap::default();
         let table = Mutex::new(Table {
             next_correlation: 0,
@@ -134,6 +145,7 @@ impl<K: Kind> Link<K> {
             kind,
             outbound,
             table,
+            numbering,
             state: AtomicU8::new(OPEN),
         };
         Self {
@@ -151,7 +163,10 @@ impl<K: Kind> Link<K> {
         if self.inner.state.load(Ordering::Relaxed) != OPEN {
             return Err(PushError::Closed);
         }
-        let correlation = table.next_correlation.wrapping_add(1);
+        let correlation = match &self.inner.numbering {
+            None => table.next_correlation.wrapping_add(1),
+            Some(numbering) => numbering.fetch_add(1, Ordering::AcqRel).wrapping_add(1),
+        };
         Ok(Vacant { table, correlation })
     }
 
@@ -302,6 +317,100 @@ impl<K: Kind> Link<K> {
         self.table().pending.len()
     }
 
+    /// The lowest correlation the other side has not let go of, ended ones included.
+    pub fn lowest_pending(&self) -> Option<u64> {
+        self.table().pending.keys().min().copied()
+    }
+
+    /// True when both handles are to the same link.
+    pub fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The requests sent and not ended that await their answers, in order.
+    pub fn live(&self) -> Vec<u64> {
+        let mut live: Vec<u64> = self
+            .table()
+            .pending
+            .iter()
+            .filter(|(_, record)| !matches!(record.stage, Stage::Ended(_)))
+            .map(|(correlation, _)| *correlation)
+            .collect();
+        live.sort_unstable();
+        live
+    }
+
+    /// Lets go of the requests that ended here (their link closed under them); returns them.
+    pub fn release_ended(&self) -> Vec<u64> {
+        let mut released = Vec::new();
+        self.table().pending.retain(|correlation, record| {
+            let ended = matches!(record.stage, Stage::Ended(_));
+            if ended {
+                released.push((*correlation, Arc::clone(&record.entry)));
+            }
+            !ended
+        });
+        released.sort_unstable_by_key(|(correlation, _)| *correlation);
+        for (_, entry) in &released {
+            entry.released(Release::LinkClosed);
+        }
+        released.into_iter().map(|(c, _)| c).collect()
+    }
+
+    /// Takes live request `correlation` out of the table.
+    fn take_live(&self, correlation: u64) -> Option<Record<K>> {
+        let mut table = self.table();
+        match table.pending.get(&correlation) {
+            Some(record) if !matches!(record.stage, Stage::Ended(_)) => {
+                table.pending.remove(&correlation)
+            }
+            _ => None,
+        }
+    }
+
+    /// Lets go of live request `correlation` without its answer, for `why`.
+    pub fn let_go(&self, correlation: u64, why: Unanswered) {
+        if let Some(record) = self.take_live(correlation) {
+            record.entry.unanswered(why);
+        }
+    }
+
+    /// Lets go of every live request numbered above `mark` without its answer, for `why`.
+    pub fn let_go_above(&self, mark: u64, why: Unanswered) {
+        for correlation in self.live() {
+            if correlation > mark {
+                self.let_go(correlation, why);
+            }
+        }
+    }
+
+    /// Moves live request `correlation` to `to`, where its answer now comes; one `to` cannot
+    /// take (closed) is lost.
+    pub fn move_to(&self, correlation: u64, to: &Link<K>) {
+        let Some(record) = self.take_live(correlation) else {
+            return;
+        };
+        let entry = Arc::clone(&record.entry);
+        let taken = {
+            let mut table = to.table();
+            if to.inner.state.load(Ordering::Acquire) == CLOSED {
+                false
+            } else {
+                let record = Record {
+                    entry: record.entry,
+                    stage: Stage::Live,
+                };
+                table.pending.insert(correlation, record);
+                true
+            }
+        };
+        if taken {
+            entry.moved(to, correlation);
+        } else {
+            entry.unanswered(Unanswered::Lost);
+        }
+    }
+
     fn table(&self) -> MutexGuard<'_, Table<K>> {
         // Every update leaves the table consistent before anything that could panic.
         self.inner
@@ -370,7 +479,7 @@ mod tests {
 
     async fn link(holding: bool) -> (Link<Tested>, Peer) {
         let (outbound, peer) = outbound().await;
-        (Link::with(Tested, outbound, holding), peer)
+        (Link::with(Tested, outbound, holding, None), peer)
     }
 
     fn take(link: &Link<Tested>, heard: &Arc<Heard>) -> u64 {
@@ -483,6 +592,33 @@ mod tests {
         link.close_unhandled();
         assert_eq!(link.deliver(second, Cancelled), ReplyFate::Unknown);
         assert_eq!(heard.all(), ["answered Draining", "Unhandled"]);
+    }
+
+    #[tokio::test]
+    async fn a_retired_links_requests_move_to_another_are_let_go_above_a_mark_or_released() {
+        let (cut, _peer) = link(false).await;
+        let (next, _next_peer) = link(false).await;
+        let heard: Vec<Arc<Heard>> = (0..4).map(|_| Arc::new(Heard::default())).collect();
+        let ids: Vec<u64> = heard.iter().map(|heard| take(&cut, heard)).collect();
+        assert_eq!(cut.end(ids[3]), End::Ended);
+        cut.retire();
+        assert_eq!(cut.live(), ids[..3]);
+        assert_eq!(cut.release_ended(), [ids[3]]);
+        cut.move_to(ids[0], &next);
+        cut.let_go_above(ids[1], Unanswered::Unhandled);
+        cut.let_go(ids[1], Unanswered::Lost);
+        assert_eq!((cut.in_flight(), next.in_flight()), (0, 1));
+        assert_eq!(next.deliver(ids[0], Draining), ReplyFate::Delivered);
+        let all: Vec<Vec<String>> = heard.iter().map(|heard| heard.all()).collect();
+        assert_eq!(
+            all,
+            [
+                vec!["answered Draining"],
+                vec!["Lost"],
+                vec!["Unhandled"],
+                vec!["LinkClosed"]
+            ]
+        );
     }
 
     #[tokio::test(start_paused = true)]

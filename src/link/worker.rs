@@ -49,13 +49,13 @@ impl Link<ToWorker> {
     /// A link for the connection `pid`, speaking protocol `version`, whose frames go to
     /// `outbound`.
     pub fn new(pid: u64, version: u16, outbound: Outbound) -> Self {
-        Link::with(ToWorker::new(pid, version), outbound, false)
+        Link::with(ToWorker::new(pid, version), outbound, false, None)
     }
 
     /// A link that holds pushes until [`WorkerLink::open`]; a registering connection uses it
     /// so no push overtakes the `Registered` frame.
     pub fn held(pid: u64, version: u16, outbound: Outbound) -> Self {
-        Link::with(ToWorker::new(pid, version), outbound, true)
+        Link::with(ToWorker::new(pid, version), outbound, true, None)
     }
 
     /// Closes the link because another registration of the worker's deployment and instance

@@ -49,6 +49,9 @@ pub(crate) struct Heard {
     pub(crate) farewell: bool,
     /// The peer takes `PoolSettings`: its version-3 hello lists `pool-settings`.
     pub(crate) pool_settings: bool,
+    /// The peer numbers relays per pair of incarnations, acknowledges outcomes and resumes
+    /// after a relink: its version-3 hello lists `relay-resume`.
+    pub(crate) resume: bool,
 }
 
 /// Why the acceptor said `Goodbye` instead of its hello.
@@ -124,12 +127,14 @@ pub(super) fn read_hello(
             hello: hello.clone(),
             farewell: false,
             pool_settings: false,
+            resume: false,
         })),
         Frame::PeerHello3(hello) if version >= 3 => Some(
             check_extensions(&hello.extensions, max_set_len, frame.kind().name()).map(|()| Heard {
                 hello: hello.hello(),
                 farewell: hello.features.iter().any(|f| f == feature::FAREWELL),
                 pool_settings: hello.features.iter().any(|f| f == feature::POOL_SETTINGS),
+                resume: hello.features.iter().any(|f| f == feature::RELAY_RESUME),
             }),
         ),
         _ => None,

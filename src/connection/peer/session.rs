@@ -1,12 +1,14 @@
 //! One live peer link: presence both ways, relays both ways, liveness, and an orderly end
 //! (`retire`) when another link stays, the node drains or closes, or the peer says farewell.
 
+use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
 use lintel_wire::{
-    feature, ErrorCode, Frame, FrameKind, FrameRef, PeerHello, Ping, Pong, PoolPresence,
-    PoolPresence3, PoolSettings, Presence, Presence3, PresenceGroup, PresenceGroup3,
+    feature, Cancel, ErrorCode, Frame, FrameKind, FrameRef, PeerHello, Ping, Pong, PoolPresence,
+    PoolPresence3, PoolSettings, Presence, Presence3, PresenceGroup, PresenceGroup3, RelayAck,
+    Resume, Resumed,
 };
 use tokio::time::Instant;
 
@@ -17,7 +19,7 @@ use super::hello::{check_extensions, hello_frame, read_hello, Heard, Linked, Sid
 use super::retire::{Retirement, Why};
 use crate::auth::Grant;
 use crate::cluster::{Opener, PresenceError, Remote, SettingError, MAX_MEMBERS, MAX_SETTINGS};
-use crate::link::{PeerLink, ReplyFate};
+use crate::link::{Linked as Counted, Pair, PeerLink, ReplyFate, Unanswered};
 use crate::registry::{merge_groups, same_pair};
 use crate::shared::Shared;
 use lintel_client::burst::Burst;
@@ -26,6 +28,9 @@ use lintel_client::transport::{FrameReader, Outbound};
 
 /// How long a closing link waits for the relays it serves to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
+
+/// Outcomes read between two `RelayAck`s at most; one also goes with each ping.
+const ACK_EVERY: usize = 128;
 
 /// Runs a link once the other side's hello is read: joins it to the mesh or turns it down,
 /// then serves it until it closes or is retired; what was learned over it is forgotten and
@@ -43,6 +48,7 @@ pub(super) async fn run(
         hello: theirs,
         farewell,
         pool_settings,
+        resume,
     } = heard;
     let mesh = Arc::clone(shared.dispatcher.mesh());
     let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
@@ -52,7 +58,19 @@ pub(super) async fn run(
         Side::Accepted => Opener::Peer,
     };
     outbound.set_limits(shared.config.queue_limits());
-    let link = PeerLink::new(Arc::clone(&node_id), version, outbound.clone());
+    let pair = mesh.pair(&node_id, &theirs.advertise, theirs.incarnation, || {
+        Pair::new(theirs.incarnation, &shared.retention)
+    });
+    // Both sides number relays per pair of incarnations and keep outcomes until acknowledged.
+    let resumable = version >= 3 && resume;
+    let link = PeerLink::new(
+        Arc::clone(&node_id),
+        version,
+        outbound.clone(),
+        pair.numbering(),
+    );
+    // Counted until the link let go of its relays (closed, below).
+    let counted = pair.link_up();
     let remote = Remote::new(
         Arc::clone(&node_id),
         theirs.incarnation,
@@ -69,15 +87,30 @@ pub(super) async fn run(
         tracing::debug!(peer = %node_id, ?side, "duplicate peer link turned down");
         return Close::goodbye(DUPLICATE);
     }
-    let served = Flights::new(
-        Arc::clone(&shared.dispatcher),
-        outbound.clone(),
-        shared.config.max_active_dispatches,
-        Answer::Peer { version },
-        // The origin held its producer to its grants; a peer relays what it was allowed.
-        Grant::all(),
-    );
-    let closer = CloseOnDrop(Arc::clone(&served));
+    // What the last link to this incarnation left running here is taken over, and outcomes go
+    // out on this link from now on.
+    let adopted = resumable
+        .then(|| pair.unpark(None))
+        .flatten()
+        .and_then(|left| left.downcast::<Flights>().ok());
+    let adopted_here = adopted.is_some();
+    let served = adopted.unwrap_or_else(|| {
+        Flights::new(
+            Arc::clone(&shared.dispatcher),
+            outbound.clone(),
+            shared.config.max_active_dispatches,
+            Answer::Peer {
+                version,
+                kept: resumable.then(|| Arc::clone(&pair)),
+            },
+            // The origin held its producer to its grants; a peer relays what it was allowed.
+            Grant::all(),
+        )
+    });
+    if adopted_here {
+        served.take_over(outbound.clone());
+    }
+    let closer = CloseOnDrop(Some(Arc::clone(&served)));
     let mut session = Session {
         shared,
         remote: &remote,
@@ -92,8 +125,28 @@ pub(super) async fn run(
         budget: shared.config.outbound_queue_bytes,
         farewell_heard: false,
         settings_sent: pool_settings.then_some(0),
+        // The relays of links cut before this one resume here.
+        resuming: if resumable {
+            pair.unpark_cut(None)
+        } else {
+            Vec::new()
+        },
+        pair: resumable.then(|| Arc::clone(&pair)),
+        acks: Vec::new(),
+        cut: false,
     };
-    let (close, down) = match session.serve(reader).await {
+    let ended = session.serve(reader).await;
+    // A link that ended with no last word from the peer, while this node runs on, may have
+    // been cut: its relays both ways wait for a new link to the same incarnation, up to the
+    // grace.
+    let cut = resumable
+        && session.cut
+        && matches!(ended, Ended::Close(_))
+        && !session.farewell_heard
+        && !shared.config.peer_relink_grace().is_zero()
+        && !shared.closing.is_cancelled()
+        && !remote.link.is_closed();
+    let (close, down) = match ended {
         Ended::Close(close) => {
             let down = down_reason(&close);
             (close, down)
@@ -110,7 +163,26 @@ pub(super) async fn run(
             (retirement.run(reader, why).await, why.reason().to_owned())
         }
     };
+    let resuming = std::mem::take(&mut session.resuming);
+    if cut {
+        // Left for the next link before this one leaves the mesh, which lets the next join.
+        remote.link.retire();
+        let mut links = resuming;
+        links.push((remote.link.clone(), counted));
+        let running = closer
+            .hand_on()
+            .map(|served| served as Arc<dyn Any + Send + Sync>);
+        let parking = pair.park(running, links);
+        mesh.leave_cut(&remote, &down);
+        // What is parked holds handles to this link's queue: its socket is let go now.
+        outbound.close();
+        expire_after_grace(shared, pair, parking);
+        return close;
+    }
     mesh.leave(&remote, &down);
+    for (link, _) in resuming {
+        link.close();
+    }
     drop(closer);
     let _ = tokio::time::timeout(SETTLE_GRACE, served.settled()).await;
     close
@@ -127,6 +199,34 @@ fn down_reason(close: &Close) -> String {
         },
         Close::Quietly => "the link closed".to_owned(),
     }
+}
+
+/// Most correlations one `Resume` lists.
+const RESUME_CHUNK: usize = 4096;
+
+/// Once the grace passes without a new link to take them over, what parking `parking` left
+/// running here for the peer is cancelled and the relays of its cut links end `PeerLost` (or
+/// `ShutDown` when the node closes first).
+fn expire_after_grace(shared: &Shared, pair: Arc<Pair>, parking: u64) {
+    let grace = shared.config.peer_relink_grace();
+    let closing = shared.closing.clone();
+    tokio::spawn(async move {
+        let shut = tokio::select! {
+            () = tokio::time::sleep(grace) => false,
+            () = closing.cancelled() => true,
+        };
+        let left = pair.unpark(Some(parking));
+        if let Some(served) = left.and_then(|left| left.downcast::<Flights>().ok()) {
+            served.close();
+        }
+        for (link, _) in pair.unpark_cut(Some(parking)) {
+            if shut {
+                link.close_abandoning();
+            } else {
+                link.close();
+            }
+        }
+    });
 }
 
 /// The other side and the members it knows become members here too, by node id.
@@ -169,6 +269,16 @@ struct Session<'a> {
     farewell_heard: bool,
     /// The last pool-settings change sent, when the peer takes them.
     settings_sent: Option<u64>,
+    /// The peer's incarnation as both sides number relays and keep outcomes; `None` when the
+    /// peer does not list `relay-resume`.
+    pair: Option<Arc<Pair>>,
+    /// Outcomes read since the last `RelayAck`, by correlation.
+    acks: Vec<u64>,
+    /// Links to the peer's incarnation cut before this one, whose relays resume here.
+    resuming: Vec<(PeerLink, Counted)>,
+    /// The link ended without a last word from the peer: read to its end or failed, or its
+    /// pings went unanswered.
+    cut: bool,
 }
 
 impl Session<'_> {
@@ -197,6 +307,7 @@ impl Session<'_> {
             .outbound
             .send_owed(hello_frame(shared, self.version))
             .is_err()
+            || self.send_resume().is_err()
             || self.snapshot().is_err()
         {
             return Err(Close::Quietly);
@@ -258,7 +369,8 @@ impl Session<'_> {
                     false
                 }
                 tick = self.keepalive.tick() => {
-                    self.ping(tick)?;
+                    // Unanswered pings: the link may be cut.
+                    self.ping(tick).inspect_err(|_| self.cut = true)?;
                     false
                 }
                 // Free slots crossing zero, or workers coming and going: look at once.
@@ -300,8 +412,15 @@ impl Session<'_> {
                     let mut burst = Burst::after_first();
                     loop {
                         let frame = match read {
-                            None => return Err(Close::Quietly),
-                            Some(Err(err)) => return Err(Close::read_failed(err)),
+                            // Closed or reset with no last word: the link may be cut.
+                            None => {
+                                self.cut = true;
+                                return Err(Close::Quietly);
+                            }
+                            Some(Err(err)) => {
+                                self.cut = true;
+                                return Err(Close::read_failed(err));
+                            }
                             Some(Ok(frame)) => frame,
                         };
                         timer.arm(self.handle(frame)?, timer_sleep.as_mut());
@@ -432,13 +551,28 @@ impl Session<'_> {
                 return Ok(self.served.relay3(&relay));
             }
             FrameRef::RelayOutcome(outcome) => {
-                let fate = self.remote.link.answer(outcome.correlation, outcome.result);
+                let mut fate = self
+                    .remote
+                    .link
+                    .answer(outcome.correlation, outcome.result.reborrow());
+                for (cut, _) in &self.resuming {
+                    if fate != ReplyFate::Unknown {
+                        break;
+                    }
+                    fate = cut.answer(outcome.correlation, outcome.result.reborrow());
+                }
                 if fate == ReplyFate::Unknown {
                     tracing::debug!(
                         peer = %self.remote.node_id,
                         correlation = outcome.correlation,
                         "relay outcome for no relay in flight"
                     );
+                }
+                if self.pair.is_some() {
+                    self.acks.push(outcome.correlation);
+                    if self.acks.len() >= ACK_EVERY {
+                        self.acknowledge();
+                    }
                 }
                 return Ok(None);
             }
@@ -482,8 +616,19 @@ impl Session<'_> {
             Frame::PoolSettings(settings) if self.version >= 3 => {
                 self.take_settings(settings).map(|()| None)
             }
-            Frame::RelayAck(_) | Frame::Resume(_) | Frame::Resumed(_) if self.version >= 3 => {
-                Err(not_implemented(frame.kind()))
+            Frame::RelayAck(ack) if self.version >= 3 => {
+                self.resuming(frame.kind())?
+                    .acknowledged(ack.below, &ack.also);
+                Ok(None)
+            }
+            Frame::Resume(resume) if self.version >= 3 => {
+                self.resume(resume)?;
+                Ok(None)
+            }
+            Frame::Resumed(resumed) if self.version >= 3 => {
+                self.resuming(frame.kind())?;
+                self.resumed(resumed);
+                Ok(None)
             }
             Frame::Ping(Ping { nonce }) => {
                 // Owed, and ahead of queued relays: a busy link still answers at once.
@@ -496,10 +641,129 @@ impl Session<'_> {
         }
     }
 
+    /// The pair a resumption frame of `kind` acts on.
+    ///
+    /// # Errors
+    /// `Error{Unsupported}` when the peer's hello did not list `relay-resume`.
+    fn resuming(&self, kind: FrameKind) -> Result<&Arc<Pair>, Close> {
+        self.pair.as_ref().ok_or_else(|| {
+            Close::error(
+                ErrorCode::Unsupported,
+                format!(
+                    "{kind} needs the feature {}, which the peer's hello did not list",
+                    feature::RELAY_RESUME
+                ),
+            )
+        })
+    }
+
+    /// Answers the peer's `Resume`: the outcome kept for each listed relay goes again as
+    /// `RelayOutcome`, then `Resumed` says which of the others were never read (above the
+    /// mark), which still run here and which are unknown.
+    fn resume(&mut self, resume: &Resume) -> Result<(), Close> {
+        let pair = Arc::clone(self.resuming(FrameKind::Resume)?);
+        let handled_up_to = pair.handled_up_to();
+        let (mut running, mut unknown) = (Vec::new(), Vec::new());
+        for &correlation in &resume.unanswered {
+            if let Some(outcome) = pair.kept_outcome(correlation) {
+                if self
+                    .outbound
+                    .send_owed(Frame::RelayOutcome(outcome))
+                    .is_err()
+                {
+                    return Err(Close::Quietly);
+                }
+            } else if correlation > handled_up_to {
+                // Never read: the origin places it again.
+            } else if self.served.is_running(correlation) {
+                running.push(correlation);
+            } else {
+                unknown.push(correlation);
+            }
+        }
+        let resumed = Frame::Resumed(Resumed {
+            handled_up_to,
+            running,
+            unknown,
+            last: resume.last,
+        });
+        self.outbound.send_owed(resumed).map_err(|_| Close::Quietly)
+    }
+
+    /// Sends `Resume` with the relays of the cut links still awaiting outcomes, in chunks;
+    /// those that ended here meanwhile are let go and cancelled over there.
+    fn send_resume(&mut self) -> Result<(), ()> {
+        if self.resuming.is_empty() {
+            return Ok(());
+        }
+        let mut live = Vec::new();
+        for (cut, _) in &self.resuming {
+            for correlation in cut.release_ended() {
+                let cancel = Frame::Cancel(Cancel { correlation });
+                self.outbound.send_owed(cancel).map_err(|_| ())?;
+            }
+            live.extend(cut.live());
+        }
+        if live.is_empty() {
+            for (cut, _) in self.resuming.drain(..) {
+                cut.close();
+            }
+            return Ok(());
+        }
+        live.sort_unstable();
+        let chunks = live.chunks(RESUME_CHUNK).len();
+        for (at, chunk) in live.chunks(RESUME_CHUNK).enumerate() {
+            let resume = Frame::Resume(Resume {
+                unanswered: chunk.to_vec(),
+                last: at + 1 == chunks,
+            });
+            self.outbound.send_owed(resume).map_err(|_| ())?;
+        }
+        Ok(())
+    }
+
+    /// Applies the peer's answer to this node's `Resume`: relays still running there await
+    /// their outcomes on this link, unknown ones end `PeerLost`, and with the last chunk those
+    /// the peer never read are placed again and the cut links let go of the rest as lost.
+    fn resumed(&mut self, resumed: &Resumed) {
+        for (cut, _) in &self.resuming {
+            for &correlation in &resumed.running {
+                cut.move_to(correlation, &self.remote.link);
+            }
+            for &correlation in &resumed.unknown {
+                cut.let_go(correlation, Unanswered::Lost);
+            }
+        }
+        if resumed.last {
+            for (cut, _) in self.resuming.drain(..) {
+                cut.let_go_above(resumed.handled_up_to, Unanswered::Unhandled);
+                cut.close();
+            }
+        }
+    }
+
+    /// Tells the peer which outcomes this node holds: every relay numbered below the lowest
+    /// still without one, and those read since the last acknowledgement.
+    fn acknowledge(&mut self) {
+        let Some(pair) = &self.pair else {
+            return;
+        };
+        let below = pair.below(|| self.remote.link.lowest_pending());
+        let mut also = std::mem::take(&mut self.acks);
+        also.retain(|&correlation| correlation >= below);
+        // Owed, and small: one per `ACK_EVERY` outcomes read, or per ping.
+        let _ = self
+            .outbound
+            .send_owed(Frame::RelayAck(RelayAck { below, also }));
+    }
+
     /// Counts a relay the peer sent, and says whether to run it: while the link back is over
     /// its byte budget, it is turned away with `Refused{WorkerBackpressure}` instead.
     fn takes_relay(&mut self, correlation: u64) -> bool {
         self.remote.relay_received();
+        if let Some(pair) = &self.pair {
+            pair.handled(correlation);
+        }
         let pressure = self.outbound.pressure();
         if !pressure.room || pressure.bytes.saturating_add(self.served.held_input()) >= self.budget
         {
@@ -526,19 +790,12 @@ impl Session<'_> {
         if let Some(ping) = Close::unless_pinged(tick)? {
             // Owed: a ping a busy queue refused would count as missed and close a live link.
             let _ = self.outbound.send_owed(Frame::Ping(ping));
+            if !self.acks.is_empty() {
+                self.acknowledge();
+            }
         }
         Ok(())
     }
-}
-
-/// The close owed to a peer that sent a version-3 frame of a feature this node does not
-/// implement (and so did not list in its hello).
-fn not_implemented(kind: FrameKind) -> Close {
-    let feature = feature::RELAY_RESUME;
-    Close::error(
-        ErrorCode::Unsupported,
-        format!("{kind} needs the feature {feature}, which this node does not implement"),
-    )
 }
 
 /// A presence frame as a link of `version` carries it: `Presence3` from version 3;
