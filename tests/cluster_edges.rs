@@ -13,7 +13,9 @@ use lintel::wire::{
     DispatchResult, Frame, Hello, NodeRouting, PeerHello, Presence, RefusalCode, Relay, Role,
 };
 use lintel::NodeConfig;
-use support::{client, cluster_config, plain, request, within, RawClient, RawWorker, TestNode};
+use support::{
+    client, cluster_config, next_of, plain, request, within, RawClient, RawWorker, TestNode,
+};
 
 fn pool(namespace: &str) -> String {
     dispatch_channel_name(namespace, "default", None)
@@ -51,24 +53,6 @@ async fn hand_peer(node: SocketAddr) -> RawClient {
     }))
     .await;
     raw
-}
-
-/// The next frame of `kind` from the node, answering its pings and skipping presence.
-async fn next_of(raw: &mut RawClient, wanted: fn(&Frame) -> bool) -> Frame {
-    within("a frame from the node", async {
-        loop {
-            match raw.recv().await {
-                Some(Frame::Ping(ping)) => {
-                    raw.send(Frame::Pong(lintel::wire::Pong { nonce: ping.nonce }))
-                        .await;
-                }
-                Some(frame) if wanted(&frame) => return frame,
-                Some(_) => {}
-                None => panic!("the node closed the peer link"),
-            }
-        }
-    })
-    .await
 }
 
 fn relay(correlation: u64, activity: &str, reply_timeout_ms: u64) -> Frame {

@@ -22,13 +22,13 @@ use lintel::sdk::{handler_fn, DispatchOptions, Handler, Request, WorkerHandle};
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
     feature, ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, Drained, Farewell,
-    Frame, FrameCodec, Limits, NodeRouting, PeerHello, PeerHello3, PoolPresence, Presence,
-    PresenceGroup, Relay3, RelayOutcome, RequestExtras, Role, Welcome,
+    Frame, FrameCodec, Limits, NodeRouting, PeerHello, PeerHello3, PoolPresence, Presence, Relay3,
+    RelayOutcome, RequestExtras, Role, Welcome,
 };
 use lintel::NodeConfig;
 use support::{
-    cluster_config, hand_peer, next_frame, outcome_of, plain, request, sdk_worker, spawn_dispatch,
-    within, RawClient, RawWorker, TestNode,
+    cluster_config, hand_peer, next_frame, next_of, offering, outcome_of, plain, request,
+    sdk_worker, spawn_dispatch, within, RawClient, RawWorker, TestNode,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
@@ -266,37 +266,6 @@ fn presence(pools: Vec<PoolPresence>) -> Frame {
     })
 }
 
-/// The pool with `free` slots for `activity`, as a peer announces it.
-fn offering(activity: &str, free: u32) -> PoolPresence {
-    PoolPresence {
-        channel: pool(),
-        workers: 1,
-        groups: vec![PresenceGroup {
-            activity_type: activity.into(),
-            node: None,
-            workers: 1,
-            slots: free,
-            free,
-            full: 0,
-            draining: 0,
-        }],
-    }
-}
-
-/// The next frame from the node `wanted` picks, answering pings and skipping the rest.
-async fn next_of(raw: &mut RawClient, wanted: fn(&Frame) -> bool) -> Frame {
-    within("a frame from the node", async {
-        loop {
-            match next_frame(raw).await {
-                Some(frame) if wanted(&frame) => return frame,
-                Some(_) => {}
-                None => panic!("the node closed the peer link"),
-            }
-        }
-    })
-    .await
-}
-
 /// Reads until the node's `Farewell`: the relays it answered before it, by correlation, each
 /// of which must have completed.
 async fn completed_before_farewell(raw: &mut RawClient) -> BTreeSet<u64> {
@@ -394,7 +363,7 @@ async fn a_retiring_node_answers_every_relay_it_ran_before_its_farewell_and_runs
 #[tokio::test]
 async fn a_relay_left_unanswered_at_a_farewell_is_placed_again_and_runs_once() {
     let a = TestNode::with_config(member("a", None, None)).await;
-    let mut hand = farewell_peer(a.addr, vec![offering(ACTIVITY, 1)]).await;
+    let mut hand = farewell_peer(a.addr, vec![offering(pool(), ACTIVITY, 1)]).await;
     a.wait_announced("hand", &pool()).await;
     let dispatch = spawn_dispatch(&a, work("crossing"), patient());
     match next_of(&mut hand, |f| matches!(f, Frame::Relay3(_))).await {
@@ -462,7 +431,7 @@ async fn a_duplicate_link_retired_under_load_loses_nothing() {
     .await;
     assert!(matches!(two.recv().await, Some(Frame::PeerHello(_))));
 
-    let mut one = farewell_peer(a.addr, vec![offering("there", 8)]).await;
+    let mut one = farewell_peer(a.addr, vec![offering(pool(), "there", 8)]).await;
     a.wait_announced("hand", &pool()).await;
     let dispatches: Vec<_> = (0..4)
         .map(|i| {
@@ -499,7 +468,7 @@ async fn a_duplicate_link_retired_under_load_loses_nothing() {
         peers: Vec::new(),
     }))
     .await;
-    two.send(presence(vec![offering("there", 8)])).await;
+    two.send(presence(vec![offering(pool(), "there", 8)])).await;
     for relay in &from_a[..2] {
         one.send(completed(relay.correlation, &relay.request)).await;
     }

@@ -16,10 +16,10 @@ use lintel::sdk::DispatchOptions;
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
     feature, DispatchRequest, DispatchResult, Frame, NodeRouting, PeerHello3, PoolPresence,
-    Presence, PresenceGroup, Relay3, RelayAck, RequestExtras, Resume, Resumed,
+    Presence, Relay3, RelayAck, RequestExtras, Resume, Resumed,
 };
 use support::{
-    admin_get, cluster_config, hand_peer, next_frame, outcome_of, plain, request, served_by,
+    admin_get, cluster_config, hand_peer, next_of, offering, outcome_of, plain, request, served_by,
     spawn_dispatch, within, RawClient, RawWorker, TestNode,
 };
 
@@ -50,37 +50,6 @@ async fn resuming_peer(node: SocketAddr, incarnation: u64, pools: Vec<PoolPresen
     }))
     .await;
     raw
-}
-
-/// The pool with `free` slots for the activity, as a peer announces it.
-fn offering(free: u32) -> PoolPresence {
-    PoolPresence {
-        channel: pool(),
-        workers: 1,
-        groups: vec![PresenceGroup {
-            activity_type: ACTIVITY.into(),
-            node: None,
-            workers: 1,
-            slots: free,
-            free,
-            full: 0,
-            draining: 0,
-        }],
-    }
-}
-
-/// The next frame from the node `wanted` picks, answering pings and skipping the rest.
-async fn next_of(raw: &mut RawClient, wanted: fn(&Frame) -> bool) -> Frame {
-    within("a frame from the node", async {
-        loop {
-            match next_frame(raw).await {
-                Some(frame) if wanted(&frame) => return frame,
-                Some(_) => {}
-                None => panic!("the node closed the peer link"),
-            }
-        }
-    })
-    .await
 }
 
 fn relay3(correlation: u64, workflow_id: &str) -> Frame {
@@ -163,7 +132,8 @@ async fn an_origin_acknowledges_outcomes_and_numbers_relays_on_across_links_to_o
     let node = TestNode::with_config(cluster_config("a", &[])).await;
     let mut seen = Vec::new();
     for (incarnation, relays) in [(1, 2), (1, 1), (2, 1)] {
-        let mut hand = resuming_peer(node.addr, incarnation, vec![offering(4)]).await;
+        let mut hand =
+            resuming_peer(node.addr, incarnation, vec![offering(pool(), ACTIVITY, 4)]).await;
         node.wait_announced("hand", &pool()).await;
         for _ in 0..relays {
             let dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
@@ -241,7 +211,7 @@ async fn next_resume(raw: &mut RawClient) -> Resume {
 #[tokio::test]
 async fn an_origins_relays_over_a_cut_link_resume_on_the_next_one_to_the_same_incarnation() {
     let node = TestNode::with_config(cluster_config("a", &[])).await;
-    let mut hand = resuming_peer(node.addr, 1, vec![offering(4)]).await;
+    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(), ACTIVITY, 4)]).await;
     node.wait_announced("hand", &pool()).await;
     let mut dispatches = Vec::new();
     let mut relays = Vec::new();
@@ -255,7 +225,7 @@ async fn an_origins_relays_over_a_cut_link_resume_on_the_next_one_to_the_same_in
     }
     // The link is cut with three relays in flight; the same incarnation links again.
     drop(hand);
-    let mut hand = resuming_peer(node.addr, 1, vec![offering(4)]).await;
+    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(), ACTIVITY, 4)]).await;
     let resume = next_resume(&mut hand).await;
     assert_eq!((resume.unanswered, resume.last), (vec![1, 2, 3], true));
     // 1 completed before the cut (its outcome goes again), 2 still runs, 3 was never read.
@@ -274,12 +244,12 @@ async fn an_origins_relays_over_a_cut_link_resume_on_the_next_one_to_the_same_in
 #[tokio::test]
 async fn a_relay_the_serving_node_cannot_account_for_ends_peer_lost() {
     let node = TestNode::with_config(cluster_config("a", &[])).await;
-    let mut hand = resuming_peer(node.addr, 1, vec![offering(4)]).await;
+    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(), ACTIVITY, 4)]).await;
     node.wait_announced("hand", &pool()).await;
     let dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
     next_relay(&mut hand).await;
     drop(hand);
-    let mut hand = resuming_peer(node.addr, 1, vec![offering(4)]).await;
+    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(), ACTIVITY, 4)]).await;
     assert_eq!(next_resume(&mut hand).await.unanswered, [1]);
     hand.send(resumed(1, Vec::new(), vec![1])).await;
     match outcome_of(dispatch).await {
@@ -296,7 +266,7 @@ async fn relays_over_a_link_cut_for_good_end_peer_lost_once_the_grace_passes() {
         ..cluster_config("a", &[])
     })
     .await;
-    let mut hand = resuming_peer(node.addr, 1, vec![offering(4)]).await;
+    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(), ACTIVITY, 4)]).await;
     node.wait_announced("hand", &pool()).await;
     let dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
     next_relay(&mut hand).await;

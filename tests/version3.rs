@@ -68,6 +68,20 @@ fn refused(result: &DispatchResult) -> (RefusedReason, &str) {
 // ---------------------------------------------------------------------------------------------
 // One node.
 
+/// What a version-3 node lists in its `Welcome3` and `PeerHello3`, in order.
+const FEATURES: [&str; 10] = [
+    feature::HEADERS,
+    feature::PRIORITY,
+    feature::FAIRNESS,
+    feature::DEPLOYMENTS,
+    feature::STATUS_DOCUMENT,
+    feature::PROBATION,
+    feature::FAREWELL,
+    feature::EVENTS,
+    feature::POOL_SETTINGS,
+    feature::RELAY_RESUME,
+];
+
 #[tokio::test]
 async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limits() {
     let node = TestNode::with_config(NodeConfig {
@@ -79,21 +93,7 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
     let producer = client(node.addr).await;
     let welcome = producer.welcome();
     assert_eq!(welcome.version, 3);
-    assert_eq!(
-        welcome.features,
-        [
-            feature::HEADERS,
-            feature::PRIORITY,
-            feature::FAIRNESS,
-            feature::DEPLOYMENTS,
-            feature::STATUS_DOCUMENT,
-            feature::PROBATION,
-            feature::FAREWELL,
-            feature::EVENTS,
-            feature::POOL_SETTINGS,
-            feature::RELAY_RESUME,
-        ]
-    );
+    assert_eq!(welcome.features, FEATURES);
     assert_eq!(
         (
             welcome.header_limits.max_headers,
@@ -686,19 +686,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
     match raw.recv().await {
         Some(Frame::PeerHello3(hello)) => {
             assert_eq!(hello.node_id, "n");
-            let features = [
-                feature::HEADERS,
-                feature::PRIORITY,
-                feature::FAIRNESS,
-                feature::DEPLOYMENTS,
-                feature::STATUS_DOCUMENT,
-                feature::PROBATION,
-                feature::FAREWELL,
-                feature::EVENTS,
-                feature::POOL_SETTINGS,
-                feature::RELAY_RESUME,
-            ];
-            assert_eq!(hello.features, features);
+            assert_eq!(hello.features, FEATURES);
         }
         other => panic!("expected PeerHello3, got {other:?}"),
     }

@@ -61,12 +61,12 @@ pub use lines::stderr_lines;
 pub use node::{quiet_config, within, Events, TestNode, WAIT};
 #[allow(unused_imports)]
 pub use peers::{
-    hand_peer, next_outcome, producer, small_window_worker, AutoWorker, RawWorker, Stats,
+    hand_peer, next_outcome, offering, producer, small_window_worker, AutoWorker, RawWorker, Stats,
 };
 #[allow(unused_imports)]
 pub use pki::{Leaf, Pki};
 #[allow(unused_imports)]
-pub use raw::{next_frame, small_window_client, small_window_client_at, RawClient};
+pub use raw::{next_frame, next_of, small_window_client, small_window_client_at, RawClient};
 #[allow(unused_imports)]
 pub use served::{line_with, lintel, loopback_address, Served};
 #[allow(unused_imports)]

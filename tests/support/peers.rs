@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
-use lintel::wire::{Frame, Hello, OutcomeFrame, Ping, Pong, Push, Register, Role};
+use lintel::wire::{
+    Frame, Hello, OutcomeFrame, Ping, Pong, PoolPresence, PresenceGroup, Push, Register, Role,
+};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -231,4 +233,21 @@ pub async fn hand_peer(node: SocketAddr, max_version: u16, hello: Frame) -> RawC
         other => panic!("expected the node's hello, got {other:?}"),
     }
     raw
+}
+
+/// Pool `channel` with `free` slots for `activity` on one worker, as a peer announces it.
+pub fn offering(channel: String, activity: &str, free: u32) -> PoolPresence {
+    PoolPresence {
+        channel,
+        workers: 1,
+        groups: vec![PresenceGroup {
+            activity_type: activity.into(),
+            node: None,
+            workers: 1,
+            slots: free,
+            free,
+            full: 0,
+            draining: 0,
+        }],
+    }
 }

@@ -102,3 +102,18 @@ pub async fn small_window_client_at(
     let stream = socket.connect(addr).await.expect("connect");
     RawClient::over(stream).handshake(role, max_version).await
 }
+
+/// The next frame `wanted` picks, answering pings and skipping the rest; panics if the node
+/// closes first.
+pub async fn next_of(client: &mut RawClient, wanted: fn(&Frame) -> bool) -> Frame {
+    within("a frame from the node", async {
+        loop {
+            match next_frame(client).await {
+                Some(frame) if wanted(&frame) => return frame,
+                Some(_) => {}
+                None => panic!("the node closed the connection"),
+            }
+        }
+    })
+    .await
+}
