@@ -1,7 +1,8 @@
 //! Priority and fairness across a mesh of three nodes on 127.0.0.1: the pool's workers are at
 //! `c`; tenants' SDK producers dispatch at `a` and `b`, over real sockets (no grants, so each
 //! request names its key). A serving node does not queue relays: a relay carries the key its
-//! origin decided, a per-key cap at the serving node holds it whichever node it came from, and
+//! origin decided, a per-key cap at the serving node holds it whichever node it came from, an
+//! origin relays to its own waiters by priority and key as a local slot would serve them, and
 //! the origins race for each slot that frees, unordered, each dispatch running once.
 
 mod support;
@@ -13,8 +14,8 @@ use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{DispatchRequest, DispatchResult, Push};
 use lintel::NodeConfig;
 use support::{
-    client, cluster_config, logging_worker, plain, request, wait_fairness, waiting, within,
-    RawWorker, TestNode, TASK,
+    assert_b_served_within_25, client, cluster_config, logging_worker, plain, request,
+    wait_fairness, waiting, within, RawWorker, TestNode, TASK,
 };
 use tokio::task::JoinHandle;
 
@@ -184,6 +185,65 @@ async fn tenants_entering_at_two_nodes_race_for_a_full_pool_and_each_runs_once()
     assert_eq!(ran.len(), done.len(), "a dispatch ran twice: {done:?}");
     assert_eq!(done.iter().filter(|i| i.starts_with("b:")).count(), 10);
     for handle in heavy {
+        handle.abort();
+    }
+}
+
+#[tokio::test]
+async fn at_an_origin_a_key_that_queues_after_another_is_relayed_within_a_few_completions() {
+    let (a, b, c) = mesh(Vec::new()).await;
+    let (_worker, log) = logging_worker(c.addr, 1, TASK).await;
+    announced(&a, &b).await;
+    let at_a = client(a.addr).await;
+    // c's one slot is the pool's: one `a` runs there, the rest wait at a; then 10 of `b`.
+    let heavy = dispatch_many(&at_a, "a", 200, &waiting(3, "a", 1_000));
+    wait_fairness(&a, "a's dispatches waiting at a", |s| {
+        of_key(&s.waiting_by_key, "a") >= 198
+    })
+    .await;
+    let mark = log.completed().len();
+    let light = dispatch_many(&at_a, "b", 10, &waiting(3, "b", 1_000));
+    completed(light).await;
+    let done = log.completed();
+    assert_b_served_within_25(&done, mark);
+    let mut ran = done.clone();
+    ran.sort();
+    ran.dedup();
+    assert_eq!(ran.len(), done.len(), "a dispatch ran twice: {done:?}");
+    for handle in heavy {
+        handle.abort();
+    }
+}
+
+#[tokio::test]
+async fn at_an_origin_a_priority_one_dispatch_behind_a_hundred_priority_three_is_relayed_next() {
+    let (a, b, c) = mesh(Vec::new()).await;
+    let mut worker = RawWorker::start(c.addr, plain("ns", "work", 1, "raw")).await;
+    announced(&a, &b).await;
+    let at_a = client(a.addr).await;
+    let first = dispatch_many(&at_a, "p3-first", 1, &waiting(3, "", 1_000));
+    let held = worker.next_push().await;
+    let behind = dispatch_many(&at_a, "p3", 100, &waiting(3, "", 1_000));
+    wait_fairness(&a, "100 priority-3 waiters at a", |s| {
+        s.waiting_by_priority[2] == 100
+    })
+    .await;
+    let urgent = dispatch_many(&at_a, "p1", 1, &waiting(1, "", 1_000));
+    wait_fairness(&a, "the priority-1 waiter at a", |s| {
+        s.waiting_by_priority[0] == 1
+    })
+    .await;
+
+    worker.reply(&held, "done").await;
+    let next = worker.next_push().await;
+    assert_eq!(input(&next), "p1:0");
+    worker.reply(&next, "urgent done").await;
+    completed(urgent).await;
+    // Then the priority-3 waiters, in their order.
+    let after = worker.next_push().await;
+    assert_eq!(input(&after), "p3:0");
+    completed(first).await;
+    for handle in behind {
         handle.abort();
     }
 }

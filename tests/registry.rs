@@ -7,8 +7,8 @@ use std::sync::{Arc, Barrier};
 use futures_util::FutureExt;
 use lintel::link::WorkerLink;
 use lintel::registry::{
-    normalize_task_queue, Address, AdmissionLimits, Exclusion, FairnessRef, RegistrationGuard,
-    Registry, Reservation, Wait, WorkerId,
+    normalize_task_queue, Address, AdmissionLimits, Exclusion, FairnessRef, Grant,
+    RegistrationGuard, Registry, Reservation, Wait, WorkerId,
 };
 use lintel::transport::{self, FrameReader};
 use lintel::wire::{
@@ -254,7 +254,10 @@ fn queue(h: &Harness, here: Address<'_>, routing: &NodeRouting) -> Wait {
 
 /// The slot granted to `wait` by now, if any.
 fn granted(wait: &mut Wait) -> Option<Reservation> {
-    wait.granted().now_or_never().flatten()
+    match wait.granted().now_or_never().flatten()? {
+        Grant::Local(reservation) => Some(reservation),
+        Grant::Remote(..) => panic!("a registry of its own granted a relay"),
+    }
 }
 
 #[tokio::test]

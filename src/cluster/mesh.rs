@@ -32,15 +32,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lintel_wire::{NodeEvent, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence3};
+use lintel_wire::{
+    NodeEvent, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence3, RoutingRef,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::changes::Changes;
 use super::members::{Answer, JoinPoint, Learned, LinkTally, Members};
-use super::view::{draw, Charge, PoolCapacity, PresenceError, View};
+use super::view::{draw, PoolCapacity, PresenceError, View};
 use crate::events::Events;
-use crate::link::{Pair, PeerLink};
-use crate::registry::{Address, NodeFilter, Tally};
+use crate::link::{Charge, Pair, PeerLink, RemoteSlot};
+use crate::registry::{Address, Elsewhere, NodeFilter, Tally, Tiers};
 use crate::signal::Signal;
 
 /// Which node opened a link.
@@ -480,7 +482,7 @@ impl Mesh {
     }
 
     /// Charges one relay to a peer with a usable slot for `address` under `filter`, chosen
-    /// weighted by usable slots across every peer's groups.
+    /// weighted by usable slots across every peer's groups; with the routing the relay carries.
     ///
     /// Holds the mesh's lock across both looks, so no other dispatch charges in between; a
     /// presence frame that shrank a peer's slots meanwhile makes it look again.
@@ -488,7 +490,7 @@ impl Mesh {
         &self,
         address: Address<'_>,
         filter: NodeFilter<'_>,
-    ) -> Option<RemoteSlot> {
+    ) -> Option<(RemoteSlot, NodeRouting)> {
         let state = self.lock();
         // A link too old to carry the dispatch is no candidate.
         let open = || {
@@ -503,11 +505,7 @@ impl Mesh {
         if let (Some(only), None) = (peers.next(), peers.next()) {
             // One peer: one look at its view draws and charges.
             let charge = only.view().charge(address, filter)?;
-            return Some(RemoteSlot {
-                remote: Arc::clone(only),
-                charge,
-                changes: Arc::clone(&self.changes),
-            });
+            return Some(self.slot(only, charge, filter));
         }
         for _ in 0..=state.remotes.len() {
             let total = open()
@@ -517,15 +515,23 @@ impl Mesh {
             for remote in open() {
                 // Charged under the peer's lock: the draw walks the slots still usable there.
                 if let Some(charge) = remote.view().charge_at(address, filter, &mut at) {
-                    return Some(RemoteSlot {
-                        remote: Arc::clone(remote),
-                        charge,
-                        changes: Arc::clone(&self.changes),
-                    });
+                    return Some(self.slot(remote, charge, filter));
                 }
             }
         }
         None
+    }
+
+    fn slot(
+        &self,
+        remote: &Remote,
+        charge: Charge,
+        filter: NodeFilter<'_>,
+    ) -> (RemoteSlot, NodeRouting) {
+        let link = remote.link.clone();
+        let slot = RemoteSlot::new(link, charge, Arc::clone(&self.changes));
+        let routing = relay_routing(&slot, filter);
+        (slot, routing)
     }
 
     /// Usable remote slots for `address` under `filter`, across every peer whose link can
@@ -625,38 +631,27 @@ impl Mesh {
     }
 }
 
-/// A relay charged against a peer's announced capacity; dropping it takes the charge back.
-#[derive(Debug)]
-pub struct RemoteSlot {
-    remote: Arc<Remote>,
-    charge: Charge,
-    changes: Arc<Signal>,
-}
-
-impl RemoteSlot {
-    /// The peer's link.
-    pub fn link(&self) -> &PeerLink {
-        &self.remote.link
-    }
-
-    /// The routing the relay carries: the charged group's node label when it has one, so the
-    /// peer serves from the group that was charged; otherwise the tier's filter.
-    pub(crate) fn routing(&self, filter: NodeFilter<'_>) -> NodeRouting {
-        match (&self.charge.node, filter) {
-            (Some(node), _) => NodeRouting::Pin(node.clone()),
-            (None, NodeFilter::Any) => NodeRouting::Any,
-            (None, NodeFilter::One(node)) => NodeRouting::Pin(node.to_owned()),
-            (None, NodeFilter::Set(nodes)) => NodeRouting::Require(nodes.to_vec()),
-        }
+impl Elsewhere for Mesh {
+    /// A relay charged in the first of `routing`'s node tiers where a peer has a usable slot.
+    fn relay_slot(
+        &self,
+        address: Address<'_>,
+        routing: &RoutingRef<'_>,
+    ) -> Option<(RemoteSlot, NodeRouting)> {
+        Tiers::new(routing, address.node)
+            .iter()
+            .find_map(|filter| self.reserve(address, filter))
     }
 }
 
-impl Drop for RemoteSlot {
-    fn drop(&mut self) {
-        self.charge.release();
-        // The peer's announced free slots do not change when our own relay ends, so this is
-        // the only wake a waiting dispatch gets for the slot.
-        self.changes.touch();
+/// The routing a relay charged as `slot` carries: the charged group's node label when it has
+/// one, so the peer serves from the group that was charged; otherwise the tier's filter.
+fn relay_routing(slot: &RemoteSlot, filter: NodeFilter<'_>) -> NodeRouting {
+    match (slot.node(), filter) {
+        (Some(node), _) => NodeRouting::Pin(node.to_owned()),
+        (None, NodeFilter::Any) => NodeRouting::Any,
+        (None, NodeFilter::One(node)) => NodeRouting::Pin(node.to_owned()),
+        (None, NodeFilter::Set(nodes)) => NodeRouting::Require(nodes.to_vec()),
     }
 }
 
@@ -692,13 +687,8 @@ mod tests {
 
     /// A link to `peer` over a real loopback socket, opened by `opener`.
     async fn remote(peer: &str, incarnation: u64, opener: Opener) -> Arc<Remote> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (_client, accepted) =
-            tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
         // Nothing is written: the mesh only closes links, which sends nothing.
-        let (_reader, outbound, _writer) =
-            lintel_client::transport::split(accepted.unwrap().0, 1 << 20, 8);
+        let (outbound, _peer) = crate::link::fixtures::outbound().await;
         let pair = Pair::new(incarnation, &crate::link::Retention::new(1));
         let link = PeerLink::new(Arc::from(peer), 3, outbound, pair.numbering());
         Remote::new(

@@ -13,6 +13,7 @@ use lintel_wire::channel::parse_channel_name;
 use lintel_wire::{PoolPresence3, Presence3, PresenceGroup3};
 
 use crate::idmap::KeyedMap;
+use crate::link::Charge;
 use crate::registry::{normalize_task_queue, Address, Bucketed, NodeFilter, Tally};
 
 /// Most pools held per peer; a peer announcing more is cut off.
@@ -31,27 +32,6 @@ pub enum PresenceError {
         groups: usize,
         max: usize,
     },
-}
-
-/// One relay charged to a group; [`Charge::release`] takes it back, once.
-///
-/// It holds the group's counter itself, so taking it back needs neither the view's lock nor
-/// a lookup; a group the peer stopped announcing took its charges with it.
-#[derive(Debug)]
-pub(crate) struct Charge {
-    charged: Arc<AtomicU32>,
-    /// The charged group's worker node label.
-    pub(crate) node: Option<String>,
-}
-
-impl Charge {
-    /// Takes the relay back from its group's count; call once.
-    pub(crate) fn release(&self) {
-        // Never below zero: `fetch_update` with a checked subtraction stops at it.
-        let _ = self
-            .charged
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-    }
 }
 
 #[derive(Debug)]
@@ -332,11 +312,7 @@ fn charge_in(
         }
         let usable = u64::from(group.usable());
         if *at < usable {
-            group.charged.fetch_add(1, Ordering::AcqRel);
-            return Some(Charge {
-                charged: Arc::clone(&group.charged),
-                node: group.announced.node.clone(),
-            });
+            return Some(Charge::new(&group.charged, group.announced.node.clone()));
         }
         *at -= usable;
     }
@@ -432,7 +408,7 @@ mod tests {
         view.apply(presence(true, vec![pool(groups)]), 64).unwrap();
         assert_eq!(view.usable_slots(address("echo"), NodeFilter::One("b")), 1);
         let key = view.charge(address("echo"), NodeFilter::One("b")).unwrap();
-        assert_eq!(key.node.as_deref(), Some("b"));
+        assert_eq!(key.node(), Some("b"));
         assert_eq!(view.usable_slots(address("other"), NodeFilter::Any), 0);
     }
 

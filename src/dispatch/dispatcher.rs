@@ -8,9 +8,11 @@
 //! Placement walks the request's node tiers across the cluster: in each tier a local worker
 //! with a free slot first (or local and remote weighed by free slots), then a peer with a
 //! usable slot, which the dispatch is relayed to. A relayed dispatch is served locally only.
+//! A dispatch that waits is granted a local slot or a relay in its turn: relays go to this
+//! node's waiters in the registry's order, once per mesh change, before a new dispatch.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -30,10 +32,11 @@ use super::counters::DispatchCounters;
 use super::flight::{Flight, Logged, Slot, Target};
 use super::options::{carrying, Options};
 use super::relayed::{Attempt, PlaceAgain, Relayed};
-use crate::cluster::{Mesh, RemoteSlot, Settings};
-use crate::link::{PushError, RelayEntry};
+use crate::cluster::{Mesh, Settings};
+use crate::link::{PushError, RelayEntry, RemoteSlot};
 use crate::registry::{
-    normalize_task_queue, Address, Fairness, NodeFilter, Registry, Reservation, Tally, Tiers, Wait,
+    normalize_task_queue, Address, Fairness, Grant, NodeFilter, Registry, Reservation, Tally,
+    Tiers, Wait,
 };
 use lintel_client::trace::{TraceParent, TRACEPARENT};
 use lintel_client::DispatchOptions;
@@ -58,13 +61,6 @@ pub(crate) enum Scope {
     Local,
 }
 
-/// Where a dispatch was placed.
-enum Placed {
-    Local(Reservation),
-    /// A charge against a peer, and the routing the relay carries.
-    Remote(RemoteSlot, NodeRouting),
-}
-
 /// Most workers one dispatch tries whose links turn out closed before it gives up as lost.
 const MAX_CLOSED_LINKS: usize = 8;
 
@@ -85,6 +81,9 @@ pub struct Dispatcher {
     settings: Arc<Settings>,
     /// Itself, for relays that place their dispatch again.
     me: Weak<Dispatcher>,
+    /// The latest mesh epoch a waiter woke at to grant relays to every waiter: one pass per
+    /// change, not one per waiter.
+    relays_served: AtomicU64,
 }
 
 /// How a dispatch handed to [`Dispatcher::start`] goes on.
@@ -118,6 +117,33 @@ pub(crate) struct Waiting {
     scope: Scope,
 }
 
+impl Waiting {
+    /// `flight` queued by `wait` until `deadline`, with owned copies of what it pushes; its
+    /// `done` is left for the source that watches its reply deadline to take.
+    fn new(
+        flight: Arc<Flight>,
+        (request, extras): (&RequestRef<'_>, &ExtrasRef<'_>),
+        options: &Options<'_>,
+        (wait, deadline): (Box<Wait>, Instant),
+        (changes, scope): (Option<u64>, Scope),
+    ) -> Box<Self> {
+        let cancelled = flight.watch_cancel();
+        Box::new(Self {
+            flight,
+            request: request.clone().into_owned(),
+            extras: extras.reborrow().into_owned(),
+            routing: options.routing.clone().into_owned(),
+            fairness: options.fairness.into_owned(),
+            wait,
+            deadline,
+            cancelled,
+            done: None,
+            changes,
+            scope,
+        })
+    }
+}
+
 impl Dispatcher {
     /// A dispatcher over `registry` alone, with no peers.
     pub fn new(registry: Arc<Registry>, limits: DispatchLimits) -> Arc<Self> {
@@ -143,6 +169,7 @@ impl Dispatcher {
             activity: Arc::default(),
             settings: Settings::new(limits.max_name_len),
             me: me.clone(),
+            relays_served: AtomicU64::new(0),
         })
     }
 
@@ -358,32 +385,21 @@ impl Dispatcher {
                         flight.finish(self.missed(census, options.fairness.key).view());
                         return Started::Ended;
                     }
-                    Some(deadline) => {
-                        match self.registry.select_or_wait(
-                            address,
-                            &options.routing,
-                            &options.fairness,
-                        ) {
-                            Ok(reservation) => Placed::Local(reservation),
-                            Err(wait) => {
-                                let cancelled = flight.watch_cancel();
-                                let done = Some(flight.done_signal());
-                                return Started::Waiting(Box::new(Waiting {
-                                    flight,
-                                    request: request.clone().into_owned(),
-                                    extras: extras.reborrow().into_owned(),
-                                    routing: options.routing.clone().into_owned(),
-                                    fairness: options.fairness.into_owned(),
-                                    wait,
-                                    deadline,
-                                    cancelled,
-                                    done,
-                                    changes: changes.take(),
-                                    scope,
-                                }));
-                            }
+                    Some(deadline) => match self.select_or_wait(address, options, scope) {
+                        Ok(reservation) => Grant::Local(reservation),
+                        Err(wait) => {
+                            let lent = (request, extras);
+                            let mut waiting = Waiting::new(
+                                flight,
+                                lent,
+                                options,
+                                (wait, deadline),
+                                (changes.take(), scope),
+                            );
+                            waiting.done = Some(waiting.flight.done_signal());
+                            return Started::Waiting(waiting);
                         }
-                    }
+                    },
                 },
             };
             let attempt = Attempt {
@@ -425,7 +441,7 @@ impl Dispatcher {
         address: Address<'_>,
         options: &Options<'_>,
         attempt: Attempt,
-    ) -> Option<Placed> {
+    ) -> Option<Grant> {
         if attempt.number > super::relayed::MAX_RELAY_ATTEMPTS {
             return None;
         }
@@ -440,14 +456,17 @@ impl Dispatcher {
         address: Address<'_>,
         options: &Options<'_>,
         scope: Scope,
-    ) -> Result<Placed, Census3> {
+    ) -> Result<Grant, Census3> {
         let (routing, fairness) = (&options.routing, &options.fairness);
         if scope == Scope::Local || self.mesh.is_empty() {
             return self
                 .registry
                 .select(address, routing, fairness)
-                .map(Placed::Local);
+                .map(Grant::Local);
         }
+        // Relays go to the waiters here first, in their order: a new dispatch takes what they
+        // leave.
+        self.registry.serve_elsewhere(&*self.mesh);
         for filter in Tiers::new(routing, address.node).iter() {
             if self.placement == Placement::Weighted {
                 let local = self.registry.free_slots(address, filter);
@@ -460,7 +479,7 @@ impl Dispatcher {
                 }
             }
             if let Some(reservation) = self.registry.select_tier(address, filter, fairness) {
-                return Ok(Placed::Local(reservation));
+                return Ok(Grant::Local(reservation));
             }
             if let Some(placed) = self.reserve_remote(address, filter) {
                 return Ok(placed);
@@ -469,17 +488,35 @@ impl Dispatcher {
         Err(self.census(address, routing, scope))
     }
 
-    fn reserve_remote(&self, address: Address<'_>, filter: NodeFilter<'_>) -> Option<Placed> {
-        let slot = self.mesh.reserve(address, filter)?;
-        let routing = slot.routing(filter);
-        Some(Placed::Remote(slot, routing))
+    fn reserve_remote(&self, address: Address<'_>, filter: NodeFilter<'_>) -> Option<Grant> {
+        let (slot, routing) = self.mesh.reserve(address, filter)?;
+        Some(Grant::Remote(slot, routing))
     }
 
-    /// A usable remote slot in any tier, for a dispatch waiting on this node.
-    fn remote_any_tier(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> Option<Placed> {
-        Tiers::new(routing, address.node)
-            .iter()
-            .find_map(|filter| self.reserve_remote(address, filter))
+    /// Queues a dispatch that found no slot, unless a local one freed meanwhile; one that may
+    /// be relayed waits for a relay as well.
+    fn select_or_wait(
+        &self,
+        address: Address<'_>,
+        options: &Options<'_>,
+        scope: Scope,
+    ) -> Result<Reservation, Box<Wait>> {
+        let (routing, fairness) = (&options.routing, &options.fairness);
+        match scope {
+            Scope::Cluster => self
+                .registry
+                .select_or_wait_relayable(address, routing, fairness),
+            Scope::Local => self.registry.select_or_wait(address, routing, fairness),
+        }
+    }
+
+    /// Grants the relays usable now to the waiters that may be relayed, in their order, once
+    /// per mesh change at `epoch`: the first waiter to wake for it runs the pass, unless
+    /// `fresh` (queued since its last look, so an earlier pass did not see it).
+    fn serve_relays(&self, epoch: u64, fresh: bool) {
+        if fresh || self.relays_served.fetch_max(epoch, Ordering::AcqRel) < epoch {
+            self.registry.serve_elsewhere(&*self.mesh);
+        }
     }
 
     /// The outcome of a dispatch that found no slot it may take: refused when its fairness
@@ -538,7 +575,7 @@ impl Dispatcher {
         } = *waiting;
         let (request, extras) = (request.view(), extras.view());
         let options = Options::placing(routing.view(), fairness.view());
-        let mut next: Result<Placed, Box<Wait>> = Err(wait);
+        let mut next: Result<Grant, Box<Wait>> = Err(wait);
         for _ in 0..MAX_CLOSED_LINKS {
             let placed = match next {
                 Ok(placed) => placed,
@@ -582,17 +619,17 @@ impl Dispatcher {
             next = match self.place(address, &options, scope) {
                 Ok(placed) => Ok(placed),
                 Err(_) => self
-                    .registry
-                    .select_or_wait(address, &options.routing, &options.fairness)
-                    .map(Placed::Local),
+                    .select_or_wait(address, &options, scope)
+                    .map(Grant::Local),
             };
         }
         self.give_up_on_closed_links(&flight);
         None
     }
 
-    /// Waits in the queue for a local slot, or for a remote one to be announced, until the
-    /// deadline; `None` once the dispatch ended here (cancelled, draining, nobody left).
+    /// Waits in the queue for a local slot, or for a relay in its turn, until the deadline;
+    /// `None` once the dispatch ended here (cancelled, draining, nobody left). Each mesh change
+    /// wakes it to make sure a pass grants the relays it made usable.
     #[allow(clippy::too_many_arguments)]
     async fn await_slot(
         &self,
@@ -603,8 +640,9 @@ impl Dispatcher {
         cancelled: &mut oneshot::Receiver<()>,
         mut changes: Option<&mut u64>,
         scope: Scope,
-    ) -> Option<Placed> {
+    ) -> Option<Grant> {
         let routing = &options.routing;
+        let mut fresh = true;
         loop {
             let changed = async {
                 match changes.as_deref_mut() {
@@ -629,7 +667,7 @@ impl Dispatcher {
                     return None;
                 }
                 granted = wait.granted() => match granted {
-                    Some(reservation) => return Some(Placed::Local(reservation)),
+                    Some(grant) => return Some(grant),
                     None => {
                         let census = self.census(address, routing, scope);
                         flight.finish(DispatchResult::NoWorker3(census));
@@ -637,17 +675,12 @@ impl Dispatcher {
                     }
                 },
                 () = changed => {
-                    if let Some(remote) = self.remote_any_tier(address, routing) {
-                        // A local slot granted meanwhile wins; the remote charge is taken back.
-                        return Some(match wait.give_up() {
-                            Ok(reservation) => Placed::Local(reservation),
-                            Err(_) => remote,
-                        });
-                    }
+                    let epoch = changes.as_deref().copied().unwrap_or_default();
+                    self.serve_relays(epoch, std::mem::take(&mut fresh));
                 }
                 () = tokio::time::sleep_until(deadline) => match wait.give_up_counting() {
-                    // A slot freed before the wait ran out is this waiter's.
-                    Ok(reservation) => return Some(Placed::Local(reservation)),
+                    // A slot or relay granted before the wait ran out is this waiter's.
+                    Ok(grant) => return Some(grant),
                     Err(tally) => {
                         let census = self.with_remote(tally, address, routing, scope);
                         flight.finish(self.missed(census, options.fairness.key).view());
@@ -684,13 +717,13 @@ impl Dispatcher {
         flight: &Arc<Flight>,
         request: &RequestRef<'_>,
         extras: &ExtrasRef<'_>,
-        placed: Placed,
+        placed: Grant,
         options: &Options<'_>,
         attempt: Attempt,
     ) -> Sent {
         match placed {
-            Placed::Local(reservation) => self.push(flight, request, extras, reservation),
-            Placed::Remote(slot, peer_routing) => {
+            Grant::Local(reservation) => self.push(flight, request, extras, reservation),
+            Grant::Remote(slot, peer_routing) => {
                 let routings = (&peer_routing, options);
                 self.relay(flight, request, extras, slot, routings, attempt)
             }
@@ -861,25 +894,16 @@ impl PlaceAgain for Dispatcher {
                     else {
                         break;
                     };
-                    match self
-                        .registry
-                        .select_or_wait(address, &options.routing, &options.fairness)
-                    {
-                        Ok(reservation) => Placed::Local(reservation),
+                    match self.select_or_wait(address, options, Scope::Cluster) {
+                        Ok(reservation) => Grant::Local(reservation),
                         Err(wait) => {
-                            let waiting = Box::new(Waiting {
-                                flight: Arc::clone(flight),
-                                request: request.clone().into_owned(),
-                                extras: extras.reborrow().into_owned(),
-                                routing: options.routing.clone().into_owned(),
-                                fairness: options.fairness.into_owned(),
-                                wait,
-                                deadline,
-                                cancelled: flight.watch_cancel(),
-                                done: None,
-                                changes: Some(changes),
-                                scope: Scope::Cluster,
-                            });
+                            let waiting = Waiting::new(
+                                Arc::clone(flight),
+                                (request, extras),
+                                options,
+                                (wait, deadline),
+                                (Some(changes), Scope::Cluster),
+                            );
                             if let Some(me) = self.me.upgrade() {
                                 // The source still watches the reply deadline of the first
                                 // relay; this task only waits and places.

@@ -17,8 +17,7 @@ use tokio::sync::oneshot;
 use super::activity::Active;
 use super::caller::Caller;
 use super::counters::DispatchCounters;
-use crate::cluster::RemoteSlot;
-use crate::link::{End, Entry, PeerLink, Release, ToWorker, Unanswered, WorkerLink};
+use crate::link::{End, Entry, PeerLink, Release, RemoteSlot, ToWorker, Unanswered, WorkerLink};
 use crate::registry::{Reservation, WorkerId};
 
 /// What a flight holds while it runs: a local worker's slot or a charge against a peer.

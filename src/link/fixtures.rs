@@ -53,10 +53,10 @@ pub(super) fn request() -> DispatchRequest {
 }
 
 /// What reaches the other end of a link's socket.
-pub(super) type Peer = FramedRead<TcpStream, FrameCodec>;
+pub(crate) type Peer = FramedRead<TcpStream, FrameCodec>;
 
 /// An outbound queue on a loopback socket, and the frames that reach the other end.
-pub(super) async fn outbound() -> (Outbound, Peer) {
+pub(crate) async fn outbound() -> (Outbound, Peer) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());

@@ -3,16 +3,19 @@
 //!
 //! Both are a [`Link`]: an outbound queue plus one table of what was sent without an answer,
 //! where whichever of the answer, the dispatch's own end (deadline, cancel) and the link's
-//! close takes an entry first wins. A [`Kind`] is what one sort of link adds.
+//! close takes an entry first wins. A [`Kind`] is what one sort of link adds. A [`RemoteSlot`] is
+//! a relay charged against a peer's announced capacity until the relay ends.
 
+mod charge;
 mod fate;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod pair;
 mod peer;
 mod table;
 mod worker;
 
+pub use charge::{Charge, RemoteSlot};
 pub use fate::{End, PushError, ReplyFate};
 pub use pair::{Linked, Pair, Retention};
 pub use peer::{PeerLink, RelayEntry, ToPeer};

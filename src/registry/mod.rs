@@ -23,7 +23,8 @@ pub use admission::{
     Registration, DEFAULT_TASK_QUEUE,
 };
 pub use fairness::{Fairness, FairnessPolicy, FairnessRef};
-pub use pools::{RegistrationGuard, Registry, Reservation, Wait};
+pub(crate) use pools::Elsewhere;
+pub use pools::{Grant, RegistrationGuard, Registry, Reservation, Wait};
 pub(crate) use presence::{merge as merge_groups, same_pair};
 pub use selection::Address;
 pub(crate) use selection::{Bucketed, NodeFilter, Tally, Tiers};

@@ -6,9 +6,11 @@
 //! eligible (a registration, a freed slot, more capacity, a restored worker) serves queued
 //! waiters in the same critical section, and a waiter that gives up leaves the queue and takes
 //! its census in one too, so no wake is lost and a census agrees with the decision it explains.
+//! Relays to peers are granted to the waiters that may be relayed in the same order, one pass
+//! at a time under the lock ([`Registry::serve_elsewhere`]); a local slot never waits for one.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -34,7 +36,7 @@ use super::waiters::{Grantee, Grants, Seat, WaitKey, Waiter, Waiters, Wants};
 use super::worker::{Exclusion, WorkerCell, WorkerId};
 use crate::events::Events;
 use crate::idmap::{IdMap, KeyedMap};
-use crate::link::WorkerLink;
+use crate::link::{RemoteSlot, WorkerLink};
 use crate::signal::Signal;
 
 #[derive(Debug, Default)]
@@ -50,7 +52,7 @@ struct State {
     /// namespace -> task queue -> pool; nested so look-ups borrow `&str`.
     pools: KeyedMap<String, KeyedMap<String, Pool>>,
     departures: Departures,
-    waiters: Waiters<Reservation>,
+    waiters: Waiters<Grant>,
     /// Caps and weights of the listed fairness keys, and what was served by key.
     keys: Keys,
     /// Worker by (deployment, instance id), for the workers that stated an instance id.
@@ -77,6 +79,8 @@ pub struct Registry {
     /// Touched when a worker joins, leaves, changes capacity or exclusion, or its free slots
     /// go between zero and some: what a peer must hear of at once.
     crossings: Signal,
+    /// Waiters a relay may serve, as of the last change to the queue: read without the lock.
+    relayable: AtomicUsize,
 }
 
 impl Registry {
@@ -118,6 +122,7 @@ impl Registry {
             changes: Signal::default(),
             events: Events::default(),
             crossings: Signal::default(),
+            relayable: AtomicUsize::new(0),
         })
     }
 
@@ -309,7 +314,8 @@ impl Registry {
     }
 
     /// As [`Registry::select`], but on a miss queues the caller in the same critical section,
-    /// behind earlier waiters of its address, priority and key (the order is `waiters`').
+    /// behind earlier waiters of its address, priority and key (the order is `waiters`'), for
+    /// a slot on a worker here.
     ///
     /// # Errors
     /// The [`Wait`] that a freed or new slot is granted to.
@@ -318,6 +324,30 @@ impl Registry {
         address: Address<'_>,
         routing: &RoutingRef<'_>,
         fairness: &FairnessRef<'_>,
+    ) -> Result<Reservation, Box<Wait>> {
+        self.queue(address, routing, fairness, false)
+    }
+
+    /// As [`Registry::select_or_wait`], for a dispatch that a relay to a peer may serve as
+    /// well: [`Registry::serve_elsewhere`] grants it one in its turn.
+    ///
+    /// # Errors
+    /// The [`Wait`] that a freed or new slot, or a relay, is granted to.
+    pub(crate) fn select_or_wait_relayable(
+        self: &Arc<Self>,
+        address: Address<'_>,
+        routing: &RoutingRef<'_>,
+        fairness: &FairnessRef<'_>,
+    ) -> Result<Reservation, Box<Wait>> {
+        self.queue(address, routing, fairness, true)
+    }
+
+    fn queue(
+        self: &Arc<Self>,
+        address: Address<'_>,
+        routing: &RoutingRef<'_>,
+        fairness: &FairnessRef<'_>,
+        relay: bool,
     ) -> Result<Reservation, Box<Wait>> {
         let tiers = Tiers::new(routing, address.node);
         let mut state = self.lock();
@@ -333,6 +363,7 @@ impl Registry {
             node: address.node.map(str::to_owned),
             needs_version: address.needs_version,
             deployment: address.deployment.map(str::to_owned),
+            relay,
         };
         let fairness = state.keys.weighed(*fairness);
         let (seat, granted) = state.waiters.push(
@@ -342,6 +373,7 @@ impl Registry {
             wants,
             Instant::now(),
         );
+        self.counted(&state);
         self.changes.touch();
         Err(Box::new(Wait {
             registry: Arc::clone(self),
@@ -349,6 +381,32 @@ impl Registry {
             granted,
             queued: true,
         }))
+    }
+
+    /// Grants relays that `elsewhere` charges to the waiters a relay may serve, one at a time,
+    /// each to the waiter that ranks first, until no waiter left can take one. Cheap while no
+    /// such waiter queues.
+    pub(crate) fn serve_elsewhere(&self, elsewhere: &impl Elsewhere) {
+        if self.relayable.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut state = self.lock();
+        let State { waiters, keys, .. } = &mut *state;
+        let served = waiters.serve(&mut Relays {
+            elsewhere,
+            keys,
+            missed: Vec::new(),
+        });
+        if served > 0 {
+            self.counted(&state);
+            self.changes.touch();
+        }
+    }
+
+    /// Publishes how many waiters a relay may serve, under the caller's lock.
+    fn counted(&self, state: &State) {
+        self.relayable
+            .store(state.waiters.relayable(), Ordering::Release);
     }
 
     /// What the registry knows about `address` under `routing`'s widest tier.
@@ -577,12 +635,15 @@ impl Registry {
         if state.waiters.len() == 0 || !worker.has_free_slot() {
             return;
         }
-        let State { waiters, keys, .. } = state;
-        waiters.serve(&mut FreeSlots {
+        let State { waiters, keys, .. } = &mut *state;
+        let served = waiters.serve(&mut FreeSlots {
             registry: self,
             worker,
             keys,
         });
+        if served > 0 {
+            self.counted(state);
+        }
     }
 
     /// Serves the waiters of `key`, whose cap just gave a slot back, from every worker with a
@@ -706,6 +767,7 @@ impl Registry {
     fn leave(&self, seat: &Seat) -> Option<Tally> {
         let mut state = self.lock();
         let waiter = state.waiters.remove(seat)?;
+        self.counted(&state);
         let filter = Tiers::new(&waiter.routing.view(), waiter.wants.node.as_deref()).last;
         let address = key_address(&seat.key, &waiter.wants);
         Some(census_of(&state, address, filter))
@@ -923,7 +985,7 @@ struct FreeSlots<'a> {
     keys: &'a mut Keys,
 }
 
-impl Grants<Reservation> for FreeSlots<'_> {
+impl Grants<Grant> for FreeSlots<'_> {
     fn wants(&self, key: &WaitKey) -> bool {
         self.worker
             .serves(&key.namespace, &key.task_queue, &key.activity_type)
@@ -937,7 +999,7 @@ impl Grants<Reservation> for FreeSlots<'_> {
         self.keys.room(lane).is_err()
     }
 
-    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Reservation>) -> Option<Reservation> {
+    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Grant>) -> Option<Grant> {
         let wants = &waiter.wants;
         let tiers = Tiers::new(&waiter.routing.view(), wants.node.as_deref());
         let wanted = self.worker.link.version() >= wants.needs_version
@@ -952,24 +1014,103 @@ impl Grants<Reservation> for FreeSlots<'_> {
             key: to.lane,
             weight: DEFAULT_WEIGHT,
         };
-        Some(
-            self.registry
-                .take_slot(self.keys, Arc::clone(self.worker), &fairness, capped),
-        )
+        let worker = Arc::clone(self.worker);
+        let reservation = self
+            .registry
+            .take_slot(self.keys, worker, &fairness, capped);
+        Some(Grant::Local(reservation))
     }
 
-    fn returned(&mut self, unclaimed: Reservation) {
-        // Its waiter left between being offered and taking it: undo under this lock.
-        if let Some(held) = unclaimed.disarm() {
-            let _ = held
-                .worker
-                .in_flight
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-            if let Some(at) = held.capped {
-                let _ = self.keys.gave_back(at);
+    fn returned(&mut self, unclaimed: Grant) {
+        take_back(self.keys, unclaimed);
+    }
+}
+
+/// Relays a waiter may take instead of a slot here: the cluster's remote half of placement.
+pub(crate) trait Elsewhere {
+    /// A relay charged for a dispatch to `address` routed by `routing`, with the routing it
+    /// carries; `None` when no peer has a slot it may use.
+    fn relay_slot(
+        &self,
+        address: Address<'_>,
+        routing: &RoutingRef<'_>,
+    ) -> Option<(RemoteSlot, NodeRouting)>;
+}
+
+/// Relays charged by an [`Elsewhere`], handed to waiters under the registry's lock.
+struct Relays<'a, E> {
+    elsewhere: &'a E,
+    keys: &'a mut Keys,
+    /// What found no relay in this pass (address, wants, routing): their like are passed by.
+    missed: Vec<(WaitKey, Wants, NodeRouting)>,
+}
+
+impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
+    fn wants(&self, _: &WaitKey) -> bool {
+        true
+    }
+
+    fn more(&mut self) -> bool {
+        true
+    }
+
+    fn blocked(&mut self, _: &str) -> bool {
+        // A key's cap holds on the node whose workers run it, which the relay carries it to.
+        false
+    }
+
+    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Grant>) -> Option<Grant> {
+        let (wants, routing) = (&waiter.wants, &waiter.routing);
+        let missed = |(key, was, how): &(WaitKey, Wants, NodeRouting)| {
+            key == to.key && was == wants && how == routing
+        };
+        if !wants.relay || self.missed.iter().any(missed) {
+            return None;
+        }
+        let address = key_address(to.key, wants);
+        match self.elsewhere.relay_slot(address, &routing.view()) {
+            Some((slot, routing)) => Some(Grant::Remote(slot, routing)),
+            None => {
+                // Nothing frees within a pass: a relay taken back touches the mesh, which
+                // runs another.
+                self.missed
+                    .push((to.key.clone(), wants.clone(), routing.clone()));
+                None
             }
         }
     }
+
+    fn returned(&mut self, unclaimed: Grant) {
+        take_back(self.keys, unclaimed);
+    }
+}
+
+/// Takes back a grant whose waiter left between being offered it and taking it, under the
+/// registry's lock: a local slot is undone here (freeing it would take the lock again), a
+/// relay's charge goes back as it drops.
+fn take_back(keys: &mut Keys, unclaimed: Grant) {
+    let Grant::Local(reservation) = unclaimed else {
+        return;
+    };
+    if let Some(held) = reservation.disarm() {
+        let _ = held
+            .worker
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if let Some(at) = held.capped {
+            let _ = keys.gave_back(at);
+        }
+    }
+}
+
+/// Where a dispatch was placed, or what a waiter was granted: a slot on a worker here, or a
+/// relay charged to a peer with the routing it carries. Dropping it gives the slot back.
+#[derive(Debug)]
+pub enum Grant {
+    /// A slot reserved on a worker of this node.
+    Local(Reservation),
+    /// A relay charged to a peer, and the routing the relay carries.
+    Remote(RemoteSlot, NodeRouting),
 }
 
 /// A dispatch queued for a worker at one address. Dropping it leaves the queue.
@@ -977,14 +1118,14 @@ impl Grants<Reservation> for FreeSlots<'_> {
 pub struct Wait {
     registry: Arc<Registry>,
     seat: Seat,
-    granted: oneshot::Receiver<Reservation>,
+    granted: oneshot::Receiver<Grant>,
     queued: bool,
 }
 
 impl Wait {
     /// Resolves with the slot granted to this waiter. Cancel-safe: a grant that arrives while
     /// nobody polls stays for [`Wait::give_up`] or the next call.
-    pub async fn granted(&mut self) -> Option<Reservation> {
+    pub async fn granted(&mut self) -> Option<Grant> {
         let granted = (&mut self.granted).await.ok();
         self.queued = false;
         granted
@@ -995,12 +1136,12 @@ impl Wait {
     ///
     /// # Errors
     /// The [`Census3`] when no slot was granted.
-    pub fn give_up(self) -> Result<Reservation, Census3> {
+    pub fn give_up(self) -> Result<Grant, Census3> {
         self.give_up_counting().map_err(Tally::finish)
     }
 
     /// As [`Wait::give_up`], the census still open for a peer's workers to be counted in.
-    pub(crate) fn give_up_counting(mut self) -> Result<Reservation, Tally> {
+    pub(crate) fn give_up_counting(mut self) -> Result<Grant, Tally> {
         if self.queued {
             self.queued = false;
             if let Some(tally) = self.registry.leave(&self.seat) {
@@ -1008,7 +1149,7 @@ impl Wait {
             }
         }
         match self.granted.try_recv() {
-            Ok(reservation) => Ok(reservation),
+            Ok(grant) => Ok(grant),
             // Not reachable while the registry lives: a waiter leaves the queue only here or
             // when granted. Report what the registry knows now.
             Err(_) => Err(self.registry.tally(
@@ -1025,5 +1166,131 @@ impl Drop for Wait {
             let _ = self.registry.leave(&self.seat);
         }
         // A grant still in `granted` drops with it, freeing its slot outside the lock.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU32;
+
+    use lintel_wire::NodeRouting;
+
+    use super::*;
+    use crate::link::{Charge, PeerLink};
+
+    /// A peer with `free` slots, charging every relay to one counter.
+    struct Peer {
+        link: PeerLink,
+        charged: Arc<AtomicU32>,
+        free: u32,
+        changes: Arc<Signal>,
+    }
+
+    impl Peer {
+        async fn with(free: u32) -> Self {
+            // Nothing is written: a relay charged is never sent here.
+            let (outbound, _peer) = crate::link::fixtures::outbound().await;
+            let numbering = Arc::new(AtomicU64::new(0));
+            Self {
+                link: PeerLink::new("peer".into(), 3, outbound, numbering),
+                charged: Arc::default(),
+                free,
+                changes: Arc::default(),
+            }
+        }
+
+        fn charged(&self) -> u32 {
+            self.charged.load(Ordering::Acquire)
+        }
+    }
+
+    impl Elsewhere for Peer {
+        fn relay_slot(
+            &self,
+            _: Address<'_>,
+            _: &RoutingRef<'_>,
+        ) -> Option<(RemoteSlot, NodeRouting)> {
+            if self.charged() >= self.free {
+                return None;
+            }
+            let charge = Charge::new(&self.charged, None);
+            let slot = RemoteSlot::new(self.link.clone(), charge, Arc::clone(&self.changes));
+            Some((slot, NodeRouting::Any))
+        }
+    }
+
+    const ADDRESS: Address<'static> = Address {
+        namespace: "ns",
+        task_queue: "default",
+        activity_type: "act",
+        node: None,
+        needs_version: 1,
+        deployment: None,
+    };
+
+    fn queue(registry: &Arc<Registry>, priority: u8, relayable: bool) -> Box<Wait> {
+        let fairness = FairnessRef {
+            priority,
+            ..FairnessRef::default()
+        };
+        let routing = NodeRouting::Any.view();
+        let queued = if relayable {
+            registry.select_or_wait_relayable(ADDRESS, &routing, &fairness)
+        } else {
+            registry.select_or_wait(ADDRESS, &routing, &fairness)
+        };
+        queued.expect_err("no worker here")
+    }
+
+    /// The relay granted to `wait` by now, if any; dropping it gives it back.
+    fn relay(wait: &mut Wait) -> Option<Grant> {
+        let grant = wait.granted.try_recv().ok()?;
+        assert!(matches!(grant, Grant::Remote(..)), "no worker here");
+        Some(grant)
+    }
+
+    #[tokio::test]
+    async fn relays_go_to_the_waiters_that_may_be_relayed_in_their_order() {
+        let registry = Registry::new(AdmissionLimits::default());
+        let peer = Peer::with(1).await;
+        let mut local_only = queue(&registry, 1, false);
+        let mut later = queue(&registry, 3, true);
+        let mut urgent = queue(&registry, 1, true);
+        registry.serve_elsewhere(&peer);
+        let first = relay(&mut urgent).expect("the first in rank takes the relay");
+        assert!(relay(&mut later).is_none() && relay(&mut local_only).is_none());
+        assert_eq!((peer.charged(), registry.waiting()), (1, 2));
+        let peer = Peer { free: 2, ..peer };
+        registry.serve_elsewhere(&peer);
+        let second = relay(&mut later).expect("the next in rank");
+        assert!(
+            relay(&mut local_only).is_none(),
+            "it waits for a worker here"
+        );
+        assert_eq!((peer.charged(), registry.waiting()), (2, 1));
+        drop((first, second));
+        assert_eq!(peer.charged(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_relay_granted_to_a_waiter_that_goes_is_taken_back_once() {
+        let registry = Registry::new(AdmissionLimits::default());
+        let peer = Peer::with(1).await;
+        let gone = queue(&registry, 3, true);
+        let mut next = queue(&registry, 3, true);
+        registry.serve_elsewhere(&peer);
+        assert_eq!(peer.charged(), 1, "granted to the first, in transit");
+        let seen = peer.changes.epoch();
+        drop(gone);
+        assert_eq!(peer.charged(), 0, "the waiter's going took the relay back");
+        assert!(
+            peer.changes.epoch() > seen,
+            "and told the mesh, for another pass"
+        );
+        registry.serve_elsewhere(&peer);
+        let granted = relay(&mut next).expect("the relay given back goes to the next");
+        assert_eq!((peer.charged(), registry.waiting()), (1, 0));
+        drop((granted, next));
+        assert_eq!(peer.charged(), 0, "taken back once");
     }
 }

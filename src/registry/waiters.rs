@@ -56,7 +56,7 @@ pub(super) struct Waiter<T> {
 
 /// What a waiter's worker must be besides serving its address: on its pinned node, able to
 /// carry its request, of its required deployment.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Wants {
     /// The request's own node pin.
     pub(super) node: Option<String>,
@@ -64,6 +64,8 @@ pub(super) struct Wants {
     pub(super) needs_version: u16,
     /// The deployment its worker must be registered with.
     pub(super) deployment: Option<String>,
+    /// Whether a relay to a peer may serve it instead of a worker here.
+    pub(super) relay: bool,
 }
 
 /// What a waiter is offered a grant as: its address, priority and fairness key.
@@ -94,6 +96,8 @@ pub(super) struct Waiters<T> {
     queues: HashMap<WaitKey, Queue<T>>,
     next_id: u64,
     count: usize,
+    /// Waiters a relay may serve.
+    relayable: usize,
     aging: Duration,
 }
 
@@ -134,6 +138,7 @@ impl<T> Waiters<T> {
             queues: HashMap::new(),
             next_id: 0,
             count: 0,
+            relayable: 0,
             aging,
         }
     }
@@ -150,6 +155,7 @@ impl<T> Waiters<T> {
     ) -> (Seat, oneshot::Receiver<T>) {
         self.next_id += 1;
         let id = self.next_id;
+        self.relayable += usize::from(wants.relay);
         let (grant, granted) = oneshot::channel();
         let waiter = Waiter {
             id,
@@ -186,6 +192,7 @@ impl<T> Waiters<T> {
         }
         queue.count -= 1;
         self.count -= 1;
+        self.relayable -= usize::from(waiter.wants.relay);
         if queue.count == 0 {
             self.queues.remove(&seat.key);
         }
@@ -195,6 +202,11 @@ impl<T> Waiters<T> {
     /// Waiters queued anywhere.
     pub(super) fn len(&self) -> usize {
         self.count
+    }
+
+    /// Waiters queued anywhere that a relay may serve.
+    pub(super) fn relayable(&self) -> usize {
+        self.relayable
     }
 
     /// Queue lengths by address.
@@ -229,8 +241,8 @@ impl<T> Waiters<T> {
     }
 
     /// Hands out what `grants` has to give, one grant at a time, each to the waiter that ranks
-    /// first among the queues `grants` wants (see the module's doc).
-    pub(super) fn serve(&mut self, grants: &mut impl Grants<T>) {
+    /// first among the queues `grants` wants (see the module's doc); returns how many it gave.
+    pub(super) fn serve(&mut self, grants: &mut impl Grants<T>) -> usize {
         let aging = self.aging;
         let mut queues: Vec<(&WaitKey, &mut Queue<T>)> = self
             .queues
@@ -239,7 +251,7 @@ impl<T> Waiters<T> {
             .collect();
         // Levels found with nothing this giver can use, by (queue, priority).
         let mut passed: Vec<(usize, u8)> = Vec::new();
-        let mut served = 0;
+        let (mut served, mut relayed) = (0, 0);
         while grants.more() {
             let best = queues
                 .iter()
@@ -262,14 +274,17 @@ impl<T> Waiters<T> {
                 continue;
             };
             served += 1;
+            relayed += usize::from(granted.relay);
             if let Err(grant) = granted.grant.send(granted.payload) {
                 grants.returned(grant);
             }
         }
         if served > 0 {
             self.count -= served;
+            self.relayable -= relayed;
             self.queues.retain(|_, queue| queue.count > 0);
         }
+        served
     }
 }
 
@@ -277,6 +292,8 @@ impl<T> Waiters<T> {
 struct Granted<T> {
     grant: oneshot::Sender<T>,
     payload: T,
+    /// Whether a relay could have served the waiter.
+    relay: bool,
 }
 
 /// How a level ranks for the next grant: lowest first. With aging, by the oldest waiter's
@@ -432,6 +449,7 @@ impl<T> Level<T> {
         Some(Granted {
             grant: waiter.grant,
             payload,
+            relay: waiter.wants.relay,
         })
     }
 }

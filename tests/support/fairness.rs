@@ -111,3 +111,26 @@ pub async fn wait_fairness(node: &TestNode, what: &str, holds: impl Fn(&Fairness
     })
     .await;
 }
+
+/// Asserts that the ten dispatches `b:0` to `b:9` queued behind another key's completed first
+/// come first served, the last within 25 completions after the `mark`-th: first come first
+/// served across keys would have put them after every earlier waiter.
+pub fn assert_b_served_within_25(completed: &[String], mark: usize) {
+    let last_b = completed
+        .iter()
+        .rposition(|input| input.starts_with("b:"))
+        .expect("b completed");
+    assert!(
+        last_b < mark + 25,
+        "the last b was completion {} after they queued: {:?}",
+        last_b + 1 - mark,
+        completed.get(mark..)
+    );
+    let order: Vec<&String> = completed.iter().filter(|i| i.starts_with("b:")).collect();
+    let expected: Vec<String> = (0..10).map(|i| format!("b:{i}")).collect();
+    assert_eq!(
+        order,
+        expected.iter().collect::<Vec<_>>(),
+        "first come first served within b"
+    );
+}

@@ -49,7 +49,9 @@ pub use dispatch::{
     count, counts, dispatch, no_worker, outcome_of, parked, poll_once, served_by, spawn_dispatch,
 };
 #[allow(unused_imports)]
-pub use fairness::{count_with, logging_worker, wait_fairness, waiting, Log, TASK};
+pub use fairness::{
+    assert_b_served_within_25, count_with, logging_worker, wait_fairness, waiting, Log, TASK,
+};
 #[allow(unused_imports)]
 pub use frames::{
     hello, hello_at, on_node, plain, register, registration, reply_frame, request, request_in,
