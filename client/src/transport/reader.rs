@@ -309,23 +309,24 @@ impl FrameReader {
     }
 
     /// Lends the frame [`FrameReader::poll_ready`] found.
+    #[inline(always)]
     fn lend(&mut self, ready: Ready) -> Option<Result<FrameRef<'_>, CodecError>> {
         let decoded = match ready {
             Ready::End => return None,
             Ready::Buffered(total) => {
                 self.lent = total;
                 let body = self.buf.get(LENGTH_PREFIX_LEN..total).unwrap_or_default();
-                decode_body_ref(body, None, &mut self.cold)
+                decode_body_ref::<CodecError>(body, None, &mut self.cold)
             }
             Ready::Large => {
                 let body = self.large.as_ref()?;
-                decode_body_ref(body, Some(body), &mut self.cold)
+                decode_body_ref::<CodecError>(body, Some(body), &mut self.cold)
             }
         };
         if decoded.is_err() {
             self.done = true;
         }
-        Some(decoded.map_err(CodecError::Decode))
+        Some(decoded)
     }
 }
 
