@@ -3,6 +3,7 @@
 //! as (hot bodies as views of the read buffer).
 
 use crate::cursor::{PayloadRef, Read, Reader};
+use crate::error::DecodeError;
 use crate::frame::{Frame, FrameKind};
 use crate::hot::{
     Body, OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
@@ -57,25 +58,38 @@ from_view!(
 );
 
 impl<'a> FrameRef<'a> {
-    /// Reads the rest of a body of `kind`, whose kind `input` has read: `None` for a kind
-    /// that is not hot.
+    /// Reads the rest of a body of `kind`, whose kind `input` has read, requiring every byte
+    /// be used; a kind that is not hot is `cold`'s to read. Each arm builds the frame where it
+    /// is returned: a frame is a few hundred bytes, and every move of it is a copy.
     #[inline(always)]
-    pub(crate) fn decode_hot(kind: FrameKind, input: &mut Reader<'a>) -> Option<Read<Self>> {
-        Some(match kind {
-            FrameKind::Submit => SubmitRef::decode(input).map(FrameRef::Submit),
-            FrameKind::Push => PushRef::decode(input).map(FrameRef::Push),
-            FrameKind::Relay => RelayRef::decode(input).map(FrameRef::Relay),
-            FrameKind::Reply => ReplyRef::decode(input).map(FrameRef::Reply),
-            FrameKind::Outcome => OutcomeRef::decode(input).map(FrameRef::Outcome),
-            FrameKind::ServedOutcome => {
-                ServedOutcomeRef::decode(input).map(FrameRef::ServedOutcome)
-            }
-            FrameKind::RelayOutcome => RelayOutcomeRef::decode(input).map(FrameRef::RelayOutcome),
-            FrameKind::Submit3 => Submit3Ref::decode(input).map(FrameRef::Submit3),
-            FrameKind::Push3 => Push3Ref::decode(input).map(FrameRef::Push3),
-            FrameKind::Relay3 => Relay3Ref::decode(input).map(FrameRef::Relay3),
-            _ => return None,
-        })
+    pub(crate) fn decode_hot<E: From<DecodeError>>(
+        kind: FrameKind,
+        input: &mut Reader<'a>,
+        cold: impl FnOnce() -> Result<Self, E>,
+    ) -> Result<Self, E> {
+        match kind {
+            FrameKind::Submit => whole(SubmitRef::decode(input), input, kind, FrameRef::Submit),
+            FrameKind::Push => whole(PushRef::decode(input), input, kind, FrameRef::Push),
+            FrameKind::Relay => whole(RelayRef::decode(input), input, kind, FrameRef::Relay),
+            FrameKind::Reply => whole(ReplyRef::decode(input), input, kind, FrameRef::Reply),
+            FrameKind::Outcome => whole(OutcomeRef::decode(input), input, kind, FrameRef::Outcome),
+            FrameKind::ServedOutcome => whole(
+                ServedOutcomeRef::decode(input),
+                input,
+                kind,
+                FrameRef::ServedOutcome,
+            ),
+            FrameKind::RelayOutcome => whole(
+                RelayOutcomeRef::decode(input),
+                input,
+                kind,
+                FrameRef::RelayOutcome,
+            ),
+            FrameKind::Submit3 => whole(Submit3Ref::decode(input), input, kind, FrameRef::Submit3),
+            FrameKind::Push3 => whole(Push3Ref::decode(input), input, kind, FrameRef::Push3),
+            FrameKind::Relay3 => whole(Relay3Ref::decode(input), input, kind, FrameRef::Relay3),
+            _ => cold(),
+        }
     }
 
     /// The kind of the frame it stands for.
@@ -186,5 +200,25 @@ fn outcome_payload<'r>(
     match outcome {
         ActivityOutcome::Success(bytes) => Some(*bytes),
         ActivityOutcome::Failure { .. } => None,
+    }
+}
+
+/// A hot body read as the frame `wrap` makes of it, or why it is not one: malformed, or
+/// followed by bytes of no field.
+#[inline(always)]
+fn whole<'a, T, E: From<DecodeError>>(
+    read: Read<T>,
+    input: &Reader<'a>,
+    kind: FrameKind,
+    wrap: fn(T) -> FrameRef<'a>,
+) -> Result<FrameRef<'a>, E> {
+    match read {
+        Ok(_) if input.left() > 0 => Err(DecodeError::TrailingBytes {
+            kind,
+            extra: input.left(),
+        }
+        .into()),
+        Ok(body) => Ok(wrap(body)),
+        Err(source) => Err(DecodeError::Malformed { kind, source }.into()),
     }
 }

@@ -227,19 +227,10 @@ pub fn decode_body_ref<'a, E: From<DecodeError>>(
     let Some(kind) = FrameKind::from_discriminant(discriminant) else {
         return Err(DecodeError::UnknownKind { discriminant }.into());
     };
-    let Some(frame) = FrameRef::decode_hot(kind, &mut input) else {
+    FrameRef::decode_hot(kind, &mut input, || {
         let frame = decode_by_serde(kind, body)?;
-        return Ok(FrameRef::Frame(cold.insert(Box::new(frame))));
-    };
-    let frame = frame.map_err(|source| DecodeError::Malformed { kind, source })?;
-    if input.left() > 0 {
-        return Err(DecodeError::TrailingBytes {
-            kind,
-            extra: input.left(),
-        }
-        .into());
-    }
-    Ok(frame)
+        Ok(FrameRef::Frame(cold.insert(Box::new(frame))))
+    })
 }
 
 /// A body decoded and owned; a large payload in `owner` stays a slice of it.
