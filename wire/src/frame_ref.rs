@@ -62,33 +62,24 @@ impl<'a> FrameRef<'a> {
     /// be used; a kind that is not hot is `cold`'s to read. Each arm builds the frame where it
     /// is returned: a frame is a few hundred bytes, and every move of it is a copy.
     #[inline(always)]
-    pub(crate) fn decode_hot<E: From<DecodeError>>(
+    pub(crate) fn decode_hot<E>(
         kind: FrameKind,
         input: &mut Reader<'a>,
-        cold: impl FnOnce() -> Result<Self, E>,
+        fail: impl FnOnce(DecodeError) -> E,
+        cold: impl FnOnce() -> Result<Self, DecodeError>,
     ) -> Result<Self, E> {
         match kind {
-            FrameKind::Submit => whole(SubmitRef::decode(input), input, kind, FrameRef::Submit),
-            FrameKind::Push => whole(PushRef::decode(input), input, kind, FrameRef::Push),
-            FrameKind::Relay => whole(RelayRef::decode(input), input, kind, FrameRef::Relay),
-            FrameKind::Reply => whole(ReplyRef::decode(input), input, kind, FrameRef::Reply),
-            FrameKind::Outcome => whole(OutcomeRef::decode(input), input, kind, FrameRef::Outcome),
-            FrameKind::ServedOutcome => whole(
-                ServedOutcomeRef::decode(input),
-                input,
-                kind,
-                FrameRef::ServedOutcome,
-            ),
-            FrameKind::RelayOutcome => whole(
-                RelayOutcomeRef::decode(input),
-                input,
-                kind,
-                FrameRef::RelayOutcome,
-            ),
-            FrameKind::Submit3 => whole(Submit3Ref::decode(input), input, kind, FrameRef::Submit3),
-            FrameKind::Push3 => whole(Push3Ref::decode(input), input, kind, FrameRef::Push3),
-            FrameKind::Relay3 => whole(Relay3Ref::decode(input), input, kind, FrameRef::Relay3),
-            _ => cold(),
+            FrameKind::Submit => whole(SubmitRef::decode(input), input, kind, FrameRef::Submit, fail),
+            FrameKind::Push => whole(PushRef::decode(input), input, kind, FrameRef::Push, fail),
+            FrameKind::Relay => whole(RelayRef::decode(input), input, kind, FrameRef::Relay, fail),
+            FrameKind::Reply => whole(ReplyRef::decode(input), input, kind, FrameRef::Reply, fail),
+            FrameKind::Outcome => whole(OutcomeRef::decode(input), input, kind, FrameRef::Outcome, fail),
+            FrameKind::ServedOutcome => whole(ServedOutcomeRef::decode(input), input, kind, FrameRef::ServedOutcome, fail),
+            FrameKind::RelayOutcome => whole(RelayOutcomeRef::decode(input), input, kind, FrameRef::RelayOutcome, fail),
+            FrameKind::Submit3 => whole(Submit3Ref::decode(input), input, kind, FrameRef::Submit3, fail),
+            FrameKind::Push3 => whole(Push3Ref::decode(input), input, kind, FrameRef::Push3, fail),
+            FrameKind::Relay3 => whole(Relay3Ref::decode(input), input, kind, FrameRef::Relay3, fail),
+            _ => cold().map_err(fail),
         }
     }
 
@@ -206,19 +197,19 @@ fn outcome_payload<'r>(
 /// A hot body read as the frame `wrap` makes of it, or why it is not one: malformed, or
 /// followed by bytes of no field.
 #[inline(always)]
-fn whole<'a, T, E: From<DecodeError>>(
+fn whole<'a, T, E>(
     read: Read<T>,
     input: &Reader<'a>,
     kind: FrameKind,
     wrap: fn(T) -> FrameRef<'a>,
+    fail: impl FnOnce(DecodeError) -> E,
 ) -> Result<FrameRef<'a>, E> {
     match read {
-        Ok(_) if input.left() > 0 => Err(DecodeError::TrailingBytes {
+        Ok(_) if input.left() > 0 => Err(fail(DecodeError::TrailingBytes {
             kind,
             extra: input.left(),
-        }
-        .into()),
+        })),
         Ok(body) => Ok(wrap(body)),
-        Err(source) => Err(DecodeError::Malformed { kind, source }.into()),
+        Err(source) => Err(fail(DecodeError::Malformed { kind, source })),
     }
 }

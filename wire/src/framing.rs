@@ -208,26 +208,28 @@ pub fn decode_body(body: &[u8]) -> Result<Frame, DecodeError> {
 
 /// As [`decode_body`], reading a hot kind in place: its names and payload borrow `body`. A
 /// cold kind is decoded into `cold` and lent from there. `owner`, when given, holds exactly
-/// `body`'s bytes, and large payloads can be handed on as slices of it. The error is of the
-/// caller's type, so the frame is built once, where the caller receives it.
+/// `body`'s bytes, and large payloads can be handed on as slices of it. `fail` makes the
+/// caller's error of why a body is not a frame, so the frame is built once, where the caller
+/// receives it.
 ///
 /// # Errors
-/// As [`decode_body`].
+/// As [`decode_body`], made by `fail`.
 #[inline(always)]
-pub fn decode_body_ref<'a, E: From<DecodeError>>(
+pub fn decode_body_ref<'a, E>(
     body: &'a [u8],
     owner: Option<&'a Bytes>,
     cold: &'a mut Option<Box<Frame>>,
+    fail: impl FnOnce(DecodeError) -> E,
 ) -> Result<FrameRef<'a>, E> {
     let mut input = Reader::new(body, owner);
     let discriminant = match input.canonical_u32() {
         Ok((discriminant, true)) => discriminant,
-        _ => return Err(DecodeError::MissingKind.into()),
+        _ => return Err(fail(DecodeError::MissingKind)),
     };
     let Some(kind) = FrameKind::from_discriminant(discriminant) else {
-        return Err(DecodeError::UnknownKind { discriminant }.into());
+        return Err(fail(DecodeError::UnknownKind { discriminant }));
     };
-    FrameRef::decode_hot(kind, &mut input, || {
+    FrameRef::decode_hot(kind, &mut input, fail, || {
         let frame = decode_by_serde(kind, body)?;
         Ok(FrameRef::Frame(cold.insert(Box::new(frame))))
     })
@@ -236,7 +238,7 @@ pub fn decode_body_ref<'a, E: From<DecodeError>>(
 /// A body decoded and owned; a large payload in `owner` stays a slice of it.
 fn decode_owned(body: &[u8], owner: Option<&Bytes>) -> Result<Frame, DecodeError> {
     let mut cold = None;
-    let hot = match decode_body_ref::<DecodeError>(body, owner, &mut cold)? {
+    let hot = match decode_body_ref(body, owner, &mut cold, |err| err)? {
         FrameRef::Frame(_) => None,
         hot => Some(hot.into_owned()),
     };

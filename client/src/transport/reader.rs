@@ -311,22 +311,24 @@ impl FrameReader {
     /// Lends the frame [`FrameReader::poll_ready`] found.
     #[inline(always)]
     fn lend(&mut self, ready: Ready) -> Option<Result<FrameRef<'_>, CodecError>> {
-        let decoded = match ready {
+        // A body that is not a frame ends the stream.
+        let done = &mut self.done;
+        let fail = |err| {
+            *done = true;
+            CodecError::Decode(err)
+        };
+        Some(match ready {
             Ready::End => return None,
             Ready::Buffered(total) => {
                 self.lent = total;
                 let body = self.buf.get(LENGTH_PREFIX_LEN..total).unwrap_or_default();
-                decode_body_ref::<CodecError>(body, None, &mut self.cold)
+                decode_body_ref(body, None, &mut self.cold, fail)
             }
             Ready::Large => {
                 let body = self.large.as_ref()?;
-                decode_body_ref::<CodecError>(body, Some(body), &mut self.cold)
+                decode_body_ref(body, Some(body), &mut self.cold, fail)
             }
-        };
-        if decoded.is_err() {
-            self.done = true;
-        }
-        Some(decoded)
+        })
     }
 }
 
