@@ -69,16 +69,52 @@ impl<'a> FrameRef<'a> {
         cold: impl FnOnce() -> Result<Self, DecodeError>,
     ) -> Result<Self, E> {
         match kind {
-            FrameKind::Submit => whole(SubmitRef::decode(input), input, kind, FrameRef::Submit, fail),
+            FrameKind::Submit => whole(
+                SubmitRef::decode(input),
+                input,
+                kind,
+                FrameRef::Submit,
+                fail,
+            ),
             FrameKind::Push => whole(PushRef::decode(input), input, kind, FrameRef::Push, fail),
             FrameKind::Relay => whole(RelayRef::decode(input), input, kind, FrameRef::Relay, fail),
             FrameKind::Reply => whole(ReplyRef::decode(input), input, kind, FrameRef::Reply, fail),
-            FrameKind::Outcome => whole(OutcomeRef::decode(input), input, kind, FrameRef::Outcome, fail),
-            FrameKind::ServedOutcome => whole(ServedOutcomeRef::decode(input), input, kind, FrameRef::ServedOutcome, fail),
-            FrameKind::RelayOutcome => whole(RelayOutcomeRef::decode(input), input, kind, FrameRef::RelayOutcome, fail),
-            FrameKind::Submit3 => whole(Submit3Ref::decode(input), input, kind, FrameRef::Submit3, fail),
+            FrameKind::Outcome => whole(
+                OutcomeRef::decode(input),
+                input,
+                kind,
+                FrameRef::Outcome,
+                fail,
+            ),
+            FrameKind::ServedOutcome => whole(
+                ServedOutcomeRef::decode(input),
+                input,
+                kind,
+                FrameRef::ServedOutcome,
+                fail,
+            ),
+            FrameKind::RelayOutcome => whole(
+                RelayOutcomeRef::decode(input),
+                input,
+                kind,
+                FrameRef::RelayOutcome,
+                fail,
+            ),
+            FrameKind::Submit3 => whole(
+                Submit3Ref::decode(input),
+                input,
+                kind,
+                FrameRef::Submit3,
+                fail,
+            ),
             FrameKind::Push3 => whole(Push3Ref::decode(input), input, kind, FrameRef::Push3, fail),
-            FrameKind::Relay3 => whole(Relay3Ref::decode(input), input, kind, FrameRef::Relay3, fail),
+            FrameKind::Relay3 => whole(
+                Relay3Ref::decode(input),
+                input,
+                kind,
+                FrameRef::Relay3,
+                fail,
+            ),
             _ => cold().map_err(fail),
         }
     }

@@ -363,6 +363,13 @@ impl FrameReader {
 #[derive(Debug)]
 pub struct Found(Result<Ready, CodecError>);
 
+impl Found {
+    /// The stream ended, cleanly or on an error.
+    pub fn is_end(&self) -> bool {
+        !matches!(self.0, Ok(Ready::Buffered(_) | Ready::Large))
+    }
+}
+
 /// The future of [`FrameReader::ready`].
 pub struct FrameReady<'r> {
     reader: &'r mut FrameReader,
@@ -524,5 +531,26 @@ mod tests {
             reader.next_owned().await.unwrap().unwrap(),
             Frame::Ping(Ping { nonce: 5 })
         );
+    }
+
+    #[tokio::test]
+    async fn a_frame_found_but_not_taken_is_found_again() {
+        let (mut reader, mut peer) = pair().await;
+        let large = push(2 * lintel_wire::SHARE_MIN);
+        let mut bytes = bytes::BytesMut::new();
+        encode_frame(&large, &mut bytes, 1 << 20).unwrap();
+        bytes.extend_from_slice(&pings(3, 1));
+        peer.write_all(&bytes).await.unwrap();
+        for expected in [large, Frame::Ping(Ping { nonce: 3 })] {
+            // Found, then dropped unused: the frame stays for the next wait.
+            let _ = reader.ready().await;
+            let found = reader.ready().await;
+            let taken = reader.take(found).unwrap().unwrap().into_owned();
+            assert_eq!(taken, expected);
+        }
+        drop(peer);
+        let found = reader.ready().await;
+        assert!(found.is_end());
+        assert!(reader.take(found).is_none(), "the stream ended");
     }
 }
