@@ -68,53 +68,22 @@ impl<'a> FrameRef<'a> {
         fail: impl FnOnce(DecodeError) -> E,
         cold: impl FnOnce() -> Result<Self, DecodeError>,
     ) -> Result<Self, E> {
+        macro_rules! hot {
+            ($view:ident, $variant:ident) => {
+                whole($view::decode(input), input, kind, FrameRef::$variant, fail)
+            };
+        }
         match kind {
-            FrameKind::Submit => whole(
-                SubmitRef::decode(input),
-                input,
-                kind,
-                FrameRef::Submit,
-                fail,
-            ),
-            FrameKind::Push => whole(PushRef::decode(input), input, kind, FrameRef::Push, fail),
-            FrameKind::Relay => whole(RelayRef::decode(input), input, kind, FrameRef::Relay, fail),
-            FrameKind::Reply => whole(ReplyRef::decode(input), input, kind, FrameRef::Reply, fail),
-            FrameKind::Outcome => whole(
-                OutcomeRef::decode(input),
-                input,
-                kind,
-                FrameRef::Outcome,
-                fail,
-            ),
-            FrameKind::ServedOutcome => whole(
-                ServedOutcomeRef::decode(input),
-                input,
-                kind,
-                FrameRef::ServedOutcome,
-                fail,
-            ),
-            FrameKind::RelayOutcome => whole(
-                RelayOutcomeRef::decode(input),
-                input,
-                kind,
-                FrameRef::RelayOutcome,
-                fail,
-            ),
-            FrameKind::Submit3 => whole(
-                Submit3Ref::decode(input),
-                input,
-                kind,
-                FrameRef::Submit3,
-                fail,
-            ),
-            FrameKind::Push3 => whole(Push3Ref::decode(input), input, kind, FrameRef::Push3, fail),
-            FrameKind::Relay3 => whole(
-                Relay3Ref::decode(input),
-                input,
-                kind,
-                FrameRef::Relay3,
-                fail,
-            ),
+            FrameKind::Submit => hot!(SubmitRef, Submit),
+            FrameKind::Push => hot!(PushRef, Push),
+            FrameKind::Relay => hot!(RelayRef, Relay),
+            FrameKind::Reply => hot!(ReplyRef, Reply),
+            FrameKind::Outcome => hot!(OutcomeRef, Outcome),
+            FrameKind::ServedOutcome => hot!(ServedOutcomeRef, ServedOutcome),
+            FrameKind::RelayOutcome => hot!(RelayOutcomeRef, RelayOutcome),
+            FrameKind::Submit3 => hot!(Submit3Ref, Submit3),
+            FrameKind::Push3 => hot!(Push3Ref, Push3),
+            FrameKind::Relay3 => hot!(Relay3Ref, Relay3),
             _ => cold().map_err(fail),
         }
     }
