@@ -1,10 +1,8 @@
 //! A burst: the frame a connection's reader lent, then those already read behind it, handled
 //! in one turn of the connection's loop instead of each paying a pass through its `select!`.
 
+use crate::transport::{Found, FrameReader};
 use futures_util::FutureExt;
-use lintel_wire::{CodecError, FrameRef};
-
-use crate::transport::FrameReader;
 
 /// Most frames one turn handles; then the loop's other branches (timers, keep-alive, shutdown)
 /// get their look.
@@ -23,26 +21,23 @@ impl Burst {
         Self { taken: 1 }
     }
 
-    /// The next read of this turn, as `reader.next_frame()` would lend it (`None` inside at
-    /// the end of the stream): each frame `reader` has without waiting, up to
-    /// [`FRAMES_PER_TURN`] with the first, or to the end of the stream. `None` ends the turn.
+    /// The next frame of this turn, found for `reader.take` (which lends `None` at the end
+    /// of the stream): each frame `reader` has without waiting, up to [`FRAMES_PER_TURN`] with
+    /// the first, or to the end of the stream. `None` ends the turn.
     ///
     /// The reader is polled without a waker: a `Pending` here only ends the turn, and the loop
     /// polls the reader again, with its own waker, before the task parks.
-    pub fn next<'r>(
-        &mut self,
-        reader: &'r mut FrameReader,
-    ) -> Option<Option<Result<FrameRef<'r>, CodecError>>> {
+    pub fn next(&mut self, reader: &mut FrameReader) -> Option<Found> {
         if self.taken >= FRAMES_PER_TURN {
             return None;
         }
-        let read = reader.next_frame().now_or_never()?;
+        let found = reader.ready().now_or_never()?;
         // The end of the stream ends the turn too.
-        self.taken = if read.is_some() {
-            self.taken + 1
-        } else {
+        self.taken = if found.is_end() {
             FRAMES_PER_TURN
+        } else {
+            self.taken + 1
         };
-        Some(read)
+        Some(found)
     }
 }

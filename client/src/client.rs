@@ -622,17 +622,17 @@ async fn read_loop(
     mut keepalive: Keepalive,
 ) {
     'read: loop {
-        // Both branches are cancel-safe: `FramedRead` keeps partial frames buffered, and
+        // Both branches are cancel-safe: `FrameReader::ready` keeps partial frames buffered, and
         // `Keepalive::tick` changes nothing until it resolves.
         tokio::select! {
-            read = reader.next_frame() => {
+            found = reader.ready() => {
                 // The frames already read behind this one are handled in the same pass, so a
                 // burst of outcomes costs one pass through the select and cannot keep the
                 // keepalive waiting long.
-                let mut read = read;
+                let mut found = found;
                 let mut burst = Burst::after_first();
                 loop {
-                    match read {
+                    match reader.take(found) {
                         Some(Ok(frame)) => {
                             keepalive.heard();
                             if let Err(violation) = on_frame(frame, &shared, &outbound) {
@@ -652,7 +652,7 @@ async fn read_loop(
                         None => break 'read,
                     }
                     match burst.next(&mut reader) {
-                        Some(next) => read = next,
+                        Some(next) => found = next,
                         None => break,
                     }
                 }

@@ -66,7 +66,7 @@ pub(super) async fn serve(
     // later turns only read the token's state.
     let closing = Fired::new(&shared.closing);
     tokio::pin!(closing);
-    // Every branch is cancel-safe: `FrameReader::next`, a token wait, a sleep, a keep-alive
+    // Every branch is cancel-safe: `FrameReader::ready`, a token wait, a sleep, a keep-alive
     // tick, a wait for room and a notification lose nothing. While the producer's queue, or
     // its queue plus the inputs of its dispatches in flight, is at its bound nothing more is
     // read, so what it is owed stays bounded; deadlines and shutdown are still served.
@@ -85,7 +85,7 @@ pub(super) async fn serve(
         let queue_room = pressure.room;
         let room = queue_room && pressure.bytes.saturating_add(flights.held_input()) < budget;
         let stalled_until = pressure.full_since.map(|since| since + grace);
-        let frame = tokio::select! {
+        let found = tokio::select! {
             biased;
             () = &mut closing => {
                 // Whatever still runs gets its outcome, queued before the goodbye.
@@ -127,9 +127,10 @@ pub(super) async fn serve(
             () = outbound.room(), if !queue_room => continue,
             () = flights.relieved(), if queue_room && !room => continue,
             () = outbound.below(budget.saturating_sub(flights.held_input())), if queue_room && !room => continue,
-            frame = reader.next_frame(), if room => frame,
+            found = reader.ready(), if room => found,
         };
         // Read where it lies, by reference: a submission is a few hundred bytes of views.
+        let frame = reader.take(found);
         let frame = match &frame {
             None | Some(Err(_)) => match frame.and_then(Result::err) {
                 Some(err) => break Close::read_failed(err),

@@ -66,11 +66,11 @@ pub(super) fn serve<'a>(
         let draining = Fired::new(&shared.draining);
         let closing = Fired::new(&shared.closing);
         tokio::pin!(draining, closing);
-        // Every branch is cancel-safe: `FramedRead::next`, `Keepalive::tick`, token waits and
+        // Every branch is cancel-safe: `FrameReader::ready`, `Keepalive::tick`, token waits and
         // `Outbound::below` lose nothing when another branch wins. Biased so that a flooding peer
         // cannot starve shutdown.
         let close = loop {
-            let register = tokio::select! {
+            let found = tokio::select! {
                 biased;
                 () = &mut draining, if !drain_sent && !drain_due => {
                     let Some(registered) = conn.registered.as_ref() else {
@@ -97,7 +97,18 @@ pub(super) fn serve<'a>(
                     }
                     break Close::goodbye("node shutting down");
                 }
-                frame = reader.next_frame() => match frame {
+                found = reader.ready() => Some(found),
+                tick = conn.keepalive.tick() => {
+                    if let Err(close) = conn.ping(tick) {
+                        break close;
+                    }
+                    None
+                }
+            };
+            // Read where it lies: a reply is a few hundred bytes of views.
+            let register = match found {
+                None => None,
+                Some(found) => match reader.take(found) {
                     None => break Close::Quietly,
                     Some(Err(err)) => break Close::read_failed(err),
                     // Copied out and registered below, once the frame is let go: a wait here
@@ -113,12 +124,6 @@ pub(super) fn serve<'a>(
                         Err(close) => break close,
                     },
                 },
-                tick = conn.keepalive.tick() => {
-                    if let Err(close) = conn.ping(tick) {
-                        break close;
-                    }
-                    None
-                }
             };
             if let Some(register) = register {
                 // Boxed: registering happens once, and its sends would otherwise be carried in

@@ -3,6 +3,7 @@
 //! as (hot bodies as views of the read buffer).
 
 use crate::cursor::{PayloadRef, Read, Reader};
+use crate::error::DecodeError;
 use crate::frame::{Frame, FrameKind};
 use crate::hot::{
     Body, OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
@@ -57,25 +58,34 @@ from_view!(
 );
 
 impl<'a> FrameRef<'a> {
-    /// Reads the rest of a body of `kind`, whose kind `input` has read: `None` for a kind
-    /// that is not hot.
+    /// Reads the rest of a body of `kind`, whose kind `input` has read, requiring every byte
+    /// be used; a kind that is not hot is `cold`'s to read. Each arm builds the frame where it
+    /// is returned: a frame is a few hundred bytes, and every move of it is a copy.
     #[inline(always)]
-    pub(crate) fn decode_hot(kind: FrameKind, input: &mut Reader<'a>) -> Option<Read<Self>> {
-        Some(match kind {
-            FrameKind::Submit => SubmitRef::decode(input).map(FrameRef::Submit),
-            FrameKind::Push => PushRef::decode(input).map(FrameRef::Push),
-            FrameKind::Relay => RelayRef::decode(input).map(FrameRef::Relay),
-            FrameKind::Reply => ReplyRef::decode(input).map(FrameRef::Reply),
-            FrameKind::Outcome => OutcomeRef::decode(input).map(FrameRef::Outcome),
-            FrameKind::ServedOutcome => {
-                ServedOutcomeRef::decode(input).map(FrameRef::ServedOutcome)
-            }
-            FrameKind::RelayOutcome => RelayOutcomeRef::decode(input).map(FrameRef::RelayOutcome),
-            FrameKind::Submit3 => Submit3Ref::decode(input).map(FrameRef::Submit3),
-            FrameKind::Push3 => Push3Ref::decode(input).map(FrameRef::Push3),
-            FrameKind::Relay3 => Relay3Ref::decode(input).map(FrameRef::Relay3),
-            _ => return None,
-        })
+    pub(crate) fn decode_hot<E>(
+        kind: FrameKind,
+        input: &mut Reader<'a>,
+        fail: impl FnOnce(DecodeError) -> E,
+        cold: impl FnOnce() -> Result<Self, DecodeError>,
+    ) -> Result<Self, E> {
+        macro_rules! hot {
+            ($view:ident, $variant:ident) => {
+                whole($view::decode(input), input, kind, FrameRef::$variant, fail)
+            };
+        }
+        match kind {
+            FrameKind::Submit => hot!(SubmitRef, Submit),
+            FrameKind::Push => hot!(PushRef, Push),
+            FrameKind::Relay => hot!(RelayRef, Relay),
+            FrameKind::Reply => hot!(ReplyRef, Reply),
+            FrameKind::Outcome => hot!(OutcomeRef, Outcome),
+            FrameKind::ServedOutcome => hot!(ServedOutcomeRef, ServedOutcome),
+            FrameKind::RelayOutcome => hot!(RelayOutcomeRef, RelayOutcome),
+            FrameKind::Submit3 => hot!(Submit3Ref, Submit3),
+            FrameKind::Push3 => hot!(Push3Ref, Push3),
+            FrameKind::Relay3 => hot!(Relay3Ref, Relay3),
+            _ => cold().map_err(fail),
+        }
     }
 
     /// The kind of the frame it stands for.
@@ -186,5 +196,25 @@ fn outcome_payload<'r>(
     match outcome {
         ActivityOutcome::Success(bytes) => Some(*bytes),
         ActivityOutcome::Failure { .. } => None,
+    }
+}
+
+/// A hot body read as the frame `wrap` makes of it, or why it is not one: malformed, or
+/// followed by bytes of no field.
+#[inline(always)]
+fn whole<'a, T, E>(
+    read: Read<T>,
+    input: &Reader<'a>,
+    kind: FrameKind,
+    wrap: fn(T) -> FrameRef<'a>,
+    fail: impl FnOnce(DecodeError) -> E,
+) -> Result<FrameRef<'a>, E> {
+    match read {
+        Ok(_) if input.left() > 0 => Err(fail(DecodeError::TrailingBytes {
+            kind,
+            extra: input.left(),
+        })),
+        Ok(body) => Ok(wrap(body)),
+        Err(source) => Err(fail(DecodeError::Malformed { kind, source })),
     }
 }

@@ -194,7 +194,7 @@ pub fn decode_frame(
     // Large payloads become slices of the body, which keeps only its own bytes alive.
     src.advance(LENGTH_PREFIX_LEN);
     let body = src.split_to(total - LENGTH_PREFIX_LEN).freeze();
-    owned(decode_in_place(&body, Some(&body))?).map(Some)
+    decode_owned(&body, Some(&body)).map(Some)
 }
 
 /// Decodes one frame body (without its length prefix), requiring every byte be used.
@@ -203,63 +203,48 @@ pub fn decode_frame(
 /// [`DecodeError::MissingKind`], [`DecodeError::UnknownKind`], [`DecodeError::Malformed`]
 /// or [`DecodeError::TrailingBytes`].
 pub fn decode_body(body: &[u8]) -> Result<Frame, DecodeError> {
-    owned(decode_in_place(body, None)?)
+    decode_owned(body, None)
 }
 
 /// As [`decode_body`], reading a hot kind in place: its names and payload borrow `body`. A
 /// cold kind is decoded into `cold` and lent from there. `owner`, when given, holds exactly
-/// `body`'s bytes, and large payloads can be handed on as slices of it.
+/// `body`'s bytes, and large payloads can be handed on as slices of it. `fail` makes the
+/// caller's error of why a body is not a frame, so the frame is built once, where the caller
+/// receives it.
 ///
 /// # Errors
-/// As [`decode_body`].
+/// As [`decode_body`], made by `fail`.
 #[inline(always)]
-pub fn decode_body_ref<'a>(
+pub fn decode_body_ref<'a, E>(
     body: &'a [u8],
     owner: Option<&'a Bytes>,
     cold: &'a mut Option<Box<Frame>>,
-) -> Result<FrameRef<'a>, DecodeError> {
-    Ok(match decode_in_place(body, owner)? {
-        Decoded::Hot(frame) => frame,
-        Decoded::Cold(frame) => FrameRef::Frame(cold.insert(Box::new(frame))),
-    })
-}
-
-/// A body decoded: a hot kind borrowing it, or a cold kind owned. Unboxed both ways: a hot
-/// body is what nearly every frame is, and is moved once, to its caller.
-#[allow(clippy::large_enum_variant)]
-enum Decoded<'a> {
-    Hot(FrameRef<'a>),
-    Cold(Frame),
-}
-
-fn owned(decoded: Decoded<'_>) -> Result<Frame, DecodeError> {
-    Ok(match decoded {
-        Decoded::Hot(frame) => frame.into_owned(),
-        Decoded::Cold(frame) => frame,
-    })
-}
-
-#[inline(always)]
-fn decode_in_place<'a>(
-    body: &'a [u8],
-    owner: Option<&'a Bytes>,
-) -> Result<Decoded<'a>, DecodeError> {
+    fail: impl FnOnce(DecodeError) -> E,
+) -> Result<FrameRef<'a>, E> {
     let mut input = Reader::new(body, owner);
     let discriminant = match input.canonical_u32() {
         Ok((discriminant, true)) => discriminant,
-        _ => return Err(DecodeError::MissingKind),
+        _ => return Err(fail(DecodeError::MissingKind)),
     };
-    let kind = FrameKind::from_discriminant(discriminant)
-        .ok_or(DecodeError::UnknownKind { discriminant })?;
-    match FrameRef::decode_hot(kind, &mut input) {
-        Some(Ok(_)) if input.left() > 0 => Err(DecodeError::TrailingBytes {
-            kind,
-            extra: input.left(),
-        }),
-        Some(Ok(frame)) => Ok(Decoded::Hot(frame)),
-        Some(Err(source)) => Err(DecodeError::Malformed { kind, source }),
-        None => decode_by_serde(kind, body).map(Decoded::Cold),
-    }
+    let Some(kind) = FrameKind::from_discriminant(discriminant) else {
+        return Err(fail(DecodeError::UnknownKind { discriminant }));
+    };
+    FrameRef::decode_hot(kind, &mut input, fail, || {
+        let frame = decode_by_serde(kind, body)?;
+        Ok(FrameRef::Frame(cold.insert(Box::new(frame))))
+    })
+}
+
+/// A body decoded and owned; a large payload in `owner` stays a slice of it.
+fn decode_owned(body: &[u8], owner: Option<&Bytes>) -> Result<Frame, DecodeError> {
+    let mut cold = None;
+    let hot = match decode_body_ref(body, owner, &mut cold, |err| err)? {
+        FrameRef::Frame(_) => None,
+        hot => Some(hot.into_owned()),
+    };
+    // A cold kind was decoded into `cold`, so one of the two holds the frame.
+    hot.or(cold.map(|frame| *frame))
+        .ok_or(DecodeError::MissingKind)
 }
 
 /// Serde's decoding of a body of a cold `kind`, requiring every byte be used.

@@ -1062,7 +1062,7 @@ fn assert_borrowed_encodes_alike(frame: &Frame) -> Result<(), TestCaseError> {
             prop_assert_eq!(len, buf.len() - 4 - LENGTH_PREFIX_LEN, "encoded_len");
         }
         let mut cold = None;
-        let read = decode_body_ref(&buf[4 + LENGTH_PREFIX_LEN..], None, &mut cold)
+        let read = decode_body_ref(&buf[4 + LENGTH_PREFIX_LEN..], None, &mut cold, |err| err)
             .expect("decodes in place");
         prop_assert_eq!(read.kind(), frame.kind());
         if let Some(len) = read.encoded_len() {

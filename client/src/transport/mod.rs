@@ -20,7 +20,7 @@ pub use batch::Batched;
 pub use dial::{Dialer, Dialing, TcpDialer};
 pub use lanes::{Pressure, QueueLimits, DEFAULT_QUEUE_BYTES};
 pub use outbound::{Outbound, SendError};
-pub use reader::{is_frame_timeout, FrameReader};
+pub use reader::{is_frame_timeout, Found, FrameReader, FrameReady};
 pub use socket::{BoxRead, BoxWrite, ReadSocket, Socket};
 
 /// Splits `stream` into a frame reader and a writer task with room for `queue_len` frames.

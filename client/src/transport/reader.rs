@@ -43,6 +43,8 @@ pub struct FrameReader {
     /// A frame of [`SHARE_MIN`] bytes or more, lent from a buffer of its own whose slices
     /// can outlive it.
     large: Option<Bytes>,
+    /// `large` was lent, and goes when the next frame is asked for.
+    large_lent: bool,
     /// A cold frame lent last, decoded into owned fields.
     cold: Option<Box<Frame>>,
     /// Room to reserve for the next read: doubles when a read fills it (up to [`MAX_READ`]),
@@ -75,6 +77,7 @@ impl FrameReader {
             buf: BytesMut::new(),
             lent: 0,
             large: None,
+            large_lent: false,
             cold: None,
             want: MIN_READ,
             handed_out: false,
@@ -207,6 +210,7 @@ fn recognised(err: CodecError, buf: &[u8]) -> CodecError {
 }
 
 /// What [`FrameReader::poll_ready`] found at the front of the buffer.
+#[derive(Debug)]
 enum Ready {
     /// A whole frame of this many bytes, prefix included, at the front of `buf`.
     Buffered(usize),
@@ -233,18 +237,40 @@ impl FrameReader {
             .map(|frame| frame.map(FrameRef::into_owned))
     }
 
+    /// Waits until the next frame can be lent at once, or the stream ended or failed; then
+    /// [`FrameReader::take`] lends it. For a loop that reads the frame where it lies instead of
+    /// moving it out of a `select!`. Cancel-safe, and a frame found but not taken is found again.
+    pub fn ready(&mut self) -> FrameReady<'_> {
+        FrameReady { reader: self }
+    }
+
+    /// Lends what [`FrameReader::ready`] found, as [`FrameReader::next_frame`] would.
+    #[inline(always)]
+    pub fn take(&mut self, found: Found) -> Option<Result<FrameRef<'_>, CodecError>> {
+        match found.0 {
+            Ok(ready) => self.lend(ready),
+            Err(err) => Some(Err(err)),
+        }
+    }
+
     /// Lets go of the frame lent last.
     fn release(&mut self) {
         if self.lent > 0 {
             self.buf.advance(std::mem::take(&mut self.lent));
         }
-        self.large = None;
+        if std::mem::take(&mut self.large_lent) {
+            self.large = None;
+        }
         self.cold = None;
     }
 
     /// Waits until a whole frame is buffered, or the stream ended or failed.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<Ready, CodecError>> {
         self.release();
+        if self.large.is_some() {
+            // Found before, and not taken.
+            return Poll::Ready(Ok(Ready::Large));
+        }
         loop {
             if self.done {
                 return Poll::Ready(Ok(Ready::End));
@@ -309,23 +335,51 @@ impl FrameReader {
     }
 
     /// Lends the frame [`FrameReader::poll_ready`] found.
+    #[inline(always)]
     fn lend(&mut self, ready: Ready) -> Option<Result<FrameRef<'_>, CodecError>> {
-        let decoded = match ready {
+        // A body that is not a frame ends the stream.
+        let done = &mut self.done;
+        let fail = |err| {
+            *done = true;
+            CodecError::Decode(err)
+        };
+        Some(match ready {
             Ready::End => return None,
             Ready::Buffered(total) => {
                 self.lent = total;
                 let body = self.buf.get(LENGTH_PREFIX_LEN..total).unwrap_or_default();
-                decode_body_ref(body, None, &mut self.cold)
+                decode_body_ref(body, None, &mut self.cold, fail)
             }
             Ready::Large => {
+                self.large_lent = true;
                 let body = self.large.as_ref()?;
-                decode_body_ref(body, Some(body), &mut self.cold)
+                decode_body_ref(body, Some(body), &mut self.cold, fail)
             }
-        };
-        if decoded.is_err() {
-            self.done = true;
-        }
-        Some(decoded.map_err(CodecError::Decode))
+        })
+    }
+}
+
+/// What [`FrameReader::ready`] found: a frame to take, the end of the stream or its failure.
+#[derive(Debug)]
+pub struct Found(Result<Ready, CodecError>);
+
+impl Found {
+    /// The stream ended, cleanly or on an error.
+    pub fn is_end(&self) -> bool {
+        !matches!(self.0, Ok(Ready::Buffered(_) | Ready::Large))
+    }
+}
+
+/// The future of [`FrameReader::ready`].
+pub struct FrameReady<'r> {
+    reader: &'r mut FrameReader,
+}
+
+impl Future for FrameReady<'_> {
+    type Output = Found;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Found> {
+        self.reader.poll_ready(cx).map(Found)
     }
 }
 
@@ -477,5 +531,26 @@ mod tests {
             reader.next_owned().await.unwrap().unwrap(),
             Frame::Ping(Ping { nonce: 5 })
         );
+    }
+
+    #[tokio::test]
+    async fn a_frame_found_but_not_taken_is_found_again() {
+        let (mut reader, mut peer) = pair().await;
+        let large = push(2 * lintel_wire::SHARE_MIN);
+        let mut bytes = bytes::BytesMut::new();
+        encode_frame(&large, &mut bytes, 1 << 20).unwrap();
+        bytes.extend_from_slice(&pings(3, 1));
+        peer.write_all(&bytes).await.unwrap();
+        for expected in [large, Frame::Ping(Ping { nonce: 3 })] {
+            // Found, then dropped unused: the frame stays for the next wait.
+            let _ = reader.ready().await;
+            let found = reader.ready().await;
+            let taken = reader.take(found).unwrap().unwrap().into_owned();
+            assert_eq!(taken, expected);
+        }
+        drop(peer);
+        let found = reader.ready().await;
+        assert!(found.is_end());
+        assert!(reader.take(found).is_none(), "the stream ended");
     }
 }

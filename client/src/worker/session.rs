@@ -77,13 +77,13 @@ impl<H: Handler> Session<'_, H> {
                 return self.finish_drain().await;
             }
             let deadline = self.draining.as_ref().map(|draining| draining.deadline);
-            // Every branch is cancel-safe: `FramedRead::next` keeps partial frames buffered,
+            // Every branch is cancel-safe: `FrameReader::ready` keeps partial frames buffered,
             // `JoinSet::join_next` and watch `changed` lose nothing when dropped, the grace sleep
             // is rebuilt from the stored deadline, and `Keepalive::tick` changes nothing until
             // it resolves.
             let flow = tokio::select! {
-                read = reader.next_frame() => {
-                    match read {
+                found = reader.ready() => {
+                    match reader.take(found) {
                         Some(Ok(frame)) => {
                             self.keepalive.heard();
                             match self.on_frame(frame).await {
@@ -127,14 +127,16 @@ impl<H: Handler> Session<'_, H> {
     async fn on_burst(&mut self, reader: &mut FrameReader) -> Flow {
         let mut burst = Burst::after_first();
         while self.draining.is_none() {
-            match burst.next(reader) {
-                Some(Some(Ok(frame))) => {
+            let Some(found) = burst.next(reader) else {
+                break;
+            };
+            match reader.take(found) {
+                Some(Ok(frame)) => {
                     self.keepalive.heard();
                     self.on_frame(frame).await?;
                 }
-                Some(Some(Err(err))) => return self.on_read_error(&err).await,
-                Some(None) => return Err(SessionEnd::Lost),
-                None => break,
+                Some(Err(err)) => return self.on_read_error(&err).await,
+                None => return Err(SessionEnd::Lost),
             }
         }
         Ok(())

@@ -405,13 +405,13 @@ impl Session<'_> {
                     }
                     false
                 }
-                frame = reader.next_frame() => {
+                found = reader.ready() => {
                     // Frames already read are handled in this turn, up to a bound, instead of
                     // each paying a poll of every branch above.
-                    let mut read = frame;
+                    let mut found = found;
                     let mut burst = Burst::after_first();
                     loop {
-                        let frame = match read {
+                        let frame = match reader.take(found) {
                             // Closed or reset with no last word: the link may be cut.
                             None => {
                                 self.cut = true;
@@ -428,7 +428,7 @@ impl Session<'_> {
                             return Ok(Why::PeerLeft);
                         }
                         match burst.next(reader) {
-                            Some(next) => read = next,
+                            Some(next) => found = next,
                             None => break,
                         }
                     }
