@@ -152,7 +152,7 @@ impl<'a> Reader<'a> {
     #[inline(always)]
     pub(crate) fn str(&mut self) -> Read<&'a str> {
         let len = self.len()?;
-        std::str::from_utf8(self.take(len)?).map_err(|_| Error::DeserializeBadUtf8)
+        utf8(self.take(len)?)
     }
 
     #[inline(always)]
@@ -664,9 +664,48 @@ impl<T: Listed> PartialEq for List<'_, T> {
 
 impl<T: Listed> Eq for List<'_, T> {}
 
+/// `bytes` as text, or why not. Names are nearly always ASCII, which a word-at-a-time check
+/// proves faster than the general validation does for short strings.
+#[inline(always)]
+fn utf8(bytes: &[u8]) -> Read<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: every ASCII byte sequence is valid UTF-8.
+        return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
+    std::str::from_utf8(bytes).map_err(|_| Error::DeserializeBadUtf8)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_is_read_whether_ascii_or_not_and_invalid_utf8_is_refused() {
+        for text in [
+            "",
+            "bench",
+            "namespace-\u{e9}t\u{e9}",
+            "\u{1f980} crab",
+            "a\u{0}b",
+        ] {
+            let mut bytes = vec![u8::try_from(text.len()).unwrap()];
+            bytes.extend_from_slice(text.as_bytes());
+            assert_eq!(Reader::new(&bytes, None).str().unwrap(), text);
+        }
+        for invalid in [
+            &[0xff][..],
+            &[b'a', 0xc3],
+            &[0xed, 0xa0, 0x80],
+            &[b'x', 0x80, b'y'],
+        ] {
+            let mut bytes = vec![u8::try_from(invalid.len()).unwrap()];
+            bytes.extend_from_slice(invalid);
+            assert!(matches!(
+                Reader::new(&bytes, None).str(),
+                Err(Error::DeserializeBadUtf8)
+            ));
+        }
+    }
 
     fn read(bytes: &[u8], width: u32) -> Read<u64> {
         let mut reader = Reader::new(bytes, None);
