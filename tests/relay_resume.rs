@@ -370,19 +370,15 @@ async fn links_reset_through_a_proxy_under_load_cost_no_dispatch() {
     let (b_listener, b_port) = loopback_listener();
     let to_a = Proxy::start(a_port).await;
     let to_b = Proxy::start(b_port).await;
-    // The diallers' backoff grows with each cut of a link younger than 10 s (100 ms, then
-    // 200, then 400, each ±50%): a grace of 3 s covers the three cuts below on a busy machine.
     let a_config = lintel::NodeConfig {
         listen: a_port,
         advertise: to_a.addr.to_string(),
-        peer_relink_grace_ms: 3_000,
         ..cluster_config("a", &[to_b.addr])
     };
     let a = TestNode::on_listener(a_config, a_listener).await;
     let b_config = lintel::NodeConfig {
         listen: b_port,
         advertise: to_b.addr.to_string(),
-        peer_relink_grace_ms: 3_000,
         ..cluster_config("b", &[to_a.addr])
     };
     let b = TestNode::on_listener(b_config, b_listener).await;
