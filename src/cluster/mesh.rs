@@ -12,7 +12,10 @@
 //! member, by each side at one moment of the hellos:
 //! - the acceptor joins on the dialler's `PeerHello`, before it sends its own; a link to the
 //!   same incarnation already joined makes it refuse the newcomer with `Goodbye`, its own
-//!   hello never sent;
+//!   hello never sent, unless the peer dialled that link too and relays resume between the
+//!   two: a dialler dials only while it holds no link, so its old one is dead over there and
+//!   is taken as cut (its relays wait for the newcomer, which joins once the old link stopped
+//!   reading and left them);
 //! - the dialler joins on the acceptor's `PeerHello`. That hello says the acceptor had no other
 //!   link to this incarnation joined: an older link this node dialled is dead over there and
 //!   gives way; against a link this node accepted (both dialled at once), the one dialled by
@@ -71,16 +74,25 @@ pub struct Remote {
     received: AtomicU64,
     /// Set when the peer's first presence arrived: it kept the link too.
     established: AtomicBool,
+    /// Relays over this link resume on a new link to the same incarnation after a cut.
+    resumes: bool,
+    /// Set when a new link the peer dialled replaced this one, which it dialled too: this one
+    /// is dead over there, and ends as a cut link does.
+    cut_over: AtomicBool,
+    /// Fires once the link's session let go of what it holds: its relays closed, or left for a
+    /// new link (see [`Mesh::join`]).
+    pub let_go: CancellationToken,
 }
 
 impl Remote {
-    /// A peer reached over `link`, opened by `opener`; its `evicted` token is a child of
-    /// `retiring`, so one wait hears both.
+    /// A peer reached over `link`, opened by `opener`, whose relays resume after a cut when
+    /// `resumes`; its `evicted` token is a child of `retiring`, so one wait hears both.
     pub fn new(
         node_id: Arc<str>,
         incarnation: u64,
         address: String,
         opener: Opener,
+        resumes: bool,
         link: PeerLink,
         retiring: &CancellationToken,
     ) -> Arc<Self> {
@@ -94,7 +106,15 @@ impl Remote {
             evicted: retiring.child_token(),
             received: AtomicU64::new(0),
             established: AtomicBool::new(false),
+            resumes,
+            cut_over: AtomicBool::new(false),
+            let_go: CancellationToken::new(),
         })
+    }
+
+    /// True once a new link the peer dialled replaced this one: it ends as a cut link does.
+    pub fn is_cut_over(&self) -> bool {
+        self.cut_over.load(Ordering::Acquire)
     }
 
     fn view(&self) -> MutexGuard<'_, View> {
@@ -205,14 +225,17 @@ impl Mesh {
 
     /// Keeps `remote` as the link to its peer, or turns it down for the link that stays (see
     /// the module doc): a new incarnation replaces the old link; the acceptor of a second link
-    /// to the same incarnation refuses it; its dialler keeps it over an older link it dialled
-    /// itself, and over one it accepted only when its own node id sorts lower. A link replaced
-    /// by a new incarnation is closed at once (the old process is gone); one replaced by a
-    /// link to the same incarnation takes no new relay and is retired by its session.
+    /// to the same incarnation refuses it, unless the peer dialled both and relays resume over
+    /// them; its dialler keeps it over an older link it dialled itself, and over one it
+    /// accepted only when its own node id sorts lower. A link replaced by a new incarnation is
+    /// closed at once (the old process is gone); one replaced by a link to the same
+    /// incarnation takes no new relay and is retired by its session, or ends as cut when the
+    /// peer dialled both: that one is returned, and what it holds is left for `remote` once
+    /// its [`Remote::let_go`] fires.
     ///
     /// # Errors
     /// [`JoinError::Duplicate`] when the existing link stays; it is counted.
-    pub fn join(&self, remote: &Arc<Remote>) -> Result<(), JoinError> {
+    pub fn join(&self, remote: &Arc<Remote>) -> Result<Option<Arc<Remote>>, JoinError> {
         let replaced = {
             let mut state = self.lock();
             if let Some(old) = state.remotes.get(&remote.node_id) {
@@ -229,8 +252,13 @@ impl Mesh {
             self.linked.store(state.remotes.len(), Ordering::Release);
             replaced
         };
+        let mut cut = None;
         if let Some(old) = replaced {
             if old.incarnation == remote.incarnation {
+                if redialled(&old, remote) {
+                    old.cut_over.store(true, Ordering::Release);
+                    cut = Some(Arc::clone(&old));
+                }
                 old.link.retire();
             } else {
                 old.link.close();
@@ -240,7 +268,7 @@ impl Mesh {
         self.members_changed.touch();
         self.links.touch();
         self.changed();
-        Ok(())
+        Ok(cut)
     }
 
     /// What this node keeps for incarnation `incarnation` of member `node_id` (learned as
@@ -672,6 +700,7 @@ impl Drop for JoinDial {
 /// True when `old`, joined to the same incarnation as `new`, gives way to it (module doc).
 fn gives_way(old: &Remote, new: &Remote) -> bool {
     match (&new.opener, &old.opener) {
+        (Opener::Peer, Opener::Peer) => redialled(old, new),
         // The acceptor keeps the link it has.
         (Opener::Peer, _) => false,
         // The acceptor's hello says it holds no other link: our older dial is dead there.
@@ -681,12 +710,28 @@ fn gives_way(old: &Remote, new: &Remote) -> bool {
     }
 }
 
+/// True when `new`, dialled by the peer, replaces `old`, which the peer dialled too and which
+/// still takes relays: the peer dials only while it holds no link, so `old` is dead over there,
+/// and with relays resuming it is taken as cut instead of waiting for pings to find it so.
+fn redialled(old: &Remote, new: &Remote) -> bool {
+    new.opener == Opener::Peer
+        && old.opener == Opener::Peer
+        && new.resumes
+        && old.resumes
+        && old.link.is_open()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// A link to `peer` over a real loopback socket, opened by `opener`.
     async fn remote(peer: &str, incarnation: u64, opener: Opener) -> Arc<Remote> {
+        linked(peer, incarnation, opener, false).await
+    }
+
+    /// As [`remote`], its relays resuming after a cut when `resumes`.
+    async fn linked(peer: &str, incarnation: u64, opener: Opener, resumes: bool) -> Arc<Remote> {
         // Nothing is written: the mesh only closes links, which sends nothing.
         let (outbound, _peer) = crate::link::fixtures::outbound().await;
         let pair = Pair::new(incarnation, &crate::link::Retention::new(1));
@@ -696,6 +741,7 @@ mod tests {
             incarnation,
             format!("{peer}:1"),
             opener,
+            resumes,
             link,
             &CancellationToken::new(),
         )
@@ -726,13 +772,45 @@ mod tests {
         mesh.join(&first).unwrap();
         mesh.apply(&first, presence()).unwrap();
         let second = remote("b", 1, Opener::Peer).await;
-        assert_eq!(mesh.join(&second), Err(JoinError::Duplicate));
+        assert!(matches!(mesh.join(&second), Err(JoinError::Duplicate)));
         assert!(Arc::ptr_eq(&current(&mesh, "b").unwrap(), &first));
         assert!(
             !first.evicted.is_cancelled(),
             "the established link is kept"
         );
         assert_eq!(mesh.duplicates(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_peer_dialling_again_replaces_its_old_link_as_cut_when_relays_resume() {
+        let mesh = Mesh::new(64);
+        let old = linked("b", 1, Opener::Peer, true).await;
+        mesh.join(&old).unwrap();
+        mesh.apply(&old, presence()).unwrap();
+        let new = linked("b", 1, Opener::Peer, true).await;
+        let cut = mesh
+            .join(&new)
+            .unwrap()
+            .expect("the old link is taken as cut");
+        assert!(Arc::ptr_eq(&cut, &old));
+        assert!(old.is_cut_over() && old.evicted.is_cancelled());
+        assert!(
+            !old.link.is_open() && !old.link.is_closed(),
+            "it takes no relay, and those in flight wait for the newcomer"
+        );
+        assert!(Arc::ptr_eq(&current(&mesh, "b").unwrap(), &new));
+        assert_eq!(mesh.duplicates(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_acceptor_keeps_a_link_it_dialled_itself_though_relays_resume() {
+        // Both dialled at once, or the peer lost it: the acceptor cannot tell, so it keeps it.
+        let mesh = Mesh::new(64);
+        let mine = linked("b", 1, by("a"), true).await;
+        mesh.join(&mine).unwrap();
+        let theirs = linked("b", 1, Opener::Peer, true).await;
+        assert!(matches!(mesh.join(&theirs), Err(JoinError::Duplicate)));
+        assert!(!mine.evicted.is_cancelled() && !mine.is_cut_over());
     }
 
     #[tokio::test]
@@ -760,7 +838,7 @@ mod tests {
         let one_at_a = remote("b", 2, by("a")).await;
         let two_at_b = remote("a", 1, by("b")).await;
         at_a.join(&one_at_a).unwrap();
-        assert_eq!(at_b.join(&two_at_b), Err(JoinError::Duplicate));
+        assert!(matches!(at_b.join(&two_at_b), Err(JoinError::Duplicate)));
         assert!(
             two_at_a.evicted.is_cancelled(),
             "a retires the link b dialled"
@@ -776,7 +854,7 @@ mod tests {
         let two_at_b = remote("a", 1, by("b")).await;
         at_b.join(&two_at_b).unwrap();
         let one_at_b = remote("a", 1, Opener::Peer).await;
-        assert_eq!(at_b.join(&one_at_b), Err(JoinError::Duplicate));
+        assert!(matches!(at_b.join(&one_at_b), Err(JoinError::Duplicate)));
         assert!(Arc::ptr_eq(&current(&at_a, "b").unwrap(), &two_at_a));
         assert!(Arc::ptr_eq(&current(&at_b, "a").unwrap(), &two_at_b));
     }
@@ -787,7 +865,7 @@ mod tests {
         let accepted = remote("a", 1, Opener::Peer).await;
         mesh.join(&accepted).unwrap();
         let dialled = remote("a", 1, by("b")).await;
-        assert_eq!(mesh.join(&dialled), Err(JoinError::Duplicate));
+        assert!(matches!(mesh.join(&dialled), Err(JoinError::Duplicate)));
         assert!(!accepted.evicted.is_cancelled());
     }
 
