@@ -18,9 +18,9 @@
 //!   reading and left them);
 //! - the dialler joins on the acceptor's `PeerHello`. That hello says the acceptor had no other
 //!   link to this incarnation joined: an older link this node dialled is dead over there and
-//!   gives way; against a link this node accepted (both dialled at once), the one dialled by
-//!   the node whose id sorts lower stays, the same answer both sides reach. A dialler whose
-//!   link loses says `Goodbye` and sends nothing else on it.
+//!   gives way (taken as cut too when relays resume); against a link this node accepted (both
+//!   dialled at once), the one dialled by the node whose id sorts lower stays, the same answer
+//!   both sides reach. A dialler whose link loses says `Goodbye` and sends nothing else on it.
 //!
 //! Each side sends presence on a link only after its own join, and a link carries relays only
 //! once the peer's presence arrived on it (an [`established`](Remote::is_established) link).
@@ -28,8 +28,8 @@
 //! down and never sent presence on it, so its acceptor never relays there; and the dialler
 //! never joined it, so never relays there either. Retiring it puts no relay in doubt. A link
 //! is replaced only by a new incarnation of its peer (the old process is gone) or by a link
-//! its peer's hello proved the old one dead for; an established link to a live incarnation is
-//! never evicted for a newcomer.
+//! whose dial or hello proved the old one dead on the other side; an established link to a
+//! live incarnation is otherwise never evicted for a newcomer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -710,15 +710,16 @@ fn gives_way(old: &Remote, new: &Remote) -> bool {
     }
 }
 
-/// True when `new`, dialled by the peer, replaces `old`, which the peer dialled too and which
-/// still takes relays: the peer dials only while it holds no link, so `old` is dead over there,
-/// and with relays resuming it is taken as cut instead of waiting for pings to find it so.
+/// True when `new` replaces `old`, which the same node dialled and which still takes relays,
+/// and relays over both resume: `old` is dead on the other side (a node dials only while it
+/// holds no link, and an acceptor's hello says it holds no other), so it is taken as cut,
+/// its relays left for `new`, instead of being retired with a farewell nobody reads.
 fn redialled(old: &Remote, new: &Remote) -> bool {
-    new.opener == Opener::Peer
-        && old.opener == Opener::Peer
-        && new.resumes
-        && old.resumes
-        && old.link.is_open()
+    let same_dialler = matches!(
+        (&new.opener, &old.opener),
+        (Opener::Peer, Opener::Peer) | (Opener::Here(_), Opener::Here(_))
+    );
+    same_dialler && new.resumes && old.resumes && old.link.is_open()
 }
 
 #[cfg(test)]
@@ -800,6 +801,19 @@ mod tests {
         );
         assert!(Arc::ptr_eq(&current(&mesh, "b").unwrap(), &new));
         assert_eq!(mesh.duplicates(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_dialler_takes_its_older_dial_as_cut_when_the_acceptor_kept_a_new_one() {
+        let mesh = Mesh::new(64);
+        let older = linked("b", 1, by("a"), true).await;
+        mesh.join(&older).unwrap();
+        let newer = linked("b", 1, by("a"), true).await;
+        let cut = mesh
+            .join(&newer)
+            .unwrap()
+            .expect("the older dial is taken as cut");
+        assert!(Arc::ptr_eq(&cut, &older) && older.is_cut_over());
     }
 
     #[tokio::test]
