@@ -76,8 +76,8 @@ pub struct Remote {
     established: AtomicBool,
     /// Relays over this link resume on a new link to the same incarnation after a cut.
     resumes: bool,
-    /// Set when a new link the peer dialled replaced this one, which it dialled too: this one
-    /// is dead over there, and ends as a cut link does.
+    /// Set when a new link dialled by the node that dialled this one replaced it: this one is
+    /// dead on the other side, and ends as a cut link does.
     cut_over: AtomicBool,
     /// Fires once the link's session let go of what it holds: its relays closed, or left for a
     /// new link (see [`Mesh::join`]).
@@ -112,7 +112,7 @@ impl Remote {
         })
     }
 
-    /// True once a new link the peer dialled replaced this one: it ends as a cut link does.
+    /// True once a new link from the same dialler replaced this one: it ends as a cut link does.
     pub fn is_cut_over(&self) -> bool {
         self.cut_over.load(Ordering::Acquire)
     }
@@ -229,9 +229,9 @@ impl Mesh {
     /// them; its dialler keeps it over an older link it dialled itself, and over one it
     /// accepted only when its own node id sorts lower. A link replaced by a new incarnation is
     /// closed at once (the old process is gone); one replaced by a link to the same
-    /// incarnation takes no new relay and is retired by its session, or ends as cut when the
-    /// peer dialled both: that one is returned, and what it holds is left for `remote` once
-    /// its [`Remote::let_go`] fires.
+    /// incarnation takes no new relay and is retired by its session, or ends as cut when one
+    /// node dialled both and relays resume: that one is returned, and what it holds is left
+    /// for `remote` once its [`Remote::let_go`] fires.
     ///
     /// # Errors
     /// [`JoinError::Duplicate`] when the existing link stays; it is counted.

@@ -81,7 +81,7 @@ pub(super) async fn run(
         link,
         &shared.retiring,
     );
-    // However the link ends, a newcomer that replaced it as cut waits no longer than that.
+    // Fires as the link ends, whichever way: a newcomer that replaced it as cut waits no longer.
     let _let_go = remote.let_go.clone().drop_guard();
     // Joined before anything is sent: the acceptor's hello and each side's presence go out
     // only on a link this side kept (see the mesh's module doc).
@@ -94,8 +94,8 @@ pub(super) async fn run(
             return Close::goodbye(DUPLICATE);
         }
     };
-    // The peer's older link this one replaced stops reading and leaves what it holds first,
-    // so no relay can still arrive on it once this one resumes them.
+    // The older link this one replaced as cut stops reading and leaves what it holds first, so
+    // no relay can still arrive on it once this one resumes them.
     if let Some(old) = cut_over {
         let left = tokio::time::timeout(shared.config.handshake_timeout(), old.let_go.cancelled());
         if left.await.is_err() {
@@ -374,7 +374,7 @@ impl Session<'_> {
                         return Err(Close::goodbye(DUPLICATE));
                     }
                     if self.remote.is_cut_over() {
-                        // The peer dialled a new link: this one is dead over there.
+                        // Its dialler's new link replaced it: this one is dead over there.
                         self.cut = true;
                         return Err(Close::Quietly);
                     }
