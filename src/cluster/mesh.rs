@@ -12,15 +12,20 @@
 //! member, by each side at one moment of the hellos:
 //! - the acceptor joins on the dialler's `PeerHello`, before it sends its own; a link to the
 //!   same incarnation already joined makes it refuse the newcomer with `Goodbye`, its own
-//!   hello never sent, unless the peer dialled that link too and relays resume between the
-//!   two: a dialler dials only while it holds no link, so its old one is dead over there and
-//!   is taken as cut (its relays wait for the newcomer, which joins once the old link stopped
-//!   reading and left them);
+//!   hello never sent, unless the peer dialled that link too, it is established and relays
+//!   resume between the two: a dialler dials only while it holds no link, so its old one is
+//!   dead over there and is taken as cut (its relays wait for the newcomer, which joins once
+//!   the old link stopped reading and left them);
 //! - the dialler joins on the acceptor's `PeerHello`. That hello says the acceptor had no other
 //!   link to this incarnation joined: an older link this node dialled is dead over there and
-//!   gives way (taken as cut too when relays resume); against a link this node accepted (both
-//!   dialled at once), the one dialled by the node whose id sorts lower stays, the same answer
-//!   both sides reach. A dialler whose link loses says `Goodbye` and sends nothing else on it.
+//!   gives way; against a link this node accepted (both dialled at once), the one dialled by
+//!   the node whose id sorts lower stays, the same answer both sides reach. A dialler whose
+//!   link loses says `Goodbye` and sends nothing else on it.
+//!
+//! So a link replaced by another to the same incarnation is held no more on the other side:
+//! dead, or never joined there. When relays resume over both and the old one is established,
+//! it is taken as cut (its relays both ways left for the newcomer) rather than retired with a
+//! farewell nobody reads.
 //!
 //! Each side sends presence on a link only after its own join, and a link carries relays only
 //! once the peer's presence arrived on it (an [`established`](Remote::is_established) link).
@@ -76,8 +81,8 @@ pub struct Remote {
     established: AtomicBool,
     /// Relays over this link resume on a new link to the same incarnation after a cut.
     resumes: bool,
-    /// Set when a new link dialled by the node that dialled this one replaced it: this one is
-    /// dead on the other side, and ends as a cut link does.
+    /// Set when a new link to the same incarnation replaced this one while relays resume: the
+    /// other side holds this one no more, and it ends as a cut link does.
     cut_over: AtomicBool,
     /// Fires once the link's session let go of what it holds: its relays closed, or left for a
     /// new link (see [`Mesh::join`]).
@@ -112,7 +117,7 @@ impl Remote {
         })
     }
 
-    /// True once a new link from the same dialler replaced this one: it ends as a cut link does.
+    /// True once a new link replaced this one while relays resume: it ends as a cut link does.
     pub fn is_cut_over(&self) -> bool {
         self.cut_over.load(Ordering::Acquire)
     }
@@ -229,9 +234,9 @@ impl Mesh {
     /// them; its dialler keeps it over an older link it dialled itself, and over one it
     /// accepted only when its own node id sorts lower. A link replaced by a new incarnation is
     /// closed at once (the old process is gone); one replaced by a link to the same
-    /// incarnation takes no new relay and is retired by its session, or ends as cut when one
-    /// node dialled both and relays resume: that one is returned, and what it holds is left
-    /// for `remote` once its [`Remote::let_go`] fires.
+    /// incarnation takes no new relay and is retired by its session, or, when relays resume
+    /// over both, ends as cut: that one is returned, and what it holds is left for `remote`
+    /// once its [`Remote::let_go`] fires.
     ///
     /// # Errors
     /// [`JoinError::Duplicate`] when the existing link stays; it is counted.
@@ -255,7 +260,9 @@ impl Mesh {
         let mut cut = None;
         if let Some(old) = replaced {
             if old.incarnation == remote.incarnation {
-                if redialled(&old, remote) {
+                // The other side holds `old` no more (module doc): with relays resuming, it is
+                // taken as cut, not retired with a farewell nobody reads.
+                if resumes_over(&old, remote) {
                     old.cut_over.store(true, Ordering::Release);
                     cut = Some(Arc::clone(&old));
                 }
@@ -700,7 +707,9 @@ impl Drop for JoinDial {
 /// True when `old`, joined to the same incarnation as `new`, gives way to it (module doc).
 fn gives_way(old: &Remote, new: &Remote) -> bool {
     match (&new.opener, &old.opener) {
-        (Opener::Peer, Opener::Peer) => redialled(old, new),
+        // The peer dialled again, so it holds the old link no more; unless relays resume, the
+        // old link is kept until pings find it dead.
+        (Opener::Peer, Opener::Peer) => resumes_over(old, new),
         // The acceptor keeps the link it has.
         (Opener::Peer, _) => false,
         // The acceptor's hello says it holds no other link: our older dial is dead there.
@@ -710,16 +719,10 @@ fn gives_way(old: &Remote, new: &Remote) -> bool {
     }
 }
 
-/// True when `new` replaces `old`, which the same node dialled and which still takes relays,
-/// and relays over both resume: `old` is dead on the other side (a node dials only while it
-/// holds no link, and an acceptor's hello says it holds no other), so it is taken as cut,
-/// its relays left for `new`, instead of being retired with a farewell nobody reads.
-fn redialled(old: &Remote, new: &Remote) -> bool {
-    let same_dialler = matches!(
-        (&new.opener, &old.opener),
-        (Opener::Peer, Opener::Peer) | (Opener::Here(_), Opener::Here(_))
-    );
-    same_dialler && new.resumes && old.resumes && old.link.is_open()
+/// True when relays over `old` resume on `new`: both resume, and `old` is established (it may
+/// carry relays; the loser of a simultaneous dial never is) and still takes relays.
+fn resumes_over(old: &Remote, new: &Remote) -> bool {
+    new.resumes && old.resumes && old.is_established() && old.link.is_open()
 }
 
 #[cfg(test)]
@@ -808,12 +811,31 @@ mod tests {
         let mesh = Mesh::new(64);
         let older = linked("b", 1, by("a"), true).await;
         mesh.join(&older).unwrap();
+        mesh.apply(&older, presence()).unwrap();
         let newer = linked("b", 1, by("a"), true).await;
         let cut = mesh
             .join(&newer)
             .unwrap()
             .expect("the older dial is taken as cut");
         assert!(Arc::ptr_eq(&cut, &older) && older.is_cut_over());
+    }
+
+    #[tokio::test]
+    async fn a_dialler_whose_lower_dial_wins_takes_the_link_it_accepted_as_cut() {
+        let mesh = Mesh::new(64);
+        let accepted = linked("b", 1, Opener::Peer, true).await;
+        mesh.join(&accepted).unwrap();
+        mesh.apply(&accepted, presence()).unwrap();
+        let dialled = linked("b", 1, by("a"), true).await;
+        let cut = mesh.join(&dialled).unwrap().expect("taken as cut");
+        assert!(Arc::ptr_eq(&cut, &accepted) && accepted.is_cut_over());
+        // The loser of a simultaneous dial was never established: retired, as without resuming.
+        let mesh = Mesh::new(64);
+        let accepted = linked("b", 1, Opener::Peer, true).await;
+        mesh.join(&accepted).unwrap();
+        let dialled = linked("b", 1, by("a"), true).await;
+        assert!(mesh.join(&dialled).unwrap().is_none());
+        assert!(accepted.evicted.is_cancelled() && !accepted.is_cut_over());
     }
 
     #[tokio::test]
