@@ -785,19 +785,26 @@ mod tests {
         assert_eq!(mesh.duplicates(), 1);
     }
 
-    #[tokio::test]
-    async fn a_peer_dialling_again_replaces_its_old_link_as_cut_when_relays_resume() {
+    /// Joins an established link to `b` opened by `old`, then one opened by `new`, both with
+    /// relays resuming; the mesh, both links, and the link the second join took as cut.
+    async fn replaced(old: Opener, new: Opener) -> (Arc<Mesh>, [Arc<Remote>; 2], Arc<Remote>) {
         let mesh = Mesh::new(64);
-        let old = linked("b", 1, Opener::Peer, true).await;
-        mesh.join(&old).unwrap();
-        mesh.apply(&old, presence()).unwrap();
-        let new = linked("b", 1, Opener::Peer, true).await;
+        let first = linked("b", 1, old, true).await;
+        mesh.join(&first).unwrap();
+        mesh.apply(&first, presence()).unwrap();
+        let second = linked("b", 1, new, true).await;
         let cut = mesh
-            .join(&new)
+            .join(&second)
             .unwrap()
             .expect("the old link is taken as cut");
-        assert!(Arc::ptr_eq(&cut, &old));
-        assert!(old.is_cut_over() && old.evicted.is_cancelled());
+        assert!(Arc::ptr_eq(&cut, &first) && first.is_cut_over());
+        (mesh, [first, second], cut)
+    }
+
+    #[tokio::test]
+    async fn a_peer_dialling_again_replaces_its_old_link_as_cut_when_relays_resume() {
+        let (mesh, [old, new], _) = replaced(Opener::Peer, Opener::Peer).await;
+        assert!(old.evicted.is_cancelled());
         assert!(
             !old.link.is_open() && !old.link.is_closed(),
             "it takes no relay, and those in flight wait for the newcomer"
@@ -808,27 +815,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_dialler_takes_its_older_dial_as_cut_when_the_acceptor_kept_a_new_one() {
-        let mesh = Mesh::new(64);
-        let older = linked("b", 1, by("a"), true).await;
-        mesh.join(&older).unwrap();
-        mesh.apply(&older, presence()).unwrap();
-        let newer = linked("b", 1, by("a"), true).await;
-        let cut = mesh
-            .join(&newer)
-            .unwrap()
-            .expect("the older dial is taken as cut");
-        assert!(Arc::ptr_eq(&cut, &older) && older.is_cut_over());
+        replaced(by("a"), by("a")).await;
     }
 
     #[tokio::test]
     async fn a_dialler_whose_lower_dial_wins_takes_the_link_it_accepted_as_cut() {
-        let mesh = Mesh::new(64);
-        let accepted = linked("b", 1, Opener::Peer, true).await;
-        mesh.join(&accepted).unwrap();
-        mesh.apply(&accepted, presence()).unwrap();
-        let dialled = linked("b", 1, by("a"), true).await;
-        let cut = mesh.join(&dialled).unwrap().expect("taken as cut");
-        assert!(Arc::ptr_eq(&cut, &accepted) && accepted.is_cut_over());
+        replaced(Opener::Peer, by("a")).await;
         // The loser of a simultaneous dial was never established: retired, as without resuming.
         let mesh = Mesh::new(64);
         let accepted = linked("b", 1, Opener::Peer, true).await;
