@@ -83,16 +83,19 @@ const WORKERS: [WorkerSpec; 3] = [
         name: "w-a",
         node: "a",
         capacity: 2,
+        label: None,
     },
     WorkerSpec {
         name: "w-b1",
         node: "b",
         capacity: 2,
+        label: None,
     },
     WorkerSpec {
         name: "w-b2",
         node: "b",
         capacity: 1,
+        label: None,
     },
 ];
 
@@ -104,18 +107,21 @@ const PRODUCERS: [ProducerSpec; 3] = [
         node: "a",
         dispatches: DISPATCHES,
         pause_ms: (20, 300),
+        pin: None,
     },
     ProducerSpec {
         name: "p-b",
         node: "b",
         dispatches: DISPATCHES,
         pause_ms: (20, 300),
+        pin: None,
     },
     ProducerSpec {
         name: "p-c",
         node: "c",
         dispatches: DISPATCHES,
         pause_ms: (20, 300),
+        pin: None,
     },
 ];
 

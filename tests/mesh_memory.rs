@@ -99,6 +99,7 @@ async fn remote_state_for_10_000_pools_stays_under_64_mb_per_node() {
             1,
             format!("10.0.0.{peer}:7400"),
             Opener::Peer,
+            false,
             link,
             &closing,
         );

@@ -259,6 +259,40 @@ async fn a_relay_the_serving_node_cannot_account_for_ends_peer_lost() {
 }
 
 #[tokio::test]
+async fn a_peer_dialling_again_while_its_old_link_looks_alive_here_takes_over_its_relays() {
+    let node = TestNode::with_config(cluster_config("n", &[])).await;
+    let mut worker = RawWorker::start(node.addr, plain(NAMESPACE, ACTIVITY, 4, "w")).await;
+    let theirs = || vec![offering(pool(), "hand-work", 4)];
+    let mut old = resuming_peer(node.addr, 1, theirs()).await;
+    node.wait_announced("hand", &pool()).await;
+    // A relay each way in flight over the old link.
+    old.send(relay3(1, "to-n")).await;
+    let push = worker.next_push().await;
+    let dispatch = spawn_dispatch(&node, request(NAMESPACE, "hand-work", ""), options());
+    let relay = next_relay(&mut old).await;
+    // The old link is dead over there, but not here: no ping has gone unanswered yet. The
+    // same incarnation's new link is kept, not refused as a duplicate.
+    let mut new = resuming_peer(node.addr, 1, theirs()).await;
+    assert_eq!(next_resume(&mut new).await.unanswered, [relay.correlation]);
+    new.send(resume(vec![1])).await;
+    let answer = next_resumed(&mut new).await;
+    assert_eq!((answer.handled_up_to, answer.running), (1, vec![1]));
+    worker.reply(&push, "w").await;
+    assert_eq!(
+        next_outcome(&mut new).await.0,
+        1,
+        "answered on the new link"
+    );
+    let running = vec![relay.correlation];
+    new.send(resumed(relay.correlation, running, Vec::new()))
+        .await;
+    new.send(completed(relay.correlation, &relay.request)).await;
+    assert_eq!(served_by(&outcome_of(dispatch).await), "hand");
+    old.closed().await;
+    assert_eq!(node.node.dispatcher().counters().peer_lost(), 0);
+}
+
+#[tokio::test]
 async fn relays_over_a_link_cut_for_good_end_peer_lost_once_the_grace_passes() {
     let grace = Duration::from_millis(400);
     let node = TestNode::with_config(lintel::NodeConfig {
@@ -370,19 +404,15 @@ async fn links_reset_through_a_proxy_under_load_cost_no_dispatch() {
     let (b_listener, b_port) = loopback_listener();
     let to_a = Proxy::start(a_port).await;
     let to_b = Proxy::start(b_port).await;
-    // The diallers' backoff grows with each cut of a link younger than 10 s (100 ms, then
-    // 200, then 400, each ±50%): a grace of 3 s covers the three cuts below on a busy machine.
     let a_config = lintel::NodeConfig {
         listen: a_port,
         advertise: to_a.addr.to_string(),
-        peer_relink_grace_ms: 3_000,
         ..cluster_config("a", &[to_b.addr])
     };
     let a = TestNode::on_listener(a_config, a_listener).await;
     let b_config = lintel::NodeConfig {
         listen: b_port,
         advertise: to_b.addr.to_string(),
-        peer_relink_grace_ms: 3_000,
         ..cluster_config("b", &[to_a.addr])
     };
     let b = TestNode::on_listener(b_config, b_listener).await;

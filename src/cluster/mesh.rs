@@ -12,12 +12,20 @@
 //! member, by each side at one moment of the hellos:
 //! - the acceptor joins on the dialler's `PeerHello`, before it sends its own; a link to the
 //!   same incarnation already joined makes it refuse the newcomer with `Goodbye`, its own
-//!   hello never sent;
+//!   hello never sent, unless the peer dialled that link too, it is established and relays
+//!   resume between the two: a dialler dials only while it holds no link, so its old one is
+//!   dead over there and is taken as cut (its relays wait for the newcomer, which joins once
+//!   the old link stopped reading and left them);
 //! - the dialler joins on the acceptor's `PeerHello`. That hello says the acceptor had no other
 //!   link to this incarnation joined: an older link this node dialled is dead over there and
 //!   gives way; against a link this node accepted (both dialled at once), the one dialled by
 //!   the node whose id sorts lower stays, the same answer both sides reach. A dialler whose
 //!   link loses says `Goodbye` and sends nothing else on it.
+//!
+//! So a link replaced by another to the same incarnation is held no more on the other side:
+//! dead, or never joined there. When relays resume over both and the old one is established,
+//! it is taken as cut (its relays both ways left for the newcomer) rather than retired with a
+//! farewell nobody reads.
 //!
 //! Each side sends presence on a link only after its own join, and a link carries relays only
 //! once the peer's presence arrived on it (an [`established`](Remote::is_established) link).
@@ -25,8 +33,8 @@
 //! down and never sent presence on it, so its acceptor never relays there; and the dialler
 //! never joined it, so never relays there either. Retiring it puts no relay in doubt. A link
 //! is replaced only by a new incarnation of its peer (the old process is gone) or by a link
-//! its peer's hello proved the old one dead for; an established link to a live incarnation is
-//! never evicted for a newcomer.
+//! whose dial or hello proved the old one dead on the other side; an established link to a
+//! live incarnation is otherwise never evicted for a newcomer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -71,16 +79,25 @@ pub struct Remote {
     received: AtomicU64,
     /// Set when the peer's first presence arrived: it kept the link too.
     established: AtomicBool,
+    /// Relays over this link resume on a new link to the same incarnation after a cut.
+    resumes: bool,
+    /// Set when a new link to the same incarnation replaced this one while relays resume: the
+    /// other side holds this one no more, and it ends as a cut link does.
+    cut_over: AtomicBool,
+    /// Fires once the link's session let go of what it holds: its relays closed, or left for a
+    /// new link (see [`Mesh::join`]).
+    pub let_go: CancellationToken,
 }
 
 impl Remote {
-    /// A peer reached over `link`, opened by `opener`; its `evicted` token is a child of
-    /// `retiring`, so one wait hears both.
+    /// A peer reached over `link`, opened by `opener`, whose relays resume after a cut when
+    /// `resumes`; its `evicted` token is a child of `retiring`, so one wait hears both.
     pub fn new(
         node_id: Arc<str>,
         incarnation: u64,
         address: String,
         opener: Opener,
+        resumes: bool,
         link: PeerLink,
         retiring: &CancellationToken,
     ) -> Arc<Self> {
@@ -94,7 +111,15 @@ impl Remote {
             evicted: retiring.child_token(),
             received: AtomicU64::new(0),
             established: AtomicBool::new(false),
+            resumes,
+            cut_over: AtomicBool::new(false),
+            let_go: CancellationToken::new(),
         })
+    }
+
+    /// True once a new link replaced this one while relays resume: it ends as a cut link does.
+    pub fn is_cut_over(&self) -> bool {
+        self.cut_over.load(Ordering::Acquire)
     }
 
     fn view(&self) -> MutexGuard<'_, View> {
@@ -205,14 +230,17 @@ impl Mesh {
 
     /// Keeps `remote` as the link to its peer, or turns it down for the link that stays (see
     /// the module doc): a new incarnation replaces the old link; the acceptor of a second link
-    /// to the same incarnation refuses it; its dialler keeps it over an older link it dialled
-    /// itself, and over one it accepted only when its own node id sorts lower. A link replaced
-    /// by a new incarnation is closed at once (the old process is gone); one replaced by a
-    /// link to the same incarnation takes no new relay and is retired by its session.
+    /// to the same incarnation refuses it, unless the peer dialled both and relays resume over
+    /// them; its dialler keeps it over an older link it dialled itself, and over one it
+    /// accepted only when its own node id sorts lower. A link replaced by a new incarnation is
+    /// closed at once (the old process is gone); one replaced by a link to the same
+    /// incarnation takes no new relay and is retired by its session, or, when relays resume
+    /// over both, ends as cut: that one is returned, and what it holds is left for `remote`
+    /// once its [`Remote::let_go`] fires.
     ///
     /// # Errors
     /// [`JoinError::Duplicate`] when the existing link stays; it is counted.
-    pub fn join(&self, remote: &Arc<Remote>) -> Result<(), JoinError> {
+    pub fn join(&self, remote: &Arc<Remote>) -> Result<Option<Arc<Remote>>, JoinError> {
         let replaced = {
             let mut state = self.lock();
             if let Some(old) = state.remotes.get(&remote.node_id) {
@@ -229,8 +257,15 @@ impl Mesh {
             self.linked.store(state.remotes.len(), Ordering::Release);
             replaced
         };
+        let mut cut = None;
         if let Some(old) = replaced {
             if old.incarnation == remote.incarnation {
+                // The other side holds `old` no more (module doc): with relays resuming, it is
+                // taken as cut, not retired with a farewell nobody reads.
+                if resumes_over(&old, remote) {
+                    old.cut_over.store(true, Ordering::Release);
+                    cut = Some(Arc::clone(&old));
+                }
                 old.link.retire();
             } else {
                 old.link.close();
@@ -240,7 +275,7 @@ impl Mesh {
         self.members_changed.touch();
         self.links.touch();
         self.changed();
-        Ok(())
+        Ok(cut)
     }
 
     /// What this node keeps for incarnation `incarnation` of member `node_id` (learned as
@@ -672,6 +707,9 @@ impl Drop for JoinDial {
 /// True when `old`, joined to the same incarnation as `new`, gives way to it (module doc).
 fn gives_way(old: &Remote, new: &Remote) -> bool {
     match (&new.opener, &old.opener) {
+        // The peer dialled again, so it holds the old link no more; unless relays resume, the
+        // old link is kept until pings find it dead.
+        (Opener::Peer, Opener::Peer) => resumes_over(old, new),
         // The acceptor keeps the link it has.
         (Opener::Peer, _) => false,
         // The acceptor's hello says it holds no other link: our older dial is dead there.
@@ -681,12 +719,23 @@ fn gives_way(old: &Remote, new: &Remote) -> bool {
     }
 }
 
+/// True when relays over `old` resume on `new`: both resume, and `old` is established (it may
+/// carry relays; the loser of a simultaneous dial never is) and still takes relays.
+fn resumes_over(old: &Remote, new: &Remote) -> bool {
+    new.resumes && old.resumes && old.is_established() && old.link.is_open()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// A link to `peer` over a real loopback socket, opened by `opener`.
     async fn remote(peer: &str, incarnation: u64, opener: Opener) -> Arc<Remote> {
+        linked(peer, incarnation, opener, false).await
+    }
+
+    /// As [`remote`], its relays resuming after a cut when `resumes`.
+    async fn linked(peer: &str, incarnation: u64, opener: Opener, resumes: bool) -> Arc<Remote> {
         // Nothing is written: the mesh only closes links, which sends nothing.
         let (outbound, _peer) = crate::link::fixtures::outbound().await;
         let pair = Pair::new(incarnation, &crate::link::Retention::new(1));
@@ -696,6 +745,7 @@ mod tests {
             incarnation,
             format!("{peer}:1"),
             opener,
+            resumes,
             link,
             &CancellationToken::new(),
         )
@@ -726,13 +776,69 @@ mod tests {
         mesh.join(&first).unwrap();
         mesh.apply(&first, presence()).unwrap();
         let second = remote("b", 1, Opener::Peer).await;
-        assert_eq!(mesh.join(&second), Err(JoinError::Duplicate));
+        assert!(matches!(mesh.join(&second), Err(JoinError::Duplicate)));
         assert!(Arc::ptr_eq(&current(&mesh, "b").unwrap(), &first));
         assert!(
             !first.evicted.is_cancelled(),
             "the established link is kept"
         );
         assert_eq!(mesh.duplicates(), 1);
+    }
+
+    /// Joins an established link to `b` opened by `old`, then one opened by `new`, both with
+    /// relays resuming, and checks the first was taken as cut; the mesh and both links.
+    async fn replaced(old: Opener, new: Opener) -> (Arc<Mesh>, [Arc<Remote>; 2]) {
+        let mesh = Mesh::new(64);
+        let first = linked("b", 1, old, true).await;
+        mesh.join(&first).unwrap();
+        mesh.apply(&first, presence()).unwrap();
+        let second = linked("b", 1, new, true).await;
+        let cut = mesh
+            .join(&second)
+            .unwrap()
+            .expect("the old link is taken as cut");
+        assert!(Arc::ptr_eq(&cut, &first) && first.is_cut_over());
+        (mesh, [first, second])
+    }
+
+    #[tokio::test]
+    async fn a_peer_dialling_again_replaces_its_old_link_as_cut_when_relays_resume() {
+        let (mesh, [old, new]) = replaced(Opener::Peer, Opener::Peer).await;
+        assert!(old.evicted.is_cancelled());
+        assert!(
+            !old.link.is_open() && !old.link.is_closed(),
+            "it takes no relay, and those in flight wait for the newcomer"
+        );
+        assert!(Arc::ptr_eq(&current(&mesh, "b").unwrap(), &new));
+        assert_eq!(mesh.duplicates(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_dialler_takes_its_older_dial_as_cut_when_the_acceptor_kept_a_new_one() {
+        replaced(by("a"), by("a")).await;
+    }
+
+    #[tokio::test]
+    async fn a_dialler_whose_lower_dial_wins_takes_the_link_it_accepted_as_cut() {
+        replaced(Opener::Peer, by("a")).await;
+        // The loser of a simultaneous dial was never established: retired, as without resuming.
+        let mesh = Mesh::new(64);
+        let accepted = linked("b", 1, Opener::Peer, true).await;
+        mesh.join(&accepted).unwrap();
+        let dialled = linked("b", 1, by("a"), true).await;
+        assert!(mesh.join(&dialled).unwrap().is_none());
+        assert!(accepted.evicted.is_cancelled() && !accepted.is_cut_over());
+    }
+
+    #[tokio::test]
+    async fn the_acceptor_keeps_a_link_it_dialled_itself_though_relays_resume() {
+        // Both dialled at once, or the peer lost it: the acceptor cannot tell, so it keeps it.
+        let mesh = Mesh::new(64);
+        let mine = linked("b", 1, by("a"), true).await;
+        mesh.join(&mine).unwrap();
+        let theirs = linked("b", 1, Opener::Peer, true).await;
+        assert!(matches!(mesh.join(&theirs), Err(JoinError::Duplicate)));
+        assert!(!mine.evicted.is_cancelled() && !mine.is_cut_over());
     }
 
     #[tokio::test]
@@ -760,7 +866,7 @@ mod tests {
         let one_at_a = remote("b", 2, by("a")).await;
         let two_at_b = remote("a", 1, by("b")).await;
         at_a.join(&one_at_a).unwrap();
-        assert_eq!(at_b.join(&two_at_b), Err(JoinError::Duplicate));
+        assert!(matches!(at_b.join(&two_at_b), Err(JoinError::Duplicate)));
         assert!(
             two_at_a.evicted.is_cancelled(),
             "a retires the link b dialled"
@@ -776,7 +882,7 @@ mod tests {
         let two_at_b = remote("a", 1, by("b")).await;
         at_b.join(&two_at_b).unwrap();
         let one_at_b = remote("a", 1, Opener::Peer).await;
-        assert_eq!(at_b.join(&one_at_b), Err(JoinError::Duplicate));
+        assert!(matches!(at_b.join(&one_at_b), Err(JoinError::Duplicate)));
         assert!(Arc::ptr_eq(&current(&at_a, "b").unwrap(), &two_at_a));
         assert!(Arc::ptr_eq(&current(&at_b, "a").unwrap(), &two_at_b));
     }
@@ -787,7 +893,7 @@ mod tests {
         let accepted = remote("a", 1, Opener::Peer).await;
         mesh.join(&accepted).unwrap();
         let dialled = remote("a", 1, by("b")).await;
-        assert_eq!(mesh.join(&dialled), Err(JoinError::Duplicate));
+        assert!(matches!(mesh.join(&dialled), Err(JoinError::Duplicate)));
         assert!(!accepted.evicted.is_cancelled());
     }
 

@@ -56,7 +56,9 @@ const STALE_DEADLINE_SLACK: usize = 1024;
 /// The submissions of one producer connection.
 pub(super) struct Flights {
     dispatcher: Arc<Dispatcher>,
-    outbound: Outbound,
+    /// Where outcomes go: the connection's queue, or for a peer the link that took these
+    /// dispatches over last (see [`Flights::take_over`]); a link given up is not held.
+    outbound: Mutex<Outbound>,
     answer: Answer,
     /// The namespaces these dispatches may use.
     grant: Grant,
@@ -71,8 +73,6 @@ pub(super) struct Flights {
     relieved: tokio::sync::Notify,
     /// Waiting-path tasks still running, and a token per dispatch whose outcome is not queued.
     tasks: TaskTracker,
-    /// Where a peer's kept outcomes go now: the link that took these dispatches over last.
-    taken_over: Mutex<Option<Outbound>>,
 }
 
 #[derive(Default)]
@@ -108,7 +108,7 @@ impl Flights {
     ) -> Arc<Self> {
         Arc::new(Self {
             dispatcher,
-            outbound,
+            outbound: Mutex::new(outbound),
             answer,
             grant,
             max_in_flight,
@@ -117,7 +117,6 @@ impl Flights {
             held_input: AtomicUsize::new(0),
             relieved: tokio::sync::Notify::new(),
             tasks: TaskTracker::new(),
-            taken_over: Mutex::new(None),
         })
     }
 
@@ -314,10 +313,14 @@ impl Flights {
     /// A new link to the same peer takes these dispatches over: their outcomes go out on
     /// `outbound` from now on.
     pub(super) fn take_over(&self, outbound: Outbound) {
-        *self
-            .taken_over
+        *self.outbound() = outbound;
+    }
+
+    fn outbound(&self) -> MutexGuard<'_, Outbound> {
+        // Only ever replaced whole.
+        self.outbound
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(outbound);
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// True while dispatch `correlation` runs here, its outcome not yet queued.
@@ -450,12 +453,7 @@ impl Sink for Flights {
                     DispatchResult::Completed(_) => result,
                     other => other.for_version(*version),
                 };
-                let taken_over = self
-                    .taken_over
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let to = taken_over.as_ref().unwrap_or(&self.outbound);
-                let _ = pair.answer(tag.correlation, result, to);
+                let _ = pair.answer(tag.correlation, result, &self.outbound());
             }
             drop(self.forget(tag));
             return;
@@ -464,7 +462,7 @@ impl Sink for Flights {
         if !self.closed.load(Ordering::Acquire) {
             let sent = self
                 .answer
-                .send(&self.outbound, tag.correlation, result, served_by);
+                .send(&self.outbound(), tag.correlation, result, served_by);
             match sent {
                 // The connection closes as a slow consumer, which its owner hears from the
                 // queue; the outcome goes with the connection.
@@ -480,7 +478,7 @@ impl Sink for Flights {
                     });
                     let _ = self
                         .answer
-                        .send(&self.outbound, tag.correlation, refused, None);
+                        .send(&self.outbound(), tag.correlation, refused, None);
                 }
                 Err(SendError::Full) => {}
             }

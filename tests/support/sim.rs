@@ -76,6 +76,9 @@ pub struct Ledger {
     pub links: Links,
     /// Bytes of `Presence` frames each node wrote, framing included.
     pub presence_bytes: BTreeMap<String, u64>,
+    /// Relays a node listed in a `Resume` on a new link, each asking what became of a relay
+    /// a cut link left unanswered.
+    pub resumed: u64,
     /// The mesh of each node's current process, while it runs: held weakly, so a crash drops
     /// it with everything else of the process.
     pub meshes: BTreeMap<String, Weak<Mesh>>,
@@ -207,6 +210,7 @@ impl<W> Tap<W> {
         match frame {
             Frame::Relay(relay) => ledger.relayed(&self.node, relay.request.workflow_id),
             Frame::Relay3(relay) => ledger.relayed(&self.node, relay.request.workflow_id),
+            Frame::Resume(resume) => ledger.resumed += resume.unanswered.len() as u64,
             Frame::Presence(_) | Frame::Presence3(_) => {
                 *ledger.presence_bytes.entry(self.node.clone()).or_default() += len;
                 if ledger.trace_frames {

@@ -61,12 +61,13 @@ async fn connect(node: &str, role: Role, name: &str) -> Connection {
     }
 }
 
-/// A worker process connected to `node`.
+/// A worker process connected to `node`, registered with node label `label`.
 #[derive(Debug, Clone, Copy)]
 pub struct WorkerSpec {
     pub name: &'static str,
     pub node: &'static str,
     pub capacity: u32,
+    pub label: Option<&'static str>,
 }
 
 /// `seed` mixed with `name` (FNV-1a), for generators that are pure functions of both.
@@ -109,7 +110,7 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
     let register = Register {
         namespaces: vec![NAMESPACE.into()],
         task_queue: String::new(),
-        node: None,
+        node: spec.label.map(Into::into),
         activity_types: vec![ACTIVITY.into()],
         identity: spec.name.into(),
         max_concurrency: spec.capacity,
@@ -252,6 +253,9 @@ pub struct ProducerSpec {
     pub dispatches: u64,
     /// The pause before each submission, drawn in this range of milliseconds.
     pub pause_ms: (u64, u64),
+    /// Only workers registered with this node label run its dispatches; any worker when
+    /// `None`.
+    pub pin: Option<&'static str>,
 }
 
 /// Submissions a producer has in flight at most.
@@ -358,7 +362,7 @@ async fn submit_all(
                     },
                     wait_for_worker_ms,
                     reply_timeout_ms: Some(REPLY_TIMEOUT_MS),
-                    routing: NodeRouting::Any,
+                    routing: spec.pin.map_or(NodeRouting::Any, |node| NodeRouting::Pin(node.into())),
                 };
                 {
                     let mut ledger = record.lock();

@@ -34,7 +34,8 @@ use crate::shared::Shared;
 const BACKOFF_START: Duration = Duration::from_millis(100);
 /// Longest pause before redialling.
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// A link that lived this long starts its next backoff afresh.
+/// A link that lived this long starts its next backoff afresh; with relays resuming, one that
+/// lived the relink grace already does (see [`fresh_after`]).
 const STABLE: Duration = Duration::from_secs(10);
 /// How long the node whose id sorts higher waits, once a member is unlinked, before it dials
 /// it: a member that knows this node dials it meanwhile, so the two seldom dial each other at
@@ -88,12 +89,14 @@ async fn dial_member(shared: Arc<Shared>, node_id: Arc<str>) {
         let Some(address) = member_unlinked(&shared, &node_id, turn).await else {
             return;
         };
-        let started = Instant::now();
         match reach(&shared, &address, None).await {
-            Reached::Answered(id) => {
+            Reached::Answered { node_id: id, lived } => {
                 failures.recovered(&node_id, &address);
                 if id != node_id {
                     turn += 1;
+                }
+                if lived >= fresh_after(&shared) {
+                    backoff = Backoff::default();
                 }
             }
             Reached::Refused(Refusal::Duplicate) => {
@@ -110,12 +113,19 @@ async fn dial_member(shared: Arc<Shared>, node_id: Arc<str>) {
             }
             Reached::Closing => return,
         }
-        if started.elapsed() >= STABLE {
-            backoff = Backoff::default();
-        }
         if !backoff.pause(&shared).await {
             return;
         }
+    }
+}
+
+/// How long a link must have lived for the next dial to start its backoff afresh: the relink
+/// grace while relays resume, so a link cut again and again is redialled within it (the first
+/// pause is at most 150 ms); [`STABLE`] otherwise.
+fn fresh_after(shared: &Shared) -> Duration {
+    match shared.config.peer_relink_grace() {
+        Duration::ZERO => STABLE,
+        grace => grace.min(STABLE),
     }
 }
 
@@ -130,7 +140,7 @@ async fn dial_join_point(shared: Arc<Shared>, address: String) {
             return;
         }
         match reach(&shared, &address, Some(mesh.joining())).await {
-            Reached::Answered(_) => failures.recovered(&address, &address),
+            Reached::Answered { .. } => failures.recovered(&address, &address),
             Reached::Refused(Refusal::Duplicate) => {
                 tracing::debug!(%address, "the node at a join point is linked already");
                 mesh.answered(&address, Answer::OneOf(mesh.linked_ids()));
@@ -225,8 +235,12 @@ async fn join_point_needed(shared: &Shared, address: &str) -> bool {
 
 /// What became of one dial.
 enum Reached {
-    /// A node answered with its hello; the link it led to has ended by now.
-    Answered(Arc<str>),
+    /// Node `node_id` answered with its hello; the link it led to has ended by now, after it
+    /// `lived` this long.
+    Answered {
+        node_id: Arc<str>,
+        lived: Duration,
+    },
     /// The node there said `Goodbye` instead of its hello.
     Refused(Refusal),
     Failed(DialError),
@@ -279,8 +293,10 @@ async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -
             let mesh = shared.dispatcher.mesh();
             mesh.answered(address, Answer::Member(Arc::clone(&node_id)));
             drop(joining);
+            let linked = Instant::now();
             let close = session::run(shared, &mut conn.reader, &conn.outbound, link, theirs).await;
-            (close, Reached::Answered(node_id))
+            let lived = linked.elapsed();
+            (close, Reached::Answered { node_id, lived })
         }
         Err(HelloFailed::Myself) => (
             super::super::close::Close::Quietly,

@@ -63,6 +63,7 @@ pub(super) async fn run(
     });
     // Both sides number relays per pair of incarnations and keep outcomes until acknowledged.
     let resumable = version >= 3 && resume;
+    let grace = shared.config.peer_relink_grace();
     let link = PeerLink::new(
         Arc::clone(&node_id),
         version,
@@ -76,16 +77,30 @@ pub(super) async fn run(
         theirs.incarnation,
         theirs.advertise.clone(),
         opener,
+        resumable && !grace.is_zero(),
         link,
         &shared.retiring,
     );
+    // Fires as the link ends, whichever way: a newcomer that replaced it as cut waits no longer.
+    let _let_go = remote.let_go.clone().drop_guard();
     // Joined before anything is sent: the acceptor's hello and each side's presence go out
     // only on a link this side kept (see the mesh's module doc).
     let joined = mesh.join(&remote);
     learn(shared, &theirs);
-    if joined.is_err() {
-        tracing::debug!(peer = %node_id, ?side, "duplicate peer link turned down");
-        return Close::goodbye(DUPLICATE);
+    let cut_over = match joined {
+        Ok(cut_over) => cut_over,
+        Err(_) => {
+            tracing::debug!(peer = %node_id, ?side, "duplicate peer link turned down");
+            return Close::goodbye(DUPLICATE);
+        }
+    };
+    // The older link this one replaced as cut stops reading and leaves what it holds first, so
+    // no relay can still arrive on it once this one resumes them.
+    if let Some(old) = cut_over {
+        let left = tokio::time::timeout(shared.config.handshake_timeout(), old.let_go.cancelled());
+        if left.await.is_err() {
+            tracing::warn!(peer = %node_id, "the link replaced as cut did not let go in time");
+        }
     }
     // What the last link to this incarnation left running here is taken over, and outcomes go
     // out on this link from now on.
@@ -143,7 +158,7 @@ pub(super) async fn run(
         && session.cut
         && matches!(ended, Ended::Close(_))
         && !session.farewell_heard
-        && !shared.config.peer_relink_grace().is_zero()
+        && !grace.is_zero()
         && !shared.closing.is_cancelled()
         && !remote.link.is_closed();
     let (close, down) = match ended {
@@ -174,6 +189,7 @@ pub(super) async fn run(
             .map(|served| served as Arc<dyn Any + Send + Sync>);
         let parking = pair.park(running, links);
         mesh.leave_cut(&remote, &down);
+        remote.let_go.cancel();
         // What is parked holds handles to this link's queue: its socket is let go now.
         outbound.close();
         expire_after_grace(shared, pair, parking);
@@ -356,6 +372,11 @@ impl Session<'_> {
                         // A new incarnation of the peer replaced the link: the process that
                         // relayed here is gone, and what it relayed is cancelled.
                         return Err(Close::goodbye(DUPLICATE));
+                    }
+                    if self.remote.is_cut_over() {
+                        // Its dialler's new link replaced it: this one is dead over there.
+                        self.cut = true;
+                        return Err(Close::Quietly);
                     }
                     return Ok(Why::Duplicate);
                 }
