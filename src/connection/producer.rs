@@ -12,6 +12,7 @@ use super::report;
 use super::subscriptions::{Subscriptions, SHUTTING_DOWN};
 use crate::auth::Grant;
 use crate::shared::{Fired, Shared};
+use lintel_client::burst::Burst;
 use lintel_client::keepalive::Keepalive;
 use lintel_client::transport::{FrameReader, Outbound, SendError};
 
@@ -70,7 +71,7 @@ pub(super) async fn serve(
     // tick, a wait for room and a notification lose nothing. While the producer's queue, or
     // its queue plus the inputs of its dispatches in flight, is at its bound nothing more is
     // read, so what it is owed stays bounded; deadlines and shutdown are still served.
-    let close = loop {
+    let close = 'conn: loop {
         let pressure = outbound.pressure();
         if pressure.closed {
             // The socket is gone or going: nothing read now could be answered.
@@ -129,72 +130,95 @@ pub(super) async fn serve(
             () = outbound.below(budget.saturating_sub(flights.held_input())), if queue_room && !room => continue,
             found = reader.ready(), if room => found,
         };
-        // Read where it lies, by reference: a submission is a few hundred bytes of views.
-        let frame = reader.take(found);
-        let frame = match &frame {
-            None | Some(Err(_)) => match frame.and_then(Result::err) {
-                Some(err) => break Close::read_failed(err),
-                None => break Close::Quietly,
-            },
-            Some(Ok(FrameRef::Submit(submit))) => {
-                keepalive.heard();
-                let deadline = flights.submit(submit);
-                timer.arm(deadline, timer_sleep.as_mut());
-                continue;
-            }
-            Some(Ok(FrameRef::Submit3(submit))) if version >= 3 => {
-                keepalive.heard();
-                let deadline = flights.submit3(submit);
-                timer.arm(deadline, timer_sleep.as_mut());
-                continue;
-            }
-            Some(Ok(FrameRef::Frame(frame))) => *frame,
-            Some(Ok(other)) => break Close::unexpected(other.kind(), "on a producer connection"),
-        };
-        keepalive.heard();
-        match frame {
-            Frame::Cancel(cancel) => {
-                if !subscriptions.cancel(cancel.correlation) {
-                    flights.cancel(cancel.correlation);
+        // Read where they lie, by reference (a submission is a few hundred bytes of views):
+        // this frame, then those already read behind it while there is room for them.
+        let mut found = found;
+        let mut burst = Burst::after_first();
+        loop {
+            let frame = reader.take(found);
+            let frame = match &frame {
+                None | Some(Err(_)) => match frame.and_then(Result::err) {
+                    Some(err) => break 'conn Close::read_failed(err),
+                    None => break 'conn Close::Quietly,
+                },
+                Some(Ok(FrameRef::Submit(submit))) => {
+                    keepalive.heard();
+                    let deadline = flights.submit(submit);
+                    timer.arm(deadline, timer_sleep.as_mut());
+                    None
                 }
-            }
-            Frame::StatusQuery(query) => {
-                let max_frame_len = shared.config.max_frame_len;
-                let report = match version {
-                    3.. => report::document(shared, query.correlation, max_frame_len),
-                    2 => report::fit(
-                        Frame::from(shared.cluster_status(query.correlation)),
-                        max_frame_len,
-                    ),
-                    _ => report::fit(
-                        Frame::from(StatusReport {
-                            correlation: query.correlation,
-                            status: shared.status(),
-                        }),
-                        max_frame_len,
-                    ),
-                };
-                match outbound.send_owed(report) {
-                    // An overflow closes the producer as a slow consumer at the loop's top.
-                    Ok(()) | Err(SendError::Overflow | SendError::Full) => {}
-                    Err(SendError::Closed) => break Close::Quietly,
-                    Err(err @ (SendError::TooLarge { .. } | SendError::Unencodable { .. })) => {
-                        tracing::error!(error = %err, "a status report could not be sent");
-                        break Close::Quietly;
+                Some(Ok(FrameRef::Submit3(submit))) if version >= 3 => {
+                    keepalive.heard();
+                    let deadline = flights.submit3(submit);
+                    timer.arm(deadline, timer_sleep.as_mut());
+                    None
+                }
+                Some(Ok(FrameRef::Frame(frame))) => Some(*frame),
+                Some(Ok(other)) => {
+                    break 'conn Close::unexpected(other.kind(), "on a producer connection")
+                }
+            };
+            if let Some(frame) = frame {
+                keepalive.heard();
+                match frame {
+                    Frame::Cancel(cancel) => {
+                        if !subscriptions.cancel(cancel.correlation) {
+                            flights.cancel(cancel.correlation);
+                        }
+                    }
+                    Frame::StatusQuery(query) => {
+                        let max_frame_len = shared.config.max_frame_len;
+                        let report = match version {
+                            3.. => report::document(shared, query.correlation, max_frame_len),
+                            2 => report::fit(
+                                Frame::from(shared.cluster_status(query.correlation)),
+                                max_frame_len,
+                            ),
+                            _ => report::fit(
+                                Frame::from(StatusReport {
+                                    correlation: query.correlation,
+                                    status: shared.status(),
+                                }),
+                                max_frame_len,
+                            ),
+                        };
+                        match outbound.send_owed(report) {
+                            // An overflow closes the producer as a slow consumer at the loop's top.
+                            Ok(()) | Err(SendError::Overflow | SendError::Full) => {}
+                            Err(SendError::Closed) => break 'conn Close::Quietly,
+                            Err(
+                                err @ (SendError::TooLarge { .. } | SendError::Unencodable { .. }),
+                            ) => {
+                                tracing::error!(error = %err, "a status report could not be sent");
+                                break 'conn Close::Quietly;
+                            }
+                        }
+                    }
+                    Frame::Subscribe(subscribe) if version >= 3 => {
+                        if let Err(SendError::Closed) = subscriptions.subscribe(subscribe.clone()) {
+                            break 'conn Close::Quietly;
+                        }
+                    }
+                    Frame::Ping(ping) => {
+                        let _ = outbound.try_send(Frame::Pong(Pong { nonce: ping.nonce }));
+                    }
+                    Frame::Pong(_) => {}
+                    Frame::Goodbye(_) => break 'conn Close::Quietly,
+                    other => {
+                        break 'conn Close::unexpected(other.kind(), "on a producer connection")
                     }
                 }
             }
-            Frame::Subscribe(subscribe) if version >= 3 => {
-                if let Err(SendError::Closed) = subscriptions.subscribe(subscribe.clone()) {
-                    break Close::Quietly;
-                }
+            let pressure = outbound.pressure();
+            let room =
+                pressure.room && pressure.bytes.saturating_add(flights.held_input()) < budget;
+            if pressure.closed || pressure.overflowed || !room {
+                break;
             }
-            Frame::Ping(ping) => {
-                let _ = outbound.try_send(Frame::Pong(Pong { nonce: ping.nonce }));
+            match burst.next(reader) {
+                Some(next) => found = next,
+                None => break,
             }
-            Frame::Pong(_) => {}
-            Frame::Goodbye(_) => break Close::Quietly,
-            other => break Close::unexpected(other.kind(), "on a producer connection"),
         }
     };
     // Nobody is left to cancel on the producer's behalf: end what it started.
