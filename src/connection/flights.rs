@@ -49,6 +49,15 @@ pub(super) enum Answer {
     },
 }
 
+/// Where a [`Flights`]' outcomes go.
+enum Route {
+    /// A producer's connection, for as long as it lives.
+    Connection(Outbound),
+    /// A peer's: the link that took these dispatches over last (see [`Flights::take_over`]);
+    /// a link given up is not held.
+    LatestLink(Mutex<Outbound>),
+}
+
 /// Stale deadlines, of submissions already ended, allowed beyond the live ones before the
 /// heap is rebuilt.
 const STALE_DEADLINE_SLACK: usize = 1024;
@@ -56,9 +65,8 @@ const STALE_DEADLINE_SLACK: usize = 1024;
 /// The submissions of one producer connection.
 pub(super) struct Flights {
     dispatcher: Arc<Dispatcher>,
-    /// Where outcomes go: the connection's queue, or for a peer the link that took these
-    /// dispatches over last (see [`Flights::take_over`]); a link given up is not held.
-    outbound: Mutex<Outbound>,
+    /// Where outcomes go.
+    route: Route,
     answer: Answer,
     /// The namespaces these dispatches may use.
     grant: Grant,
@@ -108,7 +116,10 @@ impl Flights {
     ) -> Arc<Self> {
         Arc::new(Self {
             dispatcher,
-            outbound: Mutex::new(outbound),
+            route: match answer {
+                Answer::Producer { .. } => Route::Connection(outbound),
+                Answer::Peer { .. } => Route::LatestLink(Mutex::new(outbound)),
+            },
             answer,
             grant,
             max_in_flight,
@@ -313,14 +324,18 @@ impl Flights {
     /// A new link to the same peer takes these dispatches over: their outcomes go out on
     /// `outbound` from now on.
     pub(super) fn take_over(&self, outbound: Outbound) {
-        *self.outbound() = outbound;
+        match &self.route {
+            Route::LatestLink(latest) => *lock(latest) = outbound,
+            Route::Connection(_) => debug_assert!(false, "a producer's dispatches taken over"),
+        }
     }
 
-    fn outbound(&self) -> MutexGuard<'_, Outbound> {
-        // Only ever replaced whole.
-        self.outbound
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Runs `send` on where outcomes go now.
+    fn to_outbound<R>(&self, send: impl FnOnce(&Outbound) -> R) -> R {
+        match &self.route {
+            Route::Connection(outbound) => send(outbound),
+            Route::LatestLink(latest) => send(&lock(latest)),
+        }
     }
 
     /// True while dispatch `correlation` runs here, its outcome not yet queued.
@@ -453,16 +468,15 @@ impl Sink for Flights {
                     DispatchResult::Completed(_) => result,
                     other => other.for_version(*version),
                 };
-                let _ = pair.answer(tag.correlation, result, &self.outbound());
+                let _ = self.to_outbound(|to| pair.answer(tag.correlation, result, to));
             }
             drop(self.forget(tag));
             return;
         }
         let released = self.forget(tag);
         if !self.closed.load(Ordering::Acquire) {
-            let sent = self
-                .answer
-                .send(&self.outbound(), tag.correlation, result, served_by);
+            let sent =
+                self.to_outbound(|to| self.answer.send(to, tag.correlation, result, served_by));
             match sent {
                 // The connection closes as a slow consumer, which its owner hears from the
                 // queue; the outcome goes with the connection.
@@ -476,9 +490,8 @@ impl Sink for Flights {
                         reason: RefusedReason::InvalidRequest,
                         detail: detail.as_str(),
                     });
-                    let _ = self
-                        .answer
-                        .send(&self.outbound(), tag.correlation, refused, None);
+                    let _ =
+                        self.to_outbound(|to| self.answer.send(to, tag.correlation, refused, None));
                 }
                 Err(SendError::Full) => {}
             }
@@ -618,4 +631,11 @@ impl Drop for CloseOnDrop {
             flights.close();
         }
     }
+}
+
+/// `mutex` locked; its value is only ever replaced whole, so a panic elsewhere leaves it sound.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
