@@ -400,8 +400,7 @@ impl<'r> Future for NextFrame<'r> {
                 self.reader = Some(reader);
                 Poll::Pending
             }
-            Poll::Ready(Ok(ready)) => Poll::Ready(reader.lend(ready)),
-            Poll::Ready(Err(err)) => Poll::Ready(Some(Err(err))),
+            Poll::Ready(found) => Poll::Ready(reader.take(Found(found))),
         }
     }
 }
