@@ -7,6 +7,7 @@
 #   CROSS=1 benches/instructions.sh 64:1:1000     # producer on node a, worker on node b
 #   ROLE=worker benches/instructions.sh 64:256:8000     # the worker instead of the node(s)
 #   ROLE=producer benches/instructions.sh 64:256:8000   # the producer instead of the node(s)
+#   WORKERS=4 benches/instructions.sh 64:256:8000       # four workers share the load
 #
 # Each `lintel serve` runs under callgrind with instrumentation off; a native worker registers
 # (on the last node) and a native `lintel bench --workers 0` warms up, then instrumentation is
@@ -21,6 +22,7 @@ set -euo pipefail
 BIN=${BIN:-target/release/lintel}
 OUT=${OUT:-target/instructions}
 CROSS=${CROSS:-0}
+WORKERS=${WORKERS:-1}
 ROLE=${ROLE:-node}
 # Whatever this script started goes with it, also when it fails half-way.
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
@@ -78,7 +80,7 @@ run_cell() {
     local nodes=1 port_a=$BASE_PORT port_b=$((BASE_PORT + 1))
     [ "$CROSS" = 1 ] && nodes=2
     local pids=() names=() others=()
-    local tag="p${payload}-c${flight}-n${count}-x${nodes}-${ROLE}"
+    local tag="p${payload}-c${flight}-n${count}-x${nodes}-w${WORKERS}-${ROLE}"
     rm -f "$OUT/$tag".*
     start_as node "$OUT/$tag.a" "$BIN" serve --listen "127.0.0.1:$port_a" --node-id a \
         >"$OUT/$tag.a.log" 2>&1 &
@@ -92,9 +94,15 @@ run_cell() {
         wait_port "$port_b"
         worker_port=$port_b
     fi
-    start_as worker "$OUT/$tag.w" "$BIN" worker --connect "127.0.0.1:$worker_port" \
-        --namespace bench --activity echo --concurrency 512 >"$OUT/$tag.worker.log" 2>&1 &
-    if [ "$ROLE" = worker ]; then pids+=($!); names+=("worker"); else others+=($!); fi
+    # With ROLE=worker only the first worker is counted; the others run natively.
+    local role=worker
+    for index in $(seq 1 "$WORKERS"); do
+        start_as "$role" "$OUT/$tag.w$index" "$BIN" worker --connect "127.0.0.1:$worker_port" \
+            --namespace bench --activity echo --concurrency 512 \
+            >"$OUT/$tag.worker$index.log" 2>&1 &
+        if [ "$ROLE" = "$role" ]; then pids+=($!); names+=("worker"); else others+=($!); fi
+        role=other-worker
+    done
     wait_worker "$port_a"
     local bench=("$BIN" bench --connect "127.0.0.1:$port_a" --workers 0 --payload "$payload"
         --concurrency "$flight")
