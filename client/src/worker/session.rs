@@ -379,7 +379,7 @@ impl<H: Handler> Session<'_, H> {
         };
         let len = reply.encoded_len();
         if len <= self.max_send_len {
-            return self.send_ref(FrameRef::Reply(reply)).await;
+            return self.send_ref(&FrameRef::Reply(reply)).await;
         }
         tracing::warn!(correlation, len, "reply too large for one frame");
         let message = format!(
@@ -395,14 +395,14 @@ impl<H: Handler> Session<'_, H> {
                 retryable: false,
             },
         };
-        self.send_ref(FrameRef::Reply(Reply {
+        self.send_ref(&FrameRef::Reply(Reply {
             correlation,
             response: failed,
         }))
         .await
     }
 
-    async fn send_ref(&self, frame: FrameRef<'_>) -> Flow {
+    async fn send_ref(&self, frame: &FrameRef<'_>) -> Flow {
         self.outbound
             .send_ref(frame)
             .await
