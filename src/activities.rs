@@ -1,5 +1,6 @@
 //! Built-in activities for demos, tests and benchmarks: `echo`, `sleep` and `headers`.
 
+use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,19 +19,35 @@ const MAX_SLEEP: Duration = Duration::from_secs(3600);
 pub struct BuiltIn;
 
 impl Handler for BuiltIn {
-    async fn handle(&self, request: Request) -> ActivityOutcome {
-        self.handle_with(request, Extras::default()).await
+    fn handle(&self, request: Request) -> impl Future<Output = ActivityOutcome> + Send {
+        self.handle_with(request, Extras::default())
     }
 
-    async fn handle_with(&self, request: Request, extras: Extras) -> ActivityOutcome {
-        match &*request.activity_type {
-            "echo" => ActivityOutcome::Success(request.input),
-            "sleep" => sleep(&request.input).await,
-            "headers" => ActivityOutcome::Success(Bytes::from(headers_json(&extras))),
-            other => ActivityOutcome::Failure {
+    /// Reads the request before it returns, so its future holds an answer or a sleep, never
+    /// the request and its extras: a small future to allocate and move for every dispatch.
+    fn handle_with(
+        &self,
+        request: Request,
+        extras: Extras,
+    ) -> impl Future<Output = ActivityOutcome> + Send {
+        let step = match &*request.activity_type {
+            "echo" => Step::Answer(ActivityOutcome::Success(request.input)),
+            "sleep" => sleep_for(&request.input),
+            "headers" => Step::Answer(ActivityOutcome::Success(Bytes::from(headers_json(&extras)))),
+            other => Step::Answer(ActivityOutcome::Failure {
                 message: format!("unknown activity `{other}`"),
                 retryable: false,
-            },
+            }),
+        };
+        async move {
+            match step {
+                Step::Answer(outcome) => outcome,
+                Step::Sleep(duration) => {
+                    tokio::time::sleep(duration).await;
+                    let slept = format!("slept {} ms", duration.as_millis());
+                    ActivityOutcome::Success(Bytes::from(slept))
+                }
+            }
         }
     }
 
@@ -56,25 +73,31 @@ pub fn headers_json(extras: &Extras) -> String {
     serde_json::Value::Object(object).to_string()
 }
 
-async fn sleep(input: &[u8]) -> ActivityOutcome {
+/// What a built-in activity does once its request is read.
+enum Step {
+    Answer(ActivityOutcome),
+    Sleep(Duration),
+}
+
+/// How long `sleep` waits (its input is milliseconds as text), or the failure it answers.
+fn sleep_for(input: &[u8]) -> Step {
     let millis = std::str::from_utf8(input)
         .ok()
         .and_then(|text| text.trim().parse::<u64>().ok());
     let Some(millis) = millis else {
-        return ActivityOutcome::Failure {
+        return Step::Answer(ActivityOutcome::Failure {
             message: "sleep wants its input as milliseconds, e.g. `250`".into(),
             retryable: false,
-        };
+        });
     };
     let duration = Duration::from_millis(millis);
     if duration > MAX_SLEEP {
-        return ActivityOutcome::Failure {
+        return Step::Answer(ActivityOutcome::Failure {
             message: format!("sleep is capped at {} ms", MAX_SLEEP.as_millis()),
             retryable: false,
-        };
+        });
     }
-    tokio::time::sleep(duration).await;
-    ActivityOutcome::Success(Bytes::from(format!("slept {millis} ms")))
+    Step::Sleep(duration)
 }
 
 #[cfg(test)]
@@ -100,5 +123,48 @@ mod tests {
             r#"{"traceparent":"00-t","x":["1","2","3"]}"#
         );
         assert_eq!(headers_json(&Extras::default()), "{}");
+    }
+
+    fn request(activity: &str, input: &'static [u8]) -> Request {
+        Request {
+            namespace: "ns".into(),
+            task_queue: "".into(),
+            activity_type: activity.into(),
+            node: None,
+            workflow_id: "wf".into(),
+            ordinal: 1,
+            run_id: None,
+            attempt: 1,
+            input: Bytes::from_static(input),
+            deadline_unix_ms: None,
+        }
+    }
+
+    fn failure(outcome: ActivityOutcome) -> String {
+        match outcome {
+            ActivityOutcome::Failure { message, retryable } => {
+                assert!(!retryable);
+                message
+            }
+            ActivityOutcome::Success(output) => panic!("expected a failure, got {output:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn echo_answers_its_input_and_sleep_answers_after_waiting() {
+        let echoed = BuiltIn.handle(request("echo", b"hi")).await;
+        assert_eq!(echoed, ActivityOutcome::Success(Bytes::from_static(b"hi")));
+        let slept = BuiltIn.handle(request("sleep", b" 1 ")).await;
+        assert_eq!(slept, ActivityOutcome::Success(Bytes::from("slept 1 ms")));
+    }
+
+    #[tokio::test]
+    async fn a_bad_sleep_or_an_unknown_activity_fails_without_retry() {
+        let garbled = failure(BuiltIn.handle(request("sleep", b"soon")).await);
+        assert!(garbled.contains("milliseconds"), "{garbled}");
+        let endless = failure(BuiltIn.handle(request("sleep", b"3600001")).await);
+        assert!(endless.contains("capped"), "{endless}");
+        let unknown = failure(BuiltIn.handle(request("juggle", b"")).await);
+        assert_eq!(unknown, "unknown activity `juggle`");
     }
 }

@@ -419,7 +419,7 @@ impl Client {
         // Cancel-safe to drop here: an unsent Submit needs no Cancel, and `guard` knows it.
         inner
             .outbound
-            .send_ref(submit)
+            .send_ref(&submit)
             .await
             .map_err(|_| ClientError::Closed)?;
         guard.submitted = true;

@@ -324,16 +324,17 @@ impl Outbound {
     /// [`SendError::Closed`] when the writer stopped, and the encoding errors of
     /// [`Outbound::try_send`].
     pub async fn send(&self, frame: Frame) -> Result<(), SendError> {
-        self.send_ref(FrameRef::Frame(&frame)).await
+        self.send_ref(&FrameRef::Frame(&frame)).await
     }
 
-    /// As [`Outbound::send`] for a frame whose body is borrowed.
+    /// As [`Outbound::send`] for a frame whose body is borrowed; taken by reference, so the
+    /// waiting future holds a pointer, not the frame.
     ///
     /// # Errors
     /// As [`Outbound::send`].
-    pub async fn send_ref(&self, frame: FrameRef<'_>) -> Result<(), SendError> {
+    pub async fn send_ref(&self, frame: &FrameRef<'_>) -> Result<(), SendError> {
         // Room is the common case: only a full queue pays for registering a wake-up.
-        match self.pipe.enqueue(&frame, true) {
+        match self.pipe.enqueue(frame, true) {
             Err(SendError::Full) => {}
             other => return other,
         }
@@ -341,7 +342,7 @@ impl Outbound {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.pipe.enqueue(&frame, true) {
+            match self.pipe.enqueue(frame, true) {
                 Err(SendError::Full) => changed.await,
                 other => return other,
             }

@@ -86,7 +86,7 @@ impl<H: Handler> Session<'_, H> {
                     match reader.take(found) {
                         Some(Ok(frame)) => {
                             self.keepalive.heard();
-                            match self.on_frame(frame).await {
+                            match self.on_frame(&frame).await {
                                 Ok(()) => self.on_burst(&mut reader).await,
                                 ended => ended,
                             }
@@ -133,7 +133,7 @@ impl<H: Handler> Session<'_, H> {
             match reader.take(found) {
                 Some(Ok(frame)) => {
                     self.keepalive.heard();
-                    self.on_frame(frame).await?;
+                    self.on_frame(&frame).await?;
                 }
                 Some(Err(err)) => return self.on_read_error(&err).await,
                 None => return Err(SessionEnd::Lost),
@@ -150,16 +150,16 @@ impl<H: Handler> Session<'_, H> {
         Err(SessionEnd::Lost)
     }
 
-    async fn on_frame(&mut self, frame: FrameRef<'_>) -> Flow {
+    async fn on_frame(&mut self, frame: &FrameRef<'_>) -> Flow {
         let frame = match frame {
             FrameRef::Push(push) => {
                 return self
-                    .start(push.correlation, push.request, &ExtrasRef::NONE)
+                    .start(push.correlation, &push.request, &ExtrasRef::NONE)
                     .await
             }
             FrameRef::Push3(push) => {
                 return self
-                    .start(push.correlation, push.request, &push.extras)
+                    .start(push.correlation, &push.request, &push.extras)
                     .await
             }
             FrameRef::Frame(frame) => frame,
@@ -229,7 +229,7 @@ impl<H: Handler> Session<'_, H> {
     async fn start(
         &mut self,
         correlation: u64,
-        request: RequestRef<'_>,
+        request: &RequestRef<'_>,
         extras: &ExtrasRef<'_>,
     ) -> Flow {
         if self.in_flight.contains_key(&correlation) {
@@ -379,7 +379,7 @@ impl<H: Handler> Session<'_, H> {
         };
         let len = reply.encoded_len();
         if len <= self.max_send_len {
-            return self.send_ref(FrameRef::Reply(reply)).await;
+            return self.send_ref(&FrameRef::Reply(reply)).await;
         }
         tracing::warn!(correlation, len, "reply too large for one frame");
         let message = format!(
@@ -395,14 +395,14 @@ impl<H: Handler> Session<'_, H> {
                 retryable: false,
             },
         };
-        self.send_ref(FrameRef::Reply(Reply {
+        self.send_ref(&FrameRef::Reply(Reply {
             correlation,
             response: failed,
         }))
         .await
     }
 
-    async fn send_ref(&self, frame: FrameRef<'_>) -> Flow {
+    async fn send_ref(&self, frame: &FrameRef<'_>) -> Flow {
         self.outbound
             .send_ref(frame)
             .await
