@@ -18,6 +18,10 @@ pub const DEFAULT_MAX_FRAME_LEN: usize = 4 * 1024 * 1024;
 
 pub use crate::cursor::SHARE_MIN;
 
+/// Room reserved for a hot frame beside its payload before it is written: its names and
+/// numbers, as commonly sized; a larger frame grows the buffer as it is written.
+const ROOM_BESIDE_PAYLOAD: usize = 256;
+
 /// Appends `frame` to `dst` as one length-prefixed frame.
 ///
 /// # Errors
@@ -85,23 +89,39 @@ fn encode_leaving_out(
     leave_out: Option<&[u8]>,
 ) -> Result<Option<usize>, EncodeError> {
     let hot = frame.with_hot(|body| {
-        let len = body.encoded_len();
-        let prefix = match u32::try_from(len) {
-            Ok(prefix) if len <= max_frame_len => prefix,
+        let left_out = leave_out.map_or(0, <[u8]>::len);
+        let payload = frame.payload_len();
+        if payload > max_frame_len {
+            // Refused before a byte is copied; reckoning the exact length is for this case only.
+            return Err(EncodeError::Oversize {
+                kind: frame.kind(),
+                len: body.encoded_len(),
+                max: max_frame_len,
+            });
+        }
+        // Written first and measured after: the length prefix is patched in, so a body's
+        // length is never reckoned apart from writing it.
+        let start = dst.len();
+        dst.reserve(LENGTH_PREFIX_LEN + ROOM_BESIDE_PAYLOAD + payload.saturating_sub(left_out));
+        dst.put_u32(0);
+        let mut out = Writer::new(dst, leave_out);
+        body.encode(&mut out);
+        let at = out.left_out_at();
+        let len = dst.len() - start - LENGTH_PREFIX_LEN + at.map_or(0, |_| left_out);
+        match u32::try_from(len) {
+            Ok(prefix) if len <= max_frame_len => {
+                patch_prefix(dst, start, prefix);
+                Ok(at)
+            }
             _ => {
-                return Err(EncodeError::Oversize {
+                dst.truncate(start);
+                Err(EncodeError::Oversize {
                     kind: frame.kind(),
                     len,
                     max: max_frame_len,
                 })
             }
-        };
-        let left_out = leave_out.map_or(0, <[u8]>::len);
-        dst.reserve(LENGTH_PREFIX_LEN + len - left_out.min(len));
-        dst.put_u32(prefix);
-        let mut out = Writer::new(dst, leave_out);
-        body.encode(&mut out);
-        Ok(out.left_out_at())
+        }
     });
     match hot {
         Some(written) => written,
@@ -137,10 +157,16 @@ fn encode_by_serde(
             });
         }
     };
+    patch_prefix(dst, start, prefix);
+    Ok(None)
+}
+
+/// Writes `prefix` into the length prefix reserved at `start`.
+#[inline]
+fn patch_prefix(dst: &mut BytesMut, start: usize, prefix: u32) {
     if let Some(slot) = dst.get_mut(start..start + LENGTH_PREFIX_LEN) {
         slot.copy_from_slice(&prefix.to_be_bytes());
     }
-    Ok(None)
 }
 
 /// The length of the frame at the front of `src`, prefix included, once all of it is there;
@@ -359,6 +385,27 @@ mod tests {
         let result = encode_frame(&Frame::Ping(Ping { nonce: u64::MAX }), &mut buf, 4);
         assert!(matches!(result, Err(EncodeError::Oversize { .. })));
         assert_eq!(&buf[..], b"keep");
+    }
+
+    #[test]
+    fn an_oversize_hot_frame_is_refused_with_its_length_and_the_buffer_left_as_it_was() {
+        // The payload alone over the bound, then a payload under it that the names push over.
+        for (payload, max) in [(100, 64), (64, 80)] {
+            let frame = push(payload);
+            let whole = FrameRef::Frame(&frame).encoded_len();
+            let mut buf = BytesMut::from(&b"keep"[..]);
+            let result = encode_frame(&frame, &mut buf, max);
+            let Err(EncodeError::Oversize {
+                kind,
+                len,
+                max: bound,
+            }) = result
+            else {
+                panic!("{payload}-byte payload under {max}: {result:?}");
+            };
+            assert_eq!((kind, Some(len), bound), (FrameKind::Push, whole, max));
+            assert_eq!(&buf[..], b"keep");
+        }
     }
 
     fn push(len: usize) -> Frame {
