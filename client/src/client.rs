@@ -105,7 +105,6 @@ struct Inner {
     outbound: Outbound,
     welcome: Welcome3,
     local_addr: Option<SocketAddr>,
-    max_send_len: usize,
     next_correlation: AtomicU64,
     reader: AbortHandle,
 }
@@ -302,7 +301,7 @@ impl Client {
             outbound,
             writer: _,
             welcome,
-            max_send_len,
+            max_send_len: _,
         } = match &config.tls {
             None => connect(addr, &handshake).await?,
             Some(tls) => connect_tls(addr, None, tls, &handshake).await?,
@@ -323,7 +322,6 @@ impl Client {
                 outbound,
                 welcome,
                 local_addr,
-                max_send_len,
                 next_correlation: AtomicU64::new(1),
                 reader,
             }),
@@ -405,23 +403,20 @@ impl Client {
                 routing: submit.routing,
             })
         };
-        let len = submit.encoded_len().unwrap_or(0);
-        if len > inner.max_send_len {
-            return Err(ClientError::Oversize {
-                len,
-                max: inner.max_send_len,
-            });
-        }
         let (tx, rx) = oneshot::channel();
         let mut guard = inner.insert(Table::Dispatch, correlation, |pending| {
             pending.dispatches.insert(correlation, tx);
         })?;
         // Cancel-safe to drop here: an unsent Submit needs no Cancel, and `guard` knows it.
+        // The outbound refuses a submission past the bound both sides accept.
         inner
             .outbound
             .send_ref(&submit)
             .await
-            .map_err(|_| ClientError::Closed)?;
+            .map_err(|err| match err {
+                SendError::TooLarge { len, max, .. } => ClientError::Oversize { len, max },
+                _ => ClientError::Closed,
+            })?;
         guard.submitted = true;
         let answer = rx.await;
         guard.settled = true;

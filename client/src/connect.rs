@@ -49,7 +49,8 @@ pub struct Connection {
     pub writer: JoinHandle<io::Result<()>>,
     /// The node's welcome; from a version-1 or version-2 node, as [`welcome3`] reads it.
     pub welcome: Welcome3,
-    /// Largest frame body both sides accept: the smaller of ours and the node's.
+    /// Largest frame body both sides accept: the smaller of ours and the node's. `outbound`
+    /// refuses longer frames ([`crate::transport::SendError::TooLarge`]).
     pub max_send_len: usize,
 }
 
@@ -238,6 +239,7 @@ async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, Conn
     }
     let node_max = usize::try_from(welcome.limits.max_frame_len).unwrap_or(usize::MAX);
     let max_send_len = handshake.max_frame_len.min(node_max);
+    outbound.limit_frame_len(max_send_len);
     Ok(Connection {
         reader,
         outbound,

@@ -88,7 +88,8 @@ struct Pipe {
     changed: Notify,
     /// Live [`Outbound`] handles; the last one to go closes the connection.
     handles: AtomicUsize,
-    max_frame_len: usize,
+    /// Largest frame body sent; lowered to the peer's once the handshake names it.
+    max_frame_len: AtomicUsize,
 }
 
 impl Pipe {
@@ -121,7 +122,7 @@ impl Pipe {
             Lane::Control => &mut state.control,
             Lane::Bulk => &mut state.bulk,
         };
-        queue.push_frame(frame, self.max_frame_len)?;
+        queue.push_frame(frame, self.max_frame_len.load(Ordering::Relaxed))?;
         match lane {
             Lane::Control => state.control_frames += 1,
             Lane::Bulk => state.bulk_frames += 1,
@@ -225,7 +226,7 @@ impl Pipe {
             return Err(SendError::Closed);
         }
         let mut control = Queue::default();
-        control.push_frame(&frame.into(), self.max_frame_len)?;
+        control.push_frame(&frame.into(), self.max_frame_len.load(Ordering::Relaxed))?;
         // The rest of a started frame stays, or the peer could not tell where frames begin.
         let resume_left = state.resume_left;
         state.resume.truncate(resume_left);
@@ -347,6 +348,12 @@ impl Outbound {
                 other => return other,
             }
         }
+    }
+
+    /// Refuses frames whose body is longer than `max` from now on ([`SendError::TooLarge`]),
+    /// when that is below the bound set at the start: for the peer's bound, once it is known.
+    pub fn limit_frame_len(&self, max: usize) {
+        self.pipe.max_frame_len.fetch_min(max, Ordering::Relaxed);
     }
 
     /// Sets how much this connection may queue from now on.
@@ -486,7 +493,7 @@ pub(super) fn start(
         wake: Notify::new(),
         changed: Notify::new(),
         handles: AtomicUsize::new(1),
-        max_frame_len,
+        max_frame_len: AtomicUsize::new(max_frame_len),
     });
     pipe.state().limits = QueueLimits {
         frames: queue_len.max(1),
@@ -673,6 +680,24 @@ mod tests {
         assert_eq!(outbound.queued(), (0, 0), "nothing was queued");
         outbound.try_send(ping(1)).unwrap();
         assert_eq!(next(&mut peer).await, ping(1), "the connection still works");
+    }
+
+    #[tokio::test]
+    async fn a_frame_bound_can_be_lowered_to_the_peers_but_never_raised() {
+        let (outbound, mut peer, _reader) = stalled_pair(64 * 1024).await;
+        outbound.limit_frame_len(2048);
+        outbound.limit_frame_len(1 << 20);
+        let refused = outbound.try_send(push(1, 1, 4096));
+        assert!(
+            matches!(refused, Err(SendError::TooLarge { max: 2048, .. })),
+            "{refused:?}"
+        );
+        outbound.try_send(push(1, 2, 1024)).unwrap();
+        assert_eq!(
+            next(&mut peer).await,
+            push(1, 2, 1024),
+            "a frame under it goes"
+        );
     }
 
     #[tokio::test]

@@ -98,7 +98,7 @@ impl<H: Handler> Runtime<H> {
             outbound,
             writer: _,
             welcome,
-            max_send_len,
+            max_send_len: _,
         } = conn;
         let capacity = *self.capacity.borrow_and_update();
         let registration = registration(&self.config, capacity, welcome.version);
@@ -124,7 +124,6 @@ impl<H: Handler> Runtime<H> {
             drain_rx: &mut self.drain,
             keepalive: Keepalive::from_limits(&welcome.limits),
             outbound,
-            max_send_len,
             worker_id,
             capacity,
             tasks: JoinSet::new(),

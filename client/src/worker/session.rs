@@ -20,7 +20,7 @@ use super::state::{SessionEnd, WorkerState};
 use crate::burst::Burst;
 use crate::connect::decode_error_frame;
 use crate::keepalive::{Keepalive, Tick};
-use crate::transport::{FrameReader, Outbound};
+use crate::transport::{FrameReader, Outbound, SendError};
 
 /// How long a finished drain waits for `Drained` and `Goodbye` to reach the socket.
 const GOODBYE_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -53,7 +53,6 @@ pub(super) struct Session<'a, H> {
     pub(super) drain_rx: &'a mut watch::Receiver<Option<Duration>>,
     pub(super) keepalive: Keepalive,
     pub(super) outbound: Outbound,
-    pub(super) max_send_len: usize,
     pub(super) worker_id: u64,
     /// The local limit on handlers in flight. The session is the only place that starts
     /// handlers, so this count beside `in_flight` is the semaphore: exact, and resizable both ways.
@@ -373,23 +372,23 @@ impl<H: Handler> Session<'_, H> {
 
     /// Sends the reply, or a failure in its place when it does not fit in a frame.
     async fn reply(&self, correlation: u64, response: ResponseRef<'_>) -> Flow {
+        let (workflow_id, ordinal, run_id) =
+            (response.workflow_id, response.ordinal, response.run_id);
         let reply = Reply {
             correlation,
             response,
         };
-        let len = reply.encoded_len();
-        if len <= self.max_send_len {
-            return self.send_ref(&FrameRef::Reply(reply)).await;
-        }
+        let (len, max) = match self.outbound.send_ref(&FrameRef::Reply(reply)).await {
+            Ok(()) => return Ok(()),
+            Err(SendError::TooLarge { len, max, .. }) => (len, max),
+            Err(_) => return Err(SessionEnd::Lost),
+        };
         tracing::warn!(correlation, len, "reply too large for one frame");
-        let message = format!(
-            "result of {len} bytes exceeds the frame limit of {} bytes",
-            self.max_send_len
-        );
+        let message = format!("result of {len} bytes exceeds the frame limit of {max} bytes");
         let failed = DispatchResponse {
-            workflow_id: reply.response.workflow_id,
-            ordinal: reply.response.ordinal,
-            run_id: reply.response.run_id,
+            workflow_id,
+            ordinal,
+            run_id,
             outcome: ActivityOutcome::Failure {
                 message: message.as_str(),
                 retryable: false,
