@@ -107,7 +107,7 @@ fn submit_to_push(c: &mut Criterion) {
                         });
                         worker
                             .outbound
-                            .try_send_ref(black_box(push))
+                            .try_send_ref(black_box(&push))
                             .expect("queue has room");
                         timed += started.elapsed();
                         tokio::time::timeout(TRIP_TIMEOUT, worker.peer.read_exact(&mut pushed))

@@ -539,17 +539,17 @@ impl Answer {
         };
         match self {
             Answer::Producer { version, node_id } if *version >= 2 => {
-                outbound.send_owed_ref(FrameRef::ServedOutcome(ServedOutcome {
+                outbound.send_owed_ref(&FrameRef::ServedOutcome(ServedOutcome {
                     correlation,
                     served_by: served_by.unwrap_or(node_id),
                     result: result.reborrow(),
                 }))
             }
-            Answer::Producer { .. } => outbound.send_owed_ref(FrameRef::Outcome(OutcomeFrame {
+            Answer::Producer { .. } => outbound.send_owed_ref(&FrameRef::Outcome(OutcomeFrame {
                 correlation,
                 result,
             })),
-            Answer::Peer { .. } => outbound.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
+            Answer::Peer { .. } => outbound.send_owed_ref(&FrameRef::RelayOutcome(RelayOutcome {
                 correlation,
                 result,
             })),

@@ -177,7 +177,7 @@ impl Pair {
         to: &Outbound,
     ) -> Result<(), SendError> {
         self.keep(correlation, &result);
-        to.send_owed_ref(FrameRef::RelayOutcome(RelayOutcome {
+        to.send_owed_ref(&FrameRef::RelayOutcome(RelayOutcome {
             correlation,
             result,
         }))

@@ -99,7 +99,7 @@ impl Link<ToPeer> {
                 reply_timeout_ms,
             })
         };
-        let sent = self.inner.outbound.try_send_ref(relay);
+        let sent = self.inner.outbound.try_send_ref(&relay);
         if let Err(err) = sent {
             return Err(PushError::from_send(err));
         }

@@ -132,7 +132,7 @@ impl Link<ToWorker> {
                 request: request.reborrow(),
             })
         };
-        if let Err(err) = self.inner.outbound.try_send_ref(push) {
+        if let Err(err) = self.inner.outbound.try_send_ref(&push) {
             return Err(PushError::from_send(err));
         }
         Ok(vacant.insert(entry))

@@ -296,8 +296,8 @@ impl Outbound {
     ///
     /// # Errors
     /// As [`Outbound::try_send`].
-    pub fn try_send_ref<'a>(&self, frame: impl Into<FrameRef<'a>>) -> Result<(), SendError> {
-        self.pipe.enqueue(&frame.into(), true)
+    pub fn try_send_ref(&self, frame: &FrameRef<'_>) -> Result<(), SendError> {
+        self.pipe.enqueue(frame, true)
     }
 
     /// Queues `frame` even when the queue is full: for answers the peer is owed. The caller
@@ -315,8 +315,8 @@ impl Outbound {
     ///
     /// # Errors
     /// As [`Outbound::send_owed`].
-    pub fn send_owed_ref<'a>(&self, frame: impl Into<FrameRef<'a>>) -> Result<(), SendError> {
-        self.pipe.enqueue(&frame.into(), false)
+    pub fn send_owed_ref(&self, frame: &FrameRef<'_>) -> Result<(), SendError> {
+        self.pipe.enqueue(frame, false)
     }
 
     /// Queues `frame`, waiting for room.
@@ -608,7 +608,7 @@ mod tests {
 
     use bytes::Bytes;
     use futures_util::StreamExt;
-    use lintel_wire::{Cancel, ErrorCode, ErrorFrame, Frame, FrameCodec, FrameKind};
+    use lintel_wire::{Cancel, ErrorCode, ErrorFrame, Frame, FrameCodec, FrameKind, FrameRef};
     use socket2::SockRef;
     use tokio::net::{TcpListener, TcpStream};
     use tokio_util::codec::FramedRead;
@@ -647,8 +647,8 @@ mod tests {
         let (first, second) = (push(1, 1, 256 * 1024), push(1, 2, 256 * 1024));
         // Both payloads are handed to the socket as one write, which it takes only part of.
         Batched::new(async {
-            outbound.try_send_ref(&first).unwrap();
-            outbound.try_send_ref(&second).unwrap();
+            outbound.try_send_ref(&FrameRef::Frame(&first)).unwrap();
+            outbound.try_send_ref(&FrameRef::Frame(&second)).unwrap();
         })
         .await;
         outbound.try_send(ping(9)).unwrap();
@@ -730,7 +730,7 @@ mod tests {
     async fn discarding_finishes_the_started_frame_then_sends_only_the_closing_frame() {
         let (outbound, mut peer, _reader) = stalled_pair(1 << 20).await;
         let first = push(1, 1, 256 * 1024);
-        outbound.try_send_ref(&first).unwrap();
+        outbound.try_send_ref(&FrameRef::Frame(&first)).unwrap();
         for seq in 2..6 {
             outbound.send_owed(push(1, seq, 256 * 1024)).unwrap();
             outbound.send_owed(ping(seq)).unwrap();
@@ -901,7 +901,7 @@ mod tests {
         });
         // Nothing is ever written, so everything queued (or in the writer's hand) counts.
         for _ in 0..3 {
-            outbound.try_send_ref(&frame).unwrap();
+            outbound.try_send_ref(&FrameRef::Frame(&frame)).unwrap();
             tokio::task::yield_now().await;
         }
         assert_eq!(outbound.queued().1, 3 * encoded.len());
@@ -909,6 +909,9 @@ mod tests {
         outbound.try_send(ping(1)).unwrap();
         assert_eq!(outbound.queued().1, 3 * encoded.len() + ping_len.len());
         assert!(!outbound.has_room());
-        assert_eq!(outbound.try_send_ref(&frame), Err(SendError::Full));
+        assert_eq!(
+            outbound.try_send_ref(&FrameRef::Frame(&frame)),
+            Err(SendError::Full)
+        );
     }
 }
