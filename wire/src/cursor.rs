@@ -349,6 +349,12 @@ impl<'a> Writer<'a> {
         self.u64(bytes.len() as u64);
         self.buf.extend_from_slice(bytes);
     }
+
+    /// Bytes already encoded, written as they are.
+    #[inline(always)]
+    pub(crate) fn raw(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
 }
 
 /// Payload bytes borrowed, with the buffer they lie in when that is a shared `Bytes`, so a
@@ -596,8 +602,14 @@ pub(crate) fn read_list<'a, T: ItemCodec>(input: &mut Reader<'a>) -> Read<List<'
 /// Writes a list: its count, then each item.
 pub(crate) fn write_list<T: ItemCodec>(list: &List<'_, T>, out: &mut Writer<'_>) {
     out.u64(list.len() as u64);
-    for item in list.iter() {
-        T::write(&item, out);
+    match list.0 {
+        // Read as laid out and checked item by item then: its bytes are its encoding.
+        ListInner::Wire { bytes, .. } => out.raw(bytes),
+        ListInner::Slice(_) => {
+            for item in list.iter() {
+                T::write(&item, out);
+            }
+        }
     }
 }
 
