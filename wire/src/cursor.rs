@@ -54,6 +54,17 @@ impl<'a> Reader<'a> {
         Ok(byte)
     }
 
+    /// Reads `expected` when the next bytes are exactly it; otherwise reads nothing.
+    #[inline(always)]
+    pub(crate) fn skip_if(&mut self, expected: &[u8]) -> bool {
+        let end = self.pos + expected.len();
+        if self.bytes.get(self.pos..end) == Some(expected) {
+            self.pos = end;
+            return true;
+        }
+        false
+    }
+
     #[inline(always)]
     fn take(&mut self, len: usize) -> Read<&'a [u8]> {
         let end = self

@@ -95,6 +95,10 @@ impl ItemCodec for Extension {
     }
 }
 
+/// [`ExtrasRef::NONE`] encoded: two empty lists and four absent fields, the extras of
+/// nearly every request, written and read whole.
+const NONE_ENCODED: [u8; 6] = [0; 6];
+
 impl ExtrasRef<'_> {
     /// No extras: what a version-2 request means. `&ExtrasRef::NONE` lives for `'static`.
     pub const NONE: Self = RequestExtras {
@@ -143,6 +147,10 @@ impl ExtrasRef<'_> {
     }
 
     pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+        if self.is_none() {
+            out.raw(&NONE_ENCODED);
+            return;
+        }
         write_list(&self.headers, out);
         out.opt_u8(self.priority);
         out.opt_str(self.fairness_key);
@@ -155,6 +163,9 @@ impl ExtrasRef<'_> {
 impl<'a> ExtrasRef<'a> {
     #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+        if input.skip_if(&NONE_ENCODED) {
+            return Ok(Self::NONE);
+        }
         Ok(RequestExtras {
             headers: read_list(input)?,
             priority: input.opt_u8()?,
@@ -224,5 +235,41 @@ impl<O: Ownership> RequestExtras<O> {
             deployment: self.deployment.as_ref().map(&text),
             extensions: extensions(&self.extensions),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cursor::Writer;
+
+    #[test]
+    fn no_extras_are_the_bytes_postcard_writes_for_them_and_read_back_as_none() {
+        let none: RequestExtras = RequestExtras::default();
+        let serde = postcard::to_allocvec(&none).unwrap_or_default();
+        assert_eq!(serde, NONE_ENCODED);
+        let mut buf = bytes::BytesMut::new();
+        ExtrasRef::NONE.encode(&mut Writer::new(&mut buf, None));
+        assert_eq!(&buf[..], &NONE_ENCODED[..]);
+        let mut input = Reader::new(&NONE_ENCODED, None);
+        let read = ExtrasRef::decode(&mut input).map(|extras| extras.is_none());
+        assert_eq!((read, input.left()), (Ok(true), 0));
+    }
+
+    #[test]
+    fn extras_that_begin_with_zero_bytes_are_read_whole() {
+        // No headers, no priority..., then one extension: the first bytes are zeros.
+        let extras = RequestExtras {
+            extensions: vec![Extension {
+                tag: 0,
+                critical: false,
+                value: Bytes::new(),
+            }],
+            ..RequestExtras::default()
+        };
+        let wire = postcard::to_allocvec(&extras).unwrap_or_default();
+        let mut input = Reader::new(&wire, None);
+        let read = ExtrasRef::decode(&mut input).map(ExtrasRef::into_owned);
+        assert_eq!((read, input.left()), (Ok(extras), 0));
     }
 }
