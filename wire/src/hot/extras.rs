@@ -191,6 +191,9 @@ impl<'a> ExtrasRef<'a> {
 
     /// An owned copy whose names and header texts of up to 24 bytes are held inline.
     pub fn to_compact(&self) -> RequestExtras<Compact> {
+        if self.is_none() {
+            return RequestExtras::default();
+        }
         self.map(
             |text| CompactString::new(text),
             |headers| {
