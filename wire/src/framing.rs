@@ -31,7 +31,8 @@ pub fn encode_frame(
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
-    encode_leaving_out(&FrameRef::Frame(frame), dst, max_frame_len, None).map(|_| ())
+    let frame = FrameRef::Frame(frame);
+    encode_leaving_out(&frame, dst, max_frame_len, frame.payload_len(), None).map(|_| ())
 }
 
 /// As [`encode_frame`] for a frame whose body is borrowed: the same bytes as the owned frame.
@@ -43,7 +44,7 @@ pub fn encode_frame_ref(
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
-    encode_leaving_out(frame, dst, max_frame_len, None).map(|_| ())
+    encode_leaving_out(frame, dst, max_frame_len, frame.payload_len(), None).map(|_| ())
 }
 
 /// Where the payload left out of a frame by [`encode_frame_spliced`] goes.
@@ -67,31 +68,33 @@ pub fn encode_frame_spliced(
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<Spliced>, EncodeError> {
-    let payload = frame
-        .payload()
-        .filter(|payload| payload.len() >= SHARE_MIN)
+    let payload = frame.payload();
+    let payload_len = payload.map_or(0, |payload| payload.len());
+    let payload = payload
+        .filter(|_| payload_len >= SHARE_MIN)
         .and_then(|payload| payload.shared());
     let start = dst.len();
-    let at = encode_leaving_out(frame, dst, max_frame_len, payload.as_deref())?;
+    let at = encode_leaving_out(frame, dst, max_frame_len, payload_len, payload.as_deref())?;
     Ok(at.zip(payload).map(|(at, payload)| Spliced {
         at: at - start,
         payload,
     }))
 }
 
-/// Encodes `frame` at the end of `dst`, leaving out `leave_out`'s bytes when the frame's
-/// payload is those bytes; returns where in `dst` they were left out.
+/// Encodes `frame`, whose payload is `payload_len` bytes, at the end of `dst`, leaving out
+/// `leave_out`'s bytes when the frame's payload is those bytes; returns where in `dst` they
+/// were left out.
 #[inline]
 fn encode_leaving_out(
     frame: &FrameRef<'_>,
     dst: &mut BytesMut,
     max_frame_len: usize,
+    payload_len: usize,
     leave_out: Option<&[u8]>,
 ) -> Result<Option<usize>, EncodeError> {
     let hot = frame.with_hot(|body| {
         let left_out = leave_out.map_or(0, <[u8]>::len);
-        let payload = frame.payload_len();
-        if payload > max_frame_len {
+        if payload_len > max_frame_len {
             // Refused before a byte is copied; reckoning the exact length is for this case only.
             return Err(EncodeError::Oversize {
                 kind: frame.kind(),
@@ -102,7 +105,7 @@ fn encode_leaving_out(
         // Written first and measured after: the length prefix is patched in, so a body's
         // length is never reckoned apart from writing it.
         let start = dst.len();
-        dst.reserve(LENGTH_PREFIX_LEN + ROOM_BESIDE_PAYLOAD + payload.saturating_sub(left_out));
+        dst.reserve(LENGTH_PREFIX_LEN + ROOM_BESIDE_PAYLOAD + payload_len.saturating_sub(left_out));
         dst.put_u32(0);
         let mut out = Writer::new(dst, leave_out);
         body.encode(&mut out);

@@ -180,9 +180,6 @@ impl Queue {
         frame: &FrameRef<'_>,
         max_frame_len: usize,
     ) -> Result<(), EncodeError> {
-        if frame.payload_len() < lintel_wire::SHARE_MIN {
-            return lintel_wire::encode_frame_ref(frame, &mut self.open, max_frame_len);
-        }
         let start = self.open.len();
         if let Some(spliced) =
             lintel_wire::encode_frame_spliced(frame, &mut self.open, max_frame_len)?
