@@ -1,5 +1,5 @@
 //! Outbound queues against a real node on 127.0.0.1: control frames go ahead of queued
-//! pushes and relays, and a peer that reads slowly but is alive is skipped for placement
+//! pushes and relays of every protocol version, and a peer that reads slowly but is alive is skipped for placement
 //! while its queue is over budget, never disconnected.
 //!
 //! Workers and peers are hand-written from frames so the test decides when they read; the
@@ -8,18 +8,23 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use lintel::dispatch::DispatchOptions;
+use lintel::sdk::status::Standing;
 use lintel::wire::{
     channel::dispatch_channel_name, DispatchResponse, DispatchResult, Frame, FrameCodec, Hello,
-    PeerHello, Ping, Pong, PoolPresence, Presence, PresenceGroup, RelayOutcome, Role,
+    PeerHello, PeerHello3, Ping, Pong, PoolPresence, Presence, PresenceGroup, Relay3, RelayOutcome,
+    Role,
 };
+use lintel::NodeConfig;
 use support::{
-    cluster_config, next_frame, outcome_of, plain, poll_once, request, small_window_worker,
-    spawn_dispatch, submit, up, within, RawClient, RawWorker, TestNode,
+    cluster_config, next_frame, offering, outcome_of, plain, poll_once, request,
+    small_window_client_at, small_window_worker, spawn_dispatch, submit, up, within, RawClient,
+    RawWorker, TestNode,
 };
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::codec::Framed;
@@ -334,4 +339,156 @@ async fn a_producer_gone_while_its_input_budget_is_in_flight_is_let_go_and_its_d
         }
     })
     .await;
+}
+
+/// A request for `activity` in `ns` whose input is `n` repeated over 2 MiB: more than a small
+/// socket window takes, so a few of them back up a connection's queue.
+fn two_mib(activity: &str, n: u8) -> lintel::wire::DispatchRequest {
+    lintel::wire::DispatchRequest {
+        input: Bytes::from(vec![n; 2 * 1024 * 1024]),
+        ..request("ns", activity, "")
+    }
+}
+
+/// Where the first frame `what` picks lies among `order` of frames read, and where the first
+/// and last bulk frames (pushes or relays) lie.
+fn positions(order: &[Frame], what: fn(&Frame) -> bool) -> (Option<usize>, usize, usize) {
+    let bulk: Vec<usize> = (0..order.len())
+        .filter(|&at| order[at].kind().is_bulk())
+        .collect();
+    let (first, last) = (bulk[0], bulk[bulk.len() - 1]);
+    (order.iter().position(what), first, last)
+}
+
+#[tokio::test]
+async fn on_a_version_3_worker_a_ping_queued_behind_8_mib_of_pushes_goes_before_those_still_queued()
+{
+    let node = TestNode::with_config(NodeConfig {
+        ping_interval_ms: 200,
+        worker_ping_timeout_ms: 100,
+        max_missed_pings: 1_000,
+        outbound_queue_bytes: 64 * 1024 * 1024,
+        ..NodeConfig::default()
+    })
+    .await;
+    let (client, pid) = small_window_client_at(node.addr, Role::Worker, 3).await;
+    let mut worker = RawWorker::register(client, pid, plain("ns", "echo", 8, "slow")).await;
+    let dispatcher = Arc::clone(node.node.dispatcher());
+    let options = options();
+    // Four 2 MiB pushes, each queued in its dispatch's first poll; the worker reads nothing.
+    let mut pending = Vec::new();
+    for n in 1..=4 {
+        let mut dispatch = Box::pin(dispatcher.dispatch(two_mib("echo", n), &options));
+        assert!(poll_once(&mut dispatch).await.is_pending());
+        pending.push(dispatch);
+    }
+    // A ping the node sent once the pushes were queued waits unanswered: the worker turns
+    // unreachable.
+    node.wait_registry("a ping unanswered behind the pushes", |registry| {
+        registry
+            .states()
+            .iter()
+            .any(|(_, standing)| *standing == Standing::Unreachable)
+    })
+    .await;
+
+    let mut order = Vec::new();
+    while order.iter().filter(|f: &&Frame| f.kind().is_bulk()).count() < 4 {
+        let frame = within("the worker's next frame", worker.client.framed.next())
+            .await
+            .expect("open")
+            .expect("a frame");
+        assert!(
+            matches!(frame, Frame::Push3(_) | Frame::Ping(_)),
+            "a version-3 worker is pushed Push3: {frame:?}"
+        );
+        order.push(frame);
+    }
+    let (ping, first, last) = positions(&order, |frame| matches!(frame, Frame::Ping(_)));
+    let ping = ping.expect("the node's ping");
+    assert!(
+        first < ping && ping < last,
+        "the ping overtook the pushes still queued: {:?}",
+        order.iter().map(Frame::kind).collect::<Vec<_>>()
+    );
+    drop(pending);
+}
+
+#[tokio::test]
+async fn on_a_version_3_peer_link_a_relay_outcome_goes_before_the_relays_still_queued() {
+    let node = TestNode::with_config(NodeConfig {
+        outbound_queue_bytes: 64 * 1024 * 1024,
+        ..cluster_config("n", &[])
+    })
+    .await;
+    // A version-3 peer whose socket takes little, offering `far` in `ns`.
+    let (mut hand, _) = small_window_client_at(node.addr, Role::Peer, 3).await;
+    hand.send(Frame::from(PeerHello3 {
+        node_id: "hand".into(),
+        incarnation: 1,
+        advertise: "127.0.0.1:1".into(),
+        peers: Vec::new(),
+        features: Vec::new(),
+        extensions: Vec::new(),
+    }))
+    .await;
+    hand.send(Frame::Presence(Presence {
+        reset: true,
+        synced: true,
+        draining: false,
+        pools: vec![offering(
+            dispatch_channel_name("ns", "default", None),
+            "far",
+            8,
+        )],
+    }))
+    .await;
+    node.wait_announced("hand", &dispatch_channel_name("ns", "default", None))
+        .await;
+
+    // Four 2 MiB relays to the peer, each sent in its dispatch's first poll; it reads nothing.
+    let dispatcher = Arc::clone(node.node.dispatcher());
+    let options = options();
+    let mut pending = Vec::new();
+    for n in 1..=4 {
+        let mut dispatch = Box::pin(dispatcher.dispatch(two_mib("far", n), &options));
+        assert!(poll_once(&mut dispatch).await.is_pending());
+        pending.push(dispatch);
+    }
+    // The peer relays a dispatch no worker here serves: its outcome is queued behind them.
+    hand.send(Frame::from(Relay3 {
+        correlation: 1,
+        request: request("ns", "nobody", "x"),
+        extras: Default::default(),
+        routing: Default::default(),
+        reply_timeout_ms: 5_000,
+    }))
+    .await;
+    let counters = Arc::clone(node.node.dispatcher().counters());
+    within("the relay's outcome decided", async {
+        while counters.snapshot().no_worker == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+
+    let mut order = Vec::new();
+    while order.iter().filter(|f: &&Frame| f.kind().is_bulk()).count() < 4 {
+        match next_frame(&mut hand).await.expect("the link's frames") {
+            frame @ (Frame::Relay3(_) | Frame::RelayOutcome(_)) => order.push(frame),
+            Frame::Relay(_) => panic!("a version-3 link is sent Relay3"),
+            _ => {}
+        }
+    }
+    let (outcome, first, last) = positions(
+        &order,
+        |frame| matches!(frame, Frame::RelayOutcome(outcome) if outcome.correlation == 1),
+    );
+    let outcome = outcome.expect("the relay's outcome");
+    assert!(
+        first < outcome && outcome < last,
+        "the outcome overtook the relays still queued: {:?}",
+        order.iter().map(Frame::kind).collect::<Vec<_>>()
+    );
+    drop(pending);
 }

@@ -296,6 +296,15 @@ impl FrameKind {
         }
     }
 
+    /// A request to run work (a push or a relay, of any version): it waits behind control
+    /// frames in a connection's outbound queue.
+    pub fn is_bulk(self) -> bool {
+        matches!(
+            self,
+            FrameKind::Push | FrameKind::Relay | FrameKind::Push3 | FrameKind::Relay3
+        )
+    }
+
     /// The name used in `PROTOCOL.md` and in error reasons.
     pub fn name(self) -> &'static str {
         match self {

@@ -1,8 +1,8 @@
 //! The two lanes of a connection's outbound queue and their bookkeeping: what is queued in
 //! each, what a writing party holds, and in which order bytes are taken to be written.
 //!
-//! Bulk frames ([`Frame::Push`], [`Frame::Relay`]) carry work and its inputs; every other frame
-//! is control. A writing party takes a [`Piece`] at a time: the rest of a started bulk frame,
+//! Bulk frames (pushes and relays, of every version: [`FrameKind::is_bulk`]) carry work and its
+//! inputs; every other frame is control. A writing party takes a [`Piece`] at a time: the rest of a started bulk frame,
 //! then every control frame, then bulk frames, so control frames overtake bulk ones only at
 //! a frame boundary. All of it lives under the outbound's one lock.
 
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
-use lintel_wire::{EncodeError, FrameKind, FrameRef};
+use lintel_wire::{EncodeError, FrameRef};
 
 /// A buffer larger than this is released after it drains, so an idle connection stays small.
 pub(super) const KEEP_BUFFER_BYTES: usize = 64 * 1024;
@@ -68,12 +68,12 @@ pub(super) enum Lane {
 }
 
 impl Lane {
-    /// Requests (pushes and relays) wait in the bulk lane, built or borrowed; all else is
-    /// control.
+    /// Requests (pushes and relays of every version) wait in the bulk lane, built or
+    /// borrowed; all else is control.
     pub(super) fn of(frame: &FrameRef<'_>) -> Self {
-        match frame.kind() {
-            FrameKind::Push | FrameKind::Relay => Lane::Bulk,
-            _ => Lane::Control,
+        match frame.kind().is_bulk() {
+            true => Lane::Bulk,
+            false => Lane::Control,
         }
     }
 }
@@ -588,6 +588,20 @@ mod tests {
             assert_eq!(Lane::of(&frame), Lane::Bulk, "{:?}", frame.kind());
         }
         assert_eq!(Lane::of(&FrameRef::Frame(&ping(3))), Lane::Control);
+    }
+
+    #[test]
+    fn pushes_and_relays_of_every_version_are_bulk_and_every_other_kind_is_control() {
+        use lintel_wire::FrameKind;
+        let requests = [
+            FrameKind::Push,
+            FrameKind::Relay,
+            FrameKind::Push3,
+            FrameKind::Relay3,
+        ];
+        for kind in FrameKind::ALL {
+            assert_eq!(kind.is_bulk(), requests.contains(&kind), "{kind}");
+        }
     }
 
     #[test]
