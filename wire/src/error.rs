@@ -1,7 +1,7 @@
 //! Errors of the framing layer, one enum per direction.
 
 use crate::foreign::Foreign;
-use crate::frame::FrameKind;
+use crate::kind::FrameKind;
 use crate::message::ErrorCode;
 
 /// Why bytes from the network are not a frame.

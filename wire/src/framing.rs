@@ -7,8 +7,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
 use crate::flavor::BytesMutFlavor;
-use crate::frame::{Frame, FrameKind};
+use crate::frame::Frame;
 use crate::frame_ref::FrameRef;
+use crate::kind::FrameKind;
 
 /// Bytes in the length prefix.
 pub const LENGTH_PREFIX_LEN: usize = 4;
@@ -291,6 +292,7 @@ fn decode_by_serde(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cursor::PayloadRef;
     use crate::message::{Ping, Pong};
 
     fn encoded(frame: &Frame) -> BytesMut {
@@ -471,8 +473,8 @@ mod tests {
     }
 
     /// Whether `inner` lies within the `len` bytes from address `start`.
-    fn inside(start: usize, len: usize, inner: &Bytes) -> bool {
-        let at = inner.as_ptr() as usize;
+    fn inside(start: usize, len: usize, inner: PayloadRef<'_>) -> bool {
+        let at = inner.as_slice().as_ptr() as usize;
         at >= start && at + inner.len() <= start + len
     }
 

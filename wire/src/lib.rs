@@ -1,7 +1,9 @@
 //! `lintel-wire`: the wire protocol of the lintel push-dispatch bus.
 //!
 //! # Layout
-//! - [`frame`]: the top-level [`Frame`] enum and its frozen kind order.
+//! - `table`: every frame kind, declared once: its number, name, message, codec, lane,
+//!   version and the feature it needs; [`kind`] ([`FrameKind`]), [`frame`] ([`Frame`]) and
+//!   [`frame_ref`] are generated from it.
 //! - [`frame_ref`]: [`FrameRef`], a frame whose body is borrowed: what the encoder writes
 //!   from and what a frame decoded in place reads as.
 //! - [`message`]: frame bodies (handshake, registration, dispatch, control, status); the hot
@@ -29,15 +31,17 @@ pub mod frame;
 pub mod frame_ref;
 pub mod framing;
 mod hot;
+pub mod kind;
 pub mod message;
 pub mod ownership;
+mod table;
 
 pub use codec::FrameCodec;
 pub use compact_str::CompactString;
 pub use cursor::{List, ListIter, Listed, Names, PayloadRef};
 pub use error::{CodecError, DecodeError, EncodeError};
 pub use foreign::Foreign;
-pub use frame::{Frame, FrameKind};
+pub use frame::Frame;
 pub use frame_ref::FrameRef;
 pub use framing::{
     decode_body, decode_body_ref, decode_frame, encode_frame, encode_frame_ref,
@@ -46,5 +50,6 @@ pub use framing::{
 pub use hot::{
     OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
 };
+pub use kind::{FrameKind, Lane};
 pub use message::*;
 pub use ownership::{Borrowed, Compact, Owned, Ownership};

@@ -1,10 +1,11 @@
 //! The two lanes of a connection's outbound queue and their bookkeeping: what is queued in
 //! each, what a writing party holds, and in which order bytes are taken to be written.
 //!
-//! Bulk frames (pushes and relays, of every version: [`FrameKind::is_bulk`]) carry work and its
-//! inputs; every other frame is control. A writing party takes a [`Piece`] at a time: the rest of a started bulk frame,
-//! then every control frame, then bulk frames, so control frames overtake bulk ones only at
-//! a frame boundary. All of it lives under the outbound's one lock.
+//! A frame's lane is its kind's, from the frame table ([`FrameKind::lane`]): bulk frames
+//! (requests to run work: pushes and relays) carry work and its inputs; every other frame is
+//! control. A writing party takes a [`Piece`] at a time: the rest of a started bulk frame, then
+//! every control frame, then bulk frames, so control frames overtake bulk ones only at a frame
+//! boundary. All of it lives under the outbound's one lock.
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -13,6 +14,8 @@ use tokio::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
+#[cfg(doc)]
+use lintel_wire::FrameKind;
 use lintel_wire::{EncodeError, FrameRef};
 
 /// A buffer larger than this is released after it drains, so an idle connection stays small.
@@ -58,24 +61,6 @@ pub struct Pressure {
     pub overflowed: bool,
     /// A close was asked for or the writer has stopped: nothing more will be written.
     pub closed: bool,
-}
-
-/// The lane a frame waits in; see the module docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Lane {
-    Control,
-    Bulk,
-}
-
-impl Lane {
-    /// Requests (pushes and relays of every version) wait in the bulk lane, built or
-    /// borrowed; all else is control.
-    pub(super) fn of(frame: &FrameRef<'_>) -> Self {
-        match frame.kind().is_bulk() {
-            true => Lane::Bulk,
-            false => Lane::Control,
-        }
-    }
 }
 
 /// Who writes to the socket next, everyone else only appending to the lanes, and how far the
@@ -531,7 +516,7 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use lintel_wire::Frame;
+    use lintel_wire::{Frame, Lane};
 
     use crate::transport::fixtures::{self, ping};
 
@@ -585,9 +570,9 @@ mod tests {
             FrameRef::Relay(relayed.view()),
         ];
         for frame in bulk {
-            assert_eq!(Lane::of(&frame), Lane::Bulk, "{:?}", frame.kind());
+            assert_eq!(frame.kind().lane(), Lane::Bulk, "{:?}", frame.kind());
         }
-        assert_eq!(Lane::of(&FrameRef::Frame(&ping(3))), Lane::Control);
+        assert_eq!(FrameRef::Frame(&ping(3)).kind().lane(), Lane::Control);
     }
 
     #[test]
@@ -600,7 +585,12 @@ mod tests {
             FrameKind::Relay3,
         ];
         for kind in FrameKind::ALL {
-            assert_eq!(kind.is_bulk(), requests.contains(&kind), "{kind}");
+            let expected = match requests.contains(&kind) {
+                true => Lane::Bulk,
+                false => Lane::Control,
+            };
+            assert_eq!(kind.lane(), expected, "{kind}");
+            assert_eq!(kind.is_bulk(), expected == Lane::Bulk, "{kind}");
         }
     }
 

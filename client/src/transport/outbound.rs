@@ -1,7 +1,8 @@
 //! A connection's bounded outbound queue and the writer task that drains it.
 //!
-//! Frames wait in one of two lanes ([`super::lanes`]). Bulk frames (`Push`, `Relay`) carry
-//! work and its inputs: they are optional, since a full queue refuses them and the caller
+//! Frames wait in one of two lanes ([`super::lanes`]), as the frame table puts their kind
+//! ([`FrameKind::lane`]). Bulk frames (pushes and relays, of every version) carry work and its
+//! inputs: they are optional, since a full queue refuses them and the caller
 //! places the work elsewhere. Everything else is control (pings, pongs, cancels, outcomes,
 //! presence, handshakes and closes): small or owed, it keeps the connection alive and
 //! answers what the peer already sent. Control frames are written before queued bulk frames
@@ -24,12 +25,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lintel_wire::{EncodeError, Frame, FrameKind, FrameRef};
+use lintel_wire::{EncodeError, Frame, FrameKind, FrameRef, Lane};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::batch::{self, HeldWrite};
-use super::lanes::{Lane, Phase, Piece, Pressure, Queue, QueueLimits, State};
+use super::lanes::{Phase, Piece, Pressure, Queue, QueueLimits, State};
 use super::socket::WriteSocket;
 
 /// A frame following the previous write this closely is part of a burst: it is left to the
@@ -117,7 +118,7 @@ impl Pipe {
             return Err(SendError::Overflow);
         }
         let was_empty = state.is_empty() && state.in_hand == 0;
-        let lane = Lane::of(frame);
+        let lane = frame.kind().lane();
         let queue = match lane {
             Lane::Control => &mut state.control,
             Lane::Bulk => &mut state.bulk,

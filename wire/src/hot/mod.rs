@@ -33,8 +33,6 @@ pub use reply::ReplyRef;
 pub use served_outcome::ServedOutcomeRef;
 pub use submit::SubmitRef;
 
-use crate::message::{Push3Ref, Relay3Ref, Submit3Ref};
-
 use crate::cursor::Writer;
 
 /// A hot body, to encode: what every kind's view offers the framing.
@@ -43,32 +41,3 @@ pub(crate) trait Body {
     fn encoded_len(&self) -> usize;
     fn encode(&self, out: &mut Writer<'_>);
 }
-
-macro_rules! body {
-    ($($view:ident),* $(,)?) => {$(
-        impl Body for $view<'_> {
-            #[inline]
-            fn encoded_len(&self) -> usize {
-                $view::encoded_len(self)
-            }
-
-            #[inline]
-            fn encode(&self, out: &mut Writer<'_>) {
-                $view::encode(self, out)
-            }
-        }
-    )*};
-}
-
-body!(
-    SubmitRef,
-    PushRef,
-    RelayRef,
-    Submit3Ref,
-    Push3Ref,
-    Relay3Ref,
-    ReplyRef,
-    OutcomeRef,
-    ServedOutcomeRef,
-    RelayOutcomeRef,
-);

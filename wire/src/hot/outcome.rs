@@ -1,7 +1,7 @@
 //! `Outcome` (kind 10): node to a version-1 producer, how a submission ended.
 
-use crate::cursor::{head_len, Read, Reader, Writer};
-use crate::frame::FrameKind;
+use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
+use crate::kind::FrameKind;
 use crate::message::{OutcomeFrame, ResultRef};
 use crate::ownership::Borrowed;
 
@@ -30,6 +30,11 @@ impl<'a> OutcomeRef<'a> {
             correlation: input.u64()?,
             result: ResultRef::decode(input)?,
         })
+    }
+
+    /// The opaque payload it carries, if any.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        self.result.payload()
     }
 
     /// An owned copy.

@@ -1,7 +1,7 @@
 //! `Push` (kind 7): node to worker, a request to run.
 
-use crate::cursor::{head_len, Read, Reader, Writer};
-use crate::frame::FrameKind;
+use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
+use crate::kind::FrameKind;
 use crate::message::{Push, RequestRef};
 use crate::ownership::Borrowed;
 
@@ -30,6 +30,11 @@ impl<'a> PushRef<'a> {
             correlation: input.u64()?,
             request: RequestRef::decode(input)?,
         })
+    }
+
+    /// The opaque payload it carries, if any.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        Some(self.request.input)
     }
 
     /// An owned copy.

@@ -1,7 +1,7 @@
 //! `Push3` (kind 27): node to a version-3 worker, a request to run and its extras.
 
-use crate::cursor::{head_len, Read, Reader, Writer};
-use crate::frame::FrameKind;
+use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
+use crate::kind::FrameKind;
 use crate::message::{ExtrasRef, Push3, Push3Ref, RequestRef};
 
 const KIND: FrameKind = FrameKind::Push3;
@@ -30,6 +30,11 @@ impl<'a> Push3Ref<'a> {
             request: RequestRef::decode(input)?,
             extras: ExtrasRef::decode(input)?,
         })
+    }
+
+    /// The opaque payload it carries, if any.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        Some(self.request.input)
     }
 
     /// An owned copy.

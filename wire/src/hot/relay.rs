@@ -1,7 +1,7 @@
 //! `Relay` (kind 22): origin to serving node, a dispatch to run on its own workers.
 
-use crate::cursor::{head_len, varint_len, Read, Reader, Writer};
-use crate::frame::FrameKind;
+use crate::cursor::{head_len, varint_len, PayloadRef, Read, Reader, Writer};
+use crate::kind::FrameKind;
 use crate::message::{Relay, RequestRef, RoutingRef};
 use crate::ownership::Borrowed;
 
@@ -37,6 +37,11 @@ impl<'a> RelayRef<'a> {
             routing: RoutingRef::decode(input)?,
             reply_timeout_ms: input.u64()?,
         })
+    }
+
+    /// The opaque payload it carries, if any.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        Some(self.request.input)
     }
 
     /// An owned copy.

@@ -1,8 +1,8 @@
 //! `Relay3` (kind 28): origin to a version-3 serving node, a dispatch and its extras to run on
 //! its own workers.
 
-use crate::cursor::{head_len, varint_len, Read, Reader, Writer};
-use crate::frame::FrameKind;
+use crate::cursor::{head_len, varint_len, PayloadRef, Read, Reader, Writer};
+use crate::kind::FrameKind;
 use crate::message::{ExtrasRef, Relay3, Relay3Ref, RequestRef, RoutingRef};
 
 const KIND: FrameKind = FrameKind::Relay3;
@@ -37,6 +37,11 @@ impl<'a> Relay3Ref<'a> {
             routing: RoutingRef::decode(input)?,
             reply_timeout_ms: input.u64()?,
         })
+    }
+
+    /// The opaque payload it carries, if any.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        Some(self.request.input)
     }
 
     /// An owned copy.

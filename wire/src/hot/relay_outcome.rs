@@ -1,7 +1,7 @@
 //! `RelayOutcome` (kind 23): serving node to origin, how a relay ended.
 
-use crate::cursor::{head_len, Read, Reader, Writer};
-use crate::frame::FrameKind;
+use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
+use crate::kind::FrameKind;
 use crate::message::{RelayOutcome, ResultRef};
 use crate::ownership::Borrowed;
 
@@ -30,6 +30,11 @@ impl<'a> RelayOutcomeRef<'a> {
             correlation: input.u64()?,
             result: ResultRef::decode(input)?,
         })
+    }
+
+    /// The opaque payload it carries, if any.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        self.result.payload()
     }
 
     /// An owned copy.

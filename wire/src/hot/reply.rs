@@ -1,7 +1,7 @@
 //! `Reply` (kind 8): worker to node, the response to a push.
 
-use crate::cursor::{head_len, Read, Reader, Writer};
-use crate::frame::FrameKind;
+use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
+use crate::kind::FrameKind;
 use crate::message::{Reply, ResponseRef};
 use crate::ownership::Borrowed;
 
@@ -30,6 +30,11 @@ impl<'a> ReplyRef<'a> {
             correlation: input.u64()?,
             response: ResponseRef::decode(input)?,
         })
+    }
+
+    /// The opaque payload it carries, if any.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        self.response.payload()
     }
 
     /// An owned copy.

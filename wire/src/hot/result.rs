@@ -60,6 +60,14 @@ impl<'a> ResponseRef<'a> {
         })
     }
 
+    /// The result bytes of a success.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        match &self.outcome {
+            ActivityOutcome::Success(bytes) => Some(*bytes),
+            ActivityOutcome::Failure { .. } => None,
+        }
+    }
+
     /// The same view for a shorter lifetime.
     pub fn reborrow<'b>(&self) -> ResponseRef<'b>
     where
@@ -239,6 +247,14 @@ impl<'a> ResultRef<'a> {
             }),
             _ => return Err(BAD_VARIANT),
         })
+    }
+
+    /// The result bytes of a completed dispatch's success.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        match self {
+            DispatchResult::Completed(response) => response.payload(),
+            _ => None,
+        }
     }
 
     /// The same view for a shorter lifetime.

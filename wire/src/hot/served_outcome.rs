@@ -1,7 +1,7 @@
 //! `ServedOutcome` (kind 24): node to a version-2 producer, how a submission ended and which node served it.
 
-use crate::cursor::{bytes_len, head_len, Read, Reader, Writer};
-use crate::frame::FrameKind;
+use crate::cursor::{bytes_len, head_len, PayloadRef, Read, Reader, Writer};
+use crate::kind::FrameKind;
 use crate::message::{ResultRef, ServedOutcome};
 use crate::ownership::Borrowed;
 
@@ -34,6 +34,11 @@ impl<'a> ServedOutcomeRef<'a> {
             served_by: input.str()?,
             result: ResultRef::decode(input)?,
         })
+    }
+
+    /// The opaque payload it carries, if any.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        self.result.payload()
     }
 
     /// An owned copy.

@@ -1,7 +1,7 @@
 //! `Submit` (kind 9): producer to node, a request to dispatch.
 
-use crate::cursor::{head_len, opt_u64_len, Read, Reader, Writer};
-use crate::frame::FrameKind;
+use crate::cursor::{head_len, opt_u64_len, PayloadRef, Read, Reader, Writer};
+use crate::kind::FrameKind;
 use crate::message::{RequestRef, RoutingRef, Submit};
 use crate::ownership::Borrowed;
 
@@ -40,6 +40,11 @@ impl<'a> SubmitRef<'a> {
             reply_timeout_ms: input.opt_u64()?,
             routing: RoutingRef::decode(input)?,
         })
+    }
+
+    /// The opaque payload it carries, if any.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        Some(self.request.input)
     }
 
     /// An owned copy.

@@ -1,7 +1,7 @@
 //! `Submit3` (kind 26): producer to node, a request to dispatch and its extras.
 
-use crate::cursor::{head_len, opt_u64_len, Read, Reader, Writer};
-use crate::frame::FrameKind;
+use crate::cursor::{head_len, opt_u64_len, PayloadRef, Read, Reader, Writer};
+use crate::kind::FrameKind;
 use crate::message::{ExtrasRef, RequestRef, RoutingRef, Submit3, Submit3Ref};
 
 const KIND: FrameKind = FrameKind::Submit3;
@@ -39,6 +39,11 @@ impl<'a> Submit3Ref<'a> {
             reply_timeout_ms: input.opt_u64()?,
             routing: RoutingRef::decode(input)?,
         })
+    }
+
+    /// The opaque payload it carries, if any.
+    pub fn payload(&self) -> Option<PayloadRef<'a>> {
+        Some(self.request.input)
     }
 
     /// An owned copy.
