@@ -50,7 +50,13 @@ fn request(payload_len: usize) -> DispatchRequest {
 
 fn encoded(frame: &Frame) -> Bytes {
     let mut buf = BytesMut::new();
-    encode_frame(frame, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("bench frame encodes");
+    encode_frame(
+        frame,
+        lintel::wire::PROTOCOL_VERSION,
+        &mut buf,
+        DEFAULT_MAX_FRAME_LEN,
+    )
+    .expect("bench frame encodes");
     buf.freeze()
 }
 
@@ -78,10 +84,12 @@ fn submit_to_push(c: &mut Criterion) {
             wait_for_worker_ms: Some(2_000),
             reply_timeout_ms: None,
             routing: NodeRouting::Any,
+            extras: Default::default(),
         }));
         let push_len = encoded(&Frame::from(Push {
             correlation: 7,
             request: request(payload_len),
+            extras: Default::default(),
         }))
         .len();
         // Kept open for the group: the node side's queue to the producer stays unused.
@@ -104,6 +112,7 @@ fn submit_to_push(c: &mut Criterion) {
                         let push = FrameRef::Push(Push {
                             correlation: submit.correlation,
                             request: submit.request,
+                            extras: Default::default(),
                         });
                         worker
                             .outbound

@@ -11,7 +11,7 @@ use lintel::registry::{
     Address, AdmissionLimits, FairnessRef, RegistrationGuard, Registry, Reservation,
 };
 use lintel::transport::Outbound;
-use lintel_wire::{NodeRouting, Register, Register3, PROTOCOL_VERSION};
+use lintel_wire::{NodeRouting, Register, PROTOCOL_VERSION};
 
 use crate::support::{loopback, runtime};
 
@@ -29,8 +29,8 @@ const TASK_QUEUE: &str = "gpu";
 const ACTIVITY: &str = "render_thumbnail";
 const PINNED_NODE: &str = "node-0";
 
-fn register(node: Option<String>) -> Register3 {
-    Register3::of(Register {
+fn register(node: Option<String>) -> Register {
+    Register {
         namespaces: vec![NAMESPACE.to_owned()],
         task_queue: TASK_QUEUE.to_owned(),
         node,
@@ -38,7 +38,8 @@ fn register(node: Option<String>) -> Register3 {
         identity: "bench-worker".to_owned(),
         // One slot each, so one held reservation is enough to put a worker at capacity.
         max_concurrency: 1,
-    })
+        ..Default::default()
+    }
 }
 
 fn address() -> Address<'static> {

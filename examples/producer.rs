@@ -31,15 +31,12 @@ fn describe(dispatched: &Dispatched) -> (String, bool) {
         },
         DispatchResult::NoWorker(census) => (
             format!(
-                "no worker ({:?}): {} in the pool, {} at capacity",
-                census.reason, census.pool_workers, census.at_capacity
-            ),
-            false,
-        ),
-        DispatchResult::NoWorker3(census) => (
-            format!(
                 "no worker ({:?}): {} in the pool, {} at capacity, {} unreachable",
-                census.reason, census.pool_workers, census.at_capacity, census.unreachable
+                census.reason,
+                census.pool_workers,
+                census.at_capacity,
+                // Absent from a version-2 node, which does not count them apart.
+                census.unreachable.unwrap_or(0)
             ),
             false,
         ),

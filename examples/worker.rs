@@ -42,6 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         activity_types: vec!["wc".into()],
         identity: format!("wc-example-{}", std::process::id()),
         max_concurrency: 8,
+        ..Default::default()
     };
     let mut config = WorkerConfig::new(addr.clone(), registration);
     if let Some(ca) = std::env::var_os("LINTEL_CLIENT_TLS_CA") {

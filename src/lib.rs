@@ -8,7 +8,8 @@
 //!   node's lifecycle events in one bounded ring, and their subscribers.
 //! - [`link`]: the push paths: a worker's queue and a peer's, each with the table that decides
 //!   every push's or relay's fate.
-//! - [`registry`]: pools of connected workers, selection with reserved slots, FIFO waiters,
+//! - [`registry`]: pools of connected workers, selection with reserved slots, waiters
+//!   ordered by priority then weighted fairness key (first come first served within a key),
 //!   census; [`notifier`]: maps a connection's pid to its registry entry for its life.
 //! - [`cluster`]: the peers this node links to and the pools each announced, with the relays
 //!   charged against them.

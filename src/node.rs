@@ -92,6 +92,7 @@ impl Node {
     ///     activity_types: vec!["echo".into()],
     ///     identity: "echo-worker".into(),
     ///     max_concurrency: 4,
+    ///     ..Register::default()
     /// };
     /// let worker = Worker::spawn(WorkerConfig::new(addr, registration), BuiltIn);
     /// worker.wait_registered(Duration::from_secs(5)).await?;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lintel_wire::{DepartureReason, Refusal, RefusalCode, Register3};
+use lintel_wire::{DepartureReason, Refusal, RefusalCode, Register};
 
 use crate::link::WorkerLink;
 use crate::registry::{RegistrationGuard, Registry, WorkerId};
@@ -12,14 +12,14 @@ use crate::registry::{RegistrationGuard, Registry, WorkerId};
 /// Told when a worker connection registers and when it goes.
 pub trait ConnectionNotifier: Send + Sync + 'static {
     /// Admits the registration of connection `pid`, whose pushes go to `link`; a version-2
-    /// `Register` comes as the `Register3` it means.
+    /// `Register` comes as the `Register` it means.
     ///
     /// # Errors
     /// A [`Refusal`] sent back to the worker; nothing stays registered.
     fn on_worker_registered(
         &self,
         pid: u64,
-        registration: &Register3,
+        registration: &Register,
         link: WorkerLink,
     ) -> Result<WorkerId, Refusal>;
 
@@ -59,7 +59,7 @@ impl ConnectionNotifier for RegistryNotifier {
     fn on_worker_registered(
         &self,
         pid: u64,
-        registration: &Register3,
+        registration: &Register,
         link: WorkerLink,
     ) -> Result<WorkerId, Refusal> {
         if self.guards().contains_key(&pid) {

@@ -50,6 +50,7 @@ async fn a_producer_that_stops_reading_is_read_no_further_yet_its_deadlines_stil
             wait_for_worker_ms: None,
             reply_timeout_ms: None,
             routing: NodeRouting::Any,
+            extras: Default::default(),
         });
         if tokio::time::timeout(Duration::from_secs(1), wire.framed.send(frame))
             .await

@@ -95,6 +95,7 @@ fn registration(activities: &[&str], max_concurrency: u32, identity: String) -> 
         activity_types: activities.iter().map(|a| (*a).to_owned()).collect(),
         identity,
         max_concurrency,
+        ..Default::default()
     }
 }
 
@@ -334,6 +335,7 @@ impl Producer {
                 wait_for_worker_ms: options.wait_for_worker_ms(),
                 reply_timeout_ms: options.reply_timeout_ms(),
                 routing: NodeRouting::Any,
+                extras: Default::default(),
             }))
             .expect("producer writer");
         rx.await
@@ -373,7 +375,7 @@ fn classify(ordinal: u64, result: &DispatchResult, tally: &Mutex<Tally>) {
             tally.completed += 1;
         }
         DispatchResult::WorkerLost { .. } => tally.worker_lost += 1,
-        DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => tally.no_worker += 1,
+        DispatchResult::NoWorker(_) => tally.no_worker += 1,
         DispatchResult::Timeout { .. } => tally.timeout += 1,
         other => panic!("outcome not allowed under churn: {other:?}"),
     }

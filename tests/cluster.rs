@@ -129,7 +129,7 @@ async fn pin_prefer_and_require_apply_to_worker_node_labels_across_the_cluster()
     .await
     .expect("connection stays up");
     match nowhere {
-        DispatchResult::NoWorker3(census) => {
+        DispatchResult::NoWorker(census) => {
             assert_eq!(census.reason, NoWorkerReason::NodeFilterMatchedNobody);
             assert_eq!(
                 census.serving_activity, 2,
@@ -300,7 +300,7 @@ async fn a_dispatch_without_a_wait_never_waits_on_peers_and_its_census_counts_re
     .await
     .expect("connection stays up");
     match second {
-        DispatchResult::NoWorker3(census) => {
+        DispatchResult::NoWorker(census) => {
             assert_eq!(census.pool_workers, 1);
             assert_eq!(census.compatible_workers, 1);
             assert_eq!(census.reason, NoWorkerReason::AllAtCapacity);

@@ -168,12 +168,13 @@ async fn silent_peer(node: SocketAddr) -> RawClient {
     }))
     .await;
     assert!(matches!(raw.recv().await, Some(Frame::Welcome(_))));
-    raw.send(Frame::PeerHello(PeerHello {
+    raw.send(Frame::from(PeerHello {
         node_id: "silent".into(),
         incarnation: 7,
         // Nobody listens there: the node's redials fail, which is all they should do.
         advertise: "127.0.0.1:1".into(),
         peers: Vec::new(),
+        ..Default::default()
     }))
     .await;
     assert!(matches!(raw.recv().await, Some(Frame::PeerHello(_))));
@@ -192,8 +193,10 @@ async fn silent_peer(node: SocketAddr) -> RawClient {
                 free: 1,
                 full: 0,
                 draining: 0,
+                ..Default::default()
             }],
         }],
+        ..Default::default()
     }))
     .await;
     raw

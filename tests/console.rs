@@ -232,10 +232,7 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         .dispatch(request("nowhere", "echo", "x"), &DispatchOptions::default())
         .await
         .expect("an outcome");
-    assert!(matches!(
-        missing,
-        lintel::wire::DispatchResult::NoWorker(_) | lintel::wire::DispatchResult::NoWorker3(_)
-    ));
+    assert!(matches!(missing, lintel::wire::DispatchResult::NoWorker(_)));
 
     let driver = start_driver(&driver_path);
     let profile = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-chromium-profile");

@@ -12,7 +12,7 @@ use lintel::config::PoolConfig;
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{handler_fn, WorkerConfig, WorkerHandle};
 use lintel::wire::{
-    ActivityOutcome, DispatchResult, Frame, Goodbye, NoWorkerReason, Register3, Role,
+    ActivityOutcome, DispatchResult, Frame, Goodbye, NoWorkerReason, Register, Role,
 };
 use lintel::NodeConfig;
 use support::{
@@ -30,8 +30,8 @@ async fn deployed(
     instance: Option<&str>,
 ) -> WorkerHandle {
     let mut config = WorkerConfig::new(node.addr.to_string(), plain("ns", "echo", 4, name));
-    config.deployment = deployment.map(str::to_owned);
-    config.instance_id = instance.map(str::to_owned);
+    config.registration.deployment = deployment.map(str::to_owned);
+    config.registration.instance_id = instance.map(str::to_owned);
     spawn_named(node, config, name).await
 }
 
@@ -138,21 +138,21 @@ async fn a_required_deployment_is_served_on_another_node_too() {
 #[tokio::test]
 async fn a_second_registration_of_an_instance_supersedes_the_first() {
     let node = TestNode::start().await;
-    let identified = Register3 {
+    let identified = Register {
         deployment: Some("v1".into()),
         instance_id: Some("pod-1".into()),
-        ..Register3::of(plain("ns", "echo", 1, "first"))
+        ..plain("ns", "echo", 1, "first")
     };
     let (client, pid) = RawClient::hello_at(node.addr, Role::Worker, 3).await;
     let mut first =
-        RawWorker::register_frame(client, pid, Frame::Register3(Box::new(identified))).await;
+        RawWorker::register_frame(client, pid, Frame::Register(Box::new(identified))).await;
     let running = spawn_dispatch(
         &node,
         request("ns", "echo", "x"),
         DispatchOptions::default(),
     );
     match next_frame(&mut first.client).await {
-        Some(Frame::Push3(_)) => {}
+        Some(Frame::Push(_)) => {}
         other => panic!("expected the dispatch pushed, got {other:?}"),
     }
     let _second = deployed(&node, "second", Some("v1"), Some("pod-1")).await;
@@ -378,6 +378,6 @@ async fn a_peers_workers_in_probation_are_announced_and_counted_as_such() {
         no_worker(dispatch(&a, request("ns", "echo", "x"), DispatchOptions::default()).await);
     assert_eq!(
         (census.reason, census.probation, census.draining),
-        (NoWorkerReason::AllInProbation, 1, 0)
+        (NoWorkerReason::AllInProbation, Some(1), 0)
     );
 }

@@ -18,7 +18,7 @@ use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{handler_fn, Worker, WorkerConfig, WorkerState};
 use lintel::wire::{
     ActivityOutcome, DispatchRequest, DispatchResult, Drained, Frame, FrameCodec, FrameKind,
-    RefusalCode, Role, StatusQuery,
+    RefusalCode, Role, StatusQuery, PROTOCOL_VERSION,
 };
 use lintel::NodeConfig;
 use support::{
@@ -318,7 +318,11 @@ async fn an_sdk_worker_drains_cleanly_saying_drained_then_goodbye() {
     let from_worker: Vec<FrameKind> = seen
         .iter()
         .filter(|(toward, _)| *toward == Toward::Node)
-        .map(|(_, frame)| frame.kind())
+        .map(|(_, frame)| {
+            frame
+                .kind_at(PROTOCOL_VERSION)
+                .expect("a frame of its version")
+        })
         .filter(|kind| !matches!(kind, FrameKind::Ping | FrameKind::Pong))
         .collect();
     assert!(
@@ -332,7 +336,9 @@ async fn an_sdk_worker_drains_cleanly_saying_drained_then_goodbye() {
     );
     let at = |toward: Toward, kind: FrameKind| {
         seen.iter()
-            .position(|(t, frame)| *t == toward && frame.kind() == kind)
+            .position(|(t, frame)| {
+                *t == toward && frame.kind_at(PROTOCOL_VERSION).ok() == Some(kind)
+            })
             .unwrap_or_else(|| panic!("no {kind:?} toward {toward:?} in {seen:?}"))
     };
     assert!(
@@ -495,12 +501,9 @@ impl RecordingProxy {
                 let changed = self.changed.notified();
                 tokio::pin!(changed);
                 changed.as_mut().enable();
-                let found = self
-                    .seen
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .any(|(t, frame)| *t == toward && frame.kind() == kind);
+                let found = self.seen.lock().unwrap().iter().any(|(t, frame)| {
+                    *t == toward && frame.kind_at(PROTOCOL_VERSION).ok() == Some(kind)
+                });
                 if found {
                     return;
                 }

@@ -21,7 +21,7 @@ use lintel::sdk::{Worker, WorkerConfig};
 use lintel::transport;
 use lintel::wire::{
     ActivityOutcome, Cancel, DispatchRequest, DispatchResponse, DispatchResult, Frame,
-    NoWorkerReason, Pong, Push, RefusedReason, Register, Register3, Reply, Role, Submit,
+    NoWorkerReason, Pong, Push, RefusedReason, Register, Reply, Role, Submit,
 };
 use lintel::NodeConfig;
 use support::{
@@ -41,6 +41,7 @@ async fn worker(node: &TestNode, activity: &str, capacity: u32, on: Option<&str>
             activity_types: vec![activity.into()],
             identity: on.unwrap_or("any").into(),
             max_concurrency: capacity,
+            ..Default::default()
         }))
         .await;
     match next_frame(&mut client).await {
@@ -56,6 +57,7 @@ fn submit(correlation: u64, request: DispatchRequest, options: &DispatchOptions)
         wait_for_worker_ms: options.wait_for_worker_ms(),
         reply_timeout_ms: options.reply_timeout_ms(),
         routing: options.routing.clone(),
+        extras: Default::default(),
     })
 }
 
@@ -247,7 +249,7 @@ async fn a_push_whose_link_closed_before_it_left_goes_to_the_next_worker_not_los
     let mut links = Links::new().await;
     let closing = links.link(1).await;
     let open = links.link(2).await;
-    let register = Register3::of(support::register("ns", "act", 1));
+    let register = support::register("ns", "act", 1);
     let first = registry
         .admit(1, &register, closing.clone())
         .expect("admit");
@@ -639,11 +641,7 @@ async fn with_paused_time_a_reply_just_before_the_deadline_completes_and_one_at_
     let mut links = Links::new().await;
     let link = links.link(1).await;
     let guard = registry
-        .admit(
-            1,
-            &Register3::of(support::register("ns", "act", 2)),
-            link.clone(),
-        )
+        .admit(1, &support::register("ns", "act", 2), link.clone())
         .expect("admit");
     let dispatcher = Dispatcher::new(Arc::clone(&registry), limits());
     let second = DispatchOptions::default().reply_timeout(Duration::from_secs(1));

@@ -22,8 +22,8 @@ use lintel::sdk::{handler_fn, DispatchOptions, Handler, Request, WorkerHandle};
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
     feature, ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, Drained, Farewell,
-    Frame, FrameCodec, Limits, NodeRouting, PeerHello, PeerHello3, PoolPresence, Presence, Relay3,
-    RelayOutcome, RequestExtras, Role, Welcome,
+    Frame, FrameCodec, Limits, NodeRouting, PeerHello, PoolPresence, Presence, Relay, RelayOutcome,
+    RequestExtras, Role, Welcome,
 };
 use lintel::NodeConfig;
 use support::{
@@ -244,7 +244,7 @@ async fn a_rolling_restart_of_every_worker_node_under_load_loses_nothing() {
 /// A hand-written peer named `hand` (incarnation 7, listing `farewell`) on a version-3 link it
 /// dialled to `node`, past the hellos, having announced `pools`.
 async fn farewell_peer(node: SocketAddr, pools: Vec<PoolPresence>) -> RawClient {
-    let hello = Frame::from(PeerHello3 {
+    let hello = Frame::from(PeerHello {
         node_id: "hand".into(),
         incarnation: 7,
         advertise: "127.0.0.1:1".into(),
@@ -263,6 +263,7 @@ fn presence(pools: Vec<PoolPresence>) -> Frame {
         synced: true,
         draining: false,
         pools,
+        ..Default::default()
     })
 }
 
@@ -292,7 +293,7 @@ async fn closed_without_outcomes(raw: &mut RawClient) {
 }
 
 fn relay3(correlation: u64, activity: &str, workflow_id: &str) -> Frame {
-    Frame::from(Relay3 {
+    Frame::from(Relay {
         correlation,
         request: DispatchRequest {
             workflow_id: workflow_id.into(),
@@ -366,8 +367,8 @@ async fn a_relay_left_unanswered_at_a_farewell_is_placed_again_and_runs_once() {
     let mut hand = farewell_peer(a.addr, vec![offering(pool(), ACTIVITY, 1)]).await;
     a.wait_announced("hand", &pool()).await;
     let dispatch = spawn_dispatch(&a, work("crossing"), patient());
-    match next_of(&mut hand, |f| matches!(f, Frame::Relay3(_))).await {
-        Frame::Relay3(relay) => assert_eq!(relay.request.workflow_id, "crossing"),
+    match next_of(&mut hand, |f| matches!(f, Frame::Relay(_))).await {
+        Frame::Relay(relay) => assert_eq!(relay.request.workflow_id, "crossing"),
         _ => unreachable!("filtered"),
     }
     let runs = Arc::new(Runs::default());
@@ -415,7 +416,8 @@ async fn a_duplicate_link_retired_under_load_loses_nothing() {
         Some(Frame::Hello(hello)) => assert_eq!(hello.role, Role::Peer),
         other => panic!("expected Hello, got {other:?}"),
     }
-    two.send(Frame::Welcome(Welcome {
+    two.speak(2);
+    two.send(Frame::from(Welcome {
         version: 2,
         node_id: "hand".into(),
         pid: 1,
@@ -427,6 +429,8 @@ async fn a_duplicate_link_retired_under_load_loses_nothing() {
             max_name_len: 256,
             max_set_len: 64,
         },
+        header_limits: None,
+        features: Vec::new(),
     }))
     .await;
     assert!(matches!(two.recv().await, Some(Frame::PeerHello(_))));
@@ -444,8 +448,8 @@ async fn a_duplicate_link_retired_under_load_loses_nothing() {
         .collect();
     let mut from_a = Vec::new();
     for _ in 0..4 {
-        match next_of(&mut one, |f| matches!(f, Frame::Relay3(_))).await {
-            Frame::Relay3(relay) => from_a.push(*relay),
+        match next_of(&mut one, |f| matches!(f, Frame::Relay(_))).await {
+            Frame::Relay(relay) => from_a.push(*relay),
             _ => unreachable!("filtered"),
         }
     }
@@ -461,11 +465,12 @@ async fn a_duplicate_link_retired_under_load_loses_nothing() {
 
     // The hand answers a's dial: a keeps link 2, its own dial (its id sorts lower), and
     // retires link 1 with relays in flight both ways.
-    two.send(Frame::PeerHello(PeerHello {
+    two.send(Frame::from(PeerHello {
         node_id: "hand".into(),
         incarnation: 7,
         advertise: hand_addr.to_string(),
         peers: Vec::new(),
+        ..Default::default()
     }))
     .await;
     two.send(presence(vec![offering(pool(), "there", 8)])).await;

@@ -162,11 +162,5 @@ async fn the_single_auth_token_still_grants_every_role_and_namespace() {
     )
     .await
     .expect("connection stays up");
-    assert!(
-        matches!(
-            result,
-            DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_)
-        ),
-        "{result:?}"
-    );
+    assert!(matches!(result, DispatchResult::NoWorker(_)), "{result:?}");
 }

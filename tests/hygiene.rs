@@ -77,6 +77,7 @@ async fn half_a_frame(client: &mut RawClient) {
     let mut bytes = bytes::BytesMut::new();
     lintel::wire::encode_frame(
         &Frame::StatusQuery(StatusQuery { correlation: 1 }),
+        lintel::wire::PROTOCOL_VERSION,
         &mut bytes,
         1 << 20,
     )

@@ -161,6 +161,7 @@ fn submission(correlation: u64, input: &Bytes) -> Frame {
         wait_for_worker_ms: Some(60_000),
         reply_timeout_ms: Some(60_000),
         routing: NodeRouting::Any,
+        extras: Default::default(),
     })
 }
 

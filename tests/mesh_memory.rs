@@ -14,7 +14,7 @@ use std::sync::Arc;
 use lintel::cluster::{Mesh, Opener, Remote};
 use lintel::link::{Pair, PeerLink, Retention};
 use lintel::wire::channel::dispatch_channel_name;
-use lintel::wire::{PoolPresence3, Presence3, PresenceGroup3};
+use lintel::wire::{PoolPresence, Presence, PresenceGroup};
 use support::Counting;
 use tokio_util::sync::CancellationToken;
 
@@ -28,8 +28,8 @@ const POOLS_PER_FRAME: usize = 256;
 /// The target: remote state for 10,000 pools under 64 MB per node.
 const TARGET: usize = 64 * 1024 * 1024;
 
-fn group(activity: &str, node: Option<&str>) -> PresenceGroup3 {
-    PresenceGroup3 {
+fn group(activity: &str, node: Option<&str>) -> PresenceGroup {
+    PresenceGroup {
         activity_type: activity.into(),
         node: node.map(str::to_owned),
         deployment: None,
@@ -44,12 +44,12 @@ fn group(activity: &str, node: Option<&str>) -> PresenceGroup3 {
 }
 
 /// Peer `peer`'s snapshot: its share of the pools, in frames.
-fn snapshot(peer: usize) -> Vec<Presence3> {
+fn snapshot(peer: usize) -> Vec<Presence> {
     let per_node = POOLS / NODES;
-    let pools: Vec<PoolPresence3> = (0..per_node)
+    let pools: Vec<PoolPresence> = (0..per_node)
         .map(|i| {
             let n = peer * per_node + i;
-            PoolPresence3 {
+            PoolPresence {
                 channel: dispatch_channel_name(
                     &format!("tenant-{:03}", n / 10),
                     &format!("queue-{}", n % 10),
@@ -63,7 +63,7 @@ fn snapshot(peer: usize) -> Vec<Presence3> {
     let count = pools.len().div_ceil(POOLS_PER_FRAME);
     let mut pools = pools.into_iter();
     (0..count)
-        .map(|index| Presence3 {
+        .map(|index| Presence {
             reset: index == 0,
             synced: index + 1 == count,
             draining: false,

@@ -36,6 +36,7 @@ async fn a_worker_dying_mid_dispatch_is_worker_lost_long_before_the_reply_timeou
         wait_for_worker_ms: None,
         reply_timeout_ms: Some(30_000),
         routing: NodeRouting::Any,
+        extras: Default::default(),
     }))
     .await;
     worker.next_push().await;

@@ -11,8 +11,8 @@ use bytes::Bytes;
 use futures_util::SinkExt;
 use lintel::wire::{
     ActivityOutcome, CapacityUpdate, DispatchRequest, DispatchResponse, DispatchResult, ErrorCode,
-    ErrorFrame, Frame, Goodbye, Hello, NodeRouting, OutcomeFrame, Ping, Pong, Push, RefusalCode,
-    Register, Registered, Reply, Role, StatusQuery, Submit, DEFAULT_MAX_FRAME_LEN,
+    ErrorFrame, Frame, FrameKind, Goodbye, Hello, NodeRouting, OutcomeFrame, Ping, Pong, Push,
+    RefusalCode, Register, Registered, Reply, Role, StatusQuery, Submit, DEFAULT_MAX_FRAME_LEN,
 };
 use lintel::NodeConfig;
 use support::{hello, hello_at, next_frame, register, request, within, RawClient, TestNode};
@@ -82,6 +82,7 @@ fn submit(correlation: u64, request: DispatchRequest, reply_timeout_ms: u64) -> 
         wait_for_worker_ms: None,
         reply_timeout_ms: Some(reply_timeout_ms),
         routing: NodeRouting::Any,
+        extras: Default::default(),
     })
 }
 
@@ -198,11 +199,15 @@ async fn a_hello_sharing_no_version_with_the_node_is_refused_with_version_mismat
             }))
             .await;
         let welcomed = match next_frame(&mut client).await {
-            Some(Frame::Welcome(welcome)) if welcome.version < 3 => welcome.version,
-            Some(Frame::Welcome3(welcome)) => welcome.version,
+            Some(Frame::Welcome(welcome)) => welcome.version,
             other => panic!("expected a welcome, got {other:?}"),
         };
         assert_eq!(welcomed, agreed, "{min_version}..={max_version}");
+        let kind = match agreed {
+            3 => FrameKind::Welcome3,
+            _ => FrameKind::Welcome,
+        };
+        assert_eq!(client.last_kind(), Some(kind), "welcomed at {agreed}");
     }
 }
 
@@ -286,12 +291,15 @@ async fn a_version_1_peer_hello_is_refused_with_version_mismatch() {
 async fn a_version_2_kind_on_a_version_1_producer_connection_is_an_unexpected_frame() {
     let node = TestNode::start().await;
     let (mut client, _) = RawClient::hello(node.addr, Role::Producer).await;
+    // Written as a version-2 connection writes it, on the version-1 one.
+    client.speak(2);
     client
         .send(Frame::Presence(lintel::wire::Presence {
             reset: true,
             synced: true,
             draining: false,
             pools: Vec::new(),
+            ..Default::default()
         }))
         .await;
     expect_error_then_close(&mut client, ErrorCode::UnexpectedFrame).await;
@@ -324,6 +332,7 @@ async fn a_hello_split_into_single_bytes_is_reassembled() {
     let mut encoded = bytes::BytesMut::new();
     lintel::wire::encode_frame(
         &Frame::Hello(hello(Role::Producer)),
+        lintel::wire::PROTOCOL_VERSION,
         &mut encoded,
         DEFAULT_MAX_FRAME_LEN,
     )
@@ -505,6 +514,7 @@ async fn a_push_before_hello_is_an_unexpected_frame() {
     bad.send(Frame::from(Push {
         correlation: 1,
         request: request("ns", "echo", "x"),
+        extras: Default::default(),
     }))
     .await;
 

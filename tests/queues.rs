@@ -16,9 +16,8 @@ use futures_util::{SinkExt, StreamExt};
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::status::Standing;
 use lintel::wire::{
-    channel::dispatch_channel_name, DispatchResponse, DispatchResult, Frame, FrameCodec, Hello,
-    PeerHello, PeerHello3, Ping, Pong, PoolPresence, Presence, PresenceGroup, Relay3, RelayOutcome,
-    Role,
+    channel::dispatch_channel_name, DispatchResponse, DispatchResult, Frame, FrameCodec, FrameKind,
+    Hello, PeerHello, Ping, Pong, PoolPresence, Presence, PresenceGroup, Relay, RelayOutcome, Role,
 };
 use lintel::NodeConfig;
 use support::{
@@ -57,12 +56,14 @@ async fn slow_peer(addr: SocketAddr) -> Framed<TcpStream, FrameCodec> {
         .expect("hello");
     let welcome = within("the welcome", framed.next()).await;
     assert!(matches!(welcome, Some(Ok(Frame::Welcome(_)))));
+    framed.codec_mut().set_version(2);
     framed
-        .send(Frame::PeerHello(PeerHello {
+        .send(Frame::from(PeerHello {
             node_id: "hand".into(),
             incarnation: 1,
             advertise: "127.0.0.1:1".into(),
             peers: Vec::new(),
+            ..Default::default()
         }))
         .await
         .expect("peer hello");
@@ -82,8 +83,10 @@ async fn slow_peer(addr: SocketAddr) -> Framed<TcpStream, FrameCodec> {
                     free: 1_000,
                     full: 0,
                     draining: 0,
+                    ..Default::default()
                 }],
             }],
+            ..Default::default()
         }))
         .await
         .expect("presence");
@@ -134,10 +137,7 @@ async fn a_slow_but_alive_peer_is_skipped_for_placement_and_never_disconnected()
     // worker at once instead of queuing behind the backlog.
     let second = outcome_of(spawn_dispatch(&a, request("ns", "echo", "x"), options())).await;
     assert!(
-        matches!(
-            second,
-            DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_)
-        ),
+        matches!(second, DispatchResult::NoWorker(_)),
         "expected NoWorker, got {second:?}"
     );
 
@@ -354,7 +354,7 @@ fn two_mib(activity: &str, n: u8) -> lintel::wire::DispatchRequest {
 /// and last bulk frames (pushes or relays) lie.
 fn positions(order: &[Frame], what: fn(&Frame) -> bool) -> (Option<usize>, usize, usize) {
     let bulk: Vec<usize> = (0..order.len())
-        .filter(|&at| order[at].kind().is_bulk())
+        .filter(|&at| matches!(order[at], Frame::Push(_) | Frame::Relay(_)))
         .collect();
     let (first, last) = (bulk[0], bulk[bulk.len() - 1]);
     (order.iter().position(what), first, last)
@@ -393,14 +393,20 @@ async fn on_a_version_3_worker_a_ping_queued_behind_8_mib_of_pushes_goes_before_
     .await;
 
     let mut order = Vec::new();
-    while order.iter().filter(|f: &&Frame| f.kind().is_bulk()).count() < 4 {
+    while order
+        .iter()
+        .filter(|f: &&Frame| matches!(f, Frame::Push(_)))
+        .count()
+        < 4
+    {
         let frame = within("the worker's next frame", worker.client.framed.next())
             .await
             .expect("open")
             .expect("a frame");
+        let kind = worker.client.last_kind();
         assert!(
-            matches!(frame, Frame::Push3(_) | Frame::Ping(_)),
-            "a version-3 worker is pushed Push3: {frame:?}"
+            matches!(kind, Some(FrameKind::Push3 | FrameKind::Ping)),
+            "a version-3 worker is pushed Push3: {kind:?}"
         );
         order.push(frame);
     }
@@ -409,7 +415,7 @@ async fn on_a_version_3_worker_a_ping_queued_behind_8_mib_of_pushes_goes_before_
     assert!(
         first < ping && ping < last,
         "the ping overtook the pushes still queued: {:?}",
-        order.iter().map(Frame::kind).collect::<Vec<_>>()
+        order.iter().map(Frame::name).collect::<Vec<_>>()
     );
     drop(pending);
 }
@@ -423,7 +429,7 @@ async fn on_a_version_3_peer_link_a_relay_outcome_goes_before_the_relays_still_q
     .await;
     // A version-3 peer whose socket takes little, offering `far` in `ns`.
     let (mut hand, _) = small_window_client_at(node.addr, Role::Peer, 3).await;
-    hand.send(Frame::from(PeerHello3 {
+    hand.send(Frame::from(PeerHello {
         node_id: "hand".into(),
         incarnation: 1,
         advertise: "127.0.0.1:1".into(),
@@ -441,6 +447,7 @@ async fn on_a_version_3_peer_link_a_relay_outcome_goes_before_the_relays_still_q
             "far",
             8,
         )],
+        ..Default::default()
     }))
     .await;
     node.wait_announced("hand", &dispatch_channel_name("ns", "default", None))
@@ -456,7 +463,7 @@ async fn on_a_version_3_peer_link_a_relay_outcome_goes_before_the_relays_still_q
         pending.push(dispatch);
     }
     // The peer relays a dispatch no worker here serves: its outcome is queued behind them.
-    hand.send(Frame::from(Relay3 {
+    hand.send(Frame::from(Relay {
         correlation: 1,
         request: request("ns", "nobody", "x"),
         extras: Default::default(),
@@ -473,10 +480,17 @@ async fn on_a_version_3_peer_link_a_relay_outcome_goes_before_the_relays_still_q
     .await;
 
     let mut order = Vec::new();
-    while order.iter().filter(|f: &&Frame| f.kind().is_bulk()).count() < 4 {
+    while order
+        .iter()
+        .filter(|f: &&Frame| matches!(f, Frame::Relay(_)))
+        .count()
+        < 4
+    {
         match next_frame(&mut hand).await.expect("the link's frames") {
-            frame @ (Frame::Relay3(_) | Frame::RelayOutcome(_)) => order.push(frame),
-            Frame::Relay(_) => panic!("a version-3 link is sent Relay3"),
+            Frame::Relay(_) if hand.last_kind() != Some(FrameKind::Relay3) => {
+                panic!("a version-3 link is sent Relay3")
+            }
+            frame @ (Frame::Relay(_) | Frame::RelayOutcome(_)) => order.push(frame),
             _ => {}
         }
     }
@@ -488,7 +502,7 @@ async fn on_a_version_3_peer_link_a_relay_outcome_goes_before_the_relays_still_q
     assert!(
         first < outcome && outcome < last,
         "the outcome overtook the relays still queued: {:?}",
-        order.iter().map(Frame::kind).collect::<Vec<_>>()
+        order.iter().map(Frame::name).collect::<Vec<_>>()
     );
     drop(pending);
 }

@@ -228,6 +228,7 @@ async fn run_secure_example(dir: &Scratch) {
         activity_types: vec!["echo".into()],
         identity: "readme-worker".into(),
         max_concurrency: 4,
+        ..Default::default()
     };
     let worker_in = |namespace: &str| {
         let mut config = WorkerConfig::new(addr.clone(), register(namespace));

@@ -113,6 +113,7 @@ async fn a_registration_at_every_limit_is_admitted() {
             .collect(),
         identity: long,
         max_concurrency: u32::MAX,
+        ..Default::default()
     };
     expect_registered(&mut client, registration).await;
     assert_eq!(node.events.registered(pid), 1);

@@ -11,9 +11,7 @@ use lintel::registry::{
     RegistrationGuard, Registry, Reservation, Wait, WorkerId,
 };
 use lintel::transport::{self, FrameReader};
-use lintel::wire::{
-    Census3, DepartureReason, NoWorkerReason, NodeRouting, RefusalCode, Register, Register3,
-};
+use lintel::wire::{Census, DepartureReason, NoWorkerReason, NodeRouting, RefusalCode, Register};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A registry plus the loopback sockets behind its links.
@@ -57,13 +55,13 @@ impl Harness {
 
     async fn try_admit(
         &mut self,
-        register: &Register3,
+        register: &Register,
     ) -> Result<RegistrationGuard, lintel::wire::Refusal> {
         let (pid, link) = self.link().await;
         self.registry.admit(pid, register, link)
     }
 
-    async fn admit(&mut self, register: &Register3) -> RegistrationGuard {
+    async fn admit(&mut self, register: &Register) -> RegistrationGuard {
         self.try_admit(register).await.expect("admitted")
     }
 
@@ -82,7 +80,7 @@ impl Harness {
             .expect("a worker was selected")
     }
 
-    fn census(&self, address: Address<'_>) -> Census3 {
+    fn census(&self, address: Address<'_>) -> Census {
         self.registry.census(address, &NodeRouting::Any)
     }
 }
@@ -93,15 +91,16 @@ fn worker(
     node: Option<&str>,
     activities: &[&str],
     max_concurrency: u32,
-) -> Register3 {
-    Register3::of(Register {
+) -> Register {
+    Register {
         namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
         task_queue: task_queue.to_owned(),
         node: node.map(str::to_owned),
         activity_types: activities.iter().map(|a| (*a).to_owned()).collect(),
         identity: "registry-test".into(),
         max_concurrency,
-    })
+        ..Default::default()
+    }
 }
 
 fn address<'a>(namespace: &'a str, task_queue: &'a str, activity_type: &'a str) -> Address<'a> {
@@ -739,7 +738,7 @@ async fn a_version_2_worker_is_no_candidate_for_a_request_it_cannot_carry() {
         (1, 1)
     );
     assert_eq!(
-        census.for_version_2().reason,
+        lintel::wire::body::Census::from(&census).reason,
         NoWorkerReason::NodeFilterMatchedNobody
     );
     assert_eq!(
@@ -778,7 +777,7 @@ async fn a_waiter_needing_version_3_is_passed_by_for_a_version_2_workers_slot() 
 #[tokio::test]
 async fn a_registration_with_a_workers_deployment_and_instance_id_supersedes_it() {
     let mut h = Harness::new().await;
-    let identified = |deployment: Option<&str>, instance: &str| Register3 {
+    let identified = |deployment: Option<&str>, instance: &str| Register {
         deployment: deployment.map(str::to_owned),
         instance_id: Some(instance.into()),
         ..worker(&["ns"], "", None, &["act"], 1)
@@ -822,7 +821,7 @@ async fn a_registration_with_a_workers_deployment_and_instance_id_supersedes_it(
 #[tokio::test]
 async fn a_required_deployment_selects_queues_and_censuses_its_workers_only() {
     let mut h = Harness::new().await;
-    let of = |deployment: &str| Register3 {
+    let of = |deployment: &str| Register {
         deployment: Some(deployment.into()),
         ..worker(&["ns"], "", None, &["act"], 1)
     };

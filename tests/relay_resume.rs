@@ -15,8 +15,8 @@ use std::time::Duration;
 use lintel::sdk::DispatchOptions;
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
-    feature, DispatchRequest, DispatchResult, Frame, NodeRouting, PeerHello3, PoolPresence,
-    Presence, Relay3, RelayAck, RequestExtras, Resume, Resumed,
+    feature, DispatchRequest, DispatchResult, Frame, NodeRouting, PeerHello, PoolPresence,
+    Presence, Relay, RelayAck, RequestExtras, Resume, Resumed,
 };
 use support::{
     admin_get, cluster_config, hand_peer, next_of, offering, outcome_of, plain, request, served_by,
@@ -33,7 +33,7 @@ fn pool() -> String {
 /// A hand-written peer named `hand`, incarnation `incarnation`, listing `relay-resume`, on a
 /// version-3 link it dialled to `node`, past the hellos, having announced `pools`.
 async fn resuming_peer(node: SocketAddr, incarnation: u64, pools: Vec<PoolPresence>) -> RawClient {
-    let hello = Frame::from(PeerHello3 {
+    let hello = Frame::from(PeerHello {
         node_id: "hand".into(),
         incarnation,
         advertise: "127.0.0.1:1".into(),
@@ -47,13 +47,14 @@ async fn resuming_peer(node: SocketAddr, incarnation: u64, pools: Vec<PoolPresen
         synced: true,
         draining: false,
         pools,
+        ..Default::default()
     }))
     .await;
     raw
 }
 
 fn relay3(correlation: u64, workflow_id: &str) -> Frame {
-    Frame::from(Relay3 {
+    Frame::from(Relay {
         correlation,
         request: DispatchRequest {
             workflow_id: workflow_id.into(),
@@ -137,8 +138,8 @@ async fn an_origin_acknowledges_outcomes_and_numbers_relays_on_across_links_to_o
         node.wait_announced("hand", &pool()).await;
         for _ in 0..relays {
             let dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
-            let relay = match next_of(&mut hand, |f| matches!(f, Frame::Relay3(_))).await {
-                Frame::Relay3(relay) => relay,
+            let relay = match next_of(&mut hand, |f| matches!(f, Frame::Relay(_))).await {
+                Frame::Relay(relay) => relay,
                 _ => unreachable!("filtered"),
             };
             seen.push((incarnation, relay.correlation));
@@ -194,9 +195,9 @@ fn resumed(handled_up_to: u64, running: Vec<u64>, unknown: Vec<u64>) -> Frame {
     })
 }
 
-async fn next_relay(raw: &mut RawClient) -> Relay3 {
-    match next_of(raw, |f| matches!(f, Frame::Relay3(_))).await {
-        Frame::Relay3(relay) => *relay,
+async fn next_relay(raw: &mut RawClient) -> Relay {
+    match next_of(raw, |f| matches!(f, Frame::Relay(_))).await {
+        Frame::Relay(relay) => *relay,
         _ => unreachable!("filtered"),
     }
 }

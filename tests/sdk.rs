@@ -20,9 +20,9 @@ use lintel::sdk::{
 };
 use lintel::wire::{
     feature, ActivityOutcome, Cancel, Counters, DispatchRequest, DispatchResponse, DispatchResult,
-    Drain, Drained, Frame, FrameCodec, Header, HeaderLimits, Hello, Limits, NodeStatus,
-    OutcomeFrame, Ping, Pong, Push, Push3, Refusal, RefusalCode, Register, Registered, Reply,
-    RequestExtras, Role, ServedOutcome, StatusDocument, StatusReport, Submit, Welcome, Welcome3,
+    Drain, Drained, Frame, FrameCodec, FrameKind, Header, HeaderLimits, Hello, Limits, NodeStatus,
+    OutcomeFrame, Ping, Pong, Push, Refusal, RefusalCode, Register, Registered, Reply,
+    RequestExtras, Role, ServedOutcome, StatusDocument, StatusReport, Submit, Welcome,
     PROTOCOL_VERSION,
 };
 use tokio::io::AsyncWriteExt;
@@ -85,6 +85,11 @@ impl Peer {
         self.framed.send(frame).await.unwrap();
     }
 
+    /// The kind the frame received last came as.
+    fn last_kind(&self) -> Option<FrameKind> {
+        self.framed.codec().last_kind()
+    }
+
     /// Expects `Hello` and answers as a version-2 node: `Welcome` with `limits`.
     async fn welcome_with(&mut self, pid: u64, limits: Limits) -> Hello {
         let Frame::Hello(hello) = self.recv().await else {
@@ -94,11 +99,14 @@ impl Peer {
             hello.max_version, PROTOCOL_VERSION,
             "the SDK offers the latest"
         );
-        self.send(Frame::Welcome(Welcome {
+        self.framed.codec_mut().set_version(2);
+        self.send(Frame::from(Welcome {
             version: 2,
             node_id: "fake-node".to_owned(),
             pid,
             limits,
+            header_limits: None,
+            features: Vec::new(),
         }))
         .await;
         hello
@@ -109,12 +117,13 @@ impl Peer {
         let Frame::Hello(hello) = self.recv().await else {
             panic!("expected Hello");
         };
-        self.send(Frame::from(Welcome3 {
+        self.framed.codec_mut().set_version(3);
+        self.send(Frame::from(Welcome {
             version: 3,
             node_id: "fake-node".to_owned(),
             pid,
             limits: limits(),
-            header_limits: HeaderLimits::default(),
+            header_limits: Some(HeaderLimits::default()),
             features: features.iter().map(|&feature| feature.to_owned()).collect(),
         }))
         .await;
@@ -138,6 +147,7 @@ impl Peer {
         self.send(Frame::from(Push {
             correlation,
             request,
+            extras: RequestExtras::default(),
         }))
         .await;
     }
@@ -300,6 +310,7 @@ fn registration(max_concurrency: u32) -> Register {
         activity_types: vec!["echo".to_owned(), "block".to_owned(), "panic".to_owned()],
         identity: "worker-under-test".to_owned(),
         max_concurrency,
+        ..Default::default()
     }
 }
 
@@ -1151,7 +1162,7 @@ async fn a_version_3_welcome_tells_the_client_the_features_and_header_limits() {
     assert_eq!((welcome.version, welcome.pid), (3, 300));
     assert!(welcome.implements(feature::HEADERS));
     assert!(!welcome.implements(feature::PRIORITY));
-    assert_eq!(welcome.header_limits, HeaderLimits::default());
+    assert_eq!(welcome.header_limits, Some(HeaderLimits::default()));
 }
 
 #[tokio::test]
@@ -1168,9 +1179,10 @@ async fn a_dispatch_with_headers_goes_as_submit3_and_one_without_as_submit() {
                 .await
         }
     });
-    let Frame::Submit3(submit) = peer.recv().await else {
-        panic!("expected Submit3");
+    let Frame::Submit(submit) = peer.recv().await else {
+        panic!("expected Submit");
     };
+    assert_eq!(peer.last_kind(), Some(FrameKind::Submit3));
     let names: Vec<_> = submit
         .extras
         .headers
@@ -1197,6 +1209,7 @@ async fn a_dispatch_with_headers_goes_as_submit3_and_one_without_as_submit() {
         }
     });
     assert!(matches!(peer.recv().await, Frame::Submit(_)));
+    assert_eq!(peer.last_kind(), Some(FrameKind::Submit));
     drop(plain);
 }
 
@@ -1254,14 +1267,16 @@ async fn a_worker_handler_reads_the_headers_of_a_push3_and_none_from_a_push() {
     let worker = Worker::spawn(worker_config(&node, 4), header_echo());
     let mut peer = node.accept().await;
     peer.welcome3(100, &[feature::HEADERS]).await;
-    assert!(
-        matches!(peer.recv().await, Frame::Register(_)),
+    assert!(matches!(peer.recv().await, Frame::Register(_)));
+    assert_eq!(
+        peer.last_kind(),
+        Some(FrameKind::Register),
         "no deployment identity: a plain Register"
     );
     peer.send(Frame::Registered(Registered { worker_id: 1 }))
         .await;
     assert_eq!(worker.wait_registered(WAIT).await, Ok(1));
-    peer.send(Frame::from(Push3 {
+    peer.send(Frame::from(Push {
         correlation: 9,
         request: request("echo", "wf-9", b""),
         extras: RequestExtras {
@@ -1292,17 +1307,18 @@ async fn a_worker_handler_reads_the_headers_of_a_push3_and_none_from_a_push() {
 async fn a_worker_with_a_deployment_registers_with_register3_and_without_it_on_version_2() {
     let identified = |node: &FakeNode| {
         let mut config = worker_config(node, 2);
-        config.deployment = Some("v42".into());
-        config.instance_id = Some("pod-1".into());
+        config.registration.deployment = Some("v42".into());
+        config.registration.instance_id = Some("pod-1".into());
         config
     };
     let node = FakeNode::bind().await;
     let worker = Worker::spawn(identified(&node), header_echo());
     let mut peer = node.accept().await;
     peer.welcome3(100, &[]).await;
-    let Frame::Register3(register) = peer.recv().await else {
-        panic!("expected Register3");
+    let Frame::Register(register) = peer.recv().await else {
+        panic!("expected Register");
     };
+    assert_eq!(peer.last_kind(), Some(FrameKind::Register3));
     assert_eq!(
         (
             register.deployment.as_deref(),
@@ -1310,7 +1326,12 @@ async fn a_worker_with_a_deployment_registers_with_register3_and_without_it_on_v
         ),
         (Some("v42"), Some("pod-1"))
     );
-    assert_eq!(register.register(), registration(2));
+    let plain = Register {
+        deployment: None,
+        instance_id: None,
+        ..*register
+    };
+    assert_eq!(plain, registration(2));
     worker.shutdown().await;
 
     let old = FakeNode::bind().await;

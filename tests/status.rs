@@ -28,6 +28,7 @@ fn wide(identity: &str) -> Register {
             .collect(),
         identity: identity.to_owned(),
         max_concurrency: 4,
+        ..Default::default()
     }
 }
 

@@ -10,8 +10,8 @@ use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{Worker, WorkerConfig};
 use lintel::wire::{
     feature, ActivityOutcome, Cancel, DispatchResult, ErrorCode, Extension, Farewell, Frame,
-    Header, Hello, NoWorkerReason, PeerHello, PeerHello3, Presence, RefusalCode, RefusedReason,
-    Register3, RelayAck, RequestExtras, Resume, Resumed, Role, StatusQuery, Submit3, Subscribe,
+    FrameKind, Header, Hello, NoWorkerReason, PeerHello, Presence, RefusalCode, RefusedReason,
+    Register, RelayAck, RequestExtras, Resume, Resumed, Role, StatusQuery, Submit, Subscribe,
 };
 use lintel::NodeConfig;
 use support::{
@@ -68,7 +68,7 @@ fn refused(result: &DispatchResult) -> (RefusedReason, &str) {
 // ---------------------------------------------------------------------------------------------
 // One node.
 
-/// What a version-3 node lists in its `Welcome3` and `PeerHello3`, in order.
+/// What a version-3 node lists in its `Welcome` and `PeerHello`, in order.
 const FEATURES: [&str; 10] = [
     feature::HEADERS,
     feature::PRIORITY,
@@ -96,10 +96,10 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
     assert_eq!(welcome.features, FEATURES);
     assert_eq!(
         (
-            welcome.header_limits.max_headers,
-            welcome.header_limits.max_header_bytes
+            welcome.header_limits.map(|limits| limits.max_headers),
+            welcome.header_limits.map(|limits| limits.max_header_bytes)
         ),
-        (5, 100)
+        (Some(5), Some(100))
     );
 }
 
@@ -121,7 +121,7 @@ async fn headers_reach_the_worker_in_order_with_duplicates_kept() {
     )
     .await
     .expect("connection stays up");
-    assert_eq!(payload(&plain), "", "no headers, and no Submit3 needed");
+    assert_eq!(payload(&plain), "", "no headers, and no Submit needed");
 }
 
 #[tokio::test]
@@ -134,9 +134,10 @@ async fn a_raw_version_3_worker_is_pushed_push3_with_the_headers_as_sent() {
             .dispatch(request("ns", "echo", "x"), &traced())
             .await
     });
-    let Some(Frame::Push3(push)) = next_frame(&mut worker).await else {
+    let Some(Frame::Push(push)) = next_frame(&mut worker).await else {
         panic!("a version-3 worker is pushed Push3");
     };
+    assert_eq!(worker.last_kind(), Some(FrameKind::Push3));
     let names: Vec<&str> = push
         .extras
         .headers
@@ -148,6 +149,7 @@ async fn a_raw_version_3_worker_is_pushed_push3_with_the_headers_as_sent() {
     let push = lintel::wire::Push {
         correlation: push.correlation,
         request: push.request,
+        extras: Default::default(),
     };
     worker.send(support::reply_frame(&push, "done")).await;
     let result = within("the outcome", dispatch).await.expect("task");
@@ -166,7 +168,7 @@ async fn a_version_2_worker_is_no_candidate_for_headers_and_a_version_3_one_is_w
     )
     .await
     .expect("connection stays up");
-    let DispatchResult::NoWorker3(census) = missed else {
+    let DispatchResult::NoWorker(census) = missed else {
         panic!("expected NoWorker3, got {missed:?}");
     };
     assert_eq!(census.reason, NoWorkerReason::CapabilityMatchedNobody);
@@ -184,6 +186,7 @@ async fn a_version_2_worker_is_no_candidate_for_headers_and_a_version_3_one_is_w
     let Some(Frame::Push(push)) = next_frame(&mut old).await else {
         panic!("a version-2 worker is pushed Push");
     };
+    assert_eq!(old.last_kind(), Some(FrameKind::Push));
     old.send(support::reply_frame(&push, "old")).await;
     let plain = within("the plain outcome", plain).await.expect("task");
     assert_eq!(payload(&plain.expect("connection stays up")), "old");
@@ -280,13 +283,13 @@ async fn what_the_node_does_not_implement_is_refused_and_named_never_ignored() {
 
     // A registration with an unknown critical extension is refused; the connection stays.
     let (mut worker, _) = RawClient::hello_at(node.addr, Role::Worker, 3).await;
-    let with_critical = Register3 {
+    let with_critical = Register {
         extensions: vec![Extension {
             tag: 9,
             critical: true,
             value: Bytes::new(),
         }],
-        ..Register3::of(register("ns", "echo", 1))
+        ..register("ns", "echo", 1)
     };
     worker.send(Frame::from(with_critical)).await;
     match next_frame(&mut worker).await {
@@ -314,6 +317,7 @@ async fn version_1_and_2_clients_see_only_their_own_versions_frames() {
         let Some(Frame::Push(push)) = next_frame(&mut worker).await else {
             panic!("a version-{version} worker is pushed Push");
         };
+        assert_eq!(worker.last_kind(), Some(FrameKind::Push));
         worker.send(support::reply_frame(&push, "ok")).await;
         let outcome = next_frame(&mut producer).await;
         match (version, outcome) {
@@ -335,7 +339,14 @@ async fn version_1_and_2_clients_see_only_their_own_versions_frames() {
             Some(Frame::ServedOutcome(outcome)) => outcome.result,
             other => panic!("expected an outcome, got {other:?}"),
         };
-        assert!(matches!(result, DispatchResult::NoWorker(_)), "{result:?}");
+        let DispatchResult::NoWorker(census) = result else {
+            panic!("expected NoWorker, got {result:?}");
+        };
+        assert_eq!(
+            (census.probation, census.unreachable),
+            (None, None),
+            "a version-{version} census, which does not count them apart"
+        );
         producer
             .send(Frame::StatusQuery(StatusQuery { correlation: 3 }))
             .await;
@@ -343,12 +354,17 @@ async fn version_1_and_2_clients_see_only_their_own_versions_frames() {
             (1, Some(Frame::Status(_))) | (2, Some(Frame::ClusterStatus(_))) => {}
             (_, other) => panic!("version {version}: unexpected {other:?}"),
         }
-        // A version-3 kind is not theirs to send.
+        // A version-3 kind is not theirs to send: a submission with extras, written as a
+        // version-3 producer writes it.
+        producer.speak(3);
         producer
-            .send(Frame::from(Submit3 {
+            .send(Frame::from(Submit {
                 correlation: 4,
                 request: request("ns", "echo", "x"),
-                extras: RequestExtras::default(),
+                extras: RequestExtras {
+                    priority: Some(1),
+                    ..RequestExtras::default()
+                },
                 wait_for_worker_ms: None,
                 reply_timeout_ms: None,
                 routing: Default::default(),
@@ -365,8 +381,8 @@ async fn version_1_and_2_clients_see_only_their_own_versions_frames() {
 async fn the_status_document_is_the_json_of_lintel_status_with_each_workers_deployment() {
     let node = TestNode::start().await;
     let mut config = WorkerConfig::new(node.addr.to_string(), plain("ns", "echo", 2, "pod"));
-    config.deployment = Some("v42".into());
-    config.instance_id = Some("pod-7f3c".into());
+    config.registration.deployment = Some("v42".into());
+    config.registration.instance_id = Some("pod-7f3c".into());
     let worker = Worker::spawn(config, header_echo());
     within("registration", worker.wait_registered(WAIT))
         .await
@@ -483,7 +499,7 @@ async fn a_version_2_node_and_a_version_3_node_relay_both_ways_but_headers_never
     )
     .await
     .expect("connection stays up");
-    let DispatchResult::NoWorker3(census) = missed else {
+    let DispatchResult::NoWorker(census) = missed else {
         panic!("expected NoWorker3, got {missed:?}");
     };
     assert_eq!(census.reason, NoWorkerReason::CapabilityMatchedNobody);
@@ -547,6 +563,7 @@ async fn a_dispatch_with_headers_is_placed_past_a_version_2_worker_and_link_onto
     let Some(Frame::Push(push)) = next_frame(&mut local_v2).await else {
         panic!("the version-2 worker is pushed the plain dispatch");
     };
+    assert_eq!(local_v2.last_kind(), Some(FrameKind::Push));
     assert_eq!(
         &push.request.input[..],
         b"plain",
@@ -645,21 +662,26 @@ async fn the_status_document_keeps_a_members_counts_across_its_links_and_names_j
     );
 }
 
-/// A hand-written version-3 peer named `hand`, past the handshake, sending `hello` first.
-async fn hand_peer_v3(node: std::net::SocketAddr, hello: Frame) -> RawClient {
+/// A hand-written version-3 peer named `hand`, past the handshake, sending `hello` first,
+/// written as a version-`written_at` peer writes it (a version-2 `PeerHello` stays possible
+/// on a version-3 link).
+async fn hand_peer_v3(node: std::net::SocketAddr, hello: Frame, written_at: u16) -> RawClient {
     let mut raw = RawClient::connect(node).await;
     raw.send(Frame::Hello(Hello {
         min_version: 2,
         ..hello_at(Role::Peer, 3)
     }))
     .await;
-    assert!(matches!(raw.recv().await, Some(Frame::Welcome3(_))));
+    assert!(matches!(raw.recv().await, Some(Frame::Welcome(_))));
+    assert_eq!(raw.last_kind(), Some(FrameKind::Welcome3));
+    raw.speak(written_at);
     raw.send(hello).await;
+    raw.speak(3);
     raw
 }
 
 fn hello3(extensions: Vec<Extension>) -> Frame {
-    Frame::from(PeerHello3 {
+    Frame::from(PeerHello {
         node_id: "hand".into(),
         incarnation: 1,
         advertise: "127.0.0.1:1".into(),
@@ -672,30 +694,35 @@ fn hello3(extensions: Vec<Extension>) -> Frame {
 #[tokio::test]
 async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lacks() {
     let node = TestNode::joined("n", &[]).await;
-    // A plain `PeerHello` is accepted on a version-3 link, and answered `PeerHello3`.
+    // A plain `PeerHello` is accepted on a version-3 link, and answered `PeerHello`.
     let mut raw = hand_peer_v3(
         node.addr,
-        Frame::PeerHello(PeerHello {
+        Frame::from(PeerHello {
             node_id: "hand".into(),
             incarnation: 1,
             advertise: "127.0.0.1:1".into(),
             peers: Vec::new(),
+            ..Default::default()
         }),
+        2,
     )
     .await;
     match raw.recv().await {
-        Some(Frame::PeerHello3(hello)) => {
+        Some(Frame::PeerHello(hello)) => {
             assert_eq!(hello.node_id, "n");
             assert_eq!(hello.features, FEATURES);
         }
-        other => panic!("expected PeerHello3, got {other:?}"),
+        other => panic!("expected PeerHello, got {other:?}"),
     }
-    assert!(matches!(raw.recv().await, Some(Frame::Presence3(_))));
+    assert_eq!(raw.last_kind(), Some(FrameKind::PeerHello3));
+    assert!(matches!(raw.recv().await, Some(Frame::Presence(_))));
+    assert_eq!(raw.last_kind(), Some(FrameKind::Presence3));
     raw.send(Frame::Presence(Presence {
         reset: true,
         synced: true,
         draining: false,
         pools: Vec::new(),
+        ..Default::default()
     }))
     .await;
     // A farewell is heard: the node retires the link too, saying `Goodbye` to a peer whose
@@ -736,7 +763,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
             feature::RELAY_RESUME,
         ),
     ] {
-        let mut link = hand_peer_v3(node.addr, hello3(Vec::new())).await;
+        let mut link = hand_peer_v3(node.addr, hello3(Vec::new()), 3).await;
         link.send(frame).await;
         let error = within("the refusal", async {
             loop {
@@ -758,7 +785,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
         critical: true,
         value: Bytes::new(),
     };
-    let mut raw = hand_peer_v3(node.addr, hello3(vec![critical])).await;
+    let mut raw = hand_peer_v3(node.addr, hello3(vec![critical]), 3).await;
     match raw.recv().await {
         Some(Frame::Error(error)) => assert_eq!(error.code, ErrorCode::Unsupported),
         other => panic!("expected Error{{Unsupported}}, got {other:?}"),
@@ -768,23 +795,24 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
         critical: false,
         value: Bytes::new(),
     };
-    let mut raw = hand_peer_v3(node.addr, hello3(vec![plain])).await;
-    assert!(matches!(raw.recv().await, Some(Frame::PeerHello3(_))));
+    let mut raw = hand_peer_v3(node.addr, hello3(vec![plain]), 3).await;
+    assert!(matches!(raw.recv().await, Some(Frame::PeerHello(_))));
 }
 
 #[tokio::test]
 async fn a_relay3_from_a_version_3_peer_is_pushed_with_its_headers_and_answered() {
     let node = TestNode::joined("n", &[]).await;
     let mut worker = raw_worker(node.addr, 3, 2).await;
-    let mut raw = hand_peer_v3(node.addr, hello3(Vec::new())).await;
+    let mut raw = hand_peer_v3(node.addr, hello3(Vec::new()), 3).await;
     raw.send(Frame::Presence(Presence {
         reset: true,
         synced: true,
         draining: false,
         pools: Vec::new(),
+        ..Default::default()
     }))
     .await;
-    let relay3 = Frame::from(lintel::wire::Relay3 {
+    let relay3 = Frame::from(lintel::wire::Relay {
         correlation: 1,
         request: request("ns", "echo", "x"),
         extras: RequestExtras {
@@ -795,13 +823,15 @@ async fn a_relay3_from_a_version_3_peer_is_pushed_with_its_headers_and_answered(
         reply_timeout_ms: 5_000,
     });
     raw.send(relay3).await;
-    let Some(Frame::Push3(push)) = next_frame(&mut worker).await else {
+    let Some(Frame::Push(push)) = next_frame(&mut worker).await else {
         panic!("the relayed request is pushed with its headers");
     };
+    assert_eq!(worker.last_kind(), Some(FrameKind::Push3));
     assert_eq!(push.extras.headers[0].value, "00-abc-01");
     let push = lintel::wire::Push {
         correlation: push.correlation,
         request: push.request,
+        extras: Default::default(),
     };
     worker
         .send(Frame::Reply(lintel::wire::Reply {

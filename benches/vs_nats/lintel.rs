@@ -586,6 +586,7 @@ pub fn echo_registration(namespaces: Vec<String>, index: usize) -> Register {
         activity_types: vec!["echo".into()],
         identity: format!("bench-worker-{index}"),
         max_concurrency: WORKER_CAPACITY,
+        ..Default::default()
     }
 }
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use lintel_wire::{
     feature, Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Event, EventTopic,
-    Frame, FrameRef, Goodbye, Pong, RefusalCode, RequestRef, Role, StatusQuery, Submit, Submit3,
-    Subscribe, SubscriptionEnded, Welcome3, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+    Frame, FrameRef, Goodbye, Pong, RefusalCode, RequestRef, Role, StatusQuery, Submit, Subscribe,
+    SubscriptionEnded, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 use tokio::net::ToSocketAddrs;
 use tokio::sync::oneshot;
@@ -71,8 +71,9 @@ pub enum ClientError {
     /// The submission does not fit in one frame the node accepts; nothing was sent.
     #[error("submission of {len} bytes exceeds the frame limit of {max} bytes")]
     Oversize { len: usize, max: usize },
-    /// The dispatch carries what the node's protocol version cannot (headers, priority,
-    /// fairness or a deployment need version 3); nothing was sent.
+    /// The call needs what the node's protocol version cannot carry (`what`: a request's
+    /// `headers`, `priority`, `fairness_key`, `fairness_weight`, `deployment` or `extensions`,
+    /// or `events`, all of version 3); nothing was sent.
     #[error("the node speaks protocol version {version}; {what} needs version 3")]
     Unsupported { version: u16, what: &'static str },
     /// The node's status document is not the JSON of a status.
@@ -103,7 +104,7 @@ pub struct Client {
 struct Inner {
     shared: Arc<Shared>,
     outbound: Outbound,
-    welcome: Welcome3,
+    welcome: Welcome,
     local_addr: Option<SocketAddr>,
     next_correlation: AtomicU64,
     reader: AbortHandle,
@@ -362,47 +363,38 @@ impl Client {
     /// # Errors
     /// As [`Client::dispatch`].
     ///
-    /// Options with extras (headers, priority, fairness, a deployment) go as a version-3
-    /// `Submit3`; the node refuses what it does not implement (`Refused{Unsupported}`, naming
-    /// it), and a version-1 or version-2 node cannot take them at all.
+    /// Options with extras (headers, priority, fairness, a deployment) need a version-3 node
+    /// ([`ClientError::Unsupported`] otherwise, naming the first); the node refuses what it
+    /// does not implement (`Refused{Unsupported}`, naming it).
     pub async fn dispatch_ref<'a>(
         &self,
         request: RequestRef<'a>,
         options: &'a DispatchOptions,
     ) -> Result<Dispatched, ClientError> {
         let inner = &*self.inner;
-        let version = inner.welcome.version;
-        let extras = &options.extras;
-        if version < 3 && *extras != Default::default() {
-            return Err(ClientError::Unsupported {
-                version,
-                what: if extras.headers.is_empty() {
-                    "a request's priority, fairness or deployment"
-                } else {
-                    feature::HEADERS
-                },
-            });
-        }
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
-        let submit = Submit {
+        let submit = FrameRef::Submit(Submit {
             correlation,
             request,
+            extras: options.extras.lend(),
             wait_for_worker_ms: options.wait_for_worker_ms(),
             reply_timeout_ms: options.reply_timeout_ms(),
             routing: options.routing.view(),
-        };
-        let submit = if *extras == Default::default() {
-            FrameRef::Submit(submit)
-        } else {
-            FrameRef::Submit3(Submit3 {
-                correlation,
-                request: submit.request,
-                extras: extras.view(),
-                wait_for_worker_ms: submit.wait_for_worker_ms,
-                reply_timeout_ms: submit.reply_timeout_ms,
-                routing: submit.routing,
-            })
-        };
+        });
+        // Refused before it is entered: what the node's version cannot carry is never sent.
+        if let Err(err) = submit.kind_at(inner.welcome.version) {
+            return Err(match SendError::from(err) {
+                SendError::Unsupported {
+                    field: Some(field),
+                    version,
+                    ..
+                } => ClientError::Unsupported {
+                    version,
+                    what: field,
+                },
+                _ => ClientError::Closed,
+            });
+        }
         let (tx, rx) = oneshot::channel();
         let mut guard = inner.insert(Table::Dispatch, correlation, |pending| {
             pending.dispatches.insert(correlation, tx);
@@ -522,7 +514,7 @@ impl Client {
 
     /// What the node said in its welcome: the version, node id, this connection's pid, its
     /// limits, and on version 3 its header limits and features.
-    pub fn welcome(&self) -> &Welcome3 {
+    pub fn welcome(&self) -> &Welcome {
         &self.inner.welcome
     }
 
@@ -725,7 +717,7 @@ fn on_frame(frame: FrameRef<'_>, shared: &Shared, outbound: &Outbound) -> Result
         other => {
             return Err(ErrorFrame {
                 code: ErrorCode::UnexpectedFrame,
-                reason: format!("{} is not a node-to-producer frame", other.kind()),
+                reason: format!("{} is not a node-to-producer frame", other.name()),
             });
         }
     }
@@ -764,7 +756,7 @@ mod tests {
             };
             let welcome = fixtures::welcome();
             let mut bytes = BytesMut::new();
-            encode_frame(&welcome, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+            encode_frame(&welcome, 2, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
             write.write_all(&bytes).await.unwrap();
             bytes.clear();
             for _ in 0..count {
@@ -780,7 +772,7 @@ mod tests {
                         outcome: ActivityOutcome::Success(submit.request.input.clone()),
                     }),
                 });
-                encode_frame(&outcome, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+                encode_frame(&outcome, 2, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
             }
             write.write_all(&bytes).await.unwrap();
             (frames, write)

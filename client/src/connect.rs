@@ -9,8 +9,7 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use lintel_wire::{
-    CodecError, ErrorFrame, Foreign, Frame, FrameKind, HeaderLimits, Hello, Refusal, RefusalCode,
-    Role, Welcome, Welcome3,
+    CodecError, ErrorFrame, Foreign, Frame, Hello, Refusal, RefusalCode, Role, Welcome,
 };
 
 pub use lintel_wire::PROTOCOL_VERSION;
@@ -47,8 +46,9 @@ pub struct Connection {
     pub outbound: Outbound,
     /// The writer task; it ends when asked to close or when every [`Outbound`] is dropped.
     pub writer: JoinHandle<io::Result<()>>,
-    /// The node's welcome; from a version-1 or version-2 node, as [`welcome3`] reads it.
-    pub welcome: Welcome3,
+    /// The node's welcome: the negotiated version, which `reader` and `outbound` speak, and
+    /// from a version-3 node its header limits and features.
+    pub welcome: Welcome,
     /// Largest frame body both sides accept: the smaller of ours and the node's. `outbound`
     /// refuses longer frames ([`crate::transport::SendError::TooLarge`]).
     pub max_send_len: usize,
@@ -70,9 +70,10 @@ pub enum ConnectError {
     /// The node reported a protocol violation and closed.
     #[error("node reported a protocol error ({:?}): {}", .0.code, .0.reason)]
     Protocol(ErrorFrame),
-    /// The node sent a frame that has no place at this point of the conversation.
+    /// The node sent a frame (named as [`Frame::name`] names it) that has no place at this
+    /// point of the conversation.
     #[error("node sent an unexpected {0} frame")]
-    UnexpectedFrame(FrameKind),
+    UnexpectedFrame(&'static str),
     /// Bytes from the node were not a frame.
     #[error("cannot read frames from the node: {0}")]
     Codec(#[source] CodecError),
@@ -227,12 +228,14 @@ async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, Conn
         .await
         .map_err(|_| ConnectError::Closed)?;
     let welcome = match next_frame(&mut reader).await? {
-        Frame::Welcome(welcome) if welcome.version < 3 => welcome3(welcome),
-        Frame::Welcome3(welcome) if welcome.version >= 3 => *welcome,
+        // The welcome of a version-3 node states its header limits; an earlier one's cannot.
+        Frame::Welcome(welcome) if (welcome.version >= 3) == welcome.header_limits.is_some() => {
+            *welcome
+        }
         Frame::HelloRefused(refusal) => return Err(ConnectError::Refused(refusal)),
         Frame::Error(error) => return Err(ConnectError::Protocol(error)),
         Frame::Goodbye(goodbye) => return Err(ConnectError::Goodbye(goodbye.reason)),
-        other => return Err(ConnectError::UnexpectedFrame(other.kind())),
+        other => return Err(ConnectError::UnexpectedFrame(other.name())),
     };
     if !handshake.versions.contains(&welcome.version) {
         return Err(ConnectError::UnsupportedVersion(welcome.version));
@@ -240,6 +243,8 @@ async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, Conn
     let node_max = usize::try_from(welcome.limits.max_frame_len).unwrap_or(usize::MAX);
     let max_send_len = handshake.max_frame_len.min(node_max);
     outbound.limit_frame_len(max_send_len);
+    outbound.speak(welcome.version);
+    reader.speak(welcome.version);
     Ok(Connection {
         reader,
         outbound,
@@ -247,22 +252,6 @@ async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, Conn
         welcome,
         max_send_len,
     })
-}
-
-/// A version-1 or version-2 welcome read as version 3's: it lists no feature, and no header
-/// can be sent to that node.
-pub fn welcome3(welcome: Welcome) -> Welcome3 {
-    Welcome3 {
-        version: welcome.version,
-        node_id: welcome.node_id,
-        pid: welcome.pid,
-        limits: welcome.limits,
-        header_limits: HeaderLimits {
-            max_headers: 0,
-            max_header_bytes: 0,
-        },
-        features: Vec::new(),
-    }
 }
 
 /// The next frame, treating the end of the stream as [`ConnectError::Closed`].

@@ -17,7 +17,7 @@ pub struct DispatchOptions {
     /// How long to wait for the reply once pushed; `None` takes the node's default.
     pub reply_timeout: Option<Duration>,
     /// Protocol version 3: headers, priority, fairness and a required deployment, carried
-    /// beside the request (`Submit3`); all absent sends a plain `Submit`.
+    /// beside the request; they need a version-3 node.
     pub extras: RequestExtras,
 }
 

@@ -125,10 +125,10 @@ pub struct Worker {
     /// is excluded, so an excluded worker's state read from one is unknown (absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<Standing>,
-    /// The deployment it registered with (`Register3`); absent when none.
+    /// The deployment it registered with (version 3); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<String>,
-    /// Its instance id (`Register3`); absent when none.
+    /// Its instance id (version 3); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_id: Option<String>,
 }

@@ -36,6 +36,7 @@ async fn worker(addr: &str, reply: fn(&Extras) -> String) -> WorkerHandle {
         activity_types: vec!["traced".into()],
         identity: "tracing-worker".into(),
         max_concurrency: 4,
+        ..Default::default()
     };
     let handler = handler_fn_with(move |_request: Request, extras: Extras| async move {
         ActivityOutcome::Success(Bytes::from(reply(&extras)))

@@ -32,8 +32,8 @@ use lintel::transport::Socket;
 use lintel::wire::{
     encode_frame, ActivityOutcome, Cancel, CapacityUpdate, DispatchRequest, DispatchResponse,
     DispatchResult, Drain, Drained, ErrorCode, ErrorFrame, Extension, Farewell, Frame, FrameCodec,
-    Goodbye, Header, Hello, NodeRouting, Ping, Pong, Push, Push3, Register, Register3, Registered,
-    Relay, Reply, RequestExtras, Role, StatusQuery, Submit, Submit3, Subscribe,
+    FrameKind, Goodbye, Header, Hello, NodeRouting, Ping, Pong, Push, Register, Registered, Relay,
+    Reply, RequestExtras, Role, StatusQuery, Submit, Subscribe,
 };
 use lintel::{Node, NodeConfig};
 use tokio::io::AsyncWriteExt;
@@ -125,6 +125,8 @@ enum Out {
 #[derive(Default)]
 struct Seen {
     frames: Vec<Frame>,
+    /// The kind each of `frames` came as.
+    kinds: Vec<FrameKind>,
     pushes: Vec<Push>,
     pings: Vec<u64>,
     version: Option<u16>,
@@ -163,7 +165,13 @@ impl Client {
                 let written = match item {
                     Out::Frame(frame) => {
                         let mut bytes = BytesMut::new();
-                        encode_frame(&frame, &mut bytes, MAX_FRAME_LEN).expect("encode");
+                        encode_frame(
+                            &frame,
+                            lintel::wire::PROTOCOL_VERSION,
+                            &mut bytes,
+                            MAX_FRAME_LEN,
+                        )
+                        .expect("encode");
                         write.write_all(&bytes).await
                     }
                     Out::Bytes(bytes) => write.write_all(&bytes).await,
@@ -191,7 +199,6 @@ impl Client {
                     Some(Ok(frame)) => {
                         match &frame {
                             Frame::Welcome(welcome) => seen.version = Some(welcome.version),
-                            Frame::Welcome3(welcome) => seen.version = Some(welcome.version),
                             Frame::Ping(ping) => {
                                 seen.pings.push(ping.nonce);
                                 if answers != Answers::Nothing {
@@ -200,7 +207,7 @@ impl Client {
                                     }))));
                                 }
                             }
-                            Frame::Push(_) | Frame::Push3(_) => {
+                            Frame::Push(_) => {
                                 let push = as_push(&frame).expect("a push");
                                 seen.pushes.push(push.clone());
                                 if answers == Answers::AsWorker {
@@ -221,6 +228,9 @@ impl Client {
                                 }
                             }
                             _ => {}
+                        }
+                        if let Some(kind) = frames.decoder().last_kind() {
+                            seen.kinds.push(kind);
                         }
                         seen.frames.push(frame);
                     }
@@ -263,14 +273,10 @@ impl Client {
     }
 }
 
-/// A push as the worker answers it, `Push` or `Push3` (whose extras it does not need).
+/// A push as the worker answers it, whichever kind it came as.
 fn as_push(frame: &Frame) -> Option<Push> {
     match frame {
         Frame::Push(push) => Some(Push::clone(push)),
-        Frame::Push3(push) => Some(Push {
-            correlation: push.correlation,
-            request: push.request.clone(),
-        }),
         _ => None,
     }
 }
@@ -325,6 +331,7 @@ fn submit(
         wait_for_worker_ms: wait,
         reply_timeout_ms: reply,
         routing: NodeRouting::Any,
+        extras: Default::default(),
     })
 }
 
@@ -481,13 +488,13 @@ fn register(namespaces: &[&str], activities: &[&str], max_concurrency: u32) -> R
         activity_types: activities.iter().map(|a| (*a).to_owned()).collect(),
         identity: "fuzz".into(),
         max_concurrency,
+        ..Default::default()
     }
 }
 
 fn send(client: &Client, model: &mut Model, frame: Frame) {
     let submitted = match &frame {
         Frame::Submit(submit) => Some(submit.correlation),
-        Frame::Submit3(submit) => Some(submit.correlation),
         _ => None,
     };
     if let Some(correlation) = submitted {
@@ -547,6 +554,7 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
                 None => reply(&Push {
                     correlation: u64::from(script.byte()),
                     request: request("ns", "echo", b""),
+                    extras: Default::default(),
                 }),
             };
             send(client, model, frame);
@@ -563,7 +571,7 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
             let frame = if op % 24 == 20 {
                 // Version 3: extras that pass, that are invalid, or that need a feature.
                 let extras = extras(script.byte());
-                Frame::from(Submit3 {
+                Frame::from(Submit {
                     correlation,
                     request,
                     extras,
@@ -580,11 +588,11 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
             let activity = script.pick(&ACTIVITIES);
             let capacity = u32::from(script.byte() % 4);
             let identity = script.byte();
-            let register = Register3 {
+            let register = Register {
                 deployment: (identity & 1 == 1).then(|| "v1".to_owned()),
                 instance_id: (identity & 2 == 2).then(|| "i1".to_owned()),
                 extensions: extensions(identity >> 2),
-                ..Register3::of(register(&["ns"], &[activity], capacity))
+                ..register(&["ns"], &[activity], capacity)
             };
             send(client, model, Frame::from(register));
         }
@@ -646,6 +654,7 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
                 0 => Frame::from(Push {
                     correlation: 1,
                     request: request("ns", "echo", b""),
+                    extras: Default::default(),
                 }),
                 1 => Frame::Registered(Registered { worker_id: 1 }),
                 2 => Frame::from(Relay {
@@ -653,6 +662,7 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
                     request: request("ns", "echo", b""),
                     routing: NodeRouting::Any,
                     reply_timeout_ms: 100,
+                    extras: Default::default(),
                 }),
                 3 => Frame::Error(ErrorFrame {
                     code: ErrorCode::Malformed,
@@ -662,7 +672,7 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
                     correlation: 1,
                     result: DispatchResult::Cancelled,
                 }),
-                5 => Frame::from(Push3 {
+                5 => Frame::from(Push {
                     correlation: 1,
                     request: request("ns", "echo", b""),
                     extras: RequestExtras::default(),
@@ -684,7 +694,13 @@ async fn play(op: u8, script: &mut Script<'_>, client: &Client, model: &mut Mode
         14 => {
             let mut bytes = BytesMut::new();
             let frame = Frame::StatusQuery(StatusQuery { correlation: 9 });
-            encode_frame(&frame, &mut bytes, MAX_FRAME_LEN).expect("encode");
+            encode_frame(
+                &frame,
+                lintel::wire::PROTOCOL_VERSION,
+                &mut bytes,
+                MAX_FRAME_LEN,
+            )
+            .expect("encode");
             let cut = usize::from(script.byte()) % bytes.len();
             model.garbled = true;
             model.producer = false;
@@ -810,19 +826,21 @@ fn check_frames(client: &Client) {
     let Some(version) = seen.version else {
         return;
     };
-    for frame in &seen.frames {
+    for (frame, kind) in seen.frames.iter().zip(&seen.kinds) {
         assert!(
-            frame.kind().version() <= version,
-            "a version-{version} connection got {frame:?}"
+            kind.version() <= version,
+            "a version-{version} connection got {kind}: {frame:?}"
         );
-        let result = match frame {
-            Frame::Outcome(outcome) => &outcome.result,
-            Frame::ServedOutcome(outcome) => &outcome.result,
-            _ => continue,
-        };
+        if !matches!(frame, Frame::Outcome(_) | Frame::ServedOutcome(_)) {
+            continue;
+        }
+        // An outcome the version knows reads back the same once written at that version.
+        let mut bytes = BytesMut::new();
+        encode_frame(frame, version, &mut bytes, MAX_FRAME_LEN).expect("an outcome encodes");
+        let again = lintel::wire::decode_frame(&mut bytes, MAX_FRAME_LEN);
         assert_eq!(
-            result,
-            &result.clone().for_version(version),
+            again.ok().flatten().as_ref(),
+            Some(frame),
             "a version-{version} producer got an outcome of another version"
         );
     }

@@ -203,6 +203,7 @@ async fn start_workers(args: &Args, tls: Option<&ClientTls>) -> Result<Vec<Worke
             activity_types: vec!["echo".into()],
             identity: format!("bench-worker-{index}"),
             max_concurrency: args.worker_concurrency,
+            ..Register::default()
         };
         let mut config = WorkerConfig::new(args.target.connect.clone(), registration);
         config.auth_token = args.target.auth_token.clone();

@@ -289,6 +289,7 @@ async fn start_workers(homes: &[&Serving], labelled: bool) -> Result<Vec<WorkerH
                 activity_types: vec!["echo".into()],
                 identity: format!("demo-worker-{index}"),
                 max_concurrency: 64,
+                ..Register::default()
             };
             Worker::spawn(
                 WorkerConfig::new(home.addr.to_string(), registration),

@@ -78,7 +78,7 @@ fn exit_code(result: &DispatchResult) -> u8 {
             ActivityOutcome::Success(_) => 0,
             ActivityOutcome::Failure { .. } => 10,
         },
-        DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => 11,
+        DispatchResult::NoWorker(_) => 11,
         DispatchResult::WorkerLost { .. } => 12,
         DispatchResult::Timeout { .. } => 13,
         DispatchResult::Refused(_) => 14,

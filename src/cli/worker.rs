@@ -79,11 +79,12 @@ pub(super) async fn run(args: Args) -> ExitCode {
         activity_types: args.activities,
         identity,
         max_concurrency: args.concurrency,
+        deployment: args.deployment,
+        instance_id: args.instance_id,
+        extensions: Vec::new(),
     };
     let mut config = WorkerConfig::new(args.target.connect.clone(), registration);
     config.auth_token = args.target.auth_token;
-    config.deployment = args.deployment;
-    config.instance_id = args.instance_id;
     config.tls = match args.target.tls.load(&args.target.connect) {
         Ok(tls) => tls,
         Err(err) => return stop(err),

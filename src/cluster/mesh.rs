@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lintel_wire::{
-    NodeEvent, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence3, RoutingRef,
+    NodeEvent, NodeRouting, PeerAddress, PeerLinkState, PeerStatus, Presence, RoutingRef,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -365,7 +365,7 @@ impl Mesh {
     ///
     /// # Errors
     /// [`PresenceError`] for a frame that breaks a bound; the link should close.
-    pub fn apply(&self, remote: &Remote, presence: Presence3) -> Result<(), PresenceError> {
+    pub fn apply(&self, remote: &Remote, presence: Presence) -> Result<(), PresenceError> {
         let applied = remote.view().apply(presence, self.max_groups);
         if applied.is_ok() && !remote.established.swap(true, Ordering::AcqRel) {
             if let Some(tally) = self.lock().members.tally(&remote.node_id) {
@@ -759,8 +759,8 @@ mod tests {
         mesh.lock().remotes.get(peer).cloned()
     }
 
-    fn presence() -> Presence3 {
-        Presence3 {
+    fn presence() -> Presence {
+        Presence {
             reset: true,
             synced: true,
             draining: false,

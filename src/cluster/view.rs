@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use lintel_wire::channel::parse_channel_name;
-use lintel_wire::{PoolPresence3, Presence3, PresenceGroup3};
+use lintel_wire::{PoolPresence, Presence, PresenceGroup};
 
 use crate::idmap::KeyedMap;
 use crate::link::Charge;
@@ -36,7 +36,7 @@ pub enum PresenceError {
 
 #[derive(Debug)]
 struct Group {
-    announced: PresenceGroup3,
+    announced: PresenceGroup,
     /// Relays sent to this group and not answered; shared with their [`Charge`]s. Raised
     /// only under the view's lock, so a charge never passes what was announced free.
     charged: Arc<AtomicU32>,
@@ -48,7 +48,7 @@ impl Group {
         self.announced.free.saturating_sub(charged)
     }
 
-    fn is(&self, other: &PresenceGroup3) -> bool {
+    fn is(&self, other: &PresenceGroup) -> bool {
         let announced = &self.announced;
         announced.activity_type == other.activity_type
             && announced.node == other.node
@@ -77,7 +77,7 @@ impl View {
     /// Applies one presence frame; on an error nothing further from this peer is trusted.
     pub(crate) fn apply(
         &mut self,
-        presence: Presence3,
+        presence: Presence,
         max_groups: usize,
     ) -> Result<(), PresenceError> {
         if presence.reset {
@@ -93,7 +93,7 @@ impl View {
         Ok(())
     }
 
-    fn apply_pool(&mut self, pool: PoolPresence3, max_groups: usize) -> Result<(), PresenceError> {
+    fn apply_pool(&mut self, pool: PoolPresence, max_groups: usize) -> Result<(), PresenceError> {
         if pool.groups.len() > max_groups {
             return Err(PresenceError::TooManyGroups {
                 channel: pool.channel,
@@ -327,7 +327,7 @@ fn matches(group: &Group, address: Address<'_>, filter: NodeFilter<'_>) -> bool 
 
 /// Announced with `deployment`, or any group when none is required. A group the peer merged
 /// past its cap has no deployment, so a dispatch requiring one never uses it.
-fn of_deployment(group: &PresenceGroup3, deployment: Option<&str>) -> bool {
+fn of_deployment(group: &PresenceGroup, deployment: Option<&str>) -> bool {
     deployment.is_none_or(|want| group.deployment.as_deref() == Some(want))
 }
 
@@ -342,8 +342,8 @@ mod tests {
 
     use super::*;
 
-    fn group(activity: &str, node: Option<&str>, free: u32) -> PresenceGroup3 {
-        PresenceGroup3 {
+    fn group(activity: &str, node: Option<&str>, free: u32) -> PresenceGroup {
+        PresenceGroup {
             activity_type: activity.into(),
             node: node.map(str::to_owned),
             deployment: None,
@@ -357,16 +357,16 @@ mod tests {
         }
     }
 
-    fn pool(groups: Vec<PresenceGroup3>) -> PoolPresence3 {
-        PoolPresence3 {
+    fn pool(groups: Vec<PresenceGroup>) -> PoolPresence {
+        PoolPresence {
             channel: dispatch_channel_name("ns", "default", None),
             workers: 2,
             groups,
         }
     }
 
-    fn presence(reset: bool, pools: Vec<PoolPresence3>) -> Presence3 {
-        Presence3 {
+    fn presence(reset: bool, pools: Vec<PoolPresence>) -> Presence {
+        Presence {
             reset,
             synced: true,
             draining: false,
@@ -418,7 +418,7 @@ mod tests {
         view.apply(presence(true, vec![pool(vec![group("echo", None, 1)])]), 64)
             .unwrap();
         assert_eq!(view.pool_count(), 1);
-        let gone = PoolPresence3 {
+        let gone = PoolPresence {
             channel: dispatch_channel_name("ns", "default", None),
             workers: 0,
             groups: vec![],
@@ -434,7 +434,7 @@ mod tests {
     #[test]
     fn hostile_presence_is_refused() {
         let mut view = View::default();
-        let bad = PoolPresence3 {
+        let bad = PoolPresence {
             channel: "not.a.channel".into(),
             workers: 1,
             groups: vec![],
@@ -453,7 +453,7 @@ mod tests {
     #[test]
     fn a_required_deployment_uses_and_counts_only_its_groups() {
         let mut view = View::default();
-        let of = |deployment: Option<&str>, free| PresenceGroup3 {
+        let of = |deployment: Option<&str>, free| PresenceGroup {
             deployment: deployment.map(str::to_owned),
             ..group("echo", None, free)
         };

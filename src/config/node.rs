@@ -86,9 +86,9 @@ pub struct NodeConfig {
     pub max_name_len: usize,
     /// Most namespaces or activity types in a registration.
     pub max_set_len: usize,
-    /// Most headers in one request (sent in `Welcome3`).
+    /// Most headers in one request (stated in a version-3 welcome).
     pub max_headers: u32,
-    /// Most bytes of header names and values in one request (sent in `Welcome3`).
+    /// Most bytes of header names and values in one request (stated in a version-3 welcome).
     pub max_header_bytes: u32,
     /// The highest protocol version the node speaks, 2 or 3: a node kept at 2 links with
     /// version-2 peers as one of them, while a mesh is upgraded.

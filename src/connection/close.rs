@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, FrameKind, Goodbye, Ping};
+use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, Goodbye, Ping};
 use tokio::task::JoinHandle;
 
 use crate::shared::Shared;
@@ -47,10 +47,11 @@ impl Close {
         })))
     }
 
-    pub(super) fn unexpected(kind: FrameKind, state: &str) -> Self {
+    /// The close for a frame (named as [`Frame::name`] names it) not allowed in `state`.
+    pub(super) fn unexpected(frame: &str, state: &str) -> Self {
         Close::error(
             ErrorCode::UnexpectedFrame,
-            format!("{kind} is not allowed {state}"),
+            format!("{frame} is not allowed {state}"),
         )
     }
 

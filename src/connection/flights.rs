@@ -17,9 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lintel_wire::{
-    DispatchResult, ExtrasRef, FrameRef, OutcomeFrame, RefusedDispatch, RefusedReason, Relay3Ref,
-    RelayOutcome, RelayRef, RequestRef, ResultRef, RoutingRef, ServedOutcome, Submit3Ref,
-    SubmitRef,
+    DispatchResult, ExtrasRef, FrameRef, OutcomeFrame, RefusedDispatch, RefusedReason,
+    RelayOutcome, RelayRef, RequestRef, ResultRef, RoutingRef, ServedOutcome, SubmitRef,
 };
 use tokio::time::Instant;
 use tokio_util::task::task_tracker::{TaskTracker, TaskTrackerToken};
@@ -40,13 +39,10 @@ const RELAY_MARGIN: Duration = Duration::from_millis(50);
 pub(super) enum Answer {
     /// A producer that negotiated `version`; `node_id` names this node in served outcomes.
     Producer { version: u16, node_id: Arc<str> },
-    /// A peer, over a link of `version`, that relayed its dispatches here; each outcome is
-    /// kept in `kept` until the peer acknowledges it, and sent on the link that took these
-    /// dispatches over last (see [`Flights::take_over`]), when links resume.
-    Peer {
-        version: u16,
-        kept: Option<Arc<Pair>>,
-    },
+    /// A peer that relayed its dispatches here; each outcome is kept in `kept` until the peer
+    /// acknowledges it, and sent on the link that took these dispatches over last (see
+    /// [`Flights::take_over`]), when links resume.
+    Peer { kept: Option<Arc<Pair>> },
 }
 
 /// Where a [`Flights`]' outcomes go.
@@ -147,43 +143,20 @@ impl Flights {
             submit.routing.reborrow(),
             submit.wait_for_worker_ms,
             submit.reply_timeout_ms,
-            self.grant.fairness(FairnessRef::default()),
-        );
-        let request = (&submit.request, &ExtrasRef::NONE);
-        self.run(submit.correlation, request, &options, false)
-    }
-
-    /// As [`Flights::submit`] for a version-3 submission, with its extras.
-    pub(super) fn submit3(self: &Arc<Self>, submit: &Submit3Ref<'_>) -> Option<Instant> {
-        let options = Options::from_wire(
-            submit.routing.reborrow(),
-            submit.wait_for_worker_ms,
-            submit.reply_timeout_ms,
-            self.grant.fairness(asked(&submit.extras)),
+            self.grant.fairness(asked(&submit.extras.read())),
         );
         let request = (&submit.request, &submit.extras);
         self.run(submit.correlation, request, &options, false)
     }
 
     /// Starts a dispatch a peer relayed here: this node's workers only, no waiting, and a
-    /// reply timer running slightly inside the budget the origin sent.
+    /// reply timer running slightly inside the budget the origin sent. The origin decided the
+    /// fairness a relay carries.
     pub(super) fn relay(self: &Arc<Self>, relay: &RelayRef<'_>) -> Option<Instant> {
         let options = relayed_options(
             relay.routing.reborrow(),
             relay.reply_timeout_ms,
-            FairnessRef::default(),
-        );
-        let request = (&relay.request, &ExtrasRef::NONE);
-        self.run(relay.correlation, request, &options, true)
-    }
-
-    /// As [`Flights::relay`] for a version-3 relay, with its extras.
-    pub(super) fn relay3(self: &Arc<Self>, relay: &Relay3Ref<'_>) -> Option<Instant> {
-        // The origin decided the fairness a relay carries.
-        let options = relayed_options(
-            relay.routing.reborrow(),
-            relay.reply_timeout_ms,
-            asked(&relay.extras),
+            asked(&relay.extras.read()),
         );
         let request = (&relay.request, &relay.extras);
         self.run(relay.correlation, request, &options, true)
@@ -456,18 +429,10 @@ impl Sink for Flights {
     /// connection reads no more submissions while its queue is full. The submission's token
     /// is let go only once its outcome is queued.
     fn deliver(&self, tag: Tag, result: ResultRef<'_>, served_by: Option<&str>) {
-        if let Answer::Peer {
-            kept: Some(pair),
-            version,
-        } = &self.answer
-        {
+        if let Answer::Peer { kept: Some(pair) } = &self.answer {
             // Kept, and sent on the link to the peer now, before it stops counting as running
             // here: a resumption finds each relay running or its outcome kept.
             if !self.closed.load(Ordering::Acquire) {
-                let result = match result {
-                    DispatchResult::Completed(_) => result,
-                    other => other.for_version(*version),
-                };
                 let _ = self.to_outbound(|to| pair.answer(tag.correlation, result, to));
             }
             drop(self.forget(tag));
@@ -481,9 +446,13 @@ impl Sink for Flights {
                 // The connection closes as a slow consumer, which its owner hears from the
                 // queue; the outcome goes with the connection.
                 Ok(()) | Err(SendError::Closed | SendError::Overflow) => {}
-                Err(err @ (SendError::TooLarge { .. } | SendError::Unencodable { .. })) => {
-                    // The dispatch layer fits results to the frame limit, so this is a bug;
-                    // the producer still hears an outcome.
+                Err(
+                    err @ (SendError::TooLarge { .. }
+                    | SendError::Unencodable { .. }
+                    | SendError::Unsupported { .. }),
+                ) => {
+                    // The dispatch layer fits results to the frame limit and every outcome
+                    // reads in every version, so this is a bug; the producer still hears one.
                     tracing::error!(error = %err, "an outcome could not be encoded");
                     let detail = format!("the outcome could not be sent: {err}");
                     let refused = DispatchResult::Refused(RefusedDispatch {
@@ -523,8 +492,7 @@ impl Flights {
 
 impl Answer {
     /// Queues, as owed, the frame that carries an outcome to this connection; encoded from
-    /// the borrowed outcome where the frame allows. An outcome of a version the connection does
-    /// not speak goes as the nearest it knows (`DispatchResult::for_version`).
+    /// the borrowed outcome where the frame allows, as the connection's version reads it.
     fn send(
         &self,
         outbound: &Outbound,
@@ -532,11 +500,6 @@ impl Answer {
         result: ResultRef<'_>,
         served_by: Option<&str>,
     ) -> Result<(), SendError> {
-        // A completed dispatch, nearly every one, reads the same in every version.
-        let result = match result {
-            DispatchResult::Completed(_) => result,
-            other => other.for_version(self.version()),
-        };
         match self {
             Answer::Producer { version, node_id } if *version >= 2 => {
                 outbound.send_owed_ref(&FrameRef::ServedOutcome(ServedOutcome {
@@ -553,13 +516,6 @@ impl Answer {
                 correlation,
                 result,
             })),
-        }
-    }
-
-    /// The protocol version of the connection answered.
-    fn version(&self) -> u16 {
-        match self {
-            Answer::Producer { version, .. } | Answer::Peer { version, .. } => *version,
         }
     }
 }

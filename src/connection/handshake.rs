@@ -1,9 +1,7 @@
 //! The node's side of the handshake: TLS when the node speaks it, then the first frame must be
 //! a `Hello` we can accept.
 
-use lintel_wire::{
-    feature, ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome, Welcome3,
-};
+use lintel_wire::{feature, ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome};
 
 use super::close::Close;
 use super::foreign::{self, Screened};
@@ -19,7 +17,8 @@ const MIN_VERSION: u16 = 1;
 /// The first protocol version with peer links.
 pub(crate) const PEER_VERSION: u16 = 2;
 
-/// What this node implements of version 3, as its `Welcome3` and `PeerHello3` list it.
+/// What this node implements of version 3, as its welcome and peer hello list it on a
+/// version-3 connection.
 pub(crate) const FEATURES: [&str; 10] = [
     feature::HEADERS,
     feature::PRIORITY,
@@ -33,8 +32,12 @@ pub(crate) const FEATURES: [&str; 10] = [
     feature::RELAY_RESUME,
 ];
 
-/// [`FEATURES`], as a frame carries them.
-pub(crate) fn features() -> Vec<String> {
+/// [`FEATURES`], as a welcome or a peer hello on a connection of `version` lists them: what
+/// the node implements is a version-3 connection's to know, an earlier one has no word for it.
+pub(crate) fn features_at(version: u16) -> Vec<String> {
+    if version < 3 {
+        return Vec::new();
+    }
     FEATURES.iter().map(|&feature| feature.to_owned()).collect()
 }
 
@@ -100,7 +103,7 @@ pub(super) async fn accept(
         Ok(None) => return Err(Close::Quietly),
         Ok(Some(Err(err))) => return Err(Close::read_failed(err)),
         Ok(Some(Ok(Frame::Hello(hello)))) => hello,
-        Ok(Some(Ok(other))) => return Err(Close::unexpected(other.kind(), "before Hello")),
+        Ok(Some(Ok(other))) => return Err(Close::unexpected(other.name(), "before Hello")),
     };
     let refused = |refusal: Refusal| {
         tracing::info!(
@@ -115,25 +118,23 @@ pub(super) async fn accept(
     };
     let version = negotiate(&hello, shared.config.max_protocol_version).map_err(refused)?;
     let grant = check(shared, &hello, version, identity).map_err(refused)?;
+    // The connection speaks `version` from here on, both ways.
+    outbound.speak(version);
+    reader.speak(version);
+    let features = features_at(version);
     let welcome = Welcome {
         version,
         node_id: shared.node_id().to_owned(),
         pid,
         limits: shared.config.wire_limits(),
+        // Stated with the features: both are a version-3 connection's to know.
+        header_limits: (!features.is_empty()).then(|| shared.config.header_limits()),
+        features,
     };
-    let welcome = if version >= 3 {
-        Frame::from(Welcome3 {
-            version,
-            node_id: welcome.node_id,
-            pid,
-            limits: welcome.limits,
-            header_limits: shared.config.header_limits(),
-            features: features(),
-        })
-    } else {
-        Frame::Welcome(welcome)
-    };
-    outbound.send(welcome).await.map_err(|_| Close::Quietly)?;
+    outbound
+        .send(Frame::from(welcome))
+        .await
+        .map_err(|_| Close::Quietly)?;
     tracing::debug!(pid, role = ?hello.role, name = %hello.name, "connection welcomed");
     Ok(Accepted {
         role: hello.role,

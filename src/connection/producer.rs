@@ -147,15 +147,9 @@ pub(super) async fn serve(
                     timer.arm(deadline, timer_sleep.as_mut());
                     None
                 }
-                Some(Ok(FrameRef::Submit3(submit))) if version >= 3 => {
-                    keepalive.heard();
-                    let deadline = flights.submit3(submit);
-                    timer.arm(deadline, timer_sleep.as_mut());
-                    None
-                }
                 Some(Ok(FrameRef::Frame(frame))) => Some(*frame),
                 Some(Ok(other)) => {
-                    break 'conn Close::unexpected(other.kind(), "on a producer connection")
+                    break 'conn Close::unexpected(other.name(), "on a producer connection")
                 }
             };
             if let Some(frame) = frame {
@@ -187,14 +181,16 @@ pub(super) async fn serve(
                             Ok(()) | Err(SendError::Overflow | SendError::Full) => {}
                             Err(SendError::Closed) => break 'conn Close::Quietly,
                             Err(
-                                err @ (SendError::TooLarge { .. } | SendError::Unencodable { .. }),
+                                err @ (SendError::TooLarge { .. }
+                                | SendError::Unencodable { .. }
+                                | SendError::Unsupported { .. }),
                             ) => {
                                 tracing::error!(error = %err, "a status report could not be sent");
                                 break 'conn Close::Quietly;
                             }
                         }
                     }
-                    Frame::Subscribe(subscribe) if version >= 3 => {
+                    Frame::Subscribe(subscribe) => {
                         if let Err(SendError::Closed) = subscriptions.subscribe(subscribe.clone()) {
                             break 'conn Close::Quietly;
                         }
@@ -205,7 +201,7 @@ pub(super) async fn serve(
                     Frame::Pong(_) => {}
                     Frame::Goodbye(_) => break 'conn Close::Quietly,
                     other => {
-                        break 'conn Close::unexpected(other.kind(), "on a producer connection")
+                        break 'conn Close::unexpected(other.name(), "on a producer connection")
                     }
                 }
             }

@@ -8,6 +8,7 @@
 use bytes::{Bytes, BytesMut};
 use lintel_wire::{
     ClusterStatusReport, Frame, NodeStatus, PeerStatus, PoolStatus, StatusDocument, StatusReport,
+    PROTOCOL_VERSION,
 };
 
 use crate::shared::Shared;
@@ -127,10 +128,11 @@ fn fit_parts(status: NodeStatus, rebuild: &Rebuild<'_>, max_frame_len: usize) ->
     with(0, false, false)
 }
 
-/// True when `frame` encodes within `max_frame_len`.
+/// True when `frame` encodes within `max_frame_len`, as the latest version carries it (a
+/// report is the same body in every version that has it).
 fn fits(frame: &Frame, max_frame_len: usize) -> bool {
     let mut scratch = BytesMut::new();
-    lintel_wire::encode_frame(frame, &mut scratch, max_frame_len).is_ok()
+    lintel_wire::encode_frame(frame, PROTOCOL_VERSION, &mut scratch, max_frame_len).is_ok()
 }
 
 /// `status` with only its first `kept` workers (of `total`), its waiting entries left out,
@@ -220,7 +222,8 @@ mod tests {
 
     fn encoded_len(frame: &Frame) -> usize {
         let mut buf = BytesMut::new();
-        lintel_wire::encode_frame(frame, &mut buf, usize::MAX).unwrap();
+        lintel_wire::encode_frame(frame, lintel_wire::PROTOCOL_VERSION, &mut buf, usize::MAX)
+            .unwrap();
         buf.len()
     }
 

@@ -15,8 +15,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use lintel_wire::{
-    DepartureReason, Drain, ErrorCode, Frame, FrameKind, FrameRef, Ping, Pong, Refusal,
-    RefusalCode, Register3, Registered as RegisteredFrame,
+    DepartureReason, Drain, ErrorCode, Frame, FrameRef, Ping, Pong, Refusal, RefusalCode, Register,
+    Registered as RegisteredFrame,
 };
 
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -113,12 +113,7 @@ pub(super) fn serve<'a>(
                     Some(Err(err)) => break Close::read_failed(err),
                     // Copied out and registered below, once the frame is let go: a wait here
                     // would carry the frame's view in every idle connection's task.
-                    Some(Ok(FrameRef::Frame(Frame::Register(register)))) => {
-                        Some(Box::new(Register3::of((**register).clone())))
-                    }
-                    Some(Ok(FrameRef::Frame(Frame::Register3(register)))) if version >= 3 => {
-                        Some(register.clone())
-                    }
+                    Some(Ok(FrameRef::Frame(Frame::Register(register)))) => Some(register.clone()),
                     Some(Ok(frame)) => match conn.handle(frame) {
                         Ok(()) => None,
                         Err(close) => break close,
@@ -186,7 +181,7 @@ impl WorkerConn<'_> {
     fn handle(&mut self, frame: FrameRef<'_>) -> Result<(), Close> {
         let frame = match frame {
             FrameRef::Reply(reply) => {
-                let registered = self.registered(FrameKind::Reply)?;
+                let registered = self.registered("Reply")?;
                 match registered.link.reply(reply.correlation, reply.response) {
                     ReplyFate::Delivered => {}
                     ReplyFate::Late => {
@@ -208,11 +203,11 @@ impl WorkerConn<'_> {
                 return Ok(());
             }
             FrameRef::Frame(frame) => frame,
-            other => return Err(Close::unexpected(other.kind(), "on a worker connection")),
+            other => return Err(Close::unexpected(other.name(), "on a worker connection")),
         };
         match frame {
             Frame::CapacityUpdate(update) => {
-                let worker_id = self.registered(frame.kind())?.worker_id;
+                let worker_id = self.registered(frame.name())?.worker_id;
                 self.shared
                     .dispatcher
                     .registry()
@@ -220,7 +215,7 @@ impl WorkerConn<'_> {
                     .map_err(|refusal| Close::error(ErrorCode::ZeroCapacity, refusal.reason))
             }
             Frame::Drain(_) => {
-                let worker_id = self.registered(frame.kind())?.worker_id;
+                let worker_id = self.registered(frame.name())?.worker_id;
                 self.shared.dispatcher.registry().set_excluded(
                     worker_id,
                     Exclusion::Draining,
@@ -229,7 +224,7 @@ impl WorkerConn<'_> {
                 Ok(())
             }
             Frame::Drained(_) => {
-                self.registered(frame.kind())?;
+                self.registered(frame.name())?;
                 self.undrained = None;
                 self.drained = true;
                 if self.shared.draining.is_cancelled() {
@@ -247,13 +242,13 @@ impl WorkerConn<'_> {
                 Ok(())
             }
             Frame::Goodbye(_) => Err(Close::Quietly),
-            other => Err(Close::unexpected(other.kind(), "on a worker connection")),
+            other => Err(Close::unexpected(other.name(), "on a worker connection")),
         }
     }
 
-    async fn register(&mut self, register: Register3) -> Result<(), Close> {
+    async fn register(&mut self, register: Register) -> Result<(), Close> {
         if self.registered.is_some() {
-            return Err(Close::unexpected(FrameKind::Register, "once registered"));
+            return Err(Close::unexpected("Register", "once registered"));
         }
         if let Some(namespace) = register
             .namespaces
@@ -328,10 +323,11 @@ impl WorkerConn<'_> {
         Ok(())
     }
 
-    fn registered(&self, kind: FrameKind) -> Result<&Registered, Close> {
+    /// The registration a frame (named as [`Frame::name`] names it) needs.
+    fn registered(&self, frame: &str) -> Result<&Registered, Close> {
         self.registered
             .as_ref()
-            .ok_or_else(|| Close::unexpected(kind, "before Registered"))
+            .ok_or_else(|| Close::unexpected(frame, "before Registered"))
     }
 
     fn ping(&mut self, tick: Tick) -> Result<(), Close> {

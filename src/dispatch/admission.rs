@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use lintel_wire::{
-    is_header_name, unknown_critical, ExtrasRef, NodeRouting, RefusedDispatch, RefusedReason,
+    is_header_name, unknown_critical, ExtrasView, NodeRouting, RefusedDispatch, RefusedReason,
     RequestRef, RoutingRef,
 };
 
@@ -56,7 +56,7 @@ const WEIGHTS: std::ops::RangeInclusive<u32> = 1..=1_000_000;
 /// [`RefusedReason::Unsupported`] naming what the node does not implement.
 pub(crate) fn validate(
     request: &RequestRef<'_>,
-    extras: &ExtrasRef<'_>,
+    extras: &ExtrasView<'_>,
     options: &Options<'_>,
     limits: &DispatchLimits,
 ) -> Result<(), RefusedDispatch> {
@@ -79,7 +79,7 @@ pub(crate) fn validate(
 }
 
 /// What the node does not implement, named: a critical extension it does not know.
-fn unsupported(extras: &ExtrasRef<'_>) -> Result<(), String> {
+fn unsupported(extras: &ExtrasView<'_>) -> Result<(), String> {
     // No extension tag is allocated: every critical one is unknown.
     match unknown_critical(extras.extensions.iter(), |_| false) {
         Some(tag) => Err(format!(
@@ -90,7 +90,7 @@ fn unsupported(extras: &ExtrasRef<'_>) -> Result<(), String> {
 }
 
 /// The bounds of a version-3 request's extras.
-fn check_extras(extras: &ExtrasRef<'_>, limits: &DispatchLimits) -> Result<(), String> {
+fn check_extras(extras: &ExtrasView<'_>, limits: &DispatchLimits) -> Result<(), String> {
     let max = limits.max_name_len;
     if extras.headers.len() > limits.max_headers {
         return Err(format!(

@@ -66,7 +66,7 @@ impl DispatchCounters {
     pub(crate) fn ended<O: Ownership>(&self, result: &DispatchResult<O>) {
         let counter = match result {
             DispatchResult::Completed(_) => &self.completed,
-            DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => &self.no_worker,
+            DispatchResult::NoWorker(_) => &self.no_worker,
             DispatchResult::WorkerLost { .. } => &self.worker_lost,
             DispatchResult::Timeout { .. } => &self.timed_out,
             DispatchResult::Refused(_) => &self.refused,

@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use lintel_wire::{
-    Census3, DispatchRequest, DispatchResult, ExtrasRef, NodeRouting, RefusedDispatch,
+    Census, DispatchRequest, DispatchResult, ExtrasRef, ExtrasView, NodeRouting, RefusedDispatch,
     RefusedReason, RequestExtras, RequestRef, ResultRef, RoutingRef,
 };
 use serde::{Deserialize, Serialize};
@@ -251,7 +252,7 @@ impl Dispatcher {
         let (caller, mut outcome) = Oneshot::caller();
         let mut watch = CancelOnDrop(None);
         tokio::pin!(cancelled);
-        let extras = options.extras.view();
+        let extras = options.extras.lend();
         let pushed = match self.start(&request.view(), &extras, &Options::of(options), caller) {
             Started::Ended => None,
             Started::Pushed(flight) => Some(flight),
@@ -345,6 +346,7 @@ impl Dispatcher {
         }
         // A dispatch naming no deployment requires its pool's current one, if it has one.
         let current = extras
+            .read()
             .deployment
             .is_none()
             .then(|| self.settings.current(request.namespace, request.task_queue))
@@ -352,10 +354,13 @@ impl Dispatcher {
         match current.as_deref() {
             None => self.place_admitted(request, extras, options, flight, scope),
             Some(deployment) => {
-                let extras = ExtrasRef {
+                let view = extras.read();
+                let view = ExtrasView {
                     deployment: Some(deployment),
-                    ..extras.reborrow()
+                    ..view.reborrow()
                 };
+                let mut encoded = BytesMut::new();
+                let extras = view.lend_in(&mut encoded);
                 self.place_admitted(request, &extras, options, flight, scope)
             }
         }
@@ -423,14 +428,14 @@ impl Dispatcher {
     fn wait_until(
         &self,
         deadline: Option<Instant>,
-        census: &Census3,
+        census: &Census,
         flight: &Flight,
         scope: Scope,
     ) -> Option<Instant> {
         let probation = self
             .registry
             .probation()
-            .filter(|_| census.probation > 0 && scope == Scope::Cluster)
+            .filter(|_| census.probation.unwrap_or(0) > 0 && scope == Scope::Cluster)
             .map(|bound| flight.started() + bound);
         deadline.max(probation)
     }
@@ -456,7 +461,7 @@ impl Dispatcher {
         address: Address<'_>,
         options: &Options<'_>,
         scope: Scope,
-    ) -> Result<Grant, Census3> {
+    ) -> Result<Grant, Census> {
         let (routing, fairness) = (&options.routing, &options.fairness);
         if scope == Scope::Local || self.mesh.is_empty() {
             return self
@@ -522,7 +527,7 @@ impl Dispatcher {
     /// The outcome of a dispatch that found no slot it may take: refused when its fairness
     /// key is at its cap on this node (`FairnessCapReached`, which a version-2 producer reads
     /// as `TooManyInFlight`), otherwise no worker, as `census` says.
-    fn missed(&self, census: Census3, key: &str) -> DispatchResult {
+    fn missed(&self, census: Census, key: &str) -> DispatchResult {
         match self.registry.cap_reached(key) {
             Some(cap) => DispatchResult::Refused(RefusedDispatch {
                 reason: RefusedReason::FairnessCapReached,
@@ -531,13 +536,13 @@ impl Dispatcher {
                     cap.max_in_flight
                 ),
             }),
-            None => DispatchResult::NoWorker3(census),
+            None => DispatchResult::NoWorker(census),
         }
     }
 
     /// What the node knows about `address`: its own workers, and its peers' when the
     /// dispatch could have been relayed.
-    fn census(&self, address: Address<'_>, routing: &RoutingRef<'_>, scope: Scope) -> Census3 {
+    fn census(&self, address: Address<'_>, routing: &RoutingRef<'_>, scope: Scope) -> Census {
         let tally = self.registry.tally(address, routing);
         self.with_remote(tally, address, routing, scope)
     }
@@ -548,7 +553,7 @@ impl Dispatcher {
         address: Address<'_>,
         routing: &RoutingRef<'_>,
         scope: Scope,
-    ) -> Census3 {
+    ) -> Census {
         if scope == Scope::Cluster && !self.mesh.is_empty() {
             let filter = Tiers::new(routing, address.node).last;
             self.mesh.count_into(&mut tally, address, filter);
@@ -573,7 +578,7 @@ impl Dispatcher {
             mut changes,
             scope,
         } = *waiting;
-        let (request, extras) = (request.view(), extras.view());
+        let (request, extras) = (request.view(), extras.lend());
         let options = Options::placing(routing.view(), fairness.view());
         let mut next: Result<Grant, Box<Wait>> = Err(wait);
         for _ in 0..MAX_CLOSED_LINKS {
@@ -670,7 +675,7 @@ impl Dispatcher {
                     Some(grant) => return Some(grant),
                     None => {
                         let census = self.census(address, routing, scope);
-                        flight.finish(DispatchResult::NoWorker3(census));
+                        flight.finish(DispatchResult::NoWorker(census));
                         return None;
                     }
                 },
@@ -760,7 +765,10 @@ impl Dispatcher {
                 sent_at: Instant::now(),
             })
         };
-        let carried = carrying(extras, &options.fairness);
+        // Made of the request's extras only when the fairness decided differs from theirs.
+        let carried = carrying(&extras.read(), &options.fairness);
+        let mut encoded = BytesMut::new();
+        let carried = carried.lend_in(&mut encoded);
         match link.relay(request, &carried, &peer_routing.view(), budget, entry) {
             Ok(correlation) => {
                 flight.pushed(Target::Peer(link), correlation);
@@ -830,7 +838,7 @@ impl Dispatcher {
                         task_queue,
                         None,
                     ),
-                    trace_id: trace_id(extras),
+                    trace_id: trace_id(&extras.read()),
                 })
             });
         Flight::new(
@@ -851,7 +859,8 @@ impl Dispatcher {
         options: &Options<'_>,
         crowded: bool,
     ) -> Result<(), DispatchResult> {
-        validate(request, extras, options, &self.limits).map_err(DispatchResult::Refused)?;
+        validate(request, &extras.read(), options, &self.limits)
+            .map_err(DispatchResult::Refused)?;
         if self.is_draining() {
             return Err(DispatchResult::Draining);
         }
@@ -947,7 +956,7 @@ impl Drop for CancelOnDrop {
 
 /// The trace id of the request's `traceparent` header, for its debug line; none when it has
 /// none or a malformed one.
-fn trace_id(extras: &ExtrasRef<'_>) -> Option<String> {
+fn trace_id(extras: &ExtrasView<'_>) -> Option<String> {
     let header = extras
         .headers
         .iter()
@@ -961,12 +970,13 @@ fn refused(reason: RefusedReason, detail: &str) -> ResultRef<'_> {
 }
 
 fn address_of<'a, 'r: 'a, 'e: 'a>(request: &RequestRef<'r>, extras: &ExtrasRef<'e>) -> Address<'a> {
+    let extras = extras.read();
     Address {
         namespace: request.namespace,
         task_queue: normalize_task_queue(request.task_queue),
         activity_type: request.activity_type,
         node: request.node,
-        needs_version: needs_version(extras),
+        needs_version: needs_version(&extras),
         deployment: extras.deployment,
     }
 }
@@ -974,7 +984,7 @@ fn address_of<'a, 'r: 'a, 'e: 'a>(request: &RequestRef<'r>, extras: &ExtrasRef<'
 /// The lowest protocol version of a worker or a peer link that can carry a request with
 /// `extras`: headers and a required deployment never travel in a version-2 frame, while its
 /// priority and fairness fields may be left behind.
-fn needs_version(extras: &ExtrasRef<'_>) -> u16 {
+fn needs_version(extras: &ExtrasView<'_>) -> u16 {
     if extras.headers.is_empty() && extras.deployment.is_none() {
         1
     } else {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use lintel_client::DispatchOptions;
-use lintel_wire::{ExtrasRef, RoutingRef};
+use lintel_wire::{ExtrasView, RoutingRef};
 
 use crate::registry::fairness::{DEFAULT_PRIORITY, DEFAULT_WEIGHT, SHARED_KEY};
 use crate::registry::{Fairness, FairnessRef};
@@ -61,7 +61,7 @@ impl<'a> Options<'a> {
 }
 
 /// The fairness a request's `extras` ask for: each field absent is its default.
-pub(crate) fn asked<'a>(extras: &ExtrasRef<'a>) -> FairnessRef<'a> {
+pub(crate) fn asked<'a>(extras: &ExtrasView<'a>) -> FairnessRef<'a> {
     Fairness {
         priority: extras.priority.unwrap_or(DEFAULT_PRIORITY),
         key: extras.fairness_key.unwrap_or(SHARED_KEY),
@@ -72,10 +72,10 @@ pub(crate) fn asked<'a>(extras: &ExtrasRef<'a>) -> FairnessRef<'a> {
 /// `extras` carrying `fairness` in place of the fairness they asked for, each default field
 /// left absent, so a relay tells the serving node what this node decided.
 pub(crate) fn carrying<'a, 'e: 'a>(
-    extras: &ExtrasRef<'e>,
+    extras: &ExtrasView<'e>,
     fairness: &FairnessRef<'a>,
-) -> ExtrasRef<'a> {
-    ExtrasRef {
+) -> ExtrasView<'a> {
+    ExtrasView {
         priority: (fairness.priority != DEFAULT_PRIORITY).then_some(fairness.priority),
         fairness_key: (!fairness.key.is_empty()).then_some(fairness.key),
         fairness_weight: (fairness.weight != DEFAULT_WEIGHT).then_some(fairness.weight),
@@ -113,8 +113,8 @@ mod tests {
             (Some(2), Some("grant-1"), None)
         );
         assert_eq!(carried.deployment, Some("v1"), "the rest is the request's");
-        let plain = carrying(&ExtrasRef::NONE, &FairnessRef::default());
+        let plain = carrying(&ExtrasView::NONE, &FairnessRef::default());
         assert!(plain.is_none(), "the defaults add nothing to a relay");
-        assert_eq!(asked(&ExtrasRef::NONE), FairnessRef::default());
+        assert_eq!(asked(&ExtrasView::NONE), FairnessRef::default());
     }
 }

@@ -7,7 +7,7 @@ use lintel_wire::{ActivityOutcome, DispatchResult, Ownership};
 pub fn class<O: Ownership>(result: &DispatchResult<O>) -> &'static str {
     match result {
         DispatchResult::Completed(_) => "completed",
-        DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => "no-worker",
+        DispatchResult::NoWorker(_) => "no-worker",
         DispatchResult::WorkerLost { .. } => "worker-lost",
         DispatchResult::Timeout { .. } => "timeout",
         DispatchResult::Refused(_) => "refused",
@@ -27,10 +27,7 @@ pub fn describe(result: &DispatchResult) -> String {
                 format!("activity failed (retryable: {retryable}): {message}")
             }
         },
-        DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => {
-            let Some(census) = result.no_worker_census() else {
-                return String::new();
-            };
+        DispatchResult::NoWorker(census) => {
             let left = census
                 .last_departure_ms_ago
                 .map(|ms| format!(", a compatible worker left {ms} ms ago"))
@@ -44,8 +41,8 @@ pub fn describe(result: &DispatchResult) -> String {
                 census.deployment_workers,
                 census.at_capacity,
                 census.draining,
-                census.probation,
-                census.unreachable,
+                census.probation.unwrap_or(0),
+                census.unreachable.unwrap_or(0),
             )
         }
         DispatchResult::WorkerLost { worker_id } => {

@@ -58,9 +58,7 @@ pub(super) struct Relayed {
 /// True for outcomes that say the serving node ran nothing, so another node may.
 fn nothing_ran(result: &ResultRef<'_>) -> bool {
     match result {
-        DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) | DispatchResult::Draining => {
-            true
-        }
+        DispatchResult::NoWorker(_) | DispatchResult::Draining => true,
         DispatchResult::Refused(refused) => matches!(
             refused.reason,
             RefusedReason::WorkerBackpressure
@@ -81,7 +79,7 @@ impl Relayed {
         if self.flight.unpush() {
             dispatcher.place_again(
                 &self.flight,
-                (&self.request.view(), &self.extras.view()),
+                (&self.request.view(), &self.extras.lend()),
                 &Options::placing(self.routing.view(), self.fairness.view()),
                 attempt,
                 (last, Arc::clone(&self.peer)),

@@ -21,7 +21,9 @@ impl PushError {
         match err {
             SendError::Closed => PushError::Closed,
             SendError::Full | SendError::Overflow => PushError::Backpressure,
-            SendError::TooLarge { .. } | SendError::Unencodable { .. } => {
+            SendError::TooLarge { .. }
+            | SendError::Unencodable { .. }
+            | SendError::Unsupported { .. } => {
                 tracing::error!(error = %err, "a push or relay could not be encoded");
                 PushError::Backpressure
             }

@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lintel_client::transport::{Outbound, SendError};
-use lintel_wire::{DispatchResult, FrameRef, RelayOutcome, RelayOutcomeRef, ResultRef};
+use lintel_wire::{
+    DispatchResult, FrameKind, FrameRef, RelayOutcome, RelayOutcomeRef, ResultRef, PROTOCOL_VERSION,
+};
 
 use super::peer::PeerLink;
 
@@ -146,7 +148,8 @@ impl Pair {
             correlation,
             result: result.reborrow(),
         };
-        let cost = frame.encoded_len() + ENTRY_OVERHEAD;
+        // Reckoned as a version-3 link writes it, the larger of the two.
+        let cost = frame.encoded_len(FrameKind::RelayOutcome, PROTOCOL_VERSION) + ENTRY_OVERHEAD;
         let owned = result.reborrow().into_owned();
         let mut kept = self.kept();
         if let Some((_, old)) = kept.outcomes.insert(correlation, (owned, cost)) {
@@ -328,7 +331,7 @@ mod tests {
             correlation: 1,
             result: cancelled(),
         }
-        .encoded_len()
+        .encoded_len(FrameKind::RelayOutcome, PROTOCOL_VERSION)
             + ENTRY_OVERHEAD;
         let retention = Retention::new(3 * one);
         let pair = Pair::new(7, &retention);

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{ExtrasRef, FrameRef, Relay, Relay3, RequestRef, ResultRef, RoutingRef};
+use lintel_wire::{ExtrasRef, FrameRef, Relay, RequestRef, ResultRef, RoutingRef};
 
 use lintel_client::transport::Outbound;
 
@@ -56,15 +56,15 @@ impl Link<ToPeer> {
         &self.inner.kind.node_id
     }
 
-    /// The protocol version the link speaks: from 3 relays are `Relay3`, and may carry
-    /// headers and a required deployment.
+    /// The protocol version the link speaks: from 3 relays may carry headers and a required
+    /// deployment.
     pub fn version(&self) -> u16 {
         self.inner.kind.version
     }
 
     /// Queues `request` with its `extras` as a relay with `budget` left for the reply, encoded
-    /// where it lies: `Relay3` on a version-3 link, `Relay` (without the extras' priority and
-    /// fairness fields) otherwise. Once it is queued, `entry` builds what hears the relay's
+    /// where it lies as the link's version carries it (a version-2 link leaves the extras'
+    /// priority and fairness behind). Once it is queued, `entry` builds what hears the relay's
     /// fate. Returns the relay's correlation id, unique among the relays to the peer's
     /// incarnation. Placement never relays over a
     /// version-2 link a request with headers or a required deployment.
@@ -83,22 +83,13 @@ impl Link<ToPeer> {
         let vacant = self.vacant()?;
         let correlation = vacant.correlation;
         let reply_timeout_ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX);
-        let relay = if self.version() >= 3 {
-            FrameRef::Relay3(Relay3 {
-                correlation,
-                request: request.reborrow(),
-                extras: extras.reborrow(),
-                routing: routing.reborrow(),
-                reply_timeout_ms,
-            })
-        } else {
-            FrameRef::Relay(Relay {
-                correlation,
-                request: request.reborrow(),
-                routing: routing.reborrow(),
-                reply_timeout_ms,
-            })
-        };
+        let relay = FrameRef::Relay(Relay {
+            correlation,
+            request: request.reborrow(),
+            extras: extras.reborrow(),
+            routing: routing.reborrow(),
+            reply_timeout_ms,
+        });
         let sent = self.inner.outbound.try_send_ref(&relay);
         if let Err(err) = sent {
             return Err(PushError::from_send(err));

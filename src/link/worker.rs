@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use lintel_wire::{ExtrasRef, Frame, FrameRef, Push, Push3, RequestRef, ResponseRef};
+use lintel_wire::{ExtrasRef, Frame, FrameRef, Push, RequestRef, ResponseRef};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use lintel_wire::Goodbye;
@@ -81,16 +81,16 @@ impl Link<ToWorker> {
         self.inner.kind.pid
     }
 
-    /// The protocol version the worker speaks: from 3 it is pushed `Push3`, and may be given
-    /// requests with headers.
+    /// The protocol version the worker speaks: from 3 it may be given requests with headers
+    /// or a required deployment.
     pub fn version(&self) -> u16 {
         self.inner.kind.version
     }
 
-    /// Queues `request` with its `extras` as a push whose fate `entry` hears (`Push3` to a
-    /// version-3 worker, `Push` otherwise); returns its worker correlation id. The request is
-    /// encoded where it lies, or copied only while the link holds pushes. Selection never
-    /// gives a version-2 worker a request its `Push` could not carry.
+    /// Queues `request` with its `extras` as a push whose fate `entry` hears, written as the
+    /// worker's version carries it; returns its worker correlation id. The request is encoded
+    /// where it lies, or copied only while the link holds pushes. Selection never gives a
+    /// version-2 worker a request its push could not carry.
     ///
     /// # Errors
     /// [`PushError::Closed`] when the link is closed, [`PushError::Backpressure`] when its
@@ -103,35 +103,19 @@ impl Link<ToWorker> {
     ) -> Result<u64, PushError> {
         let vacant = self.vacant()?;
         let correlation = vacant.correlation;
-        let version_3 = self.version() >= 3;
         if vacant.holding() {
-            let request = request.clone().into_owned();
-            let frame = if version_3 {
-                Frame::from(Push3 {
-                    correlation,
-                    request,
-                    extras: extras.reborrow().into_owned(),
-                })
-            } else {
-                Frame::from(Push {
-                    correlation,
-                    request,
-                })
-            };
+            let frame = Frame::from(Push {
+                correlation,
+                request: request.clone().into_owned(),
+                extras: extras.into_owned(),
+            });
             return Ok(vacant.hold(entry, frame));
         }
-        let push = if version_3 {
-            FrameRef::Push3(Push3 {
-                correlation,
-                request: request.reborrow(),
-                extras: extras.reborrow(),
-            })
-        } else {
-            FrameRef::Push(Push {
-                correlation,
-                request: request.reborrow(),
-            })
-        };
+        let push = FrameRef::Push(Push {
+            correlation,
+            request: request.reborrow(),
+            extras: extras.reborrow(),
+        });
         if let Err(err) = self.inner.outbound.try_send_ref(&push) {
             return Err(PushError::from_send(err));
         }

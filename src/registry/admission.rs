@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use lintel_wire::{unknown_critical, Refusal, RefusalCode, Register3};
+use lintel_wire::{unknown_critical, Refusal, RefusalCode, Register};
 
 /// Task queue of a registration or request that names none.
 pub const DEFAULT_TASK_QUEUE: &str = "default";
@@ -34,18 +34,17 @@ pub struct Registration {
     pub activity_types: BTreeSet<String>,
     pub identity: String,
     pub max_concurrency: u32,
-    /// The deployment the worker runs, as `Register3` stated it.
+    /// The deployment the worker runs, as its registration stated it.
     pub deployment: Option<String>,
-    /// The worker's instance id, as `Register3` stated it.
+    /// The worker's instance id, as its registration stated it.
     pub instance_id: Option<String>,
 }
 
-/// Validates `register` against `limits`; a version-2 `Register` is validated as the
-/// `Register3` it means (`Register3::of`).
+/// Validates `register` against `limits`, whichever kind it came as.
 ///
 /// # Errors
 /// A [`Refusal`] naming the first rule broken.
-pub fn validate(register: &Register3, limits: AdmissionLimits) -> Result<Registration, Refusal> {
+pub fn validate(register: &Register, limits: AdmissionLimits) -> Result<Registration, Refusal> {
     let max_concurrency = validate_capacity(register.max_concurrency)?;
     if register.namespaces.is_empty() {
         return Err(refusal(RefusalCode::EmptyNamespaces, "no namespace given"));
@@ -174,15 +173,16 @@ fn refusal(code: RefusalCode, reason: impl Into<String>) -> Refusal {
 mod tests {
     use super::*;
 
-    fn register() -> Register3 {
-        Register3::of(lintel_wire::Register {
+    fn register() -> Register {
+        Register {
             namespaces: vec!["ns".into(), "ns".into()],
             task_queue: String::new(),
             node: Some(String::new()),
             activity_types: vec!["echo".into()],
             identity: "w".into(),
             max_concurrency: 2,
-        })
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -218,7 +218,7 @@ mod tests {
             max_name_len: 8,
             max_set_len: 2,
         };
-        type Breakage = fn(&mut Register3);
+        type Breakage = fn(&mut Register);
         let cases: [(Breakage, RefusalCode); 10] = [
             (|r| r.max_concurrency = 0, RefusalCode::ZeroCapacity),
             (|r| r.namespaces.clear(), RefusalCode::EmptyNamespaces),

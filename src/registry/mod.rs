@@ -25,7 +25,6 @@ pub use admission::{
 pub use fairness::{Fairness, FairnessPolicy, FairnessRef};
 pub(crate) use pools::Elsewhere;
 pub use pools::{Grant, RegistrationGuard, Registry, Reservation, Wait};
-pub(crate) use presence::{merge as merge_groups, same_pair};
 pub use selection::Address;
 pub(crate) use selection::{Bucketed, NodeFilter, Tally, Tiers};
 pub use worker::{Exclusion, WorkerId};

@@ -18,8 +18,8 @@ use tokio::time::Instant;
 use lintel_client::status::Standing;
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{
-    Census3, DepartureReason, NodeEvent, NodeRouting, PoolPresence3, PoolStatus, Refusal,
-    RefusalCode, Register3, RoutingRef, WaitingStatus, WorkerEvent,
+    Census, DepartureReason, NodeEvent, NodeRouting, PoolPresence, PoolStatus, Refusal,
+    RefusalCode, Register, RoutingRef, WaitingStatus, WorkerEvent,
 };
 use tokio::sync::oneshot;
 
@@ -163,9 +163,9 @@ impl Registry {
         held: &HashMap<WorkerId, u32>,
         with_probation: bool,
         max_groups: usize,
-    ) -> Vec<PoolPresence3> {
+    ) -> Vec<PoolPresence> {
         let state = self.lock();
-        let mut pools: Vec<PoolPresence3> = state
+        let mut pools: Vec<PoolPresence> = state
             .pools
             .iter()
             .flat_map(|(namespace, by_queue)| {
@@ -196,7 +196,7 @@ impl Registry {
     pub fn admit(
         self: &Arc<Self>,
         pid: u64,
-        register: &Register3,
+        register: &Register,
         link: WorkerLink,
     ) -> Result<RegistrationGuard, Refusal> {
         let registration = validate(register, self.limits)?;
@@ -264,13 +264,13 @@ impl Registry {
     /// same critical section.
     ///
     /// # Errors
-    /// The [`Census3`] explaining the miss.
+    /// The [`Census`] explaining the miss.
     pub fn select(
         self: &Arc<Self>,
         address: Address<'_>,
         routing: &RoutingRef<'_>,
         fairness: &FairnessRef<'_>,
-    ) -> Result<Reservation, Census3> {
+    ) -> Result<Reservation, Census> {
         let tiers = Tiers::new(routing, address.node);
         let mut state = self.lock();
         match self.reserve(&mut state, address, tiers, fairness) {
@@ -410,7 +410,7 @@ impl Registry {
     }
 
     /// What the registry knows about `address` under `routing`'s widest tier.
-    pub fn census(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> Census3 {
+    pub fn census(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> Census {
         self.tally(address, routing).finish()
     }
 
@@ -572,8 +572,7 @@ impl Registry {
                 activity_type: key.activity_type.clone(),
                 waiting: u32::try_from(count).unwrap_or(u32::MAX),
                 census: census_of(&state, key_address(key, &Wants::default()), NodeFilter::Any)
-                    .finish()
-                    .for_version_2(),
+                    .finish(),
             })
             .collect();
         waiting.sort_by(|a, b| {
@@ -676,7 +675,7 @@ impl Registry {
 
     /// Tells that a registration was refused, naming the worker as far as its registration
     /// can be trusted: names past the admission limits are left out.
-    pub fn refused(&self, register: &Register3) {
+    pub fn refused(&self, register: &Register) {
         let AdmissionLimits {
             max_name_len,
             max_set_len,
@@ -1135,8 +1134,8 @@ impl Wait {
     /// the address, taken as the waiter left the queue.
     ///
     /// # Errors
-    /// The [`Census3`] when no slot was granted.
-    pub fn give_up(self) -> Result<Grant, Census3> {
+    /// The [`Census`] when no slot was granted.
+    pub fn give_up(self) -> Result<Grant, Census> {
         self.give_up_counting().map_err(Tally::finish)
     }
 

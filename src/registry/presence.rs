@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use lintel_client::status::Standing;
-use lintel_wire::{PoolPresence3, PresenceGroup3};
+use lintel_wire::{PoolPresence, PresenceGroup};
 
 use super::worker::{WorkerCell, WorkerId};
 
@@ -19,8 +19,8 @@ pub(super) fn pool_presence<'a>(
     members: impl Iterator<Item = &'a Arc<WorkerCell>>,
     held: &HashMap<WorkerId, u32>,
     max_groups: usize,
-) -> Option<PoolPresence3> {
-    let mut groups: Vec<PresenceGroup3> = Vec::new();
+) -> Option<PoolPresence> {
+    let mut groups: Vec<PresenceGroup> = Vec::new();
     let mut workers = 0u32;
     for worker in members {
         workers = workers.saturating_add(1);
@@ -66,15 +66,15 @@ pub(super) fn pool_presence<'a>(
         return None;
     }
     groups.sort_by(|a, b| order(a).cmp(&order(b)));
-    Some(PoolPresence3 {
+    Some(PoolPresence {
         channel,
         workers,
         groups: capped(groups, max_groups),
     })
 }
 
-fn empty(activity: &str, node: &Option<String>, deployment: &Option<String>) -> PresenceGroup3 {
-    PresenceGroup3 {
+fn empty(activity: &str, node: &Option<String>, deployment: &Option<String>) -> PresenceGroup {
+    PresenceGroup {
         activity_type: activity.to_owned(),
         node: node.clone(),
         deployment: deployment.clone(),
@@ -88,7 +88,7 @@ fn empty(activity: &str, node: &Option<String>, deployment: &Option<String>) -> 
     }
 }
 
-fn order(group: &PresenceGroup3) -> (&str, Option<&str>, Option<&str>) {
+fn order(group: &PresenceGroup) -> (&str, Option<&str>, Option<&str>) {
     (
         &group.activity_type,
         group.node.as_deref(),
@@ -99,20 +99,12 @@ fn order(group: &PresenceGroup3) -> (&str, Option<&str>, Option<&str>) {
 /// Sorted `groups` cut to at most `max` by merging, from the last (activity type, node
 /// label) pair backwards, each pair's groups into one of no deployment: the receiver then
 /// counts those workers but cannot tell their deployment. Pairs alone past `max` stay.
-fn capped(groups: Vec<PresenceGroup3>, max: usize) -> Vec<PresenceGroup3> {
+fn capped(groups: Vec<PresenceGroup>, max: usize) -> Vec<PresenceGroup> {
     if groups.len() <= max {
         return groups;
     }
     let mut excess = groups.len() - max;
-    let mut runs: Vec<Vec<PresenceGroup3>> = Vec::new();
-    for group in groups {
-        match runs.last_mut() {
-            Some(run) if run.first().is_some_and(|first| same_pair(first, &group)) => {
-                run.push(group);
-            }
-            _ => runs.push(vec![group]),
-        }
-    }
+    let mut runs = PresenceGroup::runs(groups);
     for run in runs.iter_mut().rev() {
         if excess == 0 {
             break;
@@ -121,41 +113,18 @@ fn capped(groups: Vec<PresenceGroup3>, max: usize) -> Vec<PresenceGroup3> {
             continue;
         }
         excess = excess.saturating_sub(run.len() - 1);
-        if let Some(merged) = merge(std::mem::take(run)) {
+        if let Some(merged) = PresenceGroup::merge(std::mem::take(run)) {
             run.push(merged);
         }
     }
     runs.into_iter().flatten().collect()
 }
 
-/// Every group of one (activity type, node label) pair as one group of no deployment.
-pub(crate) fn merge(run: Vec<PresenceGroup3>) -> Option<PresenceGroup3> {
-    let mut run = run.into_iter();
-    let mut merged = run.next()?;
-    merged.deployment = None;
-    for group in run {
-        let add = |to: &mut u32, more: u32| *to = to.saturating_add(more);
-        add(&mut merged.workers, group.workers);
-        add(&mut merged.slots, group.slots);
-        add(&mut merged.free, group.free);
-        add(&mut merged.full, group.full);
-        add(&mut merged.draining, group.draining);
-        add(&mut merged.probation, group.probation);
-        add(&mut merged.unreachable, group.unreachable);
-    }
-    Some(merged)
-}
-
-/// True when both groups are of the same activity type and node label.
-pub(crate) fn same_pair(a: &PresenceGroup3, b: &PresenceGroup3) -> bool {
-    a.activity_type == b.activity_type && a.node == b.node
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn group(activity: &str, deployment: Option<&str>, free: u32) -> PresenceGroup3 {
+    fn group(activity: &str, deployment: Option<&str>, free: u32) -> PresenceGroup {
         let mut group = empty(activity, &None, &deployment.map(str::to_owned));
         group.workers = 1;
         group.slots = free;
@@ -185,7 +154,7 @@ mod tests {
         assert_eq!(capped_len(groups, 5), 5, "within the cap nothing merges");
     }
 
-    fn capped_len(groups: Vec<PresenceGroup3>, max: usize) -> usize {
+    fn capped_len(groups: Vec<PresenceGroup>, max: usize) -> usize {
         capped(groups, max).len()
     }
 }

@@ -1,6 +1,6 @@
 //! Which workers a dispatch may use: node tiers from the routing, and eligibility.
 
-use lintel_wire::{Census3, Names, NoWorkerReason, NodeRouting, RoutingRef};
+use lintel_wire::{Census, Names, NoWorkerReason, NodeRouting, RoutingRef};
 
 use lintel_client::status::Standing;
 
@@ -106,11 +106,11 @@ pub(crate) fn compatible(worker: &WorkerCell, activity: &str, filter: NodeFilter
 }
 
 /// A census being taken, local workers and then peers' counted into it: the counts a
-/// [`Census3`] reports, and those of the candidates (deployment workers that can carry the
+/// [`Census`] reports, and those of the candidates (deployment workers that can carry the
 /// request) the reason is judged on.
 #[derive(Debug, Clone)]
 pub(crate) struct Tally {
-    census: Census3,
+    census: Census,
     candidates: Bucketed,
 }
 
@@ -127,7 +127,7 @@ impl Tally {
     /// Nothing counted yet.
     pub(crate) fn new(last_departure_ms_ago: Option<u64>) -> Self {
         Self {
-            census: Census3 {
+            census: Census {
                 reason: NoWorkerReason::PoolEmpty,
                 pool_workers: 0,
                 serving_activity: 0,
@@ -135,8 +135,8 @@ impl Tally {
                 deployment_workers: 0,
                 at_capacity: 0,
                 draining: 0,
-                probation: 0,
-                unreachable: 0,
+                probation: Some(0),
+                unreachable: Some(0),
                 last_departure_ms_ago,
             },
             candidates: Bucketed::default(),
@@ -169,8 +169,11 @@ impl Tally {
         add(&mut census.deployment_workers, bucketed.workers);
         add(&mut census.at_capacity, full);
         add(&mut census.draining, bucketed.draining);
-        add(&mut census.probation, bucketed.probation);
-        add(&mut census.unreachable, bucketed.unreachable);
+        let add_counted = |count: &mut Option<u32>, more: u32| {
+            *count = Some(count.unwrap_or(0).saturating_add(more));
+        };
+        add_counted(&mut census.probation, bucketed.probation);
+        add_counted(&mut census.unreachable, bucketed.unreachable);
         if can_carry {
             let candidates = &mut self.candidates;
             add(&mut candidates.workers, bucketed.workers);
@@ -182,7 +185,7 @@ impl Tally {
 
     /// The census, its reason the first that holds in the order `PROTOCOL.md` states:
     /// not index order.
-    pub(crate) fn finish(mut self) -> Census3 {
+    pub(crate) fn finish(mut self) -> Census {
         let census = &self.census;
         let candidates = self.candidates;
         let excluded = candidates

@@ -90,7 +90,13 @@ impl Garbage {
 
 fn encoded(frame: &Frame) -> BytesMut {
     let mut bytes = BytesMut::new();
-    encode_frame(frame, &mut bytes, DEFAULT_MAX_FRAME_LEN).expect("encode");
+    encode_frame(
+        frame,
+        lintel::wire::PROTOCOL_VERSION,
+        &mut bytes,
+        DEFAULT_MAX_FRAME_LEN,
+    )
+    .expect("encode");
     bytes
 }
 
@@ -208,6 +214,7 @@ pub async fn garbage_at(
             wait_for_worker_ms: Some(5_000),
             reply_timeout_ms: Some(60_000),
             routing: NodeRouting::Any,
+            extras: Default::default(),
         })
     };
     match state {
@@ -438,6 +445,7 @@ impl NeverReader {
                 wait_for_worker_ms: Some(5_000),
                 reply_timeout_ms: Some(20_000),
                 routing: NodeRouting::Any,
+                extras: Default::default(),
             });
             match tokio::time::timeout(stall, framed.send(frame)).await {
                 Ok(Ok(())) => submitted += 1,

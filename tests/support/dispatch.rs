@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use lintel::dispatch::DispatchOptions;
-use lintel::wire::{ActivityOutcome, Census3, DispatchRequest, DispatchResponse, DispatchResult};
+use lintel::wire::{ActivityOutcome, Census, DispatchRequest, DispatchResponse, DispatchResult};
 use tokio::task::JoinHandle;
 
 use super::node::{within, TestNode};
@@ -24,12 +24,12 @@ pub fn served_by(result: &DispatchResult) -> String {
     }
 }
 
-/// The census of a no-worker outcome, either form, as version 3 counts it.
+/// The census of a no-worker outcome.
 #[track_caller]
-pub fn no_worker(result: DispatchResult) -> Census3 {
-    match result.no_worker_census() {
-        Some(census) => census,
-        None => panic!("expected NoWorker, got {result:?}"),
+pub fn no_worker(result: DispatchResult) -> Census {
+    match result {
+        DispatchResult::NoWorker(census) => census,
+        other => panic!("expected NoWorker, got {other:?}"),
     }
 }
 

@@ -61,6 +61,7 @@ pub fn registration(
         activity_types: activities.iter().map(|a| (*a).to_owned()).collect(),
         identity: identity.to_owned(),
         max_concurrency,
+        ..Default::default()
     }
 }
 
@@ -115,6 +116,7 @@ pub fn submit(correlation: u64, request: DispatchRequest, wait_ms: Option<u64>) 
         wait_for_worker_ms: wait_ms,
         reply_timeout_ms: None,
         routing: NodeRouting::Any,
+        extras: Default::default(),
     })
 }
 
@@ -126,5 +128,6 @@ pub fn submit_timing_out(correlation: u64, workflow_id: &str, reply_timeout_ms: 
         wait_for_worker_ms: None,
         reply_timeout_ms: Some(reply_timeout_ms),
         routing: NodeRouting::Any,
+        extras: Default::default(),
     })
 }

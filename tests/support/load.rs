@@ -257,6 +257,7 @@ fn submission(
         wait_for_worker_ms: Some(spec.wait_for_worker_ms),
         reply_timeout_ms: Some(spec.reply_timeout_ms),
         routing: NodeRouting::Any,
+        extras: Default::default(),
     });
     let sent = Sent {
         at: Instant::now(),
@@ -369,7 +370,7 @@ pub fn check(
                     Some(_) => {}
                 }
                 }
-                DispatchResult::NoWorker(_) | DispatchResult::NoWorker3(_) => tally.no_worker += 1,
+                DispatchResult::NoWorker(_) => tally.no_worker += 1,
                 DispatchResult::Cancelled if sent.cancelled => tally.cancelled += 1,
                 other => violations.push(format!(
                     "producer {p}: {correlation} ended {other:?}{}",

@@ -10,7 +10,7 @@ use std::time::Duration;
 use lintel::link::WorkerLink;
 use lintel::notifier::{ConnectionNotifier, RegistryNotifier};
 use lintel::registry::{Registry, WorkerId};
-use lintel::wire::{Refusal, Register3};
+use lintel::wire::{Refusal, Register};
 use lintel::{Node, NodeConfig};
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
@@ -87,7 +87,7 @@ impl ConnectionNotifier for CountingNotifier {
     fn on_worker_registered(
         &self,
         pid: u64,
-        registration: &Register3,
+        registration: &Register,
         link: WorkerLink,
     ) -> Result<WorkerId, Refusal> {
         let result = self.inner.on_worker_registered(pid, registration, link);

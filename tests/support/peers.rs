@@ -37,7 +37,7 @@ impl RawWorker {
         Self::register_frame(client, pid, Frame::from(register)).await
     }
 
-    /// Registers with `frame` (a `Register` or `Register3`) and settles.
+    /// Registers with `frame` (a `Register` or `Register`) and settles.
     pub async fn register_frame(mut client: RawClient, pid: u64, frame: Frame) -> Self {
         client.send(frame).await;
         let mut worker = match next_frame(&mut client).await {
@@ -215,7 +215,7 @@ pub async fn next_outcome(producer: &mut RawClient) -> OutcomeFrame {
 }
 
 /// A hand-written peer on a link it dialled to `node`, speaking versions 2 to `max_version`,
-/// past the hellos: it sent `hello` (a `PeerHello` or `PeerHello3`) and read the node's.
+/// past the hellos: it sent `hello` (a `PeerHello` or `PeerHello`) and read the node's.
 pub async fn hand_peer(node: SocketAddr, max_version: u16, hello: Frame) -> RawClient {
     let mut raw = RawClient::connect(node).await;
     raw.send(Frame::Hello(Hello {
@@ -224,12 +224,12 @@ pub async fn hand_peer(node: SocketAddr, max_version: u16, hello: Frame) -> RawC
     }))
     .await;
     match raw.recv().await {
-        Some(Frame::Welcome(_) | Frame::Welcome3(_)) => {}
+        Some(Frame::Welcome(_)) => {}
         other => panic!("expected a welcome, got {other:?}"),
     }
     raw.send(hello).await;
     match raw.recv().await {
-        Some(Frame::PeerHello(_) | Frame::PeerHello3(_)) => {}
+        Some(Frame::PeerHello(_)) => {}
         other => panic!("expected the node's hello, got {other:?}"),
     }
     raw
@@ -248,6 +248,7 @@ pub fn offering(channel: String, activity: &str, free: u32) -> PoolPresence {
             free,
             full: 0,
             draining: 0,
+            ..Default::default()
         }],
     }
 }

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use futures_util::{SinkExt, StreamExt};
-use lintel::wire::{Frame, FrameCodec, Pong, Role};
+use lintel::wire::{Frame, FrameCodec, FrameKind, Pong, Role};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::codec::Framed;
 
@@ -34,7 +34,7 @@ impl RawClient {
     }
 
     /// Connects and says hello as `role` speaking versions up to `max_version`; returns the
-    /// client and its pid. A version-3 welcome is a `Welcome3`.
+    /// client and its pid. From then on it writes frames as the negotiated version does.
     pub async fn hello_at(addr: SocketAddr, role: Role, max_version: u16) -> (Self, u64) {
         Self::connect(addr).await.handshake(role, max_version).await
     }
@@ -43,21 +43,40 @@ impl RawClient {
     async fn handshake(mut self, role: Role, max_version: u16) -> (Self, u64) {
         self.send(Frame::Hello(hello_at(role, max_version))).await;
         match self.recv().await {
-            Some(Frame::Welcome(welcome)) if welcome.version < 3 => (self, welcome.pid),
-            Some(Frame::Welcome3(welcome)) if welcome.version >= 3 => (self, welcome.pid),
+            Some(Frame::Welcome(welcome)) => (self, welcome.pid),
             other => panic!("expected a welcome, got {other:?}"),
         }
+    }
+
+    /// Writes frames as a connection of `version` does from now on.
+    pub fn speak(&mut self, version: u16) {
+        self.framed.codec_mut().set_version(version);
+    }
+
+    /// The kind the frame received last came as.
+    pub fn last_kind(&self) -> Option<FrameKind> {
+        self.framed.codec().last_kind()
     }
 
     pub async fn send(&mut self, frame: Frame) {
         self.framed.send(frame).await.expect("send frame");
     }
 
-    /// The next frame, or `None` when the node closed the connection.
+    /// The next frame, or `None` when the node closed the connection. A welcome sets the
+    /// version frames are written as from then on.
     pub async fn recv(&mut self) -> Option<Frame> {
-        within("a frame", self.framed.next())
+        let frame = within("a frame", self.framed.next())
             .await
-            .and_then(Result::ok)
+            .and_then(Result::ok);
+        self.heard(frame.as_ref());
+        frame
+    }
+
+    /// Speaks the version a welcome names.
+    fn heard(&mut self, frame: Option<&Frame>) {
+        if let Some(Frame::Welcome(welcome)) = frame {
+            self.speak(welcome.version);
+        }
     }
 
     /// Waits until the node closes the connection, skipping any frames before.
@@ -78,7 +97,11 @@ pub async fn next_frame(client: &mut RawClient) -> Option<Frame> {
                 Some(Ok(Frame::Ping(ping))) => {
                     client.send(Frame::Pong(Pong { nonce: ping.nonce })).await;
                 }
-                other => return other.and_then(Result::ok),
+                other => {
+                    let frame = other.and_then(Result::ok);
+                    client.heard(frame.as_ref());
+                    return frame;
+                }
             }
         }
     })

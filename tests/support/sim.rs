@@ -118,7 +118,7 @@ impl Ledger {
         });
     }
 
-    /// Records a relay of `workflow_id` that `node` wrote (`Relay` or `Relay3`).
+    /// Records a relay of `workflow_id` that `node` wrote (`Relay` or `Relay`).
     fn relayed(&mut self, node: &str, workflow_id: String) {
         self.note(&workflow_id, format!("relayed by {node}"));
         self.relays.push((node.to_owned(), workflow_id));
@@ -189,7 +189,7 @@ impl<W> Tap<W> {
         let mut ledger = self.record.lock();
         let end = ledger.links.end_mut(self.at);
         match &frame {
-            Frame::Relay(_) | Frame::Relay3(_) => {
+            Frame::Relay(_) => {
                 end.relays += 1;
                 if end.closing {
                     let violation = format!(
@@ -199,7 +199,7 @@ impl<W> Tap<W> {
                     ledger.violations.push(violation);
                 }
             }
-            Frame::Presence(_) | Frame::Presence3(_) => end.presence = true,
+            Frame::Presence(_) => end.presence = true,
             Frame::Goodbye(goodbye) => {
                 end.turned_down |= goodbye.reason == DUPLICATE && !end.presence;
                 end.closing = true;
@@ -209,9 +209,8 @@ impl<W> Tap<W> {
         }
         match frame {
             Frame::Relay(relay) => ledger.relayed(&self.node, relay.request.workflow_id),
-            Frame::Relay3(relay) => ledger.relayed(&self.node, relay.request.workflow_id),
             Frame::Resume(resume) => ledger.resumed += resume.unanswered.len() as u64,
-            Frame::Presence(_) | Frame::Presence3(_) => {
+            Frame::Presence(_) => {
                 *ledger.presence_bytes.entry(self.node.clone()).or_default() += len;
                 if ledger.trace_frames {
                     let what = format!("{} wrote {frame:?}", self.node);

@@ -114,6 +114,7 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
         activity_types: vec![ACTIVITY.into()],
         identity: spec.name.into(),
         max_concurrency: spec.capacity,
+        ..Default::default()
     };
     if outbound.send(Frame::from(register)).await.is_err() {
         return;
@@ -144,11 +145,12 @@ async fn serve_pushes(spec: WorkerSpec, seed: u64, record: &Record, conn: Connec
             frame = reader.next_owned() => {
                 let Some(Ok(frame)) = frame else { return };
                 heard = Instant::now();
-                // A version-3 node pushes `Push3`; the extras are not this worker's business.
+                // A version-3 node pushes `Push`; the extras are not this worker's business.
                 let frame = match frame {
-                    Frame::Push3(push) => Frame::from(Push {
+                    Frame::Push(push) => Frame::from(Push {
                         correlation: push.correlation,
                         request: push.request,
+                        extras: Default::default(),
                     }),
                     other => other,
                 };
@@ -363,6 +365,7 @@ async fn submit_all(
                     wait_for_worker_ms,
                     reply_timeout_ms: Some(REPLY_TIMEOUT_MS),
                     routing: spec.pin.map_or(NodeRouting::Any, |node| NodeRouting::Pin(node.into())),
+                    extras: Default::default(),
                 };
                 {
                     let mut ledger = record.lock();
@@ -437,6 +440,7 @@ async fn churn_worker(node: &str, namespace: String, name: String, lifetime: Dur
         activity_types: vec!["churn".into()],
         identity: name,
         max_concurrency: 1,
+        ..Default::default()
     };
     if outbound.send(Frame::from(register)).await.is_err() {
         return;

@@ -6,7 +6,10 @@
 
 use bytes::{Bytes, BytesMut};
 use criterion::{black_box, criterion_group, BatchSize, BenchmarkId, Criterion, Throughput};
-use lintel_wire::{decode_frame, encode_frame, DispatchRequest, Frame, NodeRouting, Push, Submit};
+use lintel_wire::{
+    decode_frame, encode_frame, DispatchRequest, Frame, NodeRouting, Push, RequestExtras, Submit,
+    PROTOCOL_VERSION,
+};
 
 /// Input payload sizes: a small argument, a page, a large blob.
 const PAYLOADS: [(&str, usize); 3] = [("64B", 64), ("4KiB", 4 * 1024), ("1MiB", 1024 * 1024)];
@@ -33,12 +36,13 @@ fn push_frame(payload_len: usize) -> Frame {
             input: Bytes::from(input),
             deadline_unix_ms: Some(1_767_225_600_000),
         },
+        extras: RequestExtras::default(),
     })
 }
 
 fn encoded(frame: &Frame) -> BytesMut {
     let mut buf = BytesMut::new();
-    if let Err(error) = encode_frame(frame, &mut buf, MAX_FRAME_LEN) {
+    if let Err(error) = encode_frame(frame, PROTOCOL_VERSION, &mut buf, MAX_FRAME_LEN) {
         panic!("bench frame does not encode: {error}");
     }
     buf
@@ -62,7 +66,8 @@ fn push_encode(c: &mut Criterion) {
             let mut buf = BytesMut::with_capacity(frame_len);
             b.iter(|| {
                 buf.clear();
-                let result = encode_frame(black_box(frame), &mut buf, MAX_FRAME_LEN);
+                let result =
+                    encode_frame(black_box(frame), PROTOCOL_VERSION, &mut buf, MAX_FRAME_LEN);
                 black_box(&buf);
                 result
             });
@@ -110,6 +115,7 @@ fn submit_bytes(payload_len: usize) -> Bytes {
     let submit = Frame::from(Submit {
         correlation: 7,
         request: push.request,
+        extras: RequestExtras::default(),
         wait_for_worker_ms: Some(2_000),
         reply_timeout_ms: None,
         routing: NodeRouting::Any,
@@ -136,8 +142,10 @@ fn submit_to_push(c: &mut Criterion) {
                     let push = Frame::from(Push {
                         correlation: submit.correlation,
                         request: submit.request,
+                        extras: submit.extras,
                     });
-                    let result = encode_frame(black_box(&push), &mut out, MAX_FRAME_LEN);
+                    let result =
+                        encode_frame(black_box(&push), PROTOCOL_VERSION, &mut out, MAX_FRAME_LEN);
                     black_box(&out);
                     result
                 },

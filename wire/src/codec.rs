@@ -5,23 +5,51 @@ use tokio_util::codec::{Decoder, Encoder};
 
 use crate::error::CodecError;
 use crate::frame::Frame;
-use crate::framing::{decode_frame, encode_frame, DEFAULT_MAX_FRAME_LEN};
+use crate::framing::{decode_frame, encode_frame, DEFAULT_MAX_FRAME_LEN, LENGTH_PREFIX_LEN};
+use crate::kind::FrameKind;
+use crate::message::PROTOCOL_VERSION;
 
-/// Length-prefixed postcard frames with a maximum body length.
+/// Length-prefixed postcard frames with a maximum body length, written as a connection of one
+/// protocol version carries them; every kind of every version is read.
 #[derive(Debug, Clone, Copy)]
 pub struct FrameCodec {
     max_frame_len: usize,
+    version: u16,
+    /// The kind of the frame decoded last.
+    last_kind: Option<FrameKind>,
 }
 
 impl FrameCodec {
-    /// A codec refusing bodies longer than `max_frame_len` bytes in either direction.
+    /// A codec refusing bodies longer than `max_frame_len` bytes in either direction, writing
+    /// frames as [`PROTOCOL_VERSION`] carries them until [`FrameCodec::set_version`].
     pub fn new(max_frame_len: usize) -> Self {
-        Self { max_frame_len }
+        Self {
+            max_frame_len,
+            version: PROTOCOL_VERSION,
+            last_kind: None,
+        }
     }
 
     /// The largest body this codec accepts.
     pub fn max_frame_len(&self) -> usize {
         self.max_frame_len
+    }
+
+    /// Writes frames as a connection of `version` carries them from now on: the version the
+    /// handshake negotiated.
+    pub fn set_version(&mut self, version: u16) {
+        self.version = version;
+    }
+
+    /// The version frames are written as.
+    pub fn version(&self) -> u16 {
+        self.version
+    }
+
+    /// The kind the frame decoded last came as (a message's kinds decode alike): for those
+    /// who check which kind a peer sent.
+    pub fn last_kind(&self) -> Option<FrameKind> {
+        self.last_kind
     }
 }
 
@@ -37,7 +65,13 @@ impl Decoder for FrameCodec {
 
     #[inline]
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, CodecError> {
-        Ok(decode_frame(src, self.max_frame_len)?)
+        // Every kind is one byte: its number is below 128.
+        let kind = src.get(LENGTH_PREFIX_LEN).copied();
+        let frame = decode_frame(src, self.max_frame_len)?;
+        if frame.is_some() {
+            self.last_kind = kind.and_then(|kind| FrameKind::from_discriminant(u32::from(kind)));
+        }
+        Ok(frame)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, CodecError> {
@@ -55,7 +89,7 @@ impl Encoder<&Frame> for FrameCodec {
     type Error = CodecError;
 
     fn encode(&mut self, frame: &Frame, dst: &mut BytesMut) -> Result<(), CodecError> {
-        Ok(encode_frame(frame, dst, self.max_frame_len)?)
+        Ok(encode_frame(frame, self.version, dst, self.max_frame_len)?)
     }
 }
 
@@ -63,6 +97,6 @@ impl Encoder<Frame> for FrameCodec {
     type Error = CodecError;
 
     fn encode(&mut self, frame: Frame, dst: &mut BytesMut) -> Result<(), CodecError> {
-        Ok(encode_frame(&frame, dst, self.max_frame_len)?)
+        Ok(encode_frame(&frame, self.version, dst, self.max_frame_len)?)
     }
 }

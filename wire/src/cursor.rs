@@ -22,21 +22,38 @@ pub const SHARE_MIN: usize = 16 * 1024;
 pub(crate) type Read<T> = Result<T, Error>;
 
 /// A cursor over a body, reading fields in place.
-#[derive(Clone)]
 pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
-    /// The shared buffer holding `bytes`, if any: payloads can be handed on as slices of it.
-    owner: Option<&'a Bytes>,
+    /// The shared buffer holding `bytes`, if any, and where a payload of [`SHARE_MIN`] bytes or
+    /// more read from it is kept as a slice of it, lent on as a [`PayloadRef::Shared`].
+    share: Option<(&'a Bytes, &'a mut Option<Bytes>)>,
 }
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(bytes: &'a [u8], owner: Option<&'a Bytes>) -> Self {
+    /// A reader of `bytes`, which hands large payloads on as slices of `share`'s buffer when
+    /// `bytes` lie in it.
+    pub(crate) fn new(bytes: &'a [u8], share: Option<(&'a Bytes, &'a mut Option<Bytes>)>) -> Self {
         Self {
             bytes,
             pos: 0,
-            owner,
+            share,
         }
+    }
+
+    /// A reader of `bytes` alone.
+    pub(crate) fn of(bytes: &'a [u8]) -> Self {
+        Self::new(bytes, None)
+    }
+
+    /// How far it has read.
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The bytes read since `start`, a [`Reader::position`].
+    pub(crate) fn since(&self, start: usize) -> &'a [u8] {
+        self.bytes.get(start..self.pos).unwrap_or_default()
     }
 
     /// Bytes not read yet.
@@ -175,11 +192,20 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A payload: a slice of the shared buffer when it is [`SHARE_MIN`] bytes or more and
+    /// lies in one (once per body), the bytes lent in place otherwise.
     #[inline(always)]
     pub(crate) fn payload(&mut self) -> Read<PayloadRef<'a>> {
         let len = self.len()?;
         let bytes = self.take(len)?;
-        Ok(PayloadRef::within(bytes, self.owner))
+        if len < SHARE_MIN {
+            return Ok(PayloadRef::Slice(bytes));
+        }
+        let shared = self.share.take().and_then(|(owner, slot)| {
+            let range = range_in(owner, bytes)?;
+            Some(&*slot.insert(owner.slice(range)))
+        });
+        Ok(shared.map_or(PayloadRef::Slice(bytes), PayloadRef::Shared))
     }
 
     #[inline(always)]
@@ -368,68 +394,64 @@ impl<'a> Writer<'a> {
     }
 }
 
-/// Payload bytes borrowed, with the buffer they lie in when that is a shared `Bytes`, so a
-/// large payload can be handed on as a slice of it instead of a copy.
-#[derive(Clone, Copy, Default)]
-pub struct PayloadRef<'a> {
-    bytes: &'a [u8],
-    /// Holds `bytes`.
-    owner: Option<&'a Bytes>,
+/// Payload bytes lent: in place ([`PayloadRef::Slice`]), or as a shared buffer of exactly
+/// those bytes ([`PayloadRef::Shared`]) that can be handed on without a copy.
+#[derive(Clone, Copy)]
+pub enum PayloadRef<'a> {
+    /// Bytes lent with no shared buffer behind them: handing them on copies them.
+    Slice(&'a [u8]),
+    /// A buffer of exactly the payload's bytes: handing it on shares it.
+    Shared(&'a Bytes),
+}
+
+impl Default for PayloadRef<'_> {
+    fn default() -> Self {
+        PayloadRef::Slice(&[])
+    }
 }
 
 impl<'a> PayloadRef<'a> {
     /// Bytes lent with no shared buffer behind them: handing them on copies them.
     pub fn new(bytes: &'a [u8]) -> Self {
-        Self { bytes, owner: None }
+        PayloadRef::Slice(bytes)
     }
 
     /// All of `bytes`, which can be handed on without copying.
     pub fn of(bytes: &'a Bytes) -> Self {
-        Self {
-            bytes,
-            owner: Some(bytes),
-        }
-    }
-
-    /// `bytes`, lying inside `owner`; without `owner` when they do not.
-    pub(crate) fn within(bytes: &'a [u8], owner: Option<&'a Bytes>) -> Self {
-        let owner = owner.filter(|owner| range_in(owner, bytes).is_some());
-        Self { bytes, owner }
+        PayloadRef::Shared(bytes)
     }
 
     /// The bytes.
     pub fn as_slice(&self) -> &'a [u8] {
-        self.bytes
+        match *self {
+            PayloadRef::Slice(bytes) => bytes,
+            PayloadRef::Shared(bytes) => bytes,
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.bytes.len()
+        self.as_slice().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
+        self.as_slice().is_empty()
     }
 
     /// The same bytes as a `Bytes` sharing the buffer they lie in, when they lie in one.
     pub fn shared(&self) -> Option<Bytes> {
-        let owner = self.owner?;
-        range_in(owner, self.bytes).map(|range| owner.slice(range))
-    }
-
-    /// An owned copy: a slice of the buffer they lie in when they are [`SHARE_MIN`] bytes or
-    /// more (it keeps only that buffer alive), a copy of them otherwise.
-    pub fn to_bytes(&self) -> Bytes {
-        match self.shared() {
-            Some(shared) if self.bytes.len() >= SHARE_MIN || self.owner_is_exact() => shared,
-            _ => Bytes::copy_from_slice(self.bytes),
+        match self {
+            PayloadRef::Slice(_) => None,
+            PayloadRef::Shared(bytes) => Some(Bytes::clone(bytes)),
         }
     }
 
-    /// The payload is its owner whole: sharing it costs nothing and keeps nothing more alive.
-    fn owner_is_exact(&self) -> bool {
-        self.owner.is_some_and(|owner| {
-            std::ptr::eq(owner.as_ptr(), self.bytes.as_ptr()) && owner.len() == self.bytes.len()
-        })
+    /// An owned copy: the shared buffer itself when there is one (it holds only these
+    /// bytes, or a large frame's, whose payload is most of it), a copy otherwise.
+    pub fn to_bytes(&self) -> Bytes {
+        match self {
+            PayloadRef::Slice(bytes) => Bytes::copy_from_slice(bytes),
+            PayloadRef::Shared(bytes) => Bytes::clone(bytes),
+        }
     }
 }
 
@@ -442,19 +464,19 @@ fn range_in(outer: &[u8], inner: &[u8]) -> Option<std::ops::Range<usize>> {
 
 impl AsRef<[u8]> for PayloadRef<'_> {
     fn as_ref(&self) -> &[u8] {
-        self.bytes
+        self.as_slice()
     }
 }
 
 impl fmt::Debug for PayloadRef<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("PayloadRef").field(&self.bytes).finish()
+        f.debug_tuple("PayloadRef").field(&self.as_slice()).finish()
     }
 }
 
 impl PartialEq for PayloadRef<'_> {
     fn eq(&self, other: &Self) -> bool {
-        self.bytes == other.bytes
+        self.as_slice() == other.as_slice()
     }
 }
 
@@ -488,7 +510,7 @@ pub(crate) trait ItemCodec: Listed {
 
 /// Reads one item of `T` where `bytes` starts, for [`Listed::next_in`].
 pub(crate) fn next_item<T: ItemCodec>(bytes: &[u8]) -> Option<(T::Ref<'_>, &[u8])> {
-    let mut reader = Reader::new(bytes, None);
+    let mut reader = Reader::of(bytes);
     let item = T::read(&mut reader).ok()?;
     Some((item, bytes.get(reader.pos..)?))
 }
@@ -523,17 +545,15 @@ impl ItemCodec for String {
     }
 }
 
-/// A list borrowed: as it lies in a frame (each item already read once and found well formed),
-/// or lent by the caller.
+/// A list borrowed: as it lies in a frame (its count, then each item already read once and
+/// found well formed), or lent by the caller. Two words, so the bodies that hold lists stay
+/// small to move.
 pub struct List<'a, T>(ListInner<'a, T>);
 
 enum ListInner<'a, T> {
-    /// `count` items as postcard lays them out.
-    Wire {
-        count: usize,
-        bytes: &'a [u8],
-    },
-    Slice(&'a [T]),
+    /// The list as postcard lays it out: its count, then its items.
+    Wire(&'a [u8]),
+    Lent(&'a Vec<T>),
 }
 
 /// A list of names borrowed: the nodes of a routing.
@@ -557,27 +577,32 @@ impl<T> Copy for ListInner<'_, T> {}
 
 impl<T> List<'_, T> {
     /// No items.
-    pub const EMPTY: Self = Self(ListInner::Wire {
-        count: 0,
-        bytes: &[],
-    });
+    pub const EMPTY: Self = Self(ListInner::Wire(&[0]));
 }
 
 impl<'a, T: Listed> List<'a, T> {
     /// Items lent by the caller.
-    pub fn of(items: &'a [T]) -> Self {
-        Self(ListInner::Slice(items))
+    pub fn of(items: &'a Vec<T>) -> Self {
+        Self(ListInner::Lent(items))
     }
 
-    /// `count` items laid out in `bytes`, each already read once and found well formed.
-    pub(crate) fn wire(count: usize, bytes: &'a [u8]) -> Self {
-        Self(ListInner::Wire { count, bytes })
+    /// A list laid out in `bytes` (its count, then its items), each item already read once and
+    /// found well formed.
+    pub(crate) fn wire(bytes: &'a [u8]) -> Self {
+        Self(ListInner::Wire(bytes))
+    }
+
+    /// The count and the items' bytes of a list laid out in `bytes`.
+    fn laid_out(bytes: &'a [u8]) -> (usize, &'a [u8]) {
+        let mut reader = Reader::of(bytes);
+        let count = reader.len().unwrap_or(0);
+        (count, bytes.get(reader.pos..).unwrap_or_default())
     }
 
     pub fn len(&self) -> usize {
         match self.0 {
-            ListInner::Wire { count, .. } => count,
-            ListInner::Slice(items) => items.len(),
+            ListInner::Wire(bytes) => Self::laid_out(bytes).0,
+            ListInner::Lent(items) => items.len(),
         }
     }
 
@@ -588,8 +613,11 @@ impl<'a, T: Listed> List<'a, T> {
     /// The items in order.
     pub fn iter(&self) -> ListIter<'a, T> {
         ListIter(match self.0 {
-            ListInner::Wire { count, bytes } => IterInner::Wire { left: count, bytes },
-            ListInner::Slice(items) => IterInner::Slice(items.iter()),
+            ListInner::Wire(bytes) => {
+                let (left, bytes) = Self::laid_out(bytes);
+                IterInner::Wire { left, bytes }
+            }
+            ListInner::Lent(items) => IterInner::Slice(items.iter()),
         })
     }
 
@@ -601,24 +629,24 @@ impl<'a, T: Listed> List<'a, T> {
 
 /// Reads a list: its count, then each item, checked once.
 pub(crate) fn read_list<'a, T: ItemCodec>(input: &mut Reader<'a>) -> Read<List<'a, T>> {
-    let count = input.len()?;
     let start = input.pos;
+    let count = input.len()?;
     for _ in 0..count {
         T::read(input)?;
     }
     let bytes = input.bytes.get(start..input.pos).unwrap_or_default();
-    Ok(List::wire(count, bytes))
+    Ok(List::wire(bytes))
 }
 
 /// Writes a list: its count, then each item.
 pub(crate) fn write_list<T: ItemCodec>(list: &List<'_, T>, out: &mut Writer<'_>) {
-    out.u64(list.len() as u64);
     match list.0 {
         // Read as laid out and checked item by item then: its bytes are its encoding.
-        ListInner::Wire { bytes, .. } => out.raw(bytes),
-        ListInner::Slice(_) => {
-            for item in list.iter() {
-                T::write(&item, out);
+        ListInner::Wire(bytes) => out.raw(bytes),
+        ListInner::Lent(items) => {
+            out.u64(items.len() as u64);
+            for item in items {
+                T::write(&item.lend(), out);
             }
         }
     }
@@ -626,12 +654,17 @@ pub(crate) fn write_list<T: ItemCodec>(list: &List<'_, T>, out: &mut Writer<'_>)
 
 /// Bytes a list takes.
 pub(crate) fn list_len<T: ItemCodec>(list: &List<'_, T>) -> usize {
-    varint_len(list.len() as u64)
-        + match list.0 {
-            // Laid out as the encoding writes it, so its bytes are its length.
-            ListInner::Wire { bytes, .. } => bytes.len(),
-            ListInner::Slice(_) => list.iter().map(|item| T::encoded_len(&item)).sum(),
+    match list.0 {
+        // Laid out as the encoding writes it, so its bytes are its length.
+        ListInner::Wire(bytes) => bytes.len(),
+        ListInner::Lent(items) => {
+            varint_len(items.len() as u64)
+                + items
+                    .iter()
+                    .map(|item| T::encoded_len(&item.lend()))
+                    .sum::<usize>()
         }
+    }
 }
 
 /// The items of a [`List`], in order.
@@ -669,7 +702,7 @@ impl<'a, T: Listed> Iterator for ListIter<'a, T> {
 
 impl<T: Listed> Default for List<'_, T> {
     fn default() -> Self {
-        Self::of(&[])
+        Self::EMPTY
     }
 }
 
@@ -713,7 +746,7 @@ mod tests {
         ] {
             let mut bytes = vec![u8::try_from(text.len()).unwrap()];
             bytes.extend_from_slice(text.as_bytes());
-            assert_eq!(Reader::new(&bytes, None).str().unwrap(), text);
+            assert_eq!(Reader::of(&bytes).str().unwrap(), text);
         }
         for invalid in [
             &[0xff][..],
@@ -724,14 +757,14 @@ mod tests {
             let mut bytes = vec![u8::try_from(invalid.len()).unwrap()];
             bytes.extend_from_slice(invalid);
             assert!(matches!(
-                Reader::new(&bytes, None).str(),
+                Reader::of(&bytes).str(),
                 Err(Error::DeserializeBadUtf8)
             ));
         }
     }
 
     fn read(bytes: &[u8], width: u32) -> Read<u64> {
-        let mut reader = Reader::new(bytes, None);
+        let mut reader = Reader::of(bytes);
         match width {
             32 => reader.u32().map(u64::from),
             _ => reader.u64(),
@@ -794,7 +827,7 @@ mod tests {
 
     #[test]
     fn a_kind_spelled_in_more_bytes_than_it_needs_is_told_apart() {
-        let mut reader = Reader::new(&[0x8c, 0x00, 0x0c], None);
+        let mut reader = Reader::of(&[0x8c, 0x00, 0x0c]);
         assert_eq!(reader.canonical_u32(), Ok((12, false)));
         assert_eq!(reader.canonical_u32(), Ok((12, true)));
     }

@@ -26,6 +26,9 @@ pub enum DecodeError {
     /// The body decoded but bytes were left over.
     #[error("{kind} frame has {extra} trailing bytes")]
     TrailingBytes { kind: FrameKind, extra: usize },
+    /// A kind of a later version than the connection's, read by a reader told the version.
+    #[error("{kind} is a frame of version {}, not of the connection's version {version}", kind.version())]
+    KindTooNew { kind: FrameKind, version: u16 },
 }
 
 impl DecodeError {
@@ -37,6 +40,7 @@ impl DecodeError {
             DecodeError::MissingKind
             | DecodeError::Malformed { .. }
             | DecodeError::TrailingBytes { .. } => ErrorCode::Malformed,
+            DecodeError::KindTooNew { .. } => ErrorCode::UnexpectedFrame,
         }
     }
 }
@@ -58,6 +62,18 @@ pub enum EncodeError {
         #[source]
         source: postcard::Error,
     },
+    /// The message holds a field that `kind`, the kind a connection of `version` carries it as,
+    /// has no room for: refused, never dropped (but for the two drops PROTOCOL.md allows: a
+    /// version-2 push's or relay's priority and fairness, [`crate::Register::carried_at`]).
+    #[error("a {kind} frame of version {version} cannot carry `{field}`")]
+    Unsupported {
+        kind: FrameKind,
+        field: &'static str,
+        version: u16,
+    },
+    /// No kind of the message is known to a connection of `version`.
+    #[error("{kind} is a frame of version {}, not of the connection's version {version}", kind.version())]
+    KindTooNew { kind: FrameKind, version: u16 },
 }
 
 /// Errors of the `tokio_util` codec: framing errors plus the transport's I/O errors.

@@ -50,7 +50,7 @@ impl fmt::Display for Foreign {
 #[cfg(test)]
 mod tests {
     use super::Foreign;
-    use crate::{encode_frame, Frame, Ping};
+    use crate::{encode_frame, Frame, Ping, PROTOCOL_VERSION};
 
     #[test]
     fn tls_records_and_http_are_recognised() {
@@ -69,7 +69,13 @@ mod tests {
     #[test]
     fn a_lintel_frame_or_too_few_bytes_is_nothing_foreign() {
         let mut frame = bytes::BytesMut::new();
-        encode_frame(&Frame::Ping(Ping { nonce: 7 }), &mut frame, 1 << 20).unwrap();
+        encode_frame(
+            &Frame::Ping(Ping { nonce: 7 }),
+            PROTOCOL_VERSION,
+            &mut frame,
+            1 << 20,
+        )
+        .unwrap();
         assert_eq!(Foreign::recognise(&frame), None);
         assert_eq!(Foreign::recognise(b"GET"), None);
     }

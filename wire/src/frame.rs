@@ -1,73 +1,168 @@
 //! The message set: [`Frame`], one variant per message, generated from the frame table
 //! (`table`).
 
-use serde::{Deserialize, Serialize};
+use bytes::{BufMut, BytesMut};
 
+use crate::body;
+use crate::error::EncodeError;
+use crate::flavor::BytesMutFlavor;
 use crate::kind::FrameKind;
+use crate::lower::{in_version, Chooses, Lower};
 use crate::message::{
     Cancel, CapacityUpdate, ClusterStatusReport, Drain, Drained, ErrorFrame, Event, Farewell,
-    Goodbye, Hello, OutcomeFrame, PeerHello, PeerHello3, Ping, Pong, PoolSettings, Presence,
-    Presence3, Push, Push3, Refusal, Register, Register3, Registered, Relay, Relay3, RelayAck,
-    RelayOutcome, Reply, Resume, Resumed, ServedOutcome, StatusDocument, StatusQuery, StatusReport,
-    Submit, Submit3, Subscribe, SubscriptionEnded, Welcome, Welcome3,
+    Goodbye, Hello, OutcomeFrame, PeerHello, Ping, Pong, PoolSettings, Presence, Push, Refusal,
+    Register, Registered, Relay, RelayAck, RelayOutcome, Reply, Resume, Resumed, ServedOutcome,
+    StatusDocument, StatusQuery, StatusReport, Submit, Subscribe, SubscriptionEnded, Welcome,
 };
 use crate::table::frame_table;
 
 macro_rules! frames {
     ($(
         $(#[$doc:meta])*
-        $message:ident($body:ty) [$($flag:tt)*] {
-            $($number:literal $kind:ident: $version:literal $lane:ident $feature:tt;)+
+        $variant:ident($message:ty) [$($flag:tt)*] {
+            $($number:literal $kind:ident $(($wire:ty))?: $version:literal $lane:ident $feature:tt;)+
         }
     )+) => {
-        /// One frame body. The discriminant is the frame kind on the wire.
+        /// One message above the wire; a connection's version picks the kind it goes as
+        /// ([`Frame::kind_at`]), and the decoder reads every kind of it as this one message.
         ///
         /// Bodies larger than a [`Reply`] (a request, a registration, a report) are boxed, so a
         /// frame stays small to move between the decoder, the reader and its handlers; boxing
         /// changes no byte on the wire. Build one with `body.into()`.
-        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum Frame {
-            $($(#[$doc])* $message(frames!(@held [$($flag)*] $body)),)+
+            $($(#[$doc])* $variant(frames!(@held [$($flag)*] $message)),)+
         }
 
-        $(frames!(@from $message [$($flag)*] $body);)+
+        $(frames!(@from $variant [$($flag)*] $message);)+
 
         impl Frame {
-            /// This frame's kind.
-            pub fn kind(&self) -> FrameKind {
+            /// The message's name: its first kind's, without a version.
+            pub fn name(&self) -> &'static str {
                 match self {
-                    $($(Frame::$message(_) => FrameKind::$kind,)+)+
+                    $(Frame::$variant(_) => stringify!($variant),)+
+                }
+            }
+
+            /// The kind this frame goes as on a connection of `version`.
+            ///
+            /// # Errors
+            /// [`EncodeError::KindTooNew`] when no kind of the message is known at `version`,
+            /// [`EncodeError::Unsupported`] when a field it holds has no room there.
+            pub fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError> {
+                match self {
+                    $(Frame::$variant(body) => {
+                        frames!(@kind_at [$($flag)*] $message, body, version, [$($kind)+])
+                    })+
                 }
             }
         }
+
+        frames!(@cold [] $([$variant($message) [$($flag)*] [$($kind $(($wire))?)+]])+);
     };
-    (@held [] $body:ty) => { $body };
-    (@held [boxed $($rest:tt)*] $body:ty) => { Box<$body> };
-    (@held [$first:tt $($rest:tt)*] $body:ty) => { frames!(@held [$($rest)*] $body) };
-    (@from $message:ident [from boxed $($rest:tt)*] $body:ty) => {
-        impl From<$body> for Frame {
-            fn from(body: $body) -> Self {
-                Frame::$message(Box::new(body))
+    // Keeps the messages serde encodes, then generates their codec dispatch.
+    (@cold [$($kept:tt)*] [$variant:ident($message:ty) [] $kinds:tt] $($rest:tt)*) => {
+        frames!(@cold [$($kept)* [$variant($message) $kinds]] $($rest)*);
+    };
+    (@cold [$($kept:tt)*] [$variant:ident($message:ty) [hot $($flag:tt)*] $kinds:tt] $($rest:tt)*) => {
+        frames!(@cold [$($kept)*] $($rest)*);
+    };
+    (@cold [$($kept:tt)*] [$variant:ident($message:ty) [$first:tt $($flag:tt)*] $kinds:tt] $($rest:tt)*) => {
+        frames!(@cold [$($kept)*] [$variant($message) [$($flag)*] $kinds] $($rest)*);
+    };
+    (@cold [$([$variant:ident($message:ty) [$($kind:ident $(($wire:ty))?)+]])*]) => {
+        impl Frame {
+            /// Appends the serde body of `kind` (its kind varint included) for a message serde
+            /// encodes; `None` for a hot one, or a kind that is not the message's.
+            pub(crate) fn encode_cold(
+                &self,
+                kind: FrameKind,
+                out: &mut BytesMut,
+            ) -> Option<Result<(), postcard::Error>> {
+                match (self, kind) {
+                    $($((Frame::$variant(body), FrameKind::$kind) => {
+                        let wire = <frames!(@wire $message $(, $wire)?) as Lower<$message>>::lower(body);
+                        Some(serialize(kind, &*wire, out))
+                    })+)*
+                    _ => None,
+                }
+            }
+
+            /// Reads the serde body of a `kind` serde encodes (after its kind varint); `None`
+            /// for a hot kind.
+            pub(crate) fn decode_cold(
+                kind: FrameKind,
+                bytes: &[u8],
+            ) -> Option<Result<(Frame, &[u8]), postcard::Error>> {
+                Some(match kind {
+                    $($(FrameKind::$kind => {
+                        postcard::take_from_bytes::<frames!(@wire $message $(, $wire)?)>(bytes)
+                            .map(|(wire, rest)| {
+                                (Frame::$variant(From::from(<$message>::from(wire))), rest)
+                            })
+                    })+)*
+                    _ => return None,
+                })
+            }
+        }
+    };
+    (@wire $message:ty) => { $message };
+    (@wire $message:ty, $wire:ty) => { $wire };
+    (@held [] $message:ty) => { $message };
+    (@held [boxed $($rest:tt)*] $message:ty) => { Box<$message> };
+    (@held [$first:tt $($rest:tt)*] $message:ty) => { frames!(@held [$($rest)*] $message) };
+    (@kind_at [hot $view:ident $($rest:tt)*] $message:ty, $body:ident, $version:ident, $kinds:tt) => {
+        $body.view().kind_at($version)
+    };
+    (@kind_at [chooses $($rest:tt)*] $message:ty, $body:ident, $version:ident, $kinds:tt) => {
+        <$message as Chooses>::kind_at($body, $version)
+    };
+    (@kind_at [$first:tt $($rest:tt)*] $message:ty, $body:ident, $version:ident, $kinds:tt) => {
+        frames!(@kind_at [$($rest)*] $message, $body, $version, $kinds)
+    };
+    (@kind_at [] $message:ty, $body:ident, $version:ident, [$kind:ident]) => {{
+        let _ = $body;
+        in_version(FrameKind::$kind, $version)
+    }};
+    (@from $variant:ident [from boxed $($rest:tt)*] $message:ty) => {
+        impl From<$message> for Frame {
+            fn from(body: $message) -> Self {
+                Frame::$variant(Box::new(body))
             }
         }
 
-        impl From<Box<$body>> for Frame {
-            fn from(body: Box<$body>) -> Self {
-                Frame::$message(body)
+        impl From<Box<$message>> for Frame {
+            fn from(body: Box<$message>) -> Self {
+                Frame::$variant(body)
             }
         }
     };
-    (@from $message:ident [from $($rest:tt)*] $body:ty) => {
-        impl From<$body> for Frame {
-            fn from(body: $body) -> Self {
-                Frame::$message(body)
+    (@from $variant:ident [from $($rest:tt)*] $message:ty) => {
+        impl From<$message> for Frame {
+            fn from(body: $message) -> Self {
+                Frame::$variant(body)
             }
         }
     };
-    (@from $message:ident [$($rest:tt)*] $body:ty) => {};
+    (@from $variant:ident [$($rest:tt)*] $message:ty) => {};
 }
 
 frame_table!(frames);
+
+/// Appends `kind`'s varint then `body` as postcard lays it out.
+fn serialize<T: serde::Serialize + ?Sized>(
+    kind: FrameKind,
+    body: &T,
+    out: &mut BytesMut,
+) -> Result<(), postcard::Error> {
+    let mut discriminant = kind.discriminant();
+    while discriminant >= 0x80 {
+        out.put_u8((discriminant as u8) | 0x80);
+        discriminant >>= 7;
+    }
+    out.put_u8(discriminant as u8);
+    postcard::serialize_with_flavor(body, BytesMutFlavor { buf: out })
+}
 
 #[cfg(test)]
 mod tests {
@@ -108,10 +203,11 @@ mod tests {
                 input: Bytes::from_static(b"in"),
                 deadline_unix_ms: None,
             },
+            extras: Default::default(),
         };
         let frame: Frame = push.clone().into();
         assert_eq!(frame, Frame::Push(Box::new(push)));
         let frame: Frame = Ping { nonce: 3 }.into();
-        assert_eq!(frame.kind(), FrameKind::Ping);
+        assert_eq!(frame.kind_at(1).ok(), Some(FrameKind::Ping));
     }
 }

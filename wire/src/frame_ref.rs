@@ -3,23 +3,22 @@
 //! as (hot bodies as views of the read buffer).
 
 use crate::cursor::{PayloadRef, Read, Reader, Writer};
-use crate::error::DecodeError;
+use crate::error::{DecodeError, EncodeError};
 use crate::frame::Frame;
 use crate::hot::{
     Body, OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
 };
 use crate::kind::FrameKind;
-use crate::message::{Push3Ref, Relay3Ref, Submit3Ref};
 use crate::table::frame_table;
 
 macro_rules! frame_refs {
     ($(
         $(#[$doc:meta])*
-        $message:ident($body:ty) [$($flag:tt)*] {
-            $($number:literal $kind:ident: $version:literal $lane:ident $feature:tt;)+
+        $variant:ident($message:ty) [$($flag:tt)*] {
+            $($number:literal $kind:ident $(($wire:ty))?: $version:literal $lane:ident $feature:tt;)+
         }
     )+) => {
-        frame_refs!(@hot [] $([$message [$($flag)*] [$($kind)+]])+);
+        frame_refs!(@hot [] $([$variant [$($flag)*] [$($kind)+]])+);
     };
     // Keeps the messages with a hand codec (`hot View`), then generates from them.
     (@hot [$($kept:tt)*] [$message:ident [] $kinds:tt] $($rest:tt)*) => {
@@ -32,8 +31,9 @@ macro_rules! frame_refs {
         frame_refs!(@hot [$($kept)*] [$message [$($flag)*] $kinds] $($rest)*);
     };
     (@hot [$([$message:ident $view:ident [$($kind:ident)+]])*]) => {
-        /// A frame whose body is borrowed. Encodes byte for byte as the owned [`Frame`] of the
-        /// same kind and fields; the hot kinds have variants of their own.
+        /// A frame whose body is borrowed: one message, as [`Frame`], whose kind a connection's
+        /// version picks. Encodes byte for byte as the owned [`Frame`] of the same fields; the
+        /// hot messages have variants of their own, read where they lie or lent by the caller.
         #[derive(Debug, Clone)]
         pub enum FrameRef<'a> {
             /// A frame already built, of any kind.
@@ -44,13 +44,18 @@ macro_rules! frame_refs {
         $(
             impl Body for $view<'_> {
                 #[inline]
-                fn encoded_len(&self) -> usize {
-                    $view::encoded_len(self)
+                fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError> {
+                    $view::kind_at(self, version)
                 }
 
                 #[inline]
-                fn encode(&self, out: &mut Writer<'_>) {
-                    $view::encode(self, out)
+                fn encoded_len(&self, kind: FrameKind, version: u16) -> usize {
+                    $view::encoded_len(self, kind, version)
+                }
+
+                #[inline]
+                fn encode(&self, kind: FrameKind, version: u16, out: &mut Writer<'_>) {
+                    $view::encode(self, kind, version, out)
                 }
             }
 
@@ -75,17 +80,29 @@ macro_rules! frame_refs {
             ) -> Result<Self, E> {
                 match kind {
                     $($(FrameKind::$kind)|+ => {
-                        whole($view::decode(input), input, kind, FrameRef::$message, fail)
+                        whole($view::decode(input, kind), input, kind, FrameRef::$message, fail)
                     })*
                     _ => cold().map_err(fail),
                 }
             }
 
-            /// The kind of the frame it stands for.
-            pub fn kind(&self) -> FrameKind {
+            /// The kind this frame goes as on a connection of `version`.
+            ///
+            /// # Errors
+            /// As [`Frame::kind_at`].
+            #[inline]
+            pub fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError> {
                 match self {
-                    FrameRef::Frame(frame) => frame.kind(),
-                    $(FrameRef::$message(_) => frame_refs!(@first $($kind)+),)*
+                    FrameRef::Frame(frame) => frame.kind_at(version),
+                    $(FrameRef::$message(body) => body.kind_at(version),)*
+                }
+            }
+
+            /// The message's name, as [`Frame::name`].
+            pub fn name(&self) -> &'static str {
+                match self {
+                    FrameRef::Frame(frame) => frame.name(),
+                    $(FrameRef::$message(_) => stringify!($message),)*
                 }
             }
 
@@ -136,7 +153,6 @@ macro_rules! frame_refs {
             }
         }
     };
-    (@first $kind:ident $($rest:ident)*) => { FrameKind::$kind };
 }
 
 frame_table!(frame_refs);
@@ -153,10 +169,15 @@ impl FrameRef<'_> {
         self.payload().map_or(0, |payload| payload.len())
     }
 
-    /// Bytes of the body of a hot kind (its kind included), reckoned without encoding it;
-    /// `None` for the kinds serde encodes.
-    pub fn encoded_len(&self) -> Option<usize> {
-        self.with_hot(|body| body.encoded_len())
+    /// Bytes of the body of a hot message (its kind included) on a connection of `version`,
+    /// reckoned without encoding it; `None` for the messages serde encodes, or a version that
+    /// cannot carry it.
+    pub fn encoded_len(&self, version: u16) -> Option<usize> {
+        self.with_hot(|body| {
+            let kind = body.kind_at(version).ok()?;
+            Some(body.encoded_len(kind, version))
+        })
+        .flatten()
     }
 }
 
@@ -177,5 +198,19 @@ fn whole<'a, T, E>(
         })),
         Ok(body) => Ok(wrap(body)),
         Err(source) => Err(fail(DecodeError::Malformed { kind, source })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reader lends a frame per turn and every move of it is a copy: it is kept as small
+    /// as the frame of version 2 was, extras and all (they are lent as two words, read on
+    /// access).
+    #[test]
+    fn a_lent_frame_is_no_larger_than_before_version_3() {
+        let size = std::mem::size_of::<FrameRef<'_>>();
+        assert!(size <= 224, "a lent frame is {size} bytes");
     }
 }

@@ -6,10 +6,10 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
-use crate::flavor::BytesMutFlavor;
 use crate::frame::Frame;
 use crate::frame_ref::FrameRef;
 use crate::kind::FrameKind;
+use crate::message::PROTOCOL_VERSION;
 
 /// Bytes in the length prefix.
 pub const LENGTH_PREFIX_LEN: usize = 4;
@@ -23,17 +23,20 @@ pub use crate::cursor::SHARE_MIN;
 /// numbers, as commonly sized; a larger frame grows the buffer as it is written.
 const ROOM_BESIDE_PAYLOAD: usize = 256;
 
-/// Appends `frame` to `dst` as one length-prefixed frame.
+/// Appends `frame` to `dst` as one length-prefixed frame, of the kind a connection of
+/// `version` carries it as ([`Frame::kind_at`]).
 ///
 /// # Errors
-/// [`EncodeError::Oversize`] when the body exceeds `max_frame_len`; `dst` is then unchanged.
+/// [`EncodeError::Oversize`] when the body exceeds `max_frame_len`;
+/// [`EncodeError::Unsupported`] or [`EncodeError::KindTooNew`] when `version` cannot carry
+/// the frame. `dst` is then unchanged.
 pub fn encode_frame(
     frame: &Frame,
+    version: u16,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
-    let frame = FrameRef::Frame(frame);
-    encode_leaving_out(&frame, dst, max_frame_len, frame.payload_len(), None).map(|_| ())
+    encode_frame_ref(&FrameRef::Frame(frame), version, dst, max_frame_len)
 }
 
 /// As [`encode_frame`] for a frame whose body is borrowed: the same bytes as the owned frame.
@@ -42,10 +45,19 @@ pub fn encode_frame(
 /// As [`encode_frame`].
 pub fn encode_frame_ref(
     frame: &FrameRef<'_>,
+    version: u16,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
-    encode_leaving_out(frame, dst, max_frame_len, frame.payload_len(), None).map(|_| ())
+    encode_leaving_out(
+        frame,
+        version,
+        dst,
+        max_frame_len,
+        frame.payload_len(),
+        None,
+    )
+    .map(|_| ())
 }
 
 /// Where the payload left out of a frame by [`encode_frame_spliced`] goes.
@@ -66,6 +78,7 @@ pub struct Spliced {
 /// As [`encode_frame`]; the length checked includes the payload.
 pub fn encode_frame_spliced(
     frame: &FrameRef<'_>,
+    version: u16,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<Spliced>, EncodeError> {
@@ -75,31 +88,40 @@ pub fn encode_frame_spliced(
         .filter(|_| payload_len >= SHARE_MIN)
         .and_then(|payload| payload.shared());
     let start = dst.len();
-    let at = encode_leaving_out(frame, dst, max_frame_len, payload_len, payload.as_deref())?;
+    let at = encode_leaving_out(
+        frame,
+        version,
+        dst,
+        max_frame_len,
+        payload_len,
+        payload.as_deref(),
+    )?;
     Ok(at.zip(payload).map(|(at, payload)| Spliced {
         at: at - start,
         payload,
     }))
 }
 
-/// Encodes `frame`, whose payload is `payload_len` bytes, at the end of `dst`, leaving out
-/// `leave_out`'s bytes when the frame's payload is those bytes; returns where in `dst` they
-/// were left out.
+/// Encodes `frame`, whose payload is `payload_len` bytes, at the end of `dst` as a connection
+/// of `version` carries it, leaving out `leave_out`'s bytes when the frame's payload is those
+/// bytes; returns where in `dst` they were left out.
 #[inline]
 fn encode_leaving_out(
     frame: &FrameRef<'_>,
+    version: u16,
     dst: &mut BytesMut,
     max_frame_len: usize,
     payload_len: usize,
     leave_out: Option<&[u8]>,
 ) -> Result<Option<usize>, EncodeError> {
     let hot = frame.with_hot(|body| {
+        let kind = body.kind_at(version)?;
         let left_out = leave_out.map_or(0, <[u8]>::len);
         if payload_len > max_frame_len {
             // Refused before a byte is copied; reckoning the exact length is for this case only.
             return Err(EncodeError::Oversize {
-                kind: frame.kind(),
-                len: body.encoded_len(),
+                kind,
+                len: body.encoded_len(kind, version),
                 max: max_frame_len,
             });
         }
@@ -109,7 +131,7 @@ fn encode_leaving_out(
         dst.reserve(LENGTH_PREFIX_LEN + ROOM_BESIDE_PAYLOAD + payload_len.saturating_sub(left_out));
         dst.put_u32(0);
         let mut out = Writer::new(dst, leave_out);
-        body.encode(&mut out);
+        body.encode(kind, version, &mut out);
         let at = out.left_out_at();
         let len = dst.len() - start - LENGTH_PREFIX_LEN + at.map_or(0, |_| left_out);
         match u32::try_from(len) {
@@ -120,7 +142,7 @@ fn encode_leaving_out(
             _ => {
                 dst.truncate(start);
                 Err(EncodeError::Oversize {
-                    kind: frame.kind(),
+                    kind,
                     len,
                     max: max_frame_len,
                 })
@@ -129,25 +151,33 @@ fn encode_leaving_out(
     });
     match hot {
         Some(written) => written,
-        None => encode_by_serde(frame, dst, max_frame_len),
+        None => encode_by_serde(frame, version, dst, max_frame_len),
     }
 }
 
 /// Serde's encoding of a cold kind, its length checked after the fact.
 fn encode_by_serde(
     frame: &FrameRef<'_>,
+    version: u16,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<usize>, EncodeError> {
     let FrameRef::Frame(frame) = frame else {
         return Ok(None);
     };
-    let kind = frame.kind();
+    let kind = frame.kind_at(version)?;
     let start = dst.len();
     dst.put_u32(0);
-    if let Err(source) = postcard::serialize_with_flavor(*frame, BytesMutFlavor { buf: dst }) {
-        dst.truncate(start);
-        return Err(EncodeError::Serialize { kind, source });
+    match frame.encode_cold(kind, dst) {
+        Some(Ok(())) => {}
+        Some(Err(source)) => {
+            dst.truncate(start);
+            return Err(EncodeError::Serialize { kind, source });
+        }
+        None => {
+            dst.truncate(start);
+            return Ok(None);
+        }
     }
     let len = dst.len() - start - LENGTH_PREFIX_LEN;
     let prefix = match u32::try_from(len) {
@@ -227,7 +257,8 @@ pub fn decode_frame(
     decode_owned(&body, Some(&body)).map(Some)
 }
 
-/// Decodes one frame body (without its length prefix), requiring every byte be used.
+/// Decodes one frame body (without its length prefix), requiring every byte be used; every
+/// kind of every version is read.
 ///
 /// # Errors
 /// [`DecodeError::MissingKind`], [`DecodeError::UnknownKind`], [`DecodeError::Malformed`]
@@ -236,22 +267,40 @@ pub fn decode_body(body: &[u8]) -> Result<Frame, DecodeError> {
     decode_owned(body, None)
 }
 
+/// What a frame decoded in place keeps beside the bytes it is read from: a cold frame decoded
+/// into owned fields, and a large payload's share of its buffer. Emptied by the next decode.
+#[derive(Debug, Default)]
+pub struct FrameSlots {
+    cold: Option<Box<Frame>>,
+    payload: Option<Bytes>,
+}
+
+impl FrameSlots {
+    /// Lets go of what the last frame kept.
+    pub fn clear(&mut self) {
+        self.cold = None;
+        self.payload = None;
+    }
+}
+
 /// As [`decode_body`], reading a hot kind in place: its names and payload borrow `body`. A
-/// cold kind is decoded into `cold` and lent from there. `owner`, when given, holds exactly
-/// `body`'s bytes, and large payloads can be handed on as slices of it. `fail` makes the
-/// caller's error of why a body is not a frame, so the frame is built once, where the caller
-/// receives it.
+/// cold kind is decoded into `slots` and lent from there. `owner`, when given, holds exactly
+/// `body`'s bytes, and large payloads are handed on as slices of it (kept in `slots`). A kind
+/// of a version later than `version` is refused. `fail` makes the caller's error of why a body
+/// is not a frame, so the frame is built once, where the caller receives it.
 ///
 /// # Errors
-/// As [`decode_body`], made by `fail`.
+/// As [`decode_body`], and [`DecodeError::KindTooNew`], made by `fail`.
 #[inline(always)]
 pub fn decode_body_ref<'a, E>(
     body: &'a [u8],
+    version: u16,
     owner: Option<&'a Bytes>,
-    cold: &'a mut Option<Box<Frame>>,
+    slots: &'a mut FrameSlots,
     fail: impl FnOnce(DecodeError) -> E,
 ) -> Result<FrameRef<'a>, E> {
-    let mut input = Reader::new(body, owner);
+    let FrameSlots { cold, payload } = slots;
+    let mut input = Reader::new(body, owner.map(|owner| (owner, payload)));
     let discriminant = match input.canonical_u32() {
         Ok((discriminant, true)) => discriminant,
         _ => return Err(fail(DecodeError::MissingKind)),
@@ -259,33 +308,41 @@ pub fn decode_body_ref<'a, E>(
     let Some(kind) = FrameKind::from_discriminant(discriminant) else {
         return Err(fail(DecodeError::UnknownKind { discriminant }));
     };
+    if kind.version() > version {
+        return Err(fail(DecodeError::KindTooNew { kind, version }));
+    }
+    let rest = body.get(input.position()..).unwrap_or_default();
     FrameRef::decode_hot(kind, &mut input, fail, || {
-        let frame = decode_by_serde(kind, body)?;
+        let frame = decode_by_serde(kind, rest)?;
         Ok(FrameRef::Frame(cold.insert(Box::new(frame))))
     })
 }
 
 /// A body decoded and owned; a large payload in `owner` stays a slice of it.
 fn decode_owned(body: &[u8], owner: Option<&Bytes>) -> Result<Frame, DecodeError> {
-    let mut cold = None;
-    let hot = match decode_body_ref(body, owner, &mut cold, |err| err)? {
+    let mut slots = FrameSlots::default();
+    let hot = match decode_body_ref(body, PROTOCOL_VERSION, owner, &mut slots, |err| err)? {
         FrameRef::Frame(_) => None,
         hot => Some(hot.into_owned()),
     };
-    // A cold kind was decoded into `cold`, so one of the two holds the frame.
-    hot.or(cold.map(|frame| *frame))
+    // A cold kind was decoded into the slots, so one of the two holds the frame.
+    hot.or(slots.cold.map(|frame| *frame))
         .ok_or(DecodeError::MissingKind)
 }
 
-/// Serde's decoding of a body of a cold `kind`, requiring every byte be used.
-fn decode_by_serde(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
-    match postcard::take_from_bytes::<Frame>(body) {
-        Ok((frame, [])) => Ok(frame),
-        Ok((_, rest)) => Err(DecodeError::TrailingBytes {
+/// Serde's decoding of the body of a cold `kind` after its kind, requiring every byte be used.
+fn decode_by_serde(kind: FrameKind, rest: &[u8]) -> Result<Frame, DecodeError> {
+    match Frame::decode_cold(kind, rest) {
+        Some(Ok((frame, []))) => Ok(frame),
+        Some(Ok((_, extra))) => Err(DecodeError::TrailingBytes {
             kind,
-            extra: rest.len(),
+            extra: extra.len(),
         }),
-        Err(source) => Err(DecodeError::Malformed { kind, source }),
+        Some(Err(source)) => Err(DecodeError::Malformed { kind, source }),
+        None => Err(DecodeError::Malformed {
+            kind,
+            source: postcard::Error::SerdeDeCustom,
+        }),
     }
 }
 
@@ -293,11 +350,12 @@ fn decode_by_serde(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
 mod tests {
     use super::*;
     use crate::cursor::PayloadRef;
+    use crate::message::PROTOCOL_VERSION;
     use crate::message::{Ping, Pong};
 
     fn encoded(frame: &Frame) -> BytesMut {
         let mut buf = BytesMut::new();
-        assert!(encode_frame(frame, &mut buf, DEFAULT_MAX_FRAME_LEN).is_ok());
+        assert!(encode_frame(frame, PROTOCOL_VERSION, &mut buf, DEFAULT_MAX_FRAME_LEN).is_ok());
         buf
     }
 
@@ -387,7 +445,12 @@ mod tests {
     #[test]
     fn an_oversize_frame_is_not_encoded() {
         let mut buf = BytesMut::from(&b"keep"[..]);
-        let result = encode_frame(&Frame::Ping(Ping { nonce: u64::MAX }), &mut buf, 4);
+        let result = encode_frame(
+            &Frame::Ping(Ping { nonce: u64::MAX }),
+            PROTOCOL_VERSION,
+            &mut buf,
+            4,
+        );
         assert!(matches!(result, Err(EncodeError::Oversize { .. })));
         assert_eq!(&buf[..], b"keep");
     }
@@ -395,11 +458,15 @@ mod tests {
     #[test]
     fn an_oversize_hot_frame_is_refused_with_its_length_and_the_buffer_left_as_it_was() {
         // The payload alone over the bound, then a payload under it that the names push over.
-        for (payload, max) in [(100, 64), (64, 80)] {
+        for (version, expected, payload, max) in [
+            (2, FrameKind::Push, 100, 64),
+            (2, FrameKind::Push, 64, 80),
+            (3, FrameKind::Push3, 64, 80),
+        ] {
             let frame = push(payload);
-            let whole = FrameRef::Frame(&frame).encoded_len();
+            let whole = FrameRef::Frame(&frame).encoded_len(version);
             let mut buf = BytesMut::from(&b"keep"[..]);
-            let result = encode_frame(&frame, &mut buf, max);
+            let result = encode_frame(&frame, version, &mut buf, max);
             let Err(EncodeError::Oversize {
                 kind,
                 len,
@@ -408,9 +475,118 @@ mod tests {
             else {
                 panic!("{payload}-byte payload under {max}: {result:?}");
             };
-            assert_eq!((kind, Some(len), bound), (FrameKind::Push, whole, max));
+            assert_eq!((kind, Some(len), bound), (expected, whole, max));
             assert_eq!(&buf[..], b"keep");
         }
+    }
+
+    #[test]
+    fn what_a_version_cannot_carry_is_refused_by_name_and_nothing_is_written() {
+        let mut headed = push(8);
+        let mut registered = crate::message::Register {
+            namespaces: vec!["ns".into()],
+            task_queue: String::new(),
+            node: None,
+            activity_types: vec!["echo".into()],
+            identity: "w".into(),
+            max_concurrency: 1,
+            deployment: Some("v2".into()),
+            instance_id: None,
+            extensions: Vec::new(),
+        };
+        let extension = crate::message::Extension {
+            tag: 9,
+            critical: false,
+            value: Bytes::new(),
+        };
+        let mut extended = push(8);
+        if let (Frame::Push(headed), Frame::Push(extended)) = (&mut headed, &mut extended) {
+            headed.extras.headers = vec![crate::message::Header::new("traceparent", "00-1")];
+            extended.extras.extensions = vec![extension.clone()];
+        }
+        let presence = Frame::from(crate::message::Presence {
+            reset: true,
+            synced: true,
+            draining: false,
+            pools: Vec::new(),
+            extensions: vec![extension],
+        });
+        let cases = [
+            (headed, FrameKind::Push, "headers"),
+            (extended, FrameKind::Push, "extensions"),
+            (
+                Frame::from(registered.clone()),
+                FrameKind::Register,
+                "deployment",
+            ),
+            (presence, FrameKind::Presence, "extensions"),
+        ];
+        for (frame, kind, field) in cases {
+            let mut buf = BytesMut::from(&b"keep"[..]);
+            let refused = encode_frame(&frame, 2, &mut buf, DEFAULT_MAX_FRAME_LEN);
+            let Err(EncodeError::Unsupported {
+                kind: named,
+                field: named_field,
+                version: 2,
+            }) = refused
+            else {
+                panic!("{} at version 2: {refused:?}", frame.name());
+            };
+            assert_eq!((named, named_field), (kind, field));
+            assert_eq!(&buf[..], b"keep", "nothing written");
+            assert!(encode_frame(&frame, 3, &mut buf, DEFAULT_MAX_FRAME_LEN).is_ok());
+        }
+        // The documented way a worker goes to a version-2 node: its identity left behind.
+        registered.instance_id = Some("pod-1".into());
+        let (carried, left_behind) = registered.carried_at(2);
+        assert!(left_behind);
+        let mut buf = BytesMut::new();
+        encode_frame(&Frame::from(carried), 2, &mut buf, DEFAULT_MAX_FRAME_LEN)
+            .expect("a version-2 node takes the registration without its identity");
+        assert_eq!(buf.get(LENGTH_PREFIX_LEN), Some(&3), "kind Register");
+    }
+
+    #[test]
+    fn a_push_or_relay_leaves_its_priority_and_fairness_behind_at_version_2_and_a_submission_does_not(
+    ) {
+        let Frame::Push(mut push) = push(8) else {
+            unreachable!()
+        };
+        push.extras.priority = Some(1);
+        push.extras.fairness_key = Some("tenant".into());
+        push.extras.fairness_weight = Some(500);
+        let plain = Frame::from(crate::message::Push {
+            extras: Default::default(),
+            ..(*push).clone()
+        });
+        let mut buf = BytesMut::new();
+        encode_frame(
+            &Frame::Push(push.clone()),
+            2,
+            &mut buf,
+            DEFAULT_MAX_FRAME_LEN,
+        )
+        .expect("priority and fairness are not critical");
+        let mut without = BytesMut::new();
+        encode_frame(&plain, 2, &mut without, DEFAULT_MAX_FRAME_LEN).expect("encodes");
+        assert_eq!(buf, without, "the same bytes as a push without them");
+        let submit = Frame::from(crate::message::Submit {
+            correlation: 1,
+            request: push.request.clone(),
+            extras: push.extras.clone(),
+            wait_for_worker_ms: None,
+            reply_timeout_ms: None,
+            routing: crate::message::NodeRouting::Any,
+        });
+        let refused = encode_frame(&submit, 2, &mut buf, DEFAULT_MAX_FRAME_LEN);
+        assert!(matches!(
+            refused,
+            Err(EncodeError::Unsupported {
+                kind: FrameKind::Submit,
+                field: "priority",
+                version: 2
+            })
+        ));
     }
 
     fn push(len: usize) -> Frame {
@@ -428,6 +604,7 @@ mod tests {
                 input: Bytes::from(vec![5u8; len]),
                 deadline_unix_ms: Some(77),
             },
+            extras: Default::default(),
         })
     }
 
@@ -435,11 +612,15 @@ mod tests {
     fn a_spliced_frame_is_the_whole_frame_with_its_payload_left_out() {
         let frame = push(SHARE_MIN + 3);
         let mut buf = BytesMut::from(&b"keep"[..]);
-        let spliced =
-            encode_frame_spliced(&FrameRef::Frame(&frame), &mut buf, DEFAULT_MAX_FRAME_LEN)
-                .ok()
-                .flatten()
-                .expect("a large payload is left out");
+        let spliced = encode_frame_spliced(
+            &FrameRef::Frame(&frame),
+            PROTOCOL_VERSION,
+            &mut buf,
+            DEFAULT_MAX_FRAME_LEN,
+        )
+        .ok()
+        .flatten()
+        .expect("a large payload is left out");
         assert_eq!(&buf[..4], b"keep");
         let appended = &buf[4..];
         let mut wire = BytesMut::from(&appended[..spliced.at]);
@@ -461,13 +642,24 @@ mod tests {
         let small = push(64);
         let mut buf = BytesMut::new();
         assert_eq!(
-            encode_frame_spliced(&FrameRef::Frame(&small), &mut buf, DEFAULT_MAX_FRAME_LEN).ok(),
+            encode_frame_spliced(
+                &FrameRef::Frame(&small),
+                PROTOCOL_VERSION,
+                &mut buf,
+                DEFAULT_MAX_FRAME_LEN
+            )
+            .ok(),
             Some(None)
         );
         assert_eq!(buf, encoded(&small));
         let large = push(SHARE_MIN);
         let mut buf = BytesMut::new();
-        let refused = encode_frame_spliced(&FrameRef::Frame(&large), &mut buf, SHARE_MIN);
+        let refused = encode_frame_spliced(
+            &FrameRef::Frame(&large),
+            PROTOCOL_VERSION,
+            &mut buf,
+            SHARE_MIN,
+        );
         assert!(matches!(refused, Err(EncodeError::Oversize { .. })));
         assert!(buf.is_empty());
     }
@@ -489,6 +681,7 @@ mod tests {
             wait_for_worker_ms: None,
             reply_timeout_ms: None,
             routing: crate::message::NodeRouting::Pin("b".into()),
+            extras: Default::default(),
         });
         for frame in [Frame::Push(push), pinned] {
             let mut buf = encoded(&frame);
@@ -502,7 +695,7 @@ mod tests {
             assert!(
                 inside(start, len, payload),
                 "{} copied its payload",
-                frame.kind()
+                frame.name()
             );
         }
     }

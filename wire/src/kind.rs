@@ -15,8 +15,8 @@ pub enum Lane {
 macro_rules! kinds {
     ($(
         $(#[$doc:meta])*
-        $message:ident($body:ty) [$($flag:tt)*] {
-            $($number:literal $kind:ident: $version:literal $lane:ident $feature:tt;)+
+        $variant:ident($message:ty) [$($flag:tt)*] {
+            $($number:literal $kind:ident $(($wire:ty))?: $version:literal $lane:ident $feature:tt;)+
         }
     )+) => {
         /// The kind of a frame: its wire discriminant, without the body.

@@ -1,4 +1,4 @@
-//! Who owns the names and payload of a hot body: [`Owned`] (`String`, `Bytes`, `Vec`),
+//! Who owns the names and payload of a hot body (what each holds is in `owners`): [`Owned`] (`String`, `Bytes`, `Vec`),
 //! [`Borrowed`] (read in place from the frame they arrived in, or lent by the caller) or
 //! [`Compact`] (owned, names of up to 24 bytes held inline instead of allocated).
 //!
@@ -9,13 +9,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use bytes::Bytes;
-use compact_str::CompactString;
-
-use crate::cursor::{List, Names, PayloadRef};
-use crate::message::items::{Extension, Header};
-
-mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
@@ -31,6 +25,8 @@ pub trait Ownership: sealed::Sealed {
     type Headers: fmt::Debug + Clone + PartialEq + Eq + Default;
     /// A frame's extensions.
     type Extensions: fmt::Debug + Clone + PartialEq + Eq + Default;
+    /// A request's extras (its headers, scheduling fields, deployment, extensions).
+    type Extras: fmt::Debug + Clone + PartialEq + Eq + Default;
 }
 
 /// Bodies that own their fields; what users build and what outlives a frame.
@@ -41,36 +37,8 @@ pub struct Owned;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Borrowed<'a>(PhantomData<&'a ()>);
 
-/// Bodies that own their fields, each name a [`CompactString`] (read as `str`) held inline up
+/// Bodies that own their fields, each name a [`CompactString`](crate::CompactString) (read as `str`) held inline up
 /// to 24 bytes: a borrowed body kept this way ([`RequestRef::to_compact`](crate::RequestRef::to_compact))
 /// allocates for its payload and long names only, not for every name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Compact;
-
-impl sealed::Sealed for Owned {}
-impl sealed::Sealed for Borrowed<'_> {}
-impl sealed::Sealed for Compact {}
-
-impl Ownership for Owned {
-    type Str = String;
-    type Payload = Bytes;
-    type Names = Vec<String>;
-    type Headers = Vec<Header>;
-    type Extensions = Vec<Extension>;
-}
-
-impl<'a> Ownership for Borrowed<'a> {
-    type Str = &'a str;
-    type Payload = PayloadRef<'a>;
-    type Names = Names<'a>;
-    type Headers = List<'a, Header>;
-    type Extensions = List<'a, Extension>;
-}
-
-impl Ownership for Compact {
-    type Str = CompactString;
-    type Payload = Bytes;
-    type Names = Vec<CompactString>;
-    type Headers = Vec<Header<CompactString>>;
-    type Extensions = Vec<Extension>;
-}

@@ -8,10 +8,12 @@
 //! [`FrameRef`](crate::FrameRef) enum and the hot kinds' dispatch. A new kind is a row here
 //! and a codec: a hot view in `hot/`, or a serde body.
 //!
-//! A message is `Variant(Body) [flags] { kinds }`. Flags: `from` (`From<Body> for Frame`),
-//! `boxed` (held in a `Box` to keep [`Frame`](crate::Frame) small), `hot View` (encoded and
-//! decoded by hand through `View`, the borrowed body). A kind is
-//! `number Name: version lane feature;`, the feature `-` when none is needed.
+//! A message is `Variant(Message) [flags] { kinds }`, its flags in this order: `from`
+//! (`From<Message> for Frame`), `boxed` (held in a `Box` to keep [`Frame`](crate::Frame)
+//! small), `hot View` (encoded and decoded by hand through `View`, the message borrowed, in
+//! `hot/`), `chooses` (the message picks its kind for a connection's version: `kind_at`). A
+//! kind is `number Name(Body): version lane feature;`: `Body` is the serde body of a kind that
+//! is not the message's own (`body::*`), the feature `-` when none is needed.
 
 /// Hands the frame table to the macro named `$then`.
 macro_rules! frame_table {
@@ -20,11 +22,17 @@ macro_rules! frame_table {
             /// Client to node, first frame of every connection.
             Hello(Hello) [from] { 0 Hello: 1 Control -; }
             /// Node to client: the handshake succeeded.
-            Welcome(Welcome) [from] { 1 Welcome: 1 Control -; }
+            Welcome(Welcome) [from boxed chooses] {
+                1 Welcome(body::Welcome): 1 Control -;
+                30 Welcome3(body::Welcome3): 3 Control -;
+            }
             /// Node to client: the handshake failed; the node closes after sending it.
             HelloRefused(Refusal) [] { 2 HelloRefused: 1 Control -; }
             /// Worker to node: join pools.
-            Register(Register) [from boxed] { 3 Register: 1 Control -; }
+            Register(Register) [from boxed chooses] {
+                3 Register(body::Register): 1 Control -;
+                29 Register3: 3 Control -;
+            }
             /// Node to worker: the registration was admitted.
             Registered(Registered) [from] { 4 Registered: 1 Control -; }
             /// Node to worker: the registration was refused; the connection stays usable.
@@ -32,12 +40,18 @@ macro_rules! frame_table {
             /// Worker to node: new `max_concurrency`, effective on the next selection.
             CapacityUpdate(CapacityUpdate) [from] { 6 CapacityUpdate: 1 Control -; }
             /// Node to worker: execute this request and reply with the same correlation id.
-            Push(Push) [from boxed hot PushRef] { 7 Push: 1 Bulk -; }
+            Push(Push) [from boxed hot PushRef] {
+                7 Push: 1 Bulk -;
+                27 Push3: 3 Bulk -;
+            }
             /// Worker to node: the answer to a push.
             Reply(Reply) [from hot ReplyRef] { 8 Reply: 1 Control -; }
             /// Producer to node: dispatch a request.
-            Submit(Submit) [from boxed hot SubmitRef] { 9 Submit: 1 Control -; }
-            /// Node to producer: how a submission ended.
+            Submit(Submit) [from boxed hot SubmitRef] {
+                9 Submit: 1 Control -;
+                26 Submit3: 3 Control -;
+            }
+            /// Node to a version-1 producer: how a submission ended.
             Outcome(OutcomeFrame) [from hot OutcomeRef] { 10 Outcome: 1 Control -; }
             /// Producer to node, or node to worker: abandon an in-flight request.
             Cancel(Cancel) [from] { 11 Cancel: 1 Control -; }
@@ -56,36 +70,31 @@ macro_rules! frame_table {
             Error(ErrorFrame) [from] { 17 Error: 1 Control -; }
             /// Producer to node: ask for the node's status.
             StatusQuery(StatusQuery) [from] { 18 StatusQuery: 1 Control -; }
-            /// Node to producer: the answer to a status query.
+            /// Node to a version-1 producer: the answer to a status query.
             Status(StatusReport) [from boxed] { 19 Status: 1 Control -; }
-            /// Peer to peer: who the sender is and the members it knows.
-            PeerHello(PeerHello) [from] { 20 PeerHello: 2 Control -; }
+            /// Peer to peer: who the sender is, the members it knows, what it implements.
+            PeerHello(PeerHello) [from boxed chooses] {
+                20 PeerHello(body::PeerHello): 2 Control -;
+                32 PeerHello3: 3 Control -;
+            }
             /// Peer to peer: the sender's own pools, a snapshot then deltas.
-            Presence(Presence) [from] { 21 Presence: 2 Control -; }
+            Presence(Presence) [from chooses] {
+                21 Presence(body::Presence): 2 Control -;
+                31 Presence3: 3 Control -;
+            }
             /// Peer to peer: run this dispatch on your own workers.
-            Relay(Relay) [from boxed hot RelayRef] { 22 Relay: 2 Bulk -; }
+            Relay(Relay) [from boxed hot RelayRef] {
+                22 Relay: 2 Bulk -;
+                28 Relay3: 3 Bulk -;
+            }
             /// Peer to peer: how a relay ended.
             RelayOutcome(RelayOutcome) [from hot RelayOutcomeRef] { 23 RelayOutcome: 2 Control -; }
             /// Node to producer: how a submission ended and which node served it.
             ServedOutcome(ServedOutcome) [from boxed hot ServedOutcomeRef] {
                 24 ServedOutcome: 2 Control -;
             }
-            /// Node to producer: the answer to a status query, with the node's peers.
+            /// Node to a version-2 producer: the answer to a status query, with the node's peers.
             ClusterStatus(ClusterStatusReport) [from boxed] { 25 ClusterStatus: 2 Control -; }
-            /// Producer to node: dispatch a request with its extras.
-            Submit3(Submit3) [from boxed hot Submit3Ref] { 26 Submit3: 3 Control -; }
-            /// Node to worker: execute this request, with its extras.
-            Push3(Push3) [from boxed hot Push3Ref] { 27 Push3: 3 Bulk -; }
-            /// Peer to peer: run this dispatch, with its extras, on your own workers.
-            Relay3(Relay3) [from boxed hot Relay3Ref] { 28 Relay3: 3 Bulk -; }
-            /// Worker to node: join pools, with a deployment identity.
-            Register3(Register3) [from boxed] { 29 Register3: 3 Control -; }
-            /// Node to client: the handshake succeeded; what the node implements.
-            Welcome3(Welcome3) [from boxed] { 30 Welcome3: 3 Control -; }
-            /// Peer to peer: the sender's own pools, with deployments and exclusions.
-            Presence3(Presence3) [from] { 31 Presence3: 3 Control -; }
-            /// Peer to peer: who the sender is, the members it knows, what it implements.
-            PeerHello3(PeerHello3) [from boxed] { 32 PeerHello3: 3 Control -; }
             /// Producer to node: send me the node's lifecycle events.
             Subscribe(Subscribe) [from] { 33 Subscribe: 3 Control -; }
             /// Node to subscriber: one lifecycle event.

@@ -20,6 +20,8 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
 use tokio_util::codec::Decoder;
 
+mod reference;
+
 /// Enough cases to shake out shallow bugs while the whole file runs in a few seconds in debug.
 fn config() -> ProptestConfig {
     ProptestConfig {
@@ -104,32 +106,45 @@ fn error_code() -> impl Strategy<Value = ErrorCode> {
     ])
 }
 
-fn no_worker_reason() -> impl Strategy<Value = NoWorkerReason> {
+/// The reasons a connection of `version` knows.
+fn no_worker_reason(version: u16) -> impl Strategy<Value = NoWorkerReason> {
     use NoWorkerReason::*;
-    prop::sample::select(vec![
+    let mut reasons = vec![
         PoolEmpty,
         NoActivityMatch,
         NodeFilterMatchedNobody,
         AllAtCapacity,
         AllExcluded,
-        AllUnreachable,
-        AllInProbation,
-        DeploymentMatchedNobody,
-        CapabilityMatchedNobody,
-    ])
+    ];
+    if version >= 3 {
+        reasons.extend([
+            AllUnreachable,
+            AllInProbation,
+            DeploymentMatchedNobody,
+            CapabilityMatchedNobody,
+        ]);
+    }
+    prop::sample::select(reasons)
 }
 
-fn refused_reason() -> impl Strategy<Value = RefusedReason> {
+/// The refusals a connection of `version` knows.
+fn refused_reason(version: u16) -> impl Strategy<Value = RefusedReason> {
     use RefusedReason::*;
-    prop::sample::select(vec![
-        InvalidRequest,
-        WorkerBackpressure,
-        TooManyInFlight,
-        DuplicateCorrelation,
-        NamespaceNotGranted,
-        Unsupported,
-        FairnessCapReached,
-    ])
+    let all = [
+        (InvalidRequest, 1),
+        (WorkerBackpressure, 1),
+        (TooManyInFlight, 1),
+        (DuplicateCorrelation, 1),
+        (NamespaceNotGranted, 2),
+        (Unsupported, 3),
+        (FairnessCapReached, 3),
+    ];
+    let known = all
+        .into_iter()
+        .filter(|(_, since)| *since <= version)
+        .map(|(reason, _)| reason)
+        .collect::<Vec<_>>();
+    prop::sample::select(known)
 }
 
 prop_compose! {
@@ -165,9 +180,10 @@ prop_compose! {
 }
 
 prop_compose! {
+    /// A welcome as a version-1 or version-2 node sends it.
     fn welcome()(version in n16(), node_id in text(), pid in n64(), limits in limits())
         -> Welcome {
-        Welcome { version, node_id, pid, limits }
+        Welcome { version, node_id, pid, limits, header_limits: None, features: Vec::new() }
     }
 }
 
@@ -186,7 +202,17 @@ prop_compose! {
         identity in text(),
         max_concurrency in n32(),
     ) -> Register {
-        Register { namespaces, task_queue, node, activity_types, identity, max_concurrency }
+        Register {
+            namespaces,
+            task_queue,
+            node,
+            activity_types,
+            identity,
+            max_concurrency,
+            deployment: None,
+            instance_id: None,
+            extensions: Vec::new(),
+        }
     }
 }
 
@@ -232,8 +258,9 @@ prop_compose! {
 }
 
 prop_compose! {
+    /// A push with no extras, as a version-2 worker is sent.
     fn push()(correlation in n64(), request in dispatch_request()) -> Push {
-        Push { correlation, request }
+        Push { correlation, request, extras: RequestExtras::default() }
     }
 }
 
@@ -260,76 +287,98 @@ prop_compose! {
         reply_timeout_ms in prop::option::of(n64()),
         routing in node_routing(),
     ) -> Submit {
-        Submit { correlation, request, wait_for_worker_ms, reply_timeout_ms, routing }
-    }
-}
-
-prop_compose! {
-    fn census()(
-        reason in no_worker_reason(),
-        (pool_workers, serving_activity, compatible_workers) in (n32(), n32(), n32()),
-        (at_capacity, excluded) in (n32(), n32()),
-        last_departure_ms_ago in prop::option::of(n64()),
-    ) -> Census {
-        Census {
-            reason,
-            pool_workers,
-            serving_activity,
-            compatible_workers,
-            at_capacity,
-            excluded,
-            last_departure_ms_ago,
+        Submit {
+            correlation,
+            request,
+            extras: RequestExtras::default(),
+            wait_for_worker_ms,
+            reply_timeout_ms,
+            routing,
         }
     }
 }
 
-prop_compose! {
-    fn census3()(
-        reason in no_worker_reason(),
-        (pool_workers, serving_activity, compatible_workers, deployment_workers)
-            in (n32(), n32(), n32(), n32()),
-        (at_capacity, draining, probation, unreachable) in (n32(), n32(), n32(), n32()),
-        last_departure_ms_ago in prop::option::of(n64()),
-    ) -> Census3 {
-        Census3 {
-            reason,
-            pool_workers,
-            serving_activity,
-            compatible_workers,
-            deployment_workers,
-            at_capacity,
-            draining,
-            probation,
-            unreachable,
-            last_departure_ms_ago,
-        }
-    }
+/// A census as a connection of `version` is sent it: from version 3 every count, before it
+/// the counts version 2 makes (compatible workers are the deployment's, exclusions as one).
+fn census(version: u16) -> impl Strategy<Value = Census> {
+    (
+        no_worker_reason(version),
+        (n32(), n32(), n32(), n32()),
+        (n32(), n32(), n32(), n32()),
+        prop::option::of(n64()),
+    )
+        .prop_map(
+            move |(
+                reason,
+                (pool_workers, serving_activity, compatible_workers, deployment_workers),
+                (at_capacity, draining, probation, unreachable),
+                last_departure_ms_ago,
+            )| {
+                let later = version >= 3;
+                Census {
+                    reason,
+                    pool_workers,
+                    serving_activity,
+                    compatible_workers,
+                    deployment_workers: if later {
+                        deployment_workers
+                    } else {
+                        compatible_workers
+                    },
+                    at_capacity,
+                    draining,
+                    probation: later.then_some(probation),
+                    unreachable: later.then_some(unreachable),
+                    last_departure_ms_ago,
+                }
+            },
+        )
 }
 
-fn dispatch_result() -> impl Strategy<Value = DispatchResult> {
-    prop_oneof![
-        dispatch_response().prop_map(DispatchResult::Completed),
-        census().prop_map(DispatchResult::NoWorker),
-        n64().prop_map(|worker_id| DispatchResult::WorkerLost { worker_id }),
-        (n64(), n64()).prop_map(|(worker_id, after_ms)| DispatchResult::Timeout {
-            worker_id,
-            after_ms
-        }),
-        (refused_reason(), text()).prop_map(|(reason, detail)| DispatchResult::Refused(
-            RefusedDispatch { reason, detail }
-        )),
-        Just(DispatchResult::Cancelled),
-        Just(DispatchResult::Draining),
-        (text(), n64()).prop_map(|(peer, after_ms)| DispatchResult::PeerLost { peer, after_ms }),
-        n64().prop_map(|after_ms| DispatchResult::ShutDown { after_ms }),
-        census3().prop_map(DispatchResult::NoWorker3),
-    ]
+/// A result as a connection of `version` is sent it: only the variants and reasons it knows.
+fn dispatch_result(version: u16) -> impl Strategy<Value = DispatchResult> {
+    let mut arms = vec![
+        dispatch_response()
+            .prop_map(DispatchResult::Completed)
+            .boxed(),
+        census(version).prop_map(DispatchResult::NoWorker).boxed(),
+        n64()
+            .prop_map(|worker_id| DispatchResult::WorkerLost { worker_id })
+            .boxed(),
+        (n64(), n64())
+            .prop_map(|(worker_id, after_ms)| DispatchResult::Timeout {
+                worker_id,
+                after_ms,
+            })
+            .boxed(),
+        (refused_reason(version), text())
+            .prop_map(|(reason, detail)| {
+                DispatchResult::Refused(RefusedDispatch { reason, detail })
+            })
+            .boxed(),
+        Just(DispatchResult::Cancelled).boxed(),
+        Just(DispatchResult::Draining).boxed(),
+    ];
+    if version >= 2 {
+        arms.push(
+            (text(), n64())
+                .prop_map(|(peer, after_ms)| DispatchResult::PeerLost { peer, after_ms })
+                .boxed(),
+        );
+        arms.push(
+            n64()
+                .prop_map(|after_ms| DispatchResult::ShutDown { after_ms })
+                .boxed(),
+        );
+    }
+    prop::strategy::Union::new(arms)
 }
 
-prop_compose! {
-    fn outcome()(correlation in n64(), result in dispatch_result()) -> OutcomeFrame {
-        OutcomeFrame { correlation, result }
-    }
+fn outcome(version: u16) -> impl Strategy<Value = OutcomeFrame> {
+    (n64(), dispatch_result(version)).prop_map(|(correlation, result)| OutcomeFrame {
+        correlation,
+        result,
+    })
 }
 
 prop_compose! {
@@ -368,7 +417,7 @@ prop_compose! {
         task_queue in text(),
         activity_type in text(),
         waiting in n32(),
-        census in census(),
+        census in census(2),
     ) -> WaitingStatus {
         WaitingStatus { namespace, task_queue, activity_type, waiting, census }
     }
@@ -428,25 +477,54 @@ prop_compose! {
         advertise in text(),
         peers in prop::collection::vec(peer_address(), 0..4),
     ) -> PeerHello {
-        PeerHello { node_id, incarnation, advertise, peers }
+        PeerHello {
+            node_id,
+            incarnation,
+            advertise,
+            peers,
+            features: Vec::new(),
+            extensions: Vec::new(),
+        }
     }
 }
 
 prop_compose! {
+    /// A group as a version-2 link tells it: of no deployment, its exclusions as draining.
     fn presence_group()(
         (activity_type, node) in (text(), opt_text()),
         (workers, slots, free, full, draining) in (n32(), n32(), n32(), n32(), n32()),
     ) -> PresenceGroup {
-        PresenceGroup { activity_type, node, workers, slots, free, full, draining }
+        PresenceGroup {
+            activity_type,
+            node,
+            deployment: None,
+            workers,
+            slots,
+            free,
+            full,
+            draining,
+            probation: 0,
+            unreachable: 0,
+        }
     }
 }
 
 prop_compose! {
+    /// A pool as a version-2 link tells it: one group per (activity type, node label) pair,
+    /// each group's activity type ending in its index so that neighbours never share a pair.
     fn pool_presence()(
         channel in text(),
         workers in n32(),
         groups in prop::collection::vec(presence_group(), 0..3),
     ) -> PoolPresence {
+        let groups = groups
+            .into_iter()
+            .enumerate()
+            .map(|(at, group)| PresenceGroup {
+                activity_type: format!("{}{at}", group.activity_type),
+                ..group
+            })
+            .collect();
         PoolPresence { channel, workers, groups }
     }
 }
@@ -456,7 +534,7 @@ prop_compose! {
         (reset, synced, draining) in (any::<bool>(), any::<bool>(), any::<bool>()),
         pools in prop::collection::vec(pool_presence(), 0..3),
     ) -> Presence {
-        Presence { reset, synced, draining, pools }
+        Presence { reset, synced, draining, pools, extensions: Vec::new() }
     }
 }
 
@@ -467,21 +545,25 @@ prop_compose! {
         routing in node_routing(),
         reply_timeout_ms in n64(),
     ) -> Relay {
-        Relay { correlation, request, routing, reply_timeout_ms }
+        Relay { correlation, request, extras: RequestExtras::default(), routing, reply_timeout_ms }
     }
 }
 
-prop_compose! {
-    fn relay_outcome()(correlation in n64(), result in dispatch_result()) -> RelayOutcome {
-        RelayOutcome { correlation, result }
-    }
+fn relay_outcome(version: u16) -> impl Strategy<Value = RelayOutcome> {
+    (n64(), dispatch_result(version)).prop_map(|(correlation, result)| RelayOutcome {
+        correlation,
+        result,
+    })
 }
 
-prop_compose! {
-    fn served_outcome()(correlation in n64(), served_by in text(), result in dispatch_result())
-        -> ServedOutcome {
-        ServedOutcome { correlation, served_by, result }
-    }
+fn served_outcome(version: u16) -> impl Strategy<Value = ServedOutcome> {
+    (n64(), text(), dispatch_result(version)).prop_map(|(correlation, served_by, result)| {
+        ServedOutcome {
+            correlation,
+            served_by,
+            result,
+        }
+    })
 }
 
 fn peer_link_state() -> impl Strategy<Value = PeerLinkState> {
@@ -546,23 +628,28 @@ prop_compose! {
     }
 }
 
+/// Extras with at least one field: what only a version-3 kind carries.
+fn some_extras() -> impl Strategy<Value = RequestExtras> {
+    request_extras().prop_filter("extras with a field", |extras| !extras.view().is_none())
+}
+
 prop_compose! {
     fn submit3()(
         correlation in n64(),
         request in dispatch_request(),
-        extras in request_extras(),
+        extras in some_extras(),
         wait_for_worker_ms in prop::option::of(n64()),
         reply_timeout_ms in prop::option::of(n64()),
         routing in node_routing(),
-    ) -> Submit3 {
-        Submit3 { correlation, request, extras, wait_for_worker_ms, reply_timeout_ms, routing }
+    ) -> Submit {
+        Submit { correlation, request, extras, wait_for_worker_ms, reply_timeout_ms, routing }
     }
 }
 
 prop_compose! {
     fn push3()(correlation in n64(), request in dispatch_request(), extras in request_extras())
-        -> Push3 {
-        Push3 { correlation, request, extras }
+        -> Push {
+        Push { correlation, request, extras }
     }
 }
 
@@ -573,8 +660,8 @@ prop_compose! {
         extras in request_extras(),
         routing in node_routing(),
         reply_timeout_ms in n64(),
-    ) -> Relay3 {
-        Relay3 { correlation, request, extras, routing, reply_timeout_ms }
+    ) -> Relay {
+        Relay { correlation, request, extras, routing, reply_timeout_ms }
     }
 }
 
@@ -584,9 +671,18 @@ prop_compose! {
         deployment in opt_text(),
         instance_id in opt_text(),
         extensions in extensions(),
-    ) -> Register3 {
-        Register3 { deployment, instance_id, extensions, ..Register3::of(register) }
+    ) -> Register {
+        Register { deployment, instance_id, extensions, ..register }
     }
+}
+
+/// A registration that needs `Register3`: a deployment identity or an extension.
+fn identified_register() -> impl Strategy<Value = Register> {
+    register3().prop_filter("a field of version 3", |register| {
+        register.deployment.is_some()
+            || register.instance_id.is_some()
+            || !register.extensions.is_empty()
+    })
 }
 
 prop_compose! {
@@ -594,14 +690,11 @@ prop_compose! {
         welcome in welcome(),
         (max_headers, max_header_bytes) in (n32(), n32()),
         features in texts(),
-    ) -> Welcome3 {
-        Welcome3 {
-            version: welcome.version,
-            node_id: welcome.node_id,
-            pid: welcome.pid,
-            limits: welcome.limits,
-            header_limits: HeaderLimits { max_headers, max_header_bytes },
+    ) -> Welcome {
+        Welcome {
+            header_limits: Some(HeaderLimits { max_headers, max_header_bytes }),
             features,
+            ..welcome
         }
     }
 }
@@ -611,8 +704,8 @@ prop_compose! {
         (activity_type, node, deployment) in (text(), opt_text(), opt_text()),
         (workers, slots, free, full) in (n32(), n32(), n32(), n32()),
         (draining, probation, unreachable) in (n32(), n32(), n32()),
-    ) -> PresenceGroup3 {
-        PresenceGroup3 {
+    ) -> PresenceGroup {
+        PresenceGroup {
             activity_type,
             node,
             deployment,
@@ -632,27 +725,20 @@ prop_compose! {
         (reset, synced, draining) in (any::<bool>(), any::<bool>(), any::<bool>()),
         pools in prop::collection::vec(
             (text(), n32(), prop::collection::vec(presence_group3(), 0..3)).prop_map(
-                |(channel, workers, groups)| PoolPresence3 { channel, workers, groups }
+                |(channel, workers, groups)| PoolPresence { channel, workers, groups }
             ),
             0..3,
         ),
         extensions in extensions(),
-    ) -> Presence3 {
-        Presence3 { reset, synced, draining, pools, extensions }
+    ) -> Presence {
+        Presence { reset, synced, draining, pools, extensions }
     }
 }
 
 prop_compose! {
     fn peer_hello3()(hello in peer_hello(), features in texts(), extensions in extensions())
-        -> PeerHello3 {
-        PeerHello3 {
-            node_id: hello.node_id,
-            incarnation: hello.incarnation,
-            advertise: hello.advertise,
-            peers: hello.peers,
-            features,
-            extensions,
-        }
+        -> PeerHello {
+        PeerHello { features, extensions, ..hello }
     }
 }
 
@@ -717,15 +803,16 @@ prop_compose! {
     }
 }
 
-/// The sixteen kinds appended by version 3, with equal weight.
+/// The sixteen kinds appended by version 3, with equal weight, as a version-3 connection
+/// sends them.
 fn version_3_frame() -> impl Strategy<Value = Frame> {
     prop::strategy::Union::new(vec![
         submit3().prop_map(Frame::from).boxed(),
         push3().prop_map(Frame::from).boxed(),
         relay3().prop_map(Frame::from).boxed(),
-        register3().prop_map(Frame::from).boxed(),
+        identified_register().prop_map(Frame::from).boxed(),
         welcome3().prop_map(Frame::from).boxed(),
-        presence3().prop_map(Frame::Presence3).boxed(),
+        presence3().prop_map(Frame::Presence).boxed(),
         peer_hello3().prop_map(Frame::from).boxed(),
         (n64(), prop::collection::vec(event_topic(), 0..3))
             .prop_map(|(correlation, topics)| {
@@ -784,33 +871,47 @@ fn version_3_frame() -> impl Strategy<Value = Frame> {
     ])
 }
 
-/// The six kinds appended by version 2, with equal weight. Boxed like `prop_oneof!` boxes
-/// its arms past ten: six large strategies held inline overflow a debug test thread's stack.
+/// The six kinds appended by version 2, with equal weight, as a version-2 connection sends
+/// them. Boxed like `prop_oneof!` boxes its arms past ten: six large strategies held inline
+/// overflow a debug test thread's stack.
 fn version_2_frame() -> impl Strategy<Value = Frame> {
     prop::strategy::Union::new(vec![
-        peer_hello().prop_map(Frame::PeerHello).boxed(),
+        peer_hello().prop_map(Frame::from).boxed(),
         presence().prop_map(Frame::Presence).boxed(),
         relay().prop_map(Frame::from).boxed(),
-        relay_outcome().prop_map(Frame::RelayOutcome).boxed(),
-        served_outcome().prop_map(Frame::from).boxed(),
+        relay_outcome(2).prop_map(Frame::RelayOutcome).boxed(),
+        served_outcome(2).prop_map(Frame::from).boxed(),
         cluster_status().prop_map(Frame::from).boxed(),
     ])
 }
 
-/// The kinds read by hand on decode, with equal weight; their results and routings take
-/// every variant, so bodies the hand readers decline are drawn too.
-fn hot_frame() -> impl Strategy<Value = Frame> {
+/// The outcomes a version-3 connection is sent: every result of every version.
+fn version_3_outcome() -> impl Strategy<Value = Frame> {
     prop::strategy::Union::new(vec![
-        submit().prop_map(Frame::from).boxed(),
-        push().prop_map(Frame::from).boxed(),
-        relay().prop_map(Frame::from).boxed(),
-        reply().prop_map(Frame::Reply).boxed(),
-        outcome().prop_map(Frame::Outcome).boxed(),
-        relay_outcome().prop_map(Frame::RelayOutcome).boxed(),
-        served_outcome().prop_map(Frame::from).boxed(),
-        submit3().prop_map(Frame::from).boxed(),
-        push3().prop_map(Frame::from).boxed(),
-        relay3().prop_map(Frame::from).boxed(),
+        outcome(3).prop_map(Frame::Outcome).boxed(),
+        relay_outcome(3).prop_map(Frame::RelayOutcome).boxed(),
+        served_outcome(3).prop_map(Frame::from).boxed(),
+    ])
+}
+
+/// The kinds read by hand on decode, with equal weight, each with the version that sends it;
+/// their results and routings take every variant, so bodies the hand readers decline are
+/// drawn too.
+fn hot_frame() -> impl Strategy<Value = (Frame, u16)> {
+    prop::strategy::Union::new(vec![
+        submit().prop_map(|f| (Frame::from(f), 1)).boxed(),
+        push().prop_map(|f| (Frame::from(f), 1)).boxed(),
+        relay().prop_map(|f| (Frame::from(f), 2)).boxed(),
+        reply().prop_map(|f| (Frame::Reply(f), 1)).boxed(),
+        outcome(1).prop_map(|f| (Frame::Outcome(f), 1)).boxed(),
+        relay_outcome(2)
+            .prop_map(|f| (Frame::RelayOutcome(f), 2))
+            .boxed(),
+        served_outcome(2).prop_map(|f| (Frame::from(f), 2)).boxed(),
+        submit3().prop_map(|f| (Frame::from(f), 3)).boxed(),
+        push3().prop_map(|f| (Frame::from(f), 3)).boxed(),
+        relay3().prop_map(|f| (Frame::from(f), 3)).boxed(),
+        version_3_outcome().prop_map(|f| (f, 3)).boxed(),
     ])
 }
 
@@ -826,18 +927,10 @@ fn bent_byte() -> impl Strategy<Value = u8> {
     ]
 }
 
-/// Serde's reading of a frame body: the frame when it uses every byte.
-fn serde_reads(body: &[u8]) -> Option<Frame> {
-    match postcard::take_from_bytes::<Frame>(body) {
-        Ok((frame, [])) => Some(frame),
-        _ => None,
-    }
-}
-
 /// `decode_body`'s reading of `body` and serde's, when they disagree. A kind spelled in more
 /// bytes than it needs is refused before either reads it, so a refused kind is not compared.
 fn disagreement(body: &[u8]) -> Option<String> {
-    let by_serde = serde_reads(body);
+    let by_serde = reference::decode(body);
     match decode_body(body) {
         Ok(frame) if by_serde.as_ref() == Some(&frame) => None,
         Err(DecodeError::MissingKind | DecodeError::UnknownKind { .. }) => None,
@@ -846,11 +939,11 @@ fn disagreement(body: &[u8]) -> Option<String> {
     }
 }
 
-/// The twenty kinds of version 1, with equal weight.
+/// The twenty kinds of version 1, with equal weight, as a version-1 connection sends them.
 fn version_1_frame() -> impl Strategy<Value = Frame> {
     prop::strategy::Union::new(vec![
         hello().prop_map(Frame::Hello).boxed(),
-        welcome().prop_map(Frame::Welcome).boxed(),
+        welcome().prop_map(Frame::from).boxed(),
         refusal().prop_map(Frame::HelloRefused).boxed(),
         register().prop_map(Frame::from).boxed(),
         n64()
@@ -863,7 +956,7 @@ fn version_1_frame() -> impl Strategy<Value = Frame> {
         push().prop_map(Frame::from).boxed(),
         reply().prop_map(Frame::Reply).boxed(),
         submit().prop_map(Frame::from).boxed(),
-        outcome().prop_map(Frame::Outcome).boxed(),
+        outcome(1).prop_map(Frame::Outcome).boxed(),
         n64()
             .prop_map(|correlation| Frame::Cancel(Cancel { correlation }))
             .boxed(),
@@ -888,13 +981,22 @@ fn version_1_frame() -> impl Strategy<Value = Frame> {
     ])
 }
 
-/// Every one of the 42 frame kinds, each version's kinds weighted by how many there are.
-fn frame() -> impl Strategy<Value = Frame> {
+/// Every one of the 42 frame kinds, each with the version of the connection that sends it, each
+/// version's kinds weighted by how many there are, and the outcomes of version 3 besides.
+fn frame() -> impl Strategy<Value = (Frame, u16)> {
     prop::strategy::Union::new_weighted(vec![
-        (20, version_1_frame().boxed()),
-        (6, version_2_frame().boxed()),
-        (16, version_3_frame().boxed()),
+        (20, version_1_frame().prop_map(|f| (f, 1)).boxed()),
+        (6, version_2_frame().prop_map(|f| (f, 2)).boxed()),
+        (16, version_3_frame().prop_map(|f| (f, 3)).boxed()),
+        (3, version_3_outcome().prop_map(|f| (f, 3)).boxed()),
     ])
+}
+
+/// The kind `frame` goes as at `version`.
+fn kind_of(frame: &Frame, version: u16) -> FrameKind {
+    frame
+        .kind_at(version)
+        .expect("the version carries the frame")
 }
 
 /// Draws `count` values from `strategy` with a fixed seed, for coverage checks.
@@ -910,9 +1012,9 @@ fn sample<S: Strategy>(strategy: S, count: usize) -> Vec<S::Value> {
         .collect()
 }
 
-fn encode(frame: &Frame) -> BytesMut {
+fn encode(frame: &Frame, version: u16) -> BytesMut {
     let mut buf = BytesMut::new();
-    encode_frame(frame, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
+    encode_frame(frame, version, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
     buf
 }
 
@@ -922,34 +1024,41 @@ fn encode(frame: &Frame) -> BytesMut {
 
 #[test]
 fn the_frame_strategy_reaches_every_kind() {
-    let kinds: HashSet<FrameKind> = sample(frame(), 1000).iter().map(Frame::kind).collect();
+    let kinds: HashSet<FrameKind> = sample(frame(), 1000)
+        .iter()
+        .map(|(frame, version)| kind_of(frame, *version))
+        .collect();
     for kind in FrameKind::ALL {
         assert!(kinds.contains(&kind), "{kind} is never generated");
     }
 }
 
-/// The wire index of a result's variant. The `match` makes a new variant a compile error
-/// here until the strategy covers it.
-fn result_variant(result: &DispatchResult) -> usize {
-    match result {
-        DispatchResult::Completed(_) => 0,
-        DispatchResult::NoWorker(_) => 1,
-        DispatchResult::WorkerLost { .. } => 2,
-        DispatchResult::Timeout { .. } => 3,
-        DispatchResult::Refused(_) => 4,
-        DispatchResult::Cancelled => 5,
-        DispatchResult::Draining => 6,
-        DispatchResult::PeerLost { .. } => 7,
-        DispatchResult::ShutDown { .. } => 8,
-        DispatchResult::NoWorker3(_) => 9,
+/// The wire index of a result's variant as a connection of `version` is sent it. The `match`
+/// makes a new variant a compile error here until the strategy covers it.
+fn result_variant(result: &DispatchResult, version: u16) -> usize {
+    match reference::result_on_wire(result, version) {
+        reference::DispatchResult::Completed(_) => 0,
+        reference::DispatchResult::NoWorker(_) => 1,
+        reference::DispatchResult::WorkerLost { .. } => 2,
+        reference::DispatchResult::Timeout { .. } => 3,
+        reference::DispatchResult::Refused(_) => 4,
+        reference::DispatchResult::Cancelled => 5,
+        reference::DispatchResult::Draining => 6,
+        reference::DispatchResult::PeerLost { .. } => 7,
+        reference::DispatchResult::ShutDown { .. } => 8,
+        reference::DispatchResult::NoWorker3(_) => 9,
     }
 }
 
 #[test]
-fn the_result_strategy_reaches_every_variant() {
-    let seen: BTreeSet<usize> = sample(dispatch_result(), 500)
-        .iter()
-        .map(result_variant)
+fn the_result_strategies_reach_every_variant_of_every_version() {
+    let seen: BTreeSet<usize> = (1..=3)
+        .flat_map(|version| {
+            sample(dispatch_result(version), 500)
+                .iter()
+                .map(|result| result_variant(result, version))
+                .collect::<Vec<_>>()
+        })
         .collect();
     assert_eq!(seen, (0..10).collect());
 }
@@ -958,7 +1067,7 @@ fn the_result_strategy_reaches_every_variant() {
 fn the_version_2_strategy_reaches_every_appended_kind() {
     let kinds: HashSet<FrameKind> = sample(version_2_frame(), 300)
         .iter()
-        .map(Frame::kind)
+        .map(|frame| kind_of(frame, 2))
         .collect();
     let appended: HashSet<FrameKind> = FrameKind::ALL
         .into_iter()
@@ -971,7 +1080,7 @@ fn the_version_2_strategy_reaches_every_appended_kind() {
 fn the_version_3_strategy_reaches_every_appended_kind() {
     let kinds: HashSet<FrameKind> = sample(version_3_frame(), 600)
         .iter()
-        .map(Frame::kind)
+        .map(|frame| kind_of(frame, 3))
         .collect();
     let appended: HashSet<FrameKind> = FrameKind::ALL
         .into_iter()
@@ -982,8 +1091,8 @@ fn the_version_3_strategy_reaches_every_appended_kind() {
 
 #[test]
 fn every_one_byte_bend_of_a_hot_body_decodes_as_serde_decodes_it() {
-    for frame in sample(hot_frame(), 96) {
-        let body = encode(&frame)[LENGTH_PREFIX_LEN..].to_vec();
+    for (frame, version) in sample(hot_frame(), 96) {
+        let body = encode(&frame, version)[LENGTH_PREFIX_LEN..].to_vec();
         for at in 0..body.len() {
             for byte in [0, 1, 2, 3, 0x7f, 0x80, 0x81, 0xff] {
                 let mut bent = body.clone();
@@ -991,31 +1100,32 @@ fn every_one_byte_bend_of_a_hot_body_decodes_as_serde_decodes_it() {
                 if let Some(disagreement) = disagreement(&bent) {
                     panic!(
                         "{} with byte {at} set to {byte:#x}: {disagreement}",
-                        frame.kind()
+                        frame.name()
                     );
                 }
             }
             if let Some(disagreement) = disagreement(&body[..at]) {
-                panic!("{} cut at {at}: {disagreement}", frame.kind());
+                panic!("{} cut at {at}: {disagreement}", frame.name());
             }
         }
     }
 }
 
-/// Checks that `frame` encodes to serde's postcard bytes and survives `encode_frame`,
+/// Checks that `frame`, sent on a connection of `version`, encodes to serde's postcard bytes
+/// of its kind's body (the hot kinds are written by hand) and survives `encode_frame`,
 /// `decode_body` and `decode_frame` unchanged, that its prefix states its body length and that
 /// its body starts with its kind.
-fn assert_round_trip(frame: &Frame) -> Result<(), TestCaseError> {
-    let mut buf = encode(frame);
-    // The hot kinds are written by hand: the body must be serde's to the byte.
-    let serde_body = postcard::to_stdvec(frame).expect("serde encodes");
-    prop_assert_eq!(&buf[LENGTH_PREFIX_LEN..], &serde_body[..]);
+fn assert_round_trip(frame: &Frame, version: u16) -> Result<(), TestCaseError> {
+    let mut buf = encode(frame, version);
+    if let Some(serde_body) = reference::encode(frame, version) {
+        prop_assert_eq!(&buf[LENGTH_PREFIX_LEN..], &serde_body[..]);
+    }
     let encoded_len = buf.len();
     let prefix = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
     prop_assert_eq!(prefix, encoded_len - LENGTH_PREFIX_LEN);
     prop_assert_eq!(
         u32::from(buf[LENGTH_PREFIX_LEN]),
-        frame.kind().discriminant()
+        kind_of(frame, version).discriminant()
     );
     prop_assert_eq!(
         decode_body(&buf[LENGTH_PREFIX_LEN..]).ok(),
@@ -1027,7 +1137,7 @@ fn assert_round_trip(frame: &Frame) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// The borrowed form of `frame` when [`FrameRef`] has a variant of its own for its kind.
+/// The borrowed form of `frame` when [`FrameRef`] has a variant of its own for its message.
 fn borrowed(frame: &Frame) -> Option<FrameRef<'_>> {
     match frame {
         Frame::Submit(submit) => Some(FrameRef::Submit(submit.view())),
@@ -1037,35 +1147,34 @@ fn borrowed(frame: &Frame) -> Option<FrameRef<'_>> {
         Frame::Outcome(outcome) => Some(FrameRef::Outcome(outcome.view())),
         Frame::ServedOutcome(outcome) => Some(FrameRef::ServedOutcome(outcome.view())),
         Frame::RelayOutcome(outcome) => Some(FrameRef::RelayOutcome(outcome.view())),
-        Frame::Submit3(submit) => Some(FrameRef::Submit3(submit.view())),
-        Frame::Push3(push) => Some(FrameRef::Push3(push.view())),
-        Frame::Relay3(relay) => Some(FrameRef::Relay3(relay.view())),
         _ => None,
     }
 }
 
 /// Checks that `frame` encodes to the same bytes borrowed as owned, whole and spliced, that
-/// its borrowed form reports the same kind, payload and body length, and that it reads back
-/// in place as itself.
-fn assert_borrowed_encodes_alike(frame: &Frame) -> Result<(), TestCaseError> {
+/// its borrowed form goes as the same kind and reports the same payload and body length, and
+/// that it reads back in place as itself.
+fn assert_borrowed_encodes_alike(frame: &Frame, version: u16) -> Result<(), TestCaseError> {
     let forms = [Some(FrameRef::Frame(frame)), borrowed(frame)];
+    let kind = kind_of(frame, version);
     for form in forms.into_iter().flatten() {
-        prop_assert_eq!(form.kind(), frame.kind());
+        prop_assert_eq!(form.kind_at(version).ok(), Some(kind));
         prop_assert_eq!(
             form.payload().map(|payload| payload.as_slice().to_vec()),
             frame.payload().map(|payload| payload.as_slice().to_vec())
         );
         let mut buf = BytesMut::from(&b"kept"[..]);
-        encode_frame_ref(&form, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
-        prop_assert_eq!(&buf[4..], &encode(frame)[..]);
-        if let Some(len) = form.encoded_len() {
+        encode_frame_ref(&form, version, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
+        prop_assert_eq!(&buf[4..], &encode(frame, version)[..]);
+        if let Some(len) = form.encoded_len(version) {
             prop_assert_eq!(len, buf.len() - 4 - LENGTH_PREFIX_LEN, "encoded_len");
         }
-        let mut cold = None;
-        let read = decode_body_ref(&buf[4 + LENGTH_PREFIX_LEN..], None, &mut cold, |err| err)
-            .expect("decodes in place");
-        prop_assert_eq!(read.kind(), frame.kind());
-        if let Some(len) = read.encoded_len() {
+        let mut slots = FrameSlots::default();
+        let body = &buf[4 + LENGTH_PREFIX_LEN..];
+        let read =
+            decode_body_ref(body, version, None, &mut slots, |err| err).expect("decodes in place");
+        prop_assert_eq!(read.kind_at(version).ok(), Some(kind));
+        if let Some(len) = read.encoded_len(version) {
             prop_assert_eq!(
                 len,
                 buf.len() - 4 - LENGTH_PREFIX_LEN,
@@ -1074,10 +1183,14 @@ fn assert_borrowed_encodes_alike(frame: &Frame) -> Result<(), TestCaseError> {
         }
         prop_assert_eq!(&read.into_owned(), frame);
         let mut owned = BytesMut::new();
-        let owned_splice =
-            encode_frame_spliced(&FrameRef::Frame(frame), &mut owned, DEFAULT_MAX_FRAME_LEN);
+        let owned_splice = encode_frame_spliced(
+            &FrameRef::Frame(frame),
+            version,
+            &mut owned,
+            DEFAULT_MAX_FRAME_LEN,
+        );
         let mut buf = BytesMut::new();
-        let splice = encode_frame_spliced(&form, &mut buf, DEFAULT_MAX_FRAME_LEN);
+        let splice = encode_frame_spliced(&form, version, &mut buf, DEFAULT_MAX_FRAME_LEN);
         prop_assert_eq!(splice.ok(), owned_splice.ok());
         prop_assert_eq!(buf, owned);
     }
@@ -1089,14 +1202,14 @@ proptest! {
 
     #[test]
     fn version_2_frames_round_trip(frame in version_2_frame()) {
-        assert_borrowed_encodes_alike(&frame)?;
-        assert_round_trip(&frame)?;
+        assert_borrowed_encodes_alike(&frame, 2)?;
+        assert_round_trip(&frame, 2)?;
     }
 
     #[test]
     fn version_3_frames_round_trip(frame in version_3_frame()) {
-        assert_borrowed_encodes_alike(&frame)?;
-        assert_round_trip(&frame)?;
+        assert_borrowed_encodes_alike(&frame, 3)?;
+        assert_round_trip(&frame, 3)?;
     }
 
     #[test]
@@ -1106,7 +1219,7 @@ proptest! {
     ) {
         let mut stream = BytesMut::new();
         for frame in &frames {
-            stream.extend_from_slice(&encode(frame));
+            stream.extend_from_slice(&encode(frame, 2));
         }
         let mut codec = FrameCodec::default();
         let mut buf = BytesMut::new();
@@ -1129,12 +1242,12 @@ proptest! {
 
     #[test]
     fn a_hot_body_decodes_as_serde_decodes_it_however_it_is_bent(
-        frame in hot_frame(),
+        (frame, version) in hot_frame(),
         edits in prop::collection::vec((any::<prop::sample::Index>(), bent_byte()), 0..3),
         cut in prop::option::of(any::<prop::sample::Index>()),
         extra in prop::collection::vec(any::<u8>(), 0..2),
     ) {
-        let mut body = encode(&frame)[LENGTH_PREFIX_LEN..].to_vec();
+        let mut body = encode(&frame, version)[LENGTH_PREFIX_LEN..].to_vec();
         for (at, byte) in edits {
             let at = at.index(body.len());
             body[at] = byte;
@@ -1147,35 +1260,36 @@ proptest! {
     }
 
     #[test]
-    fn every_frame_kind_round_trips(frame in frame()) {
-        assert_round_trip(&frame)?;
-        assert_borrowed_encodes_alike(&frame)?;
+    fn every_frame_kind_round_trips((frame, version) in frame()) {
+        assert_round_trip(&frame, version)?;
+        assert_borrowed_encodes_alike(&frame, version)?;
     }
 
     #[test]
-    fn encoding_honours_the_maximum_exactly(frame in frame(), slack in 0usize..3) {
-        let body_len = encode(&frame).len() - LENGTH_PREFIX_LEN;
+    fn encoding_honours_the_maximum_exactly((frame, version) in frame(), slack in 0usize..3) {
+        let body_len = encode(&frame, version).len() - LENGTH_PREFIX_LEN;
         // At the exact body length and above it encodes; one below, it is refused untouched.
         let mut buf = BytesMut::from(&b"kept"[..]);
-        prop_assert!(encode_frame(&frame, &mut buf, body_len + slack).is_ok());
+        prop_assert!(encode_frame(&frame, version, &mut buf, body_len + slack).is_ok());
         prop_assert_eq!(
             decode_frame(&mut buf.split_off(4), body_len).ok().flatten(),
             Some(frame.clone())
         );
         let mut buf = BytesMut::from(&b"kept"[..]);
-        prop_assert!(encode_frame(&frame, &mut buf, body_len - 1).is_err());
+        prop_assert!(encode_frame(&frame, version, &mut buf, body_len - 1).is_err());
         prop_assert_eq!(&buf[..], b"kept");
     }
 
     #[test]
     fn chunked_streams_decode_to_the_same_frames_in_order(
-        frames in prop::collection::vec(frame(), 0..6),
+        sent in prop::collection::vec(frame(), 0..6),
         chunk_sizes in prop::collection::vec(1usize..64, 1..16),
     ) {
         let mut stream = BytesMut::new();
-        for frame in &frames {
-            stream.extend_from_slice(&encode(frame));
+        for (frame, version) in &sent {
+            stream.extend_from_slice(&encode(frame, *version));
         }
+        let frames: Vec<Frame> = sent.into_iter().map(|(frame, _)| frame).collect();
 
         let mut codec = FrameCodec::default();
         let mut buf = BytesMut::new();
@@ -1201,32 +1315,37 @@ proptest! {
 
     #[test]
     fn a_body_with_bytes_after_the_frame_is_refused(
-        frame in frame(),
+        (frame, version) in frame(),
         extra in prop::collection::vec(any::<u8>(), 1..8),
     ) {
-        let mut body = encode(&frame).split_off(LENGTH_PREFIX_LEN).to_vec();
+        let mut body = encode(&frame, version).split_off(LENGTH_PREFIX_LEN).to_vec();
         body.extend_from_slice(&extra);
         let result = decode_body(&body);
+        let sent = kind_of(&frame, version);
         prop_assert!(
             matches!(
                 result,
-                Err(DecodeError::TrailingBytes { kind, extra: n }) if kind == frame.kind() && n == extra.len()
+                Err(DecodeError::TrailingBytes { kind, extra: n }) if kind == sent && n == extra.len()
             ),
             "{result:?}"
         );
     }
 
     #[test]
-    fn a_body_cut_short_is_refused(frame in frame(), cut in any::<prop::sample::Index>()) {
+    fn a_body_cut_short_is_refused(
+        (frame, version) in frame(),
+        cut in any::<prop::sample::Index>(),
+    ) {
         // Postcard is self-delimiting, so no strict prefix of a frame body is a frame body.
-        let body = encode(&frame).split_off(LENGTH_PREFIX_LEN);
+        let body = encode(&frame, version).split_off(LENGTH_PREFIX_LEN);
         let cut = cut.index(body.len());
         let result = decode_body(&body[..cut]);
+        let sent = kind_of(&frame, version);
         if cut == 0 {
             prop_assert!(matches!(result, Err(DecodeError::MissingKind)), "{result:?}");
         } else {
             prop_assert!(
-                matches!(result, Err(DecodeError::Malformed { kind, .. }) if kind == frame.kind()),
+                matches!(result, Err(DecodeError::Malformed { kind, .. }) if kind == sent),
                 "{result:?}"
             );
         }
@@ -1234,15 +1353,16 @@ proptest! {
 
     #[test]
     fn a_stream_cut_mid_frame_ends_truncated(
-        frames in prop::collection::vec(frame(), 1..5),
+        sent in prop::collection::vec(frame(), 1..5),
         cut in any::<prop::sample::Index>(),
     ) {
         let mut stream = BytesMut::new();
         let mut boundaries = vec![0];
-        for frame in &frames {
-            stream.extend_from_slice(&encode(frame));
+        for (frame, version) in &sent {
+            stream.extend_from_slice(&encode(frame, *version));
             boundaries.push(stream.len());
         }
+        let frames: Vec<Frame> = sent.into_iter().map(|(frame, _)| frame).collect();
         let cut = cut.index(stream.len() + 1);
         let whole = boundaries.iter().filter(|&&b| b <= cut).count() - 1;
         let last_boundary = boundaries[whole];
@@ -1290,14 +1410,16 @@ fn noise_piece() -> impl Strategy<Value = Vec<u8>> {
             }
         ),
         // A valid frame with one byte overwritten.
-        (frame(), any::<prop::sample::Index>(), any::<u8>()).prop_map(|(frame, at, byte)| {
-            let mut piece = encode(&frame).to_vec();
-            let at = at.index(piece.len());
-            piece[at] = byte;
-            piece
-        }),
+        (frame(), any::<prop::sample::Index>(), any::<u8>()).prop_map(
+            |((frame, version), at, byte)| {
+                let mut piece = encode(&frame, version).to_vec();
+                let at = at.index(piece.len());
+                piece[at] = byte;
+                piece
+            }
+        ),
         // A valid frame.
-        frame().prop_map(|frame| encode(&frame).to_vec()),
+        frame().prop_map(|(frame, version)| encode(&frame, version).to_vec()),
     ]
 }
 
@@ -1363,6 +1485,11 @@ fn feed(stream: &[u8], chunk_sizes: &[usize], max: usize) -> Vec<Outcome> {
                 .get(..LENGTH_PREFIX_LEN)
                 .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize);
             let whole_frame = stated.filter(|&s| s <= max && len_before >= LENGTH_PREFIX_LEN + s);
+            // The version of the kind read: a frame goes back as a connection of it sends it.
+            let version = buf
+                .get(LENGTH_PREFIX_LEN)
+                .and_then(|&kind| FrameKind::from_discriminant(u32::from(kind)))
+                .map_or(PROTOCOL_VERSION, FrameKind::version);
             let result = decode_frame(&mut buf, max);
 
             assert!(
@@ -1379,6 +1506,7 @@ fn feed(stream: &[u8], chunk_sizes: &[usize], max: usize) -> Vec<Outcome> {
                 Err(DecodeError::UnknownKind { .. }) => Outcome::UnknownKind,
                 Err(DecodeError::Malformed { .. }) => Outcome::Malformed,
                 Err(DecodeError::TrailingBytes { .. }) => Outcome::TrailingBytes,
+                Err(DecodeError::KindTooNew { .. }) => unreachable!("every kind is read"),
             };
             outcomes.push(outcome);
             match result {
@@ -1407,12 +1535,19 @@ fn feed(stream: &[u8], chunk_sizes: &[usize], max: usize) -> Vec<Outcome> {
                     assert_eq!(buf.len(), len_before - LENGTH_PREFIX_LEN - body_len);
                     match other {
                         Ok(Some(frame)) => {
-                            // What decodes survives the trip back, in no more bytes: the
-                            // encoder is canonical, the decoder at most more lenient.
+                            // What decodes goes back in no more bytes (the encoder is
+                            // canonical, the decoder at most more lenient; a version-2
+                            // presence merges what it can), and from then on round-trips.
                             let mut again = BytesMut::new();
-                            encode_frame(&frame, &mut again, max).expect("re-encodes");
+                            encode_frame(&frame, version, &mut again, max).expect("re-encodes");
                             assert!(again.len() <= LENGTH_PREFIX_LEN + body_len);
-                            assert_eq!(decode_frame(&mut again, max).ok().flatten(), Some(frame));
+                            let once = again.clone();
+                            let read = decode_frame(&mut again, max).ok().flatten();
+                            let mut twice = BytesMut::new();
+                            if let Some(read) = &read {
+                                encode_frame(read, version, &mut twice, max).expect("re-encodes");
+                            }
+                            assert_eq!(twice, once);
                         }
                         Err(DecodeError::UnknownKind { discriminant }) => {
                             assert!(FrameKind::from_discriminant(discriminant).is_none());

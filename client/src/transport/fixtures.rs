@@ -21,6 +21,7 @@ pub(crate) fn push(correlation: u64, ordinal: u64, input: Bytes) -> Frame {
             input,
             deadline_unix_ms: None,
         },
+        extras: Default::default(),
     })
 }
 
@@ -43,7 +44,7 @@ pub(crate) fn numbered_request(ordinal: u64) -> DispatchRequest {
 
 /// A scripted version-2 node's `Welcome`: no pings, roomy limits.
 pub(crate) fn welcome() -> Frame {
-    Frame::Welcome(Welcome {
+    Frame::from(Welcome {
         version: 2,
         node_id: "fake-node".to_owned(),
         pid: 1,
@@ -55,6 +56,8 @@ pub(crate) fn welcome() -> Frame {
             max_name_len: 256,
             max_set_len: 64,
         },
+        header_limits: None,
+        features: Vec::new(),
     })
 }
 

@@ -156,18 +156,20 @@ impl Queue {
         self.len() == 0
     }
 
-    /// Appends `frame`, leaving a large payload as a segment of its own.
+    /// Appends `frame` as a connection of `version` carries it, leaving a large payload as a
+    /// segment of its own.
     ///
     /// # Errors
     /// As [`lintel_wire::encode_frame`]; nothing is appended then.
     pub(super) fn push_frame(
         &mut self,
         frame: &FrameRef<'_>,
+        version: u16,
         max_frame_len: usize,
     ) -> Result<(), EncodeError> {
         let start = self.open.len();
         if let Some(spliced) =
-            lintel_wire::encode_frame_spliced(frame, &mut self.open, max_frame_len)?
+            lintel_wire::encode_frame_spliced(frame, version, &mut self.open, max_frame_len)?
         {
             let head = self.open.split_to(start + spliced.at).freeze();
             self.seal(head);
@@ -516,7 +518,7 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use lintel_wire::{Frame, Lane};
+    use lintel_wire::{Frame, FrameKind, Lane, PROTOCOL_VERSION};
 
     use crate::transport::fixtures::{self, ping};
 
@@ -525,7 +527,9 @@ mod tests {
     fn encoded(frames: &[Frame]) -> Queue {
         let mut queue = Queue::default();
         for frame in frames {
-            queue.push_frame(&frame.into(), 1 << 20).unwrap();
+            queue
+                .push_frame(&frame.into(), PROTOCOL_VERSION, 1 << 20)
+                .unwrap();
         }
         queue
     }
@@ -539,7 +543,7 @@ mod tests {
     fn whole(frames: &[Frame]) -> Vec<u8> {
         let mut buf = BytesMut::new();
         for frame in frames {
-            lintel_wire::encode_frame(frame, &mut buf, 1 << 20).unwrap();
+            lintel_wire::encode_frame(frame, PROTOCOL_VERSION, &mut buf, 1 << 20).unwrap();
         }
         buf.to_vec()
     }
@@ -557,6 +561,7 @@ mod tests {
         let Frame::Relay(relayed) = Frame::from(lintel_wire::Relay {
             correlation: 2,
             request: pushed.request.clone(),
+            extras: Default::default(),
             routing: lintel_wire::NodeRouting::Any,
             reply_timeout_ms: 1_000,
         }) else {
@@ -569,15 +574,18 @@ mod tests {
             FrameRef::Frame(&relay),
             FrameRef::Relay(relayed.view()),
         ];
-        for frame in bulk {
-            assert_eq!(frame.kind().lane(), Lane::Bulk, "{:?}", frame.kind());
+        for version in [2, 3] {
+            for frame in &bulk {
+                let lane = frame.kind_at(version).map(FrameKind::lane);
+                assert_eq!(lane.ok(), Some(Lane::Bulk), "{}", frame.name());
+            }
         }
-        assert_eq!(FrameRef::Frame(&ping(3)).kind().lane(), Lane::Control);
+        let ping = FrameRef::Frame(&ping(3)).kind_at(1).map(FrameKind::lane);
+        assert_eq!(ping.ok(), Some(Lane::Control));
     }
 
     #[test]
     fn pushes_and_relays_of_every_version_are_bulk_and_every_other_kind_is_control() {
-        use lintel_wire::FrameKind;
         let requests = [
             FrameKind::Push,
             FrameKind::Relay,
@@ -714,9 +722,10 @@ mod tests {
             let mut lane = encoded(&frames);
             let mut taken = lane.take();
             taken.advance(cut);
-            lane.push_frame(&(&push(4, 16_384)).into(), 1 << 20)
+            lane.push_frame(&(&push(4, 16_384)).into(), PROTOCOL_VERSION, 1 << 20)
                 .unwrap();
-            lane.push_frame(&(&ping(5)).into(), 1 << 20).unwrap();
+            lane.push_frame(&(&ping(5)).into(), PROTOCOL_VERSION, 1 << 20)
+                .unwrap();
             lane.prepend(taken);
             let mut expected = bytes[cut..].to_vec();
             expected.extend(whole(&[push(4, 16_384), ping(5)]));

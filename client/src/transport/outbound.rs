@@ -19,13 +19,13 @@
 //! lock: one party at a time owns the socket ([`Phase`]).
 
 use std::io::{self, IoSlice};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lintel_wire::{EncodeError, Frame, FrameKind, FrameRef, Lane};
+use lintel_wire::{EncodeError, Frame, FrameKind, FrameRef, Lane, PROTOCOL_VERSION};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -62,6 +62,14 @@ pub enum SendError {
     /// The frame cannot be encoded at all; nothing was queued.
     #[error("{kind} frame cannot be encoded")]
     Unencodable { kind: FrameKind },
+    /// The connection's version cannot carry the frame: `field` has no room in `kind` (or the
+    /// kind itself is of a later version, `field` then `None`); nothing was queued.
+    #[error("a {kind} frame of version {version} cannot carry it ({})", field.unwrap_or("the kind"))]
+    Unsupported {
+        kind: FrameKind,
+        field: Option<&'static str>,
+        version: u16,
+    },
     /// An owed frame would take the queue past its ceiling; nothing was queued, and the
     /// connection should close as a slow consumer.
     #[error("outbound queue is over its ceiling")]
@@ -73,6 +81,20 @@ impl From<EncodeError> for SendError {
         match err {
             EncodeError::Oversize { kind, len, max } => SendError::TooLarge { kind, len, max },
             EncodeError::Serialize { kind, .. } => SendError::Unencodable { kind },
+            EncodeError::Unsupported {
+                kind,
+                field,
+                version,
+            } => SendError::Unsupported {
+                kind,
+                field: Some(field),
+                version,
+            },
+            EncodeError::KindTooNew { kind, version } => SendError::Unsupported {
+                kind,
+                field: None,
+                version,
+            },
         }
     }
 }
@@ -91,6 +113,9 @@ struct Pipe {
     handles: AtomicUsize,
     /// Largest frame body sent; lowered to the peer's once the handshake names it.
     max_frame_len: AtomicUsize,
+    /// The protocol version frames are written as: each message goes as the kind this version
+    /// carries it as. Lowered to the negotiated one once the handshake names it.
+    version: AtomicU16,
 }
 
 impl Pipe {
@@ -118,12 +143,13 @@ impl Pipe {
             return Err(SendError::Overflow);
         }
         let was_empty = state.is_empty() && state.in_hand == 0;
-        let lane = frame.kind().lane();
+        let version = self.version.load(Ordering::Relaxed);
+        let lane = frame.kind_at(version)?.lane();
         let queue = match lane {
             Lane::Control => &mut state.control,
             Lane::Bulk => &mut state.bulk,
         };
-        queue.push_frame(frame, self.max_frame_len.load(Ordering::Relaxed))?;
+        queue.push_frame(frame, version, self.max_frame_len.load(Ordering::Relaxed))?;
         match lane {
             Lane::Control => state.control_frames += 1,
             Lane::Bulk => state.bulk_frames += 1,
@@ -227,7 +253,12 @@ impl Pipe {
             return Err(SendError::Closed);
         }
         let mut control = Queue::default();
-        control.push_frame(&frame.into(), self.max_frame_len.load(Ordering::Relaxed))?;
+        let version = self.version.load(Ordering::Relaxed);
+        control.push_frame(
+            &frame.into(),
+            version,
+            self.max_frame_len.load(Ordering::Relaxed),
+        )?;
         // The rest of a started frame stays, or the peer could not tell where frames begin.
         let resume_left = state.resume_left;
         state.resume.truncate(resume_left);
@@ -355,6 +386,19 @@ impl Outbound {
     /// when that is below the bound set at the start: for the peer's bound, once it is known.
     pub fn limit_frame_len(&self, max: usize) {
         self.pipe.max_frame_len.fetch_min(max, Ordering::Relaxed);
+    }
+
+    /// Writes each frame from now on as a connection of `version` carries it (the kind it goes
+    /// as, the fields it has room for: [`SendError::Unsupported`] otherwise), when that is
+    /// below the version set at the start ([`PROTOCOL_VERSION`]): for the negotiated version,
+    /// once the handshake names it.
+    pub fn speak(&self, version: u16) {
+        self.pipe.version.fetch_min(version, Ordering::Relaxed);
+    }
+
+    /// The protocol version frames are written as.
+    pub fn version(&self) -> u16 {
+        self.pipe.version.load(Ordering::Relaxed)
     }
 
     /// Sets how much this connection may queue from now on.
@@ -495,6 +539,7 @@ pub(super) fn start(
         changed: Notify::new(),
         handles: AtomicUsize::new(1),
         max_frame_len: AtomicUsize::new(max_frame_len),
+        version: AtomicU16::new(PROTOCOL_VERSION),
     });
     pipe.state().limits = QueueLimits {
         frames: queue_len.max(1),
@@ -609,7 +654,9 @@ mod tests {
 
     use bytes::Bytes;
     use futures_util::StreamExt;
-    use lintel_wire::{Cancel, ErrorCode, ErrorFrame, Frame, FrameCodec, FrameKind, FrameRef};
+    use lintel_wire::{
+        Cancel, ErrorCode, ErrorFrame, Frame, FrameCodec, FrameKind, FrameRef, PROTOCOL_VERSION,
+    };
     use socket2::SockRef;
     use tokio::net::{TcpListener, TcpStream};
     use tokio_util::codec::FramedRead;
@@ -669,7 +716,7 @@ mod tests {
         assert!(matches!(
             refused,
             Err(SendError::TooLarge {
-                kind: FrameKind::Push,
+                kind: FrameKind::Push3,
                 max: 65_536,
                 ..
             })
@@ -681,6 +728,47 @@ mod tests {
         assert_eq!(outbound.queued(), (0, 0), "nothing was queued");
         outbound.try_send(ping(1)).unwrap();
         assert_eq!(next(&mut peer).await, ping(1), "the connection still works");
+    }
+
+    #[tokio::test]
+    async fn what_the_negotiated_version_cannot_carry_is_refused_and_nothing_is_queued() {
+        let (outbound, mut peer, _reader) = stalled_pair(1 << 20).await;
+        outbound.speak(2);
+        outbound.speak(3);
+        assert_eq!(outbound.version(), 2, "a version is lowered, never raised");
+        let Frame::Push(mut headed) = push(1, 1, 8) else {
+            unreachable!("the fixture builds a push")
+        };
+        headed.extras.headers = vec![lintel_wire::Header::new("traceparent", "00-ab-01")];
+        let refused = outbound.try_send(Frame::Push(headed));
+        assert_eq!(
+            refused,
+            Err(SendError::Unsupported {
+                kind: FrameKind::Push,
+                field: Some("headers"),
+                version: 2,
+            })
+        );
+        let subscribe = lintel_wire::Subscribe {
+            correlation: 1,
+            topics: Vec::new(),
+        };
+        let too_new = outbound.send_owed(Frame::Subscribe(subscribe));
+        assert_eq!(
+            too_new,
+            Err(SendError::Unsupported {
+                kind: FrameKind::Subscribe,
+                field: None,
+                version: 2,
+            })
+        );
+        assert_eq!(outbound.queued(), (0, 0), "nothing was queued");
+        outbound.try_send(push(1, 2, 8)).unwrap();
+        assert_eq!(
+            next(&mut peer).await,
+            push(1, 2, 8),
+            "a plain push still goes"
+        );
     }
 
     #[tokio::test]
@@ -831,7 +919,7 @@ mod tests {
             .collect();
         let mut expected = bytes::BytesMut::new();
         for frame in &frames {
-            lintel_wire::encode_frame(frame, &mut expected, 1 << 20).unwrap();
+            lintel_wire::encode_frame(frame, PROTOCOL_VERSION, &mut expected, 1 << 20).unwrap();
         }
         let send = async {
             for (at, frame) in frames.iter().enumerate() {
@@ -892,9 +980,9 @@ mod tests {
         let (_reader, outbound, _writer) = split(socket, 1 << 20, 1024);
         let frame = push(1, 1, 300_000);
         let mut encoded = bytes::BytesMut::new();
-        lintel_wire::encode_frame(&frame, &mut encoded, 1 << 20).unwrap();
+        lintel_wire::encode_frame(&frame, PROTOCOL_VERSION, &mut encoded, 1 << 20).unwrap();
         let mut ping_len = bytes::BytesMut::new();
-        lintel_wire::encode_frame(&ping(1), &mut ping_len, 1 << 20).unwrap();
+        lintel_wire::encode_frame(&ping(1), PROTOCOL_VERSION, &mut ping_len, 1 << 20).unwrap();
         outbound.set_limits(QueueLimits {
             frames: 1_000,
             bytes: 3 * encoded.len() + 1,

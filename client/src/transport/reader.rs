@@ -9,7 +9,8 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
 use lintel_wire::{
-    decode_body_ref, frame_len, CodecError, DecodeError, Foreign, Frame, FrameRef, SHARE_MIN,
+    decode_body_ref, frame_len, CodecError, DecodeError, Foreign, Frame, FrameRef, FrameSlots,
+    PROTOCOL_VERSION, SHARE_MIN,
 };
 use tokio::time::Sleep;
 
@@ -45,8 +46,12 @@ pub struct FrameReader {
     large: Option<Bytes>,
     /// `large` was lent, and goes when the next frame is asked for.
     large_lent: bool,
-    /// A cold frame lent last, decoded into owned fields.
-    cold: Option<Box<Frame>>,
+    /// What the frame lent last keeps beside the buffer: a cold frame decoded into owned
+    /// fields, a large payload's share of `large`.
+    slots: FrameSlots,
+    /// The connection's protocol version: a kind of a later one ends the stream with
+    /// [`DecodeError::KindTooNew`].
+    version: u16,
     /// Room to reserve for the next read: doubles when a read fills it (up to [`MAX_READ`]),
     /// grows to hold a whole frame as large as the last one handed out, halves when a read
     /// uses under a quarter of it.
@@ -78,7 +83,8 @@ impl FrameReader {
             lent: 0,
             large: None,
             large_lent: false,
-            cold: None,
+            slots: FrameSlots::default(),
+            version: PROTOCOL_VERSION,
             want: MIN_READ,
             handed_out: false,
             done: false,
@@ -86,6 +92,13 @@ impl FrameReader {
             deadline: None,
             armed: false,
         }
+    }
+
+    /// Reads the connection as one of `version` from now on: a frame of a kind a later version
+    /// introduced is not a frame of this connection ([`DecodeError::KindTooNew`]), what the
+    /// negotiated version does not allow is refused as it is read.
+    pub fn speak(&mut self, version: u16) {
+        self.version = self.version.min(version);
     }
 
     /// Ends the stream with a [`is_frame_timeout`] error when a frame takes longer than
@@ -261,7 +274,7 @@ impl FrameReader {
         if std::mem::take(&mut self.large_lent) {
             self.large = None;
         }
-        self.cold = None;
+        self.slots.clear();
     }
 
     /// Waits until a whole frame is buffered, or the stream ended or failed.
@@ -348,12 +361,12 @@ impl FrameReader {
             Ready::Buffered(total) => {
                 self.lent = total;
                 let body = self.buf.get(LENGTH_PREFIX_LEN..total).unwrap_or_default();
-                decode_body_ref(body, None, &mut self.cold, fail)
+                decode_body_ref(body, self.version, None, &mut self.slots, fail)
             }
             Ready::Large => {
                 self.large_lent = true;
                 let body = self.large.as_ref()?;
-                decode_body_ref(body, Some(body), &mut self.cold, fail)
+                decode_body_ref(body, self.version, Some(body), &mut self.slots, fail)
             }
         })
     }
@@ -432,7 +445,7 @@ mod tests {
     fn pings(from: u64, count: u64) -> Vec<u8> {
         let mut bytes = bytes::BytesMut::new();
         for nonce in from..from + count {
-            encode_frame(&Frame::Ping(Ping { nonce }), &mut bytes, 1 << 20).unwrap();
+            encode_frame(&Frame::Ping(Ping { nonce }), 1, &mut bytes, 1 << 20).unwrap();
         }
         bytes.to_vec()
     }
@@ -491,8 +504,8 @@ mod tests {
         let frame = Frame::Ping(Ping { nonce: 1 });
         let mut large = bytes::BytesMut::new();
         let push = push(2 * MAX_READ);
-        encode_frame(&push, &mut large, 1 << 20).unwrap();
-        encode_frame(&push, &mut large, 1 << 20).unwrap();
+        encode_frame(&push, 3, &mut large, 1 << 20).unwrap();
+        encode_frame(&push, 3, &mut large, 1 << 20).unwrap();
         peer.write_all(&large).await.unwrap();
         for _ in 0..2 {
             assert_eq!(reader.next_owned().await.unwrap().unwrap(), push);
@@ -515,8 +528,8 @@ mod tests {
         let (mut reader, mut peer) = pair().await;
         let large = push(3 * MAX_READ);
         let mut bytes = bytes::BytesMut::new();
-        encode_frame(&large, &mut bytes, 1 << 20).unwrap();
-        encode_frame(&large, &mut bytes, 1 << 20).unwrap();
+        encode_frame(&large, 3, &mut bytes, 1 << 20).unwrap();
+        encode_frame(&large, 3, &mut bytes, 1 << 20).unwrap();
         bytes.extend_from_slice(&pings(5, 1));
         peer.write_all(&bytes).await.unwrap();
         // Its first read says how large it is; later reads stop at its end, so the next
@@ -537,7 +550,7 @@ mod tests {
         let (mut reader, mut peer) = pair().await;
         let large = push(2 * lintel_wire::SHARE_MIN);
         let mut bytes = bytes::BytesMut::new();
-        encode_frame(&large, &mut bytes, 1 << 20).unwrap();
+        encode_frame(&large, 3, &mut bytes, 1 << 20).unwrap();
         bytes.extend_from_slice(&pings(3, 1));
         peer.write_all(&bytes).await.unwrap();
         for expected in [large, Frame::Ping(Ping { nonce: 3 })] {

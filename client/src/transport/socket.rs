@@ -340,7 +340,7 @@ mod tests {
     fn wire(frames: &[Frame]) -> Vec<u8> {
         let mut wire = BytesMut::new();
         for frame in frames {
-            encode_frame(frame, &mut wire, 1 << 20).unwrap();
+            encode_frame(frame, lintel_wire::PROTOCOL_VERSION, &mut wire, 1 << 20).unwrap();
         }
         wire.to_vec()
     }

@@ -42,7 +42,9 @@ pub struct WorkerConfig {
     /// `host:port` of the node.
     pub addr: String,
     /// Sent after every handshake; `max_concurrency` is replaced by the latest
-    /// [`WorkerHandle::set_capacity`](super::WorkerHandle::set_capacity).
+    /// [`WorkerHandle::set_capacity`](super::WorkerHandle::set_capacity). Its deployment and
+    /// instance id need a version-3 node: an earlier one is sent the registration without
+    /// them, and a warning is logged.
     pub registration: Register,
     /// Free-form client name in `Hello`, for the node's logs.
     pub name: String,
@@ -57,11 +59,6 @@ pub struct WorkerConfig {
     /// Speak TLS to the node; `None` is plaintext. The node's certificate is checked against
     /// the TLS server name, else the host of `addr`.
     pub tls: Option<ClientTls>,
-    /// The deployment (version of this worker's code) it registers with: sent in a version-3
-    /// `Register3`; a version-2 node is sent `Register` without it, and a warning is logged.
-    pub deployment: Option<String>,
-    /// This instance's id, unique per deployment on a node; sent like `deployment`.
-    pub instance_id: Option<String>,
 }
 
 impl WorkerConfig {
@@ -77,8 +74,6 @@ impl WorkerConfig {
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             queue_len: 1024,
             tls: None,
-            deployment: None,
-            instance_id: None,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use lintel_wire::{
-    ActivityOutcome, Compact, CompactString, DispatchRequest, Push3, RequestExtras, ResponseRef,
+    ActivityOutcome, Compact, CompactString, DispatchRequest, Push, RequestExtras, ResponseRef,
 };
 
 /// A pushed request as a handler gets it: its names are [`CompactString`]s (read as `str`;
@@ -25,8 +25,8 @@ pub trait Handler: Send + Sync + 'static {
     fn handle(&self, request: Request) -> impl Future<Output = ActivityOutcome> + Send;
 
     /// Runs one request with what it carries beside it: its headers (a trace context, say)
-    /// and scheduling fields, which a version-3 node pushes (`Push3`); from an earlier node
-    /// they are empty. The runtime calls this; by default it leaves the extras and calls
+    /// and scheduling fields, which a version-3 node pushes; from an earlier node they are
+    /// empty. The runtime calls this; by default it leaves the extras and calls
     /// [`Handler::handle`], so a handler that reads headers overrides this one.
     fn handle_with(
         &self,
@@ -121,15 +121,12 @@ impl Answered {
 }
 
 /// Runs the handler on the pushed request, turning a panic into a failure, and tags the
-/// answer with the push's correlation. A version-2 push comes as a `Push3` with no extras.
+/// answer with the push's correlation. A version-2 push comes with no extras.
 ///
 /// Takes the push boxed, as it was decoded: a future's arguments live in it beside its later
 /// state, so a request passed unboxed would be held twice.
-pub(super) async fn run_handler<H: Handler>(
-    handler: Arc<H>,
-    push: Box<Push3<Compact>>,
-) -> Answered {
-    let Push3 {
+pub(super) async fn run_handler<H: Handler>(handler: Arc<H>, push: Box<Push<Compact>>) -> Answered {
+    let Push {
         correlation,
         request,
         extras,

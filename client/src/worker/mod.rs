@@ -77,6 +77,7 @@ impl Worker {
     ///     activity_types: vec!["upper".into()],
     ///     identity: "upper-worker".into(),
     ///     max_concurrency: 4,
+    ///     ..Register::default()
     /// };
     /// let upper = handler_fn(|request: Request| async move {
     ///     ActivityOutcome::Success(request.input.to_ascii_uppercase().into())

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{ErrorCode, ErrorFrame, Frame, Pong, Register, Register3, Role};
+use lintel_wire::{ErrorCode, ErrorFrame, Frame, Pong, Register, Role};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -134,30 +134,23 @@ impl<H: Handler> Runtime<H> {
     }
 }
 
-/// The registration frame for a node of `version`: `Register3` when the worker has a
-/// deployment identity and the node speaks version 3, `Register` otherwise.
+/// The registration frame for a node of `version`: with the worker's deployment identity,
+/// which a node before version 3 does not take (it is left behind, as PROTOCOL.md allows, and
+/// a warning logged).
 fn registration(config: &WorkerConfig, capacity: u32, version: u16) -> Frame {
     let register = Register {
         max_concurrency: capacity,
         ..config.registration.clone()
     };
-    let identified = config.deployment.is_some() || config.instance_id.is_some();
-    if !identified {
-        return Frame::from(register);
-    }
-    if version < 3 {
+    let (register, left_behind) = register.carried_at(version);
+    if left_behind {
         tracing::warn!(
             version,
             "the node speaks protocol version {version}: registering without the deployment \
              and instance id, which need version 3"
         );
-        return Frame::from(register);
     }
-    Frame::from(Register3 {
-        deployment: config.deployment.clone(),
-        instance_id: config.instance_id.clone(),
-        ..Register3::of(register)
-    })
+    Frame::from(register)
 }
 
 /// How a connection that never registered ended: for good, or worth another attempt.
@@ -192,7 +185,7 @@ async fn register(
             Frame::Error(error) => return Err(ConnectError::Protocol(error)),
             Frame::Goodbye(goodbye) => return Err(ConnectError::Goodbye(goodbye.reason)),
             other => {
-                let kind = other.kind();
+                let kind = other.name();
                 outbound
                     .close_with(Frame::Error(ErrorFrame {
                         code: ErrorCode::UnexpectedFrame,

@@ -8,8 +8,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use lintel_wire::{
     ActivityOutcome, CapacityUpdate, CodecError, DispatchResponse, Drain, Drained, ErrorCode,
-    ErrorFrame, ExtrasRef, Frame, FrameKind, FrameRef, Goodbye, Pong, Push3, Reply, RequestRef,
-    ResponseRef,
+    ErrorFrame, ExtrasRef, Frame, FrameRef, Goodbye, Pong, Push, Reply, RequestRef, ResponseRef,
 };
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinError, JoinSet};
@@ -153,16 +152,11 @@ impl<H: Handler> Session<'_, H> {
         let frame = match frame {
             FrameRef::Push(push) => {
                 return self
-                    .start(push.correlation, &push.request, &ExtrasRef::NONE)
-                    .await
-            }
-            FrameRef::Push3(push) => {
-                return self
                     .start(push.correlation, &push.request, &push.extras)
                     .await
             }
             FrameRef::Frame(frame) => frame,
-            other => return self.unexpected(other.kind()).await,
+            other => return self.unexpected(other.name()).await,
         };
         match frame {
             Frame::Cancel(cancel) => {
@@ -205,11 +199,11 @@ impl<H: Handler> Session<'_, H> {
                 tracing::warn!(code = ?error.code, reason = %error.reason, "node reported a protocol error");
                 Err(SessionEnd::Lost)
             }
-            other => self.unexpected(other.kind()).await,
+            other => self.unexpected(other.name()).await,
         }
     }
 
-    async fn unexpected(&self, kind: FrameKind) -> Flow {
+    async fn unexpected(&self, kind: &str) -> Flow {
         tracing::warn!(%kind, "node sent a frame a worker never receives");
         self.outbound
             .close_with(Frame::Error(ErrorFrame {
@@ -220,8 +214,8 @@ impl<H: Handler> Session<'_, H> {
         Err(SessionEnd::Lost)
     }
 
-    /// Runs a pushed request (`Push`, or `Push3` with its extras) in its own task, or refuses
-    /// it at once when at capacity.
+    /// Runs a pushed request, with its extras, in its own task, or refuses it at once when at
+    /// capacity.
     ///
     /// Pushes that arrive while draining still run: the node sent them before it saw the drain
     /// and waits for their replies; the grace deadline bounds them.
@@ -254,7 +248,7 @@ impl<H: Handler> Session<'_, H> {
             return self.reply(correlation, response).await;
         }
         // The handler owns its request: the one copy of the push out of the read buffer.
-        let push = Box::new(Push3 {
+        let push = Box::new(Push {
             correlation,
             request: request.to_compact(),
             extras: extras.to_compact(),
@@ -465,6 +459,7 @@ mod tests {
         Frame::from(Push {
             correlation,
             request: fixtures::numbered_request(correlation),
+            extras: Default::default(),
         })
     }
 
@@ -478,6 +473,7 @@ mod tests {
             activity_types: vec!["echo".to_owned()],
             identity: "worker-under-test".to_owned(),
             max_concurrency: 8,
+            ..Register::default()
         };
         let mut config =
             WorkerConfig::new(listener.local_addr().unwrap().to_string(), registration);
@@ -493,7 +489,7 @@ mod tests {
         };
         let mut bytes = BytesMut::new();
         let mut queue =
-            |frame: Frame| encode_frame(&frame, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+            |frame: Frame| encode_frame(&frame, 2, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
         queue(fixtures::welcome());
         write.write_all(&bytes).await.unwrap();
         bytes.clear();
@@ -504,7 +500,7 @@ mod tests {
         // Registered, a burst, a drain and pushes behind it, all in one write.
         let burst = 2 * FRAMES_PER_TURN as u64 + 1;
         let mut queue =
-            |frame: Frame| encode_frame(&frame, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
+            |frame: Frame| encode_frame(&frame, 2, &mut bytes, DEFAULT_MAX_FRAME_LEN).unwrap();
         queue(Frame::Registered(Registered { worker_id: 1 }));
         for correlation in 1..=burst {
             queue(push(correlation));

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use lintel_wire::{PoolPresence3, Presence3, PresenceGroup3};
+use lintel_wire::{PoolPresence, Presence, PresenceGroup};
 
 /// Longest a change of free capacity waits to be flushed.
 pub(super) const FLUSH_INTERVAL: Duration = Duration::from_millis(25);
@@ -21,22 +21,22 @@ const POOLS_PER_FRAME: usize = 256;
 /// What one peer was last told.
 #[derive(Debug, Default)]
 pub(super) struct Announcer {
-    sent: HashMap<String, PoolPresence3>,
+    sent: HashMap<String, PoolPresence>,
     draining: bool,
 }
 
 /// The frames owed to bring a peer up to date, and whether they should go at once.
 #[derive(Debug)]
 pub(super) struct Delta {
-    pub(super) frames: Vec<Presence3>,
+    pub(super) frames: Vec<Presence>,
     pub(super) urgent: bool,
-    current: HashMap<String, PoolPresence3>,
+    current: HashMap<String, PoolPresence>,
     draining: bool,
 }
 
 impl Announcer {
     /// The whole state as a snapshot; the peer is then up to date.
-    pub(super) fn snapshot(&mut self, pools: Vec<PoolPresence3>, draining: bool) -> Vec<Presence3> {
+    pub(super) fn snapshot(&mut self, pools: Vec<PoolPresence>, draining: bool) -> Vec<Presence> {
         let frames = frames(pools.clone(), true, draining);
         self.sent = pools.into_iter().map(|p| (p.channel.clone(), p)).collect();
         self.draining = draining;
@@ -44,10 +44,10 @@ impl Announcer {
     }
 
     /// What changed since the peer was last told; nothing is recorded until [`Announcer::commit`].
-    pub(super) fn delta(&self, pools: Vec<PoolPresence3>, draining: bool) -> Delta {
-        let current: HashMap<String, PoolPresence3> =
+    pub(super) fn delta(&self, pools: Vec<PoolPresence>, draining: bool) -> Delta {
+        let current: HashMap<String, PoolPresence> =
             pools.into_iter().map(|p| (p.channel.clone(), p)).collect();
-        let mut changed: Vec<PoolPresence3> = Vec::new();
+        let mut changed: Vec<PoolPresence> = Vec::new();
         let mut urgent = draining != self.draining;
         for (channel, pool) in &current {
             let before = self.sent.get(channel);
@@ -59,7 +59,7 @@ impl Announcer {
         for (channel, before) in &self.sent {
             if !current.contains_key(channel) {
                 urgent |= crosses_zero(Some(before), None);
-                changed.push(PoolPresence3 {
+                changed.push(PoolPresence {
                     channel: channel.clone(),
                     workers: 0,
                     groups: Vec::new(),
@@ -89,8 +89,8 @@ impl Announcer {
 
 /// True when some group's free slots went from zero to some or back, or a group with free
 /// slots appeared or went away.
-fn crosses_zero(before: Option<&PoolPresence3>, after: Option<&PoolPresence3>) -> bool {
-    let has_free = |pool: Option<&PoolPresence3>, like: &PresenceGroup3| {
+fn crosses_zero(before: Option<&PoolPresence>, after: Option<&PoolPresence>) -> bool {
+    let has_free = |pool: Option<&PoolPresence>, like: &PresenceGroup| {
         pool.and_then(|pool| {
             pool.groups.iter().find(|g| {
                 g.activity_type == like.activity_type
@@ -116,9 +116,9 @@ fn crosses_zero(before: Option<&PoolPresence3>, after: Option<&PoolPresence3>) -
 
 /// Splits pools into frames; a snapshot's first frame resets and every frame of it but the
 /// last leaves the receiver unsynced.
-fn frames(pools: Vec<PoolPresence3>, snapshot: bool, draining: bool) -> Vec<Presence3> {
+fn frames(pools: Vec<PoolPresence>, snapshot: bool, draining: bool) -> Vec<Presence> {
     if pools.is_empty() {
-        return vec![Presence3 {
+        return vec![Presence {
             reset: snapshot,
             synced: true,
             draining,
@@ -129,7 +129,7 @@ fn frames(pools: Vec<PoolPresence3>, snapshot: bool, draining: bool) -> Vec<Pres
     let count = pools.len().div_ceil(POOLS_PER_FRAME);
     let mut pools = pools.into_iter();
     (0..count)
-        .map(|index| Presence3 {
+        .map(|index| Presence {
             reset: snapshot && index == 0,
             synced: !snapshot || index + 1 == count,
             draining,
@@ -143,11 +143,11 @@ fn frames(pools: Vec<PoolPresence3>, snapshot: bool, draining: bool) -> Vec<Pres
 mod tests {
     use super::*;
 
-    fn pool(channel: &str, free: u32) -> PoolPresence3 {
-        PoolPresence3 {
+    fn pool(channel: &str, free: u32) -> PoolPresence {
+        PoolPresence {
             channel: channel.into(),
             workers: 1,
-            groups: vec![PresenceGroup3 {
+            groups: vec![PresenceGroup {
                 activity_type: "echo".into(),
                 node: None,
                 deployment: None,

@@ -5,10 +5,10 @@
 //! the link before it answers: a link it keeps gets its `PeerHello` (sent by the session), a
 //! link it refuses gets `Goodbye` instead, its hello never sent.
 
-use lintel_wire::{feature, unknown_critical, ErrorCode, Extension, Frame, PeerHello, PeerHello3};
+use lintel_wire::{feature, unknown_critical, ErrorCode, Extension, Frame, PeerHello};
 
 use super::super::close::Close;
-use super::super::handshake::features;
+use super::super::handshake::features_at;
 use crate::shared::Shared;
 use lintel_client::transport::{FrameReader, Outbound};
 
@@ -41,7 +41,7 @@ pub(crate) struct Linked {
     pub(crate) version: u16,
 }
 
-/// A peer's hello, as the version-2 hello it starts with, and what it says of the peer.
+/// A peer's hello, and what it says of the peer.
 #[derive(Debug)]
 pub(crate) struct Heard {
     pub(crate) hello: PeerHello,
@@ -86,59 +86,36 @@ pub(crate) enum HelloFailed {
     Close(Close),
 }
 
-/// This node's hello, listing the peers it has a link to.
-pub(super) fn own_hello(shared: &Shared) -> PeerHello {
-    PeerHello {
+/// This node's hello on a link of `version`: the peers it has a link to and, from version 3,
+/// what it implements.
+pub(super) fn hello_frame(shared: &Shared, version: u16) -> Frame {
+    Frame::from(PeerHello {
         node_id: shared.node_id().to_owned(),
         incarnation: shared.incarnation,
         advertise: shared.advertise().to_owned(),
         peers: shared.dispatcher.mesh().known_peers(),
-    }
-}
-
-/// This node's hello as a link of `version` carries it: `PeerHello3`, with what the node
-/// implements, from version 3.
-pub(super) fn hello_frame(shared: &Shared, version: u16) -> Frame {
-    let hello = own_hello(shared);
-    if version < 3 {
-        return Frame::PeerHello(hello);
-    }
-    Frame::from(PeerHello3 {
-        node_id: hello.node_id,
-        incarnation: hello.incarnation,
-        advertise: hello.advertise,
-        peers: hello.peers,
-        features: features(),
+        features: features_at(version),
         extensions: Vec::new(),
     })
 }
 
-/// A peer's hello in either form its link allows; `None` for any other frame.
+/// A peer's hello; `None` for any other frame.
 ///
 /// # Errors
-/// The close owed for a `PeerHello3` whose extensions this node refuses.
-pub(super) fn read_hello(
-    frame: &Frame,
-    version: u16,
-    max_set_len: usize,
-) -> Option<Result<Heard, Close>> {
-    match frame {
-        Frame::PeerHello(hello) => Some(Ok(Heard {
-            hello: hello.clone(),
-            farewell: false,
-            pool_settings: false,
-            resume: false,
-        })),
-        Frame::PeerHello3(hello) if version >= 3 => Some(
-            check_extensions(&hello.extensions, max_set_len, frame.kind().name()).map(|()| Heard {
-                hello: hello.hello(),
-                farewell: hello.features.iter().any(|f| f == feature::FAREWELL),
-                pool_settings: hello.features.iter().any(|f| f == feature::POOL_SETTINGS),
-                resume: hello.features.iter().any(|f| f == feature::RELAY_RESUME),
-            }),
-        ),
-        _ => None,
-    }
+/// The close owed for a hello whose extensions this node refuses.
+pub(super) fn read_hello(frame: &Frame, max_set_len: usize) -> Option<Result<Heard, Close>> {
+    let Frame::PeerHello(hello) = frame else {
+        return None;
+    };
+    let lists = |wanted: &str| hello.features.iter().any(|listed| listed == wanted);
+    Some(
+        check_extensions(&hello.extensions, max_set_len, frame.name()).map(|()| Heard {
+            hello: (**hello).clone(),
+            farewell: lists(feature::FAREWELL),
+            pool_settings: lists(feature::POOL_SETTINGS),
+            resume: lists(feature::RELAY_RESUME),
+        }),
+    )
 }
 
 /// Refuses a peer frame with more extensions than `max_set_len`, or with a critical one this
@@ -195,12 +172,12 @@ pub(super) async fn exchange(
         }
         Ok(Ok(frame)) => frame,
     };
-    let theirs = match read_hello(&first, link.version, shared.config.max_set_len) {
+    let theirs = match read_hello(&first, shared.config.max_set_len) {
         Some(Ok(hello)) => hello,
         Some(Err(close)) => return Err(HelloFailed::Close(close)),
         None => {
             return Err(HelloFailed::Close(Close::unexpected(
-                first.kind(),
+                first.name(),
                 "before PeerHello",
             )))
         }

@@ -198,7 +198,8 @@ impl Retirement<'_> {
             FrameRef::RelayOutcome(outcome) => {
                 link.answer(outcome.correlation, outcome.result);
             }
-            FrameRef::Frame(Frame::Farewell(_)) if link.version() >= 3 => {
+            // Read only on a link whose version knows it: the reader refuses it elsewhere.
+            FrameRef::Frame(Frame::Farewell(_)) => {
                 link.close_unhandled();
             }
             FrameRef::Frame(Frame::Cancel(cancel)) => self.served.cancel(cancel.correlation),

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use lintel_wire::{
     feature, Cancel, ErrorCode, Frame, FrameKind, FrameRef, PeerHello, Ping, Pong, PoolPresence,
-    PoolPresence3, PoolSettings, Presence, Presence3, PresenceGroup, PresenceGroup3, RelayAck,
-    Resume, Resumed,
+    PoolSettings, Presence, RelayAck, Resume, Resumed,
 };
 use tokio::time::Instant;
 
@@ -20,7 +19,6 @@ use super::retire::{Retirement, Why};
 use crate::auth::Grant;
 use crate::cluster::{Opener, PresenceError, Remote, SettingError, MAX_MEMBERS, MAX_SETTINGS};
 use crate::link::{Linked as Counted, Pair, PeerLink, ReplyFate, Unanswered};
-use crate::registry::{merge_groups, same_pair};
 use crate::shared::Shared;
 use lintel_client::burst::Burst;
 use lintel_client::keepalive::{Keepalive, Tick};
@@ -115,7 +113,6 @@ pub(super) async fn run(
             outbound.clone(),
             shared.config.max_active_dispatches,
             Answer::Peer {
-                version,
                 kept: resumable.then(|| Arc::clone(&pair)),
             },
             // The origin held its producer to its grants; a peer relays what it was allowed.
@@ -211,7 +208,7 @@ fn down_reason(close: &Close) -> String {
         Close::With(frame) | Close::Shed(frame) => match &**frame {
             Frame::Error(error) => format!("{:?}: {}", error.code, error.reason),
             Frame::Goodbye(goodbye) => goodbye.reason.clone(),
-            other => format!("closed with {}", other.kind()),
+            other => format!("closed with {}", other.name()),
         },
         Close::Quietly => "the link closed".to_owned(),
     }
@@ -485,7 +482,7 @@ impl Session<'_> {
             for frame in &delta.frames {
                 if self
                     .outbound
-                    .send_owed(presence_frame(frame.clone(), self.version))
+                    .send_owed(Frame::Presence(frame.clone()))
                     .is_err()
                 {
                     return Err(Close::Quietly);
@@ -537,7 +534,7 @@ impl Session<'_> {
     }
 
     /// A version-2 link is not told of workers in probation: it has no word for them.
-    fn presence(&self) -> Vec<PoolPresence3> {
+    fn presence(&self) -> Vec<PoolPresence> {
         let held = self.served.held_slots();
         let max_groups = self.shared.config.max_set_len;
         let registry = self.shared.dispatcher.registry();
@@ -549,7 +546,7 @@ impl Session<'_> {
         let draining = self.draining();
         for frame in self.announcer.snapshot(pools, draining) {
             self.outbound
-                .send_owed(presence_frame(frame, self.version))
+                .send_owed(Frame::Presence(frame))
                 .map_err(|_| ())?;
         }
         Ok(())
@@ -564,12 +561,6 @@ impl Session<'_> {
                     return Ok(None);
                 }
                 return Ok(self.served.relay(&relay));
-            }
-            FrameRef::Relay3(relay) if self.version >= 3 => {
-                if !self.takes_relay(relay.correlation) {
-                    return Ok(None);
-                }
-                return Ok(self.served.relay3(&relay));
             }
             FrameRef::RelayOutcome(outcome) => {
                 let mut fate = self
@@ -598,24 +589,23 @@ impl Session<'_> {
                 return Ok(None);
             }
             FrameRef::Frame(frame) => frame,
-            other => return Err(Close::unexpected(other.kind(), "on a peer link")),
+            other => return Err(Close::unexpected(other.name(), "on a peer link")),
         };
         match frame {
-            Frame::Presence(presence) => self.apply(presence_of(presence)).map(|()| None),
-            Frame::Presence3(presence) if self.version >= 3 => {
+            Frame::Presence(presence) => {
                 let max_set_len = self.shared.config.max_set_len;
-                check_extensions(&presence.extensions, max_set_len, frame.kind().name())?;
+                check_extensions(&presence.extensions, max_set_len, frame.name())?;
                 self.apply(presence.clone()).map(|()| None)
             }
             Frame::Cancel(cancel) => {
                 self.served.cancel(cancel.correlation);
                 Ok(None)
             }
-            Frame::PeerHello(_) | Frame::PeerHello3(_) => {
+            Frame::PeerHello(_) => {
                 let max_set_len = self.shared.config.max_set_len;
-                let hello = match read_hello(frame, self.version, max_set_len) {
+                let hello = match read_hello(frame, max_set_len) {
                     Some(heard) => heard?.hello,
-                    None => return Err(Close::unexpected(frame.kind(), "on a peer link")),
+                    None => return Err(Close::unexpected(frame.name(), "on a peer link")),
                 };
                 if hello.node_id != *self.remote.node_id
                     || hello.incarnation != self.remote.incarnation
@@ -628,26 +618,24 @@ impl Session<'_> {
                 learn(self.shared, &hello);
                 Ok(None)
             }
-            Frame::Farewell(_) if self.version >= 3 => {
+            Frame::Farewell(_) => {
                 // Every relay of ours still unanswered there was never handled: placed again.
                 self.remote.link.close_unhandled();
                 self.farewell_heard = true;
                 Ok(None)
             }
-            Frame::PoolSettings(settings) if self.version >= 3 => {
-                self.take_settings(settings).map(|()| None)
-            }
-            Frame::RelayAck(ack) if self.version >= 3 => {
-                self.resuming(frame.kind())?
+            Frame::PoolSettings(settings) => self.take_settings(settings).map(|()| None),
+            Frame::RelayAck(ack) => {
+                self.resuming(FrameKind::RelayAck)?
                     .acknowledged(ack.below, &ack.also);
                 Ok(None)
             }
-            Frame::Resume(resume) if self.version >= 3 => {
+            Frame::Resume(resume) => {
                 self.resume(resume)?;
                 Ok(None)
             }
-            Frame::Resumed(resumed) if self.version >= 3 => {
-                self.resuming(frame.kind())?;
+            Frame::Resumed(resumed) => {
+                self.resuming(FrameKind::Resumed)?;
                 self.resumed(resumed);
                 Ok(None)
             }
@@ -658,7 +646,7 @@ impl Session<'_> {
             }
             Frame::Pong(_) => Ok(None),
             Frame::Goodbye(_) | Frame::Error(_) => Err(Close::Quietly),
-            other => Err(Close::unexpected(other.kind(), "on a peer link")),
+            other => Err(Close::unexpected(other.name(), "on a peer link")),
         }
     }
 
@@ -794,7 +782,7 @@ impl Session<'_> {
         true
     }
 
-    fn apply(&mut self, presence: Presence3) -> Result<(), Close> {
+    fn apply(&mut self, presence: Presence) -> Result<(), Close> {
         let mesh = self.shared.dispatcher.mesh();
         mesh.apply(self.remote, presence).map_err(|err| {
             let code = match err {
@@ -816,82 +804,6 @@ impl Session<'_> {
             }
         }
         Ok(())
-    }
-}
-
-/// A presence frame as a link of `version` carries it: `Presence3` from version 3;
-/// otherwise `Presence`, each (activity type, node label) pair's groups merged whatever their
-/// deployment, its excluded workers counted as draining (version 2 has one count for them).
-fn presence_frame(presence: Presence3, version: u16) -> Frame {
-    if version >= 3 {
-        return Frame::Presence3(presence);
-    }
-    let group = |group: PresenceGroup3| PresenceGroup {
-        activity_type: group.activity_type,
-        node: group.node,
-        workers: group.workers,
-        slots: group.slots,
-        free: group.free,
-        full: group.full,
-        draining: group
-            .draining
-            .saturating_add(group.probation)
-            .saturating_add(group.unreachable),
-    };
-    let pool = |pool: PoolPresence3| {
-        let mut runs: Vec<Vec<PresenceGroup3>> = Vec::new();
-        for each in pool.groups {
-            match runs.last_mut() {
-                Some(run) if run.first().is_some_and(|first| same_pair(first, &each)) => {
-                    run.push(each);
-                }
-                _ => runs.push(vec![each]),
-            }
-        }
-        PoolPresence {
-            channel: pool.channel,
-            workers: pool.workers,
-            groups: runs
-                .into_iter()
-                .filter_map(merge_groups)
-                .map(group)
-                .collect(),
-        }
-    };
-    Frame::Presence(Presence {
-        reset: presence.reset,
-        synced: presence.synced,
-        draining: presence.draining,
-        pools: presence.pools.into_iter().map(pool).collect(),
-    })
-}
-
-/// A version-2 presence frame as this node holds it: its groups of no deployment, every
-/// excluded worker counted as draining.
-fn presence_of(presence: &Presence) -> Presence3 {
-    let group = |group: &PresenceGroup| PresenceGroup3 {
-        activity_type: group.activity_type.clone(),
-        node: group.node.clone(),
-        deployment: None,
-        workers: group.workers,
-        slots: group.slots,
-        free: group.free,
-        full: group.full,
-        draining: group.draining,
-        probation: 0,
-        unreachable: 0,
-    };
-    let pool = |pool: &PoolPresence| PoolPresence3 {
-        channel: pool.channel.clone(),
-        workers: pool.workers,
-        groups: pool.groups.iter().map(group).collect(),
-    };
-    Presence3 {
-        reset: presence.reset,
-        synced: presence.synced,
-        draining: presence.draining,
-        pools: presence.pools.iter().map(pool).collect(),
-        extensions: Vec::new(),
     }
 }
 

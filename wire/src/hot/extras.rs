@@ -1,14 +1,17 @@
 //! [`RequestExtras`], the part every version-3 request kind (submit, push, relay) carries
-//! after its request, and the items of its lists: headers and extensions.
+//! after its request, and the items of its lists: headers and extensions. Lent as an
+//! [`ExtrasRef`] (their bytes as they lie, or owned extras) and read as an [`ExtrasView`].
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use compact_str::CompactString;
 
 use crate::cursor::{
     bytes_len, list_len, next_item, opt_str_len, opt_u32_len, read_list, varint_len, write_list,
     ItemCodec, List, Listed, Read, Reader, Writer,
 };
-use crate::message::{Extension, ExtensionRef, ExtrasRef, Header, HeaderRef, RequestExtras};
+use crate::message::{
+    Extension, ExtensionRef, ExtrasRef, ExtrasView, Header, HeaderRef, LentExtras, RequestExtras,
+};
 use crate::ownership::{Compact, Ownership};
 
 impl Listed for Header {
@@ -95,12 +98,127 @@ impl ItemCodec for Extension {
     }
 }
 
-/// [`ExtrasRef::NONE`] encoded: two empty lists and four absent fields, the extras of
-/// nearly every request, written and read whole.
+/// No extras encoded: two empty lists and four absent fields, the extras of nearly every
+/// request, written and read whole.
 const NONE_ENCODED: [u8; 6] = [0; 6];
 
-impl ExtrasRef<'_> {
-    /// No extras: what a version-2 request means. `&ExtrasRef::NONE` lives for `'static`.
+impl<'a> ExtrasRef<'a> {
+    /// No extras: what a version-2 request means.
+    pub const NONE: Self = ExtrasRef(LentExtras::Wire(&NONE_ENCODED));
+
+    /// Owned extras lent.
+    pub fn of(extras: &'a RequestExtras) -> Self {
+        if extras.view().is_none() {
+            return Self::NONE;
+        }
+        ExtrasRef(LentExtras::Lent(extras))
+    }
+
+    /// Their fields, read where they lie.
+    pub fn read(&self) -> ExtrasView<'a> {
+        match self.0 {
+            // Read once already when the frame was decoded, so this cannot fail.
+            LentExtras::Wire(bytes) => {
+                ExtrasView::decode(&mut Reader::of(bytes)).unwrap_or(ExtrasView::NONE)
+            }
+            LentExtras::Lent(extras) => extras.view(),
+        }
+    }
+
+    /// True when every field is absent, as in a version-2 request.
+    #[inline]
+    pub fn is_none(&self) -> bool {
+        match self.0 {
+            LentExtras::Wire(bytes) => bytes == NONE_ENCODED,
+            LentExtras::Lent(extras) => extras.view().is_none(),
+        }
+    }
+
+    /// The same extras for a shorter lifetime.
+    pub fn reborrow<'b>(&self) -> ExtrasRef<'b>
+    where
+        'a: 'b,
+    {
+        ExtrasRef(match self.0 {
+            LentExtras::Wire(bytes) => LentExtras::Wire(bytes),
+            LentExtras::Lent(extras) => LentExtras::Lent(extras),
+        })
+    }
+
+    /// An owned copy, for extras kept beyond the frame they arrived in.
+    pub fn into_owned(self) -> RequestExtras {
+        match self.0 {
+            LentExtras::Wire(_) => self.read().into_owned(),
+            LentExtras::Lent(extras) => extras.clone(),
+        }
+    }
+
+    /// An owned copy whose names and header texts of up to 24 bytes are held inline.
+    pub fn to_compact(&self) -> RequestExtras<Compact> {
+        self.read().to_compact()
+    }
+
+    #[inline]
+    pub(crate) fn encoded_len(&self) -> usize {
+        match self.0 {
+            LentExtras::Wire(bytes) => bytes.len(),
+            LentExtras::Lent(extras) => extras.view().encoded_len(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+        match self.0 {
+            LentExtras::Wire(bytes) => out.raw(bytes),
+            LentExtras::Lent(extras) => extras.view().encode(out),
+        }
+    }
+
+    /// Reads extras, checking every field once, and lends them as they lie.
+    #[inline]
+    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+        if input.skip_if(&NONE_ENCODED) {
+            return Ok(Self::NONE);
+        }
+        let start = input.position();
+        ExtrasView::decode(input)?;
+        Ok(ExtrasRef(LentExtras::Wire(input.since(start))))
+    }
+}
+
+impl Default for ExtrasRef<'_> {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+impl std::fmt::Debug for ExtrasRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.read().fmt(f)
+    }
+}
+
+impl PartialEq for ExtrasRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.read() == other.read()
+    }
+}
+
+impl Eq for ExtrasRef<'_> {}
+
+impl ExtrasView<'_> {
+    /// These extras encoded into `buf` (cleared first) and lent from there: extras made of
+    /// others with a field replaced, to push or relay. No extras are lent without a byte.
+    pub fn lend_in<'b>(&self, buf: &'b mut BytesMut) -> ExtrasRef<'b> {
+        if self.is_none() {
+            return ExtrasRef::NONE;
+        }
+        buf.clear();
+        self.encode(&mut Writer::new(buf, None));
+        ExtrasRef(LentExtras::Wire(buf))
+    }
+
+    /// No extras: what a version-2 request means.
     pub const NONE: Self = RequestExtras {
         headers: List::EMPTY,
         priority: None,
@@ -160,7 +278,7 @@ impl ExtrasRef<'_> {
     }
 }
 
-impl<'a> ExtrasRef<'a> {
+impl<'a> ExtrasView<'a> {
     #[inline]
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         if input.skip_if(&NONE_ENCODED) {
@@ -177,7 +295,7 @@ impl<'a> ExtrasRef<'a> {
     }
 
     /// The same view for a shorter lifetime.
-    pub fn reborrow<'b>(&self) -> ExtrasRef<'b>
+    pub fn reborrow<'b>(&self) -> ExtrasView<'b>
     where
         'a: 'b,
     {
@@ -212,12 +330,13 @@ impl<'a> ExtrasRef<'a> {
 
 impl RequestExtras {
     /// The extras lent, to encode or hand on without copying them.
-    pub fn view(&self) -> ExtrasRef<'_> {
-        self.map(
-            String::as_str,
-            |headers| List::of(headers),
-            |extensions| List::of(extensions),
-        )
+    pub fn lend(&self) -> ExtrasRef<'_> {
+        ExtrasRef::of(self)
+    }
+
+    /// The extras' fields lent.
+    pub fn view(&self) -> ExtrasView<'_> {
+        self.map(String::as_str, List::of, List::of)
     }
 }
 
@@ -252,9 +371,9 @@ mod tests {
         let serde = postcard::to_allocvec(&none).unwrap_or_default();
         assert_eq!(serde, NONE_ENCODED);
         let mut buf = bytes::BytesMut::new();
-        ExtrasRef::NONE.encode(&mut Writer::new(&mut buf, None));
+        ExtrasView::NONE.encode(&mut Writer::new(&mut buf, None));
         assert_eq!(&buf[..], &NONE_ENCODED[..]);
-        let mut input = Reader::new(&NONE_ENCODED, None);
+        let mut input = Reader::of(&NONE_ENCODED);
         let read = ExtrasRef::decode(&mut input).map(|extras| extras.is_none());
         assert_eq!((read, input.left()), (Ok(true), 0));
     }
@@ -271,7 +390,7 @@ mod tests {
             ..RequestExtras::default()
         };
         let wire = postcard::to_allocvec(&extras).unwrap_or_default();
-        let mut input = Reader::new(&wire, None);
+        let mut input = Reader::of(&wire);
         let read = ExtrasRef::decode(&mut input).map(ExtrasRef::into_owned);
         assert_eq!((read, input.left()), (Ok(extras), 0));
     }

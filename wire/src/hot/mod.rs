@@ -3,19 +3,17 @@
 //! `Foo<Borrowed<'a>>`): decoding reads names and payloads where they lie, encoding writes
 //! them from wherever they are lent from. An owned body is encoded through its `view()`.
 //!
-//! A kind is a list of parts in wire order: the primitives of `cursor` (the crate's one
-//! varint reader and its writer) and the shared parts `request`, `extras` (version 3),
-//! `routing` and `result`.
-//! A sibling kind, or a kind with a trailing list, is a new file listing its parts: the
-//! parts are written once and reused, so three short functions say all there is to say.
+//! One file per message, handling each of its kinds (`push` writes and reads `Push` and
+//! `Push3`): `kind_at` picks the kind for a connection's version, `encode` and `decode` take
+//! that kind. A kind is a list of parts in wire order: the primitives of `cursor` (the crate's
+//! one varint reader and its writer) and the shared parts `request`, `extras` (version 3),
+//! `routing` and `result` (which writes a result as the connection's version reads it).
 //! `framing` routes every other kind through serde.
 
 mod extras;
 mod outcome;
 mod push;
-mod push3;
 mod relay;
-mod relay3;
 mod relay_outcome;
 mod reply;
 mod request;
@@ -23,7 +21,6 @@ mod result;
 mod routing;
 mod served_outcome;
 mod submit;
-mod submit3;
 
 pub use outcome::OutcomeRef;
 pub use push::PushRef;
@@ -34,10 +31,15 @@ pub use served_outcome::ServedOutcomeRef;
 pub use submit::SubmitRef;
 
 use crate::cursor::Writer;
+use crate::error::EncodeError;
+use crate::kind::FrameKind;
 
-/// A hot body, to encode: what every kind's view offers the framing.
+/// A hot body, to encode: what every message's view offers the framing.
 pub(crate) trait Body {
-    /// Bytes of the body, its kind included.
-    fn encoded_len(&self) -> usize;
-    fn encode(&self, out: &mut Writer<'_>);
+    /// The kind it goes as on a connection of `version`, or why it cannot go there.
+    fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError>;
+    /// Bytes of the body as `kind` (its kind varint included) on a connection of `version`.
+    fn encoded_len(&self, kind: FrameKind, version: u16) -> usize;
+    /// Writes the body as `kind`, which `kind_at` chose for `version`.
+    fn encode(&self, kind: FrameKind, version: u16, out: &mut Writer<'_>);
 }

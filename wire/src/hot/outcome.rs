@@ -1,7 +1,9 @@
 //! `Outcome` (kind 10): node to a version-1 producer, how a submission ended.
 
 use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
+use crate::error::EncodeError;
 use crate::kind::FrameKind;
+use crate::lower::in_version;
 use crate::message::{OutcomeFrame, ResultRef};
 use crate::ownership::Borrowed;
 
@@ -11,21 +13,30 @@ pub type OutcomeRef<'a> = OutcomeFrame<Borrowed<'a>>;
 const KIND: FrameKind = FrameKind::Outcome;
 
 impl OutcomeRef<'_> {
-    /// Bytes of the body, its kind included.
-    pub fn encoded_len(&self) -> usize {
-        head_len(KIND.discriminant(), self.correlation) + self.result.encoded_len()
+    /// Its one kind, when a connection of `version` knows it.
+    ///
+    /// # Errors
+    /// [`EncodeError::KindTooNew`] when it does not.
+    #[inline]
+    pub fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError> {
+        in_version(KIND, version)
     }
 
-    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+    /// Bytes of the body, its kind included, on a connection of `version`.
+    pub fn encoded_len(&self, _kind: FrameKind, version: u16) -> usize {
+        head_len(KIND.discriminant(), self.correlation) + self.result.encoded_len(version)
+    }
+
+    pub(crate) fn encode(&self, _kind: FrameKind, version: u16, out: &mut Writer<'_>) {
         out.head(KIND.discriminant(), self.correlation);
-        self.result.encode(out);
+        self.result.encode(out, version);
     }
 }
 
 impl<'a> OutcomeRef<'a> {
     /// Reads the fields after the kind.
     #[inline]
-    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+    pub(crate) fn decode(input: &mut Reader<'a>, _kind: FrameKind) -> Read<Self> {
         Ok(OutcomeFrame {
             correlation: input.u64()?,
             result: ResultRef::decode(input)?,

@@ -1,38 +1,68 @@
-//! `Push` (kind 7): node to worker, a request to run.
+//! `Push` (kind 7) and `Push3` (kind 27): node to worker, a request to run; on version 3 with
+//! its extras.
 
+use crate::carry::RequestKinds;
 use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
+use crate::error::EncodeError;
 use crate::kind::FrameKind;
-use crate::message::{Push, RequestRef};
+use crate::message::{ExtrasRef, Push, RequestRef};
 use crate::ownership::Borrowed;
 
 /// A push read in place or lent.
 pub type PushRef<'a> = Push<Borrowed<'a>>;
 
-const KIND: FrameKind = FrameKind::Push;
-
-impl PushRef<'_> {
-    /// Bytes of the body, its kind included.
-    pub fn encoded_len(&self) -> usize {
-        head_len(KIND.discriminant(), self.correlation) + self.request.encoded_len()
-    }
-
-    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
-        out.head(KIND.discriminant(), self.correlation);
-        self.request.encode(out);
-    }
-}
+/// The kind without extras, and the kind with them.
+const KINDS: RequestKinds = RequestKinds {
+    plain: FrameKind::Push,
+    with_extras: FrameKind::Push3,
+    every_time: true,
+    leaves_scheduling: true,
+};
 
 impl<'a> PushRef<'a> {
-    /// Reads the fields after the kind.
+    /// `Push3` on a version-3 connection, every time; `Push` before, which has no room for
+    /// extras (its priority and fairness are left behind, as PROTOCOL.md allows).
+    ///
+    /// # Errors
+    /// [`EncodeError::Unsupported`] for extras a version-2 push cannot carry.
     #[inline]
-    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+    pub fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError> {
+        KINDS.at(version, &self.extras)
+    }
+
+    /// Bytes of the body as `kind`, its kind included.
+    pub fn encoded_len(&self, kind: FrameKind, _version: u16) -> usize {
+        head_len(kind.discriminant(), self.correlation)
+            + self.request.encoded_len()
+            + if kind == KINDS.with_extras {
+                self.extras.encoded_len()
+            } else {
+                0
+            }
+    }
+
+    pub(crate) fn encode(&self, kind: FrameKind, _version: u16, out: &mut Writer<'_>) {
+        out.head(kind.discriminant(), self.correlation);
+        self.request.encode(out);
+        if kind == KINDS.with_extras {
+            self.extras.encode(out);
+        }
+    }
+
+    /// Reads the fields of `kind` after the kind.
+    #[inline]
+    pub(crate) fn decode(input: &mut Reader<'a>, kind: FrameKind) -> Read<Self> {
         Ok(Push {
             correlation: input.u64()?,
             request: RequestRef::decode(input)?,
+            extras: match kind == KINDS.with_extras {
+                true => ExtrasRef::decode(input)?,
+                false => ExtrasRef::NONE,
+            },
         })
     }
 
-    /// The opaque payload it carries, if any.
+    /// The opaque payload it carries.
     pub fn payload(&self) -> Option<PayloadRef<'a>> {
         Some(self.request.input)
     }
@@ -42,6 +72,7 @@ impl<'a> PushRef<'a> {
         Push {
             correlation: self.correlation,
             request: self.request.into_owned(),
+            extras: self.extras.into_owned(),
         }
     }
 }
@@ -52,6 +83,7 @@ impl Push {
         Push {
             correlation: self.correlation,
             request: self.request.view(),
+            extras: self.extras.lend(),
         }
     }
 }

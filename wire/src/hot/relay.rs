@@ -1,45 +1,75 @@
-//! `Relay` (kind 22): origin to serving node, a dispatch to run on its own workers.
+//! `Relay` (kind 22) and `Relay3` (kind 28): origin to serving node, a dispatch to run on its
+//! own workers; on version 3 with its extras.
 
+use crate::carry::RequestKinds;
 use crate::cursor::{head_len, varint_len, PayloadRef, Read, Reader, Writer};
+use crate::error::EncodeError;
 use crate::kind::FrameKind;
-use crate::message::{Relay, RequestRef, RoutingRef};
+use crate::message::{ExtrasRef, Relay, RequestRef, RoutingRef};
 use crate::ownership::Borrowed;
 
 /// A relay read in place or lent.
 pub type RelayRef<'a> = Relay<Borrowed<'a>>;
 
-const KIND: FrameKind = FrameKind::Relay;
+/// The kind without extras, and the kind with them.
+const KINDS: RequestKinds = RequestKinds {
+    plain: FrameKind::Relay,
+    with_extras: FrameKind::Relay3,
+    every_time: true,
+    leaves_scheduling: true,
+};
 
-impl RelayRef<'_> {
-    /// Bytes of the body, its kind included.
-    pub fn encoded_len(&self) -> usize {
-        head_len(KIND.discriminant(), self.correlation)
+impl<'a> RelayRef<'a> {
+    /// `Relay3` on a version-3 link, every time; `Relay` on a version-2 one, which has no
+    /// room for extras (its priority and fairness are left behind, as PROTOCOL.md allows).
+    ///
+    /// # Errors
+    /// [`EncodeError::Unsupported`] for extras a version-2 relay cannot carry,
+    /// [`EncodeError::KindTooNew`] on a version-1 connection.
+    #[inline]
+    pub fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError> {
+        KINDS.at(version, &self.extras)
+    }
+
+    /// Bytes of the body as `kind`, its kind included.
+    pub fn encoded_len(&self, kind: FrameKind, _version: u16) -> usize {
+        head_len(kind.discriminant(), self.correlation)
             + self.request.encoded_len()
+            + if kind == KINDS.with_extras {
+                self.extras.encoded_len()
+            } else {
+                0
+            }
             + self.routing.encoded_len()
             + varint_len(self.reply_timeout_ms)
     }
 
-    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
-        out.head(KIND.discriminant(), self.correlation);
+    pub(crate) fn encode(&self, kind: FrameKind, _version: u16, out: &mut Writer<'_>) {
+        out.head(kind.discriminant(), self.correlation);
         self.request.encode(out);
+        if kind == KINDS.with_extras {
+            self.extras.encode(out);
+        }
         self.routing.encode(out);
         out.u64(self.reply_timeout_ms);
     }
-}
 
-impl<'a> RelayRef<'a> {
-    /// Reads the fields after the kind.
+    /// Reads the fields of `kind` after the kind.
     #[inline]
-    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+    pub(crate) fn decode(input: &mut Reader<'a>, kind: FrameKind) -> Read<Self> {
         Ok(Relay {
             correlation: input.u64()?,
             request: RequestRef::decode(input)?,
+            extras: match kind == KINDS.with_extras {
+                true => ExtrasRef::decode(input)?,
+                false => ExtrasRef::NONE,
+            },
             routing: RoutingRef::decode(input)?,
             reply_timeout_ms: input.u64()?,
         })
     }
 
-    /// The opaque payload it carries, if any.
+    /// The opaque payload it carries.
     pub fn payload(&self) -> Option<PayloadRef<'a>> {
         Some(self.request.input)
     }
@@ -49,6 +79,7 @@ impl<'a> RelayRef<'a> {
         Relay {
             correlation: self.correlation,
             request: self.request.into_owned(),
+            extras: self.extras.into_owned(),
             routing: self.routing.into_owned(),
             reply_timeout_ms: self.reply_timeout_ms,
         }
@@ -61,6 +92,7 @@ impl Relay {
         Relay {
             correlation: self.correlation,
             request: self.request.view(),
+            extras: self.extras.lend(),
             routing: self.routing.view(),
             reply_timeout_ms: self.reply_timeout_ms,
         }

@@ -1,7 +1,9 @@
 //! `Reply` (kind 8): worker to node, the response to a push.
 
 use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
+use crate::error::EncodeError;
 use crate::kind::FrameKind;
+use crate::lower::in_version;
 use crate::message::{Reply, ResponseRef};
 use crate::ownership::Borrowed;
 
@@ -11,12 +13,21 @@ pub type ReplyRef<'a> = Reply<Borrowed<'a>>;
 const KIND: FrameKind = FrameKind::Reply;
 
 impl ReplyRef<'_> {
+    /// Its one kind, when a connection of `version` knows it.
+    ///
+    /// # Errors
+    /// [`EncodeError::KindTooNew`] when it does not.
+    #[inline]
+    pub fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError> {
+        in_version(KIND, version)
+    }
+
     /// Bytes of the body, its kind included.
-    pub fn encoded_len(&self) -> usize {
+    pub fn encoded_len(&self, _kind: FrameKind, _version: u16) -> usize {
         head_len(KIND.discriminant(), self.correlation) + self.response.encoded_len()
     }
 
-    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+    pub(crate) fn encode(&self, _kind: FrameKind, _version: u16, out: &mut Writer<'_>) {
         out.head(KIND.discriminant(), self.correlation);
         self.response.encode(out);
     }
@@ -25,7 +36,7 @@ impl ReplyRef<'_> {
 impl<'a> ReplyRef<'a> {
     /// Reads the fields after the kind.
     #[inline]
-    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+    pub(crate) fn decode(input: &mut Reader<'a>, _kind: FrameKind) -> Read<Self> {
         Ok(Reply {
             correlation: input.u64()?,
             response: ResponseRef::decode(input)?,

@@ -1,11 +1,12 @@
 //! A [`DispatchResult`] and the [`DispatchResponse`] inside it: what a reply and every
 //! outcome kind carries.
 
+use crate::body;
 use crate::cursor::PayloadRef;
 use crate::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
 use crate::message::{
-    ActivityOutcome, Census, Census3, DispatchResponse, DispatchResult, NoWorkerReason,
-    RefusedDispatch, RefusedReason, ResponseRef, ResultRef,
+    ActivityOutcome, Census, DispatchResponse, DispatchResult, NoWorkerReason, RefusedDispatch,
+    RefusedReason, ResponseRef, ResultRef,
 };
 use crate::ownership::{Borrowed, Ownership};
 
@@ -126,10 +127,14 @@ impl ActivityOutcome {
 }
 
 impl ResultRef<'_> {
-    pub fn encoded_len(&self) -> usize {
+    /// Bytes of the result as a connection of `version` reads it (see [`ResultRef::encode`]).
+    pub fn encoded_len(&self, version: u16) -> usize {
         1 + match self {
             DispatchResult::Completed(response) => response.encoded_len(),
-            DispatchResult::NoWorker(census) => census_len(census),
+            DispatchResult::NoWorker(census) if version >= 3 => {
+                census_len(&census3_counts(census), census)
+            }
+            DispatchResult::NoWorker(census) => census_len(&census2_counts(census), census),
             DispatchResult::WorkerLost { worker_id } => varint_len(*worker_id),
             DispatchResult::Timeout {
                 worker_id,
@@ -137,27 +142,33 @@ impl ResultRef<'_> {
             } => varint_len(*worker_id) + varint_len(*after_ms),
             DispatchResult::Refused(refused) => 1 + bytes_len(refused.detail.len()),
             DispatchResult::Cancelled | DispatchResult::Draining => 0,
+            DispatchResult::PeerLost { .. } | DispatchResult::ShutDown { .. } if version < 2 => 1,
             DispatchResult::PeerLost { peer, after_ms } => {
                 bytes_len(peer.len()) + varint_len(*after_ms)
             }
             DispatchResult::ShutDown { after_ms } => varint_len(*after_ms),
-            DispatchResult::NoWorker3(census) => census3_len(census),
         }
     }
 
-    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+    /// Writes the result as a connection of `version` reads it: where the result holds a
+    /// variant or a reason the version does not know, the nearest one it does (PROTOCOL.md
+    /// section 4): a no-worker census as version 1 and 2 count it (`NoWorker`) or as version 3
+    /// does (`NoWorker3`), a version-2 outcome to a version-1 producer as `WorkerLost`, a
+    /// refusal's reason as the version knows it.
+    pub(crate) fn encode(&self, out: &mut Writer<'_>, version: u16) {
         match self {
             DispatchResult::Completed(response) => {
                 out.u8(0);
                 response.encode(out);
             }
+            DispatchResult::NoWorker(census) if version >= 3 => {
+                out.u8(9);
+                write_census(out, census.reason, &census3_counts(census), census);
+            }
             DispatchResult::NoWorker(census) => {
                 out.u8(1);
-                out.u8(census.reason as u8);
-                for count in census_counts(census) {
-                    out.u64(u64::from(count));
-                }
-                out.opt_u64(census.last_departure_ms_ago);
+                let reason = census.reason.for_version_2();
+                write_census(out, reason, &census2_counts(census), census);
             }
             DispatchResult::WorkerLost { worker_id } => {
                 out.u8(2);
@@ -173,11 +184,16 @@ impl ResultRef<'_> {
             }
             DispatchResult::Refused(refused) => {
                 out.u8(4);
-                out.u8(refused.reason as u8);
+                out.u8(refused.reason.for_version(version) as u8);
                 out.str(refused.detail);
             }
             DispatchResult::Cancelled => out.u8(5),
             DispatchResult::Draining => out.u8(6),
+            DispatchResult::PeerLost { .. } | DispatchResult::ShutDown { .. } if version < 2 => {
+                // Version 1 knows no lost peer or shutdown: the worker it never saw is lost.
+                out.u8(2);
+                out.u64(0);
+            }
             DispatchResult::PeerLost { peer, after_ms } => {
                 out.u8(7);
                 out.str(peer);
@@ -186,14 +202,6 @@ impl ResultRef<'_> {
             DispatchResult::ShutDown { after_ms } => {
                 out.u8(8);
                 out.u64(*after_ms);
-            }
-            DispatchResult::NoWorker3(census) => {
-                out.u8(9);
-                out.u8(census.reason as u8);
-                for count in census3_counts(census) {
-                    out.u64(u64::from(count));
-                }
-                out.opt_u64(census.last_departure_ms_ago);
             }
         }
     }
@@ -204,7 +212,7 @@ impl<'a> ResultRef<'a> {
     pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
         Ok(match input.variant()? {
             0 => DispatchResult::Completed(ResponseRef::decode(input)?),
-            1 => DispatchResult::NoWorker(Census {
+            1 => DispatchResult::NoWorker(Census::from(body::Census {
                 reason: no_worker_reason(input.variant()?)?,
                 pool_workers: input.u32()?,
                 serving_activity: input.u32()?,
@@ -212,7 +220,7 @@ impl<'a> ResultRef<'a> {
                 at_capacity: input.u32()?,
                 excluded: input.u32()?,
                 last_departure_ms_ago: input.opt_u64()?,
-            }),
+            })),
             2 => DispatchResult::WorkerLost {
                 worker_id: input.u64()?,
             },
@@ -233,7 +241,7 @@ impl<'a> ResultRef<'a> {
             8 => DispatchResult::ShutDown {
                 after_ms: input.u64()?,
             },
-            9 => DispatchResult::NoWorker3(Census3 {
+            9 => DispatchResult::NoWorker(Census {
                 reason: no_worker_reason(input.variant()?)?,
                 pool_workers: input.u32()?,
                 serving_activity: input.u32()?,
@@ -241,8 +249,8 @@ impl<'a> ResultRef<'a> {
                 deployment_workers: input.u32()?,
                 at_capacity: input.u32()?,
                 draining: input.u32()?,
-                probation: input.u32()?,
-                unreachable: input.u32()?,
+                probation: Some(input.u32()?),
+                unreachable: Some(input.u32()?),
                 last_departure_ms_ago: input.opt_u64()?,
             }),
             _ => return Err(BAD_VARIANT),
@@ -292,7 +300,6 @@ impl<O: Ownership> DispatchResult<O> {
         match self {
             DispatchResult::Completed(completed) => DispatchResult::Completed(response(completed)),
             DispatchResult::NoWorker(census) => DispatchResult::NoWorker(census.clone()),
-            DispatchResult::NoWorker3(census) => DispatchResult::NoWorker3(census.clone()),
             DispatchResult::WorkerLost { worker_id } => DispatchResult::WorkerLost {
                 worker_id: *worker_id,
             },
@@ -320,8 +327,9 @@ impl<O: Ownership> DispatchResult<O> {
     }
 }
 
-/// The census's counts, in wire order.
-fn census_counts(census: &Census) -> [u32; 5] {
+/// A census's counts as version 1 and 2 write them, in wire order.
+fn census2_counts(census: &Census) -> [u32; 5] {
+    let census = body::Census::from(census);
     [
         census.pool_workers,
         census.serving_activity,
@@ -331,8 +339,9 @@ fn census_counts(census: &Census) -> [u32; 5] {
     ]
 }
 
-/// A version-3 census's counts, in wire order.
-fn census3_counts(census: &Census3) -> [u32; 8] {
+/// A census's counts as version 3 writes them, in wire order; a count a version-2 node did
+/// not make is written as none.
+fn census3_counts(census: &Census) -> [u32; 8] {
     [
         census.pool_workers,
         census.serving_activity,
@@ -340,25 +349,26 @@ fn census3_counts(census: &Census3) -> [u32; 8] {
         census.deployment_workers,
         census.at_capacity,
         census.draining,
-        census.probation,
-        census.unreachable,
+        census.probation.unwrap_or(0),
+        census.unreachable.unwrap_or(0),
     ]
 }
 
-fn census3_len(census: &Census3) -> usize {
-    1 + census3_counts(census)
-        .into_iter()
-        .map(|count| varint_len(u64::from(count)))
+/// Bytes of a census of `counts`: its reason, the counts, the last departure.
+fn census_len(counts: &[u32], census: &Census) -> usize {
+    1 + counts
+        .iter()
+        .map(|count| varint_len(u64::from(*count)))
         .sum::<usize>()
         + opt_u64_len(census.last_departure_ms_ago)
 }
 
-fn census_len(census: &Census) -> usize {
-    1 + census_counts(census)
-        .into_iter()
-        .map(|count| varint_len(u64::from(count)))
-        .sum::<usize>()
-        + opt_u64_len(census.last_departure_ms_ago)
+fn write_census(out: &mut Writer<'_>, reason: NoWorkerReason, counts: &[u32], census: &Census) {
+    out.u8(reason as u8);
+    for count in counts {
+        out.u64(u64::from(*count));
+    }
+    out.opt_u64(census.last_departure_ms_ago);
 }
 
 fn no_worker_reason(index: u32) -> Read<NoWorkerReason> {

@@ -1,7 +1,9 @@
 //! `ServedOutcome` (kind 24): node to a version-2 producer, how a submission ended and which node served it.
 
 use crate::cursor::{bytes_len, head_len, PayloadRef, Read, Reader, Writer};
+use crate::error::EncodeError;
 use crate::kind::FrameKind;
+use crate::lower::in_version;
 use crate::message::{ResultRef, ServedOutcome};
 use crate::ownership::Borrowed;
 
@@ -11,24 +13,33 @@ pub type ServedOutcomeRef<'a> = ServedOutcome<Borrowed<'a>>;
 const KIND: FrameKind = FrameKind::ServedOutcome;
 
 impl ServedOutcomeRef<'_> {
-    /// Bytes of the body, its kind included.
-    pub fn encoded_len(&self) -> usize {
-        head_len(KIND.discriminant(), self.correlation)
-            + bytes_len(self.served_by.len())
-            + self.result.encoded_len()
+    /// Its one kind, when a connection of `version` knows it.
+    ///
+    /// # Errors
+    /// [`EncodeError::KindTooNew`] when it does not.
+    #[inline]
+    pub fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError> {
+        in_version(KIND, version)
     }
 
-    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
+    /// Bytes of the body, its kind included, on a connection of `version`.
+    pub fn encoded_len(&self, _kind: FrameKind, version: u16) -> usize {
+        head_len(KIND.discriminant(), self.correlation)
+            + bytes_len(self.served_by.len())
+            + self.result.encoded_len(version)
+    }
+
+    pub(crate) fn encode(&self, _kind: FrameKind, version: u16, out: &mut Writer<'_>) {
         out.head(KIND.discriminant(), self.correlation);
         out.str(self.served_by);
-        self.result.encode(out);
+        self.result.encode(out, version);
     }
 }
 
 impl<'a> ServedOutcomeRef<'a> {
     /// Reads the fields after the kind.
     #[inline]
-    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+    pub(crate) fn decode(input: &mut Reader<'a>, _kind: FrameKind) -> Read<Self> {
         Ok(ServedOutcome {
             correlation: input.u64()?,
             served_by: input.str()?,

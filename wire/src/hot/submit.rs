@@ -1,48 +1,77 @@
-//! `Submit` (kind 9): producer to node, a request to dispatch.
+//! `Submit` (kind 9) and `Submit3` (kind 26): producer to node, a request to dispatch; with
+//! extras, on version 3 only.
 
+use crate::carry::RequestKinds;
 use crate::cursor::{head_len, opt_u64_len, PayloadRef, Read, Reader, Writer};
+use crate::error::EncodeError;
 use crate::kind::FrameKind;
-use crate::message::{RequestRef, RoutingRef, Submit};
+use crate::message::{ExtrasRef, RequestRef, RoutingRef, Submit};
 use crate::ownership::Borrowed;
 
 /// A submission read in place or lent.
 pub type SubmitRef<'a> = Submit<Borrowed<'a>>;
 
-const KIND: FrameKind = FrameKind::Submit;
+/// The kind without extras, and the kind with them.
+const KINDS: RequestKinds = RequestKinds {
+    plain: FrameKind::Submit,
+    with_extras: FrameKind::Submit3,
+    every_time: false,
+    leaves_scheduling: false,
+};
 
-impl SubmitRef<'_> {
-    /// Bytes of the body, its kind included.
-    pub fn encoded_len(&self) -> usize {
-        head_len(KIND.discriminant(), self.correlation)
+impl<'a> SubmitRef<'a> {
+    /// `Submit` when it has no extras, whatever the version; `Submit3` with them, from
+    /// version 3.
+    ///
+    /// # Errors
+    /// [`EncodeError::Unsupported`] for extras before version 3.
+    #[inline]
+    pub fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError> {
+        KINDS.at(version, &self.extras)
+    }
+
+    /// Bytes of the body as `kind`, its kind included.
+    pub fn encoded_len(&self, kind: FrameKind, _version: u16) -> usize {
+        head_len(kind.discriminant(), self.correlation)
             + self.request.encoded_len()
+            + if kind == KINDS.with_extras {
+                self.extras.encoded_len()
+            } else {
+                0
+            }
             + opt_u64_len(self.wait_for_worker_ms)
             + opt_u64_len(self.reply_timeout_ms)
             + self.routing.encoded_len()
     }
 
-    pub(crate) fn encode(&self, out: &mut Writer<'_>) {
-        out.head(KIND.discriminant(), self.correlation);
+    pub(crate) fn encode(&self, kind: FrameKind, _version: u16, out: &mut Writer<'_>) {
+        out.head(kind.discriminant(), self.correlation);
         self.request.encode(out);
+        if kind == KINDS.with_extras {
+            self.extras.encode(out);
+        }
         out.opt_u64(self.wait_for_worker_ms);
         out.opt_u64(self.reply_timeout_ms);
         self.routing.encode(out);
     }
-}
 
-impl<'a> SubmitRef<'a> {
-    /// Reads the fields after the kind.
+    /// Reads the fields of `kind` after the kind.
     #[inline]
-    pub(crate) fn decode(input: &mut Reader<'a>) -> Read<Self> {
+    pub(crate) fn decode(input: &mut Reader<'a>, kind: FrameKind) -> Read<Self> {
         Ok(Submit {
             correlation: input.u64()?,
             request: RequestRef::decode(input)?,
+            extras: match kind == KINDS.with_extras {
+                true => ExtrasRef::decode(input)?,
+                false => ExtrasRef::NONE,
+            },
             wait_for_worker_ms: input.opt_u64()?,
             reply_timeout_ms: input.opt_u64()?,
             routing: RoutingRef::decode(input)?,
         })
     }
 
-    /// The opaque payload it carries, if any.
+    /// The opaque payload it carries.
     pub fn payload(&self) -> Option<PayloadRef<'a>> {
         Some(self.request.input)
     }
@@ -52,6 +81,7 @@ impl<'a> SubmitRef<'a> {
         Submit {
             correlation: self.correlation,
             request: self.request.into_owned(),
+            extras: self.extras.into_owned(),
             wait_for_worker_ms: self.wait_for_worker_ms,
             reply_timeout_ms: self.reply_timeout_ms,
             routing: self.routing.into_owned(),
@@ -65,6 +95,7 @@ impl Submit {
         Submit {
             correlation: self.correlation,
             request: self.request.view(),
+            extras: self.extras.lend(),
             wait_for_worker_ms: self.wait_for_worker_ms,
             reply_timeout_ms: self.reply_timeout_ms,
             routing: self.routing.view(),

@@ -5,7 +5,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::extras::RequestExtras;
 use crate::ownership::{Borrowed, Owned, Ownership};
 
 /// One unit of work for a worker.
@@ -59,15 +58,18 @@ pub struct DispatchResponse<O: Ownership = Owned> {
 }
 
 /// Node to worker: execute `request` and reply with `correlation`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
-    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
-))]
+///
+/// A version-3 connection carries it as `Push3`, extras and all; an earlier one as `Push`,
+/// which has no room for extras: its priority and fairness are left behind (not critical,
+/// PROTOCOL.md section 8), anything else is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Push<O: Ownership = Owned> {
     /// Unique among this connection's pushes.
     pub correlation: u64,
     pub request: DispatchRequest<O>,
+    /// Version 3: the request's headers, scheduling fields and required deployment; none is
+    /// the default.
+    pub extras: O::Extras,
 }
 
 /// Worker to node: the response to the push with `correlation`.
@@ -99,53 +101,22 @@ pub enum NodeRouting<O: Ownership = Owned> {
     Require(O::Names),
 }
 
-/// Producer to node: dispatch `request`; answered by an `Outcome` with the same correlation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
-    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
-))]
+/// Producer to node: dispatch `request`; answered by an outcome with the same correlation.
+///
+/// Goes as `Submit` when it has no extras, as `Submit3` with them (version 3 only).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Submit<O: Ownership = Owned> {
     /// Unique among this connection's submissions in flight.
     pub correlation: u64,
     pub request: DispatchRequest<O>,
+    /// Version 3: the request's headers, scheduling fields and required deployment; none is
+    /// the default.
+    pub extras: O::Extras,
     /// How long to wait for an eligible worker; `None` fails at once with `NoWorker`.
     pub wait_for_worker_ms: Option<u64>,
     /// How long to wait for the reply once pushed; `None` takes the node's default.
     pub reply_timeout_ms: Option<u64>,
     pub routing: NodeRouting<O>,
-}
-
-/// Version 3, producer to node: dispatch `request` with its `extras`; answered like `Submit`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize, O::Headers: Serialize, O::Extensions: Serialize",
-    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>, O::Headers: Deserialize<'de>, O::Extensions: Deserialize<'de>"
-))]
-pub struct Submit3<O: Ownership = Owned> {
-    /// Unique among this connection's submissions in flight.
-    pub correlation: u64,
-    pub request: DispatchRequest<O>,
-    pub extras: RequestExtras<O>,
-    /// How long to wait for an eligible worker; `None` fails at once with `NoWorker3`.
-    pub wait_for_worker_ms: Option<u64>,
-    /// How long to wait for the reply once pushed; `None` takes the node's default.
-    pub reply_timeout_ms: Option<u64>,
-    pub routing: NodeRouting<O>,
-}
-
-/// Version 3, node to worker: execute `request`, whose `extras` the worker may read, and reply
-/// with `correlation`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize, O::Headers: Serialize, O::Extensions: Serialize",
-    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>, O::Headers: Deserialize<'de>, O::Extensions: Deserialize<'de>"
-))]
-pub struct Push3<O: Ownership = Owned> {
-    /// Unique among this connection's pushes.
-    pub correlation: u64,
-    pub request: DispatchRequest<O>,
-    pub extras: RequestExtras<O>,
 }
 
 /// Why no worker was selected, as far as the node knows.
@@ -173,8 +144,8 @@ pub enum NoWorkerReason {
 }
 
 impl NoWorkerReason {
-    /// The reason as a version-1 or version-2 producer reads it.
-    pub fn for_version_2(self) -> Self {
+    /// The reason as a version-1 or version-2 connection reads it.
+    pub(crate) fn for_version_2(self) -> Self {
         match self {
             NoWorkerReason::AllUnreachable | NoWorkerReason::AllInProbation => {
                 NoWorkerReason::AllExcluded
@@ -187,28 +158,13 @@ impl NoWorkerReason {
     }
 }
 
-/// What the node knew about an address when it found no eligible worker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What the node knew about an address `(namespace, task_queue, activity_type)` when it found
+/// no eligible worker: version 3's counts. A version-1 or version-2 node counts its excluded
+/// workers as one, read here as `draining`, with `probation` and `unreachable` absent (`None`),
+/// and does not count `compatible_workers` apart from `deployment_workers`; written back to such
+/// a connection it is the census that node sent, byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Census {
-    pub reason: NoWorkerReason,
-    /// Workers in the pool, whatever their activity types.
-    pub pool_workers: u32,
-    /// Workers in the pool serving the activity type, on any node.
-    pub serving_activity: u32,
-    /// Workers serving the activity type on an allowed node.
-    pub compatible_workers: u32,
-    /// Compatible workers with every slot taken.
-    pub at_capacity: u32,
-    /// Compatible workers excluded from selection (draining).
-    pub excluded: u32,
-    /// Milliseconds since a compatible worker last left, if one has.
-    pub last_departure_ms_ago: Option<u64>,
-}
-
-/// Version 3: what the node knew about an address when it found no eligible worker, each
-/// exclusion counted apart.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Census3 {
     pub reason: NoWorkerReason,
     /// Workers in the pool, whatever their activity types.
     pub pool_workers: u32,
@@ -221,49 +177,23 @@ pub struct Census3 {
     pub deployment_workers: u32,
     /// Of those, workers with every slot taken.
     pub at_capacity: u32,
-    /// Of those, workers draining.
+    /// Of those, workers draining; from a version-1 or version-2 node, every excluded worker.
     pub draining: u32,
-    /// Of those, workers in their opening probation.
-    pub probation: u32,
-    /// Of those, workers with a ping outstanding too long.
-    pub unreachable: u32,
+    /// Of those, workers in their opening probation; `None` from a version-1 or version-2 node.
+    pub probation: Option<u32>,
+    /// Of those, workers with a ping outstanding too long; `None` from a version-1 or
+    /// version-2 node.
+    pub unreachable: Option<u32>,
     /// Milliseconds since a compatible worker last left, if one has.
     pub last_departure_ms_ago: Option<u64>,
 }
 
-impl Census3 {
-    /// The census as a version-1 or version-2 producer reads it.
-    pub fn for_version_2(&self) -> Census {
-        Census {
-            reason: self.reason.for_version_2(),
-            pool_workers: self.pool_workers,
-            serving_activity: self.serving_activity,
-            compatible_workers: self.deployment_workers,
-            at_capacity: self.at_capacity,
-            excluded: self
-                .draining
-                .saturating_add(self.probation)
-                .saturating_add(self.unreachable),
-            last_departure_ms_ago: self.last_departure_ms_ago,
-        }
-    }
-}
-
-impl From<&Census> for Census3 {
-    /// A version-2 census read as version 3: its excluded workers are draining ones.
-    fn from(census: &Census) -> Self {
-        Census3 {
-            reason: census.reason,
-            pool_workers: census.pool_workers,
-            serving_activity: census.serving_activity,
-            compatible_workers: census.compatible_workers,
-            deployment_workers: census.compatible_workers,
-            at_capacity: census.at_capacity,
-            draining: census.excluded,
-            probation: 0,
-            unreachable: 0,
-            last_departure_ms_ago: census.last_departure_ms_ago,
-        }
+impl Census {
+    /// Workers excluded from selection, for whatever reason.
+    pub fn excluded(&self) -> u32 {
+        self.draining
+            .saturating_add(self.probation.unwrap_or(0))
+            .saturating_add(self.unreachable.unwrap_or(0))
     }
 }
 
@@ -288,9 +218,9 @@ pub enum RefusedReason {
 }
 
 impl RefusedReason {
-    /// The reason as a producer of `version` reads it: version 1 knows no
+    /// The reason as a connection of `version` reads it: version 1 knows no
     /// `NamespaceNotGranted`, versions 1 and 2 no `Unsupported` or `FairnessCapReached`.
-    pub fn for_version(self, version: u16) -> Self {
+    pub(crate) fn for_version(self, version: u16) -> Self {
         match self {
             RefusedReason::NamespaceNotGranted if version < 2 => RefusedReason::InvalidRequest,
             RefusedReason::Unsupported if version < 3 => RefusedReason::InvalidRequest,
@@ -308,15 +238,14 @@ pub struct RefusedDispatch<S = String> {
 }
 
 /// How a dispatch ended; exactly one per submission.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
-    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
-))]
+///
+/// The one result of every version: where a connection's version does not know a variant or
+/// a reason, its codec writes the nearest one it knows (PROTOCOL.md section 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DispatchResult<O: Ownership = Owned> {
     /// The worker replied.
     Completed(DispatchResponse<O>),
-    /// No eligible worker within the wait.
+    /// No eligible worker within the wait, and why.
     NoWorker(Census),
     /// The worker's connection closed before it replied.
     WorkerLost { worker_id: u64 },
@@ -334,61 +263,15 @@ pub enum DispatchResult<O: Ownership = Owned> {
     /// Version 2: the node shut down while the dispatch was running, `after_ms` after it was
     /// pushed or relayed; it may have run.
     ShutDown { after_ms: u64 },
-    /// Version 3: no eligible worker within the wait, each exclusion counted apart; sent
-    /// where `NoWorker` was on a version-3 connection.
-    NoWorker3(Census3),
 }
 
-impl<O: Ownership> DispatchResult<O> {
-    /// The result as a connection speaking `version` reads it: where a variant or a reason of
-    /// a later version would go, the nearest one the connection knows; on version 3 a
-    /// `NoWorker` becomes `NoWorker3`.
-    pub fn for_version(self, version: u16) -> Self {
-        match self {
-            DispatchResult::NoWorker3(census) if version < 3 => {
-                DispatchResult::NoWorker(census.for_version_2())
-            }
-            DispatchResult::NoWorker(census) if version >= 3 => {
-                DispatchResult::NoWorker3(Census3::from(&census))
-            }
-            DispatchResult::PeerLost { .. } | DispatchResult::ShutDown { .. } if version < 2 => {
-                DispatchResult::WorkerLost { worker_id: 0 }
-            }
-            DispatchResult::Refused(RefusedDispatch { reason, detail }) => {
-                DispatchResult::Refused(RefusedDispatch {
-                    reason: reason.for_version(version),
-                    detail,
-                })
-            }
-            other => other,
-        }
-    }
-
-    /// The census of a no-worker outcome, either form, as version 3 counts it.
-    pub fn no_worker_census(&self) -> Option<Census3> {
-        match self {
-            DispatchResult::NoWorker(census) => Some(Census3::from(census)),
-            DispatchResult::NoWorker3(census) => Some(census.clone()),
-            _ => None,
-        }
-    }
-}
-
-/// Node to producer: the result of the submission with `correlation`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
-    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
-))]
+/// Node to a version-1 producer: the result of the submission with `correlation`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutcomeFrame<O: Ownership = Owned> {
     pub correlation: u64,
     pub result: DispatchResult<O>,
 }
 
-/// A version-3 submission read in place or lent.
-pub type Submit3Ref<'a> = Submit3<Borrowed<'a>>;
-/// A version-3 push read in place or lent.
-pub type Push3Ref<'a> = Push3<Borrowed<'a>>;
 /// A request read in place or lent.
 pub type RequestRef<'a> = DispatchRequest<Borrowed<'a>>;
 /// A response read in place or lent.

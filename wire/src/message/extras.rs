@@ -27,8 +27,21 @@ pub struct RequestExtras<O: Ownership = Owned> {
     pub extensions: O::Extensions,
 }
 
-/// Extras read in place or lent.
-pub type ExtrasRef<'a> = RequestExtras<Borrowed<'a>>;
+/// Extras read field by field where they lie, or lent field by field: what
+/// [`ExtrasRef::read`] gives.
+pub type ExtrasView<'a> = RequestExtras<Borrowed<'a>>;
+
+/// A request's extras lent, in two words: as they lie in a frame (checked once when it was
+/// read) or from owned extras. Read their fields with [`ExtrasRef::read`].
+#[derive(Clone, Copy)]
+pub struct ExtrasRef<'a>(pub(crate) LentExtras<'a>);
+
+#[derive(Clone, Copy)]
+pub(crate) enum LentExtras<'a> {
+    /// The extras as postcard lays them out, read once and found well formed.
+    Wire(&'a [u8]),
+    Lent(&'a RequestExtras),
+}
 
 /// Bounds on a request's headers, sent in `Welcome3`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -49,8 +49,12 @@ pub struct Limits {
     pub max_set_len: u32,
 }
 
-/// The handshake succeeded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The handshake succeeded; on version 3 also what the node implements.
+///
+/// A version-3 connection carries it as `Welcome3`, an earlier one as `Welcome`, which has no
+/// room for header limits or features: none are read from it, and a welcome that states some
+/// is refused there.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Welcome {
     /// The negotiated version: the highest both sides speak.
     pub version: u16,
@@ -58,33 +62,15 @@ pub struct Welcome {
     /// The node's id for this connection, unique for the node's lifetime.
     pub pid: u64,
     pub limits: Limits,
-}
-
-/// Version 3: the handshake succeeded; also what the node implements.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Welcome3 {
-    /// The negotiated version: 3.
-    pub version: u16,
-    pub node_id: String,
-    /// The node's id for this connection, unique for the node's lifetime.
-    pub pid: u64,
-    pub limits: Limits,
-    pub header_limits: HeaderLimits,
-    /// What the node implements (`feature::*`); a client must not rely on one not listed.
+    /// Version 3: the bounds on a request's headers; `None` from an earlier node, which takes
+    /// no header (and written as no room for any when a version-3 welcome states none).
+    pub header_limits: Option<HeaderLimits>,
+    /// Version 3: what the node implements (`feature::*`); a client must not rely on one not
+    /// listed. Empty from an earlier node.
     pub features: Vec<String>,
 }
 
-impl Welcome3 {
-    /// The welcome as a version-1 or version-2 node would have sent it.
-    pub fn welcome(&self) -> Welcome {
-        Welcome {
-            version: self.version,
-            node_id: self.node_id.clone(),
-            pid: self.pid,
-            limits: self.limits.clone(),
-        }
-    }
-
+impl Welcome {
     /// True when the node lists `feature`.
     pub fn implements(&self, feature: &str) -> bool {
         self.features.iter().any(|listed| listed == feature)

@@ -3,9 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::dispatch::{DispatchRequest, DispatchResult, NodeRouting};
-use super::extras::RequestExtras;
 use super::items::Extension;
-use crate::ownership::{Borrowed, Owned, Ownership};
+use crate::ownership::{Owned, Ownership};
 
 /// A member of the mesh, as one node tells another.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -15,10 +14,15 @@ pub struct PeerAddress {
     pub address: String,
 }
 
-/// Peer to peer: who the sender is and which members it knows. The dialler sends it first
-/// after `Welcome`, the acceptor answers with its own, and either resends it when it learns
-/// of new members.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Peer to peer: who the sender is, which members it knows and what it implements. The
+/// dialler sends it first after `Welcome`, the acceptor answers with its own, and either
+/// resends it when it learns of new members.
+///
+/// A version-3 link carries it as `PeerHello3` (its serde form, hence the name); a version-2
+/// one as `PeerHello`, which has no room for features or extensions: none are read from it,
+/// and a hello that has some is refused there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename = "PeerHello3")]
 pub struct PeerHello {
     pub node_id: String,
     /// Chosen at random when the node starts: a restarted node is a new peer.
@@ -27,101 +31,39 @@ pub struct PeerHello {
     pub advertise: String,
     /// Other members the sender knows of.
     pub peers: Vec<PeerAddress>,
-}
-
-/// Workers of one activity type on one worker node label, within a pool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PresenceGroup {
-    pub activity_type: String,
-    /// The workers' node label; `None` for workers registered without one.
-    pub node: Option<String>,
-    pub workers: u32,
-    /// Sum of the workers' `max_concurrency`.
-    pub slots: u32,
-    /// Slots free for dispatches relayed by the receiver (its own relays in flight count as
-    /// free, since the receiver already counts them).
-    pub free: u32,
-    /// Workers with every slot taken.
-    pub full: u32,
-    /// Workers excluded from selection (draining).
-    pub draining: u32,
-}
-
-/// One pool `(namespace, task_queue)` of the sender.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolPresence {
-    /// `dispatch_channel_name(namespace, task_queue, None)`.
-    pub channel: String,
-    /// Distinct workers in the pool, whatever their activity types; zero removes the pool.
-    pub workers: u32,
-    pub groups: Vec<PresenceGroup>,
-}
-
-/// Peer to peer: the sender's own pools. Each listed pool replaces what the receiver held for
-/// that channel; pools not listed are unchanged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Presence {
-    /// Forget every pool learned from the sender before applying this frame.
-    pub reset: bool,
-    /// After this frame the receiver holds the sender's whole state.
-    pub synced: bool,
-    /// The sender is draining and answers new relays `Draining`.
-    pub draining: bool,
-    pub pools: Vec<PoolPresence>,
+    /// Version 3: what the sender implements (`feature::*`).
+    pub features: Vec<String>,
+    /// Version 3: room to grow.
+    pub extensions: Vec<Extension>,
 }
 
 /// Origin to serving node: run `request` on your own workers, never relaying it again, and
 /// answer with a `RelayOutcome` of the same correlation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
-    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
-))]
+///
+/// A version-3 link carries it as `Relay3`, extras and all; a version-2 one as `Relay`, which
+/// has no room for extras: its priority and fairness are left behind (not critical, PROTOCOL.md
+/// section 8), anything else is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Relay<O: Ownership = Owned> {
     /// Unique among the sender's relays in flight on this link.
     pub correlation: u64,
     pub request: DispatchRequest<O>,
+    /// Version 3: the request's headers, scheduling fields and required deployment.
+    pub extras: O::Extras,
     pub routing: NodeRouting<O>,
     /// What is left of the caller's reply budget, as a duration.
     pub reply_timeout_ms: u64,
 }
-
-/// Version 3, origin to serving node: as `Relay`, with the request's `extras`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize, O::Headers: Serialize, O::Extensions: Serialize",
-    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>, O::Headers: Deserialize<'de>, O::Extensions: Deserialize<'de>"
-))]
-pub struct Relay3<O: Ownership = Owned> {
-    /// Unique among the sender's relays in flight on this link.
-    pub correlation: u64,
-    pub request: DispatchRequest<O>,
-    pub extras: RequestExtras<O>,
-    pub routing: NodeRouting<O>,
-    /// What is left of the caller's reply budget, as a duration.
-    pub reply_timeout_ms: u64,
-}
-
-/// A version-3 relay read in place or lent.
-pub type Relay3Ref<'a> = Relay3<Borrowed<'a>>;
 
 /// Serving node to origin: how the relay with `correlation` ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
-    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
-))]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RelayOutcome<O: Ownership = Owned> {
     pub correlation: u64,
     pub result: DispatchResult<O>,
 }
 
-/// Node to a version-2 producer: how a submission ended and which node served it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "O::Str: Serialize, O::Payload: Serialize, O::Names: Serialize",
-    deserialize = "O::Str: Deserialize<'de>, O::Payload: Deserialize<'de>, O::Names: Deserialize<'de>"
-))]
+/// Node to a version-2 or later producer: how a submission ended and which node served it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedOutcome<O: Ownership = Owned> {
     pub correlation: u64,
     /// The node whose worker ran it, or that decided the outcome.
@@ -129,36 +71,12 @@ pub struct ServedOutcome<O: Ownership = Owned> {
     pub result: DispatchResult<O>,
 }
 
-/// Version 3, peer to peer: who the sender is, the members it knows and what it implements.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PeerHello3 {
-    pub node_id: String,
-    /// Chosen at random when the node starts: a restarted node is a new peer.
-    pub incarnation: u64,
-    /// Where other nodes dial the sender.
-    pub advertise: String,
-    /// Other members the sender knows of.
-    pub peers: Vec<PeerAddress>,
-    /// What the sender implements (`feature::*`).
-    pub features: Vec<String>,
-    pub extensions: Vec<Extension>,
-}
-
-impl PeerHello3 {
-    /// Its first four fields, as a `PeerHello`.
-    pub fn hello(&self) -> PeerHello {
-        PeerHello {
-            node_id: self.node_id.clone(),
-            incarnation: self.incarnation,
-            advertise: self.advertise.clone(),
-            peers: self.peers.clone(),
-        }
-    }
-}
-
-/// Version 3: workers of one activity type, node label and deployment, within a pool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PresenceGroup3 {
+/// Workers of one activity type, node label and deployment, within a pool. Its serde form is
+/// version 3's (`PresenceGroup3`); a version-2 link is told each (activity type, node label)
+/// pair's groups merged ([`PresenceGroup::merge`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename = "PresenceGroup3")]
+pub struct PresenceGroup {
     pub activity_type: String,
     /// The workers' node label; `None` for workers registered without one.
     pub node: Option<String>,
@@ -180,26 +98,34 @@ pub struct PresenceGroup3 {
     pub unreachable: u32,
 }
 
-/// Version 3: one pool `(namespace, task_queue)` of the sender.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolPresence3 {
+/// One pool `(namespace, task_queue)` of the sender (serde: `PoolPresence3`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename = "PoolPresence3")]
+pub struct PoolPresence {
     /// `dispatch_channel_name(namespace, task_queue, None)`.
     pub channel: String,
     /// Distinct workers in the pool, whatever their activity types; zero removes the pool.
     pub workers: u32,
-    pub groups: Vec<PresenceGroup3>,
+    pub groups: Vec<PresenceGroup>,
 }
 
-/// Version 3, peer to peer: as `Presence`, with deployments and exclusions in each group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Presence3 {
+/// Peer to peer: the sender's own pools. Each listed pool replaces what the receiver held for
+/// that channel; pools not listed are unchanged.
+///
+/// A version-3 link carries it as `Presence3` (its serde form, hence the name); a version-2 one
+/// as `Presence`: each (activity type, node label) pair's groups merged into one, its excluded
+/// workers counted as draining, and no extensions (a presence that has some is refused there).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename = "Presence3")]
+pub struct Presence {
     /// Forget every pool learned from the sender before applying this frame.
     pub reset: bool,
     /// After this frame the receiver holds the sender's whole state.
     pub synced: bool,
     /// The sender is draining and answers new relays `Draining`.
     pub draining: bool,
-    pub pools: Vec<PoolPresence3>,
+    pub pools: Vec<PoolPresence>,
+    /// Version 3: room to grow.
     pub extensions: Vec<Extension>,
 }
 

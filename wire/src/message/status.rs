@@ -67,6 +67,11 @@ pub struct WaitingStatus {
     pub task_queue: String,
     pub activity_type: String,
     pub waiting: u32,
+    /// Why they wait; a status report carries it as a version-2 census.
+    #[serde(
+        serialize_with = "crate::body::write_version_2_census",
+        deserialize_with = "crate::body::read_version_2_census"
+    )]
     pub census: Census,
 }
 
