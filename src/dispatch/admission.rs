@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use lintel_wire::{
-    is_header_name, unknown_critical, ExtrasView, NodeRouting, RefusedDispatch, RefusedReason,
-    RequestRef, RoutingRef,
+    is_header_name, unknown_critical, ExtrasRef, ExtrasView, NodeRouting, RefusedDispatch,
+    RefusedReason, RequestRef, RoutingRef,
 };
 
 use super::options::Options;
@@ -56,7 +56,7 @@ const WEIGHTS: std::ops::RangeInclusive<u32> = 1..=1_000_000;
 /// [`RefusedReason::Unsupported`] naming what the node does not implement.
 pub(crate) fn validate(
     request: &RequestRef<'_>,
-    extras: &ExtrasView<'_>,
+    extras: &ExtrasRef<'_>,
     options: &Options<'_>,
     limits: &DispatchLimits,
 ) -> Result<(), RefusedDispatch> {
@@ -69,6 +69,7 @@ pub(crate) fn validate(
     if extras.is_none() {
         return check_budget(request, 0, limits).map_err(invalid);
     }
+    let extras = &extras.read();
     check_extras(extras, limits).map_err(invalid)?;
     let carried = extras.header_bytes() + extras.extension_bytes();
     check_budget(request, carried, limits).map_err(invalid)?;
@@ -290,10 +291,14 @@ mod tests {
     }
 
     fn refusal(request: &DispatchRequest, options: &DispatchOptions) -> Option<RefusedReason> {
-        let extras = options.extras.view();
-        validate(&request.view(), &extras, &Options::of(options), &limits())
-            .err()
-            .map(|refused| refused.reason)
+        validate(
+            &request.view(),
+            &options.extras.lend(),
+            &Options::of(options),
+            &limits(),
+        )
+        .err()
+        .map(|refused| refused.reason)
     }
 
     #[test]

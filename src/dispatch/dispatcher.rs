@@ -346,8 +346,7 @@ impl Dispatcher {
         }
         // A dispatch naming no deployment requires its pool's current one, if it has one.
         let current = extras
-            .read()
-            .deployment
+            .deployment()
             .is_none()
             .then(|| self.settings.current(request.namespace, request.task_queue))
             .flatten();
@@ -859,8 +858,7 @@ impl Dispatcher {
         options: &Options<'_>,
         crowded: bool,
     ) -> Result<(), DispatchResult> {
-        validate(request, &extras.read(), options, &self.limits)
-            .map_err(DispatchResult::Refused)?;
+        validate(request, extras, options, &self.limits).map_err(DispatchResult::Refused)?;
         if self.is_draining() {
             return Err(DispatchResult::Draining);
         }
@@ -970,21 +968,24 @@ fn refused(reason: RefusedReason, detail: &str) -> ResultRef<'_> {
 }
 
 fn address_of<'a, 'r: 'a, 'e: 'a>(request: &RequestRef<'r>, extras: &ExtrasRef<'e>) -> Address<'a> {
-    let extras = extras.read();
     Address {
         namespace: request.namespace,
         task_queue: normalize_task_queue(request.task_queue),
         activity_type: request.activity_type,
         node: request.node,
-        needs_version: needs_version(&extras),
-        deployment: extras.deployment,
+        needs_version: needs_version(extras),
+        deployment: extras.deployment(),
     }
 }
 
 /// The lowest protocol version of a worker or a peer link that can carry a request with
 /// `extras`: headers and a required deployment never travel in a version-2 frame, while its
 /// priority and fairness fields may be left behind.
-fn needs_version(extras: &ExtrasView<'_>) -> u16 {
+fn needs_version(extras: &ExtrasRef<'_>) -> u16 {
+    if extras.is_none() {
+        return 1;
+    }
+    let extras = extras.read();
     if extras.headers.is_empty() && extras.deployment.is_none() {
         1
     } else {

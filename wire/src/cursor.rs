@@ -593,7 +593,11 @@ impl<'a, T: Listed> List<'a, T> {
     }
 
     /// The count and the items' bytes of a list laid out in `bytes`.
+    #[inline]
     fn laid_out(bytes: &'a [u8]) -> (usize, &'a [u8]) {
+        if let [0, rest @ ..] = bytes {
+            return (0, rest);
+        }
         let mut reader = Reader::of(bytes);
         let count = reader.len().unwrap_or(0);
         (count, bytes.get(reader.pos..).unwrap_or_default())
@@ -607,7 +611,11 @@ impl<'a, T: Listed> List<'a, T> {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        match self.0 {
+            // A count of nought is the one byte 0.
+            ListInner::Wire(bytes) => bytes.first().is_none_or(|count| *count == 0),
+            ListInner::Lent(items) => items.is_empty(),
+        }
     }
 
     /// The items in order.

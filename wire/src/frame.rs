@@ -6,7 +6,7 @@ use bytes::{BufMut, BytesMut};
 use crate::body;
 use crate::error::EncodeError;
 use crate::flavor::BytesMutFlavor;
-use crate::kind::FrameKind;
+use crate::kind::{FrameKind, Lane};
 use crate::lower::{in_version, Chooses, Lower};
 use crate::message::{
     Cancel, CapacityUpdate, ClusterStatusReport, Drain, Drained, ErrorFrame, Event, Farewell,
@@ -36,7 +36,20 @@ macro_rules! frames {
 
         $(frames!(@from $variant [$($flag)*] $message);)+
 
+        // Every kind of one message goes in one lane, so a frame's lane needs no version.
+        const _: () = {
+            $(frames!(@one_lane $variant [$($lane)+]);)+
+        };
+
         impl Frame {
+            /// The lane every kind of the message goes in, as the table gives it.
+            #[inline]
+            pub fn lane(&self) -> Lane {
+                match self {
+                    $(Frame::$variant(_) => frames!(@first_lane $($lane)+),)+
+                }
+            }
+
             /// The message's name: its first kind's, without a version.
             pub fn name(&self) -> &'static str {
                 match self {
@@ -108,6 +121,13 @@ macro_rules! frames {
     };
     (@wire $message:ty) => { $message };
     (@wire $message:ty, $wire:ty) => { $wire };
+    (@first_lane $first:ident $($rest:ident)*) => { Lane::$first };
+    (@one_lane $variant:ident [$first:ident $($rest:ident)*]) => {
+        $(assert!(
+            Lane::$rest as u8 == Lane::$first as u8,
+            concat!("the kinds of ", stringify!($variant), " go in one lane")
+        );)*
+    };
     (@held [] $message:ty) => { $message };
     (@held [boxed $($rest:tt)*] $message:ty) => { Box<$message> };
     (@held [$first:tt $($rest:tt)*] $message:ty) => { frames!(@held [$($rest)*] $message) };

@@ -8,7 +8,7 @@ use crate::frame::Frame;
 use crate::hot::{
     Body, OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
 };
-use crate::kind::FrameKind;
+use crate::kind::{FrameKind, Lane};
 use crate::table::frame_table;
 
 macro_rules! frame_refs {
@@ -20,6 +20,7 @@ macro_rules! frame_refs {
     )+) => {
         frame_refs!(@hot [] $([$variant [$($flag)*] [$($kind)+]])+);
     };
+    (@first_lane $first:ident $($rest:ident)*) => { FrameKind::$first.lane() };
     // Keeps the messages with a hand codec (`hot View`), then generates from them.
     (@hot [$($kept:tt)*] [$message:ident [] $kinds:tt] $($rest:tt)*) => {
         frame_refs!(@hot [$($kept)*] $($rest)*);
@@ -98,6 +99,15 @@ macro_rules! frame_refs {
                 }
             }
 
+            /// The lane the frame goes in, as [`Frame::lane`].
+            #[inline]
+            pub fn lane(&self) -> Lane {
+                match self {
+                    FrameRef::Frame(frame) => frame.lane(),
+                    $(FrameRef::$message(_) => frame_refs!(@first_lane $($kind)+),)*
+                }
+            }
+
             /// The message's name, as [`Frame::name`].
             pub fn name(&self) -> &'static str {
                 match self {
@@ -106,17 +116,13 @@ macro_rules! frame_refs {
                 }
             }
 
-            /// Runs `f` on the hot body, a built frame's seen through its view; `None` for the
-            /// kinds serde encodes.
+            /// The hot body lent, or the frame built (see [`Frame::lent_hot`]).
             #[inline]
-            pub(crate) fn with_hot<R>(&self, f: impl FnOnce(&dyn Body) -> R) -> Option<R> {
-                Some(match self {
-                    FrameRef::Frame(frame) => match frame {
-                        $(Frame::$message(body) => f(&body.view()),)*
-                        _ => return None,
-                    },
-                    $(FrameRef::$message(body) => f(body),)*
-                })
+            pub(crate) fn hot_or_built(&self) -> Result<&dyn Body, &'a Frame> {
+                match self {
+                    FrameRef::Frame(frame) => Err(frame),
+                    $(FrameRef::$message(body) => Ok(body),)*
+                }
             }
 
             /// The opaque payload the frame carries, if any: a request's input or a success's
@@ -138,6 +144,15 @@ macro_rules! frame_refs {
         }
 
         impl Frame {
+            /// A built frame of a hot message lent as its own variant, for the hand codec to
+            /// write; `None` for the messages serde encodes.
+            pub(crate) fn lent_hot(&self) -> Option<FrameRef<'_>> {
+                match self {
+                    $(Frame::$message(body) => Some(FrameRef::$message(body.view())),)*
+                    _ => None,
+                }
+            }
+
             /// The opaque payload the frame carries, if any: a request's input or a success's
             /// result.
             pub fn payload(&self) -> Option<PayloadRef<'_>> {
@@ -173,11 +188,13 @@ impl FrameRef<'_> {
     /// reckoned without encoding it; `None` for the messages serde encodes, or a version that
     /// cannot carry it.
     pub fn encoded_len(&self, version: u16) -> Option<usize> {
-        self.with_hot(|body| {
-            let kind = body.kind_at(version).ok()?;
-            Some(body.encoded_len(kind, version))
-        })
-        .flatten()
+        match self.hot_or_built() {
+            Ok(body) => {
+                let kind = body.kind_at(version).ok()?;
+                Some(body.encoded_len(kind, version))
+            }
+            Err(built) => built.lent_hot()?.encoded_len(version),
+        }
     }
 }
 

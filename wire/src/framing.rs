@@ -8,6 +8,7 @@ use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::Frame;
 use crate::frame_ref::FrameRef;
+use crate::hot::Body;
 use crate::kind::FrameKind;
 use crate::message::PROTOCOL_VERSION;
 
@@ -114,57 +115,69 @@ fn encode_leaving_out(
     payload_len: usize,
     leave_out: Option<&[u8]>,
 ) -> Result<Option<usize>, EncodeError> {
-    let hot = frame.with_hot(|body| {
-        let kind = body.kind_at(version)?;
-        let left_out = leave_out.map_or(0, <[u8]>::len);
-        if payload_len > max_frame_len {
-            // Refused before a byte is copied; reckoning the exact length is for this case only.
-            return Err(EncodeError::Oversize {
+    match frame.hot_or_built() {
+        Ok(body) => encode_hot(body, version, dst, max_frame_len, payload_len, leave_out),
+        Err(built) => match built.lent_hot() {
+            Some(lent) => {
+                encode_leaving_out(&lent, version, dst, max_frame_len, payload_len, leave_out)
+            }
+            None => encode_by_serde(built, version, dst, max_frame_len),
+        },
+    }
+}
+
+/// A hot body written by its hand codec, as [`encode_leaving_out`].
+#[inline]
+fn encode_hot(
+    body: &dyn Body,
+    version: u16,
+    dst: &mut BytesMut,
+    max_frame_len: usize,
+    payload_len: usize,
+    leave_out: Option<&[u8]>,
+) -> Result<Option<usize>, EncodeError> {
+    let kind = body.kind_at(version)?;
+    let left_out = leave_out.map_or(0, <[u8]>::len);
+    if payload_len > max_frame_len {
+        // Refused before a byte is copied; reckoning the exact length is for this case only.
+        return Err(EncodeError::Oversize {
+            kind,
+            len: body.encoded_len(kind, version),
+            max: max_frame_len,
+        });
+    }
+    // Written first and measured after: the length prefix is patched in, so a body's length
+    // is never reckoned apart from writing it.
+    let start = dst.len();
+    dst.reserve(LENGTH_PREFIX_LEN + ROOM_BESIDE_PAYLOAD + payload_len.saturating_sub(left_out));
+    dst.put_u32(0);
+    let mut out = Writer::new(dst, leave_out);
+    body.encode(kind, version, &mut out);
+    let at = out.left_out_at();
+    let len = dst.len() - start - LENGTH_PREFIX_LEN + at.map_or(0, |_| left_out);
+    match u32::try_from(len) {
+        Ok(prefix) if len <= max_frame_len => {
+            patch_prefix(dst, start, prefix);
+            Ok(at)
+        }
+        _ => {
+            dst.truncate(start);
+            Err(EncodeError::Oversize {
                 kind,
-                len: body.encoded_len(kind, version),
+                len,
                 max: max_frame_len,
-            });
+            })
         }
-        // Written first and measured after: the length prefix is patched in, so a body's
-        // length is never reckoned apart from writing it.
-        let start = dst.len();
-        dst.reserve(LENGTH_PREFIX_LEN + ROOM_BESIDE_PAYLOAD + payload_len.saturating_sub(left_out));
-        dst.put_u32(0);
-        let mut out = Writer::new(dst, leave_out);
-        body.encode(kind, version, &mut out);
-        let at = out.left_out_at();
-        let len = dst.len() - start - LENGTH_PREFIX_LEN + at.map_or(0, |_| left_out);
-        match u32::try_from(len) {
-            Ok(prefix) if len <= max_frame_len => {
-                patch_prefix(dst, start, prefix);
-                Ok(at)
-            }
-            _ => {
-                dst.truncate(start);
-                Err(EncodeError::Oversize {
-                    kind,
-                    len,
-                    max: max_frame_len,
-                })
-            }
-        }
-    });
-    match hot {
-        Some(written) => written,
-        None => encode_by_serde(frame, version, dst, max_frame_len),
     }
 }
 
 /// Serde's encoding of a cold kind, its length checked after the fact.
 fn encode_by_serde(
-    frame: &FrameRef<'_>,
+    frame: &Frame,
     version: u16,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<usize>, EncodeError> {
-    let FrameRef::Frame(frame) = frame else {
-        return Ok(None);
-    };
     let kind = frame.kind_at(version)?;
     let start = dst.len();
     dst.put_u32(0);
@@ -277,6 +290,7 @@ pub struct FrameSlots {
 
 impl FrameSlots {
     /// Lets go of what the last frame kept.
+    #[inline]
     pub fn clear(&mut self) {
         self.cold = None;
         self.payload = None;

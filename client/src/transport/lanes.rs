@@ -1,7 +1,8 @@
 //! The two lanes of a connection's outbound queue and their bookkeeping: what is queued in
 //! each, what a writing party holds, and in which order bytes are taken to be written.
 //!
-//! A frame's lane is its kind's, from the frame table ([`FrameKind::lane`]): bulk frames
+//! A frame's lane is its kinds', from the frame table ([`lintel_wire::FrameRef::lane`]; every kind of one
+//! message shares a lane, so no version is needed to choose it): bulk frames
 //! (requests to run work: pushes and relays) carry work and its inputs; every other frame is
 //! control. A writing party takes a [`Piece`] at a time: the rest of a started bulk frame, then
 //! every control frame, then bulk frames, so control frames overtake bulk ones only at a frame
@@ -578,10 +579,15 @@ mod tests {
             for frame in &bulk {
                 let lane = frame.kind_at(version).map(FrameKind::lane);
                 assert_eq!(lane.ok(), Some(Lane::Bulk), "{}", frame.name());
+                assert_eq!(frame.lane(), Lane::Bulk, "{}", frame.name());
             }
         }
-        let ping = FrameRef::Frame(&ping(3)).kind_at(1).map(FrameKind::lane);
-        assert_eq!(ping.ok(), Some(Lane::Control));
+        let ping = FrameRef::Frame(&ping(3));
+        assert_eq!(
+            ping.kind_at(1).map(FrameKind::lane).ok(),
+            Some(Lane::Control)
+        );
+        assert_eq!(ping.lane(), Lane::Control);
     }
 
     #[test]

@@ -144,7 +144,7 @@ impl Pipe {
         }
         let was_empty = state.is_empty() && state.in_hand == 0;
         let version = self.version.load(Ordering::Relaxed);
-        let lane = frame.kind_at(version)?.lane();
+        let lane = frame.lane();
         let queue = match lane {
             Lane::Control => &mut state.control,
             Lane::Bulk => &mut state.bulk,

@@ -104,7 +104,7 @@ const NONE_ENCODED: [u8; 6] = [0; 6];
 
 impl<'a> ExtrasRef<'a> {
     /// No extras: what a version-2 request means.
-    pub const NONE: Self = ExtrasRef(LentExtras::Wire(&NONE_ENCODED));
+    pub const NONE: Self = ExtrasRef(LentExtras::Wire(&[]));
 
     /// Owned extras lent.
     pub fn of(extras: &'a RequestExtras) -> Self {
@@ -115,7 +115,16 @@ impl<'a> ExtrasRef<'a> {
     }
 
     /// Their fields, read where they lie.
+    #[inline]
     pub fn read(&self) -> ExtrasView<'a> {
+        match self.0 {
+            LentExtras::Wire([]) => ExtrasView::NONE,
+            _ => self.read_some(),
+        }
+    }
+
+    /// The fields of extras with at least one.
+    fn read_some(&self) -> ExtrasView<'a> {
         match self.0 {
             // Read once already when the frame was decoded, so this cannot fail.
             LentExtras::Wire(bytes) => {
@@ -128,9 +137,15 @@ impl<'a> ExtrasRef<'a> {
     /// True when every field is absent, as in a version-2 request.
     #[inline]
     pub fn is_none(&self) -> bool {
-        match self.0 {
-            LentExtras::Wire(bytes) => bytes == NONE_ENCODED,
-            LentExtras::Lent(extras) => extras.view().is_none(),
+        matches!(self.0, LentExtras::Wire([]))
+    }
+
+    /// The deployment the request requires, if any.
+    #[inline]
+    pub fn deployment(&self) -> Option<&'a str> {
+        match self.is_none() {
+            true => None,
+            false => self.read_some().deployment,
         }
     }
 
@@ -161,6 +176,7 @@ impl<'a> ExtrasRef<'a> {
     #[inline]
     pub(crate) fn encoded_len(&self) -> usize {
         match self.0 {
+            LentExtras::Wire([]) => NONE_ENCODED.len(),
             LentExtras::Wire(bytes) => bytes.len(),
             LentExtras::Lent(extras) => extras.view().encoded_len(),
         }
@@ -169,6 +185,7 @@ impl<'a> ExtrasRef<'a> {
     #[inline]
     pub(crate) fn encode(&self, out: &mut Writer<'_>) {
         match self.0 {
+            LentExtras::Wire([]) => out.raw(&NONE_ENCODED),
             LentExtras::Wire(bytes) => out.raw(bytes),
             LentExtras::Lent(extras) => extras.view().encode(out),
         }

@@ -50,7 +50,8 @@ impl<'a> PushRef<'a> {
     }
 
     /// Reads the fields of `kind` after the kind.
-    #[inline]
+    /// Inlined into the reader, so the frame is built where it is lent, not moved there.
+    #[inline(always)]
     pub(crate) fn decode(input: &mut Reader<'a>, kind: FrameKind) -> Read<Self> {
         Ok(Push {
             correlation: input.u64()?,

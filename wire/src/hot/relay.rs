@@ -55,7 +55,8 @@ impl<'a> RelayRef<'a> {
     }
 
     /// Reads the fields of `kind` after the kind.
-    #[inline]
+    /// Inlined into the reader, so the frame is built where it is lent, not moved there.
+    #[inline(always)]
     pub(crate) fn decode(input: &mut Reader<'a>, kind: FrameKind) -> Read<Self> {
         Ok(Relay {
             correlation: input.u64()?,

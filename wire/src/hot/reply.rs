@@ -35,7 +35,8 @@ impl ReplyRef<'_> {
 
 impl<'a> ReplyRef<'a> {
     /// Reads the fields after the kind.
-    #[inline]
+    /// Inlined into the reader, so the frame is built where it is lent, not moved there.
+    #[inline(always)]
     pub(crate) fn decode(input: &mut Reader<'a>, _kind: FrameKind) -> Read<Self> {
         Ok(Reply {
             correlation: input.u64()?,

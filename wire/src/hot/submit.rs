@@ -56,7 +56,8 @@ impl<'a> SubmitRef<'a> {
     }
 
     /// Reads the fields of `kind` after the kind.
-    #[inline]
+    /// Inlined into the reader, so the frame is built where it is lent, not moved there.
+    #[inline(always)]
     pub(crate) fn decode(input: &mut Reader<'a>, kind: FrameKind) -> Read<Self> {
         Ok(Submit {
             correlation: input.u64()?,

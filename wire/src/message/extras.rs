@@ -38,8 +38,10 @@ pub struct ExtrasRef<'a>(pub(crate) LentExtras<'a>);
 
 #[derive(Clone, Copy)]
 pub(crate) enum LentExtras<'a> {
-    /// The extras as postcard lays them out, read once and found well formed.
+    /// Extras with a field, as postcard lays them out, read once and found well formed; no
+    /// bytes at all for no extras (nearly every request).
     Wire(&'a [u8]),
+    /// Owned extras with a field.
     Lent(&'a RequestExtras),
 }
 
