@@ -8,12 +8,8 @@ use crate::error::EncodeError;
 use crate::flavor::BytesMutFlavor;
 use crate::kind::{FrameKind, Lane};
 use crate::lower::{in_version, Chooses, Lower};
-use crate::message::{
-    Cancel, CapacityUpdate, ClusterStatusReport, Drain, Drained, ErrorFrame, Event, Farewell,
-    Goodbye, Hello, OutcomeFrame, PeerHello, Ping, Pong, PoolSettings, Presence, Push, Refusal,
-    Register, Registered, Relay, RelayAck, RelayOutcome, Reply, Resume, Resumed, ServedOutcome,
-    StatusDocument, StatusQuery, StatusReport, Submit, Subscribe, SubscriptionEnded, Welcome,
-};
+// Every message the table names, by the name it gives.
+use crate::message::*;
 use crate::table::frame_table;
 
 macro_rules! frames {

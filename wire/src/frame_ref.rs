@@ -5,9 +5,8 @@
 use crate::cursor::{PayloadRef, Read, Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::Frame;
-use crate::hot::{
-    Body, OutcomeRef, PushRef, RelayOutcomeRef, RelayRef, ReplyRef, ServedOutcomeRef, SubmitRef,
-};
+// `Body` and every hot message's view the table names.
+use crate::hot::*;
 use crate::kind::{FrameKind, Lane};
 use crate::table::frame_table;
 

@@ -23,9 +23,9 @@
 //! - [`body`]: the serde bodies of an earlier version's kind of a later message (`Welcome`,
 //!   `Register`, `PeerHello`, `Presence`, a status report's `Census`), with their
 //!   translations and the message's choice of kind.
-//! - `carry`: what an earlier version's kind has no room for, decided once: refused, but for
-//!   the drops PROTOCOL.md documents (a version-2 push's or relay's priority and fairness,
-//!   [`Register::carried_at`]).
+//! - `carry`: the kind of a push, submission or relay, and what an earlier version's kind has
+//!   no room for, decided once: refused, but for the drops PROTOCOL.md documents (a version-2
+//!   push's or relay's priority and fairness, [`Register::carried_at`]).
 //! - [`framing`]: pure encode/decode of length-prefixed frames over `BytesMut`, no I/O; the
 //!   other kinds through serde (`flavor`: its `BytesMut` sink); `cursor`: the one varint
 //!   reader and writer, the borrowed payloads ([`PayloadRef`]) and lists ([`List`]).
