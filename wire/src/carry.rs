@@ -12,6 +12,7 @@
 //! The translations that lose nothing a version can say (a census or an outcome's variant for
 //! an earlier version, presence groups merged) sit with each kind's codec.
 
+use crate::cursor::{Read, Reader, Writer};
 use crate::error::EncodeError;
 use crate::kind::FrameKind;
 use crate::lower::in_version;
@@ -49,6 +50,41 @@ impl RequestKinds {
             self.carried(version, extras)?;
         }
         in_version(self.plain, version)
+    }
+
+    /// Bytes of `extras` in a body of `kind`: none in the plain kind.
+    #[inline]
+    pub(crate) fn extras_len(&self, kind: FrameKind, extras: &ExtrasRef<'_>) -> usize {
+        match kind == self.with_extras {
+            true => extras.encoded_len(),
+            false => 0,
+        }
+    }
+
+    /// Writes `extras` into a body of `kind`, which has room for them or none.
+    #[inline]
+    pub(crate) fn write_extras(
+        &self,
+        kind: FrameKind,
+        extras: &ExtrasRef<'_>,
+        out: &mut Writer<'_>,
+    ) {
+        if kind == self.with_extras {
+            extras.encode(out);
+        }
+    }
+
+    /// Reads the extras of a body of `kind`: none in the plain kind.
+    #[inline(always)]
+    pub(crate) fn read_extras<'a>(
+        &self,
+        kind: FrameKind,
+        input: &mut Reader<'a>,
+    ) -> Read<ExtrasRef<'a>> {
+        match kind == self.with_extras {
+            true => ExtrasRef::decode(input),
+            false => Ok(ExtrasRef::NONE),
+        }
     }
 
     /// Checks that the plain kind can go without `extras`.

@@ -5,7 +5,7 @@ use crate::carry::RequestKinds;
 use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
 use crate::error::EncodeError;
 use crate::kind::FrameKind;
-use crate::message::{ExtrasRef, Push, RequestRef};
+use crate::message::{Push, RequestRef};
 use crate::ownership::Borrowed;
 
 /// A push read in place or lent.
@@ -34,19 +34,13 @@ impl<'a> PushRef<'a> {
     pub fn encoded_len(&self, kind: FrameKind, _version: u16) -> usize {
         head_len(kind.discriminant(), self.correlation)
             + self.request.encoded_len()
-            + if kind == KINDS.with_extras {
-                self.extras.encoded_len()
-            } else {
-                0
-            }
+            + KINDS.extras_len(kind, &self.extras)
     }
 
     pub(crate) fn encode(&self, kind: FrameKind, _version: u16, out: &mut Writer<'_>) {
         out.head(kind.discriminant(), self.correlation);
         self.request.encode(out);
-        if kind == KINDS.with_extras {
-            self.extras.encode(out);
-        }
+        KINDS.write_extras(kind, &self.extras, out);
     }
 
     /// Reads the fields of `kind` after the kind.
@@ -56,10 +50,7 @@ impl<'a> PushRef<'a> {
         Ok(Push {
             correlation: input.u64()?,
             request: RequestRef::decode(input)?,
-            extras: match kind == KINDS.with_extras {
-                true => ExtrasRef::decode(input)?,
-                false => ExtrasRef::NONE,
-            },
+            extras: KINDS.read_extras(kind, input)?,
         })
     }
 

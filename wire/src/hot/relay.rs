@@ -5,7 +5,7 @@ use crate::carry::RequestKinds;
 use crate::cursor::{head_len, varint_len, PayloadRef, Read, Reader, Writer};
 use crate::error::EncodeError;
 use crate::kind::FrameKind;
-use crate::message::{ExtrasRef, Relay, RequestRef, RoutingRef};
+use crate::message::{Relay, RequestRef, RoutingRef};
 use crate::ownership::Borrowed;
 
 /// A relay read in place or lent.
@@ -35,11 +35,7 @@ impl<'a> RelayRef<'a> {
     pub fn encoded_len(&self, kind: FrameKind, _version: u16) -> usize {
         head_len(kind.discriminant(), self.correlation)
             + self.request.encoded_len()
-            + if kind == KINDS.with_extras {
-                self.extras.encoded_len()
-            } else {
-                0
-            }
+            + KINDS.extras_len(kind, &self.extras)
             + self.routing.encoded_len()
             + varint_len(self.reply_timeout_ms)
     }
@@ -47,9 +43,7 @@ impl<'a> RelayRef<'a> {
     pub(crate) fn encode(&self, kind: FrameKind, _version: u16, out: &mut Writer<'_>) {
         out.head(kind.discriminant(), self.correlation);
         self.request.encode(out);
-        if kind == KINDS.with_extras {
-            self.extras.encode(out);
-        }
+        KINDS.write_extras(kind, &self.extras, out);
         self.routing.encode(out);
         out.u64(self.reply_timeout_ms);
     }
@@ -61,10 +55,7 @@ impl<'a> RelayRef<'a> {
         Ok(Relay {
             correlation: input.u64()?,
             request: RequestRef::decode(input)?,
-            extras: match kind == KINDS.with_extras {
-                true => ExtrasRef::decode(input)?,
-                false => ExtrasRef::NONE,
-            },
+            extras: KINDS.read_extras(kind, input)?,
             routing: RoutingRef::decode(input)?,
             reply_timeout_ms: input.u64()?,
         })

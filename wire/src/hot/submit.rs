@@ -5,7 +5,7 @@ use crate::carry::RequestKinds;
 use crate::cursor::{head_len, opt_u64_len, PayloadRef, Read, Reader, Writer};
 use crate::error::EncodeError;
 use crate::kind::FrameKind;
-use crate::message::{ExtrasRef, RequestRef, RoutingRef, Submit};
+use crate::message::{RequestRef, RoutingRef, Submit};
 use crate::ownership::Borrowed;
 
 /// A submission read in place or lent.
@@ -34,11 +34,7 @@ impl<'a> SubmitRef<'a> {
     pub fn encoded_len(&self, kind: FrameKind, _version: u16) -> usize {
         head_len(kind.discriminant(), self.correlation)
             + self.request.encoded_len()
-            + if kind == KINDS.with_extras {
-                self.extras.encoded_len()
-            } else {
-                0
-            }
+            + KINDS.extras_len(kind, &self.extras)
             + opt_u64_len(self.wait_for_worker_ms)
             + opt_u64_len(self.reply_timeout_ms)
             + self.routing.encoded_len()
@@ -47,9 +43,7 @@ impl<'a> SubmitRef<'a> {
     pub(crate) fn encode(&self, kind: FrameKind, _version: u16, out: &mut Writer<'_>) {
         out.head(kind.discriminant(), self.correlation);
         self.request.encode(out);
-        if kind == KINDS.with_extras {
-            self.extras.encode(out);
-        }
+        KINDS.write_extras(kind, &self.extras, out);
         out.opt_u64(self.wait_for_worker_ms);
         out.opt_u64(self.reply_timeout_ms);
         self.routing.encode(out);
@@ -62,10 +56,7 @@ impl<'a> SubmitRef<'a> {
         Ok(Submit {
             correlation: input.u64()?,
             request: RequestRef::decode(input)?,
-            extras: match kind == KINDS.with_extras {
-                true => ExtrasRef::decode(input)?,
-                false => ExtrasRef::NONE,
-            },
+            extras: KINDS.read_extras(kind, input)?,
             wait_for_worker_ms: input.opt_u64()?,
             reply_timeout_ms: input.opt_u64()?,
             routing: RoutingRef::decode(input)?,
