@@ -499,7 +499,8 @@ async fn links_reset_through_a_proxy_under_load_cost_no_dispatch() {
 enum Loser {
     /// `hand` turns it down before the node reads `hand`'s hello on the winning link.
     TurnedDown,
-    /// The node joins the winning link first, which evicts it; `hand` turns it down after.
+    /// The node joins the winning link first, which evicts it: the node retires it with a
+    /// farewell, and `hand` closes it.
     Evicted,
 }
 
@@ -518,11 +519,11 @@ async fn dials_crossing(
     let (mut won, _) = hand_acceptor(listener, "hand", &FEATURES).await;
     // `hand` dials too, and the node joins that link: it answers with its hello.
     let mut lost = hand_peer(node.addr, 3, hand_hello(1, advertise)).await;
-    let turn_down = Frame::Goodbye(Goodbye {
-        reason: "duplicate peer link".into(),
-    });
     if let Loser::TurnedDown = loser {
-        lost.send(turn_down.clone()).await;
+        lost.send(Frame::Goodbye(Goodbye {
+            reason: "duplicate peer link".into(),
+        }))
+        .await;
         node.wait_peers("the turned-down link gone", |peers| {
             !peers
                 .iter()
@@ -534,7 +535,7 @@ async fn dials_crossing(
     // The node keeps the link it dialled: its hello.
     next_of(&mut won, |f| matches!(f, Frame::PeerHello3(_))).await;
     if let Loser::Evicted = loser {
-        lost.send(turn_down).await;
+        next_of(&mut lost, |f| matches!(f, Frame::Farewell(_))).await;
     }
     drop(lost);
     won.send(presence(pools)).await;
@@ -587,6 +588,45 @@ async fn a_relay_taken_over_by_a_link_turned_down_by_its_dialler_resumes_on_the_
 #[tokio::test]
 async fn a_relay_taken_over_by_a_link_that_loses_the_dial_resumes_on_the_link_that_evicts_it() {
     a_relay_survives_crossing_dials(Loser::Evicted).await;
+}
+
+#[tokio::test]
+async fn a_newcomer_turned_down_after_replacing_a_link_as_cut_leaves_its_relays_to_the_next() {
+    let node = TestNode::with_config(lintel::NodeConfig {
+        peer_relink_grace_ms: 30_000,
+        ..cluster_config("a", &[])
+    })
+    .await;
+    let theirs = || vec![offering(pool(), ACTIVITY, 4)];
+    let mut old = resuming_peer(node.addr, 1, theirs()).await;
+    node.wait_announced("hand", &pool()).await;
+    let mut dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
+    let relay = next_relay(&mut old).await;
+    // `hand` dials again while the old link looks alive here: it is replaced as cut. Then
+    // `hand` turns the newcomer down, as a dialler that lost to another link does.
+    let mut newcomer = hand_peer(node.addr, 3, hand_hello(1, "127.0.0.1:1")).await;
+    newcomer
+        .send(Frame::Goodbye(Goodbye {
+            reason: "duplicate peer link".into(),
+        }))
+        .await;
+    newcomer.closed().await;
+    let mut next = resuming_peer(node.addr, 1, theirs()).await;
+    let resume = tokio::select! {
+        resume = next_resume(&mut next) => resume,
+        ended = &mut dispatch => panic!(
+            "the relay ended {:?} before a link resumed it",
+            ended.expect("dispatch task")
+        ),
+    };
+    assert_eq!(resume.unanswered, [relay.correlation]);
+    next.send(completed(relay.correlation, &relay.request))
+        .await;
+    next.send(resumed(relay.correlation, Vec::new(), Vec::new()))
+        .await;
+    assert_eq!(served_by(&outcome_of(dispatch).await), "hand");
+    drop(old);
+    assert_eq!(node.node.dispatcher().counters().peer_lost(), 0);
 }
 
 #[tokio::test]
