@@ -15,12 +15,12 @@ use std::time::Duration;
 use lintel::sdk::DispatchOptions;
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
-    feature, DispatchRequest, DispatchResult, Frame, NodeRouting, PeerHello, PoolPresence,
-    Presence, Relay, RelayAck, RequestExtras, Resume, Resumed,
+    feature, DispatchRequest, DispatchResult, Frame, Goodbye, NodeRouting, PeerHello,
+    PeerLinkState, PoolPresence, Presence, Relay, RelayAck, RequestExtras, Resume, Resumed,
 };
 use support::{
-    admin_get, cluster_config, hand_peer, next_of, offering, outcome_of, plain, request, served_by,
-    spawn_dispatch, within, RawClient, RawWorker, TestNode,
+    admin_get, cluster_config, hand_acceptor, hand_peer, next_of, offering, outcome_of, plain,
+    request, served_by, spawn_dispatch, within, RawClient, RawWorker, TestNode,
 };
 
 const NAMESPACE: &str = "ns";
@@ -30,26 +30,47 @@ fn pool() -> String {
     dispatch_channel_name(NAMESPACE, "default", None)
 }
 
-/// A hand-written peer named `hand`, incarnation `incarnation`, listing `relay-resume`, on a
-/// version-3 link it dialled to `node`, past the hellos, having announced `pools`.
-async fn resuming_peer(node: SocketAddr, incarnation: u64, pools: Vec<PoolPresence>) -> RawClient {
-    let hello = Frame::from(PeerHello {
+/// What `hand` implements.
+const FEATURES: [&str; 2] = [feature::FAREWELL, feature::RELAY_RESUME];
+
+/// `hand`'s hello, incarnation `incarnation`, dialled at `advertise`.
+fn hand_hello(incarnation: u64, advertise: &str) -> Frame {
+    Frame::from(PeerHello {
         node_id: "hand".into(),
         incarnation,
-        advertise: "127.0.0.1:1".into(),
+        advertise: advertise.into(),
         peers: Vec::new(),
-        features: vec![feature::FAREWELL.into(), feature::RELAY_RESUME.into()],
+        features: FEATURES.iter().map(|&feature| feature.to_owned()).collect(),
         extensions: Vec::new(),
-    });
-    let mut raw = hand_peer(node, 3, hello).await;
-    raw.send(Frame::Presence(Presence {
+    })
+}
+
+/// `hand`'s whole presence: `pools`.
+fn presence(pools: Vec<PoolPresence>) -> Frame {
+    Frame::Presence(Presence {
         reset: true,
         synced: true,
         draining: false,
         pools,
         ..Default::default()
-    }))
-    .await;
+    })
+}
+
+/// A hand-written peer named `hand`, incarnation `incarnation`, listing `relay-resume`, on a
+/// version-3 link it dialled to `node`, past the hellos, having announced `pools`.
+async fn resuming_peer(node: SocketAddr, incarnation: u64, pools: Vec<PoolPresence>) -> RawClient {
+    resuming_peer_at(node, incarnation, "127.0.0.1:1", pools).await
+}
+
+/// As [`resuming_peer`], dialled at `advertise`.
+async fn resuming_peer_at(
+    node: SocketAddr,
+    incarnation: u64,
+    advertise: &str,
+    pools: Vec<PoolPresence>,
+) -> RawClient {
+    let mut raw = hand_peer(node, 3, hand_hello(incarnation, advertise)).await;
+    raw.send(presence(pools)).await;
     raw
 }
 
@@ -471,6 +492,175 @@ async fn links_reset_through_a_proxy_under_load_cost_no_dispatch() {
     let runs = runs.lock().unwrap();
     assert_eq!(runs.len(), 48);
     assert!(runs.values().all(|&n| n == 1), "{runs:?}");
+}
+
+/// How the link a node accepted from `hand` ends once it lost a simultaneous dial to the link
+/// the node dialled (the lower id's).
+#[derive(Debug, Clone, Copy)]
+enum Loser {
+    /// `hand` turns it down before the node reads `hand`'s hello on the winning link.
+    TurnedDown,
+    /// The node joins the winning link first, which evicts it: the node retires it with a
+    /// farewell, and `hand` closes it.
+    Evicted,
+}
+
+/// The link to `hand` (listening on `listener`, dialled at `advertise`) was cut; now the node
+/// and `hand` dial each other at once. The node joins `hand`'s dial first, the link it dialled
+/// itself wins, and `hand` turns its own down as `loser` says. Returns the winning link, past
+/// the hellos and `hand`'s presence of `pools`.
+async fn dials_crossing(
+    node: &TestNode,
+    listener: &tokio::net::TcpListener,
+    advertise: &str,
+    pools: Vec<PoolPresence>,
+    loser: Loser,
+) -> RawClient {
+    // The node redials the member it lost; `hand` holds that dial before its hello.
+    let (mut won, _) = hand_acceptor(listener, "hand", &FEATURES).await;
+    // `hand` dials too, and the node joins that link: it answers with its hello.
+    let mut lost = hand_peer(node.addr, 3, hand_hello(1, advertise)).await;
+    if let Loser::TurnedDown = loser {
+        lost.send(Frame::Goodbye(Goodbye {
+            reason: "duplicate peer link".into(),
+        }))
+        .await;
+        node.wait_peers("the turned-down link gone", |peers| {
+            !peers
+                .iter()
+                .any(|peer| peer.node_id == "hand" && peer.state == PeerLinkState::Up)
+        })
+        .await;
+    }
+    won.send(hand_hello(1, advertise)).await;
+    // The node keeps the link it dialled: its hello.
+    next_of(&mut won, |f| matches!(f, Frame::PeerHello(_))).await;
+    if let Loser::Evicted = loser {
+        next_of(&mut lost, |f| matches!(f, Frame::Farewell(_))).await;
+    }
+    drop(lost);
+    won.send(presence(pools)).await;
+    won
+}
+
+/// A relay `a` sent over a link later cut, then resumed across dials crossing as `loser` says:
+/// it is resumed on the winning link, not lost with the link that lost.
+async fn a_relay_survives_crossing_dials(loser: Loser) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let advertise = listener.local_addr().expect("addr").to_string();
+    let node = TestNode::with_config(lintel::NodeConfig {
+        peer_relink_grace_ms: 30_000,
+        ..cluster_config("a", &[])
+    })
+    .await;
+    let theirs = || vec![offering(pool(), ACTIVITY, 4)];
+    let mut hand = resuming_peer_at(node.addr, 1, &advertise, theirs()).await;
+    node.wait_announced("hand", &pool()).await;
+    let mut dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
+    let relay = next_relay(&mut hand).await;
+    drop(hand);
+    let mut won = dials_crossing(&node, &listener, &advertise, theirs(), loser).await;
+    let resume = tokio::select! {
+        resume = next_resume(&mut won) => resume,
+        ended = &mut dispatch => panic!(
+            "{loser:?}: the relay ended {:?} before a link resumed it",
+            ended.expect("dispatch task")
+        ),
+    };
+    assert_eq!(resume.unanswered, [relay.correlation]);
+    won.send(resumed(
+        relay.correlation,
+        vec![relay.correlation],
+        Vec::new(),
+    ))
+    .await;
+    won.send(completed(relay.correlation, &relay.request)).await;
+    assert_eq!(served_by(&outcome_of(dispatch).await), "hand");
+    assert_eq!(node.node.dispatcher().counters().peer_lost(), 0);
+}
+
+#[tokio::test]
+async fn a_relay_taken_over_by_a_link_turned_down_by_its_dialler_resumes_on_the_link_that_stays() {
+    a_relay_survives_crossing_dials(Loser::TurnedDown).await;
+}
+
+#[tokio::test]
+async fn a_relay_taken_over_by_a_link_that_loses_the_dial_resumes_on_the_link_that_evicts_it() {
+    a_relay_survives_crossing_dials(Loser::Evicted).await;
+}
+
+#[tokio::test]
+async fn a_newcomer_turned_down_after_replacing_a_link_as_cut_leaves_its_relays_to_the_next() {
+    let node = TestNode::with_config(lintel::NodeConfig {
+        peer_relink_grace_ms: 30_000,
+        ..cluster_config("a", &[])
+    })
+    .await;
+    let theirs = || vec![offering(pool(), ACTIVITY, 4)];
+    let mut old = resuming_peer(node.addr, 1, theirs()).await;
+    node.wait_announced("hand", &pool()).await;
+    let mut dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
+    let relay = next_relay(&mut old).await;
+    // `hand` dials again while the old link looks alive here: it is replaced as cut. Then
+    // `hand` turns the newcomer down, as a dialler that lost to another link does.
+    let mut newcomer = hand_peer(node.addr, 3, hand_hello(1, "127.0.0.1:1")).await;
+    newcomer
+        .send(Frame::Goodbye(Goodbye {
+            reason: "duplicate peer link".into(),
+        }))
+        .await;
+    newcomer.closed().await;
+    let mut next = resuming_peer(node.addr, 1, theirs()).await;
+    let resume = tokio::select! {
+        resume = next_resume(&mut next) => resume,
+        ended = &mut dispatch => panic!(
+            "the relay ended {:?} before a link resumed it",
+            ended.expect("dispatch task")
+        ),
+    };
+    assert_eq!(resume.unanswered, [relay.correlation]);
+    next.send(completed(relay.correlation, &relay.request))
+        .await;
+    next.send(resumed(relay.correlation, Vec::new(), Vec::new()))
+        .await;
+    assert_eq!(served_by(&outcome_of(dispatch).await), "hand");
+    drop(old);
+    assert_eq!(node.node.dispatcher().counters().peer_lost(), 0);
+}
+
+#[tokio::test]
+async fn what_runs_for_a_cut_link_is_answered_on_the_link_that_wins_crossing_dials() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let advertise = listener.local_addr().expect("addr").to_string();
+    let node = TestNode::with_config(lintel::NodeConfig {
+        peer_relink_grace_ms: 30_000,
+        ..cluster_config("n", &[])
+    })
+    .await;
+    let mut worker = RawWorker::start(node.addr, plain(NAMESPACE, ACTIVITY, 4, "w")).await;
+    let mut hand = resuming_peer_at(node.addr, 1, &advertise, Vec::new()).await;
+    hand.send(relay3(1, "one")).await;
+    let push = worker.next_push().await;
+    drop(hand);
+    let mut won = dials_crossing(&node, &listener, &advertise, Vec::new(), Loser::TurnedDown).await;
+    won.send(resume(vec![1])).await;
+    assert_eq!(
+        next_resumed(&mut won).await,
+        Resumed {
+            handled_up_to: 1,
+            running: vec![1],
+            unknown: Vec::new(),
+            last: true
+        },
+        "the dispatch still runs, for the link that stays"
+    );
+    worker.reply(&push, "w").await;
+    let (correlation, result) = next_outcome(&mut won).await;
+    assert_eq!((correlation, served_by(&result)), (1, "w".to_owned()));
 }
 
 fn loopback_listener() -> (tokio::net::TcpListener, SocketAddr) {

@@ -12,7 +12,7 @@
 //! member, by each side at one moment of the hellos:
 //! - the acceptor joins on the dialler's `PeerHello`, before it sends its own; a link to the
 //!   same incarnation already joined makes it refuse the newcomer with `Goodbye`, its own
-//!   hello never sent, unless the peer dialled that link too, it is established and relays
+//!   hello never sent, unless the peer dialled that link too, it is confirmed (below) and relays
 //!   resume between the two: a dialler dials only while it holds no link, so its old one is
 //!   dead over there and is taken as cut (its relays wait for the newcomer, which joins once
 //!   the old link stopped reading and left them);
@@ -23,9 +23,15 @@
 //!   link loses says `Goodbye` and sends nothing else on it.
 //!
 //! So a link replaced by another to the same incarnation is held no more on the other side:
-//! dead, or never joined there. When relays resume over both and the old one is established,
-//! it is taken as cut (its relays both ways left for the newcomer) rather than retired with a
+//! dead, or never joined there. When relays resume over both and the old one is confirmed, it
+//! is taken as cut (its relays both ways left for the newcomer) rather than retired with a
 //! farewell nobody reads.
+//!
+//! A link joined here is confirmed ([`Mesh::confirm`]) once the peer sent more than a last word
+//! on it, so it joined the link too; only then does it take over what earlier links to the
+//! same incarnation left (relays still unanswered, what runs here for the peer). The link that
+//! loses a simultaneous dial is never confirmed, since the side that turned it down sends only
+//! `Goodbye` on it: it ends holding nothing of another link's.
 //!
 //! Each side sends presence on a link only after its own join, and a link carries relays only
 //! once the peer's presence arrived on it (an [`established`](Remote::is_established) link).
@@ -79,6 +85,9 @@ pub struct Remote {
     received: AtomicU64,
     /// Set when the peer's first presence arrived: it kept the link too.
     established: AtomicBool,
+    /// Set by [`Mesh::confirm`] once the peer sent more than a last word on the link: it joined
+    /// it too, and what earlier links to it left is the link's from then on.
+    confirmed: AtomicBool,
     /// Relays over this link resume on a new link to the same incarnation after a cut.
     resumes: bool,
     /// Set when a new link to the same incarnation replaced this one while relays resume: the
@@ -111,6 +120,7 @@ impl Remote {
             evicted: retiring.child_token(),
             received: AtomicU64::new(0),
             established: AtomicBool::new(false),
+            confirmed: AtomicBool::new(false),
             resumes,
             cut_over: AtomicBool::new(false),
             let_go: CancellationToken::new(),
@@ -138,6 +148,12 @@ impl Remote {
     /// go over it.
     pub fn is_established(&self) -> bool {
         self.established.load(Ordering::Acquire)
+    }
+
+    /// True once [`Mesh::confirm`] confirmed the link: it may hold what earlier links to the
+    /// same incarnation left.
+    pub fn is_confirmed(&self) -> bool {
+        self.confirmed.load(Ordering::Acquire)
     }
 
     fn status(&self, before: LinkTally) -> PeerStatus {
@@ -359,6 +375,22 @@ impl Mesh {
             self.links.touch();
             self.changed();
         }
+    }
+
+    /// Confirms `remote`, its peer having sent more than a last word on it, if it is still the
+    /// link to its peer; true when it is. Against [`Mesh::join`]: a link replaced before is
+    /// never confirmed, and one confirmed before is replaced as cut when relays resume over
+    /// both.
+    pub fn confirm(&self, remote: &Arc<Remote>) -> bool {
+        let state = self.lock();
+        let current = state
+            .remotes
+            .get(&remote.node_id)
+            .is_some_and(|current| Arc::ptr_eq(current, remote));
+        if current {
+            remote.confirmed.store(true, Ordering::Release);
+        }
+        current
     }
 
     /// Applies a presence frame from `remote`; the first one establishes the link.
@@ -719,10 +751,10 @@ fn gives_way(old: &Remote, new: &Remote) -> bool {
     }
 }
 
-/// True when relays over `old` resume on `new`: both resume, and `old` is established (it may
-/// carry relays; the loser of a simultaneous dial never is) and still takes relays.
+/// True when relays over `old` resume on `new`: both resume, and `old` is confirmed (it may
+/// hold relays; the loser of a simultaneous dial never is) and still takes relays.
 fn resumes_over(old: &Remote, new: &Remote) -> bool {
-    new.resumes && old.resumes && old.is_established() && old.link.is_open()
+    new.resumes && old.resumes && old.is_confirmed() && old.link.is_open()
 }
 
 #[cfg(test)]
@@ -785,13 +817,14 @@ mod tests {
         assert_eq!(mesh.duplicates(), 1);
     }
 
-    /// Joins an established link to `b` opened by `old`, then one opened by `new`, both with
-    /// relays resuming, and checks the first was taken as cut; the mesh and both links.
+    /// Joins a link to `b` opened by `old` and confirmed (its presence not arrived yet), then one
+    /// opened by `new`, both with relays resuming, and checks the first was taken as cut; the
+    /// mesh and both links.
     async fn replaced(old: Opener, new: Opener) -> (Arc<Mesh>, [Arc<Remote>; 2]) {
         let mesh = Mesh::new(64);
         let first = linked("b", 1, old, true).await;
         mesh.join(&first).unwrap();
-        mesh.apply(&first, presence()).unwrap();
+        assert!(mesh.confirm(&first));
         let second = linked("b", 1, new, true).await;
         let cut = mesh
             .join(&second)
@@ -821,13 +854,16 @@ mod tests {
     #[tokio::test]
     async fn a_dialler_whose_lower_dial_wins_takes_the_link_it_accepted_as_cut() {
         replaced(Opener::Peer, by("a")).await;
-        // The loser of a simultaneous dial was never established: retired, as without resuming.
+        // The loser of a simultaneous dial was never confirmed: retired, as without resuming,
+        // and never confirmed once replaced.
         let mesh = Mesh::new(64);
         let accepted = linked("b", 1, Opener::Peer, true).await;
         mesh.join(&accepted).unwrap();
         let dialled = linked("b", 1, by("a"), true).await;
         assert!(mesh.join(&dialled).unwrap().is_none());
         assert!(accepted.evicted.is_cancelled() && !accepted.is_cut_over());
+        assert!(!mesh.confirm(&accepted) && !accepted.is_confirmed());
+        assert!(mesh.confirm(&dialled));
     }
 
     #[tokio::test]

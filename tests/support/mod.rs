@@ -63,7 +63,8 @@ pub use lines::stderr_lines;
 pub use node::{quiet_config, within, Events, TestNode, WAIT};
 #[allow(unused_imports)]
 pub use peers::{
-    hand_peer, next_outcome, offering, producer, small_window_worker, AutoWorker, RawWorker, Stats,
+    hand_acceptor, hand_peer, next_outcome, offering, producer, small_window_worker, AutoWorker,
+    RawWorker, Stats,
 };
 #[allow(unused_imports)]
 pub use pki::{Leaf, Pki};

@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
 use lintel::wire::{
-    Frame, Hello, OutcomeFrame, Ping, Pong, PoolPresence, PresenceGroup, Push, Register, Role,
+    Frame, HeaderLimits, Hello, Limits, OutcomeFrame, Ping, Pong, PoolPresence, PresenceGroup,
+    Push, Register, Role, Welcome,
 };
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -233,6 +235,45 @@ pub async fn hand_peer(node: SocketAddr, max_version: u16, hello: Frame) -> RawC
         other => panic!("expected the node's hello, got {other:?}"),
     }
     raw
+}
+
+/// A hand-written peer named `node_id` answering, on `listener`, a node's dial as a version-3
+/// node listing `features`: it read the node's `Hello` and its peer hello, which is returned.
+/// Its own hello is not sent: the caller decides when the node reads it.
+pub async fn hand_acceptor(
+    listener: &TcpListener,
+    node_id: &str,
+    features: &[&str],
+) -> (RawClient, Frame) {
+    let (stream, _) = within("a node's dial", listener.accept())
+        .await
+        .expect("accept");
+    let mut raw = RawClient::over(stream);
+    match raw.recv().await {
+        Some(Frame::Hello(hello)) if hello.role == Role::Peer => {}
+        other => panic!("expected a peer's Hello, got {other:?}"),
+    }
+    raw.send(Frame::from(Welcome {
+        version: 3,
+        node_id: node_id.into(),
+        pid: 1,
+        limits: Limits {
+            max_frame_len: 4 * 1024 * 1024,
+            max_in_flight: 1024,
+            ping_interval_ms: 0,
+            max_missed_pings: 3,
+            max_name_len: 256,
+            max_set_len: 64,
+        },
+        header_limits: Some(HeaderLimits::default()),
+        features: features.iter().map(|&feature| feature.to_owned()).collect(),
+    }))
+    .await;
+    let hello = match raw.recv().await {
+        Some(hello @ Frame::PeerHello(_)) => hello,
+        other => panic!("expected the node's PeerHello, got {other:?}"),
+    };
+    (raw, hello)
 }
 
 /// Pool `channel` with `free` slots for `activity` on one worker, as a peer announces it.

@@ -21,7 +21,7 @@ impl RawClient {
     }
 
     /// A client on `stream`, with Nagle off so each frame goes out at once.
-    fn over(stream: TcpStream) -> Self {
+    pub fn over(stream: TcpStream) -> Self {
         stream.set_nodelay(true).expect("nodelay");
         Self {
             framed: Framed::new(stream, FrameCodec::default()),

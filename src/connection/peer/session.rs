@@ -100,35 +100,28 @@ pub(super) async fn run(
             tracing::warn!(peer = %node_id, "the link replaced as cut did not let go in time");
         }
     }
-    // What the last link to this incarnation left running here is taken over, and outcomes go
-    // out on this link from now on.
-    let adopted = resumable
-        .then(|| pair.unpark(None))
-        .flatten()
-        .and_then(|left| left.downcast::<Flights>().ok());
-    let adopted_here = adopted.is_some();
-    let served = adopted.unwrap_or_else(|| {
-        Flights::new(
-            Arc::clone(&shared.dispatcher),
-            outbound.clone(),
-            shared.config.max_active_dispatches,
-            Answer::Peer {
-                kept: resumable.then(|| Arc::clone(&pair)),
-            },
-            // The origin held its producer to its grants; a peer relays what it was allowed.
-            Grant::all(),
-        )
-    });
-    if adopted_here {
-        served.take_over(outbound.clone());
-    }
+    // What earlier links to this incarnation left (what runs here for the peer, relays still
+    // unanswered there) is taken over only once the peer shows it joined this link too
+    // (`Session::take_over`): a link that loses a simultaneous dial never is, and ends without
+    // taking anything with it.
+    let served = Flights::new(
+        Arc::clone(&shared.dispatcher),
+        outbound.clone(),
+        shared.config.max_active_dispatches,
+        Answer::Peer {
+            kept: resumable.then(|| Arc::clone(&pair)),
+        },
+        // The origin held its producer to its grants; a peer relays what it was allowed.
+        Grant::all(),
+    );
     let closer = CloseOnDrop(Some(Arc::clone(&served)));
     let mut session = Session {
         shared,
         remote: &remote,
         version,
         outbound,
-        served: &served,
+        served,
+        closer,
         announcer: Announcer::default(),
         keepalive: Keepalive::new(
             shared.config.peer_ping_interval(),
@@ -137,12 +130,10 @@ pub(super) async fn run(
         budget: shared.config.outbound_queue_bytes,
         farewell_heard: false,
         settings_sent: pool_settings.then_some(0),
-        // The relays of links cut before this one resume here.
-        resuming: if resumable {
-            pair.unpark_cut(None)
-        } else {
-            Vec::new()
-        },
+        heard: false,
+        confirmed: false,
+        announce: false,
+        resuming: Vec::new(),
         pair: resumable.then(|| Arc::clone(&pair)),
         acks: Vec::new(),
         cut: false,
@@ -150,14 +141,16 @@ pub(super) async fn run(
     let ended = session.serve(reader).await;
     // A link that ended with no last word from the peer, while this node runs on, may have
     // been cut: its relays both ways wait for a new link to the same incarnation, up to the
-    // grace.
+    // grace. One never confirmed holds nothing to wait for.
     let cut = resumable
+        && session.confirmed
         && session.cut
         && matches!(ended, Ended::Close(_))
         && !session.farewell_heard
         && !grace.is_zero()
         && !shared.closing.is_cancelled()
         && !remote.link.is_closed();
+    let served = Arc::clone(&session.served);
     let (close, down) = match ended {
         Ended::Close(close) => {
             let down = down_reason(&close);
@@ -176,6 +169,7 @@ pub(super) async fn run(
         }
     };
     let resuming = std::mem::take(&mut session.resuming);
+    let closer = std::mem::replace(&mut session.closer, CloseOnDrop(None));
     if cut {
         // Left for the next link before this one leaves the mesh, which lets the next join.
         remote.link.retire();
@@ -273,7 +267,11 @@ struct Session<'a> {
     /// The protocol version the link speaks.
     version: u16,
     outbound: &'a Outbound,
-    served: &'a Arc<Flights>,
+    /// What runs here for the peer: this link's own, or what an earlier link left, once taken
+    /// over.
+    served: Arc<Flights>,
+    /// Ends `served` if the link's task is dropped before it hands them on or closes them.
+    closer: CloseOnDrop,
     announcer: Announcer,
     keepalive: Keepalive,
     /// The link's outbound byte budget.
@@ -282,6 +280,16 @@ struct Session<'a> {
     farewell_heard: bool,
     /// The last pool-settings change sent, when the peer takes them.
     settings_sent: Option<u64>,
+    /// The peer sent more than a last word on the link: it joined it too.
+    heard: bool,
+    /// The mesh confirmed the link then ([`Mesh::confirm`]), so it took over what earlier
+    /// links to the peer's incarnation left.
+    ///
+    /// [`Mesh::confirm`]: crate::cluster::Mesh::confirm
+    confirmed: bool,
+    /// What is announced changed without a registry change (dispatches taken over hold
+    /// slots): look again.
+    announce: bool,
     /// The peer's incarnation as both sides number relays and keep outcomes; `None` when the
     /// peer does not list `relay-resume`.
     pair: Option<Arc<Pair>>,
@@ -320,7 +328,6 @@ impl Session<'_> {
             .outbound
             .send_owed(hello_frame(shared, self.version))
             .is_err()
-            || self.send_resume().is_err()
             || self.snapshot().is_err()
         {
             return Err(Close::Quietly);
@@ -450,7 +457,7 @@ impl Session<'_> {
                             None => break,
                         }
                     }
-                    false
+                    std::mem::take(&mut self.announce)
                 }
             };
             if !look {
@@ -555,6 +562,9 @@ impl Session<'_> {
     /// Handles one frame; `Ok` carries a reply deadline for the link's timer.
     fn handle(&mut self, frame: FrameRef<'_>) -> Result<Option<Instant>, Close> {
         self.keepalive.heard();
+        if !self.heard && !matches!(frame, FrameRef::Frame(Frame::Goodbye(_) | Frame::Error(_))) {
+            self.take_over()?;
+        }
         let frame = match frame {
             FrameRef::Relay(relay) => {
                 if !self.takes_relay(relay.correlation) {
@@ -648,6 +658,34 @@ impl Session<'_> {
             Frame::Goodbye(_) | Frame::Error(_) => Err(Close::Quietly),
             other => Err(Close::unexpected(other.name(), "on a peer link")),
         }
+    }
+
+    /// The peer joined the link too (a peer that turns a link down sends its last word and
+    /// nothing else): unless the link was replaced meanwhile, what earlier links to its
+    /// incarnation left running here is served on it from now on, and their relays still
+    /// unanswered there resume on it.
+    ///
+    /// # Errors
+    /// `Close::Quietly` when the `Resume` cannot be queued.
+    fn take_over(&mut self) -> Result<(), Close> {
+        self.heard = true;
+        // A link replaced meanwhile ends soon and takes nothing: its replacement may have.
+        self.confirmed = self.shared.dispatcher.mesh().confirm(self.remote);
+        let Some(pair) = self.pair.clone().filter(|_| self.confirmed) else {
+            return Ok(());
+        };
+        if let Some(left) = pair
+            .unpark(None)
+            .and_then(|left| left.downcast::<Flights>().ok())
+        {
+            left.take_over(self.outbound.clone());
+            // This link's own ran nothing yet: the peer's first relay is read after this.
+            self.closer = CloseOnDrop(Some(Arc::clone(&left)));
+            self.served = left;
+            self.announce = true;
+        }
+        self.resuming = pair.unpark_cut(None);
+        self.send_resume().map_err(|()| Close::Quietly)
     }
 
     /// The pair a resumption frame of `kind` acts on.
