@@ -1023,6 +1023,53 @@ fn encode(frame: &Frame, version: u16) -> BytesMut {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+fn a_version_2_census_reads_as_the_one_no_worker_with_later_counts_absent_and_writes_back_unchanged(
+) {
+    let census = body::Census {
+        reason: NoWorkerReason::AllAtCapacity,
+        pool_workers: 5,
+        serving_activity: 4,
+        compatible_workers: 3,
+        at_capacity: 2,
+        excluded: 1,
+        last_departure_ms_ago: Some(300),
+    };
+    // The outcome as a version-2 node writes it, laid out by serde from its own mirror.
+    let mut body = postcard::to_stdvec(&FrameKind::Outcome.discriminant()).expect("a varint");
+    body.extend(
+        postcard::to_stdvec(&reference::OutcomeFrame {
+            correlation: 7,
+            result: reference::DispatchResult::NoWorker(census),
+        })
+        .expect("serde encodes"),
+    );
+    let read = decode_body(&body).expect("a version-2 outcome decodes");
+    let Frame::Outcome(outcome) = &read else {
+        panic!("expected an outcome, got {read:?}");
+    };
+    assert_eq!(
+        outcome.result,
+        DispatchResult::NoWorker(Census {
+            reason: NoWorkerReason::AllAtCapacity,
+            pool_workers: 5,
+            serving_activity: 4,
+            compatible_workers: 3,
+            deployment_workers: 3,
+            at_capacity: 2,
+            draining: 1,
+            probation: None,
+            unreachable: None,
+            last_departure_ms_ago: Some(300),
+        })
+    );
+    assert_eq!(
+        &encode(&read, 2)[LENGTH_PREFIX_LEN..],
+        &body[..],
+        "written back to version 2 byte for byte"
+    );
+}
+
+#[test]
 fn the_frame_strategy_reaches_every_kind() {
     let kinds: HashSet<FrameKind> = sample(frame(), 1000)
         .iter()
