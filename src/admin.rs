@@ -41,8 +41,8 @@ const ENDPOINTS: &str = "lintel admin listener\n\
 /          the console: this node, its peers, pools and workers, live\n\
 /metrics   Prometheus text, read from the node's state at each scrape\n\
 /health    200 while the process serves\n\
-/ready     200 when the node should get traffic, 503 with the reason otherwise\n\
-/linked    200 when ready and linked to every member it knows, synced with each; 503 with the reason\n\
+/ready     200 when the node should get traffic (a readiness probe), 503 with the reason otherwise\n\
+/linked    200 when ready and linked to every member it knows, synced with each (what a rolling restart waits for); 503 with the reason\n\
 /status    the node's status as JSON, as `lintel status --json` prints it, with TLS and peer consoles\n\
 /window    JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second\n\
 /events    the node's lifecycle events as Server-Sent Events, each `data:` a `lintel watch` line\n\
@@ -290,30 +290,35 @@ fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Resp
     response
 }
 
-/// Why the node should get no traffic yet, if it should not: draining, or with peers
-/// configured, no peer linked or a peer's presence still arriving.
+/// Why the node should get no traffic yet, if it should not: draining, or a linked peer's
+/// presence still arriving. A peer not linked yet never holds it back, so nodes that name each
+/// other as peers can start one after another, each waiting for the last to be ready.
 fn not_ready(shared: &Shared) -> Option<&'static str> {
     if shared.dispatcher.is_draining() {
         return Some("draining");
     }
-    let mesh = shared.dispatcher.mesh();
-    if !shared.config.peers.is_empty() && mesh.is_empty() {
-        return Some("no peer linked yet");
-    }
-    if !mesh.synced() {
+    if !shared.dispatcher.mesh().synced() {
         return Some("a peer's presence is still arriving");
     }
     None
 }
 
-/// Why the node is not yet linked to the whole cluster, if it is not: not ready, or a member
-/// it knows without a link or whose presence is still arriving. What a rolling restart waits
-/// for before it drains the next node.
+/// Why the node is not yet linked to the whole cluster, if it is not: not ready; with peers
+/// configured, none linked (unless each join point is this node itself); or a member it knows
+/// without a link or whose presence is still arriving. What a rolling restart waits for before
+/// it drains the next node.
 fn not_linked(shared: &Shared) -> Option<String> {
     if let Some(why) = not_ready(shared) {
         return Some(why.to_owned());
     }
-    let member = shared.dispatcher.mesh().unlinked_member()?;
+    let mesh = shared.dispatcher.mesh();
+    let join_points = mesh.join_points();
+    let only_itself = !join_points.is_empty() && join_points.iter().all(|point| point.myself);
+    let alone = !shared.config.peers.is_empty() && mesh.is_empty() && !only_itself;
+    if alone {
+        return Some("no peer linked yet".to_owned());
+    }
+    let member = mesh.unlinked_member()?;
     Some(format!("not linked and synced to member {member} yet"))
 }
 
@@ -428,6 +433,7 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
         "Links to a member that came up and went down again.",
         downs,
     );
+    join_point_metrics(registry, &mesh.join_points());
     counter(
         registry,
         "peer_duplicate_links",
@@ -446,6 +452,35 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
         "Relay outcomes dropped unacknowledged past relay_retention_bytes: a resumption \
          answers their relays unknown.",
         shared.retention.dropped(),
+    );
+}
+
+/// Per join point: up or down, and its failed dials. Join points are the configured peers and
+/// the addresses their names resolve to, at most
+/// [`MAX_ADDRESSES`](lintel_client::transport::resolve::MAX_ADDRESSES) a name and
+/// [`MAX_MEMBERS`](crate::cluster::MAX_MEMBERS) in all, so the label set is bounded by the config.
+fn join_point_metrics(registry: &mut Registry, join_points: &[crate::status::JoinPoint]) {
+    let up = Family::<Labels, Gauge>::default();
+    let failures = Family::<Labels, Counter>::default();
+    for point in join_points {
+        let labels = vec![
+            ("peer", point.peer.clone()),
+            ("address", point.address.clone()),
+        ];
+        up.get_or_create(&labels)
+            .set(i64::from(point.state.is_up()));
+        failures.get_or_create(&labels).inc_by(point.dial_failures);
+    }
+    registry.register(
+        "join_point_up",
+        "1 while a join point (a configured peer, or an address its name resolves to) leads to a \
+         linked member or to this node itself.",
+        up,
+    );
+    registry.register(
+        "join_point_dial_failures",
+        "Failed dials of a join point since it was added.",
+        failures,
     );
 }
 

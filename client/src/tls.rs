@@ -12,7 +12,7 @@
 //! an `Arc`, never across an `.await`.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -344,7 +344,8 @@ pub fn rustls_error(err: &io::Error) -> Option<&rustls::Error> {
 }
 
 /// Dials through another [`Dialer`] and runs TLS over the TCP connection it opens, checking
-/// each node's certificate against the host of the address dialled.
+/// each node's certificate against the host of the address dialled (of the name resolved, for
+/// [`Dialer::dial_resolved`]).
 pub struct TlsDialer {
     inner: Arc<dyn Dialer>,
     tls: ClientTls,
@@ -357,17 +358,32 @@ impl TlsDialer {
     }
 }
 
+impl TlsDialer {
+    /// TLS over `socket`, which must be TCP, checking the certificate against `host`.
+    async fn secure_tcp(&self, socket: Socket, host: &str) -> io::Result<Socket> {
+        let stream = socket.into_tcp().map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "TLS runs over TCP connections only",
+            )
+        })?;
+        self.tls.secure(stream, Some(host)).await
+    }
+}
+
 impl Dialer for TlsDialer {
     fn dial<'a>(&'a self, address: &'a str) -> Dialing<'a> {
         Box::pin(async move {
             let socket = self.inner.dial(address).await?;
-            let stream = socket.into_tcp().map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "TLS runs over TCP connections only",
-                )
-            })?;
-            self.tls.secure(stream, Some(host_of(address))).await
+            self.secure_tcp(socket, host_of(address)).await
+        })
+    }
+
+    /// Checks the certificate against `name`'s host, not the address dialled.
+    fn dial_resolved<'a>(&'a self, name: &'a str, at: SocketAddr) -> Dialing<'a> {
+        Box::pin(async move {
+            let socket = self.inner.dial_resolved(name, at).await?;
+            self.secure_tcp(socket, host_of(name)).await
         })
     }
 }

@@ -70,7 +70,9 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     drain_timeout_ms: Option<u64>,
-    /// A node to link with, as host:port; repeatable, and one member joins the whole mesh (variable LINTEL_PEERS).
+    /// A node to link with, as host:port; a name is dialled at every address it resolves to,
+    /// again every peer_resolve_interval_ms; repeatable, and one member joins the whole mesh
+    /// (variable LINTEL_PEERS).
     #[arg(long = "peer", value_name = "ADDR")]
     #[serde(rename = "peers", skip_serializing_if = "Vec::is_empty")]
     peers: Vec<String>,

@@ -20,6 +20,8 @@
 //!   falls silent ([`fall_silent`]) and answers again.
 //! - `served`: [`lintel`], the built binary free of the caller's settings, and [`Served`], a
 //!   `lintel serve` child read line by line.
+//! - `netns`: [`Netns`], hosts in network namespaces of their own behind one bridge, each with
+//!   its own `/etc/hosts`, removed on drop.
 #![allow(dead_code, unreachable_pub)]
 
 mod admin;
@@ -30,6 +32,7 @@ mod fairness;
 pub mod faulty;
 mod frames;
 mod lines;
+pub mod netns;
 mod node;
 mod peers;
 mod pki;
@@ -59,6 +62,8 @@ pub use frames::{
 };
 #[allow(unused_imports)]
 pub use lines::stderr_lines;
+#[allow(unused_imports)]
+pub use netns::Netns;
 #[allow(unused_imports)]
 pub use node::{quiet_config, within, Events, TestNode, WAIT};
 #[allow(unused_imports)]
