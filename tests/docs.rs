@@ -7,13 +7,14 @@ use std::path::{Path, PathBuf};
 const README_MAX_LINES: usize = 450;
 
 /// The documents whose links are checked, relative to the repository root.
-const DOCUMENTS: [&str; 6] = [
+const DOCUMENTS: [&str; 7] = [
     "README.md",
     "ARCHITECTURE.md",
     "tests/README.md",
     "bench-results/PERFORMANCE.md",
     "fuzz/README.md",
     "examples/python/README.md",
+    "deploy/README.md",
 ];
 
 fn root() -> &'static Path {

@@ -16,6 +16,7 @@
 //! It needs root and `ip netns`; [`Netns::create_or_skip`] says why it skips where they are
 //! missing, unless `CI_REQUIRE_NETNS` is set, which makes it fail instead.
 
+use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -74,7 +75,11 @@ impl Netns {
                 std::env::var_os(REQUIRE).is_none(),
                 "{test}: {why}, and {REQUIRE} is set"
             );
-            eprintln!("skipped {test}: {why} (set {REQUIRE} to fail instead)");
+            // Straight to stderr, past the test harness's capture, so that the skip is seen.
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipping {test}: {why}; it runs as root with `ip` (scripts/install-iproute2.sh)"
+            );
             return None;
         }
         Some(Self::create(count).unwrap_or_else(|err| panic!("{test}: {err}")))
