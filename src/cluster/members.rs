@@ -184,6 +184,15 @@ impl Members {
                 Learned::Member
             }
         };
+        // The member's own word comes with a link to it: where it answered before, it is
+        // reachable again, whatever the last dial there came to.
+        if authoritative {
+            for entry in self.join_points.values_mut() {
+                if matches!(&entry.answer, Answer::Member(id) if id.as_ref() == node_id) {
+                    entry.dials.answered(false);
+                }
+            }
+        }
         // A join point at the address a member advertises is that member, as if it had
         // answered there: its own dialler takes it over, instead of a second dial racing the
         // first.
@@ -542,5 +551,11 @@ mod tests {
             (c.state, c.node_id.as_deref()),
             (JoinState::Linked, Some("c"))
         );
+
+        // b's link went down and a dial there failed; then b dialled in again.
+        members.dial_failed("b:1", "connection refused");
+        assert_eq!(members.join_points(|_| true)[0].state, JoinState::Failing);
+        members.learn("b", "b-advertised:1", true);
+        assert_eq!(members.join_points(|_| true)[0].state, JoinState::Linked);
     }
 }
