@@ -5,7 +5,8 @@
 //! Off unless `admin_listen` is set. With `admin_token` set, every request but `/health` and
 //! the console's own files (which hold no data) must carry `Authorization: Bearer` with it. Metrics are read from the node's own state at each scrape
 //! (pools, counters, peers), so nothing is kept twice; the dispatch latency histogram is the
-//! one the dispatcher records into. Label sets are bounded by real pools and peers.
+//! one the dispatcher records into. Label sets are bounded by real pools and peers, and by the
+//! join points the config names.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -40,7 +41,7 @@ type Body = UnsyncBoxBody<Bytes, Infallible>;
 const ENDPOINTS: &str = "lintel admin listener\n\
 /          the console: this node, its peers, pools and workers, live\n\
 /metrics   Prometheus text, read from the node's state at each scrape\n\
-/health    200 while the process serves\n\
+/health    200 while the process serves (a liveness probe)\n\
 /ready     200 when the node should get traffic (a readiness probe), 503 with the reason otherwise\n\
 /linked    200 when ready and linked to every member it knows, synced with each (what a rolling restart waits for); 503 with the reason\n\
 /status    the node's status as JSON, as `lintel status --json` prints it, with TLS and peer consoles\n\

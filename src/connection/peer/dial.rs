@@ -51,7 +51,7 @@ const DEFER: Duration = Duration::from_millis(300);
 const JOINING_WAIT: Duration = Duration::from_secs(1);
 /// While the dials of one dialler (a member's, or a join point's) keep failing, how often that
 /// is logged again.
-pub(super) const FAILURE_SUMMARY: Duration = Duration::from_secs(30);
+const FAILURE_SUMMARY: Duration = Duration::from_secs(30);
 
 /// Dials every member and every configured join point, until the node retires its links.
 pub(crate) async fn supervise(shared: Arc<Shared>, tasks: TaskTracker) {
