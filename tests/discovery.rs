@@ -2,8 +2,9 @@
 //! resolved again every `peer_resolve_interval_ms`, so addresses that appear are dialled and
 //! those that disappear no longer are (a live link stays). Once with a scripted lookup, in
 //! process; once with `lintel serve` processes in network namespaces of their own, where
-//! `peers.test` resolves through each host's `/etc/hosts` to three addresses (skipped, saying
-//! so, without root and `ip netns`, unless `CI_REQUIRE_NETNS` is set).
+//! `peers.test` resolves through each host's `/etc/hosts` to three addresses, one of which is
+//! then cut off the network (skipped, saying so, without root and `ip netns`, unless
+//! `CI_REQUIRE_NETNS` is set).
 
 mod support;
 
@@ -221,5 +222,23 @@ async fn nodes_in_their_own_namespaces_find_each_other_through_one_name_with_thr
         (at(2), JoinState::Linked),
     ]);
     wait_join_points(&netns, 0, "n2's address back in the name", &again).await;
+
+    // n2 cut off the network: its join point is no longer up, wherever its dials stand.
+    netns.set_link(2, false).expect("cut n2 off");
+    until(
+        "n2's join point down",
+        Duration::from_secs(60),
+        async || {
+            let status = status_of(&netns, 0).await?;
+            let state = states(&status.join_points).get(&at(2)).copied();
+            match state {
+                Some(JoinState::Failing | JoinState::Unlinked) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    netns.set_link(2, true).expect("join n2 again");
+    wait_join_points(&netns, 0, "n2 linked again", &again).await;
     drop(nodes);
 }

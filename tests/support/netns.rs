@@ -171,6 +171,27 @@ impl Netns {
         write(&etc_of(&host.namespace).join("hosts"), &text)
     }
 
+    /// Cuts host `index` off the bridge (`up` false) or joins it again: its packets are lost,
+    /// as when a machine's network fails, while its processes run on.
+    ///
+    /// # Errors
+    /// The command that failed and what it said.
+    pub fn set_link(&self, index: usize, up: bool) -> Result<(), String> {
+        if index >= self.hosts.len() {
+            return Err(format!("no host {index}"));
+        }
+        let state = if up { "up" } else { "down" };
+        ip(&[
+            "-n",
+            &self.switch,
+            "link",
+            "set",
+            &format!("v{index}"),
+            state,
+        ])
+        .map(|_| ())
+    }
+
     /// `program` to run in host `index`'s namespace, with its `/etc` files.
     pub fn command(&self, index: usize, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut command = Command::new("ip");
@@ -229,12 +250,22 @@ fn remove_stale() {
             .strip_prefix(PREFIX)
             .and_then(|rest| rest.split('-').next())
             .and_then(|pid| pid.parse::<u32>().ok());
-        if let Some(pid) = owner {
-            if !PathBuf::from(format!("/proc/{pid}")).exists() {
-                remove(name);
-            }
+        if owner.is_some_and(|pid| !alive(pid)) {
+            remove(name);
         }
     }
+}
+
+/// True while process `pid` runs: it exists and is not a zombie waiting to be reaped.
+fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, Some("Z" | "X"))
 }
 
 fn etc_of(namespace: &str) -> PathBuf {
