@@ -397,23 +397,23 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
         received.push((labels.clone(), count(peer.relays_received)));
         in_flight.push((labels, i64::from(peer.relays_in_flight)));
     }
-    gauge_family(registry, "peer_up", "1 while a link to a member is up.", up);
+    gauge_family(registry, "peer_up", "1 while a link to a member is up", up);
     gauge_family(
         registry,
         "peer_relays_sent",
-        "Relays sent to a member since this node started, across its links.",
+        "Relays sent to a member since this node started, across its links",
         sent,
     );
     gauge_family(
         registry,
         "peer_relays_received",
-        "Relays a member sent here since this node started, across its links.",
+        "Relays a member sent here since this node started, across its links",
         received,
     );
     gauge_family(
         registry,
         "peer_relays_in_flight",
-        "Relays sent to a member without an outcome yet.",
+        "Relays sent to a member without an outcome yet",
         in_flight,
     );
     let mesh = shared.dispatcher.mesh();
@@ -426,32 +426,32 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
     }
     registry.register(
         "peer_link_ups",
-        "Links to a member that came up: both sides kept them and its presence arrived.",
+        "Links to a member that came up: both sides kept them and its presence arrived",
         ups,
     );
     registry.register(
         "peer_link_downs",
-        "Links to a member that came up and went down again.",
+        "Links to a member that came up and went down again",
         downs,
     );
     join_point_metrics(registry, &mesh.join_points());
     counter(
         registry,
         "peer_duplicate_links",
-        "Peer links this node turned down because another link to the same node stays.",
+        "Peer links this node turned down because another link to the same node stays",
         mesh.duplicates(),
     );
     gauge(
         registry,
         "relay_outcomes_kept_bytes",
-        "Bytes of relay outcomes kept until the peer that relayed acknowledges them.",
+        "Bytes of relay outcomes kept until the peer that relayed acknowledges them",
         count(shared.retention.bytes()),
     );
     counter(
         registry,
         "relay_outcomes_dropped",
         "Relay outcomes dropped unacknowledged past relay_retention_bytes: a resumption \
-         answers their relays unknown.",
+         answers their relays unknown",
         shared.retention.dropped(),
     );
 }
@@ -475,12 +475,12 @@ fn join_point_metrics(registry: &mut Registry, join_points: &[crate::status::Joi
     registry.register(
         "join_point_up",
         "1 while a join point (a configured peer, or an address its name resolves to) leads to a \
-         linked member or to this node itself.",
+         linked member or to this node itself",
         up,
     );
     registry.register(
         "join_point_dial_failures",
-        "Failed dials of a join point since it was added.",
+        "Failed dials of a join point since it was added",
         failures,
     );
 }
@@ -495,7 +495,7 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
     gauge_family(
         registry,
         "dispatches_waiting_by_priority",
-        "Dispatches queued for a worker, by priority (1 highest).",
+        "Dispatches queued for a worker, by priority (1 highest)",
         waiting.map(|(at, n)| (priority(at), count(*n))).collect(),
     );
     let mut by_key: Vec<(Labels, i64)> = status
@@ -508,7 +508,7 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
         registry,
         "dispatches_waiting_by_key",
         "Dispatches queued for a worker, by fairness key: the keys with the most waiting (the \
-         shared key is \"\"), the rest as other.",
+         shared key is \"\"), the rest as other",
         by_key,
     );
     let served = Family::<Labels, Counter>::default();
@@ -517,7 +517,7 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
     }
     registry.register(
         "dispatches_served_by_priority",
-        "Dispatches given a slot on this node's workers, by priority (1 highest).",
+        "Dispatches given a slot on this node's workers, by priority (1 highest)",
         served,
     );
     let served = Family::<Labels, Counter>::default();
@@ -530,7 +530,7 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
     registry.register(
         "dispatches_served_by_key",
         "Dispatches given a slot on this node's workers, by fairness key: the shared key \
-         (\"\"), the keys of [[fairness]] entries and the first others served, the rest as other.",
+         (\"\"), the keys of [[fairness]] entries and the first others served, the rest as other",
         served,
     );
     let mut in_flight = Vec::new();
@@ -542,13 +542,13 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
     gauge_family(
         registry,
         "fairness_key_in_flight",
-        "Dispatches of a capped fairness key running on this node's workers.",
+        "Dispatches of a capped fairness key running on this node's workers",
         in_flight,
     );
     gauge_family(
         registry,
         "fairness_key_max_in_flight",
-        "The cap of a fairness key on this node.",
+        "The cap of a fairness key on this node",
         caps,
     );
 }
@@ -563,38 +563,38 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     gauge(
         &mut registry,
         "connections",
-        "Open connections of every role.",
+        "Open connections of every role",
         count(node.connections),
     );
     gauge(
         &mut registry,
         "dispatches_in_flight",
-        "Dispatches admitted without an outcome yet.",
+        "Dispatches admitted without an outcome yet",
         count(dispatcher.active()),
     );
     gauge(
         &mut registry,
         "dispatches_waiting",
-        "Dispatches queued for a worker.",
+        "Dispatches queued for a worker",
         count(dispatcher.registry().waiting()),
     );
     gauge(
         &mut registry,
         "draining",
-        "1 while the node drains.",
+        "1 while the node drains",
         i64::from(node.draining),
     );
     let events = dispatcher.registry().events();
     gauge(
         &mut registry,
         "event_subscribers",
-        "Subscribers to the node's lifecycle events: lintel watch, SDK subscriptions, /events.",
+        "Subscribers to the node's lifecycle events: lintel watch, SDK subscriptions, /events",
         count(events.subscribers()),
     );
     counter(
         &mut registry,
         "events",
-        "Lifecycle events the node published since it started, whoever subscribed.",
+        "Lifecycle events the node published since it started, whoever subscribed",
         events.published(),
     );
     fairness_metrics(&mut registry, shared);
@@ -638,25 +638,25 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     gauge_family(
         &mut registry,
         "pool_workers",
-        "Workers registered in each pool, by channel name.",
+        "Workers registered in each pool, by channel name",
         workers,
     );
     gauge_family(
         &mut registry,
         "pool_slots",
-        "Sum of the workers' capacity in each pool.",
+        "Sum of the workers' capacity in each pool",
         slots,
     );
     gauge_family(
         &mut registry,
         "pool_free_slots",
-        "Slots free in each pool, excluded workers' not counted.",
+        "Slots free in each pool, excluded workers' not counted",
         free,
     );
     gauge_family(
         &mut registry,
         "pool_workers_by_state",
-        "Workers in each pool by state: probation, eligible, unreachable or draining.",
+        "Workers in each pool by state: probation, eligible, unreachable or draining",
         by_state,
     );
 
@@ -667,44 +667,40 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
             .get_or_create(&vec![("outcome", outcome.to_owned())])
             .inc_by(value);
     }
-    registry.register(
-        "dispatches",
-        "Dispatches ended, by outcome class.",
-        outcomes,
-    );
+    registry.register("dispatches", "Dispatches ended, by outcome class", outcomes);
     counter(
         &mut registry,
         "dispatches_submitted",
-        "Dispatches admitted, whatever became of them.",
+        "Dispatches admitted, whatever became of them",
         c.submitted,
     );
     counter(
         &mut registry,
         "pushes",
-        "Pushes queued on worker connections.",
+        "Pushes queued on worker connections",
         c.pushed,
     );
     counter(
         &mut registry,
         "late_replies",
-        "Replies to pushes that had already ended.",
+        "Replies to pushes that had already ended",
         c.late_replies,
     );
     counter(
         &mut registry,
         "dropped_replies",
-        "Replies naming no push on their connection.",
+        "Replies naming no push on their connection",
         c.dropped_replies,
     );
     counter(
         &mut registry,
         "reclaimed_slots",
-        "Slots freed because no late reply came within the grace.",
+        "Slots freed because no late reply came within the grace",
         c.reclaimed_slots,
     );
     registry.register(
         "dispatch_duration_seconds",
-        "Seconds from admission to outcome.",
+        "Seconds from admission to outcome",
         dispatcher.counters().latency().snapshot(),
     );
 
@@ -720,19 +716,19 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     gauge_family(
         &mut registry,
         "connections_by_role",
-        "Connections past their handshake, by role.",
+        "Connections past their handshake, by role",
         connections,
     );
     gauge_family(
         &mut registry,
         "outbound_queued_frames",
-        "Frames queued to send and not yet written, summed by role.",
+        "Frames queued to send and not yet written, summed by role",
         frames,
     );
     gauge_family(
         &mut registry,
         "outbound_queued_bytes",
-        "Bytes queued to send and not yet written, summed by role.",
+        "Bytes queued to send and not yet written, summed by role",
         bytes,
     );
 
@@ -754,7 +750,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     }
     registry.register(
         "refusals",
-        "Refusals sent: at hello, at registration, or of a dispatch, by code.",
+        "Refusals sent: at hello, at registration, or of a dispatch, by code",
         refusals,
     );
     let errors = Family::<Labels, Counter>::default();
@@ -763,7 +759,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     }
     registry.register(
         "errors",
-        "Error frames sent before closing a connection, by code.",
+        "Error frames sent before closing a connection, by code",
         errors,
     );
 
@@ -773,20 +769,20 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
         counter(
             &mut registry,
             "tls_reloads",
-            "Reloads of the TLS files that put new certificates in use.",
+            "Reloads of the TLS files that put new certificates in use",
             rotation.reloads,
         );
         counter(
             &mut registry,
             "tls_reload_failures",
-            "Reloads of changed TLS files that did not load; the old certificates stayed.",
+            "Reloads of changed TLS files that did not load; the old certificates stayed",
             rotation.failures,
         );
         if let Some(not_after) = rotation.not_after_unix_s {
             gauge(
                 &mut registry,
                 "tls_cert_not_after_seconds",
-                "When the certificate served now expires, in seconds since the Unix epoch.",
+                "When the certificate served now expires, in seconds since the Unix epoch",
                 count(not_after),
             );
         }

@@ -336,3 +336,44 @@ async fn a_node_is_linked_once_synced_with_every_member_it_knows_not_with_one_pe
     assert_eq!(code, 503);
     assert!(why.contains("member ghost"), "{why}");
 }
+
+#[tokio::test]
+async fn every_help_line_of_the_metrics_is_one_sentence_with_one_period() {
+    // TLS, a join point and a capped key, so that every family the node can show is there.
+    let pki = support::Pki::new();
+    let (cert, key) = pki.node_files("node");
+    let (_node, admin) = TestNode::with_admin(NodeConfig {
+        tls_cert: Some(cert),
+        tls_key: Some(key),
+        tls_ca: Some(pki.ca_path()),
+        peers: vec!["127.0.0.1:1".into()],
+        fairness: toml::from_str::<NodeConfig>("fairness = [{ key = \"b\", max_in_flight = 4 }]")
+            .expect("a fairness entry")
+            .fairness,
+        ..NodeConfig::default()
+    })
+    .await;
+    let (code, text) = get(admin, "/metrics").await;
+    assert_eq!(code, 200, "{text}");
+    let help: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP ")).collect();
+    assert!(help.len() > 25, "only {} HELP lines:\n{text}", help.len());
+    for family in [
+        "lintel_tls_reloads",
+        "lintel_join_point_up",
+        "lintel_fairness_key_max_in_flight",
+    ] {
+        assert!(
+            help.iter()
+                .any(|line| line.starts_with(&format!("# HELP {family} "))),
+            "no HELP for {family}"
+        );
+    }
+    let doubled: Vec<&&str> = help
+        .iter()
+        .filter(|line| line.ends_with("..") || !line.ends_with('.'))
+        .collect();
+    assert!(
+        doubled.is_empty(),
+        "HELP lines not ending in one period: {doubled:#?}"
+    );
+}

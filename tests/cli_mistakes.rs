@@ -344,6 +344,29 @@ fn an_observer_reads_status_and_refusals_name_the_credential() {
         text(&dispatch.stderr)
     );
 
+    // A worker's token used to dispatch: refused at hello, and the node logs the reason whole.
+    let wrong_role = run(&[
+        "dispatch",
+        "--connect",
+        &addr,
+        "--namespace",
+        "billing",
+        "--activity",
+        "echo",
+        "--input",
+        "x",
+        "--auth-token",
+        "billing",
+    ]);
+    assert_eq!(wrong_role.status.code(), Some(1));
+    let logged = node.wait_for("hello refused");
+    assert!(
+        logged.contains(
+            "connecting as a producer needs the producer role (or observer, to read status)\""
+        ),
+        "{logged}"
+    );
+
     let refused = worker(&addr, "payroll", &["--auth-token", "billing"])
         .wait_with_output()
         .expect("the worker ends");

@@ -108,7 +108,7 @@ pub(super) async fn accept(
             role = ?hello.role,
             name = clip(&hello.name),
             code = ?refusal.code,
-            reason = clip(&refusal.reason),
+            reason = refusal.reason.as_str(),
             "hello refused"
         );
         refuse(refusal)

@@ -313,7 +313,7 @@ impl WorkerConn<'_> {
                     pid = self.pid,
                     identity = clip(&register.identity),
                     code = ?refusal.code,
-                    reason = clip(&refusal.reason),
+                    reason = refusal.reason.as_str(),
                     "registration refused"
                 );
                 self.shared.tally.refused("register", refusal.code);
