@@ -47,6 +47,7 @@ const ENDPOINTS: &str = "lintel admin listener\n\
 /status    the node's status as JSON, as `lintel status --json` prints it, with TLS and peer consoles\n\
 /window    JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second\n\
 /events    the node's lifecycle events as Server-Sent Events, each `data:` a `lintel watch` line\n\
+/pools     JSON: the pools' current deployments, as /status lists them\n\
 /endpoints this list\n\
 POST /pools  JSON {namespace, task_queue, deployment}: sets (or, deployment null, clears) a pool's current deployment on every node of the mesh\n";
 
@@ -123,6 +124,18 @@ fn answer(shared: &Shared, window: &Window, request: &Request<Incoming>) -> Resp
             ),
         },
         "/endpoints" => reply(StatusCode::OK, "text/plain", ENDPOINTS),
+        "/pools" => {
+            let (settings, _) = shared.dispatcher.settings().since(0);
+            let current: Vec<_> = settings.iter().map(status::current_deployment).collect();
+            match serde_json::to_string_pretty(&current) {
+                Ok(json) => reply(StatusCode::OK, "application/json", json),
+                Err(err) => reply(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    err.to_string(),
+                ),
+            }
+        }
         "/window" => match serde_json::to_string(&window.view()) {
             Ok(json) => reply(StatusCode::OK, "application/json", json),
             Err(err) => reply(
@@ -236,9 +249,22 @@ struct PoolRequest {
     namespace: String,
     #[serde(default)]
     task_queue: String,
-    /// `None` clears the current deployment.
-    deployment: Option<String>,
+    /// `None` when the body has no `deployment`; `Some(None)` for `null`, which clears it.
+    #[serde(default, deserialize_with = "present")]
+    deployment: Option<Option<String>>,
 }
+
+/// A field that is present, `null` included.
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    serde::Deserialize::deserialize(deserializer).map(Some)
+}
+
+/// What `POST /pools` takes, for a body that is not it.
+const POOL_BODY: &str = "POST /pools takes a JSON object such as \
+{\"namespace\": \"demo\", \"task_queue\": \"\", \"deployment\": \"v2\"} \
+(task_queue may be left out; \"deployment\": null clears the pool's current deployment)";
 
 /// `POST /pools`: sets a pool's current deployment, written by this node now, which every
 /// node of the mesh learns. With an `admin_token`, it needs `Authorization: Bearer` with it.
@@ -258,7 +284,11 @@ async fn set_pool(shared: &Shared, request: Request<Incoming>) -> Response<Body>
     };
     let asked: PoolRequest = match serde_json::from_slice(&body) {
         Ok(asked) => asked,
-        Err(err) => return text(StatusCode::BAD_REQUEST, format!("{err}\n")),
+        Err(err) => return text(StatusCode::BAD_REQUEST, format!("{POOL_BODY}: {err}\n")),
+    };
+    let Some(deployment) = asked.deployment else {
+        let missing = "the body names no \"deployment\": give one to set it, or null to clear it";
+        return text(StatusCode::BAD_REQUEST, format!("{POOL_BODY}: {missing}\n"));
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -267,12 +297,12 @@ async fn set_pool(shared: &Shared, request: Request<Incoming>) -> Response<Body>
         });
     let set = shared.dispatcher.settings().set(
         (&asked.namespace, &asked.task_queue),
-        asked.deployment.as_deref(),
+        deployment.as_deref(),
         (now, shared.node_id()),
     );
     match set.map(|setting| serde_json::to_string(&status::current_deployment(&setting))) {
         Ok(Ok(json)) => {
-            tracing::info!(namespace = %asked.namespace, task_queue = %asked.task_queue, deployment = asked.deployment.as_deref().unwrap_or("(none)"), "pool's current deployment set");
+            tracing::info!(namespace = %asked.namespace, task_queue = %asked.task_queue, deployment = deployment.as_deref().unwrap_or("(none)"), "pool's current deployment set");
             reply(StatusCode::OK, "application/json", json)
         }
         Ok(Err(err)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{err}\n")),

@@ -126,15 +126,15 @@ fn render(status: &Status) -> String {
         );
         let _ = writeln!(
             out,
-            "  {:>6} {:>6} {:<24} {:<12} {:<11} {:>9} {:<}",
-            "worker", "pid", "identity", "label", "state", "in-flight", "activities"
+            "  {:>6} {:>10} {:<24} {:<12} {:<11} {:>9} {:<}",
+            "worker", "connection", "identity", "label", "state", "in-flight", "activities"
         );
         for w in &pool.workers {
             // A version-2 report says only that an excluded worker is excluded.
             let state = w.state.map_or("excluded", Standing::as_str);
             let _ = writeln!(
                 out,
-                "  {:>6} {:>6} {:<24} {:<12} {:<11} {:>4}/{:<4} {}",
+                "  {:>6} {:>10} {:<24} {:<12} {:<11} {:>4}/{:<4} {}",
                 w.worker_id,
                 w.pid,
                 w.identity,
@@ -158,11 +158,11 @@ fn render(status: &Status) -> String {
     for current in &status.current_deployments {
         let _ = writeln!(
             out,
-            "\npool {}  current deployment {}  (set by {} at {} ms)",
+            "\npool {}  current deployment {}  (set by {} at {})",
             current.channel,
             current.deployment.as_deref().unwrap_or("- (cleared)"),
             current.set_by,
-            current.set_at_unix_ms
+            rfc3339(current.set_at_unix_ms)
         );
     }
     for waiting in &status.waiting {
