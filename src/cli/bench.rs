@@ -77,7 +77,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let client = match Client::connect(args.target.connect.as_str(), config).await {
         Ok(client) => client,
-        Err(err) => return fail(super::advice::cannot_connect(&args.target.connect, &err)),
+        Err(err) => return fail(args.target.cannot_connect(&err)),
     };
     let duration = match (args.duration, args.count) {
         (Some(seconds), _) => Some(Duration::from_secs_f64(seconds.max(0.0))),

@@ -7,7 +7,6 @@ use bytes::Bytes;
 use lintel_client::{Client, ConnectError, DispatchOptions};
 use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult, RefusalCode};
 
-use super::advice;
 use super::connect::NodeArgs;
 use super::exit::{fail, DRAINING};
 use super::extras::{self, FairnessArgs};
@@ -101,7 +100,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
             eprintln!("draining: {}", refusal.reason);
             return ExitCode::from(DRAINING);
         }
-        Err(err) => return fail(advice::cannot_connect(&args.target.connect, &err)),
+        Err(err) => return fail(args.target.cannot_connect(&err)),
     };
     let request = DispatchRequest {
         namespace: args.namespace,

@@ -81,7 +81,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
         max_concurrency: args.concurrency,
     };
     let mut config = WorkerConfig::new(args.target.connect.clone(), registration);
-    config.auth_token = args.target.auth_token;
+    config.auth_token = args.target.auth_token.clone();
     config.deployment = args.deployment;
     config.instance_id = args.instance_id;
     config.tls = match args.target.tls.load(&args.target.connect) {
@@ -119,7 +119,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
                     ))
                 }
                 WorkerState::Failed(fatal) => {
-                    return Some(super::advice::cannot_connect(connect, fatal.error()))
+                    return Some(args.target.cannot_connect(fatal.error()))
                 }
                 WorkerState::Stopped => return None,
             }
