@@ -10,6 +10,7 @@ use std::time::Duration;
 use lintel_client::transport::resolve::Resolver;
 use tokio::time::Instant;
 
+use crate::logfields::List;
 use crate::shared::Shared;
 
 /// While resolutions of one name keep failing, how often that is logged again.
@@ -37,8 +38,8 @@ pub(super) async fn discover(shared: Arc<Shared>, name: String, resolver: Resolv
                 }
                 tracing::info!(
                     peer = %name,
-                    added = ?change.added,
-                    removed = ?change.removed,
+                    added = %List(&change.added),
+                    removed = %List(&change.removed),
                     "peer name resolved: its addresses are join points"
                 );
                 mesh.resolved(&name, watch.addresses());
@@ -48,7 +49,7 @@ pub(super) async fn discover(shared: Arc<Shared>, name: String, resolver: Resolv
                 let now = Instant::now();
                 if warned.is_none_or(|at| now.duration_since(at) >= WARN_EVERY) {
                     tracing::warn!(
-                        peer = %name, %error, failures, kept = ?watch.addresses(),
+                        peer = %name, %error, failures, kept = %List(watch.addresses()),
                         "cannot resolve peer name; its addresses resolved last are still dialled"
                     );
                     warned = Some(now);
