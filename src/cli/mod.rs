@@ -8,6 +8,7 @@ mod dispatch;
 mod exit;
 mod extras;
 mod histogram;
+mod input;
 mod layers;
 mod loadgen;
 mod logging;

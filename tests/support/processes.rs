@@ -156,6 +156,11 @@ impl NodeProcess {
         }
     }
 
+    /// The node's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// The node's log so far.
     pub fn log(&self) -> Vec<String> {
         lock(&self.log).clone()

@@ -1,5 +1,5 @@
 //! The built `lintel` binary as a child process: commands free of the caller's settings, and
-//! [`Served`], a `lintel serve` whose stderr is read line by line.
+//! [`Served`], a `lintel serve` (or any long-running command) whose stderr is read line by line.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -82,6 +82,25 @@ impl Served {
         };
         loopback_address(&line)
             .unwrap_or_else(|| panic!("no loopback address in the listening line: {line}"))
+    }
+
+    /// Reads stderr to its end, within [`WAIT`], and reaps the process: how it exited.
+    ///
+    /// # Panics
+    /// When its stderr stays open past [`WAIT`].
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("still running after {WAIT:?}: {:?}", self.seen)
+                }
+            }
+        }
+        self.child.wait().expect("reap the process")
     }
 
     /// The admin listener's `127.0.0.1:port`, from its line, read already or still to come.
