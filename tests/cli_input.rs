@@ -1,6 +1,7 @@
 //! `lintel dispatch` takes its input as bytes from the command line, a file or standard input,
 //! UTF-8 or not, and an input over what the node takes is refused before it is sent, naming
-//! the exact limit and the size.
+//! the exact limit and the size; `lintel bench` says why its dispatches were refused, and
+//! counts a payload too large for a frame apart.
 
 mod support;
 
@@ -163,4 +164,48 @@ fn the_largest_input_the_node_takes_goes_through_and_one_byte_more_is_refused_wi
     );
     let _ = worker.kill();
     let _ = worker.wait();
+}
+
+#[test]
+fn bench_says_why_dispatches_were_refused_and_counts_an_oversized_payload_apart() {
+    let mut command = lintel();
+    command
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("LINTEL_MAX_FRAME_LEN", MAX_FRAME_LEN.to_string());
+    let mut node = Served::spawn(command);
+    let addr = node.listening();
+    let bench = |payload: usize| {
+        let out = lintel()
+            .args([
+                "bench",
+                "--connect",
+                &addr,
+                "--count",
+                "8",
+                "--concurrency",
+                "2",
+            ])
+            .args(["--workers", "1", "--payload", &payload.to_string()])
+            .output()
+            .expect("lintel bench runs");
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    // Over what a push can carry, within a frame: the node refuses each, saying why.
+    let refused = bench(MAX_FRAME_LEN - RESERVE + 100);
+    assert!(refused.contains("  refused: 8\n"), "{refused}");
+    assert!(
+        refused.contains("    InvalidRequest: 8 (input, ids, headers and extensions of"),
+        "{refused}"
+    );
+    // Over a frame: nothing is sent; each lane stops at its first.
+    let oversized = bench(MAX_FRAME_LEN + 100);
+    assert!(oversized.contains("  oversized: 2\n"), "{oversized}");
+    assert!(
+        oversized.contains(&format!(
+            "exceeds the frame limit of {MAX_FRAME_LEN} bytes; nothing was sent"
+        )),
+        "{oversized}"
+    );
+    assert!(!oversized.contains("connection-lost"), "{oversized}");
 }

@@ -148,6 +148,15 @@ pub(super) async fn run(args: Args) -> ExitCode {
     );
     for (class, count) in &report.outcomes {
         let _ = writeln!(summary, "  {class}: {count}");
+        if class == "refused" {
+            for (reason, refusals) in &report.refusals {
+                let (count, detail) = (refusals.count, &refusals.detail);
+                let _ = writeln!(summary, "    {reason}: {count} ({detail})");
+            }
+        }
+        if let Some(why) = report.oversized.as_ref().filter(|_| class == "oversized") {
+            let _ = writeln!(summary, "    {why}");
+        }
     }
     if !report.by_key.is_empty() {
         let _ = writeln!(summary, "  by fairness key (completed, p50, p99):");
