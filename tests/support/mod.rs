@@ -75,6 +75,6 @@ pub use pki::{Leaf, Pki};
 #[allow(unused_imports)]
 pub use raw::{next_frame, next_of, small_window_client, small_window_client_at, RawClient};
 #[allow(unused_imports)]
-pub use served::{line_with, lintel, loopback_address, Served};
+pub use served::{line_with, lintel, loopback_address, without_settings, Served};
 #[allow(unused_imports)]
 pub use silent::{answer_again, fall_silent, unanswered_ping, watchful};

@@ -10,7 +10,13 @@ use super::{stderr_lines, WAIT};
 /// `lintel` with no `RUST_LOG` or `LINTEL_*` settings inherited from the caller's shell: the
 /// node reads each `LINTEL_*` as a config key and refuses the ones it does not know.
 pub fn lintel() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_lintel"));
+    without_settings(env!("CARGO_BIN_EXE_lintel"))
+}
+
+/// `program` with no `RUST_LOG` or `LINTEL_*` settings inherited, for a shell that runs
+/// `lintel` commands.
+pub fn without_settings(program: &str) -> Command {
+    let mut command = Command::new(program);
     for (name, _) in std::env::vars_os() {
         let name_text = name.to_string_lossy();
         if name_text.starts_with("LINTEL_") || name_text == "RUST_LOG" {
