@@ -5,7 +5,8 @@
 //! Off unless `admin_listen` is set. With `admin_token` set, every request but `/health` and
 //! the console's own files (which hold no data) must carry `Authorization: Bearer` with it. Metrics are read from the node's own state at each scrape
 //! (pools, counters, peers), so nothing is kept twice; the dispatch latency histogram is the
-//! one the dispatcher records into. Label sets are bounded by real pools and peers.
+//! one the dispatcher records into. Label sets are bounded by real pools and peers, and by the
+//! join points the config names.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -40,12 +41,13 @@ type Body = UnsyncBoxBody<Bytes, Infallible>;
 const ENDPOINTS: &str = "lintel admin listener\n\
 /          the console: this node, its peers, pools and workers, live\n\
 /metrics   Prometheus text, read from the node's state at each scrape\n\
-/health    200 while the process serves\n\
-/ready     200 when the node should get traffic, 503 with the reason otherwise\n\
-/linked    200 when ready and linked to every member it knows, synced with each; 503 with the reason\n\
+/health    200 while the process serves (a liveness probe)\n\
+/ready     200 when the node should get traffic (a readiness probe), 503 with the reason otherwise\n\
+/linked    200 when ready and linked to every member it knows, synced with each (what a rolling restart waits for); 503 with the reason\n\
 /status    the node's status as JSON, as `lintel status --json` prints it, with TLS and peer consoles\n\
 /window    JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second\n\
 /events    the node's lifecycle events as Server-Sent Events, each `data:` a `lintel watch` line\n\
+/pools     JSON: the pools' current deployments, as /status lists them\n\
 /endpoints this list\n\
 POST /pools  JSON {namespace, task_queue, deployment}: sets (or, deployment null, clears) a pool's current deployment on every node of the mesh\n";
 
@@ -122,6 +124,18 @@ fn answer(shared: &Shared, window: &Window, request: &Request<Incoming>) -> Resp
             ),
         },
         "/endpoints" => reply(StatusCode::OK, "text/plain", ENDPOINTS),
+        "/pools" => {
+            let (settings, _) = shared.dispatcher.settings().since(0);
+            let current: Vec<_> = settings.iter().map(status::current_deployment).collect();
+            match serde_json::to_string_pretty(&current) {
+                Ok(json) => reply(StatusCode::OK, "application/json", json),
+                Err(err) => reply(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    err.to_string(),
+                ),
+            }
+        }
         "/window" => match serde_json::to_string(&window.view()) {
             Ok(json) => reply(StatusCode::OK, "application/json", json),
             Err(err) => reply(
@@ -235,9 +249,22 @@ struct PoolRequest {
     namespace: String,
     #[serde(default)]
     task_queue: String,
-    /// `None` clears the current deployment.
-    deployment: Option<String>,
+    /// `None` when the body has no `deployment`; `Some(None)` for `null`, which clears it.
+    #[serde(default, deserialize_with = "present")]
+    deployment: Option<Option<String>>,
 }
+
+/// A field that is present, `null` included.
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    serde::Deserialize::deserialize(deserializer).map(Some)
+}
+
+/// What `POST /pools` takes, for a body that is not it.
+const POOL_BODY: &str = "POST /pools takes a JSON object such as \
+{\"namespace\": \"demo\", \"task_queue\": \"\", \"deployment\": \"v2\"} \
+(task_queue may be left out; \"deployment\": null clears the pool's current deployment)";
 
 /// `POST /pools`: sets a pool's current deployment, written by this node now, which every
 /// node of the mesh learns. With an `admin_token`, it needs `Authorization: Bearer` with it.
@@ -257,7 +284,11 @@ async fn set_pool(shared: &Shared, request: Request<Incoming>) -> Response<Body>
     };
     let asked: PoolRequest = match serde_json::from_slice(&body) {
         Ok(asked) => asked,
-        Err(err) => return text(StatusCode::BAD_REQUEST, format!("{err}\n")),
+        Err(err) => return text(StatusCode::BAD_REQUEST, format!("{POOL_BODY}: {err}\n")),
+    };
+    let Some(deployment) = asked.deployment else {
+        let missing = "the body names no \"deployment\": give one to set it, or null to clear it";
+        return text(StatusCode::BAD_REQUEST, format!("{POOL_BODY}: {missing}\n"));
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -266,12 +297,12 @@ async fn set_pool(shared: &Shared, request: Request<Incoming>) -> Response<Body>
         });
     let set = shared.dispatcher.settings().set(
         (&asked.namespace, &asked.task_queue),
-        asked.deployment.as_deref(),
+        deployment.as_deref(),
         (now, shared.node_id()),
     );
     match set.map(|setting| serde_json::to_string(&status::current_deployment(&setting))) {
         Ok(Ok(json)) => {
-            tracing::info!(namespace = %asked.namespace, task_queue = %asked.task_queue, deployment = asked.deployment.as_deref().unwrap_or("(none)"), "pool's current deployment set");
+            tracing::info!(namespace = %asked.namespace, task_queue = %asked.task_queue, deployment = deployment.as_deref().unwrap_or("(none)"), "pool's current deployment set");
             reply(StatusCode::OK, "application/json", json)
         }
         Ok(Err(err)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{err}\n")),
@@ -290,30 +321,35 @@ fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Resp
     response
 }
 
-/// Why the node should get no traffic yet, if it should not: draining, or with peers
-/// configured, no peer linked or a peer's presence still arriving.
+/// Why the node should get no traffic yet, if it should not: draining, or a linked peer's
+/// presence still arriving. A peer not linked yet never holds it back, so nodes that name each
+/// other as peers can start one after another, each waiting for the last to be ready.
 fn not_ready(shared: &Shared) -> Option<&'static str> {
     if shared.dispatcher.is_draining() {
         return Some("draining");
     }
-    let mesh = shared.dispatcher.mesh();
-    if !shared.config.peers.is_empty() && mesh.is_empty() {
-        return Some("no peer linked yet");
-    }
-    if !mesh.synced() {
+    if !shared.dispatcher.mesh().synced() {
         return Some("a peer's presence is still arriving");
     }
     None
 }
 
-/// Why the node is not yet linked to the whole cluster, if it is not: not ready, or a member
-/// it knows without a link or whose presence is still arriving. What a rolling restart waits
-/// for before it drains the next node.
+/// Why the node is not yet linked to the whole cluster, if it is not: not ready; with peers
+/// configured, none linked (unless each join point is this node itself); or a member it knows
+/// without a link or whose presence is still arriving. What a rolling restart waits for before
+/// it drains the next node.
 fn not_linked(shared: &Shared) -> Option<String> {
     if let Some(why) = not_ready(shared) {
         return Some(why.to_owned());
     }
-    let member = shared.dispatcher.mesh().unlinked_member()?;
+    let mesh = shared.dispatcher.mesh();
+    let join_points = mesh.join_points();
+    let only_itself = !join_points.is_empty() && join_points.iter().all(|point| point.myself);
+    let alone = !shared.config.peers.is_empty() && mesh.is_empty() && !only_itself;
+    if alone {
+        return Some("no peer linked yet".to_owned());
+    }
+    let member = mesh.unlinked_member()?;
     Some(format!("not linked and synced to member {member} yet"))
 }
 
@@ -391,23 +427,23 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
         received.push((labels.clone(), count(peer.relays_received)));
         in_flight.push((labels, i64::from(peer.relays_in_flight)));
     }
-    gauge_family(registry, "peer_up", "1 while a link to a member is up.", up);
+    gauge_family(registry, "peer_up", "1 while a link to a member is up", up);
     gauge_family(
         registry,
         "peer_relays_sent",
-        "Relays sent to a member since this node started, across its links.",
+        "Relays sent to a member since this node started, across its links",
         sent,
     );
     gauge_family(
         registry,
         "peer_relays_received",
-        "Relays a member sent here since this node started, across its links.",
+        "Relays a member sent here since this node started, across its links",
         received,
     );
     gauge_family(
         registry,
         "peer_relays_in_flight",
-        "Relays sent to a member without an outcome yet.",
+        "Relays sent to a member without an outcome yet",
         in_flight,
     );
     let mesh = shared.dispatcher.mesh();
@@ -420,32 +456,62 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
     }
     registry.register(
         "peer_link_ups",
-        "Links to a member that came up: both sides kept them and its presence arrived.",
+        "Links to a member that came up: both sides kept them and its presence arrived",
         ups,
     );
     registry.register(
         "peer_link_downs",
-        "Links to a member that came up and went down again.",
+        "Links to a member that came up and went down again",
         downs,
     );
+    join_point_metrics(registry, &mesh.join_points());
     counter(
         registry,
         "peer_duplicate_links",
-        "Peer links this node turned down because another link to the same node stays.",
+        "Peer links this node turned down because another link to the same node stays",
         mesh.duplicates(),
     );
     gauge(
         registry,
         "relay_outcomes_kept_bytes",
-        "Bytes of relay outcomes kept until the peer that relayed acknowledges them.",
+        "Bytes of relay outcomes kept until the peer that relayed acknowledges them",
         count(shared.retention.bytes()),
     );
     counter(
         registry,
         "relay_outcomes_dropped",
         "Relay outcomes dropped unacknowledged past relay_retention_bytes: a resumption \
-         answers their relays unknown.",
+         answers their relays unknown",
         shared.retention.dropped(),
+    );
+}
+
+/// Per join point: up or down, and its failed dials. Join points are the configured peers and
+/// the addresses their names resolve to, at most
+/// [`MAX_ADDRESSES`](lintel_client::transport::resolve::MAX_ADDRESSES) a name and
+/// [`MAX_MEMBERS`](crate::cluster::MAX_MEMBERS) in all, so the label set is bounded by the config.
+fn join_point_metrics(registry: &mut Registry, join_points: &[crate::status::JoinPoint]) {
+    let up = Family::<Labels, Gauge>::default();
+    let failures = Family::<Labels, Counter>::default();
+    for point in join_points {
+        let labels = vec![
+            ("peer", point.peer.clone()),
+            ("address", point.address.clone()),
+        ];
+        up.get_or_create(&labels)
+            .set(i64::from(point.state.is_up()));
+        failures.get_or_create(&labels).inc_by(point.dial_failures);
+    }
+    registry.register(
+        "join_point_up",
+        "1 while a join point (a configured peer, or an address its name resolves to) leads to a \
+         linked member or to this node itself",
+        up,
+    );
+    registry.register(
+        "join_point_dial_failures",
+        "Failed dials of a join point since it was added",
+        failures,
     );
 }
 
@@ -459,7 +525,7 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
     gauge_family(
         registry,
         "dispatches_waiting_by_priority",
-        "Dispatches queued for a worker, by priority (1 highest).",
+        "Dispatches queued for a worker, by priority (1 highest)",
         waiting.map(|(at, n)| (priority(at), count(*n))).collect(),
     );
     let mut by_key: Vec<(Labels, i64)> = status
@@ -472,7 +538,7 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
         registry,
         "dispatches_waiting_by_key",
         "Dispatches queued for a worker, by fairness key: the keys with the most waiting (the \
-         shared key is \"\"), the rest as other.",
+         shared key is \"\"), the rest as other",
         by_key,
     );
     let served = Family::<Labels, Counter>::default();
@@ -481,7 +547,7 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
     }
     registry.register(
         "dispatches_served_by_priority",
-        "Dispatches given a slot on this node's workers, by priority (1 highest).",
+        "Dispatches given a slot on this node's workers, by priority (1 highest)",
         served,
     );
     let served = Family::<Labels, Counter>::default();
@@ -494,7 +560,7 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
     registry.register(
         "dispatches_served_by_key",
         "Dispatches given a slot on this node's workers, by fairness key: the shared key \
-         (\"\"), the keys of [[fairness]] entries and the first others served, the rest as other.",
+         (\"\"), the keys of [[fairness]] entries and the first others served, the rest as other",
         served,
     );
     let mut in_flight = Vec::new();
@@ -506,13 +572,13 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
     gauge_family(
         registry,
         "fairness_key_in_flight",
-        "Dispatches of a capped fairness key running on this node's workers.",
+        "Dispatches of a capped fairness key running on this node's workers",
         in_flight,
     );
     gauge_family(
         registry,
         "fairness_key_max_in_flight",
-        "The cap of a fairness key on this node.",
+        "The cap of a fairness key on this node",
         caps,
     );
 }
@@ -527,38 +593,38 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     gauge(
         &mut registry,
         "connections",
-        "Open connections of every role.",
+        "Open connections of every role",
         count(node.connections),
     );
     gauge(
         &mut registry,
         "dispatches_in_flight",
-        "Dispatches admitted without an outcome yet.",
+        "Dispatches admitted without an outcome yet",
         count(dispatcher.active()),
     );
     gauge(
         &mut registry,
         "dispatches_waiting",
-        "Dispatches queued for a worker.",
+        "Dispatches queued for a worker",
         count(dispatcher.registry().waiting()),
     );
     gauge(
         &mut registry,
         "draining",
-        "1 while the node drains.",
+        "1 while the node drains",
         i64::from(node.draining),
     );
     let events = dispatcher.registry().events();
     gauge(
         &mut registry,
         "event_subscribers",
-        "Subscribers to the node's lifecycle events: lintel watch, SDK subscriptions, /events.",
+        "Subscribers to the node's lifecycle events: lintel watch, SDK subscriptions, /events",
         count(events.subscribers()),
     );
     counter(
         &mut registry,
         "events",
-        "Lifecycle events the node published since it started, whoever subscribed.",
+        "Lifecycle events the node published since it started, whoever subscribed",
         events.published(),
     );
     fairness_metrics(&mut registry, shared);
@@ -602,25 +668,25 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     gauge_family(
         &mut registry,
         "pool_workers",
-        "Workers registered in each pool, by channel name.",
+        "Workers registered in each pool, by channel name",
         workers,
     );
     gauge_family(
         &mut registry,
         "pool_slots",
-        "Sum of the workers' capacity in each pool.",
+        "Sum of the workers' capacity in each pool",
         slots,
     );
     gauge_family(
         &mut registry,
         "pool_free_slots",
-        "Slots free in each pool, excluded workers' not counted.",
+        "Slots free in each pool, excluded workers' not counted",
         free,
     );
     gauge_family(
         &mut registry,
         "pool_workers_by_state",
-        "Workers in each pool by state: probation, eligible, unreachable or draining.",
+        "Workers in each pool by state: probation, eligible, unreachable or draining",
         by_state,
     );
 
@@ -631,44 +697,40 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
             .get_or_create(&vec![("outcome", outcome.to_owned())])
             .inc_by(value);
     }
-    registry.register(
-        "dispatches",
-        "Dispatches ended, by outcome class.",
-        outcomes,
-    );
+    registry.register("dispatches", "Dispatches ended, by outcome class", outcomes);
     counter(
         &mut registry,
         "dispatches_submitted",
-        "Dispatches admitted, whatever became of them.",
+        "Dispatches admitted, whatever became of them",
         c.submitted,
     );
     counter(
         &mut registry,
         "pushes",
-        "Pushes queued on worker connections.",
+        "Pushes queued on worker connections",
         c.pushed,
     );
     counter(
         &mut registry,
         "late_replies",
-        "Replies to pushes that had already ended.",
+        "Replies to pushes that had already ended",
         c.late_replies,
     );
     counter(
         &mut registry,
         "dropped_replies",
-        "Replies naming no push on their connection.",
+        "Replies naming no push on their connection",
         c.dropped_replies,
     );
     counter(
         &mut registry,
         "reclaimed_slots",
-        "Slots freed because no late reply came within the grace.",
+        "Slots freed because no late reply came within the grace",
         c.reclaimed_slots,
     );
     registry.register(
         "dispatch_duration_seconds",
-        "Seconds from admission to outcome.",
+        "Seconds from admission to outcome",
         dispatcher.counters().latency().snapshot(),
     );
 
@@ -684,19 +746,19 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     gauge_family(
         &mut registry,
         "connections_by_role",
-        "Connections past their handshake, by role.",
+        "Connections past their handshake, by role",
         connections,
     );
     gauge_family(
         &mut registry,
         "outbound_queued_frames",
-        "Frames queued to send and not yet written, summed by role.",
+        "Frames queued to send and not yet written, summed by role",
         frames,
     );
     gauge_family(
         &mut registry,
         "outbound_queued_bytes",
-        "Bytes queued to send and not yet written, summed by role.",
+        "Bytes queued to send and not yet written, summed by role",
         bytes,
     );
 
@@ -718,7 +780,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     }
     registry.register(
         "refusals",
-        "Refusals sent: at hello, at registration, or of a dispatch, by code.",
+        "Refusals sent: at hello, at registration, or of a dispatch, by code",
         refusals,
     );
     let errors = Family::<Labels, Counter>::default();
@@ -727,7 +789,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     }
     registry.register(
         "errors",
-        "Error frames sent before closing a connection, by code.",
+        "Error frames sent before closing a connection, by code",
         errors,
     );
 
@@ -737,20 +799,20 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
         counter(
             &mut registry,
             "tls_reloads",
-            "Reloads of the TLS files that put new certificates in use.",
+            "Reloads of the TLS files that put new certificates in use",
             rotation.reloads,
         );
         counter(
             &mut registry,
             "tls_reload_failures",
-            "Reloads of changed TLS files that did not load; the old certificates stayed.",
+            "Reloads of changed TLS files that did not load; the old certificates stayed",
             rotation.failures,
         );
         if let Some(not_after) = rotation.not_after_unix_s {
             gauge(
                 &mut registry,
                 "tls_cert_not_after_seconds",
-                "When the certificate served now expires, in seconds since the Unix epoch.",
+                "When the certificate served now expires, in seconds since the Unix epoch",
                 count(not_after),
             );
         }

@@ -303,13 +303,23 @@ impl Grant {
         let mut granted: Vec<String> = self.exact.iter().cloned().collect();
         granted.sort_unstable();
         granted.extend(self.prefixes.iter().map(|prefix| format!("{prefix}*")));
+        // The namespace is the client's, not yet checked against max_name_len: quoted in part.
+        let shown: String = namespace.chars().take(QUOTED_NAME_CHARS).collect();
+        let cut = if shown.len() < namespace.len() {
+            "..."
+        } else {
+            ""
+        };
         format!(
-            "namespace {namespace:?} is not granted to {} (granted: {})",
+            "namespace {shown:?}{cut} is not granted to {} (granted: {})",
             self.holder,
             granted.join(", ")
         )
     }
 }
+
+/// Most characters of a client's namespace a refusal quotes.
+const QUOTED_NAME_CHARS: usize = 256;
 
 /// The node's credentials, borrowed from its config.
 #[derive(Debug, Clone, Copy, Default)]

@@ -5,7 +5,8 @@
 //! - [`transport`]: from `lintel-client`: a framed connection over TCP or any socket halves,
 //!   a reader plus a writer task behind a bounded queue; [`signal`]: a cheap change counter;
 //!   [`idmap`]: maps keyed by ids the node assigns, with a fast hasher; [`events`]: the
-//!   node's lifecycle events in one bounded ring, and their subscribers.
+//!   node's lifecycle events in one bounded ring, and their subscribers; [`logfields`]: log
+//!   fields that hold lists, as JSON arrays.
 //! - [`link`]: the push paths: a worker's queue and a peer's, each with the table that decides
 //!   every push's or relay's fate.
 //! - [`registry`]: pools of connected workers, selection with reserved slots, waiters
@@ -46,6 +47,7 @@ pub mod events;
 pub mod idmap;
 pub mod link;
 pub mod listener;
+pub mod logfields;
 pub mod node;
 pub mod notifier;
 pub mod registry;

@@ -2,7 +2,8 @@
 //!
 //! [`Node::serve`] accepts TCP; [`Node::serve_connections`] serves connections from any source,
 //! and [`Node::with_dialer`] opens peer links through any [`Dialer`], so a test can run nodes
-//! over a simulated network.
+//! over a simulated network; [`Node::with_resolver`] resolves peer names through any
+//! [`Resolver`].
 
 use std::future::Future;
 use std::io;
@@ -26,6 +27,7 @@ use crate::notifier::{ConnectionNotifier, RegistryNotifier};
 use crate::registry::Registry;
 use crate::shared::Shared;
 use crate::tls::{NodeTls, Reload};
+use lintel_client::transport::resolve::Resolver;
 use lintel_client::transport::{self, Batched, Dialer, Socket, TcpDialer};
 
 /// Connections refused for the limit that may be answering at once; beyond it they are dropped.
@@ -121,7 +123,8 @@ impl Node {
         Self::with_notifier(config, |registry| Arc::new(RegistryNotifier::new(registry)))
     }
 
-    /// A node whose registrations go through the notifier `make` builds over the registry.
+    /// A node whose registrations go through the notifier `make` builds over the registry;
+    /// its peers are dialled over TCP at every address their names resolve to.
     ///
     /// # Errors
     /// [`ConfigError`] for an unusable configuration.
@@ -129,11 +132,12 @@ impl Node {
         config: NodeConfig,
         make: impl FnOnce(Arc<Registry>) -> Arc<dyn ConnectionNotifier>,
     ) -> Result<Self, ConfigError> {
-        Self::with_dialer(config, make, Arc::new(TcpDialer))
+        Ok(Self::with_dialer(config, make, Arc::new(TcpDialer))?.with_resolver(Resolver::system()))
     }
 
     /// A node whose registrations go through the notifier `make` builds over the registry, and
-    /// whose links to peers are opened by `dialer`.
+    /// whose links to peers are opened by `dialer`, which is given each peer name as it is
+    /// (see [`Node::with_resolver`]).
     ///
     /// # Errors
     /// [`ConfigError`] for an unusable configuration.
@@ -161,6 +165,16 @@ impl Node {
         Ok(Self {
             shared: Arc::new(Shared::new(config, dispatcher, notifier, dialer, tls)),
         })
+    }
+
+    /// This node, resolving each peer name through `resolver` and dialling every address it
+    /// names, again every `peer_resolve_interval_ms`. Takes effect before the node serves.
+    #[must_use]
+    pub fn with_resolver(mut self, resolver: Resolver) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.resolver = Some(resolver);
+        }
+        self
     }
 
     /// The dispatcher, for in-process producers.

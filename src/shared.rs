@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
+use lintel_client::transport::resolve::Resolver;
 use lintel_client::transport::Dialer;
 use lintel_wire::{ClusterStatusReport, NodeStatus};
 use tokio::time::Instant;
@@ -28,6 +29,8 @@ pub(crate) struct Shared {
     pub(crate) notifier: Arc<dyn ConnectionNotifier>,
     /// Opens the links to peers, over TLS when the node speaks it.
     pub(crate) dialer: Arc<dyn Dialer>,
+    /// Resolves `peers` names to the addresses to dial; `None` dials each name as given.
+    pub(crate) resolver: Option<Resolver>,
     /// The listener's TLS; off unless configured.
     pub(crate) tls: NodeTls,
     /// Fires first on shutdown: workers are told to drain.
@@ -70,6 +73,7 @@ impl Shared {
             dispatcher,
             notifier,
             dialer: tls.peer_dialer(dialer),
+            resolver: None,
             tls,
             draining: CancellationToken::new(),
             retiring: closing.child_token(),

@@ -8,8 +8,8 @@ use lintel_wire::ClusterStatusReport;
 use crate::dispatch::Dispatcher;
 use crate::registry::fairness::FairnessStatus;
 pub use lintel_client::status::{
-    CappedKey, Counters, CurrentDeployment, Fairness, JoinPoint, KeyCount, Peer, Pool, RemotePool,
-    Standing, Status, Worker,
+    CappedKey, Counters, CurrentDeployment, Fairness, JoinPoint, JoinState, KeyCount, Peer, Pool,
+    RemotePool, Standing, Status, Worker,
 };
 
 /// The view of `report` (whole, or cut to fit a frame), with what `dispatcher` knows of its

@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lintel_client::tls::{certificates, private_key, provider, read_file, roots, TlsDialer};
+use lintel_client::tls::{
+    certificates, identity_error, private_key, provider, read_file, roots, TlsDialer,
+};
 use lintel_client::transport::{Dialer, Socket};
 use lintel_client::{ClientTls, TlsError};
 use rustls::pki_types::CertificateDer;
@@ -372,7 +374,7 @@ impl OwnedFiles {
         let not_after_unix_s = chain.first().and_then(not_after_unix_s);
         let server = builder
             .with_single_cert(chain.clone(), key.clone_key())
-            .map_err(TlsError::Config)?;
+            .map_err(|err| identity_error(err, &cert_name, &key_name))?;
         let peer_roots = match named(3).map(|(pem, name)| roots(pem, &name)).transpose()? {
             Some(roots) => roots,
             None => client_roots.unwrap_or_else(RootCertStore::empty),

@@ -256,18 +256,50 @@ async fn the_window_gives_each_second_outcome_rates_and_latency_percentiles() {
 }
 
 #[tokio::test]
-async fn a_node_with_peers_configured_is_not_ready_until_one_is_linked() {
-    // Nobody listens at port 1: the peer never links.
+async fn a_node_whose_only_peer_is_down_is_ready() {
+    // Nobody listens at port 1: the peer never links. Nodes that name each other as peers
+    // start one after another (a StatefulSet waits for each to be ready): ready they must be.
     let (node, admin) = TestNode::with_admin(NodeConfig {
         peers: vec!["127.0.0.1:1".into()],
         ..NodeConfig::default()
     })
     .await;
-    let (code, why) = get(admin, "/ready").await;
-    assert_eq!(code, 503);
+    assert_eq!(get(admin, "/ready").await, (200, "ready\n".to_owned()));
+    assert_eq!(get(admin, "/health").await.0, 200);
+    let (code, why) = get(admin, "/linked").await;
+    assert_eq!(code, 503, "not what a rolling restart may go on after");
     assert!(why.contains("no peer linked"), "{why}");
-    assert_eq!(get(admin, "/health").await.0, 200, "alive all the same");
-    drop(node);
+
+    // The join point says why, in status and in metrics.
+    node.wait_join_points("a failed dial", |points| {
+        points.iter().any(|point| point.dial_failures > 0)
+    })
+    .await;
+    let status: serde_json::Value =
+        serde_json::from_str(&get(admin, "/status").await.1).expect("JSON");
+    let point = &status["join_points"][0];
+    assert_eq!(point["address"], "127.0.0.1:1");
+    assert_eq!(point["state"], "failing", "{point}");
+    assert!(
+        point["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused")),
+        "{point}"
+    );
+    assert!(
+        point["since_unix_ms"].as_u64() > Some(0) && point["last_error_unix_ms"].as_u64() > Some(0)
+    );
+    let scrape = Scrape::parse(
+        get(admin, "/metrics")
+            .await
+            .1
+            .lines()
+            .map(|l| Ok(l.to_owned())),
+    )
+    .expect("Prometheus text");
+    let at = Some(("address", "127.0.0.1:1"));
+    assert_eq!(sample(&scrape, "lintel_join_point_up", at), Some(0.0));
+    assert!(sample(&scrape, "lintel_join_point_dial_failures_total", at) >= Some(1.0));
 }
 
 #[tokio::test]
@@ -302,4 +334,45 @@ async fn a_node_is_linked_once_synced_with_every_member_it_knows_not_with_one_pe
     let (code, why) = get(admin, "/linked").await;
     assert_eq!(code, 503);
     assert!(why.contains("member ghost"), "{why}");
+}
+
+#[tokio::test]
+async fn every_help_line_of_the_metrics_is_one_sentence_with_one_period() {
+    // TLS, a join point and a capped key, so that every family the node can show is there.
+    let pki = support::Pki::new();
+    let (cert, key) = pki.node_files("node");
+    let (_node, admin) = TestNode::with_admin(NodeConfig {
+        tls_cert: Some(cert),
+        tls_key: Some(key),
+        tls_ca: Some(pki.ca_path()),
+        peers: vec!["127.0.0.1:1".into()],
+        fairness: toml::from_str::<NodeConfig>("fairness = [{ key = \"b\", max_in_flight = 4 }]")
+            .expect("a fairness entry")
+            .fairness,
+        ..NodeConfig::default()
+    })
+    .await;
+    let (code, text) = get(admin, "/metrics").await;
+    assert_eq!(code, 200, "{text}");
+    let help: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP ")).collect();
+    assert!(help.len() > 25, "only {} HELP lines:\n{text}", help.len());
+    for family in [
+        "lintel_tls_reloads",
+        "lintel_join_point_up",
+        "lintel_fairness_key_max_in_flight",
+    ] {
+        assert!(
+            help.iter()
+                .any(|line| line.starts_with(&format!("# HELP {family} "))),
+            "no HELP for {family}"
+        );
+    }
+    let doubled: Vec<&&str> = help
+        .iter()
+        .filter(|line| line.ends_with("..") || !line.ends_with('.'))
+        .collect();
+    assert!(
+        doubled.is_empty(),
+        "HELP lines not ending in one period: {doubled:#?}"
+    );
 }

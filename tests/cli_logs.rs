@@ -46,6 +46,49 @@ fn serve_log_format_json_writes_one_object_per_line() {
 }
 
 #[test]
+fn json_logs_write_lists_as_arrays() {
+    let (mut served, addr) = Served::on_loopback(&["--log-format", "json"]);
+    let mut worker = lintel()
+        .args(["worker", "--connect", &addr, "--namespace", "demo"])
+        .args([
+            "--namespace",
+            "billing",
+            "--activity",
+            "echo",
+            "--activity",
+            "sleep",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lintel worker starts");
+    let line = served.wait_for("worker registered");
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let line: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+    let fields = &line["fields"];
+    assert_eq!(
+        fields["namespaces"],
+        serde_json::json!(["demo", "billing"]),
+        "{line}"
+    );
+    assert_eq!(
+        fields["activities"],
+        serde_json::json!(["echo", "sleep"]),
+        "{line}"
+    );
+    assert_eq!(fields["capacity"], 16, "numbers stay numbers: {line}");
+    assert!(fields["identity"].is_string(), "{line}");
+    assert!(
+        line["timestamp"]
+            .as_str()
+            .is_some_and(|at| at.ends_with('Z')),
+        "{line}"
+    );
+    assert_eq!(line["target"], "lintel::connection::worker");
+}
+
+#[test]
 fn log_format_comes_from_the_environment_too() {
     let mut child = lintel()
         .args(["serve", "--listen", "127.0.0.1:0"])

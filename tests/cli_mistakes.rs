@@ -344,6 +344,29 @@ fn an_observer_reads_status_and_refusals_name_the_credential() {
         text(&dispatch.stderr)
     );
 
+    // A worker's token used to dispatch: refused at hello, and the node logs the reason whole.
+    let wrong_role = run(&[
+        "dispatch",
+        "--connect",
+        &addr,
+        "--namespace",
+        "billing",
+        "--activity",
+        "echo",
+        "--input",
+        "x",
+        "--auth-token",
+        "billing",
+    ]);
+    assert_eq!(wrong_role.status.code(), Some(1));
+    let logged = node.wait_for("hello refused");
+    assert!(
+        logged.contains(
+            "connecting as a producer needs the producer role (or observer, to read status)\""
+        ),
+        "{logged}"
+    );
+
     let refused = worker(&addr, "payroll", &["--auth-token", "billing"])
         .wait_with_output()
         .expect("the worker ends");
@@ -390,4 +413,124 @@ fn a_bind_error_names_the_key_and_the_address() {
             "{said}"
         );
     }
+}
+
+#[test]
+fn tls_file_mistakes_name_the_file_and_what_does_not_match() {
+    let pki = Pki::new();
+    let (node_cert, node_key) = pki.node_files("node");
+    let (_other_cert, other_key) = pki.node_files("other");
+    let ca = pki.ca_path();
+
+    // The node's own files: a key that is another certificate's.
+    let out = run(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        path(&node_cert),
+        "--tls-key",
+        path(&other_key),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains(&format!(
+            "the private key in {} does not match the certificate in {}",
+            path(&other_key),
+            path(&node_cert)
+        )),
+        "{said}"
+    );
+
+    let (_node, addr) = tls_node(&pki);
+    let status = |extra: &[&str]| {
+        let mut args = vec!["status", "--connect", &addr];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1));
+        text(&out.stderr)
+    };
+    // A client's key that is not its certificate's, a certificate where the key goes, a key
+    // where the CA goes.
+    let said = status(&[
+        "--tls-ca",
+        path(&ca),
+        "--tls-cert",
+        path(&node_cert),
+        "--tls-key",
+        path(&other_key),
+    ]);
+    assert!(
+        said.contains(&format!(
+            "the private key in {} does not match the certificate in {}",
+            path(&other_key),
+            path(&node_cert)
+        )),
+        "{said}"
+    );
+    let said = status(&[
+        "--tls-ca",
+        path(&ca),
+        "--tls-cert",
+        path(&node_cert),
+        "--tls-key",
+        path(&node_cert),
+    ]);
+    assert!(
+        said.contains(&format!(
+            "no private key (PKCS#8, PKCS#1 or SEC1 PEM) in {}",
+            path(&node_cert)
+        )),
+        "{said}"
+    );
+    let said = status(&["--tls-ca", path(&node_key)]);
+    assert!(
+        said.contains(&format!("no certificate in {}", path(&node_key))),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_name_the_node_certificate_lacks_is_answered_with_the_names_it_carries() {
+    let pki = Pki::new();
+    let (mut node, addr) = tls_node(&pki);
+    let ca = pki.ca_path();
+    let out = run(&[
+        "status",
+        "--connect",
+        &addr,
+        "--tls-ca",
+        path(&ca),
+        "--tls-server-name",
+        "node.example",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains(
+            "the node's certificate carries IP:127.0.0.1, DNS:localhost, not \"node.example\" \
+             (--tls-server-name): pass one of those"
+        ),
+        "{said}"
+    );
+    // The node logs the failed handshake with the client's address.
+    let logged = node.wait_for("closing a connection that failed TLS");
+    assert!(logged.contains("peer=127.0.0.1:"), "{logged}");
+
+    // A certificate for another host, dialled by the host of --connect.
+    let leaf = pki.leaf(&["elsewhere.example"]);
+    let cert = pki.write("elsewhere.pem", &leaf.cert);
+    let key = pki.write("elsewhere.key", &leaf.key);
+    let (_elsewhere, addr) =
+        Served::on_loopback(&["--tls-cert", path(&cert), "--tls-key", path(&key)]);
+    let out = run(&["status", "--connect", &addr, "--tls-ca", path(&ca)]);
+    let said = text(&out.stderr);
+    assert!(
+        said.contains(
+            "carries DNS:elsewhere.example, not \"127.0.0.1\" (the host of --connect): connect \
+             by one of those, or pass --tls-server-name with one"
+        ),
+        "{said}"
+    );
 }

@@ -221,6 +221,17 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     .await;
     let _hostile = sdk_worker(b.addr, plain("billing", "echo", 4, HOSTILE), echo).await;
     let _reports = sdk_worker(a.addr, plain("reports", "slow", 16, "reports-1"), slow).await;
+    // One worker in two pools: counted once.
+    let mut both = plain("audit", "echo", 2, "audit-and-ledger");
+    both.namespaces.push("ledger".into());
+    let _both = sdk_worker(
+        b.addr,
+        both,
+        handler_fn(|_: lintel::sdk::Request| async {
+            ActivityOutcome::Success(bytes::Bytes::new())
+        }),
+    )
+    .await;
     a.wait_announced("b", "aion.dispatch.billing.default").await;
     b.wait_announced("a", "aion.dispatch.reports.default").await;
 
@@ -341,6 +352,13 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     }
     assert_eq!(slots, 12);
 
+    let summary = eval(
+        &browser,
+        "return document.getElementById('pools-summary').textContent",
+    )
+    .await;
+    assert_eq!(summary, json!("3 pools, 3 workers on this node"));
+
     // A client's name is text on the page, never markup.
     let identities = eval(
         &browser,
@@ -375,6 +393,39 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         .expect("a's console shows its reports pool");
     let node_id = browser.find(Locator::Id("node-id")).await.expect("node id");
     assert_eq!(node_id.text().await.expect("text"), "a");
+
+    // A node with an admin token says how to pass it, and takes it from the address.
+    let (_c, admin_c) = TestNode::with_admin(NodeConfig {
+        admin_token: Some("console-secret".into()),
+        ..cluster_config("c", &[])
+    })
+    .await;
+    browser
+        .goto(&format!("http://{admin_c}/"))
+        .await
+        .expect("c's console loads");
+    let problem = browser
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#problem:not([hidden])"))
+        .await
+        .expect("the console says it cannot read the node")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        problem.contains(&format!(
+            "open the console as http://{admin_c}/#token=TOKEN"
+        )),
+        "{problem}"
+    );
+    browser
+        .goto(&format!("http://{admin_c}/#token=console-secret"))
+        .await
+        .expect("c's console loads with its token");
+    refreshed(&browser, 1).await;
+    let node_id = browser.find(Locator::Id("node-id")).await.expect("node id");
+    assert_eq!(node_id.text().await.expect("text"), "c");
 
     browser.close().await.expect("the browser closes");
     drop(driver);

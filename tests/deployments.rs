@@ -381,3 +381,86 @@ async fn a_peers_workers_in_probation_are_announced_and_counted_as_such() {
         (NoWorkerReason::AllInProbation, Some(1), 0)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pools_endpoint_lists_clears_only_when_told_and_says_what_it_takes() {
+    let (node, admin) = TestNode::with_admin(cluster_config("a", &[])).await;
+    let (code, listed) = support::admin_get(admin, "/pools").await;
+    assert_eq!((code, listed.as_str()), (200, "[]"));
+
+    let set = r#"{"namespace": "ns", "deployment": "v2"}"#;
+    let (code, body) = admin_post(admin, "/pools", set, None).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, listed) = support::admin_get(admin, "/pools").await;
+    assert_eq!(code, 200, "{listed}");
+    let listed: serde_json::Value = serde_json::from_str(&listed).expect("JSON");
+    assert_eq!(listed[0]["channel"], "aion.dispatch.ns.default");
+    assert_eq!(listed[0]["deployment"], "v2");
+    assert_eq!(listed[0]["set_by"], "a");
+
+    // A body without the field is not a clear.
+    let (code, body) = admin_post(admin, "/pools", r#"{"namespace": "ns"}"#, None).await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("names no \"deployment\""), "{body}");
+    assert!(
+        body.contains(r#"{"namespace": "demo""#),
+        "an example body: {body}"
+    );
+    assert_eq!(
+        node.node
+            .dispatcher()
+            .settings()
+            .current("ns", "")
+            .as_deref(),
+        Some("v2")
+    );
+    // Nor is a body that is not JSON.
+    let (code, body) = admin_post(admin, "/pools", "namespace=ns&deployment=v3", None).await;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.starts_with("POST /pools takes a JSON object such as {\"namespace\": \"demo\""),
+        "{body}"
+    );
+
+    // `lintel status` prints when it was set as RFC 3339, and names the connection column.
+    let _worker = deployed(&node, "w", Some("v2"), None).await;
+    let status = tokio::task::block_in_place(|| {
+        lintel()
+            .args(["status", "--connect", &node.addr.to_string()])
+            .output()
+            .expect("lintel status runs")
+    });
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    let line = status
+        .lines()
+        .find(|line| line.contains("current deployment v2"))
+        .unwrap_or_else(|| panic!("no current deployment line: {status}"));
+    let at = line
+        .split_once(" at ")
+        .map(|(_, at)| at.trim_end_matches(')'))
+        .unwrap_or_else(|| panic!("no time: {line}"));
+    assert!(humantime_like(at), "not RFC 3339: {line}");
+    let header = status
+        .lines()
+        .find(|line| line.trim_start().starts_with("worker "))
+        .unwrap_or_else(|| panic!("no worker table: {status}"));
+    assert!(
+        header.contains(" connection ") && !header.contains(" pid "),
+        "{header}"
+    );
+
+    let clear = r#"{"namespace": "ns", "deployment": null}"#;
+    let (code, body) = admin_post(admin, "/pools", clear, None).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(node.node.dispatcher().settings().current("ns", ""), None);
+}
+
+/// `2026-01-02T03:04:05Z`, as RFC 3339 in UTC to the second reads.
+fn humantime_like(text: &str) -> bool {
+    let shape = "dddd-dd-ddTdd:dd:ddZ";
+    text.len() == shape.len()
+        && text.chars().zip(shape.chars()).all(|(c, s)| match s {
+            'd' => c.is_ascii_digit(),
+            other => c == other,
+        })
+}

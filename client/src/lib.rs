@@ -16,7 +16,8 @@
 //! - [`tls`]: [`ClientTls`], what a connection to a TLS node trusts and presents, and a TLS
 //!   [`Dialer`](transport::Dialer).
 //! - [`transport`]: a framed TCP connection, a reader plus a writer task behind a bounded queue;
-//!   the node's connections use it too.
+//!   the node's connections use it too; [`transport::resolve`]: a name to every address it
+//!   resolves to, again and again, for the node's peers and the SDKs' node addresses.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
 
 pub mod burst;

@@ -186,7 +186,8 @@ pub struct Peer {
     pub link_downs: u64,
 }
 
-/// One join point (a configured `--peer` address) and who answered there.
+/// One join point (a configured `--peer` address, or an address a `--peer` name resolved to),
+/// who answered there and how dialling it goes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinPoint {
     pub address: String,
@@ -194,6 +195,58 @@ pub struct JoinPoint {
     pub node_id: Option<String>,
     /// True when this node itself answered there.
     pub myself: bool,
+    /// The `--peer` it comes from: the address itself, or a name that resolved to it.
+    #[serde(default)]
+    pub peer: String,
+    #[serde(default)]
+    pub state: JoinState,
+    /// Since when the last dial there has come to what `state` says (for `connecting`: since
+    /// the join point was added).
+    #[serde(default)]
+    pub since_unix_ms: u64,
+    /// Why the last failed dial there failed, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_unix_ms: Option<u64>,
+    /// Dials there that failed since the join point was added.
+    #[serde(default)]
+    pub dial_failures: u64,
+}
+
+/// How a join point stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JoinState {
+    /// Not dialled to an end yet.
+    #[default]
+    Connecting,
+    /// A member answered at the last dial, and a link to it is up.
+    Linked,
+    /// A member answered at the last dial, and no link to it is up now.
+    Unlinked,
+    /// The last dial failed.
+    Failing,
+    /// This node itself answered there.
+    Myself,
+}
+
+impl JoinState {
+    /// Its name in status and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JoinState::Connecting => "connecting",
+            JoinState::Linked => "linked",
+            JoinState::Unlinked => "unlinked",
+            JoinState::Failing => "failing",
+            JoinState::Myself => "myself",
+        }
+    }
+
+    /// True when nothing is amiss there: linked, or this node itself.
+    pub fn is_up(self) -> bool {
+        matches!(self, JoinState::Linked | JoinState::Myself)
+    }
 }
 
 /// One activity type of a pool as a peer announced it.

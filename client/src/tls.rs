@@ -12,7 +12,7 @@
 //! an `Arc`, never across an `.await`.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -44,8 +44,14 @@ pub enum TlsError {
     /// PEM input with no certificate in it.
     #[error("no certificate in {0}")]
     NoCertificate(String),
-    /// rustls refused the certificates or the key (a key not matching its certificate, a CA
-    /// certificate it cannot parse).
+    /// PEM input with no private key in it.
+    #[error("no private key (PKCS#8, PKCS#1 or SEC1 PEM) in {0}")]
+    NoKey(String),
+    /// The private key is not the key of the certificate it goes with.
+    #[error("the private key in {key} does not match the certificate in {cert}")]
+    KeyMismatch { cert: String, key: String },
+    /// rustls refused the certificates or the key (a CA certificate it cannot parse, a key
+    /// type it does not support).
     #[error("unusable TLS certificates or key: {0}")]
     Config(#[source] rustls::Error),
     /// A server name that is neither a DNS name nor an IP address.
@@ -78,12 +84,29 @@ pub fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static
 /// The first private key (PKCS#8, PKCS#1 or SEC1) in the PEM text `pem`.
 ///
 /// # Errors
-/// [`TlsError::Pem`] for malformed PEM or no key.
+/// [`TlsError::NoKey`] when it holds none, [`TlsError::Pem`] for malformed PEM.
 pub fn private_key(pem: &[u8], what: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
-    PrivateKeyDer::from_pem_slice(pem).map_err(|source| TlsError::Pem {
-        what: what.to_owned(),
-        source,
+    PrivateKeyDer::from_pem_slice(pem).map_err(|source| match source {
+        rustls::pki_types::pem::Error::NoItemsFound => TlsError::NoKey(what.to_owned()),
+        source => TlsError::Pem {
+            what: what.to_owned(),
+            source,
+        },
     })
+}
+
+/// `err`, from pairing the certificate named `cert` with the key named `key`, naming both
+/// when the key is not the certificate's.
+pub fn identity_error(err: rustls::Error, cert: &str, key: &str) -> TlsError {
+    match err {
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+            TlsError::KeyMismatch {
+                cert: cert.to_owned(),
+                key: key.to_owned(),
+            }
+        }
+        err => TlsError::Config(err),
+    }
 }
 
 /// The bytes of the file at `path`.
@@ -154,7 +177,10 @@ impl ClientTls {
     /// # Errors
     /// [`TlsError`] for PEM without certificates or a key, or ones rustls refuses.
     pub fn from_pem(ca: &[u8], identity: Option<PemIdentity<'_>>) -> Result<Self, TlsError> {
-        Ok(Self::with_config(config_from_pem(ca, identity)?, None))
+        Ok(Self::with_config(
+            config_from_pem(ca, identity, &Names::PEM)?,
+            None,
+        ))
     }
 
     /// Trusts `roots`, and presents `identity` (a certificate chain and its key) to nodes that
@@ -166,7 +192,10 @@ impl ClientTls {
         roots: RootCertStore,
         identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
     ) -> Result<Self, TlsError> {
-        Ok(Self::with_config(client_config(roots, identity)?, None))
+        Ok(Self::with_config(
+            client_config(roots, identity, &Names::PEM)?,
+            None,
+        ))
     }
 
     /// As [`ClientTls::from_pem`], reading the CA file and the optional certificate and key
@@ -265,22 +294,62 @@ impl ClientTls {
     }
 }
 
+/// What errors call the CA, the certificate and the key: their files, or their PEM text.
+struct Names {
+    ca: String,
+    cert: String,
+    key: String,
+}
+
+impl Names {
+    const PEM: Names = Names {
+        ca: String::new(),
+        cert: String::new(),
+        key: String::new(),
+    };
+
+    fn ca(&self) -> &str {
+        Self::or(&self.ca, "the CA certificates")
+    }
+
+    fn cert(&self) -> &str {
+        Self::or(&self.cert, "the client certificate")
+    }
+
+    fn key(&self) -> &str {
+        Self::or(&self.key, "the client key")
+    }
+
+    fn or<'a>(named: &'a str, otherwise: &'a str) -> &'a str {
+        if named.is_empty() {
+            otherwise
+        } else {
+            named
+        }
+    }
+}
+
 /// A client config trusting the CA certificates in `ca` and presenting `identity`.
-fn config_from_pem(ca: &[u8], identity: Option<PemIdentity<'_>>) -> Result<ClientConfig, TlsError> {
-    let roots = roots(ca, "the CA certificates")?;
+fn config_from_pem(
+    ca: &[u8],
+    identity: Option<PemIdentity<'_>>,
+    names: &Names,
+) -> Result<ClientConfig, TlsError> {
+    let roots = roots(ca, names.ca())?;
     let identity = match identity {
         None => None,
         Some(identity) => Some((
-            certificates(identity.chain, "the client certificate")?,
-            private_key(identity.key, "the client key")?,
+            certificates(identity.chain, names.cert())?,
+            private_key(identity.key, names.key())?,
         )),
     };
-    client_config(roots, identity)
+    client_config(roots, identity, names)
 }
 
 fn client_config(
     roots: RootCertStore,
     identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    names: &Names,
 ) -> Result<ClientConfig, TlsError> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
@@ -290,7 +359,7 @@ fn client_config(
         None => Ok(builder.with_no_client_auth()),
         Some((chain, key)) => builder
             .with_client_auth_cert(chain, key)
-            .map_err(TlsError::Config),
+            .map_err(|err| identity_error(err, names.cert(), names.key())),
     }
 }
 
@@ -307,10 +376,21 @@ impl ClientFiles {
 
     /// The config the bytes of [`ClientFiles::read`] make.
     fn build(&self, read: &[Vec<u8>]) -> Result<ClientConfig, TlsError> {
+        let (cert, key) = self
+            .identity
+            .as_ref()
+            .map_or_else(Default::default, |(c, k)| {
+                (c.display().to_string(), k.display().to_string())
+            });
+        let names = Names {
+            ca: self.ca.display().to_string(),
+            cert,
+            key,
+        };
         match read {
-            [ca, chain, key] => config_from_pem(ca, Some(PemIdentity { chain, key })),
-            [ca, ..] => config_from_pem(ca, None),
-            [] => Err(TlsError::NoCertificate(self.ca.display().to_string())),
+            [ca, chain, key] => config_from_pem(ca, Some(PemIdentity { chain, key }), &names),
+            [ca, ..] => config_from_pem(ca, None, &names),
+            [] => Err(TlsError::NoCertificate(names.ca)),
         }
     }
 
@@ -344,7 +424,8 @@ pub fn rustls_error(err: &io::Error) -> Option<&rustls::Error> {
 }
 
 /// Dials through another [`Dialer`] and runs TLS over the TCP connection it opens, checking
-/// each node's certificate against the host of the address dialled.
+/// each node's certificate against the host of the address dialled (of the name resolved, for
+/// [`Dialer::dial_resolved`]).
 pub struct TlsDialer {
     inner: Arc<dyn Dialer>,
     tls: ClientTls,
@@ -357,17 +438,32 @@ impl TlsDialer {
     }
 }
 
+impl TlsDialer {
+    /// TLS over `socket`, which must be TCP, checking the certificate against `host`.
+    async fn secure_tcp(&self, socket: Socket, host: &str) -> io::Result<Socket> {
+        let stream = socket.into_tcp().map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "TLS runs over TCP connections only",
+            )
+        })?;
+        self.tls.secure(stream, Some(host)).await
+    }
+}
+
 impl Dialer for TlsDialer {
     fn dial<'a>(&'a self, address: &'a str) -> Dialing<'a> {
         Box::pin(async move {
             let socket = self.inner.dial(address).await?;
-            let stream = socket.into_tcp().map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "TLS runs over TCP connections only",
-                )
-            })?;
-            self.tls.secure(stream, Some(host_of(address))).await
+            self.secure_tcp(socket, host_of(address)).await
+        })
+    }
+
+    /// Checks the certificate against `name`'s host, not the address dialled.
+    fn dial_resolved<'a>(&'a self, name: &'a str, at: SocketAddr) -> Dialing<'a> {
+        Box::pin(async move {
+            let socket = self.inner.dial_resolved(name, at).await?;
+            self.secure_tcp(socket, host_of(name)).await
         })
     }
 }

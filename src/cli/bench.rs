@@ -77,7 +77,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     };
     let client = match Client::connect(args.target.connect.as_str(), config).await {
         Ok(client) => client,
-        Err(err) => return fail(super::advice::cannot_connect(&args.target.connect, &err)),
+        Err(err) => return fail(args.target.cannot_connect(&err)),
     };
     let duration = match (args.duration, args.count) {
         (Some(seconds), _) => Some(Duration::from_secs_f64(seconds.max(0.0))),
@@ -148,6 +148,15 @@ pub(super) async fn run(args: Args) -> ExitCode {
     );
     for (class, count) in &report.outcomes {
         let _ = writeln!(summary, "  {class}: {count}");
+        if class == "refused" {
+            for (reason, refusals) in &report.refusals {
+                let (count, detail) = (refusals.count, &refusals.detail);
+                let _ = writeln!(summary, "    {reason}: {count} ({detail})");
+            }
+        }
+        if let Some(why) = report.oversized.as_ref().filter(|_| class == "oversized") {
+            let _ = writeln!(summary, "    {why}");
+        }
     }
     if !report.by_key.is_empty() {
         let _ = writeln!(summary, "  by fairness key (completed, p50, p99):");

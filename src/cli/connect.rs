@@ -43,6 +43,11 @@ impl NodeArgs {
         let config = self.config(name).map_err(fail)?;
         Client::connect(self.connect.as_str(), config)
             .await
-            .map_err(|err| fail(super::advice::cannot_connect(&self.connect, &err)))
+            .map_err(|err| fail(self.cannot_connect(&err)))
+    }
+
+    /// What a failure to connect to the node says: what happened, and what to do.
+    pub(super) fn cannot_connect(&self, err: &lintel_client::ConnectError) -> String {
+        super::advice::cannot_connect(&self.connect, &self.tls, err)
     }
 }

@@ -495,6 +495,37 @@ mod tests {
     }
 
     #[test]
+    fn peers_and_their_resolve_interval_are_checked_and_named_with_their_source() {
+        for (name, value, key) in [
+            (
+                "LINTEL_PEER_RESOLVE_INTERVAL_MS",
+                "0",
+                "peer_resolve_interval_ms",
+            ),
+            ("LINTEL_PEERS", "lintel-peers", "peers"),
+        ] {
+            let shown = Layered::defaults()
+                .unwrap()
+                .env(vars(&[(name, value)]))
+                .and_then(|layered| layered.build())
+                .unwrap_err()
+                .to_string();
+            assert!(shown.contains(key) && shown.contains(name), "{shown}");
+        }
+        let config = Layered::defaults()
+            .unwrap()
+            .env(vars(&[
+                ("LINTEL_PEERS", "lintel-peers:7400"),
+                ("LINTEL_PEER_RESOLVE_INTERVAL_MS", "250"),
+            ]))
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(config.peers, ["lintel-peers:7400"]);
+        assert_eq!(config.peer_resolve_interval_ms, 250);
+    }
+
+    #[test]
     fn a_host_name_is_resolved_for_an_address_key() {
         let layered = Layered::defaults()
             .unwrap()

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::{CreationError, Histogram};
-use lintel_client::{Client, DispatchOptions};
+use lintel_client::{Client, ClientError, DispatchOptions};
 use lintel_wire::{DispatchRequest, DispatchResult, PayloadRef};
 use serde::Serialize;
 
@@ -63,6 +63,62 @@ pub(super) struct Report {
     /// Per fairness key the load was spread over (`Load::keys`): what its lanes saw.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub(super) by_key: BTreeMap<String, KeyReport>,
+    /// Refused dispatches by reason, as the node's metrics name it.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) refusals: BTreeMap<String, Refusals>,
+    /// Why dispatches counted `oversized` were not sent: they do not fit in a frame.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) oversized: Option<String>,
+}
+
+/// The refusals of one reason: how many, and what the node said of the first.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Refusals {
+    pub(super) count: u64,
+    pub(super) detail: String,
+}
+
+/// What one lane saw beside latencies.
+#[derive(Debug, Default)]
+struct Seen {
+    outcomes: BTreeMap<&'static str, u64>,
+    served_by: BTreeMap<String, u64>,
+    refusals: BTreeMap<String, Refusals>,
+    oversized: Option<String>,
+}
+
+impl Seen {
+    fn refused(&mut self, refused: &lintel_wire::RefusedDispatch) {
+        self.refusals
+            .entry(format!("{:?}", refused.reason))
+            .or_insert_with(|| Refusals {
+                count: 0,
+                detail: refused.detail.clone(),
+            })
+            .count += 1;
+    }
+
+    /// Adds what another lane saw.
+    fn merge(into: &mut Report, seen: Seen) {
+        for (class, count) in seen.outcomes {
+            *into.outcomes.entry(class.to_owned()).or_default() += count;
+        }
+        for (node, count) in seen.served_by {
+            *into.served_by.entry(node).or_default() += count;
+        }
+        for (reason, refusals) in seen.refusals {
+            into.refusals
+                .entry(reason)
+                .or_insert_with(|| Refusals {
+                    count: 0,
+                    detail: refusals.detail,
+                })
+                .count += refusals.count;
+        }
+        if into.oversized.is_none() {
+            into.oversized = seen.oversized;
+        }
+    }
 }
 
 /// What the lanes of one fairness key saw.
@@ -116,8 +172,7 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
         let load = load.clone();
         let mut latencies = histogram.clone();
         loops.push(tokio::spawn(async move {
-            let mut outcomes = BTreeMap::<&'static str, u64>::new();
-            let mut served_by = BTreeMap::<String, u64>::new();
+            let mut seen = Seen::default();
             let workflow_id = format!("load-{lane}");
             let mut ordinal = 0u64;
             loop {
@@ -148,21 +203,29 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
                 let class = match client.dispatch_ref(request, &options).await {
                     Ok(dispatched) => {
                         if let Some(node) = dispatched.served_by {
-                            *served_by.entry(node).or_default() += 1;
+                            *seen.served_by.entry(node).or_default() += 1;
+                        }
+                        if let DispatchResult::Refused(refused) = &dispatched.result {
+                            seen.refused(refused);
                         }
                         class_of(&dispatched.result)
                     }
-                    Err(_) => "connection-lost",
+                    Err(err @ ClientError::Oversize { .. }) => {
+                        seen.oversized = Some(format!("{err}; nothing was sent"));
+                        OVERSIZED
+                    }
+                    Err(_) => CONNECTION_LOST,
                 };
                 let nanos = u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 latencies.saturating_record(nanos.max(1));
                 tally.record(class == "completed");
-                *outcomes.entry(class).or_default() += 1;
-                if class == "connection-lost" {
+                *seen.outcomes.entry(class).or_default() += 1;
+                // Neither gets better for trying again with the same payload.
+                if class == CONNECTION_LOST || class == OVERSIZED {
                     break;
                 }
             }
-            (key, latencies, outcomes, served_by)
+            (key, latencies, seen)
         }));
     }
     let live = if load.progress {
@@ -171,23 +234,32 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
         None
     };
     let mut latencies = histogram;
-    let mut outcomes = BTreeMap::<String, u64>::new();
-    let mut served_by = BTreeMap::<String, u64>::new();
+    let mut seen = Report {
+        concurrency: load.concurrency.max(1),
+        payload_bytes: load.payload,
+        dispatches: 0,
+        elapsed_s: 0.0,
+        rps: 0.0,
+        p50_us: 0.0,
+        p90_us: 0.0,
+        p99_us: 0.0,
+        p999_us: 0.0,
+        outcomes: BTreeMap::new(),
+        served_by: BTreeMap::new(),
+        by_key: BTreeMap::new(),
+        refusals: BTreeMap::new(),
+        oversized: None,
+    };
     let mut keys = vec![(latencies.clone(), 0u64); load.keys.len()];
     for lane in loops {
-        if let Ok((key, lane_latencies, lane_outcomes, lane_served_by)) = lane.await {
+        if let Ok((key, lane_latencies, lane_seen)) = lane.await {
             // Every lane's histogram has the same bounds, so adding cannot fail.
             let _ = latencies.add(&lane_latencies);
             if let Some((key_latencies, completed)) = key.and_then(|key| keys.get_mut(key)) {
                 let _ = key_latencies.add(&lane_latencies);
-                *completed += lane_outcomes.get("completed").copied().unwrap_or(0);
+                *completed += lane_seen.outcomes.get("completed").copied().unwrap_or(0);
             }
-            for (class, count) in lane_outcomes {
-                *outcomes.entry(class.to_owned()).or_default() += count;
-            }
-            for (node, count) in lane_served_by {
-                *served_by.entry(node).or_default() += count;
-            }
+            Seen::merge(&mut seen, lane_seen);
         }
     }
     if let Some(live) = live {
@@ -211,8 +283,6 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
         })
         .collect();
     let report = Report {
-        concurrency: load.concurrency.max(1),
-        payload_bytes: load.payload,
         dispatches,
         elapsed_s: elapsed,
         rps: if elapsed > 0.0 {
@@ -224,12 +294,17 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
         p90_us: percentile(0.90),
         p99_us: percentile(0.99),
         p999_us: percentile(0.999),
-        outcomes,
-        served_by,
         by_key,
+        ..seen
     };
     Ok(Run { report, latencies })
 }
+
+/// The class of a dispatch whose connection was lost before its outcome.
+const CONNECTION_LOST: &str = "connection-lost";
+
+/// The class of a dispatch not sent because it does not fit in a frame.
+const OVERSIZED: &str = "oversized";
 
 /// The `q` quantile of `latencies` (nanoseconds) in microseconds.
 fn micros(latencies: &Histogram<u64>, q: f64) -> f64 {

@@ -8,6 +8,7 @@ mod dispatch;
 mod exit;
 mod extras;
 mod histogram;
+mod input;
 mod layers;
 mod loadgen;
 mod logging;
@@ -104,7 +105,7 @@ pub(crate) fn run() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         match command {
             Loaded::Serve(config) => serve::run(*config).await,
             Loaded::Other(command) => match *command {
@@ -117,8 +118,15 @@ pub(crate) fn run() -> ExitCode {
                 Command::Bench(args) => bench::run(args).await,
             },
         }
-    })
+    });
+    // A name lookup still running (getaddrinfo cannot be cancelled) is left behind rather
+    // than holding up the exit.
+    runtime.shutdown_timeout(LEFT_BEHIND);
+    code
 }
+
+/// How long the exit waits for blocking work still running, such as a peer name's lookup.
+const LEFT_BEHIND: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A subcommand ready to run: `serve` with its config loaded.
 enum Loaded {

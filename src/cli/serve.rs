@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::exit::fail;
 use super::layers::{LayerError, Layered};
-use super::signal::{hangups, shutdown_signal};
+use super::signal::{count, hangups, seconds, Stops, INTERRUPTED};
 use lintel::config::NodeConfig;
 use lintel::dispatch::Placement;
 
@@ -70,7 +70,9 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     drain_timeout_ms: Option<u64>,
-    /// A node to link with, as host:port; repeatable, and one member joins the whole mesh (variable LINTEL_PEERS).
+    /// A node to link with, as host:port; a name is dialled at every address it resolves to,
+    /// again every peer_resolve_interval_ms; repeatable, and one member joins the whole mesh
+    /// (variable LINTEL_PEERS).
     #[arg(long = "peer", value_name = "ADDR")]
     #[serde(rename = "peers", skip_serializing_if = "Vec::is_empty")]
     peers: Vec<String>,
@@ -178,15 +180,41 @@ fn layer(args: &Args) -> Result<Layered, LayerError> {
     layered.env(std::env::vars())?.flags(&args.flags)
 }
 
-/// Serves until Ctrl-C, then drains; reads the TLS files again on each SIGHUP.
+/// Serves until Ctrl-C (or SIGTERM), then drains, saying what it waits for; a second one
+/// leaves at once. Reads the TLS files again on each SIGHUP.
 pub(super) async fn run(config: NodeConfig) -> ExitCode {
+    let mut stops = Stops::new();
     super::tls::warn_if_exposed(&config);
+    let drain_timeout = config.drain_timeout();
     let (node, listener) = match lintel::node::bind(config) {
         Ok(bound) => bound,
         Err(err) => return fail(err),
     };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let signals = async {
+        stops.next().await;
+        let workers = workers(&node);
+        tracing::info!(
+            "interrupted: waiting up to {} for {} in flight and {} to finish, then stopping \
+             (Ctrl-C again to leave at once)",
+            seconds(drain_timeout),
+            count(node.dispatcher().active(), "dispatch", "dispatches"),
+            count(workers, "worker", "workers"),
+        );
+        let _ = stop.send(());
+        stops.next().await;
+    };
     let served = tokio::select! {
-        served = node.serve(listener, shutdown_signal()) => served,
+        served = node.serve(listener, async {
+            let _ = stopped.await;
+        }) => served,
+        () = signals => {
+            tracing::warn!(
+                "interrupted again: leaving at once, abandoning {} in flight",
+                count(node.dispatcher().active(), "dispatch", "dispatches"),
+            );
+            return ExitCode::from(INTERRUPTED);
+        }
         () = hangups(|| {
             node.reload_tls();
         }) => Ok(()),
@@ -195,4 +223,17 @@ pub(super) async fn run(config: NodeConfig) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(err),
     }
+}
+
+/// The workers registered on `node`, each counted once whatever its pools.
+fn workers(node: &lintel::Node) -> usize {
+    let status = node.status();
+    let mut ids: Vec<u64> = status
+        .pools
+        .iter()
+        .flat_map(|pool| pool.workers.iter().map(|worker| worker.worker_id))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.len()
 }

@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lintel::status::{Fairness, Status};
-use lintel_client::status::Standing;
+use lintel::status::{Fairness, JoinPoint, Status};
+use lintel_client::status::{JoinState, Standing};
 use lintel_wire::PeerLinkState;
 
 use super::exit::fail;
@@ -104,6 +104,9 @@ fn render(status: &Status) -> String {
             );
         }
     }
+    for point in &status.join_points {
+        let _ = writeln!(out, "{}", join_point_line(point));
+    }
     if status.pools.is_empty() {
         let _ = writeln!(
             out,
@@ -123,15 +126,15 @@ fn render(status: &Status) -> String {
         );
         let _ = writeln!(
             out,
-            "  {:>6} {:>6} {:<24} {:<12} {:<11} {:>9} {:<}",
-            "worker", "pid", "identity", "label", "state", "in-flight", "activities"
+            "  {:>6} {:>10} {:<24} {:<12} {:<11} {:>9} {:<}",
+            "worker", "connection", "identity", "label", "state", "in-flight", "activities"
         );
         for w in &pool.workers {
             // A version-2 report says only that an excluded worker is excluded.
             let state = w.state.map_or("excluded", Standing::as_str);
             let _ = writeln!(
                 out,
-                "  {:>6} {:>6} {:<24} {:<12} {:<11} {:>4}/{:<4} {}",
+                "  {:>6} {:>10} {:<24} {:<12} {:<11} {:>4}/{:<4} {}",
                 w.worker_id,
                 w.pid,
                 w.identity,
@@ -155,11 +158,11 @@ fn render(status: &Status) -> String {
     for current in &status.current_deployments {
         let _ = writeln!(
             out,
-            "\npool {}  current deployment {}  (set by {} at {} ms)",
+            "\npool {}  current deployment {}  (set by {} at {})",
             current.channel,
             current.deployment.as_deref().unwrap_or("- (cleared)"),
             current.set_by,
-            current.set_at_unix_ms
+            rfc3339(current.set_at_unix_ms)
         );
     }
     for waiting in &status.waiting {
@@ -175,6 +178,39 @@ fn render(status: &Status) -> String {
     }
     render_fairness(&mut out, &status.fairness);
     out
+}
+
+/// One join point: its address (and the name it was resolved from), its state since when, and
+/// its failed dials with the last error.
+fn join_point_line(point: &JoinPoint) -> String {
+    let from = if point.peer.is_empty() || point.peer == point.address {
+        String::new()
+    } else {
+        format!(" ({})", point.peer)
+    };
+    let who = match (&point.state, &point.node_id) {
+        (JoinState::Linked | JoinState::Unlinked, Some(id)) => format!(" {id}"),
+        _ => String::new(),
+    };
+    let mut line = format!(
+        "join point {}{from}  {}{who} since {}",
+        point.address,
+        point.state.as_str(),
+        rfc3339(point.since_unix_ms)
+    );
+    if point.dial_failures > 0 {
+        line.push_str(&format!("  dial failures {}", point.dial_failures));
+    }
+    if let (Some(error), Some(at)) = (&point.last_error, point.last_error_unix_ms) {
+        line.push_str(&format!("  last error at {}: {error}", rfc3339(at)));
+    }
+    line
+}
+
+/// A time in milliseconds since the Unix epoch as RFC 3339, in UTC to the second.
+fn rfc3339(unix_ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(unix_ms);
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// Waiting dispatches by priority and key, when there are any and the report carried them.
@@ -225,6 +261,41 @@ mod tests {
             key: key.into(),
             count,
         }
+    }
+
+    #[test]
+    fn a_join_point_shows_its_state_since_when_and_its_last_error() {
+        let failing = JoinPoint {
+            address: "198.18.0.12:7400".into(),
+            node_id: None,
+            myself: false,
+            peer: "lintel-peers:7400".into(),
+            state: JoinState::Failing,
+            since_unix_ms: 1_700_000_000_000,
+            last_error: Some("i/o error: connection refused".into()),
+            last_error_unix_ms: Some(1_700_000_030_500),
+            dial_failures: 7,
+        };
+        assert_eq!(
+            join_point_line(&failing),
+            "join point 198.18.0.12:7400 (lintel-peers:7400)  failing since \
+             2023-11-14T22:13:20Z  dial failures 7  last error at 2023-11-14T22:13:50Z: i/o \
+             error: connection refused"
+        );
+        let linked = JoinPoint {
+            address: "10.0.0.2:7400".into(),
+            node_id: Some("b".into()),
+            peer: "10.0.0.2:7400".into(),
+            state: JoinState::Linked,
+            last_error: None,
+            last_error_unix_ms: None,
+            dial_failures: 0,
+            ..failing
+        };
+        assert_eq!(
+            join_point_line(&linked),
+            "join point 10.0.0.2:7400  linked b since 2023-11-14T22:13:20Z"
+        );
     }
 
     #[test]

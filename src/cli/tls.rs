@@ -71,6 +71,21 @@ pub(super) struct ClientTlsArgs {
 }
 
 impl ClientTlsArgs {
+    /// The CA file given, if any.
+    pub(super) fn ca(&self) -> Option<&std::path::Path> {
+        self.tls_ca.as_deref()
+    }
+
+    /// The client certificate file given, if any.
+    pub(super) fn cert(&self) -> Option<&std::path::Path> {
+        self.tls_cert.as_deref()
+    }
+
+    /// The server name given, if any.
+    pub(super) fn server_name(&self) -> Option<&str> {
+        self.tls_server_name.as_deref()
+    }
+
     /// The TLS settings for connecting to `connect`, or `None` for plaintext.
     ///
     /// # Errors

@@ -5,15 +5,18 @@
 //! sending work. While the node cannot be reached the worker retries, saying why; a failure
 //! retrying cannot fix (a final refusal, TLS, another protocol) ends it with exit code 1.
 
+use std::future::Future;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lintel::activities::{BuiltIn, BUILT_IN};
-use lintel_client::{Worker, WorkerConfig, WorkerState};
-use lintel_wire::Register;
+use lintel_client::{Extras, Handler, Request, Worker, WorkerConfig, WorkerState};
+use lintel_wire::{ActivityOutcome, Register};
 
 use super::connect::NodeArgs;
-use super::signal::shutdown_signal;
+use super::signal::{count, seconds, Stops, INTERRUPTED};
 
 #[derive(Debug, clap::Args)]
 #[command(override_usage = "lintel worker [OPTIONS] --namespace <NAMESPACE> --activity <ACTIVITY>")]
@@ -50,12 +53,13 @@ pub(super) struct Args {
     /// node replaces this one.
     #[arg(long)]
     instance_id: Option<String>,
-    /// How long a drain on Ctrl-C may take, in milliseconds.
+    /// How long a drain on Ctrl-C may take, in milliseconds; a second Ctrl-C ends it at once.
     #[arg(long, default_value_t = 10_000)]
     drain_ms: u64,
 }
 
 pub(super) async fn run(args: Args) -> ExitCode {
+    let mut stops = Stops::new();
     if let Some(unknown) = args
         .activities
         .iter()
@@ -84,12 +88,19 @@ pub(super) async fn run(args: Args) -> ExitCode {
         extensions: Vec::new(),
     };
     let mut config = WorkerConfig::new(args.target.connect.clone(), registration);
-    config.auth_token = args.target.auth_token;
+    config.auth_token = args.target.auth_token.clone();
     config.tls = match args.target.tls.load(&args.target.connect) {
         Ok(tls) => tls,
         Err(err) => return stop(err),
     };
-    let handle = Worker::spawn(config, BuiltIn);
+    let running = Arc::new(AtomicUsize::new(0));
+    let handle = Worker::spawn(
+        config,
+        Counted {
+            running: Arc::clone(&running),
+        },
+    );
+    let in_flight = || count(running.load(Ordering::Relaxed), "request", "requests");
     let mut state = handle.state();
     let connect = args.target.connect.as_str();
     let watch_state = async {
@@ -120,7 +131,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
                     ))
                 }
                 WorkerState::Failed(fatal) => {
-                    return Some(super::advice::cannot_connect(connect, fatal.error()))
+                    return Some(args.target.cannot_connect(fatal.error()))
                 }
                 WorkerState::Stopped => return None,
             }
@@ -129,16 +140,72 @@ pub(super) async fn run(args: Args) -> ExitCode {
             }
         }
     };
+    tokio::pin!(watch_state);
     tokio::select! {
-        stopped = watch_state => match stopped {
+        stopped = &mut watch_state => return match stopped {
             Some(reason) => stop(reason),
             None => ExitCode::SUCCESS,
         },
-        () = shutdown_signal() => {
-            tracing::info!("draining: finishing in-flight work");
-            handle.drain(Duration::from_millis(args.drain_ms)).await;
-            ExitCode::SUCCESS
+        () = stops.next() => {}
+    }
+    let grace = Duration::from_millis(args.drain_ms);
+    tracing::info!(
+        "interrupted: waiting up to {} (--drain-ms) for {} in flight, then leaving \
+         (Ctrl-C again to leave at once)",
+        seconds(grace),
+        in_flight()
+    );
+    tokio::select! {
+        () = handle.drain(grace) => ExitCode::SUCCESS,
+        () = stops.next() => {
+            tracing::warn!("interrupted again: leaving at once, abandoning {} in flight", in_flight());
+            ExitCode::from(INTERRUPTED)
         }
+    }
+}
+
+/// The built-in activities, counting the requests running: what a drain waits for.
+struct Counted {
+    running: Arc<AtomicUsize>,
+}
+
+/// One running request, counted until it ends or is dropped (cancelled, aborted).
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn start(running: &Arc<AtomicUsize>) -> Self {
+        running.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(running))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Handler for Counted {
+    fn handle(&self, request: Request) -> impl Future<Output = ActivityOutcome> + Send {
+        self.handle_with(request, Extras::default())
+    }
+
+    fn handle_with(
+        &self,
+        request: Request,
+        extras: Extras,
+    ) -> impl Future<Output = ActivityOutcome> + Send {
+        let running = Running::start(&self.running);
+        let outcome = BuiltIn.handle_with(request, extras);
+        async move {
+            let outcome = outcome.await;
+            drop(running);
+            outcome
+        }
+    }
+
+    fn runs_briefly(&self) -> bool {
+        BuiltIn.runs_briefly()
     }
 }
 

@@ -4,13 +4,17 @@
 //! so; gossip tells of members not heard from yet) and what its links did so far. A configured
 //! `--peer` address is a join point, not a member: the node behind it may differ per connection
 //! (a load-balanced name), so each join point records who answered there last, by node id.
-//! Every map here is keyed by what peers said and bounded by [`MAX_MEMBERS`].
+//! A `--peer` name stands for every address it resolves to, each a join point of its own.
+//! Every map here is keyed by what peers said or a name resolved to, and bounded by
+//! [`MAX_MEMBERS`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use lintel_client::status::JoinPoint;
 
+use super::dials::Dials;
 use crate::link::Pair;
 
 /// Most members a node keeps; gossip naming more is ignored past it.
@@ -63,25 +67,98 @@ pub enum Answer {
     Myself,
 }
 
+/// One join point: who answered there, where it came from and how dialling it goes.
+#[derive(Debug)]
+struct Entry {
+    answer: Answer,
+    /// The `--peer` it comes from: the address itself, or a name that resolved to it.
+    peer: Arc<str>,
+    /// True when `peer` is a name that resolved to this address.
+    resolved: bool,
+    dials: Dials,
+    /// Tells this entry from an earlier one at the same address, for its dialler.
+    generation: u64,
+}
+
+/// What [`Members::resolved`] changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Resolved {
+    pub(super) added: bool,
+    pub(super) removed: bool,
+}
+
 /// The member table and the join points.
 #[derive(Debug, Default)]
 pub(super) struct Members {
     /// Ordered by node id, so diallers start in the same order in every run.
     by_id: BTreeMap<Arc<str>, Member>,
-    join_points: BTreeMap<String, Answer>,
+    join_points: BTreeMap<String, Entry>,
+    generations: u64,
 }
 
 impl Members {
     /// Adds a configured join point; true when it was new.
     pub(super) fn add_join_point(&mut self, address: &str) -> bool {
+        self.insert_join_point(address, Arc::from(address), false)
+    }
+
+    fn insert_join_point(&mut self, address: &str, peer: Arc<str>, resolved: bool) -> bool {
         if self.join_points.contains_key(address) || self.join_points.len() >= MAX_MEMBERS {
             return false;
         }
         let answer = self
             .member_at(address)
             .map_or(Answer::Nobody, Answer::Member);
-        self.join_points.insert(address.to_owned(), answer);
+        let mut dials = Dials::new();
+        if answer != Answer::Nobody {
+            // A member advertising the address is known there, as if it had answered.
+            dials.answered(false);
+        }
+        self.generations += 1;
+        let entry = Entry {
+            answer,
+            peer,
+            resolved,
+            dials,
+            generation: self.generations,
+        };
+        self.join_points.insert(address.to_owned(), entry);
         true
+    }
+
+    /// Makes `addresses`, what the `--peer` name `name` resolves to now, its join points: new
+    /// ones are added (up to [`MAX_MEMBERS`] join points in all), and the name's join points
+    /// at addresses it no longer names are removed. An address that is a join point already,
+    /// configured or resolved from another name, stays as it is.
+    pub(super) fn resolved(&mut self, name: &str, addresses: &[SocketAddr]) -> Resolved {
+        let named: BTreeSet<String> = addresses.iter().map(ToString::to_string).collect();
+        let before = self.join_points.len();
+        self.join_points.retain(|address, entry| {
+            !(entry.resolved && *entry.peer == *name) || named.contains(address)
+        });
+        let removed = self.join_points.len() < before;
+        let peer: Arc<str> = Arc::from(name);
+        let mut added = false;
+        for address in &named {
+            added |= self.insert_join_point(address, Arc::clone(&peer), true);
+        }
+        Resolved { added, removed }
+    }
+
+    /// Records a failed dial of `address`, when it is a join point.
+    pub(super) fn dial_failed(&mut self, address: &str, error: &str) {
+        if let Some(entry) = self.join_points.get_mut(address) {
+            entry.dials.failed(error);
+        }
+    }
+
+    /// The name join point `address` was resolved from; `None` for an address configured as
+    /// such, or one that is no join point.
+    pub(super) fn resolved_from(&self, address: &str) -> Option<Arc<str>> {
+        self.join_points
+            .get(address)
+            .filter(|entry| entry.resolved)
+            .map(|entry| Arc::clone(&entry.peer))
     }
 
     /// Learns that member `node_id` is dialled at `address`: from the member itself
@@ -107,12 +184,23 @@ impl Members {
                 Learned::Member
             }
         };
-        // A join point at the address a member advertises is that member: its own dialler
-        // takes it over, instead of a second dial racing the first.
+        // The member's own word comes with a link to it: where it answered before, it is
+        // reachable again, whatever the last dial there came to.
+        if authoritative {
+            for entry in self.join_points.values_mut() {
+                if matches!(&entry.answer, Answer::Member(id) if id.as_ref() == node_id) {
+                    entry.dials.answered(false);
+                }
+            }
+        }
+        // A join point at the address a member advertises is that member, as if it had
+        // answered there: its own dialler takes it over, instead of a second dial racing the
+        // first.
         if !address.is_empty() {
-            if let Some(answer) = self.join_points.get_mut(address) {
-                if *answer == Answer::Nobody {
-                    *answer = Answer::Member(Arc::from(node_id));
+            if let Some(entry) = self.join_points.get_mut(address) {
+                if entry.answer == Answer::Nobody {
+                    entry.answer = Answer::Member(Arc::from(node_id));
+                    entry.dials.answered(false);
                 }
             }
         }
@@ -130,7 +218,11 @@ impl Members {
     /// Records who answered a dial of `address`. A join point there remembers it; a member
     /// that advertised `address` but is not who answered loses that address.
     pub(super) fn answered(&mut self, address: &str, answer: Answer) {
-        if let Some(known) = self.join_points.get_mut(address) {
+        if let Some(entry) = self.join_points.get_mut(address) {
+            if answer != Answer::Nobody {
+                entry.dials.answered(answer == Answer::Myself);
+            }
+            let known = &mut entry.answer;
             *known = match (answer.clone(), &*known) {
                 // Refused twice: the one who answered is linked both times.
                 (Answer::OneOf(now), Answer::OneOf(before)) => {
@@ -189,8 +281,8 @@ impl Members {
             .into_iter()
             .filter(|address| !address.is_empty())
             .collect();
-        for (address, answer) in &self.join_points {
-            if matches!(answer, Answer::Member(id) if id.as_ref() == node_id)
+        for (address, entry) in &self.join_points {
+            if matches!(&entry.answer, Answer::Member(id) if id.as_ref() == node_id)
                 && !addresses.contains(address)
             {
                 addresses.push(address.clone());
@@ -201,25 +293,49 @@ impl Members {
 
     /// Who answered at join point `address` last; `None` when it is not one.
     pub(super) fn join_point(&self, address: &str) -> Option<&Answer> {
-        self.join_points.get(address)
+        self.join_points.get(address).map(|entry| &entry.answer)
     }
 
-    /// Every join point's address.
-    pub(super) fn join_point_addresses(&self) -> Vec<String> {
-        self.join_points.keys().cloned().collect()
+    /// The generation of join point `address`: a join point removed and added again at the
+    /// same address is a new one, with a new generation.
+    pub(super) fn generation(&self, address: &str) -> Option<u64> {
+        self.join_points.get(address).map(|entry| entry.generation)
     }
 
-    /// The join points as status shows them.
-    pub(super) fn join_points(&self) -> Vec<JoinPoint> {
+    /// Every join point's address and generation.
+    pub(super) fn join_point_addresses(&self) -> Vec<(String, u64)> {
         self.join_points
             .iter()
-            .map(|(address, answer)| JoinPoint {
-                address: address.clone(),
-                node_id: match answer {
-                    Answer::Member(id) => Some(id.to_string()),
-                    Answer::Nobody | Answer::OneOf(_) | Answer::Myself => None,
-                },
-                myself: *answer == Answer::Myself,
+            .map(|(address, entry)| (address.clone(), entry.generation))
+            .collect()
+    }
+
+    /// The join points as status shows them; `linked` tells whether a member has a link up.
+    pub(super) fn join_points(&self, linked: impl Fn(&str) -> bool) -> Vec<JoinPoint> {
+        self.join_points
+            .iter()
+            .map(|(address, entry)| {
+                let answer = &entry.answer;
+                let up = match answer {
+                    Answer::Member(id) => linked(id),
+                    Answer::OneOf(ids) => ids.iter().any(|id| linked(id)),
+                    Answer::Nobody | Answer::Myself => false,
+                };
+                let last_error = entry.dials.last_error();
+                JoinPoint {
+                    address: address.clone(),
+                    node_id: match answer {
+                        Answer::Member(id) => Some(id.to_string()),
+                        Answer::Nobody | Answer::OneOf(_) | Answer::Myself => None,
+                    },
+                    myself: *answer == Answer::Myself,
+                    peer: entry.peer.to_string(),
+                    state: entry.dials.state(up),
+                    since_unix_ms: entry.dials.since_unix_ms(),
+                    last_error: last_error.map(|(text, _)| text.to_owned()),
+                    last_error_unix_ms: last_error.map(|(_, at)| at),
+                    dial_failures: entry.dials.failures(),
+                }
             })
             .collect()
     }
@@ -243,6 +359,7 @@ impl Members {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lintel_client::status::JoinState;
 
     fn ids(names: &[&str]) -> BTreeSet<Arc<str>> {
         names.iter().map(|name| Arc::from(*name)).collect()
@@ -330,5 +447,115 @@ mod tests {
         members.learn("d", "mine:1", true);
         members.answered("mine:1", Answer::Myself);
         assert!(members.addresses("d").is_empty());
+    }
+    fn at(last: u8) -> SocketAddr {
+        SocketAddr::from(([198, 18, 0, last], 7400))
+    }
+
+    #[test]
+    fn a_names_join_points_follow_what_it_resolves_to() {
+        let mut members = Members::default();
+        members.add_join_point("198.18.0.9:7400");
+        let first = members.resolved("peers:7400", &[at(1), at(2), at(9)]);
+        assert_eq!(
+            first,
+            Resolved {
+                added: true,
+                removed: false
+            }
+        );
+        let addresses: Vec<String> = members
+            .join_point_addresses()
+            .into_iter()
+            .map(|(a, _)| a)
+            .collect();
+        assert_eq!(
+            addresses,
+            ["198.18.0.1:7400", "198.18.0.2:7400", "198.18.0.9:7400"]
+        );
+        assert_eq!(
+            members.resolved_from("198.18.0.1:7400").as_deref(),
+            Some("peers:7400")
+        );
+        assert_eq!(
+            members.resolved_from("198.18.0.9:7400"),
+            None,
+            "configured as itself first"
+        );
+        let two = members.generation("198.18.0.2:7400");
+
+        let second = members.resolved("peers:7400", &[at(1), at(3)]);
+        assert_eq!(
+            second,
+            Resolved {
+                added: true,
+                removed: true
+            }
+        );
+        let addresses: Vec<String> = members
+            .join_point_addresses()
+            .into_iter()
+            .map(|(a, _)| a)
+            .collect();
+        assert_eq!(
+            addresses,
+            ["198.18.0.1:7400", "198.18.0.3:7400", "198.18.0.9:7400"],
+            "gone from the name, gone; a configured address stays"
+        );
+        members.resolved("peers:7400", &[at(1), at(2)]);
+        assert!(
+            members.generation("198.18.0.2:7400") > two,
+            "back again is a new join point"
+        );
+        assert_eq!(
+            members.resolved("peers:7400", &[at(1), at(2)]),
+            Resolved::default()
+        );
+    }
+
+    #[test]
+    fn names_cannot_grow_the_join_points_past_their_bound() {
+        let mut members = Members::default();
+        for n in 0..(MAX_MEMBERS / 64 + 2) {
+            let addresses: Vec<SocketAddr> = (0..64)
+                .map(|port| SocketAddr::from(([198, 18, 1, n as u8], port)))
+                .collect();
+            members.resolved(&format!("name{n}:1"), &addresses);
+        }
+        assert_eq!(members.join_point_addresses().len(), MAX_MEMBERS);
+    }
+
+    #[test]
+    fn a_join_point_tells_its_dials() {
+        let mut members = Members::default();
+        members.add_join_point("b:1");
+        members.dial_failed("b:1", "connection refused");
+        members.dial_failed("elsewhere:1", "not a join point: nothing kept");
+        let shown = members.join_points(|_| false);
+        assert_eq!(shown[0].state, JoinState::Failing);
+        assert_eq!(shown[0].last_error.as_deref(), Some("connection refused"));
+        assert_eq!((shown[0].dial_failures, shown[0].peer.as_str()), (1, "b:1"));
+        members.answered("b:1", Answer::Member("b".into()));
+        assert_eq!(
+            members.join_points(|id| id == "b")[0].state,
+            JoinState::Linked
+        );
+        assert_eq!(members.join_points(|_| false)[0].state, JoinState::Unlinked);
+
+        // A member advertising a failing join point's address says who is there.
+        members.add_join_point("c:1");
+        members.dial_failed("c:1", "connection refused");
+        members.learn("c", "c:1", true);
+        let c = members.join_points(|id| id == "c").pop().unwrap();
+        assert_eq!(
+            (c.state, c.node_id.as_deref()),
+            (JoinState::Linked, Some("c"))
+        );
+
+        // b's link went down and a dial there failed; then b dialled in again.
+        members.dial_failed("b:1", "connection refused");
+        assert_eq!(members.join_points(|_| true)[0].state, JoinState::Failing);
+        members.learn("b", "b-advertised:1", true);
+        assert_eq!(members.join_points(|_| true)[0].state, JoinState::Linked);
     }
 }

@@ -444,19 +444,50 @@ impl Mesh {
         self.links.touch();
     }
 
-    /// Who answered at join point `address` last; `None` when it is not one.
-    pub fn join_point(&self, address: &str) -> Option<Answer> {
-        self.lock().members.join_point(address).cloned()
+    /// Who answered at join point `address` last; `None` when it is not one, or not the one
+    /// of `generation` any more.
+    pub fn join_point(&self, address: &str, generation: u64) -> Option<Answer> {
+        let state = self.lock();
+        let members = &state.members;
+        (members.generation(address) == Some(generation))
+            .then(|| members.join_point(address).cloned())
+            .flatten()
     }
 
-    /// Every join point's address.
-    pub fn join_point_addresses(&self) -> Vec<String> {
+    /// Every join point's address and generation.
+    pub fn join_point_addresses(&self) -> Vec<(String, u64)> {
         self.lock().members.join_point_addresses()
     }
 
-    /// The join points, with who answered at each, for status.
+    /// Makes `addresses` the join points of the `--peer` name `name` (see `Members::resolved`).
+    pub fn resolved(&self, name: &str, addresses: &[std::net::SocketAddr]) {
+        let resolved = self.lock().members.resolved(name, addresses);
+        if resolved.added {
+            self.members_changed.touch();
+        }
+        if resolved.removed {
+            self.links.touch();
+        }
+    }
+
+    /// The name join point `address` was resolved from, if it was.
+    pub fn resolved_from(&self, address: &str) -> Option<Arc<str>> {
+        self.lock().members.resolved_from(address)
+    }
+
+    /// Records a failed dial of `address`, when it is a join point; subscribers to links hear
+    /// of it.
+    pub fn dial_failed(&self, address: &str, error: &str) {
+        self.lock().members.dial_failed(address, error);
+        self.links.touch();
+    }
+
+    /// The join points, with who answered at each and how dialling them goes, for status.
     pub fn join_points(&self) -> Vec<JoinPoint> {
-        self.lock().members.join_points()
+        let state = self.lock();
+        state
+            .members
+            .join_points(|id| state.remotes.contains_key(id))
     }
 
     /// Every member's node id.
@@ -980,14 +1011,19 @@ mod tests {
         mesh.join(&b).unwrap();
         let ids: Vec<String> = mesh.status().into_iter().map(|p| p.node_id).collect();
         assert_eq!(ids, ["b", "c"]);
-        assert_eq!(
-            mesh.join_points(),
-            [JoinPoint {
-                address: "proxy:1".into(),
-                node_id: Some("b".into()),
-                myself: false,
-            }]
-        );
+        let join_points: Vec<(String, Option<String>, bool)> = mesh
+            .join_points()
+            .into_iter()
+            .map(
+                |JoinPoint {
+                     address,
+                     node_id,
+                     myself,
+                     ..
+                 }| (address, node_id, myself),
+            )
+            .collect();
+        assert_eq!(join_points, [("proxy:1".into(), Some("b".into()), false)]);
         assert_eq!(mesh.addresses("b"), ["b:1", "proxy:1"]);
     }
 }

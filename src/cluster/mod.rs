@@ -4,11 +4,13 @@
 //! - `view`: one peer's announced pools and the charges against them.
 //! - `changes`: a subscription to the mesh's links or members changing.
 //! - `members`: the members by node id, the join points and who answered at each.
+//! - `dials`: how dialling a join point goes, for status and metrics.
 //! - `settings`: each pool's current deployment, last writer wins across the mesh.
 //! - `mesh`: the set of peers, which of two links to one peer stays, placement's remote half
 //!   and status.
 
 mod changes;
+mod dials;
 mod members;
 mod mesh;
 mod settings;

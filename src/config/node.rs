@@ -11,6 +11,7 @@ use crate::dispatch::{DispatchLimits, Placement, DEFAULT_REPLY_TIMEOUT, MAX_TIME
 use crate::registry::fairness::{KeyPolicy, PolicyError, DEFAULT_AGING};
 use crate::registry::{AdmissionLimits, FairnessPolicy};
 use crate::tls::{NodeTls, TlsFiles, TlsSetupError};
+use lintel_client::transport::resolve::is_host_port;
 use lintel_client::transport::QueueLimits;
 
 /// Why a configuration could not be loaded.
@@ -38,6 +39,11 @@ pub(crate) const OWED_CEILING_FACTOR: usize = 4;
 /// The default bound on kept relay outcomes: acknowledged about every 128 outcomes and every
 /// peer ping, a link keeps far less; a cut link's outcomes fit in it by the thousand.
 pub(crate) const DEFAULT_RELAY_RETENTION_BYTES: usize = 16 * 1024 * 1024;
+
+/// How often a peer name is resolved again by default: the TTL cluster DNS (CoreDNS) gives a
+/// Kubernetes service's records, so a pod that appears is dialled within about that long, for
+/// one lookup per name each time.
+pub(crate) const DEFAULT_PEER_RESOLVE_INTERVAL_MS: u64 = 5_000;
 
 /// Everything a node needs to run. Every field has a working default.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -101,7 +107,11 @@ pub struct NodeConfig {
     /// Runtime threads for `lintel serve`: 1 is one thread, N > 1 a pool of N, 0 the default (1).
     pub threads: usize,
     /// Other nodes to link with, as `host:port`; one member is enough to join the whole mesh.
+    /// A name is dialled at every address it resolves to.
     pub peers: Vec<String>,
+    /// How often a `peers` name is resolved again: addresses it gained are dialled, and those
+    /// it lost no longer (a live link stays).
+    pub peer_resolve_interval_ms: u64,
     /// When set, peers must present it (instead of `auth_token`) to link.
     pub cluster_secret: Option<String>,
     /// Where peers dial this node; empty means the listen address.
@@ -202,6 +212,7 @@ impl Default for NodeConfig {
             grants: Vec::new(),
             threads: 0,
             peers: Vec::new(),
+            peer_resolve_interval_ms: DEFAULT_PEER_RESOLVE_INTERVAL_MS,
             cluster_secret: None,
             advertise: String::new(),
             placement: Placement::LocalFirst,
@@ -250,6 +261,7 @@ impl NodeConfig {
             ("late_reply_grace_ms", self.late_reply_grace_ms),
             ("reply_timeout_ms", self.reply_timeout_ms),
             ("peer_ping_interval_ms", self.peer_ping_interval_ms),
+            ("peer_resolve_interval_ms", self.peer_resolve_interval_ms),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -289,6 +301,7 @@ impl NodeConfig {
         for (name, value) in [
             ("priority_aging_ms", self.priority_aging_ms),
             ("peer_relink_grace_ms", self.peer_relink_grace_ms),
+            ("peer_resolve_interval_ms", self.peer_resolve_interval_ms),
         ] {
             if Duration::from_millis(value) > MAX_TIMEOUT {
                 return Err(ConfigError::Invalid {
@@ -299,6 +312,7 @@ impl NodeConfig {
         }
         self.validate_tls()?;
         self.validate_pools()?;
+        self.validate_peers()?;
         for (name, value) in [
             ("outbound_queue_bytes", self.outbound_queue_bytes as u64),
             ("slow_consumer_grace_ms", self.slow_consumer_grace_ms),
@@ -366,6 +380,26 @@ impl NodeConfig {
             }
         }
         Ok(())
+    }
+
+    /// Each peer `host:port`, and no more than a node keeps join points for.
+    fn validate_peers(&self) -> Result<(), ConfigError> {
+        let invalid = |reason: String| ConfigError::Invalid {
+            name: "peers",
+            reason,
+        };
+        if self.peers.len() > crate::cluster::MAX_MEMBERS {
+            return Err(invalid(format!(
+                "more than {} peers",
+                crate::cluster::MAX_MEMBERS
+            )));
+        }
+        match self.peers.iter().find(|peer| !is_host_port(peer)) {
+            Some(peer) => Err(invalid(format!(
+                "{peer:?} is not host:port (an address or a name, and a port)"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// TLS needs a certificate and its key together, and CAs only mean something with them.
@@ -448,6 +482,10 @@ impl NodeConfig {
 
     pub fn peer_relink_grace(&self) -> Duration {
         Duration::from_millis(self.peer_relink_grace_ms)
+    }
+
+    pub fn peer_resolve_interval(&self) -> Duration {
+        Duration::from_millis(self.peer_resolve_interval_ms)
     }
 
     pub fn peer_ping_interval(&self) -> Duration {
@@ -656,6 +694,30 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn peers_are_host_port_and_resolved_again_at_a_positive_interval() {
+        for (toml, name) in [
+            ("peers = [\"node-b\"]", "peers"),
+            ("peers = [\"node-b:port\"]", "peers"),
+            ("peer_resolve_interval_ms = 0", "peer_resolve_interval_ms"),
+            (
+                "peer_resolve_interval_ms = 999999999999",
+                "peer_resolve_interval_ms",
+            ),
+        ] {
+            let config: NodeConfig = toml::from_str(toml).unwrap();
+            assert!(
+                matches!(config.validate(), Err(ConfigError::Invalid { name: n, .. }) if n == name),
+                "{toml}"
+            );
+        }
+        let config: NodeConfig = toml::from_str(
+            "peers = [\"lintel-peers.default.svc:7400\", \"10.0.0.2:7400\", \"[::1]:7400\"]",
+        )
+        .unwrap();
+        assert!(config.validate().is_ok());
     }
 
     #[test]

@@ -27,8 +27,13 @@ const HTTP_HINT: &str = "This is a lintel node's listener: it speaks lintel fram
 
 /// What the first bytes said.
 pub(super) enum Screened {
-    /// Go on with the handshake over this socket; `explained` when its mismatch was logged.
-    Continue { socket: Socket, explained: bool },
+    /// Go on with the handshake over this socket from `peer` (its address, or `unknown`);
+    /// `explained` when its mismatch was logged.
+    Continue {
+        socket: Socket,
+        explained: bool,
+        peer: String,
+    },
     /// It was an HTTP request, answered and closed.
     Answered,
 }
@@ -47,6 +52,7 @@ pub(super) async fn screen(
             return Screened::Continue {
                 socket,
                 explained: false,
+                peer: "unknown".to_owned(),
             }
         }
     };
@@ -98,6 +104,7 @@ pub(super) async fn screen(
     Screened::Continue {
         socket: Socket::from(stream),
         explained,
+        peer,
     }
 }
 

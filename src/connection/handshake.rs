@@ -57,8 +57,12 @@ pub(super) async fn secure(
     pid: u64,
     deadline: Instant,
 ) -> Option<Secured> {
-    let (socket, explained) = match foreign::screen(shared, socket, pid, deadline).await {
-        Screened::Continue { socket, explained } => (socket, explained),
+    let (socket, explained, peer) = match foreign::screen(shared, socket, pid, deadline).await {
+        Screened::Continue {
+            socket,
+            explained,
+            peer,
+        } => (socket, explained, peer),
         Screened::Answered => return None,
     };
     let accepted = tokio::select! {
@@ -68,11 +72,11 @@ pub(super) async fn secure(
     match accepted {
         Ok(secured) => Some(secured),
         Err(err) if explained => {
-            tracing::debug!(pid, error = %err, "closing a connection that failed TLS");
+            tracing::debug!(pid, %peer, error = %err, "closing a connection that failed TLS");
             None
         }
         Err(err) => {
-            tracing::info!(pid, error = %err, "closing a connection that failed TLS");
+            tracing::info!(pid, %peer, error = %err, "closing a connection that failed TLS");
             None
         }
     }
@@ -111,7 +115,7 @@ pub(super) async fn accept(
             role = ?hello.role,
             name = clip(&hello.name),
             code = ?refusal.code,
-            reason = clip(&refusal.reason),
+            reason = refusal.reason.as_str(),
             "hello refused"
         );
         refuse(refusal)

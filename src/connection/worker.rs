@@ -25,6 +25,7 @@ use super::close::Close;
 use super::handshake::clip;
 use crate::auth::Grant;
 use crate::link::{ReplyFate, WorkerLink};
+use crate::logfields::List;
 use crate::notifier::Registered;
 use crate::registry::Exclusion;
 use crate::shared::{Fired, Shared};
@@ -293,8 +294,8 @@ impl WorkerConn<'_> {
                     pid = self.pid,
                     worker_id,
                     identity = %register.identity,
-                    namespaces = ?register.namespaces,
-                    activities = ?register.activity_types,
+                    namespaces = %List(&register.namespaces),
+                    activities = %List(&register.activity_types),
                     label = register.node.as_deref().unwrap_or(""),
                     capacity = register.max_concurrency,
                     deployment = register.deployment.as_deref().unwrap_or(""),
@@ -308,7 +309,7 @@ impl WorkerConn<'_> {
                     pid = self.pid,
                     identity = clip(&register.identity),
                     code = ?refusal.code,
-                    reason = clip(&refusal.reason),
+                    reason = refusal.reason.as_str(),
                     "registration refused"
                 );
                 self.shared.tally.refused("register", refusal.code);

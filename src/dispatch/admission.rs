@@ -11,7 +11,7 @@ use super::options::Options;
 
 /// Bytes a push or outcome frame may add around its input or result; names are bounded,
 /// so this covers the envelope with room to spare.
-pub(crate) const FRAME_OVERHEAD: usize = 16 * 1024;
+pub const FRAME_OVERHEAD: usize = 16 * 1024;
 
 /// Longest reply timeout or wait for a worker a dispatch may ask for: 7 days.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);

@@ -21,7 +21,7 @@ mod options;
 pub mod outcome;
 mod relayed;
 
-pub use admission::{DispatchLimits, MAX_TIMEOUT};
+pub use admission::{DispatchLimits, FRAME_OVERHEAD, MAX_TIMEOUT};
 pub(crate) use caller::{Caller, Sink, Tag};
 pub use counters::DispatchCounters;
 pub(crate) use dispatcher::Started;

@@ -9,6 +9,7 @@ use lintel::sdk::{
     handler_fn_with, Client, ClientConfig, Extras, Handler, Request, Worker, WorkerConfig,
     WorkerHandle,
 };
+use lintel::status::JoinPoint;
 use lintel::wire::ActivityOutcome;
 use lintel::wire::{PeerLinkState, PeerStatus, Register};
 use lintel::NodeConfig;
@@ -50,6 +51,28 @@ impl TestNode {
                 tokio::select! {
                     () = mesh.changes().changed(&mut seen) => {}
                     _ = members.changed() => {}
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Waits until `holds` is true of the node's join points, looking again whenever a link,
+    /// a member or a join point changes.
+    pub async fn wait_join_points(&self, what: &str, holds: impl Fn(&[JoinPoint]) -> bool) {
+        let mesh = self.node.dispatcher().mesh();
+        within(what, async {
+            loop {
+                let mut links = mesh.subscribe();
+                let mut members = mesh.subscribe_members();
+                let mut seen = mesh.changes().epoch();
+                if holds(&mesh.join_points()) {
+                    return;
+                }
+                tokio::select! {
+                    _ = links.changed() => {}
+                    _ = members.changed() => {}
+                    () = mesh.changes().changed(&mut seen) => {}
                 }
             }
         })

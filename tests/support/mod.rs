@@ -20,6 +20,8 @@
 //!   falls silent ([`fall_silent`]) and answers again.
 //! - `served`: [`lintel`], the built binary free of the caller's settings, and [`Served`], a
 //!   `lintel serve` child read line by line.
+//! - `netns`: [`Netns`], hosts in network namespaces of their own behind one bridge, each with
+//!   its own `/etc/hosts`, removed on drop.
 #![allow(dead_code, unreachable_pub)]
 
 mod admin;
@@ -30,6 +32,7 @@ mod fairness;
 pub mod faulty;
 mod frames;
 mod lines;
+pub mod netns;
 mod node;
 mod peers;
 mod pki;
@@ -60,6 +63,8 @@ pub use frames::{
 #[allow(unused_imports)]
 pub use lines::stderr_lines;
 #[allow(unused_imports)]
+pub use netns::Netns;
+#[allow(unused_imports)]
 pub use node::{quiet_config, within, Events, TestNode, WAIT};
 #[allow(unused_imports)]
 pub use peers::{
@@ -71,6 +76,6 @@ pub use pki::{Leaf, Pki};
 #[allow(unused_imports)]
 pub use raw::{next_frame, next_of, small_window_client, small_window_client_at, RawClient};
 #[allow(unused_imports)]
-pub use served::{line_with, lintel, loopback_address, Served};
+pub use served::{line_with, lintel, loopback_address, without_settings, Served};
 #[allow(unused_imports)]
 pub use silent::{answer_again, fall_silent, unanswered_ping, watchful};

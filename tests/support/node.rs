@@ -10,6 +10,7 @@ use std::time::Duration;
 use lintel::link::WorkerLink;
 use lintel::notifier::{ConnectionNotifier, RegistryNotifier};
 use lintel::registry::{Registry, WorkerId};
+use lintel::transport::resolve::Resolver;
 use lintel::wire::{Refusal, Register};
 use lintel::{Node, NodeConfig};
 use tokio::sync::{oneshot, Notify};
@@ -146,6 +147,22 @@ impl TestNode {
     /// A node with `config` serving `listener`, bound beforehand by a test that needs the
     /// address before the node starts.
     pub async fn on_listener(config: NodeConfig, listener: tokio::net::TcpListener) -> Self {
+        Self::serving(config, listener, Resolver::system()).await
+    }
+
+    /// A node with `config` on an ephemeral loopback port, resolving its peer names through
+    /// `resolver`.
+    pub async fn resolving(mut config: NodeConfig, resolver: Resolver) -> Self {
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        let listener = lintel::listener::bind(config.listen, config.backlog).expect("bind");
+        Self::serving(config, listener, resolver).await
+    }
+
+    async fn serving(
+        config: NodeConfig,
+        listener: tokio::net::TcpListener,
+        resolver: Resolver,
+    ) -> Self {
         let events = Arc::new(Events::default());
         let counting = Arc::clone(&events);
         let node = Node::with_notifier(config.clone(), move |registry: Arc<Registry>| {
@@ -154,7 +171,8 @@ impl TestNode {
                 events: counting,
             })
         })
-        .expect("valid config");
+        .expect("valid config")
+        .with_resolver(resolver);
         let node = Arc::new(node);
         let addr = listener.local_addr().expect("local addr");
         let (tx, rx) = oneshot::channel::<()>();

@@ -156,6 +156,11 @@ impl NodeProcess {
         }
     }
 
+    /// The node's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// The node's log so far.
     pub fn log(&self) -> Vec<String> {
         lock(&self.log).clone()
@@ -169,6 +174,22 @@ impl NodeProcess {
             .expect("reap the node");
         let _ = within("the killed node's log to end", &mut self.drain_log).await;
         std::mem::take(&mut *lock(&self.log))
+    }
+
+    /// Sends the node `name` (a `kill -s` name such as `TERM`) and waits, at most `bound`, for
+    /// it to exit: how it exited and its whole log.
+    pub async fn stop(
+        mut self,
+        name: &str,
+        bound: Duration,
+    ) -> (std::process::ExitStatus, Vec<String>) {
+        signal(self.pid, name).await;
+        let exited = tokio::time::timeout(bound, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("the node did not exit within {bound:?} of SIG{name}"))
+            .expect("reap the node");
+        let _ = within("the node's log to end", &mut self.drain_log).await;
+        (exited, std::mem::take(&mut *lock(&self.log)))
     }
 
     /// GETs `path` from the admin listener: the status code and the body.

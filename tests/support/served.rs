@@ -1,5 +1,5 @@
 //! The built `lintel` binary as a child process: commands free of the caller's settings, and
-//! [`Served`], a `lintel serve` whose stderr is read line by line.
+//! [`Served`], a `lintel serve` (or any long-running command) whose stderr is read line by line.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -10,7 +10,13 @@ use super::{stderr_lines, WAIT};
 /// `lintel` with no `RUST_LOG` or `LINTEL_*` settings inherited from the caller's shell: the
 /// node reads each `LINTEL_*` as a config key and refuses the ones it does not know.
 pub fn lintel() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_lintel"));
+    without_settings(env!("CARGO_BIN_EXE_lintel"))
+}
+
+/// `program` with no `RUST_LOG` or `LINTEL_*` settings inherited, for a shell that runs
+/// `lintel` commands.
+pub fn without_settings(program: &str) -> Command {
+    let mut command = Command::new(program);
     for (name, _) in std::env::vars_os() {
         let name_text = name.to_string_lossy();
         if name_text.starts_with("LINTEL_") || name_text == "RUST_LOG" {
@@ -82,6 +88,25 @@ impl Served {
         };
         loopback_address(&line)
             .unwrap_or_else(|| panic!("no loopback address in the listening line: {line}"))
+    }
+
+    /// Reads stderr to its end, within [`WAIT`], and reaps the process: how it exited.
+    ///
+    /// # Panics
+    /// When its stderr stays open past [`WAIT`].
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("still running after {WAIT:?}: {:?}", self.seen)
+                }
+            }
+        }
+        self.child.wait().expect("reap the process")
     }
 
     /// The admin listener's `127.0.0.1:port`, from its line, read already or still to come.

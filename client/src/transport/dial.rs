@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 
 use tokio::net::TcpStream;
@@ -19,6 +20,16 @@ pub trait Dialer: Send + Sync {
     /// # Errors
     /// Whatever stopped the connection: unresolvable, refused, unreachable.
     fn dial<'a>(&'a self, address: &'a str) -> Dialing<'a>;
+
+    /// Connects to `at`, one of the addresses `name` (`host:port`) resolved to; a dialer that
+    /// checks whom it reached (TLS) checks `name`. By default, dials `at`.
+    ///
+    /// # Errors
+    /// As [`Dialer::dial`].
+    fn dial_resolved<'a>(&'a self, name: &'a str, at: SocketAddr) -> Dialing<'a> {
+        let _ = name;
+        Box::pin(async move { self.dial(&at.to_string()).await })
+    }
 }
 
 /// Dials over TCP and sets `TCP_NODELAY`.

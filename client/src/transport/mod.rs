@@ -3,7 +3,8 @@
 //!
 //! Node connections and both SDKs use it, so batching, close-after-frame and back-pressure
 //! behave the same on every side. The bytes run over TCP, or over any pair of async halves
-//! ([`Socket::from_io`]) dialled through a [`Dialer`].
+//! ([`Socket::from_io`]) dialled through a [`Dialer`], at every address a name resolves to
+//! ([`resolve`]).
 
 mod batch;
 mod dial;
@@ -12,6 +13,7 @@ pub(crate) mod fixtures;
 mod lanes;
 mod outbound;
 mod reader;
+pub mod resolve;
 mod socket;
 
 use tokio::task::JoinHandle;

@@ -7,17 +7,21 @@
 //! one of that member's addresses. While a dial to a join point is in flight, nobody knows who
 //! will answer, so members are not dialled meanwhile, for up to a second.
 //! A join point whose node refused a second link (it is linked already) waits until none of
-//! the members linked at the time is. Each dialler redials with jittered exponential backoff;
-//! its failures are logged at info, the first at once and then a summary now and then. Links
+//! the members linked at the time is. A configured name is a join point at each address it
+//! resolves to, now and at each resolution after (`discover`). Each dialler redials with
+//! jittered exponential backoff; its failures are warnings, the first at once and then one
+//! every [`FAILURE_SUMMARY`] while they go on, and each is counted against its join point. Links
 //! are opened by the node's [`Dialer`](lintel_client::transport::Dialer), TCP unless the node
-//! was given another.
+//! was given another; a resolved address is dialled as its name's.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use lintel_client::connect::{connect_with, ConnectError};
+use lintel_client::transport::resolve::DialResolved;
 use lintel_client::transport::Batched;
 use lintel_client::Handshake;
 use lintel_wire::Role;
@@ -25,6 +29,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::super::handshake::PEER_VERSION;
+use super::discover::discover;
 use super::hello::{self, HelloFailed, Refusal, Side};
 use super::session;
 use crate::cluster::{Answer, JoinDial};
@@ -44,7 +49,8 @@ const DEFER: Duration = Duration::from_millis(300);
 /// Longest a member's dial waits for a join point's dial in flight (whose answer may be that
 /// member) to be answered.
 const JOINING_WAIT: Duration = Duration::from_secs(1);
-/// While dials to one member keep failing, how often that is logged again.
+/// While the dials of one dialler (a member's, or a join point's) keep failing, how often that
+/// is logged again.
 const FAILURE_SUMMARY: Duration = Duration::from_secs(30);
 
 /// Dials every member and every configured join point, until the node retires its links.
@@ -53,22 +59,37 @@ pub(crate) async fn supervise(shared: Arc<Shared>, tasks: TaskTracker) {
     // Subscribed before the first look, so no member learned meanwhile is missed.
     let mut members = mesh.subscribe_members();
     for seed in &shared.config.peers {
-        mesh.add_join_point(seed);
-        if seed == shared.advertise() {
-            mesh.answered(seed, Answer::Myself);
+        match (&shared.resolver, seed.parse::<SocketAddr>()) {
+            (Some(resolver), Err(_)) => {
+                tasks.spawn(discover(
+                    Arc::clone(&shared),
+                    seed.clone(),
+                    resolver.clone(),
+                ));
+            }
+            _ => {
+                mesh.add_join_point(seed);
+                if seed == shared.advertise() {
+                    mesh.answered(seed, Answer::Myself);
+                }
+            }
         }
     }
     let mut dialled: HashSet<Arc<str>> = HashSet::new();
-    let mut joined: HashSet<String> = HashSet::new();
+    // The generation of each join point dialled: one removed and added again is dialled anew.
+    let mut joined: HashMap<String, u64> = HashMap::new();
     loop {
         for node_id in mesh.member_ids() {
             if dialled.insert(Arc::clone(&node_id)) {
                 tasks.spawn(Batched::new(dial_member(Arc::clone(&shared), node_id)));
             }
         }
-        for address in mesh.join_point_addresses() {
-            if joined.insert(address.clone()) {
-                tasks.spawn(Batched::new(dial_join_point(Arc::clone(&shared), address)));
+        let join_points = mesh.join_point_addresses();
+        joined.retain(|address, _| join_points.iter().any(|(known, _)| known == address));
+        for (address, generation) in join_points {
+            if joined.insert(address.clone(), generation) != Some(generation) {
+                let dial = dial_join_point(Arc::clone(&shared), address, generation);
+                tasks.spawn(Batched::new(dial));
             }
         }
         tokio::select! {
@@ -104,11 +125,11 @@ async fn dial_member(shared: Arc<Shared>, node_id: Arc<str>) {
             }
             Reached::Refused(Refusal::Myself) => mesh.answered(&address, Answer::Myself),
             Reached::Refused(Refusal::Other(reason)) => {
-                failures.failed(&node_id, &address, &DialError::Goodbye(reason));
+                failures.failed(&shared, &node_id, &address, &DialError::Goodbye(reason));
                 turn += 1;
             }
             Reached::Failed(err) => {
-                failures.failed(&node_id, &address, &err);
+                failures.failed(&shared, &node_id, &address, &err);
                 turn += 1;
             }
             Reached::Closing => return,
@@ -129,14 +150,14 @@ fn fresh_after(shared: &Shared) -> Duration {
     }
 }
 
-/// Dials join point `address` until a node answering there says who it is, or the node
-/// retires its links.
-async fn dial_join_point(shared: Arc<Shared>, address: String) {
+/// Dials join point `address` (of `generation`) until a node answering there says who it
+/// is, the join point is removed, or the node retires its links.
+async fn dial_join_point(shared: Arc<Shared>, address: String, generation: u64) {
     let mesh = Arc::clone(shared.dispatcher.mesh());
     let mut backoff = Backoff::default();
     let mut failures = Failures::default();
     loop {
-        if !join_point_needed(&shared, &address).await {
+        if !join_point_needed(&shared, &address, generation).await {
             return;
         }
         match reach(&shared, &address, Some(mesh.joining())).await {
@@ -147,9 +168,9 @@ async fn dial_join_point(shared: Arc<Shared>, address: String) {
             }
             Reached::Refused(Refusal::Myself) => mesh.answered(&address, Answer::Myself),
             Reached::Refused(Refusal::Other(reason)) => {
-                failures.failed(&address, &address, &DialError::Goodbye(reason));
+                failures.failed(&shared, &address, &address, &DialError::Goodbye(reason));
             }
-            Reached::Failed(err) => failures.failed(&address, &address, &err),
+            Reached::Failed(err) => failures.failed(&shared, &address, &address, &err),
             Reached::Closing => return,
         }
         if !backoff.pause(&shared).await {
@@ -211,16 +232,16 @@ async fn member_unlinked(shared: &Shared, node_id: &str, turn: usize) -> Option<
 }
 
 /// Waits until join point `address` is to be dialled: nobody answered there yet, or every
-/// member that may have is unlinked. False once a member said who it is there, or the node
-/// retires its links.
-async fn join_point_needed(shared: &Shared, address: &str) -> bool {
+/// member that may have is unlinked. False once a member said who it is there, the join point
+/// of `generation` is gone, or the node retires its links.
+async fn join_point_needed(shared: &Shared, address: &str, generation: u64) -> bool {
     let mesh = shared.dispatcher.mesh();
     loop {
         let mut links = mesh.subscribe();
         if shared.retiring.is_cancelled() {
             return false;
         }
-        match mesh.join_point(address) {
+        match mesh.join_point(address, generation) {
             None | Some(Answer::Member(_) | Answer::Myself) => return false,
             Some(Answer::Nobody) => return true,
             Some(Answer::OneOf(ids)) if !ids.iter().any(|id| mesh.is_up(id)) => return true,
@@ -275,9 +296,19 @@ async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -
         max_frame_len: shared.config.max_frame_len,
         queue_len: shared.config.outbound_queue,
     };
+    // An address a name resolved to is dialled as the name's: TLS checks the name.
+    let name = shared.dispatcher.mesh().resolved_from(address);
+    let resolved = name
+        .as_deref()
+        .zip(address.parse::<SocketAddr>().ok())
+        .map(|(name, at)| DialResolved::new(&*shared.dialer, name, at));
+    let dialer = match &resolved {
+        Some(resolved) => resolved as &dyn lintel_client::transport::Dialer,
+        None => &*shared.dialer,
+    };
     let connected = tokio::select! {
         () = shared.retiring.cancelled() => return Reached::Closing,
-        connected = connect_with(&*shared.dialer, address, &handshake) => connected,
+        connected = connect_with(dialer, address, &handshake) => connected,
     };
     let mut conn = match connected {
         Ok(conn) => conn,
@@ -333,8 +364,8 @@ impl Backoff {
     }
 }
 
-/// The failed dials of one dialler since it last reached a node, for a log that says so at
-/// once and then only now and then.
+/// The failed dials of one dialler since it last reached a node, for a warning at once and
+/// then only every [`FAILURE_SUMMARY`]; each failure is also counted against its join point.
 #[derive(Default)]
 struct Failures {
     count: u64,
@@ -343,18 +374,28 @@ struct Failures {
 }
 
 impl Failures {
-    fn failed(&mut self, peer: &dyn fmt::Display, address: &str, error: &DialError) {
+    fn failed(
+        &mut self,
+        shared: &Shared,
+        peer: &dyn fmt::Display,
+        address: &str,
+        error: &DialError,
+    ) {
+        shared
+            .dispatcher
+            .mesh()
+            .dial_failed(address, &error.to_string());
         let now = Instant::now();
         self.count += 1;
         let since = *self.since.get_or_insert(now);
         match self.told {
             None => {
-                tracing::info!(%peer, %address, %error, "peer dial failed; retrying with backoff");
+                tracing::warn!(%peer, %address, %error, "peer dial failed; retrying with backoff");
                 self.told = Some(now);
             }
             Some(told) if now.duration_since(told) >= FAILURE_SUMMARY => {
                 let failing_for_s = now.duration_since(since).as_secs();
-                tracing::info!(
+                tracing::warn!(
                     %peer, %address, %error, failures = self.count, failing_for_s,
                     "peer dials still failing"
                 );

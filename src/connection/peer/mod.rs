@@ -4,10 +4,12 @@
 //! - `retire`: a link's orderly end, every relay it handled answered before a farewell;
 //! - `announce`: what one peer was last told about this node's pools;
 //! - `dial`: one dialler per member, keyed by node id, and one per join point until it is
-//!   known who answers there; each redials with jittered backoff while no link is up.
+//!   known who answers there; each redials with jittered backoff while no link is up;
+//! - `discover`: a peer name's join points, one per address it resolves to, kept up to date.
 
 mod announce;
 mod dial;
+mod discover;
 mod hello;
 mod retire;
 mod session;

@@ -451,7 +451,8 @@ function drawPools(status) {
   } else {
     morphChildren(pools, cards);
   }
-  const workers = status.pools.reduce((sum, p) => sum + p.workers.length, 0);
+  // A worker serving several pools is listed in each, and counted once.
+  const workers = new Set(status.pools.flatMap((p) => p.workers.map((w) => w.worker_id))).size;
   setText("pools-summary", `${plural(status.pools.length, "pool", "pools")}, ${plural(workers, "worker", "workers")} on this node`);
 }
 
@@ -476,20 +477,33 @@ function drawWaiting(status) {
 // ---- the refresh loop ----
 
 // With the node's admin_token, the page is opened as /#token=TOKEN: the fragment never leaves
-// the browser, and every request carries the token.
-const adminToken = new URLSearchParams(location.hash.slice(1)).get("token");
-const requestInit = adminToken
-  ? { cache: "no-store", headers: { Authorization: `Bearer ${adminToken}` } }
-  : { cache: "no-store" };
+// the browser, and every request carries the token. It is read at each request, so adding it
+// to the address takes effect without a reload.
+function adminToken() {
+  return new URLSearchParams(location.hash.slice(1)).get("token");
+}
+
+function requestInit() {
+  const token = adminToken();
+  return token ? { cache: "no-store", headers: { Authorization: `Bearer ${token}` } } : { cache: "no-store" };
+}
 
 async function readJson(path) {
-  const response = await fetch(path, requestInit);
+  const response = await fetch(path, requestInit());
+  if (response.status === 401) {
+    const open = `${location.origin}${location.pathname}#token=TOKEN`;
+    throw new Error(
+      adminToken()
+        ? `${path} answered 401: the token after #token= is not this node's admin_token`
+        : `this node's admin listener needs its admin_token: open the console as ${open}`,
+    );
+  }
   if (!response.ok) throw new Error(`${path} answered ${response.status}`);
   return response.json();
 }
 
 async function readReady() {
-  const response = await fetch("/ready", requestInit);
+  const response = await fetch("/ready", requestInit());
   const reason = (await response.text()).trim();
   return { ok: response.ok, reason };
 }
