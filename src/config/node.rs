@@ -337,7 +337,7 @@ impl NodeConfig {
         if !(2..=lintel_wire::PROTOCOL_VERSION).contains(&self.max_protocol_version) {
             return Err(ConfigError::Invalid {
                 name: "max_protocol_version",
-                reason: format!("must be 2 or {}", lintel_wire::PROTOCOL_VERSION),
+                reason: format!("must be 2 to {}", lintel_wire::PROTOCOL_VERSION),
             });
         }
         if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {

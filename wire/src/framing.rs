@@ -32,7 +32,8 @@ const ROOM_BESIDE_PAYLOAD: usize = 256;
 /// # Errors
 /// [`EncodeError::Oversize`] when the body exceeds `max_frame_len`;
 /// [`EncodeError::Unsupported`] or [`EncodeError::KindTooNew`] when the version cannot carry
-/// the frame. `dst` is then unchanged.
+/// the frame, [`EncodeError::NotListed`] when its kind needs a feature the reader did not
+/// list. `dst` is then unchanged.
 pub fn encode_frame(
     frame: &Frame,
     dialect: impl Into<Dialect>,
@@ -123,7 +124,7 @@ fn encode_leaving_out(
             Some(lent) => {
                 encode_leaving_out(&lent, dialect, dst, max_frame_len, payload_len, leave_out)
             }
-            None => encode_by_serde(built, dialect.version(), dst, max_frame_len),
+            None => encode_by_serde(built, dialect, dst, max_frame_len),
         },
     }
 }
@@ -139,6 +140,7 @@ fn encode_hot(
     leave_out: Option<&[u8]>,
 ) -> Result<Option<usize>, EncodeError> {
     let kind = body.kind_at(dialect.version())?;
+    dialect.carries(kind)?;
     let left_out = leave_out.map_or(0, <[u8]>::len);
     if payload_len > max_frame_len {
         // Refused before a byte is copied; reckoning the exact length is for this case only.
@@ -176,11 +178,12 @@ fn encode_hot(
 /// Serde's encoding of a cold kind, its length checked after the fact.
 fn encode_by_serde(
     frame: &Frame,
-    version: u16,
+    dialect: Dialect,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<usize>, EncodeError> {
-    let kind = frame.kind_at(version)?;
+    let kind = frame.kind_at(dialect.version())?;
+    dialect.carries(kind)?;
     let start = dst.len();
     dst.put_u32(0);
     match frame.encode_cold(kind, dst) {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{ErrorCode, ErrorFrame, Frame, Pong, Register, Role};
+use lintel_wire::{ErrorCode, ErrorFrame, FeatureSet, Frame, Pong, Register, Role};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -83,6 +83,7 @@ impl<H: Handler> Runtime<H> {
             timeout: self.config.handshake_timeout,
             max_frame_len: self.config.max_frame_len,
             queue_len: self.config.queue_len,
+            understands: FeatureSet::NONE,
         };
         let addr = self.config.addr.as_str();
         let connected = match &self.config.tls {

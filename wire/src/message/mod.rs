@@ -41,4 +41,4 @@ pub use status::{
     Counters, NodeStatus, PoolStatus, StatusDocument, StatusQuery, StatusReport, WaitingStatus,
     WorkerStatus,
 };
-pub use tags::{tag, ExtensionError, MAX_HEARTBEAT_TIMEOUT_MS};
+pub use tags::{tag, ExtensionError, NotImplemented, MAX_HEARTBEAT_TIMEOUT_MS};

@@ -14,6 +14,7 @@ use super::extras::{feature, ExtrasView, RequestExtras};
 use super::items::{Extension, ExtensionRef};
 use super::peer::PeerHello;
 use crate::cursor::{varint_len, Listed, Reader};
+use crate::dialect::FeatureSet;
 use crate::ownership::Compact;
 
 /// The tags allocated, each with the body it goes in, its value and whether senders mark it
@@ -29,6 +30,11 @@ pub mod tag {
     /// and lost, a varint.
     pub const LOST_LINK: u32 = 3;
 
+    /// True for a tag this release allocated.
+    pub fn is_allocated(tag: u32) -> bool {
+        matches!(tag, HEARTBEAT_TIMEOUT | PROGRESS | LOST_LINK)
+    }
+
     /// The feature a node lists when it honours `tag`; `None` for a tag of no feature or one
     /// not allocated.
     pub fn feature(tag: u32) -> Option<&'static str> {
@@ -37,6 +43,66 @@ pub mod tag {
             PROGRESS => Some(super::feature::PROGRESS),
             _ => None,
         }
+    }
+}
+
+/// What a receiver refuses as `Unsupported` because it does not implement it, naming the
+/// feature where one is needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotImplemented {
+    /// A critical extension of a tag no release allocated.
+    #[error("extension {tag} is critical and unknown to this node")]
+    UnknownCritical { tag: u32 },
+    /// A critical extension of an allocated tag whose feature the receiver does not list.
+    #[error("extension {tag} needs the feature `{feature}`, which this node does not implement")]
+    Extension { tag: u32, feature: &'static str },
+    /// A frame of a feature the receiver does not list.
+    #[error("{kind} needs the feature `{feature}`, which this node does not implement")]
+    Kind {
+        kind: crate::kind::FrameKind,
+        feature: &'static str,
+    },
+}
+
+impl NotImplemented {
+    /// The feature it needs, when one would make it implemented.
+    pub fn feature(&self) -> Option<&'static str> {
+        match self {
+            NotImplemented::UnknownCritical { .. } => None,
+            NotImplemented::Extension { feature, .. } | NotImplemented::Kind { feature, .. } => {
+                Some(feature)
+            }
+        }
+    }
+
+    /// The first critical extension among `extensions` a receiver that implements
+    /// `implemented` cannot honour: of a tag not allocated, or of a feature not implemented.
+    pub fn critical<B, E: std::borrow::Borrow<Extension<B>>>(
+        extensions: impl IntoIterator<Item = E>,
+        implemented: FeatureSet,
+    ) -> Option<Self> {
+        extensions.into_iter().find_map(|extension| {
+            let extension = extension.borrow();
+            if !extension.critical {
+                return None;
+            }
+            let tag = extension.tag;
+            match tag::feature(tag) {
+                Some(feature) if !implemented.contains(FeatureSet::named([feature])) => {
+                    Some(NotImplemented::Extension { tag, feature })
+                }
+                Some(_) => None,
+                None if tag::is_allocated(tag) => None,
+                None => Some(NotImplemented::UnknownCritical { tag }),
+            }
+        })
+    }
+
+    /// `kind` when its feature is not among `implemented`.
+    pub fn kind(kind: crate::kind::FrameKind, implemented: FeatureSet) -> Option<Self> {
+        let feature = kind.feature()?;
+        (!implemented.contains(FeatureSet::named([feature])))
+            .then_some(NotImplemented::Kind { kind, feature })
     }
 }
 
@@ -264,6 +330,26 @@ mod tests {
         assert_eq!(hello.lost_link_to(), None);
         assert_eq!(tag::feature(1), Some(feature::HEARTBEAT_TIMEOUT));
         assert_eq!(tag::feature(3), None);
+        assert_eq!(
+            NotImplemented::critical(&with(&[0x05]).extensions, FeatureSet::NONE),
+            Some(NotImplemented::Extension {
+                tag: 1,
+                feature: feature::HEARTBEAT_TIMEOUT
+            })
+        );
+        assert_eq!(
+            NotImplemented::critical(&with(&[0x05]).extensions, FeatureSet::HEARTBEAT_TIMEOUT),
+            None
+        );
+        let unknown = [Extension {
+            tag: 9,
+            critical: true,
+            value: Bytes::new(),
+        }];
+        assert_eq!(
+            NotImplemented::critical(&unknown, FeatureSet::ALL),
+            Some(NotImplemented::UnknownCritical { tag: 9 })
+        );
         let compact = with(&[0x05]).view().to_compact();
         assert_eq!(
             compact.heartbeat_timeout(),
