@@ -783,7 +783,7 @@ fn examples() -> Vec<(&'static str, Dialect, Frame, Frame)> {
         same("welcome4", 4, welcome4()),
         same("features", 4, features()),
         to("session", listing(), session()),
-        same("resume-session", 4, resume_session()),
+        to("resume-session", listing(), resume_session()),
         to("session-resumed", listing(), session_resumed()),
         same(
             "register-refused-session-unknown",
@@ -1293,7 +1293,7 @@ fn resume_session_breakdown() -> String {
         .seq("holding", "Vec<u64>", 2)
         .uint("holding[0]", "u64", 1000)
         .uint("holding[1]", "u64", 1001);
-    b.render("resume-session", 4, &resume_session())
+    b.render("resume-session", listing(), &resume_session())
 }
 
 fn progress_breakdown() -> String {
