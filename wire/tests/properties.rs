@@ -52,6 +52,11 @@ fn blob() -> impl Strategy<Value = Bytes> {
     prop::collection::vec(any::<u8>(), 0..48).prop_map(Bytes::from)
 }
 
+/// A session token, within its 16 to 64 bytes.
+fn session_token() -> impl Strategy<Value = Bytes> {
+    prop::collection::vec(any::<u8>(), Session::TOKEN_LEN).prop_map(Bytes::from)
+}
+
 /// Varint edges (one byte, two bytes, the maximum) as well as uniform values.
 fn n64() -> impl Strategy<Value = u64> {
     prop_oneof![Just(0), Just(u64::MAX), 0..300u64, any::<u64>()]
@@ -895,7 +900,7 @@ fn version_4_frame() -> impl Strategy<Value = Frame> {
                 })
             })
             .boxed(),
-        (blob(), n64())
+        (session_token(), n64())
             .prop_map(|(token, resume_grace_ms)| {
                 Frame::Session(Session {
                     token,
@@ -903,7 +908,7 @@ fn version_4_frame() -> impl Strategy<Value = Frame> {
                 })
             })
             .boxed(),
-        (blob(), ids())
+        (session_token(), ids())
             .prop_map(|(token, holding)| Frame::ResumeSession(ResumeSession { token, holding }))
             .boxed(),
         (n64(), ids(), ids())
@@ -1665,11 +1670,13 @@ fn feed(stream: &[u8], chunk_sizes: &[usize], max: usize) -> Vec<Outcome> {
                 .get(..LENGTH_PREFIX_LEN)
                 .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize);
             let whole_frame = stated.filter(|&s| s <= max && len_before >= LENGTH_PREFIX_LEN + s);
-            // The version of the kind read: a frame goes back as a connection of it sends it.
-            let version = buf
-                .get(LENGTH_PREFIX_LEN)
-                .and_then(|&kind| FrameKind::from_discriminant(u32::from(kind)))
-                .map_or(PROTOCOL_VERSION, FrameKind::version);
+            // The version of the kind read: a frame goes back as a connection of it sends it,
+            // to a reader that listed every feature (a version-4 kind may need one).
+            let version = listing(
+                buf.get(LENGTH_PREFIX_LEN)
+                    .and_then(|&kind| FrameKind::from_discriminant(u32::from(kind)))
+                    .map_or(PROTOCOL_VERSION, FrameKind::version),
+            );
             let result = decode_frame(&mut buf, max);
 
             assert!(

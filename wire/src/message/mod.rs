@@ -1,5 +1,6 @@
 //! Frame bodies, grouped by the conversation they belong to.
 
+mod bounded;
 mod control;
 mod dispatch;
 mod events;

@@ -3,6 +3,8 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::bounded::{BoundedBytes, Details};
+
 /// Version 4: the dispatch of `correlation` still runs, with `details` for the producer. A
 /// worker sends it for a push (its heartbeat), a node passes it to a producer that asked for
 /// it, a serving node to the origin of a relay; `correlation` is the receiver's own.
@@ -10,6 +12,7 @@ use serde::{Deserialize, Serialize};
 pub struct Progress {
     pub correlation: u64,
     /// Opaque to the node; at most [`Progress::MAX_DETAILS`] bytes.
+    #[serde(with = "BoundedBytes::<Details>")]
     pub details: Bytes,
 }
 

@@ -5,6 +5,7 @@ use std::ops::RangeInclusive;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::bounded::{BoundedBytes, BoundedVec, Holding, Token};
 use super::items::Extension;
 
 /// A worker joins the pools `(namespace, task_queue)` for each of its namespaces.
@@ -52,6 +53,7 @@ pub struct CapacityUpdate {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     /// Opaque to the worker; [`Session::TOKEN_LEN`] bytes.
+    #[serde(with = "BoundedBytes::<Token>")]
     pub token: Bytes,
     /// How long after the connection is lost the session may still be resumed.
     pub resume_grace_ms: u64,
@@ -67,9 +69,11 @@ impl Session {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResumeSession {
     /// The token of a `Session`.
+    #[serde(with = "BoundedBytes::<Token>")]
     pub token: Bytes,
     /// The correlations of the old connection's pushes the worker holds; at most
     /// [`ResumeSession::MAX_HOLDING`].
+    #[serde(with = "BoundedVec::<Holding, u64>")]
     pub holding: Vec<u64>,
 }
 
@@ -84,6 +88,10 @@ impl ResumeSession {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionResumed {
     pub worker_id: u64,
+    /// At most [`ResumeSession::MAX_HOLDING`].
+    #[serde(with = "BoundedVec::<Holding, u64>")]
     pub attached: Vec<u64>,
+    /// At most [`ResumeSession::MAX_HOLDING`].
+    #[serde(with = "BoundedVec::<Holding, u64>")]
     pub unknown: Vec<u64>,
 }
