@@ -25,6 +25,7 @@ export RUSTC_BOOTSTRAP=1
 failed=()
 for target in "${targets[@]}"; do
     echo "== fuzzing ${target} for ${seconds}s"
+    mkdir -p "fuzz/corpus/${target}"
     if ! cargo fuzz run --debug-assertions "${target}" "fuzz/corpus/${target}" -- \
         -max_total_time="${seconds}" -print_final_stats=1; then
         failed+=("${target}")
