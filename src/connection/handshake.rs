@@ -176,6 +176,7 @@ async fn read_features(
     deadline: Instant,
 ) -> Result<FeatureSet, Close> {
     let next = tokio::select! {
+        biased;
         next = tokio::time::timeout_at(deadline, reader.next_owned()) => next,
         () = shared.closing.cancelled() => return Err(Close::goodbye("node shutting down")),
     };
