@@ -5,7 +5,7 @@
 //! twice the key's length for each key with waiters, and nothing once its waiters have gone.
 //! It prints one JSON line.
 
-mod support;
+use lintel_test_support as support;
 
 use lintel::registry::fairness::BYTES_PER_KEY;
 use lintel::registry::{Address, AdmissionLimits, Fairness, FairnessRef, Registry};

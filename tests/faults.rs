@@ -26,16 +26,11 @@
 //! state on its admin endpoints, and bounded.
 //! Every run prints one summary line (seed, dispatches, kills, outcomes by class, peak memory);
 //! a failing run prints its seed and the command that replays it.
-mod support;
+use lintel_test_support as support;
 
-#[path = "support/abuse.rs"]
-mod abuse;
-#[path = "support/load.rs"]
-mod load;
-// The join tests read the node's log and labelled metrics; these tests do not.
-#[allow(dead_code)]
-#[path = "support/processes.rs"]
-mod processes;
+use lintel_test_support::abuse;
+use lintel_test_support::load;
+use lintel_test_support::processes;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

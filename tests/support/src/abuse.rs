@@ -20,9 +20,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::codec::Framed;
 
-use crate::support::{
-    hello_at, next_frame, plain, reply_frame, request, within, RawClient, RawWorker,
-};
+use crate::{hello_at, next_frame, plain, reply_frame, request, within, RawClient, RawWorker};
 
 /// Where in a connection's life the garbage arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

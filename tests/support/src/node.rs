@@ -249,3 +249,11 @@ pub fn quiet_config(outbound_queue: usize) -> NodeConfig {
         ..NodeConfig::default()
     }
 }
+
+/// A listener on an ephemeral loopback port, bound as the node binds, and its address.
+pub fn loopback_listener() -> (tokio::net::TcpListener, SocketAddr) {
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    let listener = lintel::listener::bind(any, NodeConfig::default().backlog).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    (listener, addr)
+}
