@@ -52,7 +52,7 @@ struct State {
     /// namespace -> task queue -> pool; nested so look-ups borrow `&str`.
     pools: KeyedMap<String, KeyedMap<String, Pool>>,
     departures: Departures,
-    waiters: Waiters<Grant>,
+    waiters: Waiters<Placed>,
     /// Caps and weights of the listed fairness keys, and what was served by key.
     keys: Keys,
     /// Worker by (deployment, instance id), for the workers that stated an instance id.
@@ -984,7 +984,7 @@ struct FreeSlots<'a> {
     keys: &'a mut Keys,
 }
 
-impl Grants<Grant> for FreeSlots<'_> {
+impl Grants<Placed> for FreeSlots<'_> {
     fn wants(&self, key: &WaitKey) -> bool {
         self.worker
             .serves(&key.namespace, &key.task_queue, &key.activity_type)
@@ -998,7 +998,7 @@ impl Grants<Grant> for FreeSlots<'_> {
         self.keys.room(lane).is_err()
     }
 
-    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Grant>) -> Option<Grant> {
+    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Placed>) -> Option<Placed> {
         let wants = &waiter.wants;
         let tiers = Tiers::new(&waiter.routing.view(), wants.node.as_deref());
         let wanted = self.worker.link.version() >= wants.needs_version
@@ -1017,10 +1017,10 @@ impl Grants<Grant> for FreeSlots<'_> {
         let reservation = self
             .registry
             .take_slot(self.keys, worker, &fairness, capped);
-        Some(Grant::Local(reservation))
+        Some(Placed::Local(reservation))
     }
 
-    fn returned(&mut self, unclaimed: Grant) {
+    fn returned(&mut self, unclaimed: Placed) {
         take_back(self.keys, unclaimed);
     }
 }
@@ -1044,7 +1044,7 @@ struct Relays<'a, E> {
     missed: Vec<(WaitKey, Wants, NodeRouting)>,
 }
 
-impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
+impl<E: Elsewhere> Grants<Placed> for Relays<'_, E> {
     fn wants(&self, _: &WaitKey) -> bool {
         true
     }
@@ -1058,7 +1058,7 @@ impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
         false
     }
 
-    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Grant>) -> Option<Grant> {
+    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Placed>) -> Option<Placed> {
         let (wants, routing) = (&waiter.wants, &waiter.routing);
         let missed = |(key, was, how): &(WaitKey, Wants, NodeRouting)| {
             key == to.key && was == wants && how == routing
@@ -1068,7 +1068,7 @@ impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
         }
         let address = key_address(to.key, wants);
         match self.elsewhere.relay_slot(address, &routing.view()) {
-            Some((slot, routing)) => Some(Grant::Remote(slot, routing)),
+            Some((slot, routing)) => Some(Placed::Remote(slot, routing)),
             None => {
                 // Nothing frees within a pass: a relay taken back touches the mesh, which
                 // runs another.
@@ -1079,7 +1079,7 @@ impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
         }
     }
 
-    fn returned(&mut self, unclaimed: Grant) {
+    fn returned(&mut self, unclaimed: Placed) {
         take_back(self.keys, unclaimed);
     }
 }
@@ -1087,8 +1087,8 @@ impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
 /// Takes back a grant whose waiter left between being offered it and taking it, under the
 /// registry's lock: a local slot is undone here (freeing it would take the lock again), a
 /// relay's charge goes back as it drops.
-fn take_back(keys: &mut Keys, unclaimed: Grant) {
-    let Grant::Local(reservation) = unclaimed else {
+fn take_back(keys: &mut Keys, unclaimed: Placed) {
+    let Placed::Local(reservation) = unclaimed else {
         return;
     };
     if let Some(held) = reservation.disarm() {
@@ -1105,7 +1105,7 @@ fn take_back(keys: &mut Keys, unclaimed: Grant) {
 /// Where a dispatch was placed, or what a waiter was granted: a slot on a worker here, or a
 /// relay charged to a peer with the routing it carries. Dropping it gives the slot back.
 #[derive(Debug)]
-pub enum Grant {
+pub enum Placed {
     /// A slot reserved on a worker of this node.
     Local(Reservation),
     /// A relay charged to a peer, and the routing the relay carries.
@@ -1117,14 +1117,14 @@ pub enum Grant {
 pub struct Wait {
     registry: Arc<Registry>,
     seat: Seat,
-    granted: oneshot::Receiver<Grant>,
+    granted: oneshot::Receiver<Placed>,
     queued: bool,
 }
 
 impl Wait {
     /// Resolves with the slot granted to this waiter. Cancel-safe: a grant that arrives while
     /// nobody polls stays for [`Wait::give_up`] or the next call.
-    pub async fn granted(&mut self) -> Option<Grant> {
+    pub async fn granted(&mut self) -> Option<Placed> {
         let granted = (&mut self.granted).await.ok();
         self.queued = false;
         granted
@@ -1135,12 +1135,12 @@ impl Wait {
     ///
     /// # Errors
     /// The [`Census`] when no slot was granted.
-    pub fn give_up(self) -> Result<Grant, Census> {
+    pub fn give_up(self) -> Result<Placed, Census> {
         self.give_up_counting().map_err(Tally::finish)
     }
 
     /// As [`Wait::give_up`], the census still open for a peer's workers to be counted in.
-    pub(crate) fn give_up_counting(mut self) -> Result<Grant, Tally> {
+    pub(crate) fn give_up_counting(mut self) -> Result<Placed, Tally> {
         if self.queued {
             self.queued = false;
             if let Some(tally) = self.registry.leave(&self.seat) {
@@ -1242,9 +1242,9 @@ mod tests {
     }
 
     /// The relay granted to `wait` by now, if any; dropping it gives it back.
-    fn relay(wait: &mut Wait) -> Option<Grant> {
+    fn relay(wait: &mut Wait) -> Option<Placed> {
         let grant = wait.granted.try_recv().ok()?;
-        assert!(matches!(grant, Grant::Remote(..)), "no worker here");
+        assert!(matches!(grant, Placed::Remote(..)), "no worker here");
         Some(grant)
     }
 
