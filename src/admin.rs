@@ -737,7 +737,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     let mut connections = Vec::new();
     let mut frames = Vec::new();
     let mut bytes = Vec::new();
-    for (role, load) in shared.tally.by_role() {
+    for (role, load) in shared.connection_counts.by_role() {
         let labels = vec![("role", format!("{role:?}").to_ascii_lowercase())];
         connections.push((labels.clone(), count(load.connections)));
         frames.push((labels.clone(), count(load.queued_frames)));
@@ -763,7 +763,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
     );
 
     let refusals = Family::<Labels, Counter>::default();
-    for ((stage, code), value) in shared.tally.refusals() {
+    for ((stage, code), value) in shared.connection_counts.refusals() {
         refusals
             .get_or_create(&vec![("stage", stage.to_owned()), ("code", code)])
             .inc_by(value);
@@ -784,7 +784,7 @@ fn metrics(shared: &Shared) -> Result<String, std::fmt::Error> {
         refusals,
     );
     let errors = Family::<Labels, Counter>::default();
-    for (code, value) in shared.tally.errors() {
+    for (code, value) in shared.connection_counts.errors() {
         errors.get_or_create(&vec![("code", code)]).inc_by(value);
     }
     registry.register(

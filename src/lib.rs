@@ -17,8 +17,8 @@
 //! - [`dispatch`]: the one admission and the one finish every dispatch takes, whatever its
 //!   source; placement across the cluster, relays, options and typed outcomes.
 //! - [`tls`]: the listener's TLS, peer dialling over TLS, client-certificate identities;
-//!   [`auth`]: credentials and grants; `tally`: connections, refusals and errors counted for
-//!   operators; `shared`: the state every connection task reads.
+//!   [`auth`]: credentials and grants; `connection_counts`: connections, refusals and errors
+//!   counted for operators; `shared`: the state every connection task reads.
 //! - `connection`: one connection: handshake, then the worker, producer or peer role (a
 //!   connection's dispatches in flight in `connection::flights`, peer links and their
 //!   dialler in `connection::peer`).
@@ -41,6 +41,7 @@ pub mod auth;
 pub mod cluster;
 pub mod config;
 mod connection;
+mod connection_counts;
 mod console;
 pub mod dispatch;
 pub mod events;
@@ -54,7 +55,6 @@ pub mod registry;
 mod shared;
 pub mod signal;
 pub mod status;
-mod tally;
 pub mod tls;
 
 pub use config::NodeConfig;

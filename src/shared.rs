@@ -16,10 +16,10 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tokio_util::task::TaskTracker;
 
 use crate::config::NodeConfig;
+use crate::connection_counts::ConnectionCounts;
 use crate::dispatch::Dispatcher;
 use crate::link::Retention;
 use crate::notifier::ConnectionNotifier;
-use crate::tally::Tally;
 use crate::tls::NodeTls;
 
 /// State every connection task shares.
@@ -53,7 +53,7 @@ pub(crate) struct Shared {
     started: Instant,
     connections: AtomicU32,
     /// Connections by role, refusals and errors, for the metrics endpoint.
-    pub(crate) tally: Tally,
+    pub(crate) connection_counts: ConnectionCounts,
     /// The bound on relay outcomes kept for peers until they acknowledge them.
     pub(crate) retention: Arc<Retention>,
 }
@@ -85,7 +85,7 @@ impl Shared {
             incarnation: fastrand::u64(1..),
             started: Instant::now(),
             connections: AtomicU32::new(0),
-            tally: Tally::default(),
+            connection_counts: ConnectionCounts::default(),
             retention,
         }
     }

@@ -56,7 +56,7 @@ use super::members::{Answer, JoinPoint, Learned, LinkTally, Members};
 use super::view::{draw, PoolCapacity, PresenceError, View};
 use crate::events::Events;
 use crate::link::{Charge, Pair, PeerLink, RemoteSlot};
-use crate::registry::{Address, Elsewhere, NodeFilter, Tally, Tiers};
+use crate::registry::{Address, CensusCount, Elsewhere, NodeFilter, Tiers};
 use crate::signal::Signal;
 
 /// Which node opened a link.
@@ -646,7 +646,7 @@ impl Mesh {
     /// Adds every peer's workers for `address` under `filter` to `tally`.
     pub(crate) fn count_into(
         &self,
-        tally: &mut Tally,
+        tally: &mut CensusCount,
         address: Address<'_>,
         filter: NodeFilter<'_>,
     ) {

@@ -118,8 +118,8 @@ pub(super) async fn finish(
 ) {
     if let Close::With(frame) | Close::Shed(frame) = &close {
         match &**frame {
-            Frame::Error(error) => shared.tally.error(error.code),
-            Frame::HelloRefused(refusal) => shared.tally.refused("hello", refusal.code),
+            Frame::Error(error) => shared.connection_counts.error(error.code),
+            Frame::HelloRefused(refusal) => shared.connection_counts.refused("hello", refusal.code),
             _ => {}
         }
     }

@@ -84,7 +84,7 @@ pub(crate) fn serve(
                 version,
                 grant,
             }) => {
-                shared.tally.opened(pid, role, &outbound);
+                shared.connection_counts.opened(pid, role, &outbound);
                 reader.set_frame_timeout(Some(shared.config.frame_timeout()));
                 let close = match role {
                     Role::Worker => {
@@ -102,7 +102,7 @@ pub(crate) fn serve(
                         Box::pin(serving).await
                     }
                 };
-                shared.tally.closed(pid);
+                shared.connection_counts.closed(pid);
                 if let Close::Shed(frame) = &close {
                     if let Frame::Error(error) = &**frame {
                         tracing::info!(pid, version, reason = %error.reason, "closing a slow consumer");

@@ -267,7 +267,7 @@ impl WorkerConn<'_> {
             );
             self.shared.dispatcher.registry().refused(&register);
             self.shared
-                .tally
+                .connection_counts
                 .refused("register", RefusalCode::Unauthorized);
             return self
                 .outbound
@@ -312,7 +312,9 @@ impl WorkerConn<'_> {
                     reason = refusal.reason.as_str(),
                     "registration refused"
                 );
-                self.shared.tally.refused("register", refusal.code);
+                self.shared
+                    .connection_counts
+                    .refused("register", refusal.code);
                 self.shared.dispatcher.registry().refused(&register);
                 let refused = Frame::RegisterRefused(refusal);
                 self.outbound

@@ -36,8 +36,8 @@ use super::relayed::{Attempt, PlaceAgain, Relayed};
 use crate::cluster::{Mesh, Settings};
 use crate::link::{PushError, RelayEntry, RemoteSlot};
 use crate::registry::{
-    normalize_task_queue, Address, Fairness, NodeFilter, Placed, Registry, Reservation, Tally,
-    Tiers, Wait,
+    normalize_task_queue, Address, CensusCount, Fairness, NodeFilter, Placed, Registry,
+    Reservation, Tiers, Wait,
 };
 use lintel_client::trace::{TraceParent, TRACEPARENT};
 use lintel_client::DispatchOptions;
@@ -548,7 +548,7 @@ impl Dispatcher {
 
     fn with_remote(
         &self,
-        mut tally: Tally,
+        mut tally: CensusCount,
         address: Address<'_>,
         routing: &RoutingRef<'_>,
         scope: Scope,

@@ -26,5 +26,5 @@ pub use fairness::{Fairness, FairnessPolicy, FairnessRef};
 pub(crate) use pools::Elsewhere;
 pub use pools::{Placed, RegistrationGuard, Registry, Reservation, Wait};
 pub use selection::Address;
-pub(crate) use selection::{Bucketed, NodeFilter, Tally, Tiers};
+pub(crate) use selection::{Bucketed, CensusCount, NodeFilter, Tiers};
 pub use worker::{Exclusion, WorkerId};

@@ -30,7 +30,7 @@ use super::fairness::{
 };
 use super::presence;
 use super::selection::{
-    census, compatible, eligible, of_deployment, Address, NodeFilter, Tally, Tiers,
+    census, compatible, eligible, of_deployment, Address, CensusCount, NodeFilter, Tiers,
 };
 use super::waiters::{Grantee, Grants, Seat, WaitKey, Waiter, Waiters, Wants};
 use super::worker::{Exclusion, WorkerCell, WorkerId};
@@ -415,7 +415,7 @@ impl Registry {
     }
 
     /// As [`Registry::census`], still open for a peer's workers to be counted into it.
-    pub(crate) fn tally(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> Tally {
+    pub(crate) fn tally(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> CensusCount {
         census_of(
             &self.lock(),
             address,
@@ -763,7 +763,7 @@ impl Registry {
     /// Takes the waiter at `seat` out of its queue; `None` when it was granted a slot first,
     /// otherwise the census of its address under its routing, taken in the same critical
     /// section.
-    fn leave(&self, seat: &Seat) -> Option<Tally> {
+    fn leave(&self, seat: &Seat) -> Option<CensusCount> {
         let mut state = self.lock();
         let waiter = state.waiters.remove(seat)?;
         self.counted(&state);
@@ -890,7 +890,7 @@ fn take_out_of(
     Some(cell)
 }
 
-fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Tally {
+fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> CensusCount {
     let members = state
         .pools
         .get(address.namespace)
@@ -1136,11 +1136,11 @@ impl Wait {
     /// # Errors
     /// The [`Census`] when no slot was granted.
     pub fn give_up(self) -> Result<Placed, Census> {
-        self.give_up_counting().map_err(Tally::finish)
+        self.give_up_counting().map_err(CensusCount::finish)
     }
 
     /// As [`Wait::give_up`], the census still open for a peer's workers to be counted in.
-    pub(crate) fn give_up_counting(mut self) -> Result<Placed, Tally> {
+    pub(crate) fn give_up_counting(mut self) -> Result<Placed, CensusCount> {
         if self.queued {
             self.queued = false;
             if let Some(tally) = self.registry.leave(&self.seat) {
