@@ -26,8 +26,8 @@ pub(crate) enum Side {
 
 impl Side {
     /// This side of a link that negotiated protocol `version`.
-    pub(crate) fn speaking(self, version: u16) -> Linked {
-        Linked {
+    pub(crate) fn speaking(self, version: u16) -> LinkEnd {
+        LinkEnd {
             side: self,
             version,
         }
@@ -36,7 +36,7 @@ impl Side {
 
 /// One side of a link and the protocol version the link speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Linked {
+pub(crate) struct LinkEnd {
     pub(crate) side: Side,
     pub(crate) version: u16,
 }
@@ -149,7 +149,7 @@ pub(super) async fn exchange(
     shared: &Shared,
     reader: &mut FrameReader,
     outbound: &Outbound,
-    link: Linked,
+    link: LinkEnd,
 ) -> Result<Heard, HelloFailed> {
     if link.side == Side::Dialled
         && outbound
