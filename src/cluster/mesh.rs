@@ -52,7 +52,7 @@ use lintel_wire::{
 use tokio_util::sync::CancellationToken;
 
 use super::changes::Changes;
-use super::members::{Answer, JoinPoint, Learned, LinkTally, Members};
+use super::members::{Answerer, JoinPoint, Learned, LinkTally, Members};
 use super::view::{draw, PoolCapacity, PresenceError, View};
 use crate::events::Events;
 use crate::link::{Charge, Pair, PeerLink, RemoteSlot};
@@ -438,15 +438,15 @@ impl Mesh {
         new
     }
 
-    /// Records who answered a dial of `address` (see [`Answer`]).
-    pub fn answered(&self, address: &str, answer: Answer) {
+    /// Records who answered a dial of `address` (see [`Answerer`]).
+    pub fn answered(&self, address: &str, answer: Answerer) {
         self.lock().members.answered(address, answer);
         self.links.touch();
     }
 
     /// Who answered at join point `address` last; `None` when it is not one, or not the one
     /// of `generation` any more.
-    pub fn join_point(&self, address: &str, generation: u64) -> Option<Answer> {
+    pub fn join_point(&self, address: &str, generation: u64) -> Option<Answerer> {
         let state = self.lock();
         let members = &state.members;
         (members.generation(address) == Some(generation))
@@ -1007,7 +1007,7 @@ mod tests {
         mesh.add_join_point("proxy:1");
         mesh.learn("c", "c:1", false);
         let b = remote("b", 1, Opener::Peer).await;
-        mesh.answered("proxy:1", Answer::Member(Arc::from("b")));
+        mesh.answered("proxy:1", Answerer::Member(Arc::from("b")));
         mesh.join(&b).unwrap();
         let ids: Vec<String> = mesh.status().into_iter().map(|p| p.node_id).collect();
         assert_eq!(ids, ["b", "c"]);

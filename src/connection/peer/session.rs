@@ -12,7 +12,7 @@ use lintel_wire::{
 use tokio::time::Instant;
 
 use super::super::close::Close;
-use super::super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
+use super::super::flights::{CloseOnDrop, Flights, Recipient, ReplyTimer};
 use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
 use super::hello::{check_extensions, hello_frame, read_hello, Heard, LinkEnd, Side, DUPLICATE};
 use super::retire::{Retirement, Why};
@@ -108,7 +108,7 @@ pub(super) async fn run(
         Arc::clone(&shared.dispatcher),
         outbound.clone(),
         shared.config.max_active_dispatches,
-        Answer::Peer {
+        Recipient::Peer {
             kept: resumable.then(|| Arc::clone(&pair)),
         },
         // The origin held its producer to its grants; a peer relays what it was allowed.
