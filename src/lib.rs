@@ -3,7 +3,7 @@
 //! # Layout
 //! Lowest layer first; a module imports only from the ones above it in this list.
 //! - [`transport`]: from `lintel-client`: a framed connection over TCP or any socket halves,
-//!   a reader plus a writer task behind a bounded queue; [`signal`]: a cheap change counter;
+//!   a reader plus a writer task behind a bounded queue; [`epoch`]: a cheap change counter;
 //!   [`idmap`]: maps keyed by ids the node assigns, with a fast hasher; [`events`]: the
 //!   node's lifecycle events in one bounded ring, and their subscribers; [`logfields`]: log
 //!   fields that hold lists, as JSON arrays.
@@ -44,6 +44,7 @@ mod connection;
 mod connection_counts;
 mod console;
 pub mod dispatch;
+pub mod epoch;
 pub mod events;
 pub mod idmap;
 pub mod link;
@@ -53,7 +54,6 @@ pub mod node;
 pub mod notifier;
 pub mod registry;
 mod shared;
-pub mod signal;
 pub mod status;
 pub mod tls;
 

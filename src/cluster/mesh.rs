@@ -54,10 +54,10 @@ use tokio_util::sync::CancellationToken;
 use super::changes::Changes;
 use super::members::{Answerer, JoinPoint, Learned, LinkTally, Members};
 use super::view::{draw, PoolCapacity, PresenceError, View};
+use crate::epoch::Epoch;
 use crate::events::Events;
 use crate::link::{Charge, Pair, PeerLink, RemoteSlot};
 use crate::registry::{Address, CensusCount, Elsewhere, NodeFilter, Tiers};
-use crate::signal::Signal;
 
 /// Which node opened a link.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,13 +203,13 @@ pub struct Mesh {
     state: Mutex<State>,
     /// Touched when a remote slot may have become usable: a presence frame, a link coming
     /// or going, a relay's charge taken back.
-    changes: Arc<Signal>,
+    changes: Arc<Epoch>,
     /// Touched when a link comes up or goes down, or what the diallers wait on changes.
-    links: Arc<Signal>,
+    links: Arc<Epoch>,
     /// Links up, read without the lock on every dispatch.
     linked: AtomicUsize,
     /// Touched when a member is learned or a link joins.
-    members_changed: Arc<Signal>,
+    members_changed: Arc<Epoch>,
     /// Links turned down because another link to the same incarnation stays.
     duplicates: AtomicU64,
     max_groups: usize,
@@ -227,10 +227,10 @@ impl Mesh {
     pub fn telling(max_groups: usize, events: Events) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
-            changes: Arc::new(Signal::default()),
-            links: Arc::new(Signal::default()),
+            changes: Arc::new(Epoch::default()),
+            links: Arc::new(Epoch::default()),
             linked: AtomicUsize::new(0),
-            members_changed: Arc::new(Signal::default()),
+            members_changed: Arc::new(Epoch::default()),
             duplicates: AtomicU64::new(0),
             max_groups,
             events,
@@ -561,7 +561,7 @@ impl Mesh {
 
     /// Touched on every change that can make a remote slot usable or change what a peer
     /// announced.
-    pub fn changes(&self) -> &Signal {
+    pub fn changes(&self) -> &Epoch {
         &self.changes
     }
 

@@ -34,10 +34,10 @@ use super::selection::{
 };
 use super::waiters::{Grantee, Grants, Seat, WaitKey, Waiter, Waiters, Wants};
 use super::worker::{Exclusion, WorkerCell, WorkerId};
+use crate::epoch::Epoch;
 use crate::events::Events;
 use crate::idmap::{IdMap, KeyedMap};
 use crate::link::{RemoteSlot, WorkerLink};
-use crate::signal::Signal;
 
 #[derive(Debug, Default)]
 struct Pool {
@@ -72,13 +72,13 @@ pub struct Registry {
     /// one to end.
     probation: Option<Duration>,
     /// Touched on every change of membership, slots or waiters.
-    changes: Signal,
+    changes: Epoch,
     /// Where a worker's registration, exclusions, restoration and departure are told, under
     /// the lock that made them, so they are told in the order they happened.
     events: Events,
     /// Touched when a worker joins, leaves, changes capacity or exclusion, or its free slots
     /// go between zero and some: what a peer must hear of at once.
-    crossings: Signal,
+    crossings: Epoch,
     /// Waiters a relay may serve, as of the last change to the queue: read without the lock.
     relayable: AtomicUsize,
 }
@@ -119,9 +119,9 @@ impl Registry {
             next_id: AtomicU64::new(1),
             limits,
             probation,
-            changes: Signal::default(),
+            changes: Epoch::default(),
             events: Events::default(),
-            crossings: Signal::default(),
+            crossings: Epoch::default(),
             relayable: AtomicUsize::new(0),
         })
     }
@@ -138,13 +138,13 @@ impl Registry {
     }
 
     /// Touched on every change of membership, slots or waiters.
-    pub fn changes(&self) -> &Signal {
+    pub fn changes(&self) -> &Epoch {
         &self.changes
     }
 
     /// Touched when a worker's free slots go between zero and some, or the membership,
     /// capacity or exclusion of a worker changes.
-    pub fn crossings(&self) -> &Signal {
+    pub fn crossings(&self) -> &Epoch {
         &self.crossings
     }
 
@@ -1182,7 +1182,7 @@ mod tests {
         link: PeerLink,
         charged: Arc<AtomicU32>,
         free: u32,
-        changes: Arc<Signal>,
+        changes: Arc<Epoch>,
     }
 
     impl Peer {
