@@ -11,7 +11,7 @@
 //!   every push's or relay's fate.
 //! - [`registry`]: pools of connected workers, selection with reserved slots, waiters
 //!   ordered by priority then weighted fairness key (first come first served within a key),
-//!   census; [`notifier`]: maps a connection's pid to its registry entry for its life.
+//!   census; [`registrations`]: a connection's pid mapped to its registry entry for its life.
 //! - [`cluster`]: the peers this node links to and the pools each announced, with the relays
 //!   charged against them.
 //! - [`dispatch`]: the one admission and the one finish every dispatch takes, whatever its
@@ -51,7 +51,7 @@ pub mod link;
 pub mod listener;
 pub mod logfields;
 pub mod node;
-pub mod notifier;
+pub mod registrations;
 pub mod registry;
 mod shared;
 pub mod status;

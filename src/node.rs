@@ -23,7 +23,7 @@ use crate::config::{ConfigError, NodeConfig};
 use crate::connection;
 use crate::dispatch::Dispatcher;
 use crate::listener;
-use crate::notifier::{ConnectionNotifier, RegistryNotifier};
+use crate::registrations::{ConnectionNotifier, Registrations};
 use crate::registry::Registry;
 use crate::shared::Shared;
 use crate::tls::{NodeTls, Reload};
@@ -120,7 +120,7 @@ impl Node {
     /// # Errors
     /// [`ConfigError`] for an unusable configuration.
     pub fn new(config: NodeConfig) -> Result<Self, ConfigError> {
-        Self::with_notifier(config, |registry| Arc::new(RegistryNotifier::new(registry)))
+        Self::with_notifier(config, |registry| Arc::new(Registrations::new(registry)))
     }
 
     /// A node whose registrations go through the notifier `make` builds over the registry;

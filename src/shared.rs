@@ -19,7 +19,7 @@ use crate::config::NodeConfig;
 use crate::connection_counts::ConnectionCounts;
 use crate::dispatch::Dispatcher;
 use crate::link::Retention;
-use crate::notifier::ConnectionNotifier;
+use crate::registrations::ConnectionNotifier;
 use crate::tls::NodeTls;
 
 /// State every connection task shares.

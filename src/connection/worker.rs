@@ -26,7 +26,7 @@ use super::handshake::clip;
 use crate::auth::Grant;
 use crate::link::{ReplyFate, WorkerLink};
 use crate::logfields::List;
-use crate::notifier::Registered;
+use crate::registrations::Registered;
 use crate::registry::Exclusion;
 use crate::shared::{Fired, Shared};
 use lintel_client::keepalive::{Answered, Keepalive, Tick};
