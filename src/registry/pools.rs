@@ -514,13 +514,13 @@ impl Registry {
     /// Waiters by priority and key, what was served by priority and key, and the capped keys.
     pub fn fairness(&self) -> FairnessStatus {
         let state = self.lock();
-        FairnessStatus::new(state.waiters.lanes(), &state.keys)
+        FairnessStatus::new(state.waiters.key_queues(), &state.keys)
     }
 
     /// Fairness keys with waiters, summed over addresses and priorities, for checking that a
     /// key's state lives only while it has waiters.
-    pub fn waiting_lanes(&self) -> usize {
-        self.lock().waiters.lanes().count()
+    pub fn waiting_key_queues(&self) -> usize {
+        self.lock().waiters.key_queues().count()
     }
 
     /// Rotation cursors and departure records held, for checking they stay bounded.
@@ -994,8 +994,8 @@ impl Grants<Placed> for FreeSlots<'_> {
         self.worker.has_free_slot()
     }
 
-    fn blocked(&mut self, lane: &str) -> bool {
-        self.keys.room(lane).is_err()
+    fn blocked(&mut self, fairness_key: &str) -> bool {
+        self.keys.room(fairness_key).is_err()
     }
 
     fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Placed>) -> Option<Placed> {
@@ -1007,10 +1007,10 @@ impl Grants<Placed> for FreeSlots<'_> {
         if !wanted {
             return None;
         }
-        let capped = self.keys.room(to.lane).ok()?;
+        let capped = self.keys.room(to.fairness_key).ok()?;
         let fairness = Fairness {
             priority: to.priority,
-            key: to.lane,
+            key: to.fairness_key,
             weight: DEFAULT_WEIGHT,
         };
         let worker = Arc::clone(self.worker);
