@@ -6,7 +6,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
-use super::{stderr_lines, WAIT};
+use crate::lines::stderr_lines;
+use crate::node::WAIT;
 
 /// `lintel` with no `RUST_LOG` or `LINTEL_*` settings inherited from the caller's shell: the
 /// node reads each `LINTEL_*` as a config key and refuses the ones it does not know.
