@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
-use lintel_client::transport::Outbound;
+use lintel_transport::Outbound;
 use lintel_wire::Role;
 
 /// Connections, refusals and errors, shared by every connection task.

@@ -2,7 +2,7 @@
 //!
 //! # Layout
 //! Lowest layer first; a module imports only from the ones above it in this list.
-//! - [`transport`]: from `lintel-client`: a framed connection over TCP or any socket halves,
+//! - [`transport`]: from `lintel-transport`: a framed connection over TCP or any socket halves,
 //!   a reader plus a writer task behind a bounded queue; [`epoch`]: a cheap change counter;
 //!   [`idmap`]: maps keyed by ids the node assigns, with a fast hasher; [`events`]: the
 //!   node's lifecycle events in one bounded ring, and their subscribers; [`logfields`]: log
@@ -61,5 +61,5 @@ pub use config::NodeConfig;
 pub use node::{serve, Node, ServeError};
 
 pub use lintel_client as sdk;
-pub use lintel_client::transport;
+pub use lintel_transport as transport;
 pub use lintel_wire as wire;

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use lintel_client::transport::resolve::Resolver;
-use lintel_client::transport::Dialer;
+use lintel_transport::resolve::Resolver;
+use lintel_transport::Dialer;
 use lintel_wire::{ClusterStatusReport, NodeStatus};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};

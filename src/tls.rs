@@ -20,8 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use lintel_client::tls::{
     certificates, identity_error, private_key, provider, read_file, roots, TlsDialer,
 };
-use lintel_client::transport::{Dialer, Socket};
 use lintel_client::{ClientTls, TlsError};
+use lintel_transport::{Dialer, Socket};
 use rustls::pki_types::CertificateDer;
 use rustls::server::{VerifierBuilderError, WebPkiClientVerifier};
 use rustls::{RootCertStore, ServerConfig};

@@ -117,7 +117,7 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
 
 /// Per join point: up or down, and its failed dials. Join points are the configured peers and
 /// the addresses their names resolve to, at most
-/// [`MAX_ADDRESSES`](lintel_client::transport::resolve::MAX_ADDRESSES) a name and
+/// [`MAX_ADDRESSES`](lintel_transport::resolve::MAX_ADDRESSES) a name and
 /// [`MAX_MEMBERS`](crate::cluster::MAX_MEMBERS) in all, so the label set is bounded by the config.
 fn join_point_metrics(registry: &mut Registry, join_points: &[crate::status::JoinPoint]) {
     let up = Family::<Labels, Gauge>::default();

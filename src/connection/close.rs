@@ -6,8 +6,8 @@ use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, Goodbye, Ping};
 use tokio::task::JoinHandle;
 
 use crate::shared::Shared;
-use lintel_client::keepalive::Tick;
-use lintel_client::transport::{is_frame_timeout, FrameReader, Outbound};
+use lintel_transport::keepalive::Tick;
+use lintel_transport::{is_frame_timeout, FrameReader, Outbound};
 
 /// How long a closing connection may take to flush its last frames.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);

@@ -28,7 +28,7 @@ use crate::dispatch::{asked, Caller, Dispatcher, Flight, Options, Sink, Started,
 use crate::idmap::KeyedMap;
 use crate::link::Pair;
 use crate::registry::{FairnessRef, WorkerId};
-use lintel_client::transport::{Outbound, SendError};
+use lintel_transport::{Outbound, SendError};
 
 /// Longest a serving node's reply timer runs inside a relay's budget, so that its `Timeout`
 /// reaches the origin before the origin's own backstop fires.

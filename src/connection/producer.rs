@@ -12,9 +12,9 @@ use super::report;
 use super::subscriptions::{Subscriptions, SHUTTING_DOWN};
 use crate::auth::Grant;
 use crate::shared::{Fired, Shared};
-use lintel_client::burst::Burst;
-use lintel_client::keepalive::Keepalive;
-use lintel_client::transport::{FrameReader, Outbound, SendError};
+use lintel_transport::burst::Burst;
+use lintel_transport::keepalive::Keepalive;
+use lintel_transport::{FrameReader, Outbound, SendError};
 
 /// Sleeps until `at`; never wakes without one.
 async fn sleep_until(at: Option<Instant>) {

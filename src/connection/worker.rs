@@ -29,8 +29,8 @@ use crate::logfields::List;
 use crate::registrations::Registered;
 use crate::registry::Exclusion;
 use crate::shared::{Fired, Shared};
-use lintel_client::keepalive::{Answered, Keepalive, Tick};
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_transport::keepalive::{Answered, Keepalive, Tick};
+use lintel_transport::{FrameReader, Outbound};
 
 /// Runs the worker role of connection `pid`, speaking protocol `version`, until the
 /// connection should close. Not an `async fn`: the connection state is built here and

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lintel_client::transport::{Outbound, SendError};
+use lintel_transport::{Outbound, SendError};
 use lintel_wire::{
     DispatchResult, FrameKind, FrameRef, RelayOutcome, RelayOutcomeRef, ResultRef, PROTOCOL_VERSION,
 };

@@ -11,7 +11,7 @@
 //! resolves to, now and at each resolution after (`discover`). Each dialler redials with
 //! jittered exponential backoff; its failures are warnings, the first at once and then one
 //! every [`FAILURE_SUMMARY`] while they go on, and each is counted against its join point. Links
-//! are opened by the node's [`Dialer`](lintel_client::transport::Dialer), TCP unless the node
+//! are opened by the node's [`Dialer`](lintel_transport::Dialer), TCP unless the node
 //! was given another; a resolved address is dialled as its name's.
 
 use std::collections::{HashMap, HashSet};
@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lintel_client::connect::{connect_with, ConnectError};
-use lintel_client::transport::resolve::DialResolved;
-use lintel_client::transport::Batched;
 use lintel_client::Handshake;
+use lintel_transport::resolve::DialResolved;
+use lintel_transport::Batched;
 use lintel_wire::Role;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
@@ -303,7 +303,7 @@ async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -
         .zip(address.parse::<SocketAddr>().ok())
         .map(|(name, at)| DialResolved::new(&*shared.dialer, name, at));
     let dialer = match &resolved {
-        Some(resolved) => resolved as &dyn lintel_client::transport::Dialer,
+        Some(resolved) => resolved as &dyn lintel_transport::Dialer,
         None => &*shared.dialer,
     };
     let connected = tokio::select! {

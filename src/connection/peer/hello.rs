@@ -10,7 +10,7 @@ use lintel_wire::{feature, unknown_critical, ErrorCode, Extension, Frame, PeerHe
 use super::super::close::Close;
 use super::super::handshake::features_at;
 use crate::shared::Shared;
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_transport::{FrameReader, Outbound};
 
 /// The `Goodbye` reason for a link turned down because another link to the same node stays.
 pub(super) const DUPLICATE: &str = "duplicate peer link";

@@ -20,9 +20,9 @@ use crate::auth::Grant;
 use crate::cluster::{Opener, PresenceError, Remote, SettingError, MAX_MEMBERS, MAX_SETTINGS};
 use crate::link::{CountedLink, Pair, PeerLink, ReplyFate, Unanswered};
 use crate::shared::Shared;
-use lintel_client::burst::Burst;
-use lintel_client::keepalive::{Keepalive, Tick};
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_transport::burst::Burst;
+use lintel_transport::keepalive::{Keepalive, Tick};
+use lintel_transport::{FrameReader, Outbound};
 
 /// How long a closing link waits for the relays it serves to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
