@@ -39,7 +39,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use abuse::{garbage_at, Answer, Flood, NeverReader, GARBAGE, STATES};
+use abuse::{garbage_at, Flood, NeverReader, Reception, GARBAGE, STATES};
 use lintel::wire::DispatchResult;
 use load::{check, produce, Bounds, Deaths, Ended, Ledger, LoadSpec, Tally};
 use processes::{until, NodeProcess, NodeSettings, WorkerProcess};
@@ -568,16 +568,16 @@ impl Chaos {
             held <= limit,
             "{held} connections held past the limit of {limit}"
         );
-        let turned_away = flood.count(Answer::Refused) + flood.count(Answer::Closed);
+        let turned_away = flood.count(Reception::Refused) + flood.count(Reception::Closed);
         assert!(
-            turned_away >= 1 && flood.count(Answer::Welcomed) >= 1,
+            turned_away >= 1 && flood.count(Reception::Welcomed) >= 1,
             "a flood of {total} with {before} connected: {:?}",
             flood.answers
         );
         self.figures.floods += 1;
-        self.figures.flood_answers[0] += flood.count(Answer::Welcomed);
-        self.figures.flood_answers[1] += flood.count(Answer::Refused);
-        self.figures.flood_answers[2] += flood.count(Answer::Closed);
+        self.figures.flood_answers[0] += flood.count(Reception::Welcomed);
+        self.figures.flood_answers[1] += flood.count(Reception::Refused);
+        self.figures.flood_answers[2] += flood.count(Reception::Closed);
     }
 
     /// Two more producers that submit and never read, held for the rest of the run; the
