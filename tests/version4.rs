@@ -4,7 +4,7 @@
 //! and version-1 to version-3 clients and peers beside it seeing only their own version's
 //! frames, in one node and across a mesh of a version-3 and a version-4 node.
 
-mod support;
+use lintel_test_support as support;
 
 use std::time::Duration;
 

@@ -20,17 +20,17 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::burst::Burst;
 use crate::connect::{
     connect, connect_tls, decode_error_frame, ConnectError, Connection, Handshake,
     MIN_PROTOCOL_VERSION,
 };
-use crate::keepalive::{Keepalive, Tick};
 use crate::options::DispatchOptions;
 use crate::status::Status;
 use crate::subscription::{self, Sink, Subscription};
 use crate::tls::ClientTls;
-use crate::transport::{Batched, FrameReader, Outbound, SendError};
+use lintel_transport::burst::Burst;
+use lintel_transport::keepalive::{Keepalive, Tick};
+use lintel_transport::{Batched, FrameReader, Outbound, SendError};
 
 /// What a producer understands of what version 4 adds: the outcomes it hands its caller
 /// as they come (a missed heartbeat, a role not granted).
@@ -743,9 +743,9 @@ mod tests {
     use tokio_util::codec::FramedRead;
 
     use super::{Client, ClientConfig};
-    use crate::burst::FRAMES_PER_TURN;
-    use crate::transport::fixtures;
     use crate::DispatchOptions;
+    use lintel_transport::burst::FRAMES_PER_TURN;
+    use lintel_transport::fixtures;
 
     #[tokio::test]
     async fn outcomes_arriving_in_one_burst_longer_than_a_batch_each_reach_their_dispatch() {

@@ -18,7 +18,7 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::task::JoinHandle;
 
 use crate::tls::{rustls_error, ClientTls};
-use crate::transport::{self, Dialer, FrameReader, Outbound, Socket};
+use lintel_transport::{Dialer, FrameReader, Outbound, Socket};
 
 /// Lowest protocol version the SDKs accept; they speak up to [`PROTOCOL_VERSION`].
 pub const MIN_PROTOCOL_VERSION: u16 = 1;
@@ -54,7 +54,7 @@ pub struct Connection {
     /// from a version-3 node its header limits and features.
     pub welcome: Welcome,
     /// Largest frame body both sides accept: the smaller of ours and the node's. `outbound`
-    /// refuses longer frames ([`crate::transport::SendError::TooLarge`]).
+    /// refuses longer frames ([`lintel_transport::SendError::TooLarge`]).
     pub max_send_len: usize,
 }
 
@@ -219,7 +219,7 @@ async fn within(
 /// Sends `Hello` over `socket`, waits for `Welcome` and, on version 4, sends `Features`.
 async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, ConnectError> {
     let (mut reader, outbound, writer) =
-        transport::split(socket, handshake.max_frame_len, handshake.queue_len);
+        lintel_transport::split(socket, handshake.max_frame_len, handshake.queue_len);
     let hello = Hello {
         min_version: *handshake.versions.start(),
         max_version: *handshake.versions.end(),

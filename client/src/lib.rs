@@ -4,7 +4,7 @@
 //! # Layout
 //! - [`connect`]: dial, `Hello`/`Welcome` handshake with a timeout, typed [`ConnectError`]s;
 //!   [`keepalive`]: pings, their answers and the miss limit, and [`burst`]: the frames one turn
-//!   of a connection's loop handles, for the SDKs and the node alike.
+//!   of a connection's loop handles, for the SDKs and the node alike (from `lintel-transport`).
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
 //! - [`Client`]: a producer multiplexing many dispatches over one connection; a
 //!   [`Subscription`] to the node's lifecycle events is a stream it feeds.
@@ -15,22 +15,22 @@
 //! - [`status`]: a node's status as operators read it, the JSON of a status document.
 //! - [`tls`]: [`ClientTls`], what a connection to a TLS node trusts and presents, and a TLS
 //!   [`Dialer`](transport::Dialer).
-//! - [`transport`]: a framed TCP connection, a reader plus a writer task behind a bounded queue;
-//!   the node's connections use it too; [`transport::resolve`]: a name to every address it
-//!   resolves to, again and again, for the node's peers and the SDKs' node addresses.
+//! - [`transport`]: the `lintel-transport` crate, re-exported: a framed TCP connection, a reader
+//!   plus a writer task behind a bounded queue, which the node's connections use too;
+//!   [`transport::resolve`]: a name to every address it resolves to, again and again.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
 
-pub mod burst;
 mod client;
 pub mod connect;
-pub mod keepalive;
 mod options;
 pub mod status;
 mod subscription;
 pub mod tls;
 pub mod trace;
-pub mod transport;
 mod worker;
+
+pub use lintel_transport as transport;
+pub use lintel_transport::{burst, keepalive};
 
 pub use client::{Client, ClientConfig, ClientError, Dispatched};
 pub use connect::{ConnectError, Connection, Handshake};

@@ -12,7 +12,7 @@ use crate::auth::Grant;
 use crate::implemented::IMPLEMENTED;
 use crate::shared::Shared;
 use crate::tls::Secured;
-use lintel_client::transport::{FrameReader, Outbound, Socket};
+use lintel_transport::{FrameReader, Outbound, Socket};
 use tokio::time::Instant;
 
 /// The lowest protocol version this node speaks; the highest is its `max_protocol_version`.

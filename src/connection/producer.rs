@@ -7,14 +7,14 @@ use lintel_wire::{Frame, FrameRef, Pong, StatusReport};
 use tokio::time::Instant;
 
 use super::close::Close;
-use super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
+use super::flights::{CloseOnDrop, Flights, Recipient, ReplyTimer};
 use super::report;
 use super::subscriptions::{Subscriptions, SHUTTING_DOWN};
 use crate::auth::Grant;
 use crate::shared::{Fired, Shared};
-use lintel_client::burst::Burst;
-use lintel_client::keepalive::Keepalive;
-use lintel_client::transport::{FrameReader, Outbound, SendError};
+use lintel_transport::burst::Burst;
+use lintel_transport::keepalive::Keepalive;
+use lintel_transport::{FrameReader, Outbound, SendError};
 
 /// Sleeps until `at`; never wakes without one.
 async fn sleep_until(at: Option<Instant>) {
@@ -41,7 +41,7 @@ pub(super) async fn serve(
         Err(grant.observe_refusal())
     };
     let mut subscriptions = Subscriptions::new(shared, outbound, allowed);
-    let answer = Answer::Producer {
+    let answer = Recipient::Producer {
         version,
         node_id: Arc::from(shared.node_id()),
     };

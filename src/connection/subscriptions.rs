@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::events::{Delivery, Subscriber};
 use crate::shared::Shared;
-use lintel_client::transport::{Outbound, SendError};
+use lintel_transport::{Outbound, SendError};
 
 /// Most subscriptions live at once on one connection.
 pub(super) const MAX_SUBSCRIPTIONS: usize = 16;

@@ -15,9 +15,9 @@ use super::state::{Fatal, SessionEnd, WorkerState};
 use crate::connect::{
     connect, connect_tls, is_final_refusal, next_frame, ConnectError, Connection, Handshake,
 };
-use crate::keepalive::Keepalive;
 use crate::tls::host_of;
-use crate::transport::{Batched, FrameReader, Outbound};
+use lintel_transport::keepalive::Keepalive;
+use lintel_transport::{Batched, FrameReader, Outbound};
 
 /// The runtime's configuration and its side of the handle's channels.
 pub(super) struct Runtime<H> {

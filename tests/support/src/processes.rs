@@ -15,7 +15,7 @@ use tokio::process::{Child, ChildStderr, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::support::{self, within};
+use crate::within;
 
 /// How often [`until`] looks again at a process it can only poll.
 const POLL: Duration = Duration::from_millis(25);
@@ -103,7 +103,7 @@ impl NodeProcess {
     /// Starts `lintel serve` on ephemeral loopback ports, admin listener included, with `args`
     /// and `envs` besides, and waits until both its listeners are bound.
     pub async fn launch(args: &[String], envs: &[(&str, &str)]) -> Self {
-        let mut child = Command::from(support::lintel())
+        let mut child = Command::from(crate::lintel())
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--admin-listen", "127.0.0.1:0"])
             .args(args)
@@ -194,7 +194,7 @@ impl NodeProcess {
 
     /// GETs `path` from the admin listener: the status code and the body.
     pub async fn get(&self, path: &str) -> (u16, String) {
-        crate::support::admin_get(self.admin, path).await
+        crate::admin_get(self.admin, path).await
     }
 
     /// The node's status, from `/status`.
@@ -277,7 +277,7 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts a worker in `namespace` with `concurrency` slots; see [`WorkerProcess::registered`].
     pub fn start(node: SocketAddr, namespace: &str, concurrency: u32, identity: &str) -> Self {
-        let mut child = Command::from(support::lintel())
+        let mut child = Command::from(crate::lintel())
             .args(["worker", "--connect", &node.to_string()])
             .args(["--namespace", namespace])
             .args(["--activity", "echo", "--activity", "sleep"])
