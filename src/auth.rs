@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use lintel_wire::channel::parse_channel_name;
-use lintel_wire::{Refusal, RefusalCode, Role};
+use lintel_wire::{Refusal, RefusalCode, RefusedReason, Role};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
@@ -354,12 +354,22 @@ impl Grant {
         }
     }
 
+    /// The reason a dispatch [`Grant::allows`] refused ends with: `RoleNotGranted` for an
+    /// observer that is not also a producer, `NamespaceNotGranted` otherwise.
+    pub fn refused_reason(&self) -> RefusedReason {
+        if self.observer {
+            RefusedReason::RoleNotGranted
+        } else {
+            RefusedReason::NamespaceNotGranted
+        }
+    }
+
     /// Why `namespace`, which [`Grant::allows`] refused, may not be used: names the
-    /// credential presented and what it was granted, never a secret.
+    /// credential presented and the role or namespaces it was granted, never a secret.
     pub fn refusal(&self, namespace: &str) -> String {
         if self.observer {
             return format!(
-                "{} is granted the observer role: it may read status, not dispatch",
+                "{} is granted the observer role, not the producer role: it may read status, not dispatch",
                 self.holder
             );
         }
@@ -689,7 +699,8 @@ mod tests {
             .authenticate(Role::Producer, Some("look"), None)
             .unwrap();
         assert!(!grant.allows("billing"));
-        assert!(grant.refusal("billing").contains("observer role"));
+        assert!(grant.refusal("billing").contains("not the producer role"));
+        assert_eq!(grant.refused_reason(), RefusedReason::RoleNotGranted);
         let refused = node
             .authenticate(Role::Worker, Some("look"), None)
             .unwrap_err();

@@ -1,7 +1,7 @@
 //! Tenants side by side over real sockets: a producer or an observer reads the status and the
 //! events of the namespaces its grant names and nothing of the others, in every protocol
 //! version and through `lintel status`; node-wide counts read 0 to it; the admin listener's
-//! `/status` stays whole.
+//! `/status` stays whole; an observer that dispatches is refused for its role.
 
 mod support;
 
@@ -12,12 +12,13 @@ use lintel::auth::{GrantConfig, GrantRole};
 use lintel::sdk::{Client, ClientConfig};
 use lintel::status::Status;
 use lintel::wire::{
-    DispatchResult, FeatureSet, Features, Frame, Hello, NodeEvent, Register, Role, StatusQuery,
+    DispatchResult, FeatureSet, Features, Frame, Hello, NodeEvent, RefusedReason, Register, Role,
+    StatusQuery,
 };
 use lintel::NodeConfig;
 use support::{
-    admin_request, hello_at, lintel, next_frame, plain, request, within, RawClient, RawWorker,
-    TestNode,
+    admin_request, hello_at, lintel, next_frame, plain, request, submit, within, RawClient,
+    RawWorker, TestNode,
 };
 
 fn grant(token: &str, roles: &[GrantRole], namespaces: &[&str]) -> GrantConfig {
@@ -357,4 +358,78 @@ async fn an_observer_scoped_to_a_prefix_reads_and_hears_only_those_namespaces() 
         4,
         "an observer naming no namespace reads them all"
     );
+}
+
+/// The reason and detail an observer's dispatch at `version`, listing `listed`, is refused
+/// with.
+async fn observer_dispatch(
+    addr: SocketAddr,
+    version: u16,
+    listed: FeatureSet,
+) -> (RefusedReason, String) {
+    let (mut raw, _) = raw_as(addr, Role::Producer, version, "observer", listed).await;
+    raw.send(submit(1, request("billing", "echo", "x"), None))
+        .await;
+    let result = match next_frame(&mut raw).await {
+        Some(Frame::Outcome(outcome)) => outcome.result,
+        Some(Frame::ServedOutcome(outcome)) => outcome.result,
+        other => panic!("expected an outcome at version {version}, got {other:?}"),
+    };
+    match result {
+        DispatchResult::Refused(refused) => (refused.reason, refused.detail),
+        other => panic!("expected a refusal at version {version}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_observer_that_dispatches_is_refused_role_not_granted_where_the_client_reads_it() {
+    let node = TestNode::with_config(tenants_config()).await;
+    let (reason, detail) = observer_dispatch(node.addr, 4, FeatureSet::ROLE_NOT_GRANTED).await;
+    assert_eq!(reason, RefusedReason::RoleNotGranted);
+    assert!(detail.contains("producer role"), "{detail}");
+
+    // Versions 2 and 3, and a version-4 client that did not list the feature, read the
+    // version-2 reason, whose detail names the role.
+    for (version, listed) in [
+        (2, FeatureSet::NONE),
+        (3, FeatureSet::NONE),
+        (4, FeatureSet::NONE),
+    ] {
+        let (reason, detail) = observer_dispatch(node.addr, version, listed).await;
+        assert_eq!(
+            reason,
+            RefusedReason::NamespaceNotGranted,
+            "version {version}"
+        );
+        assert!(
+            detail.contains("observer role"),
+            "version {version}: {detail}"
+        );
+        assert!(
+            detail.contains("producer role"),
+            "version {version}: {detail}"
+        );
+    }
+
+    // A producer outside its namespaces is still refused for the namespace.
+    let (mut raw, _) = raw_as(
+        node.addr,
+        Role::Producer,
+        4,
+        "billing-producer",
+        FeatureSet::ROLE_NOT_GRANTED,
+    )
+    .await;
+    raw.send(submit(1, request("payroll", "echo", "x"), None))
+        .await;
+    match next_frame(&mut raw).await {
+        Some(Frame::ServedOutcome(outcome)) => match outcome.result {
+            DispatchResult::Refused(refused) => {
+                assert_eq!(refused.reason, RefusedReason::NamespaceNotGranted);
+                assert!(refused.detail.contains("payroll"), "{}", refused.detail);
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        },
+        other => panic!("expected a ServedOutcome, got {other:?}"),
+    }
 }
