@@ -81,7 +81,8 @@ pub struct GrantConfig {
     pub identity: Option<String>,
     pub roles: Vec<GrantRole>,
     /// Exact namespaces, or prefixes ending in `*`; `*` alone is every namespace. Needed for
-    /// the worker and producer roles.
+    /// the worker and producer roles; they also scope what status and events show (an observer
+    /// naming none sees every namespace).
     #[serde(default)]
     pub namespaces: Vec<String>,
     /// The fairness key of this grant's dispatches; default its identity, else `grant-N` for
