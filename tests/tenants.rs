@@ -433,3 +433,64 @@ async fn an_observer_that_dispatches_is_refused_role_not_granted_where_the_clien
         other => panic!("expected a ServedOutcome, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_producer_reads_only_its_namespaces_pools_on_its_peers() {
+    let mesh = |node_id: &str, seeds: &[SocketAddr]| NodeConfig {
+        cluster_secret: Some("mesh".into()),
+        ..support::cluster_config(node_id, seeds)
+    };
+    let a = TestNode::with_config(NodeConfig {
+        cluster_secret: Some("mesh".into()),
+        node_id: "a".into(),
+        peer_ping_interval_ms: 100,
+        ..tenants_config()
+    })
+    .await;
+    let b = TestNode::with_config(NodeConfig {
+        auth_token: Some("root".into()),
+        ..mesh("b", &[a.addr])
+    })
+    .await;
+    let _billing = worker(b.addr, plain("billing", "echo", 1, "billing-worker")).await;
+    let _secret = worker(b.addr, plain("secret-tenant", "echo", 1, "secret-worker")).await;
+    a.wait_peers("b announcing both pools", |peers| {
+        peers
+            .iter()
+            .any(|peer| peer.node_id == "b" && peer.pools.len() == 2)
+    })
+    .await;
+
+    for version in 2..=4 {
+        let scoped = status_at(a.addr, version, "billing-producer").await;
+        assert!(
+            scoped.pools.is_empty(),
+            "version {version}: no pool on a itself"
+        );
+        let [peer] = scoped.peers.as_slice() else {
+            panic!("version {version}: one peer, got {:?}", scoped.peers);
+        };
+        assert_eq!(peer.link.node_id, "b", "version {version}");
+        assert_eq!(
+            peer.link.pools,
+            ["aion.dispatch.billing.default"],
+            "version {version}"
+        );
+        assert!(
+            peer.remote_pools
+                .iter()
+                .all(|pool| pool.channel == "aion.dispatch.billing.default"),
+            "version {version}: {:?}",
+            peer.remote_pools
+        );
+        assert_eq!(peer.link.relays_sent, 0, "version {version}");
+        let shown = format!("{scoped:?}");
+        assert!(!shown.contains("secret"), "version {version}: {shown}");
+
+        let whole = status_at(a.addr, version, "root").await;
+        assert_eq!(
+            whole.peers.first().map(|peer| peer.link.pools.len()),
+            Some(2)
+        );
+    }
+}
