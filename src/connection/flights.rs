@@ -175,7 +175,7 @@ impl Flights {
             let mut table = self.table();
             if !self.grant.allows(request.namespace) {
                 Err((
-                    RefusedReason::NamespaceNotGranted,
+                    self.grant.refused_reason(),
                     self.grant.refusal(request.namespace),
                 ))
             } else {
