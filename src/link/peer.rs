@@ -90,7 +90,7 @@ impl Link<ToPeer> {
             routing: routing.reborrow(),
             reply_timeout_ms,
         });
-        let sent = self.inner.outbound.try_send_ref(&relay);
+        let sent = vacant.outbound().try_send_ref(&relay);
         if let Err(err) = sent {
             return Err(PushError::from_send(err));
         }
@@ -107,7 +107,7 @@ impl Link<ToPeer> {
     /// True while the link's outbound queue is at its bound: the peer is alive but reading
     /// slowly, so placement skips it instead of queuing more relays behind its backlog.
     pub fn is_busy(&self) -> bool {
-        !self.inner.outbound.has_room()
+        !self.outbound().has_room()
     }
 
     /// Relays sent on this link.

@@ -67,8 +67,9 @@ impl Link<ToWorker> {
         let goodbye = Goodbye {
             reason: Goodbye::SUPERSEDED.into(),
         };
-        let _ = self.inner.outbound.send_owed(Frame::Goodbye(goodbye));
-        self.inner.outbound.close();
+        let outbound = self.outbound();
+        let _ = outbound.send_owed(Frame::Goodbye(goodbye));
+        outbound.close();
     }
 
     /// True once [`WorkerLink::supersede`] was called.
@@ -116,7 +117,7 @@ impl Link<ToWorker> {
             request: request.reborrow(),
             extras: extras.reborrow(),
         });
-        if let Err(err) = self.inner.outbound.try_send_ref(&push) {
+        if let Err(err) = vacant.outbound().try_send_ref(&push) {
             return Err(PushError::from_send(err));
         }
         Ok(vacant.insert(entry))
