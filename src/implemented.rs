@@ -4,6 +4,7 @@
 
 use lintel_wire::FeatureSet;
 
-/// `role-not-granted` only: sessions, progress and heartbeats are the wire's alone so far. A
-/// frame or a critical extension of a feature not here is refused `Unsupported`, naming it.
-pub(crate) const IMPLEMENTED: FeatureSet = FeatureSet::ROLE_NOT_GRANTED;
+/// `role-not-granted` and `worker-resume`: progress and heartbeats are the wire's alone so far.
+/// A frame or a critical extension of a feature not here is refused `Unsupported`, naming it.
+pub(crate) const IMPLEMENTED: FeatureSet =
+    FeatureSet::ROLE_NOT_GRANTED.with(FeatureSet::WORKER_RESUME);

@@ -55,6 +55,7 @@ pub mod logfields;
 pub mod node;
 pub mod registrations;
 pub mod registry;
+mod sessions;
 mod shared;
 pub mod status;
 pub mod tls;
