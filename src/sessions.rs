@@ -134,6 +134,8 @@ impl Sessions {
     /// The connection of session `token` ended without parking it.
     pub(crate) fn closed(&self, token: &Token) {
         lock(&self.kept).live.remove(token);
+        // A resume waiting for this session hears that it will not come.
+        self.parked.notify_waiters();
     }
 
     /// Keeps `registered`, whose connection was lost, under `token` for the grace, for a
@@ -149,25 +151,38 @@ impl Sessions {
         closing: &CancellationToken,
     ) -> Result<(), (Registered, ParkError)> {
         let held = registered.link.in_flight();
-        if held > self.max_pushes {
-            let max = self.max_pushes;
-            return Err((registered, ParkError::TooMany { held, max }));
-        }
         let parking = {
             let mut kept = lock(&self.kept);
             kept.live.remove(&token);
-            if kept.by_token.len() >= self.max_sessions && !kept.by_token.contains_key(&token) {
-                return Err((registered, ParkError::Full(self.max_sessions)));
-            }
-            kept.parkings += 1;
-            let parking = kept.parkings;
-            let parked = Parked {
-                registered,
-                grant,
-                parking,
+            let refused = if held > self.max_pushes {
+                Some(ParkError::TooMany {
+                    held,
+                    max: self.max_pushes,
+                })
+            } else if kept.by_token.len() >= self.max_sessions {
+                Some(ParkError::Full(self.max_sessions))
+            } else {
+                None
             };
-            kept.by_token.insert(token, parked);
-            parking
+            match refused {
+                Some(err) => {
+                    drop(kept);
+                    // A resume waiting for this session hears that it will not come.
+                    self.parked.notify_waiters();
+                    return Err((registered, err));
+                }
+                None => {
+                    kept.parkings += 1;
+                    let parking = kept.parkings;
+                    let parked = Parked {
+                        registered,
+                        grant,
+                        parking,
+                    };
+                    kept.by_token.insert(token, parked);
+                    parking
+                }
+            }
         };
         self.parked.notify_waiters();
         let kept = Arc::clone(&self.kept);

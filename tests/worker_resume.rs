@@ -394,3 +394,94 @@ async fn a_resume_while_the_old_connection_still_looks_up_closes_it_and_takes_it
     }
     assert_eq!(node.node.dispatcher().counters().snapshot().worker_lost, 0);
 }
+
+#[tokio::test]
+async fn a_registration_of_the_same_instance_supersedes_a_kept_session() {
+    let node = TestNode::with_config(config(10_000)).await;
+    let proxy = Proxy::start(node.addr).await;
+    let instance = lintel::wire::Register {
+        instance_id: Some("pod-7".into()),
+        ..register("ns", "echo", 2)
+    };
+    let mut worker = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    worker.send(Frame::from(instance.clone())).await;
+    let worker_id = match next_frame(&mut worker).await {
+        Some(Frame::Registered(registered)) => registered.worker_id,
+        other => panic!("expected Registered, got {other:?}"),
+    };
+    let Some(Frame::Session(session)) = next_frame(&mut worker).await else {
+        panic!("expected a session");
+    };
+    let handles = dispatches(&node, 1);
+    let _held = pushes(&mut worker, 1).await;
+    proxy.reset();
+    parked(&node, worker_id).await;
+
+    // The instance restarted: what the kept session held is gone.
+    let mut restarted = connect(node.addr, None, FeatureSet::WORKER_RESUME).await;
+    restarted.send(Frame::from(instance)).await;
+    assert!(matches!(
+        next_frame(&mut restarted).await,
+        Some(Frame::Registered(_))
+    ));
+    for handle in handles {
+        let result = outcome_of(handle).await;
+        assert!(
+            matches!(result, DispatchResult::WorkerLost { .. }),
+            "{result:?}"
+        );
+    }
+    let mut late = connect(node.addr, None, FeatureSet::WORKER_RESUME).await;
+    match resume(&mut late, &session.token, Vec::new()).await {
+        Frame::RegisterRefused(refusal) => assert_eq!(refusal.code, RefusalCode::SessionUnknown),
+        other => panic!("expected RegisterRefused{{SessionUnknown}}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_connection_lost_beyond_the_kept_sessions_bound_loses_its_pushes_at_once() {
+    let node = TestNode::with_config(NodeConfig {
+        worker_resume_max_sessions: 1,
+        ..config(10_000)
+    })
+    .await;
+    let proxy = Proxy::start(node.addr).await;
+    let mut first = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    let (first_id, _) = register_with_session(&mut first, 1).await;
+    let mut second = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    let (second_id, _) = register_with_session(&mut second, 1).await;
+    let handles = dispatches(&node, 2);
+    let mut held = pushes(&mut first, 1).await;
+    held.extend(pushes(&mut second, 1).await);
+
+    proxy.reset();
+    // One session is kept; the other connection's push ends at once.
+    let mut handles = handles.into_iter();
+    let (mut a, mut b) = (handles.next().expect("a"), handles.next().expect("b"));
+    let (lost, mut other) = within("one dispatch lost at once", async {
+        tokio::select! {
+            lost = &mut a => (lost, b),
+            lost = &mut b => (lost, a),
+        }
+    })
+    .await;
+    let lost = lost.expect("dispatch task");
+    assert!(
+        matches!(lost, DispatchResult::WorkerLost { .. }),
+        "{lost:?}"
+    );
+    node.wait_registry("only the kept session's worker registered", |registry| {
+        registry.worker_count() == 1
+    })
+    .await;
+    assert!(
+        support::poll_once(&mut other).await.is_pending(),
+        "the kept session's push waits for a resume"
+    );
+    let states = node.registry().states();
+    let kept = [first_id, second_id]
+        .into_iter()
+        .filter(|id| states.iter().any(|(worker, _)| worker == id))
+        .count();
+    assert_eq!(kept, 1, "the kept session's worker stays registered");
+}
