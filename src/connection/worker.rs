@@ -319,10 +319,24 @@ impl WorkerConn<'_> {
                 Ok(())
             }
             Frame::Goodbye(_) => Err(Close::Quietly),
-            Frame::Progress(_) => match NotImplemented::kind(FrameKind::Progress, IMPLEMENTED) {
-                Some(missing) => Err(Close::error(ErrorCode::Unsupported, missing.to_string())),
-                None => Ok(()),
-            },
+            Frame::Progress(progress) => {
+                if let Some(missing) = NotImplemented::kind(FrameKind::Progress, IMPLEMENTED) {
+                    return Err(Close::error(ErrorCode::Unsupported, missing.to_string()));
+                }
+                let registered = self.registered(frame.name())?;
+                // Progress for no push in flight is dropped.
+                if !registered
+                    .link
+                    .progress(progress.correlation, &progress.details)
+                {
+                    tracing::debug!(
+                        pid = self.pid,
+                        correlation = progress.correlation,
+                        "progress for no push in flight"
+                    );
+                }
+                Ok(())
+            }
             other => Err(Close::unexpected(other.name(), "on a worker connection")),
         }
     }

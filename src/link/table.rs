@@ -39,6 +39,8 @@ pub trait Entry<K: Kind>: Send + Sync {
     fn released(&self, why: Release);
     /// The request now awaits its answer on `to`, under the same correlation.
     fn moved(&self, _to: &Link<K>, _correlation: u64) {}
+    /// The other side says a live request still runs, with what it says of it.
+    fn progress(&self, _details: &bytes::Bytes) {}
 }
 
 /// Why a link let go of a live request without its answer.
@@ -240,6 +242,22 @@ impl<K: Kind> Link<K> {
                 ReplyFate::Late
             }
         }
+    }
+
+    /// Hands the other side's progress to live request `correlation`; false when no live
+    /// request has it (the progress is dropped).
+    pub fn progress(&self, correlation: u64, details: &bytes::Bytes) -> bool {
+        let entry = {
+            let table = self.table();
+            match table.pending.get(&correlation) {
+                Some(record) if !matches!(record.stage, Stage::Ended(_)) => {
+                    Arc::clone(&record.entry)
+                }
+                _ => return false,
+            }
+        };
+        entry.progress(details);
+        true
     }
 
     /// Lets go of requests that ended at or before `cutoff` and still have no answer; returns

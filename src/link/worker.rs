@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use lintel_wire::{ExtrasRef, Frame, FrameRef, Push, RequestRef, ResponseRef};
+use lintel_wire::{ExtrasRef, FeatureSet, Frame, FrameRef, Push, RequestRef, ResponseRef};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use lintel_wire::Goodbye;
@@ -28,14 +28,17 @@ pub type WorkerLink = Link<ToWorker>;
 pub struct ToWorker {
     pid: u64,
     version: u16,
+    /// What the worker listed in its `Features`.
+    listed: FeatureSet,
     superseded: AtomicBool,
 }
 
 impl ToWorker {
-    fn new(pid: u64, version: u16) -> Self {
+    fn new(pid: u64, version: u16, listed: FeatureSet) -> Self {
         Self {
             pid,
             version,
+            listed,
             superseded: AtomicBool::new(false),
         }
     }
@@ -49,13 +52,15 @@ impl Link<ToWorker> {
     /// A link for the connection `pid`, speaking protocol `version`, whose frames go to
     /// `outbound`.
     pub fn new(pid: u64, version: u16, outbound: Outbound) -> Self {
-        Link::with(ToWorker::new(pid, version), outbound, false, None)
+        let kind = ToWorker::new(pid, version, outbound.listed());
+        Link::with(kind, outbound, false, None)
     }
 
     /// A link that holds pushes until [`WorkerLink::open`]; a registering connection uses it
     /// so no push overtakes the `Registered` frame.
     pub fn held(pid: u64, version: u16, outbound: Outbound) -> Self {
-        Link::with(ToWorker::new(pid, version), outbound, true, None)
+        let kind = ToWorker::new(pid, version, outbound.listed());
+        Link::with(kind, outbound, true, None)
     }
 
     /// Closes the link because another registration of the worker's deployment and instance
@@ -86,6 +91,12 @@ impl Link<ToWorker> {
     /// or a required deployment.
     pub fn version(&self) -> u16 {
         self.inner.kind.version
+    }
+
+    /// Whether the worker can carry a request that needs protocol `version` and the listed
+    /// `features`.
+    pub fn carries(&self, version: u16, features: FeatureSet) -> bool {
+        self.inner.kind.version >= version && self.inner.kind.listed.contains(features)
     }
 
     /// Queues `request` with its `extras` as a push whose fate `entry` hears, written as the
