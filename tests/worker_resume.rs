@@ -485,3 +485,33 @@ async fn a_connection_lost_beyond_the_kept_sessions_bound_loses_its_pushes_at_on
         .count();
     assert_eq!(kept, 1, "the kept session's worker stays registered");
 }
+
+#[tokio::test]
+async fn heartbeat_timers_wait_while_the_session_waits_and_restart_on_resume() {
+    const HEARTBEAT: Duration = Duration::from_millis(100);
+    let node = TestNode::with_config(config(10_000)).await;
+    let proxy = Proxy::start(node.addr).await;
+    let listed = FeatureSet::WORKER_RESUME.with(FeatureSet::HEARTBEAT_TIMEOUT);
+    let mut worker = connect(proxy.addr, None, listed).await;
+    let (worker_id, session) = register_with_session(&mut worker, 1).await;
+    let mut extras = lintel::wire::RequestExtras::default();
+    extras.set_heartbeat_timeout(Some(HEARTBEAT));
+    let options = DispatchOptions {
+        extras,
+        ..patient()
+    };
+    let dispatch = spawn_dispatch(&node, request("ns", "echo", "0"), options);
+    let held = pushes(&mut worker, 1).await;
+
+    proxy.reset();
+    parked(&node, worker_id).await;
+    // The outage lasts several heartbeat timeouts; no Progress can come meanwhile.
+    tokio::time::sleep(HEARTBEAT * 4).await;
+    let mut resumed = connect(proxy.addr, None, listed).await;
+    match resume(&mut resumed, &session.token, vec![held[0].correlation]).await {
+        Frame::SessionResumed(answer) => assert_eq!(answer.attached, [held[0].correlation]),
+        other => panic!("expected SessionResumed, got {other:?}"),
+    }
+    resumed.send(reply_frame(&held[0], "0")).await;
+    assert_eq!(completed(&outcome_of(dispatch).await), "0");
+}

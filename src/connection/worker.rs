@@ -208,6 +208,7 @@ fn park(shared: &Shared, token: Token, registered: crate::registrations::Registe
     }
     let worker_id = registered.worker_id;
     let pushes = registered.link.in_flight();
+    registered.link.set_parked(true);
     shared
         .dispatcher
         .registry()
@@ -382,6 +383,7 @@ impl WorkerConn<'_> {
                 "unknown or expired session".into(),
             );
         };
+        registered.link.set_parked(false);
         self.registered = Some(registered);
         self.session = Some(token);
         self.kick = Some(self.shared.sessions.open(token, self.grant.clone()));

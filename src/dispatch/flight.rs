@@ -345,6 +345,18 @@ impl Flight {
             if beat.last + beat.timeout > Instant::now() {
                 return false;
             }
+            if let Some(PushedTo {
+                target: Target::Worker(link),
+                ..
+            }) = &state.pushed
+            {
+                if link.is_parked() {
+                    // The session waits for a resume, and its heartbeats with it.
+                    drop(state);
+                    self.beat();
+                    return false;
+                }
+            }
             let after = state.first_pushed.map(|at| at.elapsed());
             (state.worker_id.unwrap_or_default(), after)
         };
@@ -356,6 +368,13 @@ impl Flight {
             after_ms,
         });
         true
+    }
+
+    /// Restarts the heartbeat timer.
+    fn beat(&self) {
+        if let Some(beat) = self.state().heartbeat.as_mut() {
+            beat.last = Instant::now();
+        }
     }
 
     /// The worker says the dispatch still runs: restarts its heartbeat timer, and passes
@@ -579,6 +598,10 @@ impl Entry<ToWorker> for Flight {
 
     fn progress(&self, details: &Bytes) {
         self.progressed(details);
+    }
+
+    fn resumed(&self) {
+        self.beat();
     }
 
     fn released(&self, why: Release) {

@@ -41,6 +41,8 @@ pub trait Entry<K: Kind>: Send + Sync {
     fn moved(&self, _to: &Link<K>, _correlation: u64) {}
     /// The other side says a live request still runs, with what it says of it.
     fn progress(&self, _details: &bytes::Bytes) {}
+    /// The request's answer now comes on the other side's new connection, as before.
+    fn resumed(&self) {}
 }
 
 /// Why a link let go of a live request without its answer.
@@ -415,12 +417,13 @@ impl<K: Kind> Link<K> {
         answer: impl FnOnce(&Rebound) -> Frame,
     ) -> Option<Rebound> {
         let mut rebound = Rebound::default();
-        let (lost, released) = {
+        let (lost, released, attached) = {
             let mut table = self.table();
             if self.inner.state.load(Ordering::Acquire) == CLOSED {
                 return None;
             }
             let mut listed = std::collections::HashSet::with_capacity(holding.len());
+            let mut attached = Vec::new();
             for &correlation in holding {
                 if !listed.insert(correlation) {
                     continue;
@@ -428,6 +431,7 @@ impl<K: Kind> Link<K> {
                 match table.pending.get(&correlation) {
                     Some(record) if !matches!(record.stage, Stage::Ended(_)) => {
                         rebound.attached.push(correlation);
+                        attached.push(Arc::clone(&record.entry));
                     }
                     _ => rebound.unknown.push(correlation),
                 }
@@ -450,8 +454,11 @@ impl<K: Kind> Link<K> {
             });
             let _ = outbound.send_owed(answer(&rebound));
             table.outbound = outbound;
-            (lost, released)
+            (lost, released, attached)
         };
+        for entry in attached {
+            entry.resumed();
+        }
         for (_, entry) in sorted(lost) {
             entry.unanswered(Unanswered::Lost);
         }

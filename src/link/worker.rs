@@ -31,6 +31,8 @@ pub struct ToWorker {
     /// What the worker listed in its `Features`.
     listed: FeatureSet,
     superseded: AtomicBool,
+    /// The worker's session waits for a resume: its connection is lost.
+    parked: AtomicBool,
 }
 
 impl ToWorker {
@@ -40,6 +42,7 @@ impl ToWorker {
             version,
             listed,
             superseded: AtomicBool::new(false),
+            parked: AtomicBool::new(false),
         }
     }
 }
@@ -80,6 +83,16 @@ impl Link<ToWorker> {
     /// True once [`WorkerLink::supersede`] was called.
     pub fn is_superseded(&self) -> bool {
         self.inner.kind.superseded.load(Ordering::Acquire)
+    }
+
+    /// Notes whether the worker's session waits for a resume (its heartbeat timers wait too).
+    pub fn set_parked(&self, parked: bool) {
+        self.inner.kind.parked.store(parked, Ordering::Release);
+    }
+
+    /// True while the worker's session waits for a resume.
+    pub fn is_parked(&self) -> bool {
+        self.inner.kind.parked.load(Ordering::Acquire)
     }
 
     /// The connection this link pushes on.
