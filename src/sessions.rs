@@ -139,7 +139,8 @@ impl Sessions {
     }
 
     /// Keeps `registered`, whose connection was lost, under `token` for the grace, for a
-    /// connection granted `grant` to resume; then drops it, or at once when `closing` fires.
+    /// connection granted `grant` to resume; then drops it, or at once when the node starts
+    /// draining (no worker may connect then) or `closing` fires (its pushes abandoned).
     ///
     /// # Errors
     /// The registration given back, and why, when the bounds leave no room for it.
@@ -148,7 +149,7 @@ impl Sessions {
         token: Token,
         registered: Registered,
         grant: Grant,
-        closing: &CancellationToken,
+        (draining, closing): (&CancellationToken, &CancellationToken),
     ) -> Result<(), (Registered, ParkError)> {
         let held = registered.link.in_flight();
         let parking = {
@@ -186,11 +187,12 @@ impl Sessions {
         };
         self.parked.notify_waiters();
         let kept = Arc::clone(&self.kept);
-        let closing = closing.clone();
+        let (draining, closing) = (draining.clone(), closing.clone());
         let grace = self.grace;
         tokio::spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep(grace) => {}
+                () = draining.cancelled() => {}
                 () = closing.cancelled() => {}
             }
             let expired = {

@@ -515,3 +515,30 @@ async fn heartbeat_timers_wait_while_the_session_waits_and_restart_on_resume() {
     resumed.send(reply_frame(&held[0], "0")).await;
     assert_eq!(completed(&outcome_of(dispatch).await), "0");
 }
+
+#[tokio::test]
+async fn a_kept_session_ends_worker_lost_when_the_node_starts_draining() {
+    let mut node = TestNode::with_config(config(10_000)).await;
+    let proxy = Proxy::start(node.addr).await;
+    let mut worker = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    let (worker_id, _session) = register_with_session(&mut worker, 1).await;
+    let handles = dispatches(&node, 1);
+    let _held = pushes(&mut worker, 1).await;
+    proxy.reset();
+    parked(&node, worker_id).await;
+
+    // No worker may connect to a draining node, so none can resume: not kept for the grace.
+    let drained = Instant::now();
+    node.begin_shutdown();
+    for handle in handles {
+        let result = outcome_of(handle).await;
+        assert!(
+            matches!(result, DispatchResult::WorkerLost { .. }),
+            "{result:?}"
+        );
+    }
+    assert!(
+        drained.elapsed() < Duration::from_secs(5),
+        "not at the grace's end"
+    );
+}

@@ -213,10 +213,12 @@ fn park(shared: &Shared, token: Token, registered: crate::registrations::Registe
         .dispatcher
         .registry()
         .set_excluded(worker_id, Exclusion::Unreachable, true);
-    match shared
-        .sessions
-        .park(token, registered, grant, &shared.closing)
-    {
+    match shared.sessions.park(
+        token,
+        registered,
+        grant,
+        (&shared.draining, &shared.closing),
+    ) {
         Ok(()) => tracing::info!(
             worker_id,
             pushes,
@@ -351,18 +353,27 @@ impl WorkerConn<'_> {
             return Err(Close::unexpected("ResumeSession", "once registered"));
         }
         if let Some(missing) = NotImplemented::kind(FrameKind::ResumeSession, IMPLEMENTED) {
-            return self.refuse_session(RefusalCode::Unsupported, missing.to_string());
+            return self
+                .refuse_session(RefusalCode::Unsupported, missing.to_string())
+                .await;
         }
         let Ok(token) = Token::try_from(&resume.token[..]) else {
-            return self.refuse_session(RefusalCode::SessionUnknown, "unknown session".into());
+            return self
+                .refuse_session(RefusalCode::SessionUnknown, "unknown session".into())
+                .await;
         };
         let deadline = tokio::time::Instant::now() + self.shared.config.handshake_timeout();
-        let taken = self.shared.sessions.take(&token, &self.grant, deadline);
-        let Some(registered) = taken.await else {
-            return self.refuse_session(
-                RefusalCode::SessionUnknown,
-                "unknown or expired session".into(),
-            );
+        let taken = tokio::select! {
+            taken = self.shared.sessions.take(&token, &self.grant, deadline) => taken,
+            () = self.shared.closing.cancelled() => return Err(Close::goodbye("node shutting down")),
+        };
+        let Some(registered) = taken else {
+            return self
+                .refuse_session(
+                    RefusalCode::SessionUnknown,
+                    "unknown or expired session".into(),
+                )
+                .await;
         };
         let worker_id = registered.worker_id;
         // The answer is queued on this connection in the same step that moves the link here,
@@ -378,10 +389,12 @@ impl WorkerConn<'_> {
             });
         let Some(rebound) = rebound else {
             drop(registered);
-            return self.refuse_session(
-                RefusalCode::SessionUnknown,
-                "unknown or expired session".into(),
-            );
+            return self
+                .refuse_session(
+                    RefusalCode::SessionUnknown,
+                    "unknown or expired session".into(),
+                )
+                .await;
         };
         registered.link.set_parked(false);
         self.registered = Some(registered);
@@ -407,12 +420,16 @@ impl WorkerConn<'_> {
         Ok(())
     }
 
-    /// Refuses a `ResumeSession` with `code`; the connection stays usable to register anew.
-    fn refuse_session(&mut self, code: RefusalCode, reason: String) -> Result<(), Close> {
+    /// Refuses a `ResumeSession` with `code`, once the queue has room; the connection stays
+    /// usable to register anew.
+    async fn refuse_session(&mut self, code: RefusalCode, reason: String) -> Result<(), Close> {
         tracing::info!(pid = self.pid, code = ?code, reason = reason.as_str(), "session resume refused");
         self.shared.connection_counts.refused("resume", code);
         let refused = Frame::RegisterRefused(Refusal { code, reason });
-        self.outbound.send_owed(refused).map_err(|_| Close::Quietly)
+        self.outbound
+            .send(refused)
+            .await
+            .map_err(|_| Close::Quietly)
     }
 
     /// Gives a worker that listed `worker-resume` its session, right after `Registered`.
