@@ -46,6 +46,15 @@ fn patient() -> DispatchOptions {
 
 /// A version-4 worker connection to `addr` presenting `token` (if any), listing `listed`.
 async fn connect(addr: SocketAddr, token: Option<&str>, listed: FeatureSet) -> RawClient {
+    connect_pid(addr, token, listed).await.0
+}
+
+/// As [`connect`], with the connection's pid.
+async fn connect_pid(
+    addr: SocketAddr,
+    token: Option<&str>,
+    listed: FeatureSet,
+) -> (RawClient, u64) {
     let mut client = RawClient::connect(addr).await;
     client
         .send(Frame::Hello(Hello {
@@ -53,15 +62,18 @@ async fn connect(addr: SocketAddr, token: Option<&str>, listed: FeatureSet) -> R
             ..hello_at(Role::Worker, 4)
         }))
         .await;
-    match client.recv().await {
-        Some(Frame::Welcome(welcome)) => assert_eq!(welcome.version, 4),
+    let pid = match client.recv().await {
+        Some(Frame::Welcome(welcome)) => {
+            assert_eq!(welcome.version, 4);
+            welcome.pid
+        }
         other => panic!("expected a welcome, got {other:?}"),
-    }
+    };
     client
         .send(Frame::from(lintel::wire::Features::of(listed)))
         .await;
     client.framed.codec_mut().set_listed(listed);
-    client
+    (client, pid)
 }
 
 /// Registers `client` for `echo` with `capacity`; returns its worker id and the session it
@@ -145,7 +157,7 @@ async fn a_worker_holding_64_pushes_resumes_after_a_reset_and_each_completes_exa
     proxy.reset();
     worker.closed().await;
     parked(&node, worker_id).await;
-    let mut resumed = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    let (mut resumed, pid) = connect_pid(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
     let holding: Vec<u64> = held.iter().map(|push| push.correlation).collect();
     match resume(&mut resumed, &session.token, holding.clone()).await {
         Frame::SessionResumed(answer) => assert_eq!(
@@ -159,6 +171,13 @@ async fn a_worker_holding_64_pushes_resumes_after_a_reset_and_each_completes_exa
         other => panic!("expected SessionResumed, got {other:?}"),
     }
     eprintln!("reset to resumed on loopback: {:?}", cut.elapsed());
+    let (pools, _) = node.registry().snapshot();
+    let status = pools
+        .iter()
+        .flat_map(|pool| &pool.workers)
+        .find(|worker| worker.worker_id == worker_id)
+        .expect("the resumed worker in status");
+    assert_eq!(status.pid, pid, "status names the connection it resumed on");
 
     // Each result is sent twice: the first completes its dispatch, the second is dropped.
     let dropped = node.node.dispatcher().counters().snapshot().dropped_replies;

@@ -402,6 +402,7 @@ impl WorkerConn<'_> {
         self.kick = Some(self.shared.sessions.open(token, self.grant.clone()));
         self.undrained = Some(self.shared.undrained.token());
         let registry = self.shared.dispatcher.registry();
+        registry.moved(worker_id, self.pid);
         self.probation = self.shared.config.worker_probation_pings;
         if self.probation > 0 {
             registry.set_excluded(worker_id, Exclusion::Probation, true);

@@ -445,6 +445,14 @@ impl Registry {
         Ok(())
     }
 
+    /// Notes that worker `id`'s session resumed on connection `pid`.
+    pub fn moved(&self, id: WorkerId, pid: u64) {
+        let state = self.lock();
+        if let Some(worker) = state.workers.get(&id) {
+            worker.pid.store(pid, Ordering::Relaxed);
+        }
+    }
+
     /// Sets or clears one of a worker's exclusions; true when that changed it. A worker none
     /// holds any more is selectable again, and waiters are served from it as from a freed slot.
     pub fn set_excluded(
