@@ -19,6 +19,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use lintel_wire::FeatureSet;
+
 use crate::auth::Grant;
 use crate::registrations::Registered;
 
@@ -214,13 +216,19 @@ impl Sessions {
         Ok(())
     }
 
-    /// What a resume by a connection granted `grant` finds under `token`: a parked session
-    /// is taken, a live one's connection told to close; one made for another credential stays.
-    pub(crate) fn claim(&self, token: &Token, grant: &Grant) -> Claim {
+    /// What a resume by a connection granted `grant` and listing `listed` finds under `token`:
+    /// a parked session is taken, a live one's connection told to close. One made for another
+    /// credential, or whose worker listed a feature `listed` lacks, stays.
+    pub(crate) fn claim(&self, token: &Token, (grant, listed): (&Grant, FeatureSet)) -> Claim {
         let taken = {
             let mut kept = lock(&self.kept);
             match (kept.by_token.get(token), kept.live.get(token)) {
-                (Some(parked), _) if parked.grant == *grant => kept.by_token.remove(token),
+                (Some(parked), _)
+                    if parked.grant == *grant
+                        && listed.contains(parked.registered.link.listed()) =>
+                {
+                    kept.by_token.remove(token)
+                }
                 (None, Some(live)) if live.grant == *grant => {
                     live.kick.cancel();
                     return Claim::Kicked;
@@ -240,7 +248,7 @@ impl Sessions {
     pub(crate) async fn take(
         &self,
         token: &Token,
-        grant: &Grant,
+        claimant: (&Grant, FeatureSet),
         deadline: Instant,
     ) -> Option<Registered> {
         loop {
@@ -248,7 +256,7 @@ impl Sessions {
             let parked = self.parked.notified();
             tokio::pin!(parked);
             parked.as_mut().enable();
-            match self.claim(token, grant) {
+            match self.claim(token, claimant) {
                 Claim::Taken(registered) => return Some(registered),
                 Claim::Unknown => return None,
                 Claim::Kicked => {}

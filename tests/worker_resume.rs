@@ -561,3 +561,31 @@ async fn a_kept_session_ends_worker_lost_when_the_node_starts_draining() {
         "not at the grace's end"
     );
 }
+
+#[tokio::test]
+async fn a_resume_listing_less_than_the_sessions_worker_is_refused_and_the_session_stays() {
+    let node = TestNode::with_config(config(10_000)).await;
+    let proxy = Proxy::start(node.addr).await;
+    let listed = FeatureSet::WORKER_RESUME.with(FeatureSet::HEARTBEAT_TIMEOUT);
+    let mut worker = connect(proxy.addr, None, listed).await;
+    let (worker_id, session) = register_with_session(&mut worker, 1).await;
+    let handles = dispatches(&node, 1);
+    let held = pushes(&mut worker, 1).await;
+    proxy.reset();
+    parked(&node, worker_id).await;
+
+    let mut less = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    match resume(&mut less, &session.token, vec![held[0].correlation]).await {
+        Frame::RegisterRefused(refusal) => assert_eq!(refusal.code, RefusalCode::SessionUnknown),
+        other => panic!("expected RegisterRefused{{SessionUnknown}}, got {other:?}"),
+    }
+    let mut resumed = connect(proxy.addr, None, listed).await;
+    match resume(&mut resumed, &session.token, vec![held[0].correlation]).await {
+        Frame::SessionResumed(answer) => assert_eq!(answer.attached, [held[0].correlation]),
+        other => panic!("expected SessionResumed, got {other:?}"),
+    }
+    resumed.send(reply_frame(&held[0], "0")).await;
+    for handle in handles {
+        assert_eq!(completed(&outcome_of(handle).await), "0");
+    }
+}

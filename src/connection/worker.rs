@@ -364,7 +364,7 @@ impl WorkerConn<'_> {
         };
         let deadline = tokio::time::Instant::now() + self.shared.config.handshake_timeout();
         let taken = tokio::select! {
-            taken = self.shared.sessions.take(&token, &self.grant, deadline) => taken,
+            taken = self.shared.sessions.take(&token, (&self.grant, self.outbound.listed()), deadline) => taken,
             () = self.shared.closing.cancelled() => return Err(Close::goodbye("node shutting down")),
         };
         let Some(registered) = taken else {

@@ -112,6 +112,11 @@ impl Link<ToWorker> {
         self.inner.kind.version >= version && self.inner.kind.listed.contains(features)
     }
 
+    /// What the worker listed in its `Features` on the connection the link was made for.
+    pub fn listed(&self) -> FeatureSet {
+        self.inner.kind.listed
+    }
+
     /// Queues `request` with its `extras` as a push whose fate `entry` hears, written as the
     /// worker's version carries it; returns its worker correlation id. The request is encoded
     /// where it lies, or copied only while the link holds pushes. Selection never gives a
