@@ -16,6 +16,7 @@ use lintel_wire::{
     ActivityOutcome, DispatchResponse, DispatchResult, ExtrasRef, ResponseRef, ResultRef,
 };
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use super::activity::Active;
 use super::caller::Caller;
@@ -85,6 +86,8 @@ struct State {
 struct Heartbeat {
     timeout: Duration,
     last: Instant,
+    /// Cancelled when the dispatch ends, so its timer task ends with it.
+    ended: CancellationToken,
 }
 
 /// Most `Progress` of one push passed on to its caller per second; the rest are dropped and
@@ -151,6 +154,9 @@ impl Flight {
     pub(super) fn finish_served(&self, result: ResultRef<'_>, served_by: Option<&str>) {
         let (caller, done) = {
             let mut state = self.state();
+            if let Some(beat) = state.heartbeat.take() {
+                beat.ended.cancel();
+            }
             (state.caller.take(), state.done.take())
         };
         let Some((caller, active)) = caller else {
@@ -290,25 +296,30 @@ impl Flight {
         let timeout = heartbeat
             .then(|| extras.heartbeat_timeout().ok().flatten())
             .flatten();
-        {
+        let ended = {
             let mut state = self.state();
             if state.caller.is_none() {
                 return;
             }
             state.progress_wanted = extras.progress();
-            if let Some(timeout) = timeout {
-                let last = Instant::now();
-                state.heartbeat = Some(Heartbeat { timeout, last });
-            }
-        }
-        if timeout.is_some() {
-            self.spawn_heartbeat();
+            timeout.map(|timeout| {
+                let ended = CancellationToken::new();
+                state.heartbeat = Some(Heartbeat {
+                    timeout,
+                    last: Instant::now(),
+                    ended: ended.clone(),
+                });
+                ended
+            })
+        };
+        if let Some(ended) = ended {
+            self.spawn_heartbeat(ended);
         }
     }
 
-    /// Runs the heartbeat timer until the dispatch ends: it wakes when the latest progress
-    /// plus the timeout is due, and holds no strong reference meanwhile.
-    fn spawn_heartbeat(self: &Arc<Self>) {
+    /// Runs the heartbeat timer until the dispatch ends (`ended`): it wakes when the latest
+    /// progress plus the timeout is due, and holds no strong reference meanwhile.
+    fn spawn_heartbeat(self: &Arc<Self>, ended: CancellationToken) {
         let flight = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
@@ -322,7 +333,10 @@ impl Flight {
                         _ => return,
                     }
                 };
-                tokio::time::sleep_until(due).await;
+                tokio::select! {
+                    () = tokio::time::sleep_until(due) => {}
+                    () = ended.cancelled() => return,
+                }
                 let Some(flight) = flight.upgrade() else {
                     return;
                 };
