@@ -808,7 +808,7 @@ async fn submissions_carry_the_dispatch_options() {
 }
 
 #[tokio::test]
-async fn a_dropped_connection_fails_every_pending_dispatch_with_closed_promptly() {
+async fn a_dropped_connection_fails_every_pending_dispatch_as_lost_after_it_ran_promptly() {
     let (_node, mut peer, client) = connected_client().await;
     let options = DispatchOptions::default()
         .wait_for_worker(Duration::from_secs(60))
@@ -832,15 +832,78 @@ async fn a_dropped_connection_fails_every_pending_dispatch_with_closed_promptly(
             .await
             .expect("a pending dispatch outlived its connection")
             .unwrap();
-        assert_eq!(result, Err(ClientError::Closed));
+        assert_eq!(
+            result,
+            Err(ClientError::ConnectionLost { may_have_run: true })
+        );
     }
     timeout(WAIT, client.closed()).await.unwrap();
     assert_eq!(
         client
             .dispatch(request("echo", "wf-late", b""), &options)
             .await,
-        Err(ClientError::Closed)
+        Err(ClientError::ConnectionLost {
+            may_have_run: false
+        })
     );
+}
+
+#[tokio::test]
+async fn a_submission_still_queued_when_the_connection_drops_is_lost_without_having_run() {
+    let (_node, mut peer, client) = connected_client().await;
+    let options = DispatchOptions::default();
+    let written = tokio::spawn({
+        let client = client.clone();
+        let options = options.clone();
+        async move {
+            client
+                .dispatch(request("echo", "wf-read", b""), &options)
+                .await
+        }
+    });
+    peer.recv_submit().await;
+    // The node reads no more: 12 MiB of submissions fill the socket's buffers on both sides,
+    // and the last, small one waits behind them in the client's queue.
+    let blocking: Vec<_> = (0..4)
+        .map(|index| {
+            let client = client.clone();
+            let options = options.clone();
+            tokio::spawn(async move {
+                let mut request = request("echo", &format!("wf-big-{index}"), b"");
+                request.input = Bytes::from(vec![7u8; 3 * 1024 * 1024]);
+                client.dispatch(request, &options).await
+            })
+        })
+        .collect();
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+    let mut queued = Box::pin(client.dispatch(request("echo", "wf-queued", b""), &options));
+    std::future::poll_fn(|cx| {
+        assert!(std::future::Future::poll(queued.as_mut(), cx).is_pending());
+        std::task::Poll::Ready(())
+    })
+    .await;
+
+    drop(peer);
+
+    assert_eq!(
+        timeout(WAIT, queued).await.unwrap(),
+        Err(ClientError::ConnectionLost {
+            may_have_run: false
+        })
+    );
+    assert_eq!(
+        timeout(WAIT, written).await.unwrap().unwrap(),
+        Err(ClientError::ConnectionLost { may_have_run: true })
+    );
+    for big in blocking {
+        let result = timeout(WAIT, big).await.unwrap().unwrap();
+        assert!(
+            matches!(result, Err(ClientError::ConnectionLost { .. })),
+            "{result:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -1024,14 +1087,15 @@ async fn a_client_fails_pending_dispatches_when_the_node_stops_answering_pings()
     while let Some(frame) = peer.recv_or_eof().await {
         match frame {
             Frame::Ping(_) => pings += 1,
-            Frame::Submit(_) => {}
+            // The client gives up on the node with a goodbye.
+            Frame::Submit(_) | Frame::Goodbye(_) => {}
             other => panic!("unexpected {other:?}"),
         }
     }
     assert_eq!(pings, 2);
     assert_eq!(
         timeout(WAIT, pending).await.unwrap().unwrap(),
-        Err(ClientError::Closed)
+        Err(ClientError::ConnectionLost { may_have_run: true })
     );
 }
 
@@ -1115,7 +1179,9 @@ async fn a_submission_too_large_for_the_node_is_refused_before_sending() {
     drop(peer);
     assert_eq!(
         timeout(WAIT, status).await.unwrap().unwrap(),
-        Err(ClientError::Closed)
+        Err(ClientError::ConnectionLost {
+            may_have_run: false
+        })
     );
 }
 

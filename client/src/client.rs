@@ -1,8 +1,9 @@
 //! The producer SDK: many dispatches in flight on one connection, each ending in one result.
 //!
 //! Every dispatch gets exactly one answer: the node's [`DispatchResult`], or
-//! [`ClientError::Closed`] the moment the connection is lost. Dropping a dispatch future
-//! forgets its entry and cancels it on the node.
+//! [`ClientError::ConnectionLost`] the moment the connection is lost, saying whether the
+//! submission reached the socket. Dropping a dispatch future forgets its entry and cancels it
+//! on the node.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -30,7 +31,7 @@ use crate::options::DispatchOptions;
 use crate::status::Status;
 use crate::subscription::{self, Sink, Subscription};
 use crate::tls::ClientTls;
-use crate::transport::{Batched, FrameReader, Outbound, SendError};
+use crate::transport::{Batched, FrameReader, Outbound, SendError, WriteMark};
 
 /// How a [`Client`] introduces itself and sizes its connection.
 #[derive(Debug, Clone)]
@@ -65,9 +66,16 @@ impl Default for ClientConfig {
 /// Why a dispatch or status query has no answer from the node.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
-    /// The connection closed (or was closed) before the answer arrived.
-    #[error("connection to the node closed before the answer arrived")]
+    /// The client was closed ([`Client::close`]); nothing was sent.
+    #[error("the client is closed")]
     Closed,
+    /// The connection was lost before the answer arrived. `may_have_run` is true exactly when
+    /// the submission had been written whole to the socket: the node may have run it. A
+    /// status query or subscription lost this way says false.
+    #[error(
+        "connection to the node lost before the answer arrived (may have run: {may_have_run})"
+    )]
+    ConnectionLost { may_have_run: bool },
     /// The submission does not fit in one frame the node accepts; nothing was sent.
     #[error("submission of {len} bytes exceeds the frame limit of {max} bytes")]
     Oversize { len: usize, max: usize },
@@ -123,6 +131,8 @@ struct Shared {
     pending: Mutex<Pending>,
     /// Cancelled once the connection is gone.
     closed: CancellationToken,
+    /// Set when [`Client::close`] ended the connection, not the node or the network.
+    closed_by_caller: std::sync::atomic::AtomicBool,
 }
 
 /// The pending-reply table. Its lock is only ever held for a map operation, never across `.await`.
@@ -144,7 +154,7 @@ impl Shared {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Marks the connection gone: every waiter hears [`ClientError::Closed`] now, and new
+    /// Marks the connection gone: every waiter hears that it was lost now, and new
     /// entries are refused.
     fn fail_all(&self) {
         let (dispatches, statuses, subscriptions) = {
@@ -163,6 +173,15 @@ impl Shared {
 }
 
 impl Shared {
+    /// What a call hears when the connection is gone without its answer.
+    fn lost(&self, may_have_run: bool) -> ClientError {
+        if self.closed_by_caller.load(Ordering::Acquire) && !may_have_run {
+            ClientError::Closed
+        } else {
+            ClientError::ConnectionLost { may_have_run }
+        }
+    }
+
     fn complete(&self, correlation: u64, dispatched: Dispatched) {
         let waiter = self.lock().dispatches.remove(&correlation);
         match waiter {
@@ -335,7 +354,9 @@ impl Client {
     /// `tokio::time::timeout`: dropping the future removes its entry and sends `Cancel`.
     ///
     /// # Errors
-    /// [`ClientError::Closed`] when the connection is lost before the outcome arrives,
+    /// [`ClientError::ConnectionLost`] when the connection is lost before the outcome arrives
+    /// (`may_have_run` when the submission was written), [`ClientError::Closed`] after
+    /// [`Client::close`],
     /// [`ClientError::Oversize`] when the submission does not fit in a frame.
     pub async fn dispatch(
         &self,
@@ -392,7 +413,7 @@ impl Client {
                     version,
                     what: field,
                 },
-                _ => ClientError::Closed,
+                _ => inner.shared.lost(false),
             });
         }
         let (tx, rx) = oneshot::channel();
@@ -401,18 +422,21 @@ impl Client {
         })?;
         // Cancel-safe to drop here: an unsent Submit needs no Cancel, and `guard` knows it.
         // The outbound refuses a submission past the bound both sides accept.
-        inner
+        let mark = inner
             .outbound
-            .send_ref(&submit)
+            .send_marked(&submit)
             .await
             .map_err(|err| match err {
                 SendError::TooLarge { len, max, .. } => ClientError::Oversize { len, max },
-                _ => ClientError::Closed,
+                _ => inner.shared.lost(false),
             })?;
         guard.submitted = true;
         let answer = rx.await;
         guard.settled = true;
-        answer.map_err(|_| ClientError::Closed)
+        match answer {
+            Ok(dispatched) => Ok(dispatched),
+            Err(_) => Err(inner.shared.lost(inner.submission_written(mark).await)),
+        }
     }
 
     /// Asks the node for its status, as operators read it (the JSON of `lintel status
@@ -420,7 +444,7 @@ impl Client {
     /// read the same way (no peers from version 1).
     ///
     /// # Errors
-    /// [`ClientError::Closed`] when the connection is lost before the report arrives,
+    /// [`ClientError::ConnectionLost`] when the connection is lost before the report arrives,
     /// [`ClientError::BadStatus`] when the node's document does not read as a status.
     pub async fn status(&self) -> Result<Status, ClientError> {
         let inner = &*self.inner;
@@ -433,10 +457,10 @@ impl Client {
             .outbound
             .send(Frame::StatusQuery(StatusQuery { correlation }))
             .await
-            .map_err(|_| ClientError::Closed)?;
+            .map_err(|_| inner.shared.lost(false))?;
         let answer = rx.await;
         guard.settled = true;
-        answer.map_err(|_| ClientError::Closed)?
+        answer.map_err(|_| inner.shared.lost(false))?
     }
 
     /// Subscribes to the node's lifecycle events of `topics` (every topic when empty): workers
@@ -447,8 +471,8 @@ impl Client {
     /// # Errors
     /// [`ClientError::Unsupported`] from a node before version 3, [`ClientError::Refused`]
     /// when the node refuses it (`Unauthorized` without the observer role, `Unsupported` from
-    /// a node without the feature `events`), [`ClientError::Closed`] when the connection is
-    /// lost.
+    /// a node without the feature `events`), [`ClientError::ConnectionLost`] when the
+    /// connection is lost.
     pub async fn subscribe(&self, topics: &[EventTopic]) -> Result<Subscription, ClientError> {
         let inner = &*self.inner;
         let version = inner.welcome.version;
@@ -463,7 +487,7 @@ impl Client {
         {
             let mut pending = inner.shared.lock();
             if pending.closed {
-                return Err(ClientError::Closed);
+                return Err(inner.shared.lost(false));
             }
             pending.subscriptions.insert(correlation, sink);
         }
@@ -479,7 +503,7 @@ impl Client {
                 topics: topics.to_vec(),
             }))
             .await
-            .map_err(|_| ClientError::Closed)?;
+            .map_err(|_| inner.shared.lost(false))?;
         // The node answers in order: once this status arrives, it has taken the subscription
         // or refused it.
         self.status().await?;
@@ -490,7 +514,7 @@ impl Client {
                     reason: ended.reason,
                 })
             }
-            Err(oneshot::error::TryRecvError::Closed) => return Err(ClientError::Closed),
+            Err(oneshot::error::TryRecvError::Closed) => return Err(inner.shared.lost(false)),
             Err(oneshot::error::TryRecvError::Empty) => {}
         }
         std::mem::forget(unclaimed);
@@ -498,17 +522,14 @@ impl Client {
         Ok(Subscription::new(connection, correlation, events, ending))
     }
 
-    /// Says `Goodbye` and closes the connection; pending calls on every clone fail with
-    /// [`ClientError::Closed`]. Resolves once the writer has flushed and stopped.
+    /// Says `Goodbye` and closes the connection: submissions not yet written are dropped and
+    /// fail with [`ClientError::Closed`], those written with `ConnectionLost{may_have_run:
+    /// true}`, later calls with `Closed`. Resolves once the writer has stopped.
     pub async fn close(&self) {
         let inner = &*self.inner;
+        inner.shared.closed_by_caller.store(true, Ordering::Release);
+        inner.abandon("client closed");
         inner.shared.fail_all();
-        inner
-            .outbound
-            .close_with(Frame::Goodbye(Goodbye {
-                reason: "client closed".to_owned(),
-            }))
-            .await;
         inner.outbound.closed().await;
     }
 
@@ -534,7 +555,29 @@ impl Client {
     }
 }
 
+/// How long a lost dispatch waits for the writer to stop before judging from what it has
+/// written so far: a socket the peer stopped reading can hold a frame in the middle.
+const WRITER_STOP_GRACE: Duration = Duration::from_secs(1);
+
 impl Inner {
+    /// Drops every frame not yet started and closes, saying `Goodbye`: nothing more is
+    /// written once the connection is given up, so what was written stays what was written.
+    fn abandon(&self, reason: &str) {
+        let goodbye = Frame::Goodbye(Goodbye {
+            reason: reason.to_owned(),
+        });
+        let _ = self.outbound.discard_and_close_with(&goodbye);
+    }
+
+    /// Whether the submission `mark` came from was written whole to the socket, judged once
+    /// the writer stopped (a frame it had started it finishes first); if the writer is still
+    /// stuck in a frame after [`WRITER_STOP_GRACE`], from what it wrote so far.
+    async fn submission_written(&self, mark: WriteMark) -> bool {
+        self.abandon("connection lost");
+        let _ = tokio::time::timeout(WRITER_STOP_GRACE, self.outbound.closed()).await;
+        self.outbound.written(mark)
+    }
+
     /// Inserts an entry through `insert` unless the connection is already gone.
     fn insert(
         &self,
@@ -544,7 +587,7 @@ impl Inner {
     ) -> Result<PendingGuard<'_>, ClientError> {
         let mut pending = self.shared.lock();
         if pending.closed {
-            return Err(ClientError::Closed);
+            return Err(self.shared.lost(false));
         }
         insert(&mut pending);
         drop(pending);
@@ -657,8 +700,11 @@ async fn read_loop(
             },
         }
     }
+    // Nothing queued is worth writing now: no answer would come back for it.
+    let _ = outbound.discard_and_close_with(&Frame::Goodbye(Goodbye {
+        reason: "connection lost".to_owned(),
+    }));
     shared.fail_all();
-    outbound.close();
 }
 
 /// Handles one frame from the node.
@@ -708,10 +754,16 @@ fn on_frame(frame: FrameRef<'_>, shared: &Shared, outbound: &Outbound) -> Result
         FrameRef::Frame(Frame::Pong(_)) => {}
         FrameRef::Frame(Frame::Goodbye(goodbye)) => {
             tracing::info!(reason = %goodbye.reason, "node said goodbye");
+            let _ = outbound.discard_and_close_with(&Frame::Goodbye(Goodbye {
+                reason: "node said goodbye".to_owned(),
+            }));
             shared.fail_all();
         }
         FrameRef::Frame(Frame::Error(error)) => {
             tracing::warn!(code = ?error.code, reason = %error.reason, "node reported a protocol error");
+            let _ = outbound.discard_and_close_with(&Frame::Goodbye(Goodbye {
+                reason: "node reported an error".to_owned(),
+            }));
             shared.fail_all();
         }
         other => {

@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 pub use batch::Batched;
 pub use dial::{Dialer, Dialing, TcpDialer};
 pub use lanes::{Pressure, QueueLimits, DEFAULT_QUEUE_BYTES};
-pub use outbound::{Outbound, SendError};
+pub use outbound::{Outbound, SendError, WriteMark};
 pub use reader::{is_frame_timeout, Found, FrameReader, FrameReady};
 pub use socket::{BoxRead, BoxWrite, ReadSocket, Socket};
 
