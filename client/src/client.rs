@@ -27,11 +27,13 @@ use crate::connect::{
     MIN_PROTOCOL_VERSION,
 };
 use crate::keepalive::{Keepalive, Tick};
+use crate::nodes::Nodes;
 use crate::options::DispatchOptions;
 use crate::status::Status;
 use crate::subscription::{self, Sink, Subscription};
 use crate::tls::ClientTls;
 use crate::transport::{Batched, FrameReader, Outbound, SendError, WriteMark};
+use crate::worker::Backoff;
 
 /// How a [`Client`] introduces itself and sizes its connection.
 #[derive(Debug, Clone)]
@@ -45,9 +47,13 @@ pub struct ClientConfig {
     pub max_frame_len: usize,
     /// Frames the outbound queue holds before a dispatch waits for room.
     pub queue_len: usize,
-    /// Speak TLS to the node; `None` is plaintext. The node's certificate is checked against
-    /// the TLS server name, else the IP address dialled.
+    /// Speak TLS to the node; `None` is plaintext. Each node's certificate is checked against
+    /// the TLS server name when one is set, else the host of the address it was given as,
+    /// else the IP address dialled.
     pub tls: Option<ClientTls>,
+    /// Delays between rounds of reconnecting to the nodes of [`Client::connect_nodes`]:
+    /// after each round in which no node answered, the next waits longer, with jitter.
+    pub reconnect: Backoff,
 }
 
 impl Default for ClientConfig {
@@ -59,6 +65,7 @@ impl Default for ClientConfig {
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             queue_len: 1024,
             tls: None,
+            reconnect: Backoff::default(),
         }
     }
 }
@@ -90,6 +97,10 @@ pub enum ClientError {
     /// The node refused a subscription (`Unauthorized` without the observer role).
     #[error("the node refused the subscription ({code:?}): {reason}")]
     Refused { code: RefusalCode, reason: String },
+    /// The connection was gone and no node could be reached again; nothing was sent. The
+    /// reason names each address tried and its error.
+    #[error("{reason}")]
+    Unreachable { reason: String },
 }
 
 /// A dispatch's result and the node that served it.
@@ -100,17 +111,49 @@ pub struct Dispatched {
     pub served_by: Option<String>,
 }
 
-/// A producer connection to one node; clones share it.
+/// A producer connected to one node at a time; clones share it.
 ///
-/// Dropping the last clone closes the connection and fails whatever is still pending.
+/// Made by [`Client::connect_nodes`], it moves to another of its nodes when the one it uses
+/// says goodbye, is lost, or answers a dispatch `draining`: the next call connects again,
+/// trying the others first, with jittered backoff between rounds in which none answered.
+/// Made by [`Client::connect`], it keeps its one connection. Dropping the last clone closes
+/// the connection and fails whatever is still pending.
 #[derive(Debug, Clone)]
 pub struct Client {
-    inner: Arc<Inner>,
+    core: Arc<Core>,
+}
+
+/// What every clone shares: the connection in use and how to make another.
+#[derive(Debug)]
+struct Core {
+    /// The connection in use; replaced, never emptied. Its lock is held only to read or swap
+    /// the pointer.
+    current: Mutex<Arc<Inner>>,
+    /// `None` for a client of one connection, which is never replaced.
+    nodes: Option<Nodes>,
+    handshake: Handshake,
+    tls: Option<ClientTls>,
+    reconnect: Backoff,
+    /// One caller reconnects at a time; the others wait for its connection.
+    redial: tokio::sync::Mutex<Redial>,
+    /// Set by [`Client::close`].
+    closed: CancellationToken,
+}
+
+/// Reconnection rounds that found no node, and when the next may start.
+#[derive(Debug, Default)]
+struct Redial {
+    failures: u32,
+    not_before: Option<tokio::time::Instant>,
 }
 
 #[derive(Debug)]
 struct Inner {
     shared: Arc<Shared>,
+    /// The node's address, for the result's attempts and to try it last after it drained.
+    address: Option<SocketAddr>,
+    /// The node answered a dispatch `draining`: the next call connects elsewhere.
+    draining: std::sync::atomic::AtomicBool,
     outbound: Outbound,
     welcome: Welcome,
     local_addr: Option<SocketAddr>,
@@ -307,45 +350,135 @@ impl Client {
         addr: A,
         config: ClientConfig,
     ) -> Result<Self, ConnectError> {
-        let handshake = Handshake {
-            versions: MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION,
-            role: Role::Producer,
-            name: config.name,
-            auth_token: config.auth_token,
-            timeout: config.handshake_timeout,
-            max_frame_len: config.max_frame_len,
-            queue_len: config.queue_len,
-        };
-        let Connection {
-            reader,
-            outbound,
-            writer: _,
-            welcome,
-            max_send_len: _,
-        } = match &config.tls {
+        let handshake = handshake(&config);
+        let connection = match &config.tls {
             None => connect(addr, &handshake).await?,
             Some(tls) => connect_tls(addr, None, tls, &handshake).await?,
         };
-        let local_addr = reader.get_ref().local_addr().ok();
-        let shared = Arc::new(Shared::default());
-        let keepalive = Keepalive::from_limits(&welcome.limits);
-        let reader = tokio::spawn(Batched::new(read_loop(
-            reader,
-            outbound.clone(),
-            Arc::clone(&shared),
-            keepalive,
-        )))
-        .abort_handle();
-        Ok(Self {
-            inner: Arc::new(Inner {
-                shared,
-                outbound,
-                welcome,
-                local_addr,
-                next_correlation: AtomicU64::new(1),
-                reader,
+        Ok(Self::start(
+            Inner::start(connection, None),
+            None,
+            handshake,
+            config,
+        ))
+    }
+
+    /// Connects to one of the nodes at `nodes` (each `host:port`; a name that resolves to
+    /// several addresses counts as each), and moves between them as the type's doc says.
+    ///
+    /// # Examples
+    /// ```
+    /// use lintel_client::{Client, ClientConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let (a, b) = (node().await?, node().await?);
+    /// let client = Client::connect_nodes([a.as_str(), b.as_str()], ClientConfig::default()).await?;
+    /// println!("connected to {:?}", client.node_addr());
+    /// # Ok(())
+    /// # }
+    /// # async fn node() -> Result<String, Box<dyn std::error::Error>> {
+    /// #     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// #     let addr = listener.local_addr()?.to_string();
+    /// #     let node = lintel::Node::new(lintel::NodeConfig::default())?;
+    /// #     tokio::spawn(async move { node.serve(listener, std::future::pending()).await });
+    /// #     Ok(addr)
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// With one address, its [`ConnectError`]; with several, [`ConnectError::AllFailed`]
+    /// naming each address and its error, within `handshake_timeout`;
+    /// [`ConnectError::NoNodes`] when `nodes` is empty.
+    pub async fn connect_nodes<I, S>(nodes: I, config: ClientConfig) -> Result<Self, ConnectError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let nodes = Nodes::new(nodes)?;
+        let handshake = handshake(&config);
+        let (connection, address) = nodes.connect(&handshake, config.tls.as_ref(), None).await?;
+        let inner = Inner::start(connection, Some(address));
+        Ok(Self::start(inner, Some(nodes), handshake, config))
+    }
+
+    fn start(
+        inner: Inner,
+        nodes: Option<Nodes>,
+        handshake: Handshake,
+        config: ClientConfig,
+    ) -> Self {
+        Self {
+            core: Arc::new(Core {
+                current: Mutex::new(Arc::new(inner)),
+                nodes,
+                handshake,
+                tls: config.tls,
+                reconnect: config.reconnect,
+                redial: tokio::sync::Mutex::new(Redial::default()),
+                closed: CancellationToken::new(),
             }),
-        })
+        }
+    }
+
+    /// The connection in use now.
+    fn link(&self) -> Arc<Inner> {
+        Arc::clone(
+            &self
+                .core
+                .current
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// A connection to send on: the one in use while it is open and not draining, else a new
+    /// one to another node (a client of one connection keeps its own, to fail on it).
+    async fn usable(&self) -> Result<Arc<Inner>, ClientError> {
+        let link = self.link();
+        if link.is_usable() {
+            return Ok(link);
+        }
+        let Some(nodes) = &self.core.nodes else {
+            return Ok(link);
+        };
+        if self.core.closed.is_cancelled() {
+            return Err(ClientError::Closed);
+        }
+        let mut redial = self.core.redial.lock().await;
+        let link = self.link();
+        if link.is_usable() {
+            return Ok(link);
+        }
+        if let Some(not_before) = redial.not_before {
+            tokio::time::sleep_until(not_before).await;
+        }
+        let tls = self.core.tls.as_ref();
+        match nodes.connect(&self.core.handshake, tls, link.address).await {
+            Ok((connection, address)) => {
+                *redial = Redial::default();
+                let fresh = Arc::new(Inner::start(connection, Some(address)));
+                *self
+                    .core
+                    .current
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Arc::clone(&fresh);
+                if self.core.closed.is_cancelled() {
+                    fresh.abandon("client closed");
+                    fresh.shared.fail_all();
+                    return Err(ClientError::Closed);
+                }
+                Ok(fresh)
+            }
+            Err(err) => {
+                let delay = self.core.reconnect.delay(redial.failures);
+                redial.failures = redial.failures.saturating_add(1);
+                redial.not_before = Some(tokio::time::Instant::now() + delay);
+                Err(ClientError::Unreachable {
+                    reason: err.to_string(),
+                })
+            }
+        }
     }
 
     /// Submits `request` and waits for its one result.
@@ -392,7 +525,211 @@ impl Client {
         request: RequestRef<'a>,
         options: &'a DispatchOptions,
     ) -> Result<Dispatched, ClientError> {
-        let inner = &*self.inner;
+        let link = self.usable().await?;
+        let dispatched = link.dispatch(request, options).await?;
+        if matches!(dispatched.result, DispatchResult::Draining) {
+            link.draining.store(true, Ordering::Relaxed);
+        }
+        Ok(dispatched)
+    }
+
+    /// Asks the node for its status, as operators read it (the JSON of `lintel status
+    /// --json`): from a version-3 node its status document, from an earlier one its report
+    /// read the same way (no peers from version 1).
+    ///
+    /// # Errors
+    /// [`ClientError::ConnectionLost`] when the connection is lost before the report arrives,
+    /// [`ClientError::BadStatus`] when the node's document does not read as a status.
+    pub async fn status(&self) -> Result<Status, ClientError> {
+        self.usable().await?.status().await
+    }
+
+    /// Subscribes to the node's lifecycle events of `topics` (every topic when empty): workers
+    /// registering, excluded, restored and departing, peer links up and down. Resolves once
+    /// the node has taken the subscription, so every event after this call is in the stream.
+    /// Needs the observer role where the node requires credentials.
+    ///
+    /// # Errors
+    /// [`ClientError::Unsupported`] from a node before version 3, [`ClientError::Refused`]
+    /// when the node refuses it (`Unauthorized` without the observer role, `Unsupported` from
+    /// a node without the feature `events`), [`ClientError::ConnectionLost`] when the
+    /// connection is lost.
+    pub async fn subscribe(&self, topics: &[EventTopic]) -> Result<Subscription, ClientError> {
+        let link = self.usable().await?;
+        let inner = &*link;
+        let version = inner.welcome.version;
+        if version < 3 {
+            return Err(ClientError::Unsupported {
+                version,
+                what: feature::EVENTS,
+            });
+        }
+        let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let (sink, events, mut ending) = Sink::new();
+        {
+            let mut pending = inner.shared.lock();
+            if pending.closed {
+                return Err(inner.shared.lost(false));
+            }
+            pending.subscriptions.insert(correlation, sink);
+        }
+        // Until it is handed over, a subscription this call leaves is forgotten and cancelled.
+        let unclaimed = Unclaimed {
+            link: &link,
+            correlation,
+        };
+        inner
+            .outbound
+            .send(Frame::Subscribe(Subscribe {
+                correlation,
+                topics: topics.to_vec(),
+            }))
+            .await
+            .map_err(|_| inner.shared.lost(false))?;
+        // The node answers in order: once this status arrives, it has taken the subscription
+        // or refused it.
+        link.status().await?;
+        match ending.try_recv() {
+            Ok(ended) => {
+                return Err(ClientError::Refused {
+                    code: ended.code,
+                    reason: ended.reason,
+                })
+            }
+            Err(oneshot::error::TryRecvError::Closed) => return Err(inner.shared.lost(false)),
+            Err(oneshot::error::TryRecvError::Empty) => {}
+        }
+        std::mem::forget(unclaimed);
+        let connection: Arc<dyn subscription::Connection> = Arc::clone(&link) as _;
+        Ok(Subscription::new(connection, correlation, events, ending))
+    }
+
+    /// Says `Goodbye` and closes the connection for good: submissions not yet written are
+    /// dropped and fail with [`ClientError::Closed`], those written with
+    /// `ConnectionLost{may_have_run: true}`, later calls with `Closed`. Resolves once the
+    /// writer has stopped.
+    pub async fn close(&self) {
+        self.core.closed.cancel();
+        let link = self.link();
+        link.shared.closed_by_caller.store(true, Ordering::Release);
+        link.abandon("client closed");
+        link.shared.fail_all();
+        link.outbound.closed().await;
+    }
+
+    /// What the node in use said in its welcome: the version, node id, this connection's
+    /// pid, its limits, and on version 3 its header limits and features.
+    pub fn welcome(&self) -> Welcome {
+        self.link().welcome.clone()
+    }
+
+    /// This side's address of the connection in use, when the socket could tell.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.link().local_addr
+    }
+
+    /// The address of the node in use, when the socket could tell.
+    pub fn node_addr(&self) -> Option<SocketAddr> {
+        self.link().address
+    }
+
+    /// True once the client cannot send any more: after [`Client::close`], and for a client of
+    /// one connection ([`Client::connect`]) once that connection is gone.
+    pub fn is_closed(&self) -> bool {
+        self.core.closed.is_cancelled()
+            || (self.core.nodes.is_none() && self.link().shared.closed.is_cancelled())
+    }
+
+    /// Resolves once the connection in use is gone (it may be replaced at the next call when
+    /// the client has several nodes), or the client is closed.
+    pub async fn closed(&self) {
+        let link = self.link();
+        tokio::select! {
+            () = link.shared.closed.cancelled() => {}
+            () = self.core.closed.cancelled() => {}
+        }
+    }
+}
+
+/// How long a lost dispatch waits for the writer to stop before judging from what it has
+/// written so far: a socket the peer stopped reading can hold a frame in the middle.
+const WRITER_STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// What a client says in its hello, from its config.
+fn handshake(config: &ClientConfig) -> Handshake {
+    Handshake {
+        versions: MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION,
+        role: Role::Producer,
+        name: config.name.clone(),
+        auth_token: config.auth_token.clone(),
+        timeout: config.handshake_timeout,
+        max_frame_len: config.max_frame_len,
+        queue_len: config.queue_len,
+    }
+}
+
+impl Inner {
+    /// Starts the reader of a handshaken connection to the node at `address`.
+    fn start(connection: Connection, address: Option<SocketAddr>) -> Self {
+        let Connection {
+            reader,
+            outbound,
+            writer: _,
+            welcome,
+            max_send_len: _,
+        } = connection;
+        let local_addr = reader.get_ref().local_addr().ok();
+        let shared = Arc::new(Shared::default());
+        let keepalive = Keepalive::from_limits(&welcome.limits);
+        let reader = tokio::spawn(Batched::new(read_loop(
+            reader,
+            outbound.clone(),
+            Arc::clone(&shared),
+            keepalive,
+        )))
+        .abort_handle();
+        Self {
+            shared,
+            address,
+            draining: std::sync::atomic::AtomicBool::new(false),
+            outbound,
+            welcome,
+            local_addr,
+            next_correlation: AtomicU64::new(1),
+            reader,
+        }
+    }
+
+    /// Asks this connection's node for its status.
+    async fn status(&self) -> Result<Status, ClientError> {
+        let inner = self;
+        let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let mut guard = inner.insert(Table::Status, correlation, |pending| {
+            pending.statuses.insert(correlation, tx);
+        })?;
+        inner
+            .outbound
+            .send(Frame::StatusQuery(StatusQuery { correlation }))
+            .await
+            .map_err(|_| inner.shared.lost(false))?;
+        let answer = rx.await;
+        guard.settled = true;
+        answer.map_err(|_| inner.shared.lost(false))?
+    }
+
+    /// Open, and its node not known to drain.
+    fn is_usable(&self) -> bool {
+        !self.shared.closed.is_cancelled() && !self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Submits on this connection and waits for the one result.
+    async fn dispatch<'a>(
+        &self,
+        request: RequestRef<'a>,
+        options: &'a DispatchOptions,
+    ) -> Result<Dispatched, ClientError> {
+        let inner = self;
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
         let submit = FrameRef::Submit(Submit {
             correlation,
@@ -439,127 +776,6 @@ impl Client {
         }
     }
 
-    /// Asks the node for its status, as operators read it (the JSON of `lintel status
-    /// --json`): from a version-3 node its status document, from an earlier one its report
-    /// read the same way (no peers from version 1).
-    ///
-    /// # Errors
-    /// [`ClientError::ConnectionLost`] when the connection is lost before the report arrives,
-    /// [`ClientError::BadStatus`] when the node's document does not read as a status.
-    pub async fn status(&self) -> Result<Status, ClientError> {
-        let inner = &*self.inner;
-        let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        let mut guard = inner.insert(Table::Status, correlation, |pending| {
-            pending.statuses.insert(correlation, tx);
-        })?;
-        inner
-            .outbound
-            .send(Frame::StatusQuery(StatusQuery { correlation }))
-            .await
-            .map_err(|_| inner.shared.lost(false))?;
-        let answer = rx.await;
-        guard.settled = true;
-        answer.map_err(|_| inner.shared.lost(false))?
-    }
-
-    /// Subscribes to the node's lifecycle events of `topics` (every topic when empty): workers
-    /// registering, excluded, restored and departing, peer links up and down. Resolves once
-    /// the node has taken the subscription, so every event after this call is in the stream.
-    /// Needs the observer role where the node requires credentials.
-    ///
-    /// # Errors
-    /// [`ClientError::Unsupported`] from a node before version 3, [`ClientError::Refused`]
-    /// when the node refuses it (`Unauthorized` without the observer role, `Unsupported` from
-    /// a node without the feature `events`), [`ClientError::ConnectionLost`] when the
-    /// connection is lost.
-    pub async fn subscribe(&self, topics: &[EventTopic]) -> Result<Subscription, ClientError> {
-        let inner = &*self.inner;
-        let version = inner.welcome.version;
-        if version < 3 {
-            return Err(ClientError::Unsupported {
-                version,
-                what: feature::EVENTS,
-            });
-        }
-        let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
-        let (sink, events, mut ending) = Sink::new();
-        {
-            let mut pending = inner.shared.lock();
-            if pending.closed {
-                return Err(inner.shared.lost(false));
-            }
-            pending.subscriptions.insert(correlation, sink);
-        }
-        // Until it is handed over, a subscription this call leaves is forgotten and cancelled.
-        let unclaimed = Unclaimed {
-            client: self,
-            correlation,
-        };
-        inner
-            .outbound
-            .send(Frame::Subscribe(Subscribe {
-                correlation,
-                topics: topics.to_vec(),
-            }))
-            .await
-            .map_err(|_| inner.shared.lost(false))?;
-        // The node answers in order: once this status arrives, it has taken the subscription
-        // or refused it.
-        self.status().await?;
-        match ending.try_recv() {
-            Ok(ended) => {
-                return Err(ClientError::Refused {
-                    code: ended.code,
-                    reason: ended.reason,
-                })
-            }
-            Err(oneshot::error::TryRecvError::Closed) => return Err(inner.shared.lost(false)),
-            Err(oneshot::error::TryRecvError::Empty) => {}
-        }
-        std::mem::forget(unclaimed);
-        let connection: Arc<dyn subscription::Connection> = Arc::clone(&self.inner) as _;
-        Ok(Subscription::new(connection, correlation, events, ending))
-    }
-
-    /// Says `Goodbye` and closes the connection: submissions not yet written are dropped and
-    /// fail with [`ClientError::Closed`], those written with `ConnectionLost{may_have_run:
-    /// true}`, later calls with `Closed`. Resolves once the writer has stopped.
-    pub async fn close(&self) {
-        let inner = &*self.inner;
-        inner.shared.closed_by_caller.store(true, Ordering::Release);
-        inner.abandon("client closed");
-        inner.shared.fail_all();
-        inner.outbound.closed().await;
-    }
-
-    /// What the node said in its welcome: the version, node id, this connection's pid, its
-    /// limits, and on version 3 its header limits and features.
-    pub fn welcome(&self) -> &Welcome {
-        &self.inner.welcome
-    }
-
-    /// This side's address of the connection, when the socket could tell.
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.inner.local_addr
-    }
-
-    /// True once the connection is gone.
-    pub fn is_closed(&self) -> bool {
-        self.inner.shared.closed.is_cancelled()
-    }
-
-    /// Resolves once the connection is gone.
-    pub async fn closed(&self) {
-        self.inner.shared.closed.cancelled().await;
-    }
-}
-
-/// How long a lost dispatch waits for the writer to stop before judging from what it has
-/// written so far: a socket the peer stopped reading can hold a frame in the middle.
-const WRITER_STOP_GRACE: Duration = Duration::from_secs(1);
-
-impl Inner {
     /// Drops every frame not yet started and closes, saying `Goodbye`: nothing more is
     /// written once the connection is given up, so what was written stays what was written.
     fn abandon(&self, reason: &str) {
@@ -619,13 +835,13 @@ impl Inner {
 /// A subscription [`Client::subscribe`] has not handed over yet: dropped, it is forgotten and
 /// cancelled on the node.
 struct Unclaimed<'a> {
-    client: &'a Client,
+    link: &'a Inner,
     correlation: u64,
 }
 
 impl Drop for Unclaimed<'_> {
     fn drop(&mut self) {
-        let inner = &*self.client.inner;
+        let inner = self.link;
         if subscription::Connection::forget(inner, self.correlation) {
             inner.send_cancel(self.correlation);
         }

@@ -16,7 +16,9 @@ pub use lintel_wire::PROTOCOL_VERSION;
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::task::JoinHandle;
 
+use crate::nodes::Attempt;
 use crate::tls::{rustls_error, ClientTls};
+use crate::transport::resolve::ResolveError;
 use crate::transport::{self, Dialer, FrameReader, Outbound, Socket};
 
 /// Lowest protocol version the SDKs accept; they speak up to [`PROTOCOL_VERSION`].
@@ -93,6 +95,20 @@ pub enum ConnectError {
     /// with a [`ClientTls`]), or HTTP from an HTTP endpoint such as a node's admin listener.
     #[error("the address answered with {0}, not lintel frames")]
     Foreign(Foreign),
+    /// No node address was given.
+    #[error("no node address given")]
+    NoNodes,
+    /// A node's name resolved to no address.
+    #[error(transparent)]
+    Resolve(ResolveError),
+    /// Every address given failed, each with its error, in the order tried.
+    #[error("no node could be reached: {}", list(.0))]
+    AllFailed(Vec<Attempt>),
+}
+
+fn list(attempts: &[Attempt]) -> String {
+    let said: Vec<String> = attempts.iter().map(ToString::to_string).collect();
+    said.join("; ")
 }
 
 impl ConnectError {
@@ -106,7 +122,12 @@ impl ConnectError {
             | ConnectError::Foreign(_)
             | ConnectError::UnsupportedVersion(_)
             | ConnectError::UnexpectedFrame(_)
-            | ConnectError::Codec(_) => true,
+            | ConnectError::Codec(_)
+            | ConnectError::NoNodes => true,
+            ConnectError::AllFailed(attempts) => {
+                attempts.iter().all(|attempt| attempt.error.is_permanent())
+            }
+            ConnectError::Resolve(_) => false,
             ConnectError::Io(_)
             | ConnectError::Protocol(_)
             | ConnectError::Timeout(_)

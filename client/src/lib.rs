@@ -5,6 +5,8 @@
 //! - [`connect`]: dial, `Hello`/`Welcome` handshake with a timeout, typed [`ConnectError`]s;
 //!   [`keepalive`]: pings, their answers and the miss limit, and [`burst`]: the frames one turn
 //!   of a connection's loop handles, for the SDKs and the node alike.
+//! - [`nodes`]: the node addresses a client or worker is given, each name resolved to every
+//!   address it names, tried in turn.
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
 //! - [`Client`]: a producer multiplexing many dispatches over one connection; a
 //!   [`Subscription`] to the node's lifecycle events is a stream it feeds.
@@ -24,6 +26,7 @@ pub mod burst;
 mod client;
 pub mod connect;
 pub mod keepalive;
+pub mod nodes;
 mod options;
 pub mod status;
 mod subscription;

@@ -75,7 +75,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
         Ok(workers) => workers,
         Err(message) => return fail(message),
     };
-    let client = match Client::connect(args.target.connect.as_str(), config).await {
+    let client = match Client::connect_nodes(args.target.nodes(), config).await {
         Ok(client) => client,
         Err(err) => return fail(args.target.cannot_connect(&err)),
     };
@@ -214,7 +214,7 @@ async fn start_workers(args: &Args, tls: Option<&ClientTls>) -> Result<Vec<Worke
             max_concurrency: args.worker_concurrency,
             ..Register::default()
         };
-        let mut config = WorkerConfig::new(args.target.connect.clone(), registration);
+        let mut config = WorkerConfig::with_nodes(args.target.nodes(), registration);
         config.auth_token = args.target.auth_token.clone();
         config.tls = tls.cloned();
         workers.push(Worker::spawn(config, BuiltIn));

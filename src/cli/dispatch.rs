@@ -165,7 +165,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
 /// Connects to the node as the producer `lintel-dispatch`.
 async fn connect(target: &NodeArgs) -> Result<Client, ExitCode> {
     let config = target.config("lintel-dispatch").map_err(fail)?;
-    match Client::connect(target.connect.as_str(), config).await {
+    match Client::connect_nodes(target.nodes(), config).await {
         Ok(client) => Ok(client),
         // A refusal at hello for draining is the draining outcome too.
         Err(ConnectError::Refused(refusal)) if refusal.code == RefusalCode::Draining => {

@@ -87,9 +87,9 @@ pub(super) async fn run(args: Args) -> ExitCode {
         instance_id: args.instance_id,
         extensions: Vec::new(),
     };
-    let mut config = WorkerConfig::new(args.target.connect.clone(), registration);
+    let mut config = WorkerConfig::with_nodes(args.target.nodes(), registration);
     config.auth_token = args.target.auth_token.clone();
-    config.tls = match args.target.tls.load(&args.target.connect) {
+    config.tls = match args.target.tls.load() {
         Ok(tls) => tls,
         Err(err) => return stop(err),
     };

@@ -39,8 +39,10 @@ impl Backoff {
 /// Where to connect, what to register and how to behave on the way.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
-    /// `host:port` of the node.
-    pub addr: String,
+    /// `host:port` of each node it may register with (a name resolving to several addresses
+    /// counts as each). It registers with one; when that node drains or is lost it tries the
+    /// others first, then comes back.
+    pub nodes: Vec<String>,
     /// Sent after every handshake; `max_concurrency` is replaced by the latest
     /// [`WorkerHandle::set_capacity`](super::WorkerHandle::set_capacity). Its deployment and
     /// instance id need a version-3 node: an earlier one is sent the registration without
@@ -57,15 +59,25 @@ pub struct WorkerConfig {
     /// Frames the outbound queue holds before the runtime waits for room.
     pub queue_len: usize,
     /// Speak TLS to the node; `None` is plaintext. The node's certificate is checked against
-    /// the TLS server name, else the host of `addr`.
+    /// the TLS server name, else the host of the address it was given.
     pub tls: Option<ClientTls>,
 }
 
 impl WorkerConfig {
-    /// A config with default timeouts, backoff and limits, named after the registration identity.
+    /// A config for the node at `addr` with default timeouts, backoff and limits, named after
+    /// the registration identity.
     pub fn new(addr: impl Into<String>, registration: Register) -> Self {
+        Self::with_nodes([addr.into()], registration)
+    }
+
+    /// As [`WorkerConfig::new`], for several nodes: it registers with one at a time.
+    pub fn with_nodes<I, S>(nodes: I, registration: Register) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
         Self {
-            addr: addr.into(),
+            nodes: nodes.into_iter().map(Into::into).collect(),
             name: registration.identity.clone(),
             registration,
             auth_token: None,
