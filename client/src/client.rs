@@ -28,7 +28,7 @@ use crate::connect::{
 };
 use crate::keepalive::{Keepalive, Tick};
 use crate::nodes::Nodes;
-use crate::options::DispatchOptions;
+use crate::options::{DispatchOptions, RetryReason, DEFAULT_REPLY_TIMEOUT};
 use crate::status::Status;
 use crate::subscription::{self, Sink, Subscription};
 use crate::tls::ClientTls;
@@ -103,12 +103,35 @@ pub enum ClientError {
     Unreachable { reason: String },
 }
 
-/// A dispatch's result and the node that served it.
+/// A dispatch's result, the node that served it, and the attempts before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dispatched {
     pub result: DispatchResult,
     /// The node whose worker ran it or that decided the outcome; `None` from a version-1 node.
     pub served_by: Option<String>,
+    /// The address of the node it was submitted to, when known (a client made by
+    /// [`Client::connect_nodes`] knows it).
+    pub node: Option<SocketAddr>,
+    /// The earlier attempts, in order, each retried under the dispatch's [`RetryPolicy`];
+    /// empty when the first attempt stood.
+    pub retried: Vec<Retried>,
+}
+
+impl Dispatched {
+    /// Attempts made in all, this one included.
+    pub fn attempts(&self) -> usize {
+        self.retried.len() + 1
+    }
+}
+
+/// An attempt that was tried again: where it went and why it did not stand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retried {
+    /// The address of the node it was submitted to, when known.
+    pub node: Option<SocketAddr>,
+    /// The node that answered it, when one did and said so.
+    pub served_by: Option<String>,
+    pub reason: RetryReason,
 }
 
 /// A producer connected to one node at a time; clones share it.
@@ -525,12 +548,72 @@ impl Client {
         request: RequestRef<'a>,
         options: &'a DispatchOptions,
     ) -> Result<Dispatched, ClientError> {
-        let link = self.usable().await?;
-        let dispatched = link.dispatch(request, options).await?;
-        if matches!(dispatched.result, DispatchResult::Draining) {
-            link.draining.store(true, Ordering::Relaxed);
+        let policy = &options.retry;
+        let budget = policy
+            .time_budget()
+            .or(options.reply_timeout)
+            .unwrap_or(DEFAULT_REPLY_TIMEOUT);
+        let mut retried = Vec::new();
+        let start = tokio::time::Instant::now();
+        loop {
+            let current = self.link();
+            let usable = if current.is_usable() {
+                Ok(current)
+            } else {
+                match tokio::time::timeout_at(start + budget, self.usable()).await {
+                    Ok(usable) => usable,
+                    Err(_) => Err(ClientError::Unreachable {
+                        reason: format!("no node could be reached within {budget:?}"),
+                    }),
+                }
+            };
+            let (node, answer) = match usable {
+                Ok(link) => {
+                    let answer = link.dispatch(request.clone(), options).await;
+                    if let Ok(Dispatched {
+                        result: DispatchResult::Draining,
+                        ..
+                    }) = answer
+                    {
+                        // Left before the next call: it takes no new work.
+                        link.draining.store(true, Ordering::Relaxed);
+                    }
+                    (link.address, answer)
+                }
+                Err(err) => (None, Err(err)),
+            };
+            let reason = match &answer {
+                Ok(dispatched) => policy.retries(&dispatched.result),
+                Err(ClientError::ConnectionLost {
+                    may_have_run: false,
+                }) => Some(RetryReason::NotSent),
+                Err(ClientError::ConnectionLost { may_have_run: true })
+                    if policy.is_idempotent() =>
+                {
+                    Some(RetryReason::MayHaveRun)
+                }
+                Err(ClientError::Unreachable { .. }) => Some(RetryReason::Unreachable),
+                Err(_) => None,
+            };
+            let in_budget = start.elapsed() < budget;
+            let more = retried.len() + 1 < policy.max_attempts() as usize;
+            match (reason, answer) {
+                (Some(reason), answer) if more && in_budget => {
+                    let served_by = answer.ok().and_then(|dispatched| dispatched.served_by);
+                    retried.push(Retried {
+                        node,
+                        served_by,
+                        reason,
+                    });
+                }
+                (_, Ok(mut dispatched)) => {
+                    dispatched.node = node;
+                    dispatched.retried = retried;
+                    return Ok(dispatched);
+                }
+                (_, Err(err)) => return Err(err),
+            }
         }
-        Ok(dispatched)
     }
 
     /// Asks the node for its status, as operators read it (the JSON of `lintel status
@@ -933,6 +1016,8 @@ fn on_frame(frame: FrameRef<'_>, shared: &Shared, outbound: &Outbound) -> Result
             let dispatched = Dispatched {
                 result: outcome.result.into_owned(),
                 served_by: None,
+                node: None,
+                retried: Vec::new(),
             };
             shared.complete(outcome.correlation, dispatched);
         }
@@ -940,6 +1025,8 @@ fn on_frame(frame: FrameRef<'_>, shared: &Shared, outbound: &Outbound) -> Result
             let dispatched = Dispatched {
                 result: outcome.result.into_owned(),
                 served_by: Some(outcome.served_by.to_owned()),
+                node: None,
+                retried: Vec::new(),
             };
             shared.complete(outcome.correlation, dispatched);
         }

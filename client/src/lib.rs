@@ -35,9 +35,9 @@ pub mod trace;
 pub mod transport;
 mod worker;
 
-pub use client::{Client, ClientConfig, ClientError, Dispatched};
+pub use client::{Client, ClientConfig, ClientError, Dispatched, Retried};
 pub use connect::{ConnectError, Connection, Handshake};
-pub use options::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
+pub use options::{DispatchOptions, RetryPolicy, RetryReason, DEFAULT_REPLY_TIMEOUT};
 pub use subscription::{Subscription, SubscriptionError};
 pub use tls::{ClientTls, PemIdentity, TlsError};
 pub use worker::{

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lintel_wire::{Header, NodeRouting, RequestExtras};
+use lintel_wire::{DispatchResult, Header, NodeRouting, RefusedReason, RequestExtras};
 
 /// Reply timeout when a caller states none.
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -19,6 +19,145 @@ pub struct DispatchOptions {
     /// Protocol version 3: headers, priority, fairness and a required deployment, carried
     /// beside the request; they need a version-3 node.
     pub extras: RequestExtras,
+    /// What the producer SDK retries, on another node where it has several; the node's
+    /// in-process API ignores it.
+    pub retry: RetryPolicy,
+}
+
+/// What a dispatch is tried again on, and how often, within its time budget.
+///
+/// By default only what proves nothing ran is retried, up to 3 attempts in all: a `draining`
+/// outcome; a refusal decided before any push that another node or connection may not repeat
+/// (`WorkerBackpressure`, `TooManyInFlight`, `FairnessCapReached`, `Unsupported`); a
+/// connection lost before the submission was written whole; no node reachable. A `no-worker`
+/// outcome is retried only with [`RetryPolicy::retry_no_worker`]. What may have run
+/// (`worker-lost`, `timeout`, `peer-lost`, `shut-down`, a connection lost after the
+/// submission was written) only with [`RetryPolicy::idempotent`].
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use lintel_client::{DispatchOptions, RetryPolicy};
+///
+/// let options = DispatchOptions::default()
+///     .retry(RetryPolicy::default().attempts(5).retry_no_worker().budget(Duration::from_secs(20)));
+/// assert_eq!(options.retry.max_attempts(), 5);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    max_attempts: u32,
+    no_worker: bool,
+    idempotent: bool,
+    budget: Option<Duration>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            no_worker: false,
+            idempotent: false,
+            budget: None,
+        }
+    }
+}
+
+/// Why an attempt was tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RetryReason {
+    /// The node answered `draining`.
+    Draining,
+    /// The node refused it before any push, for a reason another node may not share.
+    Refused(RefusedReason),
+    /// No eligible worker, and the policy retries that.
+    NoWorker,
+    /// The connection was lost before the submission was written whole.
+    NotSent,
+    /// No node could be reached; nothing was sent.
+    Unreachable,
+    /// It may have run (`worker-lost`, `timeout`, `peer-lost`, `shut-down`, or the connection
+    /// lost after it was written), and the dispatch is marked idempotent.
+    MayHaveRun,
+}
+
+impl RetryPolicy {
+    /// No retry: one attempt.
+    pub fn never() -> Self {
+        Self {
+            max_attempts: 1,
+            ..Self::default()
+        }
+    }
+
+    /// At most `attempts` attempts in all, the first included (at least 1).
+    pub fn attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// Also retry a `no-worker` outcome, on another node where there is one.
+    pub fn retry_no_worker(mut self) -> Self {
+        self.no_worker = true;
+        self
+    }
+
+    /// The dispatch may run more than once: also retry what may have run.
+    pub fn idempotent(mut self) -> Self {
+        self.idempotent = true;
+        self
+    }
+
+    /// Start no attempt later than `budget` after the call; without one, no attempt starts
+    /// later than the reply timeout after the call ([`DEFAULT_REPLY_TIMEOUT`] when unset).
+    pub fn budget(mut self, budget: Duration) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// At most this many attempts in all.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// Whether `no-worker` is retried.
+    pub fn retries_no_worker(&self) -> bool {
+        self.no_worker
+    }
+
+    /// Whether what may have run is retried.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    /// The time budget, when one is set.
+    pub fn time_budget(&self) -> Option<Duration> {
+        self.budget
+    }
+
+    /// Why `result` is worth another attempt under this policy; `None` when it stands.
+    pub fn retries(&self, result: &DispatchResult) -> Option<RetryReason> {
+        match result {
+            DispatchResult::Draining => Some(RetryReason::Draining),
+            DispatchResult::Refused(refused) => match refused.reason {
+                RefusedReason::WorkerBackpressure
+                | RefusedReason::TooManyInFlight
+                | RefusedReason::FairnessCapReached
+                | RefusedReason::Unsupported => Some(RetryReason::Refused(refused.reason)),
+                _ => None,
+            },
+            DispatchResult::NoWorker(_) if self.no_worker => Some(RetryReason::NoWorker),
+            DispatchResult::WorkerLost { .. }
+            | DispatchResult::Timeout { .. }
+            | DispatchResult::PeerLost { .. }
+            | DispatchResult::ShutDown { .. }
+                if self.idempotent =>
+            {
+                Some(RetryReason::MayHaveRun)
+            }
+            _ => None,
+        }
+    }
 }
 
 impl DispatchOptions {
@@ -45,6 +184,12 @@ impl DispatchOptions {
         S: Into<String>,
     {
         self.routing = NodeRouting::Require(nodes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// What to retry, and how often; see [`RetryPolicy`].
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
         self
     }
 
@@ -101,6 +246,7 @@ impl DispatchOptions {
             wait_for_worker: wait_for_worker_ms.map(Duration::from_millis),
             reply_timeout: reply_timeout_ms.map(Duration::from_millis),
             extras: RequestExtras::default(),
+            retry: RetryPolicy::default(),
         }
     }
 
