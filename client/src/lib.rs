@@ -41,6 +41,6 @@ pub use options::{DispatchOptions, RetryPolicy, RetryReason, DEFAULT_REPLY_TIMEO
 pub use subscription::{Subscription, SubscriptionError};
 pub use tls::{ClientTls, PemIdentity, TlsError};
 pub use worker::{
-    handler_fn, handler_fn_with, Backoff, Extras, Fatal, FnHandler, FnHandlerWith, Handler,
-    Request, Worker, WorkerConfig, WorkerError, WorkerHandle, WorkerState,
+    handler_fn, handler_fn_with, Backoff, CancelSignal, Extras, Fatal, FnHandler, FnHandlerWith,
+    Handler, Request, Worker, WorkerConfig, WorkerError, WorkerHandle, WorkerState,
 };

@@ -12,6 +12,7 @@
 //!   `session`: one registered connection, its handlers, capacity and drain.
 //! - This file: the public [`Worker`] entry point and its [`WorkerHandle`].
 
+mod cancel;
 mod config;
 mod handler;
 mod retries;
@@ -27,6 +28,7 @@ use lintel_wire::Refusal;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub use cancel::CancelSignal;
 pub use config::{Backoff, WorkerConfig};
 pub use handler::{
     handler_fn, handler_fn_with, Extras, FnHandler, FnHandlerWith, Handler, Request,
