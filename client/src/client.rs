@@ -199,6 +199,11 @@ struct Shared {
     closed: CancellationToken,
     /// Set when [`Client::close`] ended the connection, not the node or the network.
     closed_by_caller: std::sync::atomic::AtomicBool,
+    /// Set when the node said goodbye on a connection of version 2 or later: it answers every
+    /// submission it read before its goodbye, so one it did not answer it never read.
+    answered_all: std::sync::atomic::AtomicBool,
+    /// The connection's protocol version.
+    version: u16,
 }
 
 /// The pending-reply table. Its lock is only ever held for a map operation, never across `.await`.
@@ -232,15 +237,17 @@ impl Shared {
                 std::mem::take(&mut pending.subscriptions),
             )
         };
+        // Gone before any waiter wakes, so none of them sends on this connection again.
+        self.closed.cancel();
         // Dropping the senders wakes the waiters, outside the lock.
         drop((dispatches, statuses, subscriptions));
-        self.closed.cancel();
     }
 }
 
 impl Shared {
     /// What a call hears when the connection is gone without its answer.
     fn lost(&self, may_have_run: bool) -> ClientError {
+        let may_have_run = may_have_run && !self.answered_all.load(Ordering::Acquire);
         if self.closed_by_caller.load(Ordering::Acquire) && !may_have_run {
             ClientError::Closed
         } else {
@@ -762,7 +769,10 @@ impl Inner {
             max_send_len: _,
         } = connection;
         let local_addr = reader.get_ref().local_addr().ok();
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            version: welcome.version,
+            ..Shared::default()
+        });
         let keepalive = Keepalive::from_limits(&welcome.limits);
         let reader = tokio::spawn(Batched::new(read_loop(
             reader,
@@ -1057,6 +1067,10 @@ fn on_frame(frame: FrameRef<'_>, shared: &Shared, outbound: &Outbound) -> Result
         FrameRef::Frame(Frame::Pong(_)) => {}
         FrameRef::Frame(Frame::Goodbye(goodbye)) => {
             tracing::info!(reason = %goodbye.reason, "node said goodbye");
+            // Before version 2 a goodbye may also close a slow consumer, whose outcomes it drops.
+            if shared.version >= 2 {
+                shared.answered_all.store(true, Ordering::Release);
+            }
             let _ = outbound.discard_and_close_with(&Frame::Goodbye(Goodbye {
                 reason: "node said goodbye".to_owned(),
             }));
