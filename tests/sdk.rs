@@ -15,8 +15,8 @@ use futures_util::{SinkExt, StreamExt};
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::status::Status;
 use lintel::sdk::{
-    Backoff, Client, ClientConfig, ClientError, ConnectError, Handler, Worker, WorkerConfig,
-    WorkerError, WorkerHandle, WorkerState,
+    Backoff, Client, ClientConfig, ClientError, ConnectError, Dispatch, Handler, InvalidDispatch,
+    Worker, WorkerConfig, WorkerError, WorkerHandle, WorkerState,
 };
 use lintel::wire::{
     feature, ActivityOutcome, Cancel, Counters, DispatchRequest, DispatchResponse, DispatchResult,
@@ -1407,4 +1407,77 @@ async fn a_worker_with_a_deployment_registers_with_register3_and_without_it_on_v
     assert_eq!(peer.admit(1).await, registration(2));
     assert_eq!(worker.wait_registered(WAIT).await, Ok(1));
     worker.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_dispatch_breaking_the_nodes_stated_limits_is_a_typed_error_and_nothing_is_sent() {
+    let node = FakeNode::bind().await;
+    let config = ClientConfig {
+        handshake_timeout: WAIT,
+        ..ClientConfig::default()
+    };
+    let (client, mut peer) = tokio::join!(Client::connect(node.addr(), config), async {
+        let mut peer = node.accept().await;
+        let Frame::Hello(_) = peer.recv().await else {
+            panic!("expected Hello");
+        };
+        peer.framed.codec_mut().set_version(3);
+        peer.send(Frame::from(Welcome {
+            version: 3,
+            node_id: "fake-node".to_owned(),
+            pid: 1,
+            limits: Limits {
+                max_name_len: 16,
+                ..limits()
+            },
+            header_limits: Some(HeaderLimits {
+                max_headers: 2,
+                max_header_bytes: 32,
+            }),
+            features: Vec::new(),
+        }))
+        .await;
+        peer
+    });
+    let client = client.unwrap();
+    let plain = DispatchOptions::default();
+    let cases = [
+        (
+            Dispatch::new("", "echo"),
+            plain.clone(),
+            InvalidDispatch::EmptyNamespace,
+        ),
+        (
+            Dispatch::new("ns", "echo").task_queue("q".repeat(17)),
+            plain.clone(),
+            InvalidDispatch::NameTooLong {
+                field: "task queue",
+                len: 17,
+                max: 16,
+            },
+        ),
+        (
+            Dispatch::new("ns", "echo"),
+            plain
+                .clone()
+                .header("a", "1")
+                .header("b", "2")
+                .header("c", "3"),
+            InvalidDispatch::TooManyHeaders { count: 3, max: 2 },
+        ),
+        (
+            Dispatch::new("ns", "echo"),
+            plain.clone().header("trace", "x".repeat(40)),
+            InvalidDispatch::HeadersTooLarge { bytes: 45, max: 32 },
+        ),
+    ];
+    for (dispatch, options, invalid) in cases {
+        assert_eq!(
+            client.submit(&dispatch, &options).await,
+            Err(ClientError::Invalid(invalid))
+        );
+    }
+    let status = nothing_sent_before_a_status_query(&client, &mut peer).await;
+    drop(peer);
+    let _ = timeout(WAIT, status).await;
 }

@@ -26,6 +26,7 @@ use crate::connect::{
     connect, connect_tls, decode_error_frame, ConnectError, Connection, Handshake,
     MIN_PROTOCOL_VERSION,
 };
+use crate::dispatch::{Dispatch, InvalidDispatch};
 use crate::keepalive::{Keepalive, Tick};
 use crate::nodes::Nodes;
 use crate::options::{DispatchOptions, RetryReason, DEFAULT_REPLY_TIMEOUT};
@@ -72,7 +73,11 @@ impl Default for ClientConfig {
 
 /// Why a dispatch or status query has no answer from the node.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
+    /// The dispatch breaks a limit the node stated at the handshake; nothing was sent.
+    #[error("invalid dispatch: {0}")]
+    Invalid(#[from] InvalidDispatch),
     /// The client was closed ([`Client::close`]); nothing was sent.
     #[error("the client is closed")]
     Closed,
@@ -511,7 +516,51 @@ impl Client {
         }
     }
 
-    /// Submits `request` and waits for its one result.
+    /// Checks `dispatch` against the limits the node stated, submits it and waits for its
+    /// one result, retrying as `options.retry` allows.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use lintel_client::{Client, ClientConfig, Dispatch, DispatchOptions};
+    /// use lintel_wire::DispatchResult;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let addr = node().await?;
+    /// let client = Client::connect_nodes([addr], ClientConfig::default()).await?;
+    /// let dispatch = Dispatch::new("demo", "upper").input("hello").workflow("order-17", 1);
+    /// let options = DispatchOptions::default().wait_for_worker(Duration::from_millis(100));
+    /// let dispatched = client.submit(&dispatch, &options).await?;
+    /// match dispatched.result {
+    ///     DispatchResult::Completed(response) => println!("{:?}", response.outcome),
+    ///     other => println!("after {} attempts: {other:?}", dispatched.retried.len() + 1),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # async fn node() -> Result<String, Box<dyn std::error::Error>> {
+    /// #     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// #     let addr = listener.local_addr()?.to_string();
+    /// #     let node = lintel::Node::new(lintel::NodeConfig::default())?;
+    /// #     tokio::spawn(async move { node.serve(listener, std::future::pending()).await });
+    /// #     Ok(addr)
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ClientError::Invalid`] before anything is sent, and those of [`Client::dispatch`].
+    pub async fn submit(
+        &self,
+        dispatch: &Dispatch,
+        options: &DispatchOptions,
+    ) -> Result<Dispatched, ClientError> {
+        dispatch.check(&self.link().welcome, options)?;
+        self.dispatch_ref(dispatch.request().view(), options).await
+    }
+
+    /// Submits `request` as the wire carries it, unchecked, and waits for its one result;
+    /// [`Client::submit`] is the checked way.
     ///
     /// The node bounds the wait by `options`; to bound it locally as well, wrap the call in
     /// `tokio::time::timeout`: dropping the future removes its entry and sends `Cancel`.

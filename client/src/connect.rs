@@ -58,6 +58,7 @@ pub struct Connection {
 
 /// Why a connection could not be set up.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// Connecting, reading or writing failed.
     #[error("i/o error: {0}")]

@@ -8,7 +8,9 @@
 //! - [`nodes`]: the node addresses a client or worker is given, each name resolved to every
 //!   address it names, tried in turn.
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
-//! - [`Client`]: a producer multiplexing many dispatches over one connection; a
+//! - [`Dispatch`]: one unit of work, built and checked against the node's limits.
+//! - [`Client`]: a producer multiplexing many dispatches over one connection at a time,
+//!   moving between its nodes; a
 //!   [`Subscription`] to the node's lifecycle events is a stream it feeds.
 //! - [`DispatchOptions`]: routing, waits and version-3 extras (headers...) of one dispatch,
 //!   shared with the node's in-process API.
@@ -25,6 +27,7 @@
 pub mod burst;
 mod client;
 pub mod connect;
+mod dispatch;
 pub mod keepalive;
 pub mod nodes;
 mod options;
@@ -37,6 +40,7 @@ mod worker;
 
 pub use client::{Client, ClientConfig, ClientError, Dispatched, Retried};
 pub use connect::{ConnectError, Connection, Handshake};
+pub use dispatch::{Dispatch, InvalidDispatch};
 pub use options::{DispatchOptions, RetryPolicy, RetryReason, DEFAULT_REPLY_TIMEOUT};
 pub use subscription::{Subscription, SubscriptionError};
 pub use tls::{ClientTls, PemIdentity, TlsError};

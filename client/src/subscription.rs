@@ -28,6 +28,7 @@ pub(crate) const BUFFERED: usize = 1024;
 
 /// Why a subscription's stream ended.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SubscriptionError {
     /// The node ended it: `Cancelled` after [`Subscription::cancel`], `Draining` when the
     /// node shuts down, `Unauthorized` without the observer role.

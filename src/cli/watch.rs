@@ -82,6 +82,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
             Some(Err(SubscriptionError::Closed)) | None => {
                 return fail("the connection to the node closed");
             }
+            Some(Err(other)) => return fail(format!("the watch ended: {other}")),
         }
     }
 }

@@ -134,6 +134,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
                     return Some(args.target.cannot_connect(fatal.error()))
                 }
                 WorkerState::Stopped => return None,
+                _ => {}
             }
             if state.changed().await.is_err() {
                 return None;

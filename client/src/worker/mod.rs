@@ -38,6 +38,7 @@ pub use state::{Fatal, WorkerState};
 
 /// Why a [`WorkerHandle`] call could not do what it was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkerError {
     /// The node refused the handshake or the registration for good.
     #[error("refused ({:?}): {}", .0.code, .0.reason)]

@@ -9,6 +9,7 @@ use crate::connect::ConnectError;
 
 /// Where the worker runtime is.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WorkerState {
     /// Connecting, registering, or waiting to reconnect.
     Connecting,

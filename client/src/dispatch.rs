@@ -1,0 +1,209 @@
+//! [`Dispatch`]: one unit of work as a producer describes it, checked against the node's
+//! limits before anything is sent.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use lintel_wire::{DispatchRequest, Welcome};
+
+use crate::options::DispatchOptions;
+
+/// One unit of work to dispatch: what to run, in which namespace, with what input, and the
+/// ids the node hands the worker and echoes in the reply.
+///
+/// Only the namespace and the activity type are required; the ids serve a workflow engine
+/// that correlates replies with its own history, and may be left at their defaults otherwise.
+///
+/// # Examples
+/// ```
+/// use lintel_client::Dispatch;
+///
+/// let dispatch = Dispatch::new("billing", "charge")
+///     .input(r#"{"order": 17}"#)
+///     .workflow("order-17", 3)
+///     .attempt(2);
+/// assert_eq!(dispatch.namespace(), "billing");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatch {
+    request: DispatchRequest,
+}
+
+/// Why a [`Dispatch`] was not sent: it breaks a limit the node stated at the handshake, or
+/// one every node holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidDispatch {
+    /// The namespace is empty.
+    #[error("the namespace is empty")]
+    EmptyNamespace,
+    /// The activity type is empty.
+    #[error("the activity type is empty")]
+    EmptyActivityType,
+    /// A name (`field`: namespace, task queue, activity type or node) is longer than the
+    /// node's `max_name_len`.
+    #[error("the {field} is {len} bytes, over the node's limit of {max}")]
+    NameTooLong {
+        field: &'static str,
+        len: usize,
+        max: usize,
+    },
+    /// More headers than the node's `max_headers`.
+    #[error("{count} headers, over the node's limit of {max}")]
+    TooManyHeaders { count: usize, max: usize },
+    /// Header names and values together longer than the node's `max_header_bytes`.
+    #[error("headers of {bytes} bytes, over the node's limit of {max}")]
+    HeadersTooLarge { bytes: usize, max: usize },
+}
+
+impl Dispatch {
+    /// Work of `activity_type` in `namespace`, both required. Defaults: no input, the default
+    /// task queue, any node, empty workflow id, ordinal 0, no run id, attempt 1, no deadline.
+    pub fn new(namespace: impl Into<String>, activity_type: impl Into<String>) -> Self {
+        Self {
+            request: DispatchRequest {
+                namespace: namespace.into(),
+                task_queue: String::new(),
+                activity_type: activity_type.into(),
+                node: None,
+                workflow_id: String::new(),
+                ordinal: 0,
+                run_id: None,
+                attempt: 1,
+                input: Bytes::new(),
+                deadline_unix_ms: None,
+            },
+        }
+    }
+
+    /// The input the worker receives; opaque to the node. Default: empty.
+    pub fn input(mut self, input: impl Into<Bytes>) -> Self {
+        self.request.input = input.into();
+        self
+    }
+
+    /// The task queue within the namespace: only workers registered for it are chosen.
+    /// Default: empty, the `default` queue.
+    pub fn task_queue(mut self, task_queue: impl Into<String>) -> Self {
+        self.request.task_queue = task_queue.into();
+        self
+    }
+
+    /// Only workers that registered with the label `node` may run it (the worker's
+    /// registration `node`). Default: any worker.
+    pub fn worker_label(mut self, node: impl Into<String>) -> Self {
+        self.request.node = Some(node.into());
+        self
+    }
+
+    /// The workflow it belongs to and its step number there. The node does not interpret
+    /// them: the worker receives them and the reply echoes them, so a caller can match a
+    /// reply to its history. Outside a workflow engine, any id of the business operation (an
+    /// order id) and 0, or leave the defaults (empty, 0).
+    pub fn workflow(mut self, workflow_id: impl Into<String>, ordinal: u64) -> Self {
+        self.request.workflow_id = workflow_id.into();
+        self.request.ordinal = ordinal;
+        self
+    }
+
+    /// The run of the workflow, for engines that run a workflow more than once; handed to the
+    /// worker and echoed like the workflow id. Default: none.
+    pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.request.run_id = Some(run_id.into());
+        self
+    }
+
+    /// The caller's one-based attempt number, handed to the worker so a handler can tell a
+    /// retry of its own; the SDK's retries ([`crate::RetryPolicy`]) do not change it.
+    /// Default: 1.
+    pub fn attempt(mut self, attempt: u32) -> Self {
+        self.request.attempt = attempt;
+        self
+    }
+
+    /// A wall-clock deadline handed to the worker, whose handler's
+    /// [`CancelSignal`](crate::CancelSignal) fires at it; the node bounds the wait by
+    /// [`DispatchOptions::reply_timeout`] instead. Default: none.
+    pub fn deadline(mut self, at: SystemTime) -> Self {
+        let ms = at.duration_since(UNIX_EPOCH).map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        });
+        self.request.deadline_unix_ms = Some(ms);
+        self
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.request.namespace
+    }
+
+    /// The activity type.
+    pub fn activity_type(&self) -> &str {
+        &self.request.activity_type
+    }
+
+    /// The request as the wire carries it.
+    pub(crate) fn request(&self) -> &DispatchRequest {
+        &self.request
+    }
+
+    /// Checks the dispatch and `options` against what the node stated in `welcome`.
+    ///
+    /// # Errors
+    /// The first limit broken.
+    pub(crate) fn check(
+        &self,
+        welcome: &Welcome,
+        options: &DispatchOptions,
+    ) -> Result<(), InvalidDispatch> {
+        let request = &self.request;
+        if request.namespace.is_empty() {
+            return Err(InvalidDispatch::EmptyNamespace);
+        }
+        if request.activity_type.is_empty() {
+            return Err(InvalidDispatch::EmptyActivityType);
+        }
+        let max = usize::try_from(welcome.limits.max_name_len).unwrap_or(usize::MAX);
+        let names = [
+            ("namespace", request.namespace.as_str()),
+            ("task queue", request.task_queue.as_str()),
+            ("activity type", request.activity_type.as_str()),
+            ("node", request.node.as_deref().unwrap_or_default()),
+        ];
+        for (field, name) in names {
+            if name.len() > max {
+                return Err(InvalidDispatch::NameTooLong {
+                    field,
+                    len: name.len(),
+                    max,
+                });
+            }
+        }
+        let headers = &options.extras.headers;
+        if headers.is_empty() {
+            return Ok(());
+        }
+        let limits = welcome.header_limits.unwrap_or_default();
+        let max = usize::try_from(limits.max_headers).unwrap_or(usize::MAX);
+        if welcome.header_limits.is_none() || headers.len() > max {
+            let max = if welcome.header_limits.is_none() {
+                0
+            } else {
+                max
+            };
+            return Err(InvalidDispatch::TooManyHeaders {
+                count: headers.len(),
+                max,
+            });
+        }
+        let bytes: usize = headers
+            .iter()
+            .map(|header| header.name.len() + header.value.len())
+            .sum();
+        let max = usize::try_from(limits.max_header_bytes).unwrap_or(usize::MAX);
+        if bytes > max {
+            return Err(InvalidDispatch::HeadersTooLarge { bytes, max });
+        }
+        Ok(())
+    }
+}
