@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 const README_MAX_LINES: usize = 450;
 
 /// The documents whose links are checked, relative to the repository root.
-const DOCUMENTS: [&str; 8] = [
+const DOCUMENTS: [&str; 9] = [
+    "CHANGELOG.md",
     "README.md",
     "docs/configuration.md",
     "ARCHITECTURE.md",

@@ -117,7 +117,8 @@ pub struct Dispatched {
     /// The address of the node it was submitted to, when known (a client made by
     /// [`Client::connect_nodes`] knows it).
     pub node: Option<SocketAddr>,
-    /// The earlier attempts, in order, each retried under the dispatch's [`RetryPolicy`];
+    /// The earlier attempts, in order, each retried under the dispatch's
+    /// [`RetryPolicy`](crate::RetryPolicy);
     /// empty when the first attempt stood.
     pub retried: Vec<Retried>,
 }

@@ -89,9 +89,9 @@ impl Dispatch {
         self
     }
 
-    /// Only workers that registered with the label `node` may run it (the worker's
-    /// registration `node`). Default: any worker.
-    pub fn worker_label(mut self, node: impl Into<String>) -> Self {
+    /// Pins it to the node `node`, as [`DispatchOptions::pin`] does; this pin takes precedence
+    /// over the options' routing. Default: none, the options' routing decides.
+    pub fn node(mut self, node: impl Into<String>) -> Self {
         self.request.node = Some(node.into());
         self
     }

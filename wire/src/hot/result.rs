@@ -127,7 +127,7 @@ impl ActivityOutcome {
 }
 
 impl ResultRef<'_> {
-    /// Bytes of the result as a connection of `version` reads it (see [`ResultRef::encode`]).
+    /// Bytes of the result as a connection of `version` reads it (see `ResultRef::encode`).
     pub fn encoded_len(&self, version: u16) -> usize {
         1 + match self {
             DispatchResult::Completed(response) => response.encoded_len(),
