@@ -41,6 +41,7 @@ use crate::worker::Backoff;
 pub struct ClientConfig {
     /// Free-form name, for the node's logs and status.
     pub name: String,
+    /// The token of a node that requires one (`Hello`'s `auth_token`); `None` by default.
     pub auth_token: Option<String>,
     /// Bounds the TCP connect, the TLS handshake and the wait for `Welcome` together.
     pub handshake_timeout: Duration,
@@ -87,30 +88,52 @@ pub enum ClientError {
     #[error(
         "connection to the node lost before the answer arrived (may have run: {may_have_run})"
     )]
-    ConnectionLost { may_have_run: bool },
+    ConnectionLost {
+        /// The submission was written whole to the socket: the node may have run it.
+        may_have_run: bool,
+    },
     /// The submission does not fit in one frame the node accepts; nothing was sent.
     #[error("submission of {len} bytes exceeds the frame limit of {max} bytes")]
-    Oversize { len: usize, max: usize },
+    Oversize {
+        /// The submission's frame body, in bytes.
+        len: usize,
+        /// The largest frame body both sides accept.
+        max: usize,
+    },
     /// The call needs what the node's protocol version cannot carry (`what`: a request's
     /// `headers`, `priority`, `fairness_key`, `fairness_weight`, `deployment` or `extensions`,
     /// or `events`, all of version 3); nothing was sent.
     #[error("the node speaks protocol version {version}; {what} needs version 3")]
-    Unsupported { version: u16, what: &'static str },
+    Unsupported {
+        /// The connection's protocol version.
+        version: u16,
+        /// What needs a later version.
+        what: &'static str,
+    },
     /// The node's status document is not the JSON of a status.
     #[error("the node's status document does not read as a status: {0}")]
     BadStatus(String),
     /// The node refused a subscription (`Unauthorized` without the observer role).
     #[error("the node refused the subscription ({code:?}): {reason}")]
-    Refused { code: RefusalCode, reason: String },
+    Refused {
+        /// The node's refusal code.
+        code: RefusalCode,
+        /// The node's reason, for people.
+        reason: String,
+    },
     /// The connection was gone and no node could be reached again; nothing was sent. The
     /// reason names each address tried and its error.
     #[error("{reason}")]
-    Unreachable { reason: String },
+    Unreachable {
+        /// Each address tried and its error.
+        reason: String,
+    },
 }
 
 /// A dispatch's result, the node that served it, and the attempts before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dispatched {
+    /// How the dispatch ended.
     pub result: DispatchResult,
     /// The node whose worker ran it or that decided the outcome; `None` from a version-1 node.
     pub served_by: Option<String>,
@@ -137,6 +160,7 @@ pub struct Retried {
     pub node: Option<SocketAddr>,
     /// The node that answered it, when one did and said so.
     pub served_by: Option<String>,
+    /// Why it was tried again.
     pub reason: RetryReason,
 }
 

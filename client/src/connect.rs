@@ -27,11 +27,13 @@ pub const MIN_PROTOCOL_VERSION: u16 = 1;
 /// What a client states in its `Hello`, and the limits of its side of the connection.
 #[derive(Debug, Clone)]
 pub struct Handshake {
+    /// The role the client takes: worker, producer or observer.
     pub role: Role,
     /// The protocol versions offered; the node picks the highest it speaks too.
     pub versions: RangeInclusive<u16>,
     /// Free-form client name, for the node's logs and status.
     pub name: String,
+    /// The token of a node that requires one.
     pub auth_token: Option<String>,
     /// Bounds the TCP connect, the TLS handshake and the wait for `Welcome` together.
     pub timeout: Duration,
@@ -44,7 +46,9 @@ pub struct Handshake {
 /// A handshaken connection: frames in, a queue of frames out, and what the node said.
 #[derive(Debug)]
 pub struct Connection {
+    /// Frames from the node.
     pub reader: FrameReader,
+    /// The queue of frames to the node.
     pub outbound: Outbound,
     /// The writer task; it ends when asked to close or when every [`Outbound`] is dropped.
     pub writer: JoinHandle<io::Result<()>>,

@@ -44,16 +44,29 @@ pub enum InvalidDispatch {
     /// node's `max_name_len`.
     #[error("the {field} is {len} bytes, over the node's limit of {max}")]
     NameTooLong {
+        /// Which name.
         field: &'static str,
+        /// Its length, in bytes.
         len: usize,
+        /// The node's `max_name_len`.
         max: usize,
     },
     /// More headers than the node's `max_headers`.
     #[error("{count} headers, over the node's limit of {max}")]
-    TooManyHeaders { count: usize, max: usize },
+    TooManyHeaders {
+        /// Headers given.
+        count: usize,
+        /// The node's `max_headers` (0 before version 3, which carries none).
+        max: usize,
+    },
     /// Header names and values together longer than the node's `max_header_bytes`.
     #[error("headers of {bytes} bytes, over the node's limit of {max}")]
-    HeadersTooLarge { bytes: usize, max: usize },
+    HeadersTooLarge {
+        /// Bytes of header names and values given.
+        bytes: usize,
+        /// The node's `max_header_bytes`.
+        max: usize,
+    },
 }
 
 impl Dispatch {

@@ -23,6 +23,7 @@
 //!   the node's connections use it too; [`transport::resolve`]: a name to every address it
 //!   resolves to, again and again, for the node's peers and the SDKs' node addresses.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
+#![warn(missing_docs)]
 
 pub mod burst;
 mod client;

@@ -23,6 +23,7 @@ pub const MAX_NODES: usize = 64;
 pub struct Attempt {
     /// The address as given (`host:port`), and when a name resolved, the address dialled.
     pub address: String,
+    /// Why it failed.
     pub error: ConnectError,
 }
 

@@ -33,7 +33,12 @@ pub enum SubscriptionError {
     /// The node ended it: `Cancelled` after [`Subscription::cancel`], `Draining` when the
     /// node shuts down, `Unauthorized` without the observer role.
     #[error("the node ended the subscription ({code:?}): {reason}")]
-    Ended { code: RefusalCode, reason: String },
+    Ended {
+        /// Why, as a code.
+        code: RefusalCode,
+        /// Why, for people.
+        reason: String,
+    },
     /// The connection closed.
     #[error("connection to the node closed")]
     Closed,

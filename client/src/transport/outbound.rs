@@ -55,19 +55,28 @@ pub enum SendError {
     /// The frame does not fit in one frame of the connection's limit; nothing was queued.
     #[error("{kind} frame of {len} bytes exceeds the frame limit of {max} bytes")]
     TooLarge {
+        /// The frame's kind.
         kind: FrameKind,
+        /// Its body, in bytes.
         len: usize,
+        /// The connection's limit.
         max: usize,
     },
     /// The frame cannot be encoded at all; nothing was queued.
     #[error("{kind} frame cannot be encoded")]
-    Unencodable { kind: FrameKind },
+    Unencodable {
+        /// The frame's kind.
+        kind: FrameKind,
+    },
     /// The connection's version cannot carry the frame: `field` has no room in `kind` (or the
     /// kind itself is of a later version, `field` then `None`); nothing was queued.
     #[error("a {kind} frame of version {version} cannot carry it ({})", field.unwrap_or("the kind"))]
     Unsupported {
+        /// The frame's kind.
         kind: FrameKind,
+        /// The field without room, or `None` for the kind itself.
         field: Option<&'static str>,
+        /// The connection's version.
         version: u16,
     },
     /// An owed frame would take the queue past its ceiling; nothing was queued, and the

@@ -50,9 +50,11 @@ pub struct WorkerConfig {
     pub registration: Register,
     /// Free-form client name in `Hello`, for the node's logs.
     pub name: String,
+    /// The token of a node that requires one; `None` by default.
     pub auth_token: Option<String>,
     /// Bounds the connect plus `Welcome`, and separately the wait for `Registered`.
     pub handshake_timeout: Duration,
+    /// Delays between reconnection attempts.
     pub reconnect: Backoff,
     /// Largest frame body this side reads or writes.
     pub max_frame_len: usize,
