@@ -91,3 +91,219 @@ impl WorkerConfig {
         }
     }
 }
+
+/// Builds a [`WorkerConfig`] without the wire's registration: where to connect, what the
+/// worker serves, and how it introduces itself.
+///
+/// # Examples
+/// ```
+/// use lintel_client::WorkerConfig;
+///
+/// let config = WorkerConfig::builder()
+///     .nodes(["node-a:7400", "node-b:7400"])
+///     .namespace("billing")
+///     .activity("charge")
+///     .activity("refund")
+///     .identity("billing-worker-1")
+///     .concurrency(8)
+///     .build()?;
+/// assert_eq!(config.nodes.len(), 2);
+/// # Ok::<(), lintel_client::WorkerConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct WorkerConfigBuilder {
+    nodes: Vec<String>,
+    register: Register,
+    auth_token: Option<String>,
+    tls: Option<ClientTls>,
+}
+
+/// What a [`WorkerConfigBuilder`] lacks to make a worker the node would register.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerConfigError {
+    /// No node address was given.
+    #[error("no node address given")]
+    NoNodes,
+    /// No namespace was given.
+    #[error("no namespace given")]
+    NoNamespace,
+    /// No activity type was given.
+    #[error("no activity type given")]
+    NoActivity,
+    /// A concurrency of zero, which the node refuses.
+    #[error("a concurrency of zero")]
+    ZeroConcurrency,
+}
+
+impl WorkerConfig {
+    /// A builder; see [`WorkerConfigBuilder`].
+    pub fn builder() -> WorkerConfigBuilder {
+        WorkerConfigBuilder {
+            nodes: Vec::new(),
+            register: Register {
+                identity: "lintel-worker".to_owned(),
+                max_concurrency: 1,
+                ..Register::default()
+            },
+            auth_token: None,
+            tls: None,
+        }
+    }
+}
+
+impl WorkerConfigBuilder {
+    /// Adds a node address (`host:port`); a name resolving to several counts as each.
+    pub fn node(mut self, addr: impl Into<String>) -> Self {
+        self.nodes.push(addr.into());
+        self
+    }
+
+    /// Adds several node addresses; the worker registers with one at a time.
+    pub fn nodes<I, S>(mut self, addrs: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.nodes.extend(addrs.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds a namespace it serves; at least one is required.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.register.namespaces.push(namespace.into());
+        self
+    }
+
+    /// Adds an activity type it runs; at least one is required.
+    pub fn activity(mut self, activity_type: impl Into<String>) -> Self {
+        self.register.activity_types.push(activity_type.into());
+        self
+    }
+
+    /// The task queue it serves within its namespaces. Default: empty, the `default` queue.
+    pub fn task_queue(mut self, task_queue: impl Into<String>) -> Self {
+        self.register.task_queue = task_queue.into();
+        self
+    }
+
+    /// The placement label dispatches may pin, prefer or require (the registration's `node`).
+    /// Default: none.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.register.node = Some(label.into());
+        self
+    }
+
+    /// Its identity in the node's status and logs, and its client name. Default:
+    /// `lintel-worker`.
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.register.identity = identity.into();
+        self
+    }
+
+    /// Requests it runs at once, at most; at least 1. Default: 1.
+    pub fn concurrency(mut self, max: u32) -> Self {
+        self.register.max_concurrency = max;
+        self
+    }
+
+    /// The deployment (version of the worker's code) it runs, and its instance id, unique per
+    /// deployment on a node; a version-3 node only. Default: none.
+    pub fn deployment(
+        mut self,
+        deployment: impl Into<String>,
+        instance: impl Into<String>,
+    ) -> Self {
+        self.register.deployment = Some(deployment.into());
+        self.register.instance_id = Some(instance.into());
+        self
+    }
+
+    /// The token of a node that requires one. Default: none.
+    pub fn auth_token(mut self, token: impl Into<String>) -> Self {
+        self.auth_token = Some(token.into());
+        self
+    }
+
+    /// Speak TLS to the nodes. Default: plaintext.
+    pub fn tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The config, with default timeouts, backoff and limits.
+    ///
+    /// # Errors
+    /// A [`WorkerConfigError`] naming what is missing.
+    pub fn build(self) -> Result<WorkerConfig, WorkerConfigError> {
+        if self.nodes.is_empty() {
+            return Err(WorkerConfigError::NoNodes);
+        }
+        if self.register.namespaces.is_empty() {
+            return Err(WorkerConfigError::NoNamespace);
+        }
+        if self.register.activity_types.is_empty() {
+            return Err(WorkerConfigError::NoActivity);
+        }
+        if self.register.max_concurrency == 0 {
+            return Err(WorkerConfigError::ZeroConcurrency);
+        }
+        let mut config = WorkerConfig::with_nodes(self.nodes, self.register);
+        config.auth_token = self.auth_token;
+        config.tls = self.tls;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{WorkerConfig, WorkerConfigError};
+
+    #[test]
+    fn a_builder_names_what_it_lacks_and_builds_the_registration_it_was_given() {
+        let full = || {
+            WorkerConfig::builder()
+                .node("a:7400")
+                .namespace("ns")
+                .activity("act")
+        };
+        assert_eq!(
+            WorkerConfig::builder()
+                .namespace("ns")
+                .activity("act")
+                .build()
+                .err(),
+            Some(WorkerConfigError::NoNodes)
+        );
+        assert_eq!(
+            WorkerConfig::builder()
+                .node("a:7400")
+                .activity("act")
+                .build()
+                .err(),
+            Some(WorkerConfigError::NoNamespace)
+        );
+        assert_eq!(
+            WorkerConfig::builder()
+                .node("a:7400")
+                .namespace("ns")
+                .build()
+                .err(),
+            Some(WorkerConfigError::NoActivity)
+        );
+        assert_eq!(
+            full().concurrency(0).build().err(),
+            Some(WorkerConfigError::ZeroConcurrency)
+        );
+        let config = full()
+            .label("gpu")
+            .identity("w-1")
+            .concurrency(4)
+            .build()
+            .unwrap();
+        assert_eq!(config.nodes, ["a:7400"]);
+        assert_eq!(config.name, "w-1");
+        assert_eq!(config.registration.node.as_deref(), Some("gpu"));
+        assert_eq!(config.registration.max_concurrency, 4);
+    }
+}

@@ -29,7 +29,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use cancel::CancelSignal;
-pub use config::{Backoff, WorkerConfig};
+pub use config::{Backoff, WorkerConfig, WorkerConfigBuilder, WorkerConfigError};
 pub use handler::{
     handler_fn, handler_fn_with, Extras, FnHandler, FnHandlerWith, Handler, Request,
 };
