@@ -51,6 +51,13 @@ fn describe(dispatched: &Dispatched) -> (String, bool) {
             format!("worker {worker_id} did not reply within {after_ms} ms"),
             false,
         ),
+        DispatchResult::HeartbeatTimeout {
+            worker_id,
+            after_ms,
+        } => (
+            format!("worker {worker_id} missed its heartbeat; given up after {after_ms} ms"),
+            false,
+        ),
         DispatchResult::Refused(refused) => (
             format!("refused ({:?}): {}", refused.reason, refused.detail),
             false,

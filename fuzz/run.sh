@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds="${FUZZ_SECONDS:-60}"
-all_targets=(channel_codec frame_decode peer_frames v3_frames connection_state)
+all_targets=(channel_codec frame_decode peer_frames v3_frames v4_frames connection_state)
 if [[ $# -gt 0 ]]; then
     targets=("$1")
 else
@@ -25,6 +25,7 @@ export RUSTC_BOOTSTRAP=1
 failed=()
 for target in "${targets[@]}"; do
     echo "== fuzzing ${target} for ${seconds}s"
+    mkdir -p "fuzz/corpus/${target}"
     if ! cargo fuzz run --debug-assertions "${target}" "fuzz/corpus/${target}" -- \
         -max_total_time="${seconds}" -print_final_stats=1; then
         failed+=("${target}")

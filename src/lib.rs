@@ -4,7 +4,8 @@
 //! Lowest layer first; a module imports only from the ones above it in this list.
 //! - [`transport`]: from `lintel-client`: a framed connection over TCP or any socket halves,
 //!   a reader plus a writer task behind a bounded queue; [`signal`]: a cheap change counter;
-//!   [`idmap`]: maps keyed by ids the node assigns, with a fast hasher; [`events`]: the
+//!   [`idmap`]: maps keyed by ids the node assigns, with a fast hasher; `implemented`: what
+//!   the node implements of the features version 4 added; [`events`]: the
 //!   node's lifecycle events in one bounded ring, and their subscribers; [`logfields`]: log
 //!   fields that hold lists, as JSON arrays.
 //! - [`link`]: the push paths: a worker's queue and a peer's, each with the table that decides
@@ -45,6 +46,7 @@ mod console;
 pub mod dispatch;
 pub mod events;
 pub mod idmap;
+mod implemented;
 pub mod link;
 pub mod listener;
 pub mod logfields;

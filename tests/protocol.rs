@@ -176,7 +176,7 @@ impl InFlight {
 #[tokio::test]
 async fn a_hello_sharing_no_version_with_the_node_is_refused_with_version_mismatch() {
     let node = TestNode::start().await;
-    for (min_version, max_version) in [(4, 9), (0, 0), (3, 2)] {
+    for (min_version, max_version) in [(5, 9), (0, 0), (3, 2)] {
         let mut client = RawClient::connect(node.addr).await;
         client
             .send(Frame::Hello(Hello {
@@ -187,9 +187,9 @@ async fn a_hello_sharing_no_version_with_the_node_is_refused_with_version_mismat
             .await;
         expect_refused_then_close(&mut client, RefusalCode::VersionMismatch).await;
     }
-    // Overlapping ranges meet the node's 1..=3 at their highest common version; version 3 is
-    // welcomed with `Welcome3`.
-    for (min_version, max_version, agreed) in [(0, 1, 1), (2, 2, 2), (2, 9, 3)] {
+    // Overlapping ranges meet the node's 1..=4 at their highest common version; version 3
+    // and 4 are welcomed with `Welcome3`.
+    for (min_version, max_version, agreed) in [(0, 1, 1), (2, 2, 2), (2, 3, 3), (2, 9, 4)] {
         let mut client = RawClient::connect(node.addr).await;
         client
             .send(Frame::Hello(Hello {
@@ -204,7 +204,7 @@ async fn a_hello_sharing_no_version_with_the_node_is_refused_with_version_mismat
         };
         assert_eq!(welcomed, agreed, "{min_version}..={max_version}");
         let kind = match agreed {
-            3 => FrameKind::Welcome3,
+            3.. => FrameKind::Welcome3,
             _ => FrameKind::Welcome,
         };
         assert_eq!(client.last_kind(), Some(kind), "welcomed at {agreed}");
@@ -498,8 +498,8 @@ async fn an_unknown_frame_kind_is_refused_and_closes_only_its_connection() {
     let in_flight = InFlight::start(&node).await;
     let (mut bad, _) = RawClient::hello(node.addr, Role::Worker).await;
 
-    // Kind 42 is the first version 3 does not know.
-    send_bytes(&mut bad, &[0, 0, 0, 1, 42]).await;
+    // Kind 47 is the first version 4 does not know.
+    send_bytes(&mut bad, &[0, 0, 0, 1, 47]).await;
 
     expect_error_then_close(&mut bad, ErrorCode::UnknownFrameKind).await;
     in_flight.finish(&node).await;

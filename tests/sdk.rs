@@ -1215,7 +1215,7 @@ async fn connected_client_v3(features: &[&str]) -> (FakeNode, Peer, Client) {
     let (client, peer) = tokio::join!(Client::connect(node.addr(), config), async {
         let mut peer = node.accept().await;
         let hello = peer.welcome3(300, features).await;
-        assert_eq!(hello.max_version, 3);
+        assert_eq!(hello.max_version, PROTOCOL_VERSION);
         peer
     });
     (node, peer, client.unwrap())

@@ -87,6 +87,7 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
     let node = TestNode::with_config(NodeConfig {
         max_headers: 5,
         max_header_bytes: 100,
+        max_protocol_version: 3,
         ..NodeConfig::default()
     })
     .await;

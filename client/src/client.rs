@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use lintel_wire::{
     feature, Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Event, EventTopic,
-    Frame, FrameRef, Goodbye, Pong, RefusalCode, RequestRef, Role, StatusQuery, Submit, Subscribe,
-    SubscriptionEnded, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+    FeatureSet, Frame, FrameRef, Goodbye, Pong, RefusalCode, RequestRef, Role, StatusQuery, Submit,
+    Subscribe, SubscriptionEnded, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 use tokio::net::ToSocketAddrs;
 use tokio::sync::oneshot;
@@ -35,6 +35,11 @@ use crate::subscription::{self, Sink, Subscription};
 use crate::tls::ClientTls;
 use crate::transport::{Batched, FrameReader, Outbound, SendError, WriteMark};
 use crate::worker::Backoff;
+
+/// What a producer understands of what version 4 adds: the outcomes it hands its caller
+/// as they come (a missed heartbeat, a role not granted).
+const PRODUCER_UNDERSTANDS: FeatureSet =
+    FeatureSet::HEARTBEAT_TIMEOUT.with(FeatureSet::ROLE_NOT_GRANTED);
 
 /// How a [`Client`] introduces itself and sizes its connection.
 #[derive(Debug, Clone)]
@@ -829,6 +834,7 @@ fn handshake(config: &ClientConfig) -> Handshake {
         timeout: config.handshake_timeout,
         max_frame_len: config.max_frame_len,
         queue_len: config.queue_len,
+        understands: PRODUCER_UNDERSTANDS,
     }
 }
 

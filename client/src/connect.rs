@@ -9,7 +9,8 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use lintel_wire::{
-    CodecError, ErrorFrame, Foreign, Frame, Hello, Refusal, RefusalCode, Role, Welcome,
+    CodecError, ErrorFrame, FeatureSet, Features, Foreign, Frame, Hello, Refusal, RefusalCode,
+    Role, Welcome,
 };
 
 pub use lintel_wire::PROTOCOL_VERSION;
@@ -41,6 +42,9 @@ pub struct Handshake {
     pub max_frame_len: usize,
     /// Frames the outbound queue holds before senders wait.
     pub queue_len: usize,
+    /// What this side understands of what version 4 and later add: sent in `Features` on a
+    /// version-4 connection of a worker or a producer (a peer lists its own in its hello).
+    pub understands: FeatureSet,
 }
 
 /// A handshaken connection: frames in, a queue of frames out, and what the node said.
@@ -238,7 +242,7 @@ async fn within(
         .map_err(|_| ConnectError::Timeout(timeout))?
 }
 
-/// Sends `Hello` over `socket` and waits for `Welcome`.
+/// Sends `Hello` over `socket`, waits for `Welcome` and, on version 4, sends `Features`.
 async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, ConnectError> {
     let (mut reader, outbound, writer) =
         transport::split(socket, handshake.max_frame_len, handshake.queue_len);
@@ -271,6 +275,14 @@ async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, Conn
     outbound.limit_frame_len(max_send_len);
     outbound.speak(welcome.version);
     reader.speak(welcome.version);
+    // What the node lists bounds what is sent to it, as what we list bounds what it sends.
+    outbound.listen(FeatureSet::named(&welcome.features));
+    if welcome.version >= 4 && handshake.role != Role::Peer {
+        outbound
+            .send(Frame::from(Features::of(handshake.understands)))
+            .await
+            .map_err(|_| ConnectError::Closed)?;
+    }
     Ok(Connection {
         reader,
         outbound,

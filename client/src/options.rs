@@ -31,8 +31,8 @@ pub struct DispatchOptions {
 /// (`WorkerBackpressure`, `TooManyInFlight`, `FairnessCapReached`, `Unsupported`); a
 /// connection lost before the submission was written whole; no node reachable. A `no-worker`
 /// outcome is retried only with [`RetryPolicy::retry_no_worker`]. What may have run
-/// (`worker-lost`, `timeout`, `peer-lost`, `shut-down`, a connection lost after the
-/// submission was written) only with [`RetryPolicy::idempotent`].
+/// (`worker-lost`, `timeout`, a missed heartbeat, `peer-lost`, `shut-down`, a connection lost
+/// after the submission was written) only with [`RetryPolicy::idempotent`].
 ///
 /// # Examples
 /// ```
@@ -76,8 +76,8 @@ pub enum RetryReason {
     NotSent,
     /// No node could be reached; nothing was sent.
     Unreachable,
-    /// It may have run (`worker-lost`, `timeout`, `peer-lost`, `shut-down`, or the connection
-    /// lost after it was written), and the dispatch is marked idempotent.
+    /// It may have run (`worker-lost`, `timeout`, a missed heartbeat, `peer-lost`,
+    /// `shut-down`, or the connection lost after it was written), and it is marked idempotent.
     MayHaveRun,
 }
 
@@ -149,6 +149,7 @@ impl RetryPolicy {
             DispatchResult::NoWorker(_) if self.no_worker => Some(RetryReason::NoWorker),
             DispatchResult::WorkerLost { .. }
             | DispatchResult::Timeout { .. }
+            | DispatchResult::HeartbeatTimeout { .. }
             | DispatchResult::PeerLost { .. }
             | DispatchResult::ShutDown { .. }
                 if self.idempotent =>

@@ -60,6 +60,13 @@ EXPECTED = {
     "error": w.Error("UnexpectedFrame", "Submit"),
     "hello-peer": w.Hello("Peer", "node-a", "mesh-key", 2, 2),
     "served-outcome": w.ServedOutcome(5, "node-a", w.PeerLost("node-b", 1200)),
+    # What a reader that did not list the feature gets: the version-2 outcome, byte for byte.
+    "served-outcome-heartbeat-timeout-unlisted": w.ServedOutcome(
+        5, "node-a", w.Timeout(42, 31000)
+    ),
+    "served-outcome-role-not-granted-unlisted": w.ServedOutcome(
+        8, "node-a", w.RefusedDispatch("NamespaceNotGranted", "role producer")
+    ),
     # What a version-2 producer reads where a version-3 one gets NoWorker3.
     "served-outcome-no-worker3-v2": w.ServedOutcome(
         6, "node-a", w.NoWorker(w.Census("AllExcluded", 3, 2, 2, 0, 2, None))
@@ -91,6 +98,20 @@ VERSION_3_DUMPS = (
     "error-unsupported",
 )
 
+VERSION_4_DUMPS = (
+    "welcome4",
+    "features",
+    "peer-hello4",
+    "submit3-heartbeat",
+    "session",
+    "resume-session",
+    "session-resumed",
+    "progress",
+    "served-outcome-heartbeat-timeout",
+    "served-outcome-role-not-granted",
+    "register-refused-session-unknown",
+)
+
 
 @unittest.skipUnless(PROTOCOL_MD.exists(), "wire/PROTOCOL.md not found")
 class ProtocolDocDumps(unittest.TestCase):
@@ -119,8 +140,8 @@ class ProtocolDocDumps(unittest.TestCase):
                 with self.assertRaises(w.UnexpectedFrame):
                     w.decode_body(dump(name)[4:])
 
-    def test_version_3_frames_and_variants_are_refused_by_a_version_2_codec(self):
-        for name in VERSION_3_DUMPS:
+    def test_later_versions_frames_and_variants_are_refused_by_a_version_2_codec(self):
+        for name in VERSION_3_DUMPS + VERSION_4_DUMPS:
             with self.subTest(name):
                 with self.assertRaises((w.UnknownKind, w.Malformed)):
                     w.decode_body(dump(name)[4:])
@@ -140,7 +161,11 @@ class ProtocolDocDumps(unittest.TestCase):
 
     def test_every_dump_is_covered(self):
         covered = (
-            set(EXPECTED) | set(PEER_LINK_DUMPS) | set(VERSION_3_DUMPS) | {"cluster-status"}
+            set(EXPECTED)
+            | set(PEER_LINK_DUMPS)
+            | set(VERSION_3_DUMPS)
+            | set(VERSION_4_DUMPS)
+            | {"cluster-status"}
         )
         self.assertEqual(set(HEX) - covered, set())
 

@@ -23,8 +23,8 @@ use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
 use lintel_wire::{
-    decode_body, decode_body_ref, decode_frame, encode_frame, CodecError, DecodeError, Frame,
-    FrameCodec, FrameKind, FrameRef, FrameSlots, PROTOCOL_VERSION,
+    decode_body, decode_body_ref, decode_frame, encode_frame, CodecError, DecodeError, Dialect,
+    FeatureSet, Frame, FrameCodec, FrameKind, FrameRef, FrameSlots, PROTOCOL_VERSION,
 };
 use tokio_util::codec::Decoder;
 
@@ -86,9 +86,14 @@ fn run(max: usize, chunk_sizes: &[usize], stream: &[u8]) {
                     let body_len = stated.expect("a frame has a prefix");
                     assert!(body_len <= max);
                     assert_eq!(buf.len(), len_before - LENGTH_PREFIX_LEN - body_len);
-                    let version = codec
-                        .last_kind()
-                        .map_or(PROTOCOL_VERSION, FrameKind::version);
+                    // The kind's own version, to a reader that listed every feature: what
+                    // any reader may be sent of this frame.
+                    let version = Dialect::new(
+                        codec
+                            .last_kind()
+                            .map_or(PROTOCOL_VERSION, FrameKind::version),
+                        FeatureSet::ALL,
+                    );
                     let mut again = BytesMut::new();
                     encode_frame(&frame, version, &mut again, max)
                         .expect("a decoded frame re-encodes");

@@ -5,18 +5,22 @@
 use bytes::{BufMut, BytesMut};
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
 use lintel_wire::{
-    decode_body, decode_frame, encode_frame, Frame, FrameKind, DEFAULT_MAX_FRAME_LEN,
+    decode_body, decode_frame, encode_frame, Dialect, FeatureSet, Frame, FrameKind,
+    DEFAULT_MAX_FRAME_LEN,
 };
 
-/// Encodes as a connection of `version` writes it, within the default limit, which no frame
+/// A connection of `version` whose reader listed every feature (from version 4).
+pub(crate) fn listing(version: u16) -> Dialect {
+    Dialect::new(version, FeatureSet::ALL)
+}
+
+/// Encodes as a connection of `dialect` writes it, within the default limit, which no frame
 /// built from a fuzz input reaches.
-pub(crate) fn encode(frame: &Frame, version: u16) -> BytesMut {
+pub(crate) fn encode(frame: &Frame, dialect: impl Into<Dialect>) -> BytesMut {
+    let dialect = dialect.into();
     let mut buf = BytesMut::new();
-    if let Err(error) = encode_frame(frame, version, &mut buf, DEFAULT_MAX_FRAME_LEN) {
-        panic!(
-            "{} does not encode at version {version}: {error}",
-            frame.name()
-        );
+    if let Err(error) = encode_frame(frame, dialect, &mut buf, DEFAULT_MAX_FRAME_LEN) {
+        panic!("{} does not encode as {dialect:?}: {error}", frame.name());
     }
     buf
 }
@@ -56,7 +60,7 @@ pub(crate) fn check_body(body: &[u8], checked: impl Fn(FrameKind) -> bool) {
     if !checked(kind) {
         return;
     }
-    let version = kind.version();
+    let version = listing(kind.version());
     let again = encode(&frame, version);
     let again_body = &again[LENGTH_PREFIX_LEN..];
     assert!(
@@ -77,14 +81,18 @@ pub(crate) fn check_body(body: &[u8], checked: impl Fn(FrameKind) -> bool) {
     );
 }
 
-/// Encodes a structured frame as a connection of `version` writes it and checks the round
+/// Encodes a structured frame as a connection of `dialect` writes it and checks the round
 /// trip: it decodes with nothing left over, in the kind the version carries it as, and what
 /// it reads back as writes the same bytes again (the encoder is canonical, and what a version
-/// translates stays translated).
-pub(crate) fn check_value(frame: Frame, version: u16) {
-    let Ok(kind) = frame.kind_at(version) else {
-        return;
+/// or an unlisted feature translates stays translated). Returns what was read back.
+pub(crate) fn check_value(frame: Frame, dialect: impl Into<Dialect>) -> Option<Frame> {
+    let version = dialect.into();
+    let Ok(kind) = frame.kind_at(version.version()) else {
+        return None;
     };
+    if version.carries(kind).is_err() {
+        return None;
+    }
     let mut buf = encode(&frame, version);
     let stated = u32::from_be_bytes(buf[..LENGTH_PREFIX_LEN].try_into().expect("4 bytes"));
     assert_eq!(stated as usize, buf.len() - LENGTH_PREFIX_LEN);
@@ -99,4 +107,5 @@ pub(crate) fn check_value(frame: Frame, version: u16) {
     assert!(buf.is_empty());
     let again = encode(&decoded, version);
     assert_eq!(&again[LENGTH_PREFIX_LEN..], &body[..]);
+    Some(decoded)
 }

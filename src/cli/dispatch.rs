@@ -86,7 +86,7 @@ fn exit_code(result: &DispatchResult) -> u8 {
         },
         DispatchResult::NoWorker(_) => 11,
         DispatchResult::WorkerLost { .. } => 12,
-        DispatchResult::Timeout { .. } => 13,
+        DispatchResult::Timeout { .. } | DispatchResult::HeartbeatTimeout { .. } => 13,
         DispatchResult::Refused(_) => 14,
         DispatchResult::Cancelled => 15,
         DispatchResult::Draining => DRAINING,

@@ -96,8 +96,8 @@ pub struct NodeConfig {
     pub max_headers: u32,
     /// Most bytes of header names and values in one request (stated in a version-3 welcome).
     pub max_header_bytes: u32,
-    /// The highest protocol version the node speaks, 2 or 3: a node kept at 2 links with
-    /// version-2 peers as one of them, while a mesh is upgraded.
+    /// The highest protocol version the node speaks, 2 to 4: a node kept lower links with
+    /// peers of that version as one of them, while a mesh is upgraded.
     pub max_protocol_version: u16,
     /// When set, every hello must carry this token (or one of `grants`); it grants every role
     /// and namespace.
@@ -337,7 +337,7 @@ impl NodeConfig {
         if !(2..=lintel_wire::PROTOCOL_VERSION).contains(&self.max_protocol_version) {
             return Err(ConfigError::Invalid {
                 name: "max_protocol_version",
-                reason: format!("must be 2 or {}", lintel_wire::PROTOCOL_VERSION),
+                reason: format!("must be 2 to {}", lintel_wire::PROTOCOL_VERSION),
             });
         }
         if self.max_frame_len < 64 * 1024 || u32::try_from(self.max_frame_len).is_err() {

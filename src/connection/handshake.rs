@@ -1,11 +1,15 @@
 //! The node's side of the handshake: TLS when the node speaks it, then the first frame must be
 //! a `Hello` we can accept.
 
-use lintel_wire::{feature, ErrorCode, Frame, Hello, Refusal, RefusalCode, Role, Welcome};
+use lintel_wire::{
+    feature, ErrorCode, FeatureSet, Features, Frame, Hello, NotImplemented, Refusal, RefusalCode,
+    Role, Welcome,
+};
 
 use super::close::Close;
 use super::foreign::{self, Screened};
 use crate::auth::Grant;
+use crate::implemented::IMPLEMENTED;
 use crate::shared::Shared;
 use crate::tls::Secured;
 use lintel_client::transport::{FrameReader, Outbound, Socket};
@@ -32,13 +36,22 @@ pub(crate) const FEATURES: [&str; 10] = [
     feature::RELAY_RESUME,
 ];
 
-/// [`FEATURES`], as a welcome or a peer hello on a connection of `version` lists them: what
-/// the node implements is a version-3 connection's to know, an earlier one has no word for it.
+/// [`FEATURES`] (and from version 4 [`IMPLEMENTED`]), as a welcome or a peer hello on a
+/// connection of `version` lists them: an earlier one than 3 has no word for them.
 pub(crate) fn features_at(version: u16) -> Vec<String> {
     if version < 3 {
         return Vec::new();
     }
-    FEATURES.iter().map(|&feature| feature.to_owned()).collect()
+    let since_4 = if version >= 4 {
+        IMPLEMENTED.names()
+    } else {
+        Vec::new()
+    };
+    FEATURES
+        .iter()
+        .map(|&feature| feature.to_owned())
+        .chain(since_4)
+        .collect()
 }
 
 /// A connection past its handshake: its role, the version it speaks, what it was granted.
@@ -139,12 +152,90 @@ pub(super) async fn accept(
         .send(Frame::from(welcome))
         .await
         .map_err(|_| Close::Quietly)?;
+    if version >= 4 && hello.role != Role::Peer {
+        let listed = read_features(shared, reader, deadline).await?;
+        outbound.listen(listed);
+    }
     tracing::debug!(pid, role = ?hello.role, name = %hello.name, "connection welcomed");
     Ok(Accepted {
         role: hello.role,
         version,
         grant,
     })
+}
+
+/// Reads a version-4 client's `Features`, its first frame after the welcome, by `deadline`:
+/// what it understands.
+///
+/// # Errors
+/// The close owed for none in time, another frame first, a list over the node's bounds or an
+/// extension the node cannot honour.
+async fn read_features(
+    shared: &Shared,
+    reader: &mut FrameReader,
+    deadline: Instant,
+) -> Result<FeatureSet, Close> {
+    let next = tokio::select! {
+        next = tokio::time::timeout_at(deadline, reader.next_owned()) => next,
+        () = shared.closing.cancelled() => return Err(Close::goodbye("node shutting down")),
+    };
+    let features = match next {
+        Err(_) => {
+            return Err(Close::error(
+                ErrorCode::HandshakeTimeout,
+                format!(
+                    "no Features within {} ms",
+                    shared.config.handshake_timeout().as_millis()
+                ),
+            ))
+        }
+        Ok(None) => return Err(Close::Quietly),
+        Ok(Some(Err(err))) => return Err(Close::read_failed(err)),
+        Ok(Some(Ok(Frame::Features(features)))) => features,
+        Ok(Some(Ok(other))) => {
+            return Err(Close::unexpected(other.name(), "before Features"));
+        }
+    };
+    check_features(
+        &features,
+        shared.config.max_set_len,
+        shared.config.max_name_len,
+    )?;
+    Ok(features.listed())
+}
+
+/// Refuses a `Features` over the node's bounds, or with an extension it cannot honour.
+fn check_features(
+    features: &Features,
+    max_set_len: usize,
+    max_name_len: usize,
+) -> Result<(), Close> {
+    if features.features.len() > max_set_len || features.extensions.len() > max_set_len {
+        return Err(Close::error(
+            ErrorCode::LimitExceeded,
+            format!("Features lists more than {max_set_len} names or extensions"),
+        ));
+    }
+    if let Some(name) = features
+        .features
+        .iter()
+        .find(|name| name.is_empty() || name.len() > max_name_len)
+    {
+        return Err(Close::error(
+            ErrorCode::LimitExceeded,
+            format!(
+                "Features names `{}`, not 1 to {max_name_len} bytes",
+                clip(name)
+            ),
+        ));
+    }
+    match NotImplemented::critical(&features.extensions, IMPLEMENTED) {
+        Some(missing) => Err(Close::error(
+            ErrorCode::Unsupported,
+            format!("Features: {missing}"),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Most bytes of a client-chosen text a log line shows.

@@ -15,8 +15,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use lintel_wire::{
-    DepartureReason, Drain, ErrorCode, Frame, FrameRef, Ping, Pong, Refusal, RefusalCode, Register,
-    Registered as RegisteredFrame,
+    DepartureReason, Drain, ErrorCode, Frame, FrameKind, FrameRef, NotImplemented, Ping, Pong,
+    Refusal, RefusalCode, Register, Registered as RegisteredFrame,
 };
 
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -24,6 +24,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use super::close::Close;
 use super::handshake::clip;
 use crate::auth::Grant;
+use crate::implemented::IMPLEMENTED;
 use crate::link::{ReplyFate, WorkerLink};
 use crate::logfields::List;
 use crate::notifier::Registered;
@@ -243,8 +244,29 @@ impl WorkerConn<'_> {
                 Ok(())
             }
             Frame::Goodbye(_) => Err(Close::Quietly),
+            Frame::ResumeSession(_) => self.refuse_resume(),
+            Frame::Progress(_) => match NotImplemented::kind(FrameKind::Progress, IMPLEMENTED) {
+                Some(missing) => Err(Close::error(ErrorCode::Unsupported, missing.to_string())),
+                None => Ok(()),
+            },
             other => Err(Close::unexpected(other.name(), "on a worker connection")),
         }
+    }
+
+    /// Answers a `ResumeSession`: `RegisterRefused{Unsupported}` naming `worker-resume` while
+    /// the node implements no sessions; the connection stays usable to register anew.
+    fn refuse_resume(&mut self) -> Result<(), Close> {
+        if self.registered.is_some() {
+            return Err(Close::unexpected("ResumeSession", "once registered"));
+        }
+        let Some(missing) = NotImplemented::kind(FrameKind::ResumeSession, IMPLEMENTED) else {
+            return Ok(());
+        };
+        let refused = Frame::RegisterRefused(Refusal {
+            code: RefusalCode::Unsupported,
+            reason: missing.to_string(),
+        });
+        self.outbound.send_owed(refused).map_err(|_| Close::Quietly)
     }
 
     async fn register(&mut self, register: Register) -> Result<(), Close> {

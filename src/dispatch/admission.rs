@@ -3,9 +3,11 @@
 use std::time::Duration;
 
 use lintel_wire::{
-    is_header_name, unknown_critical, ExtrasRef, ExtrasView, NodeRouting, RefusedDispatch,
+    is_header_name, ExtrasRef, ExtrasView, NodeRouting, NotImplemented, RefusedDispatch,
     RefusedReason, RequestRef, RoutingRef,
 };
+
+use crate::implemented::IMPLEMENTED;
 
 use super::options::Options;
 
@@ -79,13 +81,11 @@ pub(crate) fn validate(
     })
 }
 
-/// What the node does not implement, named: a critical extension it does not know.
+/// What the node does not implement, named: a critical extension of a tag it does not know,
+/// or of a feature it does not implement.
 fn unsupported(extras: &ExtrasView<'_>) -> Result<(), String> {
-    // No extension tag is allocated: every critical one is unknown.
-    match unknown_critical(extras.extensions.iter(), |_| false) {
-        Some(tag) => Err(format!(
-            "extension {tag} is critical and unknown to this node"
-        )),
+    match NotImplemented::critical(extras.extensions.iter(), IMPLEMENTED) {
+        Some(missing) => Err(missing.to_string()),
         None => Ok(()),
     }
 }

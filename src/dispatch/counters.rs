@@ -31,7 +31,7 @@ pub struct DispatchCounters {
 }
 
 /// Every refusal reason, in wire order.
-const REFUSED_REASONS: [RefusedReason; 7] = [
+const REFUSED_REASONS: [RefusedReason; 8] = [
     RefusedReason::InvalidRequest,
     RefusedReason::WorkerBackpressure,
     RefusedReason::TooManyInFlight,
@@ -39,6 +39,7 @@ const REFUSED_REASONS: [RefusedReason; 7] = [
     RefusedReason::NamespaceNotGranted,
     RefusedReason::Unsupported,
     RefusedReason::FairnessCapReached,
+    RefusedReason::RoleNotGranted,
 ];
 
 impl DispatchCounters {
@@ -68,7 +69,9 @@ impl DispatchCounters {
             DispatchResult::Completed(_) => &self.completed,
             DispatchResult::NoWorker(_) => &self.no_worker,
             DispatchResult::WorkerLost { .. } => &self.worker_lost,
-            DispatchResult::Timeout { .. } => &self.timed_out,
+            DispatchResult::Timeout { .. } | DispatchResult::HeartbeatTimeout { .. } => {
+                &self.timed_out
+            }
             DispatchResult::Refused(_) => &self.refused,
             DispatchResult::Cancelled => &self.cancelled,
             DispatchResult::Draining => &self.draining,

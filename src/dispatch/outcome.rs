@@ -9,7 +9,7 @@ pub fn class<O: Ownership>(result: &DispatchResult<O>) -> &'static str {
         DispatchResult::Completed(_) => "completed",
         DispatchResult::NoWorker(_) => "no-worker",
         DispatchResult::WorkerLost { .. } => "worker-lost",
-        DispatchResult::Timeout { .. } => "timeout",
+        DispatchResult::Timeout { .. } | DispatchResult::HeartbeatTimeout { .. } => "timeout",
         DispatchResult::Refused(_) => "refused",
         DispatchResult::Cancelled => "cancelled",
         DispatchResult::Draining => "draining",
@@ -62,6 +62,14 @@ pub fn describe(result: &DispatchResult) -> String {
         }
         DispatchResult::ShutDown { after_ms } => {
             format!("the node shut down {after_ms} ms after the push; it may have run")
+        }
+        DispatchResult::HeartbeatTimeout {
+            worker_id,
+            after_ms,
+        } => {
+            format!(
+                "worker {worker_id} missed its heartbeat; given up {after_ms} ms after the push"
+            )
         }
     }
 }

@@ -148,8 +148,9 @@ impl Pair {
             correlation,
             result: result.reborrow(),
         };
-        // Reckoned as a version-3 link writes it, the larger of the two.
-        let cost = frame.encoded_len(FrameKind::RelayOutcome, PROTOCOL_VERSION) + ENTRY_OVERHEAD;
+        // Reckoned as the latest version writes it, the largest of them.
+        let cost =
+            frame.encoded_len(FrameKind::RelayOutcome, PROTOCOL_VERSION.into()) + ENTRY_OVERHEAD;
         let owned = result.reborrow().into_owned();
         let mut kept = self.kept();
         if let Some((_, old)) = kept.outcomes.insert(correlation, (owned, cost)) {
@@ -331,7 +332,7 @@ mod tests {
             correlation: 1,
             result: cancelled(),
         }
-        .encoded_len(FrameKind::RelayOutcome, PROTOCOL_VERSION)
+        .encoded_len(FrameKind::RelayOutcome, PROTOCOL_VERSION.into())
             + ENTRY_OVERHEAD;
         let retention = Retention::new(3 * one);
         let pair = Pair::new(7, &retention);

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use lintel_wire::{unknown_critical, Refusal, RefusalCode, Register};
+use lintel_wire::{NotImplemented, Refusal, RefusalCode, Register};
+
+use crate::implemented::IMPLEMENTED;
 
 /// Task queue of a registration or request that names none.
 pub const DEFAULT_TASK_QUEUE: &str = "default";
@@ -83,12 +85,8 @@ pub fn validate(register: &Register, limits: AdmissionLimits) -> Result<Registra
             format!("more than {} extensions", limits.max_set_len),
         ));
     }
-    // No extension tag is allocated: every critical one is unknown.
-    if let Some(tag) = unknown_critical(&register.extensions, |_| false) {
-        return Err(refusal(
-            RefusalCode::Unsupported,
-            format!("extension {tag} is critical and unknown to this node"),
-        ));
+    if let Some(missing) = NotImplemented::critical(&register.extensions, IMPLEMENTED) {
+        return Err(refusal(RefusalCode::Unsupported, missing.to_string()));
     }
     Ok(Registration {
         namespaces,

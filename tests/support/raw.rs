@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use futures_util::{SinkExt, StreamExt};
-use lintel::wire::{Frame, FrameCodec, FrameKind, Pong, Role};
+use lintel::wire::{FeatureSet, Features, Frame, FrameCodec, FrameKind, Pong, Role};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::codec::Framed;
 
@@ -39,13 +39,39 @@ impl RawClient {
         Self::connect(addr).await.handshake(role, max_version).await
     }
 
-    /// Completes the handshake as `role` up to `max_version`; returns the client and its pid.
-    async fn handshake(mut self, role: Role, max_version: u16) -> (Self, u64) {
+    /// Completes the handshake as `role` up to `max_version`, on version 4 listing nothing;
+    /// returns the client and its pid.
+    async fn handshake(self, role: Role, max_version: u16) -> (Self, u64) {
+        self.handshake_listing(role, max_version, FeatureSet::NONE)
+            .await
+    }
+
+    /// Connects and says hello as a `role` of version 4 that understands `listed` (sent in
+    /// `Features`); returns the client and its pid.
+    pub async fn hello_listing(addr: SocketAddr, role: Role, listed: FeatureSet) -> (Self, u64) {
+        Self::connect(addr)
+            .await
+            .handshake_listing(role, 4, listed)
+            .await
+    }
+
+    async fn handshake_listing(
+        mut self,
+        role: Role,
+        max_version: u16,
+        listed: FeatureSet,
+    ) -> (Self, u64) {
         self.send(Frame::Hello(hello_at(role, max_version))).await;
-        match self.recv().await {
-            Some(Frame::Welcome(welcome)) => (self, welcome.pid),
+        let pid = match self.recv().await {
+            Some(Frame::Welcome(welcome)) => {
+                if welcome.version >= 4 && role != Role::Peer {
+                    self.send(Frame::from(Features::of(listed))).await;
+                }
+                welcome.pid
+            }
             other => panic!("expected a welcome, got {other:?}"),
-        }
+        };
+        (self, pid)
     }
 
     /// Writes frames as a connection of `version` does from now on.

@@ -47,6 +47,7 @@ fn handshake(role: Role, name: &str) -> Handshake {
         timeout: Duration::from_secs(1),
         max_frame_len: DEFAULT_MAX_FRAME_LEN,
         queue_len: 256,
+        understands: lintel::wire::FeatureSet::NONE,
     }
 }
 

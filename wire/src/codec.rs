@@ -3,6 +3,7 @@
 use bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder};
 
+use crate::dialect::{Dialect, FeatureSet};
 use crate::error::CodecError;
 use crate::frame::Frame;
 use crate::framing::{decode_frame, encode_frame, DEFAULT_MAX_FRAME_LEN, LENGTH_PREFIX_LEN};
@@ -10,11 +11,14 @@ use crate::kind::FrameKind;
 use crate::message::PROTOCOL_VERSION;
 
 /// Length-prefixed postcard frames with a maximum body length, written as a connection of one
-/// protocol version carries them; every kind of every version is read.
+/// protocol version (and, from version 4, what its reader listed) carries them; every kind of
+/// every version is read.
 #[derive(Debug, Clone, Copy)]
 pub struct FrameCodec {
     max_frame_len: usize,
     version: u16,
+    /// What the other side listed: from version 4, results of its features are written whole.
+    listed: FeatureSet,
     /// The kind of the frame decoded last.
     last_kind: Option<FrameKind>,
 }
@@ -26,6 +30,7 @@ impl FrameCodec {
         Self {
             max_frame_len,
             version: PROTOCOL_VERSION,
+            listed: FeatureSet::NONE,
             last_kind: None,
         }
     }
@@ -44,6 +49,17 @@ impl FrameCodec {
     /// The version frames are written as.
     pub fn version(&self) -> u16 {
         self.version
+    }
+
+    /// Writes from now on as to a reader that listed `listed` (from version 4: in `Features`,
+    /// or a peer's hello).
+    pub fn set_listed(&mut self, listed: FeatureSet) {
+        self.listed = listed;
+    }
+
+    /// What frames are written as: the version and what the reader listed.
+    pub fn dialect(&self) -> Dialect {
+        Dialect::new(self.version, self.listed)
     }
 
     /// The kind the frame decoded last came as (a message's kinds decode alike): for those
@@ -89,7 +105,12 @@ impl Encoder<&Frame> for FrameCodec {
     type Error = CodecError;
 
     fn encode(&mut self, frame: &Frame, dst: &mut BytesMut) -> Result<(), CodecError> {
-        Ok(encode_frame(frame, self.version, dst, self.max_frame_len)?)
+        Ok(encode_frame(
+            frame,
+            self.dialect(),
+            dst,
+            self.max_frame_len,
+        )?)
     }
 }
 
@@ -97,6 +118,11 @@ impl Encoder<Frame> for FrameCodec {
     type Error = CodecError;
 
     fn encode(&mut self, frame: Frame, dst: &mut BytesMut) -> Result<(), CodecError> {
-        Ok(encode_frame(&frame, self.version, dst, self.max_frame_len)?)
+        Ok(encode_frame(
+            &frame,
+            self.dialect(),
+            dst,
+            self.max_frame_len,
+        )?)
     }
 }

@@ -74,6 +74,12 @@ pub enum EncodeError {
     /// No kind of the message is known to a connection of `version`.
     #[error("{kind} is a frame of version {}, not of the connection's version {version}", kind.version())]
     KindTooNew { kind: FrameKind, version: u16 },
+    /// `kind` came after version 3 and the reader did not list `feature`.
+    #[error("{kind} needs the feature `{feature}`, which the reader did not list")]
+    NotListed {
+        kind: FrameKind,
+        feature: &'static str,
+    },
 }
 
 /// Errors of the `tokio_util` codec: framing errors plus the transport's I/O errors.

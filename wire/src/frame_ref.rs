@@ -3,6 +3,7 @@
 //! as (hot bodies as views of the read buffer).
 
 use crate::cursor::{PayloadRef, Read, Reader, Writer};
+use crate::dialect::Dialect;
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::Frame;
 // `Body` and every hot message's view the table names.
@@ -49,13 +50,13 @@ macro_rules! frame_refs {
                 }
 
                 #[inline]
-                fn encoded_len(&self, kind: FrameKind, version: u16) -> usize {
-                    $view::encoded_len(self, kind, version)
+                fn encoded_len(&self, kind: FrameKind, dialect: Dialect) -> usize {
+                    $view::encoded_len(self, kind, dialect)
                 }
 
                 #[inline]
-                fn encode(&self, kind: FrameKind, version: u16, out: &mut Writer<'_>) {
-                    $view::encode(self, kind, version, out)
+                fn encode(&self, kind: FrameKind, dialect: Dialect, out: &mut Writer<'_>) {
+                    $view::encode(self, kind, dialect, out)
                 }
             }
 
@@ -183,16 +184,17 @@ impl FrameRef<'_> {
         self.payload().map_or(0, |payload| payload.len())
     }
 
-    /// Bytes of the body of a hot message (its kind included) on a connection of `version`,
+    /// Bytes of the body of a hot message (its kind included) on a connection of `dialect`,
     /// reckoned without encoding it; `None` for the messages serde encodes, or a version that
     /// cannot carry it.
-    pub fn encoded_len(&self, version: u16) -> Option<usize> {
+    pub fn encoded_len(&self, dialect: impl Into<Dialect>) -> Option<usize> {
+        let dialect = dialect.into();
         match self.hot_or_built() {
             Ok(body) => {
-                let kind = body.kind_at(version).ok()?;
-                Some(body.encoded_len(kind, version))
+                let kind = body.kind_at(dialect.version()).ok()?;
+                Some(body.encoded_len(kind, dialect))
             }
-            Err(built) => built.lent_hot()?.encoded_len(version),
+            Err(built) => built.lent_hot()?.encoded_len(dialect),
         }
     }
 }

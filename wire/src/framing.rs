@@ -5,6 +5,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::cursor::{Reader, Writer};
+use crate::dialect::Dialect;
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::Frame;
 use crate::frame_ref::FrameRef;
@@ -24,20 +25,22 @@ pub use crate::cursor::SHARE_MIN;
 /// numbers, as commonly sized; a larger frame grows the buffer as it is written.
 const ROOM_BESIDE_PAYLOAD: usize = 256;
 
-/// Appends `frame` to `dst` as one length-prefixed frame, of the kind a connection of
-/// `version` carries it as ([`Frame::kind_at`]).
+/// Appends `frame` to `dst` as one length-prefixed frame, as a connection of `dialect` (a
+/// version, or a version and what its reader listed) carries it: of the kind the version
+/// carries it as ([`Frame::kind_at`]), a result's variant as the dialect reads it.
 ///
 /// # Errors
 /// [`EncodeError::Oversize`] when the body exceeds `max_frame_len`;
-/// [`EncodeError::Unsupported`] or [`EncodeError::KindTooNew`] when `version` cannot carry
-/// the frame. `dst` is then unchanged.
+/// [`EncodeError::Unsupported`] or [`EncodeError::KindTooNew`] when the version cannot carry
+/// the frame, [`EncodeError::NotListed`] when its kind needs a feature the reader did not
+/// list. `dst` is then unchanged.
 pub fn encode_frame(
     frame: &Frame,
-    version: u16,
+    dialect: impl Into<Dialect>,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
-    encode_frame_ref(&FrameRef::Frame(frame), version, dst, max_frame_len)
+    encode_frame_ref(&FrameRef::Frame(frame), dialect, dst, max_frame_len)
 }
 
 /// As [`encode_frame`] for a frame whose body is borrowed: the same bytes as the owned frame.
@@ -46,13 +49,13 @@ pub fn encode_frame(
 /// As [`encode_frame`].
 pub fn encode_frame_ref(
     frame: &FrameRef<'_>,
-    version: u16,
+    dialect: impl Into<Dialect>,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<(), EncodeError> {
     encode_leaving_out(
         frame,
-        version,
+        dialect.into(),
         dst,
         max_frame_len,
         frame.payload_len(),
@@ -79,7 +82,7 @@ pub struct Spliced {
 /// As [`encode_frame`]; the length checked includes the payload.
 pub fn encode_frame_spliced(
     frame: &FrameRef<'_>,
-    version: u16,
+    dialect: impl Into<Dialect>,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<Spliced>, EncodeError> {
@@ -91,7 +94,7 @@ pub fn encode_frame_spliced(
     let start = dst.len();
     let at = encode_leaving_out(
         frame,
-        version,
+        dialect.into(),
         dst,
         max_frame_len,
         payload_len,
@@ -104,24 +107,24 @@ pub fn encode_frame_spliced(
 }
 
 /// Encodes `frame`, whose payload is `payload_len` bytes, at the end of `dst` as a connection
-/// of `version` carries it, leaving out `leave_out`'s bytes when the frame's payload is those
+/// of `dialect` carries it, leaving out `leave_out`'s bytes when the frame's payload is those
 /// bytes; returns where in `dst` they were left out.
 #[inline]
 fn encode_leaving_out(
     frame: &FrameRef<'_>,
-    version: u16,
+    dialect: Dialect,
     dst: &mut BytesMut,
     max_frame_len: usize,
     payload_len: usize,
     leave_out: Option<&[u8]>,
 ) -> Result<Option<usize>, EncodeError> {
     match frame.hot_or_built() {
-        Ok(body) => encode_hot(body, version, dst, max_frame_len, payload_len, leave_out),
+        Ok(body) => encode_hot(body, dialect, dst, max_frame_len, payload_len, leave_out),
         Err(built) => match built.lent_hot() {
             Some(lent) => {
-                encode_leaving_out(&lent, version, dst, max_frame_len, payload_len, leave_out)
+                encode_leaving_out(&lent, dialect, dst, max_frame_len, payload_len, leave_out)
             }
-            None => encode_by_serde(built, version, dst, max_frame_len),
+            None => encode_by_serde(built, dialect, dst, max_frame_len),
         },
     }
 }
@@ -130,19 +133,20 @@ fn encode_leaving_out(
 #[inline]
 fn encode_hot(
     body: &dyn Body,
-    version: u16,
+    dialect: Dialect,
     dst: &mut BytesMut,
     max_frame_len: usize,
     payload_len: usize,
     leave_out: Option<&[u8]>,
 ) -> Result<Option<usize>, EncodeError> {
-    let kind = body.kind_at(version)?;
+    let kind = body.kind_at(dialect.version())?;
+    dialect.carries(kind)?;
     let left_out = leave_out.map_or(0, <[u8]>::len);
     if payload_len > max_frame_len {
         // Refused before a byte is copied; reckoning the exact length is for this case only.
         return Err(EncodeError::Oversize {
             kind,
-            len: body.encoded_len(kind, version),
+            len: body.encoded_len(kind, dialect),
             max: max_frame_len,
         });
     }
@@ -152,7 +156,7 @@ fn encode_hot(
     dst.reserve(LENGTH_PREFIX_LEN + ROOM_BESIDE_PAYLOAD + payload_len.saturating_sub(left_out));
     dst.put_u32(0);
     let mut out = Writer::new(dst, leave_out);
-    body.encode(kind, version, &mut out);
+    body.encode(kind, dialect, &mut out);
     let at = out.left_out_at();
     let len = dst.len() - start - LENGTH_PREFIX_LEN + at.map_or(0, |_| left_out);
     match u32::try_from(len) {
@@ -174,11 +178,12 @@ fn encode_hot(
 /// Serde's encoding of a cold kind, its length checked after the fact.
 fn encode_by_serde(
     frame: &Frame,
-    version: u16,
+    dialect: Dialect,
     dst: &mut BytesMut,
     max_frame_len: usize,
 ) -> Result<Option<usize>, EncodeError> {
-    let kind = frame.kind_at(version)?;
+    let kind = frame.kind_at(dialect.version())?;
+    dialect.carries(kind)?;
     let start = dst.len();
     dst.put_u32(0);
     match frame.encode_cold(kind, dst) {

@@ -150,6 +150,10 @@ mod tests {
                 (FrameKind::Resume, feature::RELAY_RESUME),
                 (FrameKind::Resumed, feature::RELAY_RESUME),
                 (FrameKind::PoolSettings, feature::POOL_SETTINGS),
+                (FrameKind::Session, feature::WORKER_RESUME),
+                (FrameKind::ResumeSession, feature::WORKER_RESUME),
+                (FrameKind::SessionResumed, feature::WORKER_RESUME),
+                (FrameKind::Progress, feature::PROGRESS),
             ]
         );
     }

@@ -29,7 +29,9 @@
 //! - [`framing`]: pure encode/decode of length-prefixed frames over `BytesMut`, no I/O; the
 //!   other kinds through serde (`flavor`: its `BytesMut` sink); `cursor`: the one varint
 //!   reader and writer, the borrowed payloads ([`PayloadRef`]) and lists ([`List`]).
-//! - [`codec`]: the `tokio_util::codec` adapter over [`framing`], writing as one version.
+//! - [`dialect`]: what a connection's writer may say: its version and, from version 4, the
+//!   features its reader listed ([`FeatureSet`]), which decide a result's variant.
+//! - [`codec`]: the `tokio_util::codec` adapter over [`framing`], writing as one dialect.
 //! - [`channel`]: injective, invertible channel names for pools.
 //! - [`foreign`]: another protocol's first bytes (TLS, HTTP) where a frame should start.
 //! - [`error`]: typed errors of each layer.
@@ -42,6 +44,7 @@ mod carry;
 pub mod channel;
 pub mod codec;
 mod cursor;
+pub mod dialect;
 pub mod error;
 mod flavor;
 pub mod foreign;
@@ -59,6 +62,7 @@ mod table;
 pub use codec::FrameCodec;
 pub use compact_str::CompactString;
 pub use cursor::{List, ListIter, Listed, Names, PayloadRef};
+pub use dialect::{Dialect, FeatureSet};
 pub use error::{CodecError, DecodeError, EncodeError};
 pub use foreign::Foreign;
 pub use frame::Frame;

@@ -113,6 +113,17 @@ macro_rules! frame_table {
             Resumed(Resumed) [from] { 40 Resumed: 3 Control RELAY_RESUME; }
             /// Peer to peer: pools' current deployments.
             PoolSettings(PoolSettings) [from] { 41 PoolSettings: 3 Control POOL_SETTINGS; }
+            /// Client to node, right after the welcome: the features of version 4 and later it
+            /// understands.
+            Features(Features) [from] { 42 Features: 4 Control -; }
+            /// Node to worker, right after `Registered`: the session a reconnect resumes.
+            Session(Session) [from] { 43 Session: 4 Control WORKER_RESUME; }
+            /// Worker to node on a new connection, in place of `Register`: resume a session.
+            ResumeSession(ResumeSession) [from] { 44 ResumeSession: 4 Control WORKER_RESUME; }
+            /// Node to worker: what became of each push a resuming worker holds.
+            SessionResumed(SessionResumed) [from] { 45 SessionResumed: 4 Control WORKER_RESUME; }
+            /// Worker to node, node to producer, serving peer to origin: a dispatch still runs.
+            Progress(Progress) [from] { 46 Progress: 4 Control PROGRESS; }
         }
     };
 }

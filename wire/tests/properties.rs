@@ -1,7 +1,8 @@
 //! Properties of the wire crate: every frame kind round-trips through the pure framing
-//! functions and through `FrameCodec` however the stream is chunked, the version-2 and
-//! version-3 frames on their own as well as mixed with the rest; the hot kinds, version 3's
-//! included, encode to postcard's bytes and decode as postcard does; the decoder never panics
+//! functions and through `FrameCodec` however the stream is chunked, the version-2, version-3
+//! and version-4 frames on their own as well as mixed with the rest; the hot kinds, version 3's
+//! and 4's included, encode to postcard's bytes and decode as postcard does (a version-4
+//! reader that listed nothing is written what a version-3 one is); the decoder never panics
 //! and never lets its buffer grow past a bound set by the maximum frame length; channel names
 //! are injective and exactly invertible.
 //!
@@ -49,6 +50,11 @@ fn texts() -> impl Strategy<Value = Vec<String>> {
 
 fn blob() -> impl Strategy<Value = Bytes> {
     prop::collection::vec(any::<u8>(), 0..48).prop_map(Bytes::from)
+}
+
+/// A session token, within its 16 to 64 bytes.
+fn session_token() -> impl Strategy<Value = Bytes> {
+    prop::collection::vec(any::<u8>(), Session::TOKEN_LEN).prop_map(Bytes::from)
 }
 
 /// Varint edges (one byte, two bytes, the maximum) as well as uniform values.
@@ -138,6 +144,7 @@ fn refused_reason(version: u16) -> impl Strategy<Value = RefusedReason> {
         (NamespaceNotGranted, 2),
         (Unsupported, 3),
         (FairnessCapReached, 3),
+        (RoleNotGranted, 4),
     ];
     let known = all
         .into_iter()
@@ -368,6 +375,16 @@ fn dispatch_result(version: u16) -> impl Strategy<Value = DispatchResult> {
         arms.push(
             n64()
                 .prop_map(|after_ms| DispatchResult::ShutDown { after_ms })
+                .boxed(),
+        );
+    }
+    if version >= 4 {
+        arms.push(
+            (n64(), n64())
+                .prop_map(|(worker_id, after_ms)| DispatchResult::HeartbeatTimeout {
+                    worker_id,
+                    after_ms,
+                })
                 .boxed(),
         );
     }
@@ -871,6 +888,49 @@ fn version_3_frame() -> impl Strategy<Value = Frame> {
     ])
 }
 
+/// The five kinds appended by version 4, with equal weight, as a version-4 connection sends
+/// them.
+fn version_4_frame() -> impl Strategy<Value = Frame> {
+    prop::strategy::Union::new(vec![
+        (texts(), extensions())
+            .prop_map(|(features, extensions)| {
+                Frame::Features(Features {
+                    features,
+                    extensions,
+                })
+            })
+            .boxed(),
+        (session_token(), n64())
+            .prop_map(|(token, resume_grace_ms)| {
+                Frame::Session(Session {
+                    token,
+                    resume_grace_ms,
+                })
+            })
+            .boxed(),
+        (session_token(), ids())
+            .prop_map(|(token, holding)| Frame::ResumeSession(ResumeSession { token, holding }))
+            .boxed(),
+        (n64(), ids(), ids())
+            .prop_map(|(worker_id, attached, unknown)| {
+                Frame::SessionResumed(SessionResumed {
+                    worker_id,
+                    attached,
+                    unknown,
+                })
+            })
+            .boxed(),
+        (n64(), blob())
+            .prop_map(|(correlation, details)| {
+                Frame::Progress(Progress {
+                    correlation,
+                    details,
+                })
+            })
+            .boxed(),
+    ])
+}
+
 /// The six kinds appended by version 2, with equal weight, as a version-2 connection sends
 /// them. Boxed like `prop_oneof!` boxes its arms past ten: six large strategies held inline
 /// overflow a debug test thread's stack.
@@ -894,6 +954,15 @@ fn version_3_outcome() -> impl Strategy<Value = Frame> {
     ])
 }
 
+/// The outcomes a version-4 connection is sent: every result of every version.
+fn version_4_outcome() -> impl Strategy<Value = Frame> {
+    prop::strategy::Union::new(vec![
+        outcome(4).prop_map(Frame::Outcome).boxed(),
+        relay_outcome(4).prop_map(Frame::RelayOutcome).boxed(),
+        served_outcome(4).prop_map(Frame::from).boxed(),
+    ])
+}
+
 /// The kinds read by hand on decode, with equal weight, each with the version that sends it;
 /// their results and routings take every variant, so bodies the hand readers decline are
 /// drawn too.
@@ -912,6 +981,7 @@ fn hot_frame() -> impl Strategy<Value = (Frame, u16)> {
         push3().prop_map(|f| (Frame::from(f), 3)).boxed(),
         relay3().prop_map(|f| (Frame::from(f), 3)).boxed(),
         version_3_outcome().prop_map(|f| (f, 3)).boxed(),
+        version_4_outcome().prop_map(|f| (f, 4)).boxed(),
     ])
 }
 
@@ -981,14 +1051,16 @@ fn version_1_frame() -> impl Strategy<Value = Frame> {
     ])
 }
 
-/// Every one of the 42 frame kinds, each with the version of the connection that sends it, each
-/// version's kinds weighted by how many there are, and the outcomes of version 3 besides.
+/// Every one of the 47 frame kinds, each with the version of the connection that sends it, each
+/// version's kinds weighted by how many there are, and the outcomes of versions 3 and 4 besides.
 fn frame() -> impl Strategy<Value = (Frame, u16)> {
     prop::strategy::Union::new_weighted(vec![
         (20, version_1_frame().prop_map(|f| (f, 1)).boxed()),
         (6, version_2_frame().prop_map(|f| (f, 2)).boxed()),
         (16, version_3_frame().prop_map(|f| (f, 3)).boxed()),
         (3, version_3_outcome().prop_map(|f| (f, 3)).boxed()),
+        (5, version_4_frame().prop_map(|f| (f, 4)).boxed()),
+        (3, version_4_outcome().prop_map(|f| (f, 4)).boxed()),
     ])
 }
 
@@ -1012,9 +1084,16 @@ fn sample<S: Strategy>(strategy: S, count: usize) -> Vec<S::Value> {
         .collect()
 }
 
+/// A connection of `version` whose reader listed every feature it could: from version 4,
+/// every variant goes as itself.
+fn listing(version: u16) -> Dialect {
+    Dialect::new(version, FeatureSet::ALL)
+}
+
+/// `frame` as a connection of `version` writes it to a reader that listed everything.
 fn encode(frame: &Frame, version: u16) -> BytesMut {
     let mut buf = BytesMut::new();
-    encode_frame(frame, version, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
+    encode_frame(frame, listing(version), &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
     buf
 }
 
@@ -1082,8 +1161,8 @@ fn the_frame_strategy_reaches_every_kind() {
 
 /// The wire index of a result's variant as a connection of `version` is sent it. The `match`
 /// makes a new variant a compile error here until the strategy covers it.
-fn result_variant(result: &DispatchResult, version: u16) -> usize {
-    match reference::result_on_wire(result, version) {
+fn result_variant(result: &DispatchResult, dialect: Dialect) -> usize {
+    match reference::result_on_wire(result, dialect) {
         reference::DispatchResult::Completed(_) => 0,
         reference::DispatchResult::NoWorker(_) => 1,
         reference::DispatchResult::WorkerLost { .. } => 2,
@@ -1094,20 +1173,57 @@ fn result_variant(result: &DispatchResult, version: u16) -> usize {
         reference::DispatchResult::PeerLost { .. } => 7,
         reference::DispatchResult::ShutDown { .. } => 8,
         reference::DispatchResult::NoWorker3(_) => 9,
+        reference::DispatchResult::HeartbeatTimeout { .. } => 10,
     }
 }
 
 #[test]
 fn the_result_strategies_reach_every_variant_of_every_version() {
-    let seen: BTreeSet<usize> = (1..=3)
+    let seen: BTreeSet<usize> = (1..=4)
         .flat_map(|version| {
             sample(dispatch_result(version), 500)
                 .iter()
-                .map(|result| result_variant(result, version))
+                .map(|result| result_variant(result, listing(version)))
                 .collect::<Vec<_>>()
         })
         .collect();
-    assert_eq!(seen, (0..10).collect());
+    assert_eq!(seen, (0..11).collect());
+}
+
+#[test]
+fn the_version_4_strategy_reaches_every_appended_kind() {
+    let kinds: HashSet<FrameKind> = sample(version_4_frame(), 300)
+        .iter()
+        .map(|frame| kind_of(frame, 4))
+        .collect();
+    let appended: HashSet<FrameKind> = FrameKind::ALL
+        .into_iter()
+        .filter(|kind| kind.version() == 4)
+        .collect();
+    assert_eq!(kinds, appended);
+}
+
+#[test]
+fn the_version_4_outcomes_reach_the_variants_a_listing_reader_is_sent() {
+    let results: Vec<DispatchResult> = sample(version_4_outcome(), 600)
+        .into_iter()
+        .filter_map(|frame| match frame {
+            Frame::Outcome(outcome) => Some(outcome.result),
+            Frame::ServedOutcome(outcome) => Some(outcome.result),
+            Frame::RelayOutcome(outcome) => Some(outcome.result),
+            _ => None,
+        })
+        .collect();
+    assert!(results
+        .iter()
+        .any(|result| matches!(result, DispatchResult::HeartbeatTimeout { .. })));
+    assert!(results.iter().any(|result| matches!(
+        result,
+        DispatchResult::Refused(RefusedDispatch {
+            reason: RefusedReason::RoleNotGranted,
+            ..
+        })
+    )));
 }
 
 #[test]
@@ -1164,7 +1280,7 @@ fn every_one_byte_bend_of_a_hot_body_decodes_as_serde_decodes_it() {
 /// its body starts with its kind.
 fn assert_round_trip(frame: &Frame, version: u16) -> Result<(), TestCaseError> {
     let mut buf = encode(frame, version);
-    if let Some(serde_body) = reference::encode(frame, version) {
+    if let Some(serde_body) = reference::encode(frame, listing(version)) {
         prop_assert_eq!(&buf[LENGTH_PREFIX_LEN..], &serde_body[..]);
     }
     let encoded_len = buf.len();
@@ -1211,9 +1327,10 @@ fn assert_borrowed_encodes_alike(frame: &Frame, version: u16) -> Result<(), Test
             frame.payload().map(|payload| payload.as_slice().to_vec())
         );
         let mut buf = BytesMut::from(&b"kept"[..]);
-        encode_frame_ref(&form, version, &mut buf, DEFAULT_MAX_FRAME_LEN).expect("frame encodes");
+        encode_frame_ref(&form, listing(version), &mut buf, DEFAULT_MAX_FRAME_LEN)
+            .expect("frame encodes");
         prop_assert_eq!(&buf[4..], &encode(frame, version)[..]);
-        if let Some(len) = form.encoded_len(version) {
+        if let Some(len) = form.encoded_len(listing(version)) {
             prop_assert_eq!(len, buf.len() - 4 - LENGTH_PREFIX_LEN, "encoded_len");
         }
         let mut slots = FrameSlots::default();
@@ -1221,7 +1338,7 @@ fn assert_borrowed_encodes_alike(frame: &Frame, version: u16) -> Result<(), Test
         let read =
             decode_body_ref(body, version, None, &mut slots, |err| err).expect("decodes in place");
         prop_assert_eq!(read.kind_at(version).ok(), Some(kind));
-        if let Some(len) = read.encoded_len(version) {
+        if let Some(len) = read.encoded_len(listing(version)) {
             prop_assert_eq!(
                 len,
                 buf.len() - 4 - LENGTH_PREFIX_LEN,
@@ -1232,12 +1349,12 @@ fn assert_borrowed_encodes_alike(frame: &Frame, version: u16) -> Result<(), Test
         let mut owned = BytesMut::new();
         let owned_splice = encode_frame_spliced(
             &FrameRef::Frame(frame),
-            version,
+            listing(version),
             &mut owned,
             DEFAULT_MAX_FRAME_LEN,
         );
         let mut buf = BytesMut::new();
-        let splice = encode_frame_spliced(&form, version, &mut buf, DEFAULT_MAX_FRAME_LEN);
+        let splice = encode_frame_spliced(&form, listing(version), &mut buf, DEFAULT_MAX_FRAME_LEN);
         prop_assert_eq!(splice.ok(), owned_splice.ok());
         prop_assert_eq!(buf, owned);
     }
@@ -1257,6 +1374,27 @@ proptest! {
     fn version_3_frames_round_trip(frame in version_3_frame()) {
         assert_borrowed_encodes_alike(&frame, 3)?;
         assert_round_trip(&frame, 3)?;
+    }
+
+    #[test]
+    fn version_4_frames_round_trip(frame in version_4_frame()) {
+        assert_borrowed_encodes_alike(&frame, 4)?;
+        assert_round_trip(&frame, 4)?;
+    }
+
+    /// A version-4 reader that listed nothing is written what a version-3 reader is, and one
+    /// that listed everything what serde's reference writes for it.
+    #[test]
+    fn a_version_4_reader_that_listed_nothing_reads_what_a_version_3_reader_reads(
+        frame in version_4_outcome(),
+    ) {
+        let mut unlisted = BytesMut::new();
+        encode_frame(&frame, 4, &mut unlisted, DEFAULT_MAX_FRAME_LEN).expect("encodes");
+        prop_assert_eq!(&unlisted, &encode(&frame, 3));
+        prop_assert_eq!(
+            reference::encode(&frame, 4),
+            Some(unlisted[LENGTH_PREFIX_LEN..].to_vec())
+        );
     }
 
     #[test]
@@ -1317,13 +1455,13 @@ proptest! {
         let body_len = encode(&frame, version).len() - LENGTH_PREFIX_LEN;
         // At the exact body length and above it encodes; one below, it is refused untouched.
         let mut buf = BytesMut::from(&b"kept"[..]);
-        prop_assert!(encode_frame(&frame, version, &mut buf, body_len + slack).is_ok());
+        prop_assert!(encode_frame(&frame, listing(version), &mut buf, body_len + slack).is_ok());
         prop_assert_eq!(
             decode_frame(&mut buf.split_off(4), body_len).ok().flatten(),
             Some(frame.clone())
         );
         let mut buf = BytesMut::from(&b"kept"[..]);
-        prop_assert!(encode_frame(&frame, version, &mut buf, body_len - 1).is_err());
+        prop_assert!(encode_frame(&frame, listing(version), &mut buf, body_len - 1).is_err());
         prop_assert_eq!(&buf[..], b"kept");
     }
 
@@ -1532,11 +1670,13 @@ fn feed(stream: &[u8], chunk_sizes: &[usize], max: usize) -> Vec<Outcome> {
                 .get(..LENGTH_PREFIX_LEN)
                 .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize);
             let whole_frame = stated.filter(|&s| s <= max && len_before >= LENGTH_PREFIX_LEN + s);
-            // The version of the kind read: a frame goes back as a connection of it sends it.
-            let version = buf
-                .get(LENGTH_PREFIX_LEN)
-                .and_then(|&kind| FrameKind::from_discriminant(u32::from(kind)))
-                .map_or(PROTOCOL_VERSION, FrameKind::version);
+            // The version of the kind read: a frame goes back as a connection of it sends it,
+            // to a reader that listed every feature (a version-4 kind may need one).
+            let version = listing(
+                buf.get(LENGTH_PREFIX_LEN)
+                    .and_then(|&kind| FrameKind::from_discriminant(u32::from(kind)))
+                    .map_or(PROTOCOL_VERSION, FrameKind::version),
+            );
             let result = decode_frame(&mut buf, max);
 
             assert!(

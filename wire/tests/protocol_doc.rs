@@ -17,14 +17,15 @@ use bytes::{Bytes, BytesMut};
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{
     body, decode_body, decode_frame, encode_frame, feature, ActivityOutcome, Cancel,
-    CapacityUpdate, Census, ClusterStatusReport, Counters, DecodeError, DepartureReason,
+    CapacityUpdate, Census, ClusterStatusReport, Counters, DecodeError, DepartureReason, Dialect,
     DispatchRequest, DispatchResponse, DispatchResult, Drain, Drained, ErrorCode, ErrorFrame,
-    Event, EventTopic, ExclusionReason, Extension, Farewell, Frame, FrameKind, Goodbye, Header,
-    HeaderLimits, Hello, Limits, NoWorkerReason, NodeEvent, NodeRouting, NodeStatus, OutcomeFrame,
-    PeerAddress, PeerHello, PeerLinkState, PeerStatus, Ping, Pong, PoolPresence, PoolSetting,
-    PoolSettings, PoolStatus, Presence, PresenceGroup, Push, Refusal, RefusalCode, RefusedDispatch,
-    RefusedReason, Register, Registered, Relay, RelayAck, RelayOutcome, Reply, RequestExtras,
-    Resume, Resumed, Role, ServedOutcome, StatusDocument, StatusQuery, StatusReport, Submit,
+    Event, EventTopic, ExclusionReason, Extension, Farewell, FeatureSet, Features, Frame,
+    FrameKind, Goodbye, Header, HeaderLimits, Hello, Limits, NoWorkerReason, NodeEvent,
+    NodeRouting, NodeStatus, OutcomeFrame, PeerAddress, PeerHello, PeerLinkState, PeerStatus, Ping,
+    Pong, PoolPresence, PoolSetting, PoolSettings, PoolStatus, Presence, PresenceGroup, Progress,
+    Push, Refusal, RefusalCode, RefusedDispatch, RefusedReason, Register, Registered, Relay,
+    RelayAck, RelayOutcome, Reply, RequestExtras, Resume, ResumeSession, Resumed, Role,
+    ServedOutcome, Session, SessionResumed, StatusDocument, StatusQuery, StatusReport, Submit,
     Subscribe, SubscriptionEnded, WaitingStatus, Welcome, WorkerEvent, WorkerStatus,
     DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
@@ -580,10 +581,152 @@ fn error_unsupported() -> Frame {
     })
 }
 
-/// Every example with a hex dump in the doc, by marker name, with the version of the
-/// connection it is sent on, and the frame it reads back as.
-fn examples() -> Vec<(&'static str, u16, Frame, Frame)> {
-    let same = |name, version, frame: Frame| (name, version, frame.clone(), frame);
+// Version 4
+
+/// A version-4 connection whose reader listed every feature of version 4.
+fn listing() -> Dialect {
+    Dialect::new(4, FeatureSet::ALL)
+}
+
+/// A version-4 connection whose reader listed nothing.
+fn listing_nothing() -> Dialect {
+    Dialect::from(4)
+}
+
+fn welcome4() -> Frame {
+    let Frame::Welcome(welcome) = welcome3() else {
+        unreachable!("welcome3() builds a Welcome");
+    };
+    Frame::from(Welcome {
+        version: 4,
+        ..*welcome
+    })
+}
+
+fn features() -> Frame {
+    Frame::Features(Features {
+        features: vec![
+            feature::HEARTBEAT_TIMEOUT.to_owned(),
+            feature::ROLE_NOT_GRANTED.to_owned(),
+        ],
+        extensions: Vec::new(),
+    })
+}
+
+/// The examples' session token: 16 bytes, 0 to 15.
+fn token() -> Bytes {
+    Bytes::from((0u8..16).collect::<Vec<u8>>())
+}
+
+fn session() -> Frame {
+    Frame::Session(Session {
+        token: token(),
+        resume_grace_ms: 10_000,
+    })
+}
+
+fn resume_session() -> Frame {
+    Frame::ResumeSession(ResumeSession {
+        token: token(),
+        holding: vec![1000, 1001],
+    })
+}
+
+fn session_resumed() -> Frame {
+    Frame::SessionResumed(SessionResumed {
+        worker_id: 42,
+        attached: vec![1000],
+        unknown: vec![1001],
+    })
+}
+
+fn register_refused_session_unknown() -> Frame {
+    Frame::RegisterRefused(Refusal {
+        code: RefusalCode::SessionUnknown,
+        reason: "session expired".to_owned(),
+    })
+}
+
+fn progress() -> Frame {
+    Frame::Progress(Progress {
+        correlation: 1000,
+        details: Bytes::from_static(b"50%"),
+    })
+}
+
+/// Extras asking for a heartbeat every 30 s and for the dispatch's progress.
+fn heartbeat_extras() -> RequestExtras {
+    let mut extras = RequestExtras::default();
+    extras.set_heartbeat_timeout(Some(std::time::Duration::from_secs(30)));
+    extras.set_progress(true);
+    extras
+}
+
+fn submit3_heartbeat() -> Frame {
+    Frame::from(Submit {
+        correlation: 5,
+        request: request(),
+        extras: heartbeat_extras(),
+        wait_for_worker_ms: None,
+        reply_timeout_ms: None,
+        routing: NodeRouting::Any,
+    })
+}
+
+fn served(correlation: u64, result: DispatchResult) -> Frame {
+    Frame::from(ServedOutcome {
+        correlation,
+        served_by: "node-a".to_owned(),
+        result,
+    })
+}
+
+fn served_outcome_heartbeat_timeout() -> Frame {
+    served(
+        5,
+        DispatchResult::HeartbeatTimeout {
+            worker_id: 42,
+            after_ms: 31_000,
+        },
+    )
+}
+
+/// What a reader that did not list `heartbeat-timeout` reads for the same dispatch.
+fn served_outcome_heartbeat_timeout_as_timeout() -> Frame {
+    served(
+        5,
+        DispatchResult::Timeout {
+            worker_id: 42,
+            after_ms: 31_000,
+        },
+    )
+}
+
+fn role_refusal(reason: RefusedReason) -> Frame {
+    served(
+        8,
+        DispatchResult::Refused(RefusedDispatch {
+            reason,
+            detail: "role producer".to_owned(),
+        }),
+    )
+}
+
+fn peer_hello4() -> Frame {
+    let Frame::PeerHello(hello) = peer_hello3() else {
+        unreachable!("peer_hello3() builds a PeerHello");
+    };
+    let mut hello = *hello;
+    hello.set_lost_link_to(Some(987_654_321));
+    Frame::from(hello)
+}
+
+/// Every example with a hex dump in the doc, by marker name, with the dialect of the
+/// connection it is sent on (its version, and what its reader listed), and the frame it reads
+/// back as.
+fn examples() -> Vec<(&'static str, Dialect, Frame, Frame)> {
+    let same = |name, version: u16, frame: Frame| (name, version.into(), frame.clone(), frame);
+    let to = |name, dialect: Dialect, frame: Frame| (name, dialect, frame.clone(), frame);
     vec![
         same("hello", 1, hello()),
         same("welcome", 1, welcome()),
@@ -622,7 +765,7 @@ fn examples() -> Vec<(&'static str, u16, Frame, Frame)> {
         same("served-outcome-no-worker3", 3, served_outcome_no_worker3()),
         (
             "served-outcome-no-worker3-v2",
-            2,
+            2.into(),
             served_outcome_no_worker3(),
             served_outcome_no_worker_read_at_v2(),
         ),
@@ -637,16 +780,49 @@ fn examples() -> Vec<(&'static str, u16, Frame, Frame)> {
             register_refused_unsupported(),
         ),
         same("error-unsupported", 3, error_unsupported()),
+        same("welcome4", 4, welcome4()),
+        same("features", 4, features()),
+        to("session", listing(), session()),
+        to("resume-session", listing(), resume_session()),
+        to("session-resumed", listing(), session_resumed()),
+        same(
+            "register-refused-session-unknown",
+            4,
+            register_refused_session_unknown(),
+        ),
+        to("progress", listing(), progress()),
+        same("submit3-heartbeat", 4, submit3_heartbeat()),
+        to(
+            "served-outcome-heartbeat-timeout",
+            listing(),
+            served_outcome_heartbeat_timeout(),
+        ),
+        (
+            "served-outcome-heartbeat-timeout-unlisted",
+            listing_nothing(),
+            served_outcome_heartbeat_timeout(),
+            served_outcome_heartbeat_timeout_as_timeout(),
+        ),
+        to(
+            "served-outcome-role-not-granted",
+            listing(),
+            role_refusal(RefusedReason::RoleNotGranted),
+        ),
+        (
+            "served-outcome-role-not-granted-unlisted",
+            listing_nothing(),
+            role_refusal(RefusedReason::RoleNotGranted),
+            role_refusal(RefusedReason::NamespaceNotGranted),
+        ),
+        same("peer-hello4", 4, peer_hello4()),
     ]
 }
 
-fn encode(frame: &Frame, version: u16) -> Vec<u8> {
+fn encode(frame: &Frame, dialect: impl Into<Dialect>) -> Vec<u8> {
+    let dialect = dialect.into();
     let mut buf = BytesMut::new();
-    if let Err(error) = encode_frame(frame, version, &mut buf, DEFAULT_MAX_FRAME_LEN) {
-        panic!(
-            "cannot encode {} at version {version}: {error}",
-            frame.name()
-        );
+    if let Err(error) = encode_frame(frame, dialect, &mut buf, DEFAULT_MAX_FRAME_LEN) {
+        panic!("cannot encode {} as {dialect:?}: {error}", frame.name());
     }
     buf.to_vec()
 }
@@ -750,9 +926,10 @@ impl Breakdown {
         self.piece(leb128(count), format!("{field}: {ty}, count {count}"))
     }
 
-    /// Renders the breakdown after checking it adds up to `frame` encoded at `version`.
-    fn render(&self, name: &str, version: u16, frame: &Frame) -> String {
-        let encoded = encode(frame, version);
+    /// Renders the breakdown after checking it adds up to `frame` encoded as `dialect` writes
+    /// it.
+    fn render(&self, name: &str, dialect: impl Into<Dialect>, frame: &Frame) -> String {
+        let encoded = encode(frame, dialect);
         let body: Vec<u8> = self
             .pieces
             .iter()
@@ -1091,6 +1268,175 @@ fn served_outcome_no_worker3_breakdown() -> String {
     b.render("served-outcome-no-worker3", 3, &served_outcome_no_worker3())
 }
 
+fn features_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Features)
+        .seq("features", "Vec<String>", 2)
+        .string("features[0]", feature::HEARTBEAT_TIMEOUT)
+        .string("features[1]", feature::ROLE_NOT_GRANTED)
+        .seq("extensions", "Vec<Extension>", 0);
+    b.render("features", 4, &features())
+}
+
+fn session_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Session)
+        .byte_array("token", &token())
+        .uint("resume_grace_ms", "u64", 10_000);
+    b.render("session", listing(), &session())
+}
+
+fn resume_session_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::ResumeSession)
+        .byte_array("token", &token())
+        .seq("holding", "Vec<u64>", 2)
+        .uint("holding[0]", "u64", 1000)
+        .uint("holding[1]", "u64", 1001);
+    b.render("resume-session", listing(), &resume_session())
+}
+
+fn progress_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Progress)
+        .uint("correlation", "u64", 1000)
+        .byte_array("details", b"50%");
+    b.render("progress", listing(), &progress())
+}
+
+fn submit3_heartbeat_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::Submit3).uint("correlation", "u64", 5);
+    request_pieces(&mut b, "request");
+    b.seq("extras.headers", "Vec<Header>", 0)
+        .none("extras.priority")
+        .none("extras.fairness_key")
+        .none("extras.fairness_weight")
+        .none("extras.deployment")
+        .seq("extras.extensions", "Vec<Extension>", 2)
+        .uint("extras.extensions[0].tag", "u32", 1)
+        .boolean("extras.extensions[0].critical", true)
+        .piece(
+            vec![0x03],
+            "extras.extensions[0].value: bytes, length 3".to_owned(),
+        )
+        .uint("  varint: heartbeat timeout ms", "u64", 30_000)
+        .uint("extras.extensions[1].tag", "u32", 2)
+        .boolean("extras.extensions[1].critical", false)
+        .piece(
+            vec![0x00],
+            "extras.extensions[1].value: bytes, length 0".to_owned(),
+        )
+        .none("wait_for_worker_ms")
+        .none("reply_timeout_ms")
+        .variant("routing", "NodeRouting", 0, "Any");
+    b.render("submit3-heartbeat", 4, &submit3_heartbeat())
+}
+
+fn served_outcome_heartbeat_timeout_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::ServedOutcome)
+        .uint("correlation", "u64", 5)
+        .string("served_by", "node-a")
+        .variant("result", "DispatchResult", 10, "HeartbeatTimeout")
+        .uint("result.worker_id", "u64", 42)
+        .uint("result.after_ms", "u64", 31_000);
+    b.render(
+        "served-outcome-heartbeat-timeout",
+        listing(),
+        &served_outcome_heartbeat_timeout(),
+    )
+}
+
+fn peer_hello4_breakdown() -> String {
+    let mut b = Breakdown::default();
+    b.kind(FrameKind::PeerHello3)
+        .string("node_id", "node-b")
+        .uint("incarnation", "u64", 1_234_567_890_123)
+        .string("advertise", "10.0.0.2:7400")
+        .seq("peers", "Vec<PeerAddress>", 1)
+        .string("peers[0].node_id", "node-c")
+        .string("peers[0].address", "10.0.0.3:7400")
+        .seq("features", "Vec<String>", 2)
+        .string("features[0]", feature::HEADERS)
+        .string("features[1]", feature::STATUS_DOCUMENT)
+        .seq("extensions", "Vec<Extension>", 1)
+        .uint("extensions[0].tag", "u32", 3)
+        .boolean("extensions[0].critical", false)
+        .piece(
+            vec![0x05],
+            "extensions[0].value: bytes, length 5".to_owned(),
+        )
+        .uint("  varint: lost link to incarnation", "u64", 987_654_321);
+    b.render("peer-hello4", 4, &peer_hello4())
+}
+
+/// Every variant version 4 appends to an enum of an earlier version, each with a value's
+/// whole encoding.
+fn version_4_variants() -> String {
+    fn bytes<T: serde::Serialize>(value: &T) -> Vec<u8> {
+        postcard::to_stdvec(value).unwrap_or_default()
+    }
+    let heartbeat = reference::DispatchResult::HeartbeatTimeout {
+        worker_id: 42,
+        after_ms: 31_000,
+    };
+    let rows = [
+        (
+            "DispatchResult::HeartbeatTimeout { worker_id: 42, after_ms: 31000 }".to_owned(),
+            bytes(&heartbeat),
+        ),
+        (
+            format!("RefusedReason::{:?}", RefusedReason::RoleNotGranted),
+            bytes(&RefusedReason::RoleNotGranted),
+        ),
+        (
+            format!("RefusalCode::{:?}", RefusalCode::SessionUnknown),
+            bytes(&RefusalCode::SessionUnknown),
+        ),
+    ];
+    let width = rows.iter().map(|(value, _)| value.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (value, encoded) in rows {
+        let _ = writeln!(out, "{value:<width$}  {}", hex_line(&encoded));
+    }
+    out
+}
+
+/// Each extension tag version 4 allocates, as its typed field writes it: the whole
+/// `Extension` (tag, critical, value).
+fn version_4_tags() -> String {
+    let mut extras = RequestExtras::default();
+    extras.set_heartbeat_timeout(Some(std::time::Duration::from_secs(30)));
+    let heartbeat = extras.extensions.clone();
+    extras.set_heartbeat_timeout(None);
+    extras.set_progress(true);
+    let progress = extras.extensions.clone();
+    let mut hello = PeerHello::default();
+    hello.set_lost_link_to(Some(987_654_321));
+    let rows = [
+        (
+            "RequestExtras::set_heartbeat_timeout(Some(30 s))",
+            heartbeat,
+        ),
+        ("RequestExtras::set_progress(true)", progress),
+        (
+            "PeerHello::set_lost_link_to(Some(987654321))",
+            hello.extensions,
+        ),
+    ];
+    let width = rows.iter().map(|(call, _)| call.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (call, extensions) in rows {
+        let [extension] = &extensions[..] else {
+            panic!("{call} writes one extension: {extensions:?}");
+        };
+        let encoded = postcard::to_stdvec(extension).unwrap_or_default();
+        let _ = writeln!(out, "{call:<width$}  {}", hex_line(&encoded));
+    }
+    out
+}
+
 /// Every variant version 3 appends to an enum of version 1 or 2, and every variant of the
 /// enums it adds, each with a value's whole encoding; `W` stands for the smallest worker an
 /// event names.
@@ -1213,8 +1559,8 @@ fn channel_examples() -> String {
 fn generated_blocks() -> Vec<(String, String)> {
     let mut blocks: Vec<(String, String)> = examples()
         .into_iter()
-        .map(|(name, version, frame, _)| {
-            (format!("hex:{name}"), hex_dump(&encode(&frame, version)))
+        .map(|(name, dialect, frame, _)| {
+            (format!("hex:{name}"), hex_dump(&encode(&frame, dialect)))
         })
         .collect();
     blocks.push(("bytes:hello".to_owned(), hello_breakdown()));
@@ -1241,6 +1587,24 @@ fn generated_blocks() -> Vec<(String, String)> {
         served_outcome_no_worker3_breakdown(),
     ));
     blocks.push(("text:v3-variants".to_owned(), version_3_variants()));
+    blocks.push(("bytes:features".to_owned(), features_breakdown()));
+    blocks.push(("bytes:session".to_owned(), session_breakdown()));
+    blocks.push((
+        "bytes:resume-session".to_owned(),
+        resume_session_breakdown(),
+    ));
+    blocks.push(("bytes:progress".to_owned(), progress_breakdown()));
+    blocks.push((
+        "bytes:submit3-heartbeat".to_owned(),
+        submit3_heartbeat_breakdown(),
+    ));
+    blocks.push((
+        "bytes:served-outcome-heartbeat-timeout".to_owned(),
+        served_outcome_heartbeat_timeout_breakdown(),
+    ));
+    blocks.push(("bytes:peer-hello4".to_owned(), peer_hello4_breakdown()));
+    blocks.push(("text:v4-variants".to_owned(), version_4_variants()));
+    blocks.push(("text:v4-tags".to_owned(), version_4_tags()));
     blocks.push(("text:varints".to_owned(), varint_examples()));
     blocks.push(("text:channels".to_owned(), channel_examples()));
     blocks
@@ -2103,7 +2467,47 @@ fn frame_samples() -> Vec<(FrameKind, Shape)> {
                 _ => None,
             }),
         ),
+        kinded(K::Features, &full_features()),
+        kinded(
+            K::Session,
+            &body_of(session(), |f| match f {
+                Frame::Session(b) => Some(b),
+                _ => None,
+            }),
+        ),
+        kinded(
+            K::ResumeSession,
+            &body_of(resume_session(), |f| match f {
+                Frame::ResumeSession(b) => Some(b),
+                _ => None,
+            }),
+        ),
+        kinded(
+            K::SessionResumed,
+            &body_of(session_resumed(), |f| match f {
+                Frame::SessionResumed(b) => Some(b),
+                _ => None,
+            }),
+        ),
+        kinded(
+            K::Progress,
+            &body_of(progress(), |f| match f {
+                Frame::Progress(b) => Some(b),
+                _ => None,
+            }),
+        ),
     ]
+}
+
+/// The example `Features` with an extension, for its table.
+fn full_features() -> Features {
+    body_of(features(), |frame| match frame {
+        Frame::Features(body) => Some(Features {
+            extensions: vec![full_extension()],
+            ..body
+        }),
+        _ => None,
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2140,7 +2544,7 @@ fn leading_cells(doc: &str, table: &str, columns: usize) -> Vec<(u32, Vec<String
 }
 
 /// Every `<!-- table:NAME -->` the tests below check.
-const CHECKED_TABLES: [&str; 55] = [
+const CHECKED_TABLES: [&str; 60] = [
     "frames",
     "Role",
     "RefusalCode",
@@ -2196,6 +2600,11 @@ const CHECKED_TABLES: [&str; 55] = [
     "Resume",
     "Resumed",
     "PoolSetting",
+    "Features",
+    "Session",
+    "ResumeSession",
+    "SessionResumed",
+    "Progress",
 ];
 
 #[test]
@@ -2408,6 +2817,16 @@ fn struct_tables_match_the_types() {
     );
     check_struct_table(&doc, &full_resumed());
     check_struct_table(&doc, &pool_setting());
+    check_struct_table(&doc, &full_features());
+    for frame in [session(), resume_session(), session_resumed(), progress()] {
+        match frame {
+            Frame::Session(body) => check_struct_table(&doc, &body),
+            Frame::ResumeSession(body) => check_struct_table(&doc, &body),
+            Frame::SessionResumed(body) => check_struct_table(&doc, &body),
+            Frame::Progress(body) => check_struct_table(&doc, &body),
+            other => panic!("no table for {}", other.name()),
+        }
+    }
 }
 
 // Each `*_values` function lists every variant once, in wire order. The `match` makes a
@@ -2440,12 +2859,13 @@ fn refusal_code_values() -> Vec<RefusalCode> {
         Unsupported,
         Superseded,
         Cancelled,
+        SessionUnknown,
     ];
     for value in &all {
         match value {
             VersionMismatch | Unauthorized | RoleNotSupported | TooManyConnections | Draining
             | EmptyNamespaces | EmptyActivityTypes | ZeroCapacity | InvalidField
-            | LimitExceeded | Rejected | Unsupported | Superseded | Cancelled => {}
+            | LimitExceeded | Rejected | Unsupported | Superseded | Cancelled | SessionUnknown => {}
         }
     }
     all
@@ -2535,6 +2955,10 @@ fn dispatch_result_values() -> Vec<reference::DispatchResult> {
         },
         Wire::ShutDown { after_ms: 0 },
         Wire::NoWorker3(full_census3()),
+        Wire::HeartbeatTimeout {
+            worker_id: 0,
+            after_ms: 0,
+        },
     ];
     for value in &all {
         match value {
@@ -2547,7 +2971,8 @@ fn dispatch_result_values() -> Vec<reference::DispatchResult> {
             | Wire::Draining
             | Wire::PeerLost { .. }
             | Wire::ShutDown { .. }
-            | Wire::NoWorker3(_) => {}
+            | Wire::NoWorker3(_)
+            | Wire::HeartbeatTimeout { .. } => {}
         }
     }
     // The one result of every version reaches each of them.
@@ -2560,7 +2985,8 @@ fn dispatch_result_values() -> Vec<reference::DispatchResult> {
         | DispatchResult::Cancelled
         | DispatchResult::Draining
         | DispatchResult::PeerLost { .. }
-        | DispatchResult::ShutDown { .. } => {}
+        | DispatchResult::ShutDown { .. }
+        | DispatchResult::HeartbeatTimeout { .. } => {}
     };
     all
 }
@@ -2604,11 +3030,12 @@ fn refused_reason_values() -> Vec<RefusedReason> {
         NamespaceNotGranted,
         Unsupported,
         FairnessCapReached,
+        RoleNotGranted,
     ];
     for value in &all {
         match value {
             InvalidRequest | WorkerBackpressure | TooManyInFlight | DuplicateCorrelation
-            | NamespaceNotGranted | Unsupported | FairnessCapReached => {}
+            | NamespaceNotGranted | Unsupported | FairnessCapReached | RoleNotGranted => {}
         }
     }
     all
@@ -2779,8 +3206,8 @@ fn the_doc_states_the_current_constants() {
 
 #[test]
 fn every_example_decodes_back() {
-    for (name, version, frame, read) in examples() {
-        let mut buf = BytesMut::from(&encode(&frame, version)[..]);
+    for (name, dialect, frame, read) in examples() {
+        let mut buf = BytesMut::from(&encode(&frame, dialect)[..]);
         let decoded = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN);
         assert_eq!(decoded.ok().flatten(), Some(read), "example `{name}`");
         assert!(buf.is_empty(), "example `{name}` left bytes behind");
@@ -2802,14 +3229,14 @@ fn the_decoding_rules_of_sections_1_and_2_hold() {
         ("truncated kind", vec![0x80], |r| {
             matches!(r, Err(MissingKind))
         }),
-        ("unknown kind", vec![0x2a], |r| {
-            matches!(r, Err(UnknownKind { discriminant: 42 }))
+        ("unknown kind", vec![0x2f], |r| {
+            matches!(r, Err(UnknownKind { discriminant: 47 }))
         }),
-        ("last known kind, empty body", vec![0x29], |r| {
+        ("last known kind, empty body", vec![0x2e], |r| {
             matches!(
                 r,
                 Err(Malformed {
-                    kind: FrameKind::PoolSettings,
+                    kind: FrameKind::Progress,
                     ..
                 })
             )

@@ -17,7 +17,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use lintel_wire::framing::LENGTH_PREFIX_LEN;
 #[cfg(doc)]
 use lintel_wire::FrameKind;
-use lintel_wire::{EncodeError, FrameRef};
+use lintel_wire::{Dialect, EncodeError, FrameRef};
 
 /// A buffer larger than this is released after it drains, so an idle connection stays small.
 pub(super) const KEEP_BUFFER_BYTES: usize = 64 * 1024;
@@ -157,7 +157,7 @@ impl Queue {
         self.len() == 0
     }
 
-    /// Appends `frame` as a connection of `version` carries it, leaving a large payload as a
+    /// Appends `frame` as a connection of `dialect` carries it, leaving a large payload as a
     /// segment of its own.
     ///
     /// # Errors
@@ -165,12 +165,12 @@ impl Queue {
     pub(super) fn push_frame(
         &mut self,
         frame: &FrameRef<'_>,
-        version: u16,
+        dialect: impl Into<Dialect>,
         max_frame_len: usize,
     ) -> Result<(), EncodeError> {
         let start = self.open.len();
         if let Some(spliced) =
-            lintel_wire::encode_frame_spliced(frame, version, &mut self.open, max_frame_len)?
+            lintel_wire::encode_frame_spliced(frame, dialect, &mut self.open, max_frame_len)?
         {
             let head = self.open.split_to(start + spliced.at).freeze();
             self.seal(head);

@@ -19,13 +19,15 @@
 //! lock: one party at a time owns the socket ([`Phase`]).
 
 use std::io::{self, IoSlice};
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lintel_wire::{EncodeError, Frame, FrameKind, FrameRef, Lane, PROTOCOL_VERSION};
+use lintel_wire::{
+    Dialect, EncodeError, FeatureSet, Frame, FrameKind, FrameRef, Lane, PROTOCOL_VERSION,
+};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -104,6 +106,11 @@ impl From<EncodeError> for SendError {
                 field: None,
                 version,
             },
+            EncodeError::NotListed { kind, feature } => SendError::Unsupported {
+                kind,
+                field: Some(feature),
+                version: kind.version(),
+            },
         }
     }
 }
@@ -125,9 +132,18 @@ struct Pipe {
     /// The protocol version frames are written as: each message goes as the kind this version
     /// carries it as. Lowered to the negotiated one once the handshake names it.
     version: AtomicU16,
+    /// What the reader listed ([`FeatureSet`] bits): from version 4 a result's variant and
+    /// the kinds after version 3 are written as it reads them.
+    listed: AtomicU32,
 }
 
 impl Pipe {
+    /// What frames are written as: the version and what the reader listed.
+    fn dialect(&self) -> Dialect {
+        let listed = FeatureSet::from_bits(self.listed.load(Ordering::Relaxed));
+        Dialect::new(self.version.load(Ordering::Relaxed), listed)
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // Every update leaves the state consistent before it could panic.
         self.state
@@ -161,14 +177,14 @@ impl Pipe {
             return Err(SendError::Overflow);
         }
         let was_empty = state.is_empty() && state.in_hand == 0;
-        let version = self.version.load(Ordering::Relaxed);
+        let dialect = self.dialect();
         let lane = frame.lane();
         let queue = match lane {
             Lane::Control => &mut state.control,
             Lane::Bulk => &mut state.bulk,
         };
         let before = queue.len();
-        queue.push_frame(frame, version, self.max_frame_len.load(Ordering::Relaxed))?;
+        queue.push_frame(frame, dialect, self.max_frame_len.load(Ordering::Relaxed))?;
         let added = queue.len().saturating_sub(before) as u64;
         let mark = match lane {
             Lane::Control => {
@@ -280,10 +296,10 @@ impl Pipe {
             return Err(SendError::Closed);
         }
         let mut control = Queue::default();
-        let version = self.version.load(Ordering::Relaxed);
+        let dialect = self.dialect();
         control.push_frame(
             &frame.into(),
-            version,
+            dialect,
             self.max_frame_len.load(Ordering::Relaxed),
         )?;
         // The rest of a started frame stays, or the peer could not tell where frames begin;
@@ -452,6 +468,13 @@ impl Outbound {
         self.pipe.version.fetch_min(version, Ordering::Relaxed);
     }
 
+    /// Writes each frame from now on as to a reader that listed `listed` (a client's
+    /// `Features`, a peer's or a node's features): a kind or variant after version 3 goes
+    /// only as far as it listed, the nearest older one otherwise.
+    pub fn listen(&self, listed: FeatureSet) {
+        self.pipe.listed.store(listed.bits(), Ordering::Relaxed);
+    }
+
     /// The protocol version frames are written as.
     pub fn version(&self) -> u16 {
         self.pipe.version.load(Ordering::Relaxed)
@@ -596,6 +619,7 @@ pub(super) fn start(
         handles: AtomicUsize::new(1),
         max_frame_len: AtomicUsize::new(max_frame_len),
         version: AtomicU16::new(PROTOCOL_VERSION),
+        listed: AtomicU32::new(FeatureSet::NONE.bits()),
     });
     pipe.state().limits = QueueLimits {
         frames: queue_len.max(1),

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{ErrorCode, ErrorFrame, Frame, Pong, Register, Role};
+use lintel_wire::{ErrorCode, ErrorFrame, FeatureSet, Frame, Pong, Register, Role};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -99,6 +99,7 @@ impl<H: Handler> Runtime<H> {
             timeout: self.config.handshake_timeout,
             max_frame_len: self.config.max_frame_len,
             queue_len: self.config.queue_len,
+            understands: FeatureSet::NONE,
         };
         let (conn, address) = match nodes
             .connect(&handshake, self.config.tls.as_ref(), avoid)

@@ -295,6 +295,7 @@ async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -
         timeout: shared.config.handshake_timeout(),
         max_frame_len: shared.config.max_frame_len,
         queue_len: shared.config.outbound_queue,
+        understands: lintel_wire::FeatureSet::NONE,
     };
     // An address a name resolved to is dialled as the name's: TLS checks the name.
     let name = shared.dispatcher.mesh().resolved_from(address);

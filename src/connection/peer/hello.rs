@@ -5,10 +5,11 @@
 //! the link before it answers: a link it keeps gets its `PeerHello` (sent by the session), a
 //! link it refuses gets `Goodbye` instead, its hello never sent.
 
-use lintel_wire::{feature, unknown_critical, ErrorCode, Extension, Frame, PeerHello};
+use lintel_wire::{feature, ErrorCode, Extension, FeatureSet, Frame, NotImplemented, PeerHello};
 
 use super::super::close::Close;
 use super::super::handshake::features_at;
+use crate::implemented::IMPLEMENTED;
 use crate::shared::Shared;
 use lintel_client::transport::{FrameReader, Outbound};
 
@@ -119,7 +120,8 @@ pub(super) fn read_hello(frame: &Frame, max_set_len: usize) -> Option<Result<Hea
 }
 
 /// Refuses a peer frame with more extensions than `max_set_len`, or with a critical one this
-/// node does not know (none is allocated in version 3); ignores the rest.
+/// node does not honour (of a tag not allocated, or of a feature it does not implement);
+/// ignores the rest.
 ///
 /// # Errors
 /// `Error{LimitExceeded}` or `Error{Unsupported}`.
@@ -134,10 +136,10 @@ pub(super) fn check_extensions(
             format!("{kind} carries more than {max_set_len} extensions"),
         ));
     }
-    match unknown_critical(extensions, |_| false) {
-        Some(tag) => Err(Close::error(
+    match NotImplemented::critical(extensions, IMPLEMENTED) {
+        Some(missing) => Err(Close::error(
             ErrorCode::Unsupported,
-            format!("{kind} carries extension {tag}, critical and unknown to this node"),
+            format!("{kind}: {missing}"),
         )),
         None => Ok(()),
     }
@@ -185,6 +187,8 @@ pub(super) async fn exchange(
     if theirs.hello.node_id == shared.node_id() {
         return Err(HelloFailed::Myself);
     }
+    // What the peer lists bounds what is written to it from version 4 on.
+    outbound.listen(FeatureSet::named(&theirs.hello.features));
     let node_id = &theirs.hello.node_id;
     if node_id.is_empty() || node_id.len() > shared.config.max_name_len {
         return Err(HelloFailed::Close(Close::goodbye("invalid peer node id")));

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lintel_wire::{
-    feature, Cancel, ErrorCode, Frame, FrameKind, FrameRef, PeerHello, Ping, Pong, PoolPresence,
-    PoolSettings, Presence, RelayAck, Resume, Resumed,
+    feature, Cancel, ErrorCode, Frame, FrameKind, FrameRef, NotImplemented, PeerHello, Ping, Pong,
+    PoolPresence, PoolSettings, Presence, RelayAck, Resume, Resumed,
 };
 use tokio::time::Instant;
 
@@ -18,6 +18,7 @@ use super::hello::{check_extensions, hello_frame, read_hello, Heard, Linked, Sid
 use super::retire::{Retirement, Why};
 use crate::auth::Grant;
 use crate::cluster::{Opener, PresenceError, Remote, SettingError, MAX_MEMBERS, MAX_SETTINGS};
+use crate::implemented::IMPLEMENTED;
 use crate::link::{Linked as Counted, Pair, PeerLink, ReplyFate, Unanswered};
 use crate::shared::Shared;
 use lintel_client::burst::Burst;
@@ -656,6 +657,10 @@ impl Session<'_> {
             }
             Frame::Pong(_) => Ok(None),
             Frame::Goodbye(_) | Frame::Error(_) => Err(Close::Quietly),
+            Frame::Progress(_) => match NotImplemented::kind(FrameKind::Progress, IMPLEMENTED) {
+                Some(missing) => Err(Close::error(ErrorCode::Unsupported, missing.to_string())),
+                None => Ok(None),
+            },
             other => Err(Close::unexpected(other.name(), "on a peer link")),
         }
     }

@@ -7,7 +7,8 @@
 //! `Push3`): `kind_at` picks the kind for a connection's version, `encode` and `decode` take
 //! that kind. A kind is a list of parts in wire order: the primitives of `cursor` (the crate's
 //! one varint reader and its writer) and the shared parts `request`, `extras` (version 3),
-//! `routing` and `result` (which writes a result as the connection's version reads it).
+//! `routing` and `result` (which writes a result as the connection's dialect reads it: its
+//! version and what its reader listed).
 //! `framing` routes every other kind through serde.
 
 mod extras;
@@ -31,6 +32,7 @@ pub use served_outcome::ServedOutcomeRef;
 pub use submit::SubmitRef;
 
 use crate::cursor::Writer;
+use crate::dialect::Dialect;
 use crate::error::EncodeError;
 use crate::kind::FrameKind;
 
@@ -38,8 +40,8 @@ use crate::kind::FrameKind;
 pub(crate) trait Body {
     /// The kind it goes as on a connection of `version`, or why it cannot go there.
     fn kind_at(&self, version: u16) -> Result<FrameKind, EncodeError>;
-    /// Bytes of the body as `kind` (its kind varint included) on a connection of `version`.
-    fn encoded_len(&self, kind: FrameKind, version: u16) -> usize;
-    /// Writes the body as `kind`, which `kind_at` chose for `version`.
-    fn encode(&self, kind: FrameKind, version: u16, out: &mut Writer<'_>);
+    /// Bytes of the body as `kind` (its kind varint included) on a connection of `dialect`.
+    fn encoded_len(&self, kind: FrameKind, dialect: Dialect) -> usize;
+    /// Writes the body as `kind`, which `kind_at` chose for the dialect's version.
+    fn encode(&self, kind: FrameKind, dialect: Dialect, out: &mut Writer<'_>);
 }

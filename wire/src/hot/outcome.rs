@@ -1,6 +1,7 @@
 //! `Outcome` (kind 10): node to a version-1 producer, how a submission ended.
 
 use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
+use crate::dialect::Dialect;
 use crate::error::EncodeError;
 use crate::kind::FrameKind;
 use crate::lower::in_version;
@@ -22,14 +23,14 @@ impl OutcomeRef<'_> {
         in_version(KIND, version)
     }
 
-    /// Bytes of the body, its kind included, on a connection of `version`.
-    pub fn encoded_len(&self, _kind: FrameKind, version: u16) -> usize {
-        head_len(KIND.discriminant(), self.correlation) + self.result.encoded_len(version)
+    /// Bytes of the body, its kind included, on a connection of `dialect`.
+    pub fn encoded_len(&self, _kind: FrameKind, dialect: Dialect) -> usize {
+        head_len(KIND.discriminant(), self.correlation) + self.result.encoded_len(dialect)
     }
 
-    pub(crate) fn encode(&self, _kind: FrameKind, version: u16, out: &mut Writer<'_>) {
+    pub(crate) fn encode(&self, _kind: FrameKind, dialect: Dialect, out: &mut Writer<'_>) {
         out.head(KIND.discriminant(), self.correlation);
-        self.result.encode(out, version);
+        self.result.encode(out, dialect);
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::carry::RequestKinds;
 use crate::cursor::{head_len, varint_len, PayloadRef, Read, Reader, Writer};
+use crate::dialect::Dialect;
 use crate::error::EncodeError;
 use crate::kind::FrameKind;
 use crate::message::{Relay, RequestRef, RoutingRef};
@@ -32,7 +33,7 @@ impl<'a> RelayRef<'a> {
     }
 
     /// Bytes of the body as `kind`, its kind included.
-    pub fn encoded_len(&self, kind: FrameKind, _version: u16) -> usize {
+    pub fn encoded_len(&self, kind: FrameKind, _dialect: Dialect) -> usize {
         head_len(kind.discriminant(), self.correlation)
             + self.request.encoded_len()
             + KINDS.extras_len(kind, &self.extras)
@@ -40,7 +41,7 @@ impl<'a> RelayRef<'a> {
             + varint_len(self.reply_timeout_ms)
     }
 
-    pub(crate) fn encode(&self, kind: FrameKind, _version: u16, out: &mut Writer<'_>) {
+    pub(crate) fn encode(&self, kind: FrameKind, _dialect: Dialect, out: &mut Writer<'_>) {
         out.head(kind.discriminant(), self.correlation);
         self.request.encode(out);
         KINDS.write_extras(kind, &self.extras, out);

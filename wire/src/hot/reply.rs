@@ -1,6 +1,7 @@
 //! `Reply` (kind 8): worker to node, the response to a push.
 
 use crate::cursor::{head_len, PayloadRef, Read, Reader, Writer};
+use crate::dialect::Dialect;
 use crate::error::EncodeError;
 use crate::kind::FrameKind;
 use crate::lower::in_version;
@@ -23,11 +24,11 @@ impl ReplyRef<'_> {
     }
 
     /// Bytes of the body, its kind included.
-    pub fn encoded_len(&self, _kind: FrameKind, _version: u16) -> usize {
+    pub fn encoded_len(&self, _kind: FrameKind, _dialect: Dialect) -> usize {
         head_len(KIND.discriminant(), self.correlation) + self.response.encoded_len()
     }
 
-    pub(crate) fn encode(&self, _kind: FrameKind, _version: u16, out: &mut Writer<'_>) {
+    pub(crate) fn encode(&self, _kind: FrameKind, _dialect: Dialect, out: &mut Writer<'_>) {
         out.head(KIND.discriminant(), self.correlation);
         self.response.encode(out);
     }

@@ -4,6 +4,7 @@
 use crate::body;
 use crate::cursor::PayloadRef;
 use crate::cursor::{bytes_len, opt_str_len, opt_u64_len, varint_len, Read, Reader, Writer};
+use crate::dialect::{Dialect, FeatureSet};
 use crate::message::{
     ActivityOutcome, Census, DispatchResponse, DispatchResult, NoWorkerReason, RefusedDispatch,
     RefusedReason, ResponseRef, ResultRef,
@@ -127,8 +128,9 @@ impl ActivityOutcome {
 }
 
 impl ResultRef<'_> {
-    /// Bytes of the result as a connection of `version` reads it (see `ResultRef::encode`).
-    pub fn encoded_len(&self, version: u16) -> usize {
+    /// Bytes of the result as a connection of `dialect` reads it (see [`ResultRef::encode`]).
+    pub fn encoded_len(&self, dialect: Dialect) -> usize {
+        let version = dialect.version();
         1 + match self {
             DispatchResult::Completed(response) => response.encoded_len(),
             DispatchResult::NoWorker(census) if version >= 3 => {
@@ -137,6 +139,10 @@ impl ResultRef<'_> {
             DispatchResult::NoWorker(census) => census_len(&census2_counts(census), census),
             DispatchResult::WorkerLost { worker_id } => varint_len(*worker_id),
             DispatchResult::Timeout {
+                worker_id,
+                after_ms,
+            }
+            | DispatchResult::HeartbeatTimeout {
                 worker_id,
                 after_ms,
             } => varint_len(*worker_id) + varint_len(*after_ms),
@@ -150,12 +156,14 @@ impl ResultRef<'_> {
         }
     }
 
-    /// Writes the result as a connection of `version` reads it: where the result holds a
-    /// variant or a reason the version does not know, the nearest one it does (PROTOCOL.md
-    /// section 4): a no-worker census as version 1 and 2 count it (`NoWorker`) or as version 3
-    /// does (`NoWorker3`), a version-2 outcome to a version-1 producer as `WorkerLost`, a
-    /// refusal's reason as the version knows it.
-    pub(crate) fn encode(&self, out: &mut Writer<'_>, version: u16) {
+    /// Writes the result as a connection of `dialect` reads it: where the result holds a
+    /// variant or a reason the connection does not know (its version, or from version 4 what
+    /// its reader listed), the nearest one it does (PROTOCOL.md section 4): a no-worker census
+    /// as version 1 and 2 count it (`NoWorker`) or as version 3 does (`NoWorker3`), a version-2
+    /// outcome to a version-1 producer as `WorkerLost`, a missed heartbeat as `Timeout` unless
+    /// `heartbeat-timeout` was listed, a refusal's reason as the connection knows it.
+    pub(crate) fn encode(&self, out: &mut Writer<'_>, dialect: Dialect) {
+        let version = dialect.version();
         match self {
             DispatchResult::Completed(response) => {
                 out.u8(0);
@@ -182,9 +190,19 @@ impl ResultRef<'_> {
                 out.u64(*worker_id);
                 out.u64(*after_ms);
             }
+            DispatchResult::HeartbeatTimeout {
+                worker_id,
+                after_ms,
+            } => {
+                // Without the feature, the nearest: the worker was alive and did not reply.
+                let heard = dialect.lists(FeatureSet::HEARTBEAT_TIMEOUT);
+                out.u8(if heard { 10 } else { 3 });
+                out.u64(*worker_id);
+                out.u64(*after_ms);
+            }
             DispatchResult::Refused(refused) => {
                 out.u8(4);
-                out.u8(refused.reason.for_version(version) as u8);
+                out.u8(refused.reason.for_dialect(dialect) as u8);
                 out.str(refused.detail);
             }
             DispatchResult::Cancelled => out.u8(5),
@@ -253,6 +271,10 @@ impl<'a> ResultRef<'a> {
                 unreachable: Some(input.u32()?),
                 last_departure_ms_ago: input.opt_u64()?,
             }),
+            10 => DispatchResult::HeartbeatTimeout {
+                worker_id: input.u64()?,
+                after_ms: input.u64()?,
+            },
             _ => return Err(BAD_VARIANT),
         })
     }
@@ -321,6 +343,13 @@ impl<O: Ownership> DispatchResult<O> {
                 after_ms: *after_ms,
             },
             DispatchResult::ShutDown { after_ms } => DispatchResult::ShutDown {
+                after_ms: *after_ms,
+            },
+            DispatchResult::HeartbeatTimeout {
+                worker_id,
+                after_ms,
+            } => DispatchResult::HeartbeatTimeout {
+                worker_id: *worker_id,
                 after_ms: *after_ms,
             },
         }
@@ -395,6 +424,7 @@ fn refused_reason(index: u32) -> Read<RefusedReason> {
         4 => RefusedReason::NamespaceNotGranted,
         5 => RefusedReason::Unsupported,
         6 => RefusedReason::FairnessCapReached,
+        7 => RefusedReason::RoleNotGranted,
         _ => return Err(BAD_VARIANT),
     })
 }

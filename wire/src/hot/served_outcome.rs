@@ -1,6 +1,7 @@
 //! `ServedOutcome` (kind 24): node to a version-2 producer, how a submission ended and which node served it.
 
 use crate::cursor::{bytes_len, head_len, PayloadRef, Read, Reader, Writer};
+use crate::dialect::Dialect;
 use crate::error::EncodeError;
 use crate::kind::FrameKind;
 use crate::lower::in_version;
@@ -22,17 +23,17 @@ impl ServedOutcomeRef<'_> {
         in_version(KIND, version)
     }
 
-    /// Bytes of the body, its kind included, on a connection of `version`.
-    pub fn encoded_len(&self, _kind: FrameKind, version: u16) -> usize {
+    /// Bytes of the body, its kind included, on a connection of `dialect`.
+    pub fn encoded_len(&self, _kind: FrameKind, dialect: Dialect) -> usize {
         head_len(KIND.discriminant(), self.correlation)
             + bytes_len(self.served_by.len())
-            + self.result.encoded_len(version)
+            + self.result.encoded_len(dialect)
     }
 
-    pub(crate) fn encode(&self, _kind: FrameKind, version: u16, out: &mut Writer<'_>) {
+    pub(crate) fn encode(&self, _kind: FrameKind, dialect: Dialect, out: &mut Writer<'_>) {
         out.head(KIND.discriminant(), self.correlation);
         out.str(self.served_by);
-        self.result.encode(out, version);
+        self.result.encode(out, dialect);
     }
 }
 

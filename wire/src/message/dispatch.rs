@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::dialect::{Dialect, FeatureSet};
 use crate::ownership::{Borrowed, Owned, Ownership};
 
 /// One unit of work for a worker.
@@ -215,13 +216,23 @@ pub enum RefusedReason {
     Unsupported,
     /// Version 3: the request's fairness key is at its cap and the dispatch may not wait.
     FairnessCapReached,
+    /// Version 4: the producer's credentials do not grant the role the request needs; the
+    /// detail names it. Sent only to a reader that listed `role-not-granted`.
+    RoleNotGranted,
 }
 
 impl RefusedReason {
-    /// The reason as a connection of `version` reads it: version 1 knows no
-    /// `NamespaceNotGranted`, versions 1 and 2 no `Unsupported` or `FairnessCapReached`.
-    pub(crate) fn for_version(self, version: u16) -> Self {
+    /// The reason as a connection of `dialect` reads it: version 1 knows no
+    /// `NamespaceNotGranted`, versions 1 and 2 no `Unsupported` or `FairnessCapReached`, and a
+    /// reader that did not list `role-not-granted` no `RoleNotGranted` (read as
+    /// `NamespaceNotGranted`, whose detail names the role).
+    pub(crate) fn for_dialect(self, dialect: Dialect) -> Self {
+        let version = dialect.version();
         match self {
+            RefusedReason::RoleNotGranted if dialect.lists(FeatureSet::ROLE_NOT_GRANTED) => self,
+            RefusedReason::RoleNotGranted => {
+                RefusedReason::NamespaceNotGranted.for_dialect(dialect)
+            }
             RefusedReason::NamespaceNotGranted if version < 2 => RefusedReason::InvalidRequest,
             RefusedReason::Unsupported if version < 3 => RefusedReason::InvalidRequest,
             RefusedReason::FairnessCapReached if version < 3 => RefusedReason::TooManyInFlight,
@@ -239,8 +250,9 @@ pub struct RefusedDispatch<S = String> {
 
 /// How a dispatch ended; exactly one per submission.
 ///
-/// The one result of every version: where a connection's version does not know a variant or
-/// a reason, its codec writes the nearest one it knows (PROTOCOL.md section 4).
+/// The one result of every version: where a connection does not know a variant or a reason
+/// (its version, or what its reader listed), its codec writes the nearest one it knows
+/// (PROTOCOL.md section 4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DispatchResult<O: Ownership = Owned> {
     /// The worker replied.
@@ -263,6 +275,10 @@ pub enum DispatchResult<O: Ownership = Owned> {
     /// Version 2: the node shut down while the dispatch was running, `after_ms` after it was
     /// pushed or relayed; it may have run.
     ShutDown { after_ms: u64 },
+    /// Version 4: the worker's connection stayed up but sent no `Progress` within the
+    /// request's heartbeat timeout; `after_ms` since it was pushed. A reader that did not list
+    /// `heartbeat-timeout` reads it as `Timeout`.
+    HeartbeatTimeout { worker_id: u64, after_ms: u64 },
 }
 
 /// Node to a version-1 producer: the result of the submission with `correlation`.

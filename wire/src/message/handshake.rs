@@ -3,9 +3,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::extras::HeaderLimits;
+use super::items::Extension;
+use crate::dialect::FeatureSet;
 
 /// The highest protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// What a connection is for; fixes which frames it may send afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -77,6 +79,33 @@ impl Welcome {
     }
 }
 
+/// Version 4, client to node, its first frame after the welcome: the features of version 4
+/// and later it understands (`feature::*`), so that the node may send it their kinds and
+/// variants. A peer says the same in its `PeerHello3`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Features {
+    /// At most the welcome's `max_set_len` names, each 1 to `max_name_len` bytes; a name the
+    /// node does not know is ignored.
+    pub features: Vec<String>,
+    /// Room to grow.
+    pub extensions: Vec<Extension>,
+}
+
+impl Features {
+    /// The list of what `listed` holds.
+    pub fn of(listed: FeatureSet) -> Self {
+        Self {
+            features: listed.names(),
+            extensions: Vec::new(),
+        }
+    }
+
+    /// The features listed that this crate knows.
+    pub fn listed(&self) -> FeatureSet {
+        FeatureSet::named(&self.features)
+    }
+}
+
 /// Why a handshake or registration was refused. Codes are appended, never renumbered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum RefusalCode {
@@ -110,6 +139,9 @@ pub enum RefusalCode {
     Superseded,
     /// Version 3: the subscriber cancelled its subscription.
     Cancelled,
+    /// Version 4: a `ResumeSession` named no session the node holds for the worker (expired,
+    /// unknown, or another identity's); the worker registers anew.
+    SessionUnknown,
 }
 
 /// A refusal: a code to match on and a reason for people.

@@ -1,5 +1,6 @@
 //! Frame bodies, grouped by the conversation they belong to.
 
+mod bounded;
 mod control;
 mod dispatch;
 mod events;
@@ -7,8 +8,10 @@ mod extras;
 mod handshake;
 pub(crate) mod items;
 mod peer;
+mod progress;
 mod registration;
 mod status;
+mod tags;
 
 pub use control::{Cancel, Drain, Drained, ErrorCode, ErrorFrame, Farewell, Goodbye, Ping, Pong};
 pub use dispatch::{
@@ -22,15 +25,21 @@ pub use events::{
 };
 pub(crate) use extras::LentExtras;
 pub use extras::{feature, ExtrasRef, ExtrasView, HeaderLimits, RequestExtras};
-pub use handshake::{Hello, Limits, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION};
+pub use handshake::{
+    Features, Hello, Limits, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION,
+};
 pub use items::{is_header_name, unknown_critical, Extension, ExtensionRef, Header, HeaderRef};
 pub use peer::{
     ClusterStatusReport, PeerAddress, PeerHello, PeerLinkState, PeerStatus, PoolPresence,
     PoolSetting, PoolSettings, Presence, PresenceGroup, Relay, RelayAck, RelayOutcome, Resume,
     Resumed, ServedOutcome,
 };
-pub use registration::{CapacityUpdate, Register, Registered};
+pub use progress::Progress;
+pub use registration::{
+    CapacityUpdate, Register, Registered, ResumeSession, Session, SessionResumed,
+};
 pub use status::{
     Counters, NodeStatus, PoolStatus, StatusDocument, StatusQuery, StatusReport, WaitingStatus,
     WorkerStatus,
 };
+pub use tags::{tag, ExtensionError, NotImplemented, MAX_HEARTBEAT_TIMEOUT_MS};

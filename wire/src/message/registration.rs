@@ -1,7 +1,11 @@
 //! Worker registration and capacity.
 
+use std::ops::RangeInclusive;
+
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::bounded::{BoundedBytes, BoundedVec, Holding, Token};
 use super::items::Extension;
 
 /// A worker joins the pools `(namespace, task_queue)` for each of its namespaces.
@@ -42,4 +46,52 @@ pub struct Registered {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CapacityUpdate {
     pub max_concurrency: u32,
+}
+
+/// Version 4, node to a worker that listed `worker-resume`, right after `Registered`: the
+/// session its pushes belong to, which a new connection may resume within `resume_grace_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    /// Opaque to the worker; [`Session::TOKEN_LEN`] bytes.
+    #[serde(with = "BoundedBytes::<Token>")]
+    pub token: Bytes,
+    /// How long after the connection is lost the session may still be resumed.
+    pub resume_grace_ms: u64,
+}
+
+impl Session {
+    /// The bytes a session token takes.
+    pub const TOKEN_LEN: RangeInclusive<usize> = 16..=64;
+}
+
+/// Version 4, worker to node on a new connection, in place of `Register`: resume the session
+/// of `token`, holding the pushes of `holding` (running, or finished with the reply unsent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeSession {
+    /// The token of a `Session`.
+    #[serde(with = "BoundedBytes::<Token>")]
+    pub token: Bytes,
+    /// The correlations of the old connection's pushes the worker holds; at most
+    /// [`ResumeSession::MAX_HOLDING`].
+    #[serde(with = "BoundedVec::<Holding, u64>")]
+    pub holding: Vec<u64>,
+}
+
+impl ResumeSession {
+    /// Most correlations one resume lists.
+    pub const MAX_HOLDING: usize = 65_536;
+}
+
+/// Version 4, node to worker, answering `ResumeSession`: the worker is registered again as
+/// `worker_id`; each correlation it listed is `attached` (its reply is awaited on this
+/// connection) or `unknown` (its dispatch ended meanwhile; drop it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionResumed {
+    pub worker_id: u64,
+    /// At most [`ResumeSession::MAX_HOLDING`].
+    #[serde(with = "BoundedVec::<Holding, u64>")]
+    pub attached: Vec<u64>,
+    /// At most [`ResumeSession::MAX_HOLDING`].
+    #[serde(with = "BoundedVec::<Holding, u64>")]
+    pub unknown: Vec<u64>,
 }

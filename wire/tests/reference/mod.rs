@@ -6,8 +6,8 @@
 #![allow(dead_code)]
 
 use lintel_wire::{
-    decode_body, Census, DispatchRequest, DispatchResponse, Frame, FrameKind, NoWorkerReason,
-    NodeRouting, RefusedDispatch, RefusedReason, Reply, RequestExtras,
+    decode_body, Census, Dialect, DispatchRequest, DispatchResponse, FeatureSet, Frame, FrameKind,
+    NoWorkerReason, NodeRouting, RefusedDispatch, RefusedReason, Reply, RequestExtras,
 };
 use serde::{Deserialize, Serialize};
 
@@ -94,6 +94,7 @@ pub enum DispatchResult {
     PeerLost { peer: String, after_ms: u64 },
     ShutDown { after_ms: u64 },
     NoWorker3(Census3),
+    HeartbeatTimeout { worker_id: u64, after_ms: u64 },
 }
 
 /// Kind `Outcome`.
@@ -135,8 +136,13 @@ fn reason_for_version_2(reason: NoWorkerReason) -> NoWorkerReason {
     }
 }
 
-fn refused_for_version(reason: RefusedReason, version: u16) -> RefusedReason {
+/// A reason as a connection of `dialect` reads it: `RoleNotGranted` only where it was listed,
+/// else `NamespaceNotGranted`, which version 1 reads as `InvalidRequest`.
+fn refused_for(reason: RefusedReason, dialect: Dialect) -> RefusedReason {
+    let version = dialect.version();
     match reason {
+        RefusedReason::RoleNotGranted if dialect.lists(FeatureSet::ROLE_NOT_GRANTED) => reason,
+        RefusedReason::RoleNotGranted => refused_for(RefusedReason::NamespaceNotGranted, dialect),
         RefusedReason::NamespaceNotGranted if version < 2 => RefusedReason::InvalidRequest,
         RefusedReason::Unsupported if version < 3 => RefusedReason::InvalidRequest,
         RefusedReason::FairnessCapReached if version < 3 => RefusedReason::TooManyInFlight,
@@ -171,9 +177,14 @@ pub fn census_on_wire(census: &Census, version: u16) -> DispatchResult {
     })
 }
 
-/// The one result as a connection of `version` is sent it.
-pub fn result_on_wire(result: &lintel_wire::DispatchResult, version: u16) -> DispatchResult {
+/// The one result as a connection of `dialect` is sent it.
+pub fn result_on_wire(
+    result: &lintel_wire::DispatchResult,
+    dialect: impl Into<Dialect>,
+) -> DispatchResult {
     use lintel_wire::DispatchResult as One;
+    let dialect = dialect.into();
+    let version = dialect.version();
     match result.clone() {
         One::Completed(response) => DispatchResult::Completed(response),
         One::NoWorker(census) => census_on_wire(&census, version),
@@ -185,8 +196,22 @@ pub fn result_on_wire(result: &lintel_wire::DispatchResult, version: u16) -> Dis
             worker_id,
             after_ms,
         },
+        One::HeartbeatTimeout {
+            worker_id,
+            after_ms,
+        } if dialect.lists(FeatureSet::HEARTBEAT_TIMEOUT) => DispatchResult::HeartbeatTimeout {
+            worker_id,
+            after_ms,
+        },
+        One::HeartbeatTimeout {
+            worker_id,
+            after_ms,
+        } => DispatchResult::Timeout {
+            worker_id,
+            after_ms,
+        },
         One::Refused(refused) => DispatchResult::Refused(RefusedDispatch {
-            reason: refused_for_version(refused.reason, version),
+            reason: refused_for(refused.reason, dialect),
             detail: refused.detail,
         }),
         One::Cancelled => DispatchResult::Cancelled,
@@ -242,6 +267,13 @@ pub fn result_read(result: DispatchResult) -> lintel_wire::DispatchResult {
         DispatchResult::Draining => One::Draining,
         DispatchResult::PeerLost { peer, after_ms } => One::PeerLost { peer, after_ms },
         DispatchResult::ShutDown { after_ms } => One::ShutDown { after_ms },
+        DispatchResult::HeartbeatTimeout {
+            worker_id,
+            after_ms,
+        } => One::HeartbeatTimeout {
+            worker_id,
+            after_ms,
+        },
     }
 }
 
@@ -255,11 +287,12 @@ fn with_kind<T: Serialize>(kind: FrameKind, body: &T) -> Vec<u8> {
     bytes
 }
 
-/// Serde's body (kind included) of a hot `frame` on a connection of `version`: the kind the
+/// Serde's body (kind included) of a hot `frame` on a connection of `dialect`: the kind the
 /// message goes as there, and its fields as that kind lays them out. `None` for the frames
 /// serde itself encodes, or a version that cannot carry the frame.
-pub fn encode(frame: &Frame, version: u16) -> Option<Vec<u8>> {
-    let kind = frame.kind_at(version).ok()?;
+pub fn encode(frame: &Frame, dialect: impl Into<Dialect>) -> Option<Vec<u8>> {
+    let dialect = dialect.into();
+    let kind = frame.kind_at(dialect.version()).ok()?;
     Some(match frame {
         Frame::Push(push) if kind == FrameKind::Push3 => with_kind(
             kind,
@@ -321,14 +354,14 @@ pub fn encode(frame: &Frame, version: u16) -> Option<Vec<u8>> {
             kind,
             &OutcomeFrame {
                 correlation: outcome.correlation,
-                result: result_on_wire(&outcome.result, version),
+                result: result_on_wire(&outcome.result, dialect),
             },
         ),
         Frame::RelayOutcome(outcome) => with_kind(
             kind,
             &RelayOutcome {
                 correlation: outcome.correlation,
-                result: result_on_wire(&outcome.result, version),
+                result: result_on_wire(&outcome.result, dialect),
             },
         ),
         Frame::ServedOutcome(outcome) => with_kind(
@@ -336,7 +369,7 @@ pub fn encode(frame: &Frame, version: u16) -> Option<Vec<u8>> {
             &ServedOutcome {
                 correlation: outcome.correlation,
                 served_by: outcome.served_by.clone(),
-                result: result_on_wire(&outcome.result, version),
+                result: result_on_wire(&outcome.result, dialect),
             },
         ),
         _ => return None,

@@ -1,0 +1,9 @@
+//! What this node implements of the features version 4 and later add, in one place: the
+//! welcome and the peer hello list it, and every check that refuses a frame or a critical
+//! extension as `Unsupported` reads it.
+
+use lintel_wire::FeatureSet;
+
+/// None yet: sessions, progress and heartbeats are the wire's alone so far. A frame or a
+/// critical extension of a feature not here is refused `Unsupported`, naming the feature.
+pub(crate) const IMPLEMENTED: FeatureSet = FeatureSet::NONE;
