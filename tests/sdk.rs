@@ -752,7 +752,7 @@ fn completed(submit: &Submit) -> Frame {
 #[tokio::test]
 async fn concurrent_dispatches_are_correlated_even_when_answered_out_of_order() {
     let (_node, mut peer, client) = connected_client().await;
-    assert_eq!(client.welcome().pid, 200);
+    assert_eq!(client.node_info().pid, 200);
     let inputs: [&'static [u8]; 3] = [b"zero", b"one", b"two"];
     let dispatches: Vec<_> = inputs
         .iter()
@@ -1224,11 +1224,15 @@ async fn connected_client_v3(features: &[&str]) -> (FakeNode, Peer, Client) {
 #[tokio::test]
 async fn a_version_3_welcome_tells_the_client_the_features_and_header_limits() {
     let (_node, _peer, client) = connected_client_v3(&[feature::HEADERS]).await;
-    let welcome = client.welcome();
+    let welcome = client.node_info();
     assert_eq!((welcome.version, welcome.pid), (3, 300));
     assert!(welcome.implements(feature::HEADERS));
     assert!(!welcome.implements(feature::PRIORITY));
-    assert_eq!(welcome.header_limits, Some(HeaderLimits::default()));
+    let defaults = HeaderLimits::default();
+    assert_eq!(
+        (welcome.limits.max_headers, welcome.limits.max_header_bytes),
+        (Some(defaults.max_headers), Some(defaults.max_header_bytes))
+    );
 }
 
 #[tokio::test]

@@ -92,14 +92,11 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
     })
     .await;
     let producer = client(node.addr).await;
-    let welcome = producer.welcome();
+    let welcome = producer.node_info();
     assert_eq!(welcome.version, 3);
     assert_eq!(welcome.features, FEATURES);
     assert_eq!(
-        (
-            welcome.header_limits.map(|limits| limits.max_headers),
-            welcome.header_limits.map(|limits| limits.max_header_bytes)
-        ),
+        (welcome.limits.max_headers, welcome.limits.max_header_bytes),
         (Some(5), Some(100))
     );
 }
@@ -516,7 +513,11 @@ async fn a_version_2_node_and_a_version_3_node_relay_both_ways_but_headers_never
     let _on_new = traced_worker(new.addr, "on-new").await;
     old.wait_announced("new", &channel).await;
     let at_old = client(old.addr).await;
-    assert_eq!(at_old.welcome().version, 2, "the old node speaks version 2");
+    assert_eq!(
+        at_old.node_info().version,
+        2,
+        "the old node speaks version 2"
+    );
     let relayed = within(
         "a plain dispatch relayed to the version-3 node",
         at_old.dispatch_traced(request("ns", "echo", "x"), &DispatchOptions::default()),

@@ -28,6 +28,7 @@ use crate::connect::{
 };
 use crate::dispatch::{Dispatch, InvalidDispatch};
 use crate::keepalive::{Keepalive, Tick};
+use crate::node_info::NodeInfo;
 use crate::nodes::Nodes;
 use crate::options::{DispatchOptions, RetryReason, DEFAULT_REPLY_TIMEOUT};
 use crate::status::Status;
@@ -786,10 +787,10 @@ impl Client {
         link.outbound.closed().await;
     }
 
-    /// What the node in use said in its welcome: the version, node id, this connection's
-    /// pid, its limits, and on version 3 its header limits and features.
-    pub fn welcome(&self) -> Welcome {
-        self.link().welcome.clone()
+    /// The node in use as its welcome described it: version, id, this connection's pid, its
+    /// limits and features. It may change when the client moves to another node.
+    pub fn node_info(&self) -> NodeInfo {
+        NodeInfo::from(&self.link().welcome)
     }
 
     /// This side's address of the connection in use, when the socket could tell.

@@ -43,8 +43,25 @@ pub struct Handshake {
     /// Frames the outbound queue holds before senders wait.
     pub queue_len: usize,
     /// What this side understands of what version 4 and later add: sent in `Features` on a
-    /// version-4 connection of a worker or a producer (a peer lists its own in its hello).
-    pub understands: FeatureSet,
+    /// version-4 connection of a worker or a producer; the SDK's own roles set it.
+    pub(crate) understands: FeatureSet,
+}
+
+impl Handshake {
+    /// A handshake as `role` named `name`: every version the SDK speaks, no token, a 5 s
+    /// timeout, the default frame limit and a queue of 1024 frames.
+    pub fn new(role: Role, name: impl Into<String>) -> Self {
+        Self {
+            role,
+            versions: MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION,
+            name: name.into(),
+            auth_token: None,
+            timeout: Duration::from_secs(5),
+            max_frame_len: lintel_wire::DEFAULT_MAX_FRAME_LEN,
+            queue_len: 1024,
+            understands: FeatureSet::NONE,
+        }
+    }
 }
 
 /// A handshaken connection: frames in, a queue of frames out, and what the node said.

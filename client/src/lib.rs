@@ -30,6 +30,7 @@ mod client;
 pub mod connect;
 mod dispatch;
 pub mod keepalive;
+mod node_info;
 pub mod nodes;
 mod options;
 pub mod status;
@@ -42,6 +43,10 @@ mod worker;
 pub use client::{Client, ClientConfig, ClientError, Dispatched, Retried};
 pub use connect::{ConnectError, Connection, Handshake};
 pub use dispatch::{Dispatch, InvalidDispatch};
+/// The wire's refusal and its code, re-exported: what a node answers when it refuses a
+/// connection, a registration or a subscription.
+pub use lintel_wire::{Refusal, RefusalCode};
+pub use node_info::{NodeInfo, NodeLimits};
 pub use options::{DispatchOptions, RetryPolicy, RetryReason, DEFAULT_REPLY_TIMEOUT};
 pub use subscription::{Subscription, SubscriptionError};
 pub use tls::{ClientTls, PemIdentity, TlsError};

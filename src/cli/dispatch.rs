@@ -188,7 +188,7 @@ async fn prepare(
         .iter()
         .map(|(name, value)| name.len() + value.len())
         .sum();
-    let node_max = usize::try_from(client.welcome().limits.max_frame_len).unwrap_or(usize::MAX);
+    let node_max = usize::try_from(client.node_info().limits.max_frame_len).unwrap_or(usize::MAX);
     // A frame goes out only within both sides' limits: the node's, and this command's own.
     let own_max = ClientConfig::default().max_frame_len;
     let (max_frame_len, whose) = if node_max <= own_max {

@@ -47,7 +47,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
         Ok(subscription) => subscription,
         Err(err) => return fail(format!("no events: {err}")),
     };
-    eprintln!("watching node {}", client.welcome().node_id);
+    eprintln!("watching node {}", client.node_info().node_id);
     let stop = shutdown_signal();
     tokio::pin!(stop);
     loop {
