@@ -192,9 +192,10 @@ fn load(
 /// ledger and the node taken down during each stretch of dispatches.
 async fn run(fault: Fault) -> (Cluster, Arc<Mutex<Ledger>>, Vec<SocketAddr>) {
     let mut cluster = Cluster::start().await;
-    let config = ClientConfig {
-        handshake_timeout: Duration::from_secs(5),
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.handshake_timeout = Duration::from_secs(5);
+        config
     };
     let nodes: Vec<String> = cluster.addrs.iter().map(ToString::to_string).collect();
     let client = within(

@@ -351,16 +351,19 @@ async fn a_wire_producer_dispatches_under_its_grants_key() {
         ..NodeConfig::default()
     })
     .await;
-    let root = ClientConfig {
-        auth_token: Some("root".into()),
-        ..ClientConfig::default()
+    let root = {
+        let mut config = ClientConfig::default();
+        config.auth_token = Some("root".into());
+        config
     };
     let handler = handler_fn(|request: lintel::sdk::Request| {
         std::future::ready(ActivityOutcome::Success(request.input))
     });
-    let worker = lintel::sdk::WorkerConfig {
-        auth_token: Some("root".into()),
-        ..lintel::sdk::WorkerConfig::new(node.addr.to_string(), plain("ns", "work", 4, "w"))
+    let worker = {
+        let mut config =
+            lintel::sdk::WorkerConfig::new(node.addr.to_string(), plain("ns", "work", 4, "w"));
+        config.auth_token = Some("root".into());
+        config
     };
     let handle = lintel::sdk::Worker::spawn(worker, handler);
     within("worker registration", handle.wait_registered(support::WAIT))
@@ -368,9 +371,10 @@ async fn a_wire_producer_dispatches_under_its_grants_key() {
         .expect("registered");
     // Each asks for the key `chosen`: only the node's own token may choose.
     for (token, expected_key) in [("first", "grant-1"), ("second", "beta"), ("root", "chosen")] {
-        let config = ClientConfig {
-            auth_token: Some(token.into()),
-            ..root.clone()
+        let config = {
+            let mut config = root.clone();
+            config.auth_token = Some(token.into());
+            config
         };
         let producer = within("a producer", Client::connect(node.addr.to_string(), config))
             .await
@@ -406,9 +410,11 @@ async fn with_the_request_as_key_source_the_request_names_the_key() {
         ..NodeConfig::default()
     })
     .await;
-    let worker = lintel::sdk::WorkerConfig {
-        auth_token: Some("t".into()),
-        ..lintel::sdk::WorkerConfig::new(node.addr.to_string(), plain("ns", "work", 1, "w"))
+    let worker = {
+        let mut config =
+            lintel::sdk::WorkerConfig::new(node.addr.to_string(), plain("ns", "work", 1, "w"));
+        config.auth_token = Some("t".into());
+        config
     };
     let handler = handler_fn(|request: lintel::sdk::Request| {
         std::future::ready(ActivityOutcome::Success(request.input))
@@ -417,9 +423,10 @@ async fn with_the_request_as_key_source_the_request_names_the_key() {
     within("worker registration", handle.wait_registered(support::WAIT))
         .await
         .expect("registered");
-    let config = ClientConfig {
-        auth_token: Some("t".into()),
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.auth_token = Some("t".into());
+        config
     };
     let producer = within("a producer", Client::connect(node.addr.to_string(), config))
         .await

@@ -47,9 +47,10 @@ async fn hello_as(node: &TestNode, role: Role, token: &str) -> (RawClient, Optio
 }
 
 async fn producer(node: &TestNode, token: &str) -> Client {
-    let config = ClientConfig {
-        auth_token: Some(token.into()),
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.auth_token = Some(token.into());
+        config
     };
     within(
         "producer connection",

@@ -29,9 +29,10 @@ async fn a_client_whose_nodes_are_all_down_names_each_address_and_its_error_with
     let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let silent_addr = silent.local_addr().unwrap().to_string();
     let timeout = Duration::from_millis(500);
-    let config = ClientConfig {
-        handshake_timeout: timeout,
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.handshake_timeout = timeout;
+        config
     };
     let nodes = [refused_a.clone(), silent_addr.clone(), refused_b.clone()];
 
@@ -84,9 +85,10 @@ async fn a_dispatch_answered_draining_is_retried_on_another_node_which_takes_the
     let y_listener = lintel::listener::bind("127.0.0.1:0".parse().unwrap(), 128).unwrap();
     let y_addr = y_listener.local_addr().unwrap();
     let mut held = RawWorker::start(x.addr, plain("ns", "act", 1, "held")).await;
-    let config = ClientConfig {
-        handshake_timeout: Duration::from_secs(5),
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.handshake_timeout = Duration::from_secs(5);
+        config
     };
     let nodes = [x.addr.to_string(), y_addr.to_string()];
     let client = within("connect", Client::connect_nodes(nodes, config))

@@ -926,13 +926,14 @@ async fn the_securing_a_node_example_serves_tls_with_rcgen_certificates() {
         .expect("in time")
         .expect("the billing worker registers");
 
-    let config = ClientConfig {
-        tls: Some(
+    let config = {
+        let mut config = ClientConfig::default();
+        config.tls = Some(
             client_tls(&dir, "billing-producer")
                 .with_server_name("localhost")
                 .unwrap(),
-        ),
-        ..ClientConfig::default()
+        );
+        config
     };
     let client = tokio::time::timeout(WAIT, Client::connect(addr.as_str(), config))
         .await

@@ -722,10 +722,11 @@ async fn shutdown_drops_the_connection_and_aborts_handlers() {
 
 async fn connected_client() -> (FakeNode, Peer, Client) {
     let node = FakeNode::bind().await;
-    let config = ClientConfig {
-        name: "producer-under-test".to_owned(),
-        handshake_timeout: WAIT,
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.name = "producer-under-test".to_owned();
+        config.handshake_timeout = WAIT;
+        config
     };
     let (client, peer) = tokio::join!(Client::connect(node.addr(), config), async {
         let mut peer = node.accept().await;
@@ -1024,9 +1025,10 @@ async fn a_refused_handshake_is_a_typed_error() {
 #[tokio::test]
 async fn a_silent_node_fails_the_handshake_with_a_timeout() {
     let node = FakeNode::bind().await;
-    let config = ClientConfig {
-        handshake_timeout: Duration::from_millis(100),
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.handshake_timeout = Duration::from_millis(100);
+        config
     };
     let (client, _peer) = tokio::join!(Client::connect(node.addr(), config), node.accept());
 
@@ -1208,9 +1210,10 @@ async fn nothing_sent_before_a_status_query(
 /// A client connected to a fake version-3 node listing `features`.
 async fn connected_client_v3(features: &[&str]) -> (FakeNode, Peer, Client) {
     let node = FakeNode::bind().await;
-    let config = ClientConfig {
-        handshake_timeout: WAIT,
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.handshake_timeout = WAIT;
+        config
     };
     let (client, peer) = tokio::join!(Client::connect(node.addr(), config), async {
         let mut peer = node.accept().await;
@@ -1416,9 +1419,10 @@ async fn a_worker_with_a_deployment_registers_with_register3_and_without_it_on_v
 #[tokio::test]
 async fn a_dispatch_breaking_the_nodes_stated_limits_is_a_typed_error_and_nothing_is_sent() {
     let node = FakeNode::bind().await;
-    let config = ClientConfig {
-        handshake_timeout: WAIT,
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.handshake_timeout = WAIT;
+        config
     };
     let (client, mut peer) = tokio::join!(Client::connect(node.addr(), config), async {
         let mut peer = node.accept().await;

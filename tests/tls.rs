@@ -41,9 +41,10 @@ impl Pki {
 }
 
 fn producer_config(tls: Option<ClientTls>) -> ClientConfig {
-    ClientConfig {
-        tls,
-        ..ClientConfig::default()
+    {
+        let mut config = ClientConfig::default();
+        config.tls = tls;
+        config
     }
 }
 
@@ -325,9 +326,10 @@ async fn a_plaintext_client_against_a_tls_listener_fails_promptly() {
         ..pki.node_config("node")
     })
     .await;
-    let config = ClientConfig {
-        handshake_timeout: Duration::from_secs(60),
-        ..producer_config(None)
+    let config = {
+        let mut config = producer_config(None);
+        config.handshake_timeout = Duration::from_secs(60);
+        config
     };
     let err = connect_error(node.addr, config).await;
     assert!(!matches!(err, ConnectError::Timeout(_)), "{err:?}");
@@ -341,9 +343,10 @@ async fn a_tls_client_against_a_plaintext_listener_fails_promptly_with_a_tls_err
         ..NodeConfig::default()
     })
     .await;
-    let config = ClientConfig {
-        handshake_timeout: Duration::from_secs(60),
-        ..producer_config(Some(pki.client(None)))
+    let config = {
+        let mut config = producer_config(Some(pki.client(None)));
+        config.handshake_timeout = Duration::from_secs(60);
+        config
     };
     let err = connect_error(node.addr, config).await;
     assert!(matches!(err, ConnectError::Tls(_)), "{err:?}");

@@ -31,9 +31,10 @@ fn trusting(pki: &Pki) -> ClientTls {
 }
 
 async fn connect(addr: SocketAddr, tls: ClientTls) -> Result<Client, ConnectError> {
-    let config = ClientConfig {
-        tls: Some(tls),
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.tls = Some(tls);
+        config
     };
     within("a TLS connect", Client::connect(addr, config)).await
 }

@@ -647,10 +647,11 @@ async fn connect_client_with(addr: SocketAddr, tls: Option<&TlsFiles>) -> Result
         ),
         None => None,
     };
-    let config = ClientConfig {
-        name: "vs-nats".into(),
-        tls,
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.name = "vs-nats".into();
+        config.tls = tls;
+        config
     };
     Client::connect(addr, config)
         .await

@@ -43,7 +43,20 @@ const PRODUCER_UNDERSTANDS: FeatureSet =
     FeatureSet::HEARTBEAT_TIMEOUT.with(FeatureSet::ROLE_NOT_GRANTED);
 
 /// How a [`Client`] introduces itself and sizes its connection.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use lintel_client::ClientConfig;
+///
+/// let config = ClientConfig::default()
+///     .name("billing")
+///     .auth_token("secret")
+///     .handshake_timeout(Duration::from_secs(3));
+/// assert_eq!(config.name, "billing");
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// Free-form name, for the node's logs and status.
     pub name: String,
@@ -75,6 +88,50 @@ impl Default for ClientConfig {
             tls: None,
             reconnect: Backoff::default(),
         }
+    }
+}
+
+impl ClientConfig {
+    /// Names the client in the node's logs and status.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Sends `token` to a node that requires one.
+    pub fn auth_token(mut self, token: impl Into<String>) -> Self {
+        self.auth_token = Some(token.into());
+        self
+    }
+
+    /// Bounds the TCP connect, the TLS handshake and the wait for the welcome together.
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// Largest frame body this side reads or writes.
+    pub fn max_frame_len(mut self, len: usize) -> Self {
+        self.max_frame_len = len;
+        self
+    }
+
+    /// Frames the outbound queue holds before a dispatch waits for room.
+    pub fn queue_len(mut self, len: usize) -> Self {
+        self.queue_len = len;
+        self
+    }
+
+    /// Speaks TLS to the nodes.
+    pub fn tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Delays between rounds of reconnecting to the nodes of [`Client::connect_nodes`].
+    pub fn reconnect(mut self, backoff: Backoff) -> Self {
+        self.reconnect = backoff;
+        self
     }
 }
 

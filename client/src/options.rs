@@ -9,6 +9,7 @@ pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Options of one dispatch, shared by the in-process API and the producer SDK.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DispatchOptions {
     /// Which nodes may serve it.
     pub routing: NodeRouting,
@@ -185,6 +186,18 @@ impl DispatchOptions {
         S: Into<String>,
     {
         self.routing = NodeRouting::Require(nodes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Which nodes may serve it.
+    pub fn routing(mut self, routing: NodeRouting) -> Self {
+        self.routing = routing;
+        self
+    }
+
+    /// Headers, priority, fairness and a required deployment, all at once.
+    pub fn extras(mut self, extras: RequestExtras) -> Self {
+        self.extras = extras;
         self
     }
 

@@ -28,12 +28,10 @@ impl NodeArgs {
     /// # Errors
     /// What is wrong with the TLS settings or files.
     pub(super) fn config(&self, name: &str) -> Result<ClientConfig, ClientTlsError> {
-        Ok(ClientConfig {
-            name: name.into(),
-            auth_token: self.auth_token.clone(),
-            tls: self.tls.load()?,
-            ..ClientConfig::default()
-        })
+        let mut config = ClientConfig::default().name(name);
+        config.auth_token.clone_from(&self.auth_token);
+        config.tls = self.tls.load()?;
+        Ok(config)
     }
 
     /// The addresses `--connect` names.

@@ -235,11 +235,9 @@ async fn prepare(
         input,
         deadline_unix_ms: None,
     };
-    let mut options = DispatchOptions {
-        wait_for_worker: args.wait_ms.map(Duration::from_millis),
-        reply_timeout: args.timeout_ms.map(Duration::from_millis),
-        ..DispatchOptions::default()
-    };
+    let mut options = DispatchOptions::default();
+    options.wait_for_worker = args.wait_ms.map(Duration::from_millis);
+    options.reply_timeout = args.timeout_ms.map(Duration::from_millis);
     options = args.fairness.apply(options);
     for (name, value) in args.headers {
         options = options.header(name, value);

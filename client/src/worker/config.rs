@@ -36,8 +36,10 @@ impl Backoff {
     }
 }
 
-/// Where to connect, what to register and how to behave on the way.
+/// Where to connect, what to register and how to behave on the way; build one with
+/// [`WorkerConfig::builder`], then adjust its public fields if need be.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct WorkerConfig {
     /// `host:port` of each node it may register with (a name resolving to several addresses
     /// counts as each). It registers with one; when that node drains or is lost it tries the
