@@ -6,7 +6,8 @@
 //! prefixes ending in `*`). A hello's token decides when it carries one; without a token, the
 //! client certificate's identity does. Peers present the `cluster_secret` when one is set.
 //! The `observer` role lets a producer connection read status and the node's events, and
-//! nothing more; a grant with both the producer and observer roles does both. Secrets are
+//! nothing more; a grant with both the producer and observer roles does both. What a
+//! connection reads is scoped like what it dispatches: [`Grant::sees`]. Secrets are
 //! compared in constant time; a refusal names the credential presented, never a secret.
 //!
 //! A grant also decides how its producers' dispatches share a full pool: under the grant's
@@ -16,7 +17,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use lintel_wire::{Refusal, RefusalCode, Role};
+use lintel_wire::channel::parse_channel_name;
+use lintel_wire::{Refusal, RefusalCode, RefusedReason, Role};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
@@ -79,7 +81,8 @@ pub struct GrantConfig {
     pub identity: Option<String>,
     pub roles: Vec<GrantRole>,
     /// Exact namespaces, or prefixes ending in `*`; `*` alone is every namespace. Needed for
-    /// the worker and producer roles.
+    /// the worker and producer roles; they also scope what status and events show (an observer
+    /// naming none sees every namespace).
     #[serde(default)]
     pub namespaces: Vec<String>,
     /// The fairness key of this grant's dispatches; default its identity, else `grant-N` for
@@ -159,13 +162,64 @@ pub fn validate(grants: &[GrantConfig]) -> Result<(), GrantError> {
     Ok(())
 }
 
-/// The namespaces a connection may use, the credential that earned them, and how its
-/// dispatches share a full pool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
+/// A set of namespaces: exact names and prefixes, or every namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Namespaces {
     all: bool,
     exact: HashSet<String>,
     prefixes: Vec<String>,
+}
+
+impl Namespaces {
+    fn every() -> Self {
+        Self {
+            all: true,
+            ..Self::default()
+        }
+    }
+
+    /// The namespaces `patterns` name: exact names, prefixes ending in `*`, `*` for all.
+    fn of(patterns: &[String]) -> Self {
+        let mut namespaces = Self::default();
+        for pattern in patterns {
+            match pattern.strip_suffix('*') {
+                Some("") => namespaces.all = true,
+                Some(prefix) => namespaces.prefixes.push(prefix.to_owned()),
+                None => {
+                    namespaces.exact.insert(pattern.clone());
+                }
+            }
+        }
+        namespaces
+    }
+
+    #[inline]
+    fn contains(&self, namespace: &str) -> bool {
+        self.all
+            || self.exact.contains(namespace)
+            || self
+                .prefixes
+                .iter()
+                .any(|prefix| namespace.starts_with(prefix.as_str()))
+    }
+
+    /// The patterns, exact names sorted first.
+    fn patterns(&self) -> Vec<String> {
+        let mut listed: Vec<String> = self.exact.iter().cloned().collect();
+        listed.sort_unstable();
+        listed.extend(self.prefixes.iter().map(|prefix| format!("{prefix}*")));
+        listed
+    }
+}
+
+/// The namespaces a connection may use and read, the credential that earned them, and how
+/// its dispatches share a full pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// Where it may register or dispatch.
+    uses: Namespaces,
+    /// Whose pools, workers and events it may read.
+    sees: Namespaces,
     holder: Holder,
     /// A producer connection that may read status only.
     observer: bool,
@@ -203,9 +257,8 @@ impl Grant {
     /// Every namespace, with the fairness key and weight each request asks for.
     pub fn all() -> Self {
         Self {
-            all: true,
-            exact: HashSet::new(),
-            prefixes: Vec::new(),
+            uses: Namespaces::every(),
+            sees: Namespaces::every(),
             holder: Holder::Anyone,
             observer: false,
             events: true,
@@ -215,31 +268,29 @@ impl Grant {
     }
 
     fn of(patterns: &[String], holder: Holder) -> Self {
-        let mut grant = Self {
-            all: false,
-            exact: HashSet::new(),
-            prefixes: Vec::new(),
+        let namespaces = Namespaces::of(patterns);
+        Self {
+            uses: namespaces.clone(),
+            sees: namespaces,
             holder,
             observer: false,
             events: false,
             fairness_key: None,
             weights: false,
-        };
-        for pattern in patterns {
-            match pattern.strip_suffix('*') {
-                Some("") => grant.all = true,
-                Some(prefix) => grant.prefixes.push(prefix.to_owned()),
-                None => {
-                    grant.exact.insert(pattern.clone());
-                }
-            }
         }
-        grant
     }
 
-    /// A producer connection's grant that reads status and dispatches into no namespace.
-    fn observer(holder: Holder) -> Self {
+    /// A producer connection's grant that dispatches into no namespace and reads those of
+    /// `patterns`, or every namespace when it names none.
+    fn observer(patterns: &[String], holder: Holder) -> Self {
+        let sees = if patterns.is_empty() {
+            Namespaces::every()
+        } else {
+            Namespaces::of(patterns)
+        };
         Self {
+            uses: Namespaces::default(),
+            sees,
             observer: true,
             events: true,
             ..Self::of(&[], holder)
@@ -247,18 +298,31 @@ impl Grant {
     }
 
     /// True when `namespace` is granted.
+    #[inline]
     pub fn allows(&self, namespace: &str) -> bool {
-        self.all
-            || self.exact.contains(namespace)
-            || self
-                .prefixes
-                .iter()
-                .any(|prefix| namespace.starts_with(prefix.as_str()))
+        self.uses.contains(namespace)
     }
 
     /// True when every namespace is granted.
     pub fn is_all(&self) -> bool {
-        self.all
+        self.uses.all
+    }
+
+    /// True when the connection may read the pools, workers and events of `namespace`.
+    pub fn sees(&self, namespace: &str) -> bool {
+        self.sees.contains(namespace)
+    }
+
+    /// True when the connection may read the pool named `channel`; false for a name that is
+    /// not a pool's.
+    pub fn sees_channel(&self, channel: &str) -> bool {
+        self.sees.all
+            || parse_channel_name(channel).is_ok_and(|address| self.sees(&address.namespace))
+    }
+
+    /// True when the connection reads every namespace, and with them the node-wide counts.
+    pub fn sees_all(&self) -> bool {
+        self.sees.all
     }
 
     /// True when the connection may subscribe to the node's events.
@@ -291,18 +355,25 @@ impl Grant {
         }
     }
 
+    /// The reason a dispatch [`Grant::allows`] refused ends with: `RoleNotGranted` for an
+    /// observer that is not also a producer, `NamespaceNotGranted` otherwise.
+    pub fn refused_reason(&self) -> RefusedReason {
+        if self.observer {
+            RefusedReason::RoleNotGranted
+        } else {
+            RefusedReason::NamespaceNotGranted
+        }
+    }
+
     /// Why `namespace`, which [`Grant::allows`] refused, may not be used: names the
-    /// credential presented and what it was granted, never a secret.
+    /// credential presented and the role or namespaces it was granted, never a secret.
     pub fn refusal(&self, namespace: &str) -> String {
         if self.observer {
             return format!(
-                "{} is granted the observer role: it may read status, not dispatch",
+                "{} is granted the observer role, not the producer role: it may read status, not dispatch",
                 self.holder
             );
         }
-        let mut granted: Vec<String> = self.exact.iter().cloned().collect();
-        granted.sort_unstable();
-        granted.extend(self.prefixes.iter().map(|prefix| format!("{prefix}*")));
         // The namespace is the client's, not yet checked against max_name_len: quoted in part.
         let shown: String = namespace.chars().take(QUOTED_NAME_CHARS).collect();
         let cut = if shown.len() < namespace.len() {
@@ -313,7 +384,7 @@ impl Grant {
         format!(
             "namespace {shown:?}{cut} is not granted to {} (granted: {})",
             self.holder,
-            granted.join(", ")
+            self.uses.patterns().join(", ")
         )
     }
 }
@@ -441,7 +512,7 @@ impl Authenticator<'_> {
 fn refuse_role(grant: &GrantConfig, role: Role, holder: Holder) -> Result<Grant, Refusal> {
     let wanted = GrantRole::of(role);
     if role == Role::Producer && grant.roles.contains(&GrantRole::Observer) {
-        return Ok(Grant::observer(holder));
+        return Ok(Grant::observer(&grant.namespaces, holder));
     }
     let roles: Vec<&str> = grant.roles.iter().map(|role| role.name()).collect();
     let needs = match role {
@@ -629,7 +700,8 @@ mod tests {
             .authenticate(Role::Producer, Some("look"), None)
             .unwrap();
         assert!(!grant.allows("billing"));
-        assert!(grant.refusal("billing").contains("observer role"));
+        assert!(grant.refusal("billing").contains("not the producer role"));
+        assert_eq!(grant.refused_reason(), RefusedReason::RoleNotGranted);
         let refused = node
             .authenticate(Role::Worker, Some("look"), None)
             .unwrap_err();
@@ -638,6 +710,33 @@ mod tests {
             "{}",
             refused.reason
         );
+    }
+
+    #[test]
+    fn a_grant_sees_the_namespaces_it_names_and_an_observer_naming_none_sees_all() {
+        let grants = vec![
+            grant("team", &[GrantRole::Observer], &["team-*"]),
+            grant("look", &[GrantRole::Observer], &[]),
+            grant("send", &[GrantRole::Producer], &["billing"]),
+        ];
+        let node = node(&grants);
+        let producer = |token| {
+            node.authenticate(Role::Producer, Some(token), None)
+                .unwrap()
+        };
+        let team = producer("team");
+        assert!(team.sees("team-red") && !team.sees("billing") && !team.sees_all());
+        assert!(team.sees_channel("aion.dispatch.team-red.default"));
+        assert!(!team.sees_channel("aion.dispatch.billing.default"));
+        assert!(!team.sees_channel("team-red"), "not a pool's name");
+        assert!(!team.allows("team-red"), "an observer dispatches nowhere");
+        assert!(producer("look").sees_all());
+        let send = producer("send");
+        assert!(send.sees("billing") && !send.sees("team-red") && !send.sees_all());
+        assert!(node
+            .authenticate(Role::Producer, Some("root"), None)
+            .unwrap()
+            .sees_all());
     }
 
     #[test]

@@ -4,6 +4,6 @@
 
 use lintel_wire::FeatureSet;
 
-/// None yet: sessions, progress and heartbeats are the wire's alone so far. A frame or a
-/// critical extension of a feature not here is refused `Unsupported`, naming the feature.
-pub(crate) const IMPLEMENTED: FeatureSet = FeatureSet::NONE;
+/// `role-not-granted` only: sessions, progress and heartbeats are the wire's alone so far. A
+/// frame or a critical extension of a feature not here is refused `Unsupported`, naming it.
+pub(crate) const IMPLEMENTED: FeatureSet = FeatureSet::ROLE_NOT_GRANTED;

@@ -2,8 +2,8 @@
 //!
 //! # Layout
 //! Lowest layer first; a module imports only from the ones above it in this list.
-//! - [`transport`]: from `lintel-client`: a framed connection over TCP or any socket halves,
-//!   a reader plus a writer task behind a bounded queue; [`signal`]: a cheap change counter;
+//! - [`transport`]: from `lintel-transport`: a framed connection over TCP or any socket halves,
+//!   a reader plus a writer task behind a bounded queue; [`epoch`]: a cheap change counter;
 //!   [`idmap`]: maps keyed by ids the node assigns, with a fast hasher; `implemented`: what
 //!   the node implements of the features version 4 added; [`events`]: the
 //!   node's lifecycle events in one bounded ring, and their subscribers; [`logfields`]: log
@@ -12,14 +12,14 @@
 //!   every push's or relay's fate.
 //! - [`registry`]: pools of connected workers, selection with reserved slots, waiters
 //!   ordered by priority then weighted fairness key (first come first served within a key),
-//!   census; [`notifier`]: maps a connection's pid to its registry entry for its life.
+//!   census; [`registrations`]: a connection's pid mapped to its registry entry for its life.
 //! - [`cluster`]: the peers this node links to and the pools each announced, with the relays
 //!   charged against them.
 //! - [`dispatch`]: the one admission and the one finish every dispatch takes, whatever its
 //!   source; placement across the cluster, relays, options and typed outcomes.
 //! - [`tls`]: the listener's TLS, peer dialling over TLS, client-certificate identities;
-//!   [`auth`]: credentials and grants; `tally`: connections, refusals and errors counted for
-//!   operators; `shared`: the state every connection task reads.
+//!   [`auth`]: credentials and grants; `connection_counts`: connections, refusals and errors
+//!   counted for operators; `shared`: the state every connection task reads.
 //! - `connection`: one connection: handshake, then the worker, producer or peer role (a
 //!   connection's dispatches in flight in `connection::flights`, peer links and their
 //!   dialler in `connection::peer`).
@@ -42,8 +42,10 @@ pub mod auth;
 pub mod cluster;
 pub mod config;
 mod connection;
+mod connection_counts;
 mod console;
 pub mod dispatch;
+pub mod epoch;
 pub mod events;
 pub mod idmap;
 mod implemented;
@@ -51,17 +53,15 @@ pub mod link;
 pub mod listener;
 pub mod logfields;
 pub mod node;
-pub mod notifier;
+pub mod registrations;
 pub mod registry;
 mod shared;
-pub mod signal;
 pub mod status;
-mod tally;
 pub mod tls;
 
 pub use config::NodeConfig;
 pub use node::{serve, Node, ServeError};
 
 pub use lintel_client as sdk;
-pub use lintel_client::transport;
+pub use lintel_transport as transport;
 pub use lintel_wire as wire;

@@ -23,12 +23,12 @@ use crate::config::{ConfigError, NodeConfig};
 use crate::connection;
 use crate::dispatch::Dispatcher;
 use crate::listener;
-use crate::notifier::{ConnectionNotifier, RegistryNotifier};
+use crate::registrations::{ConnectionNotifier, Registrations};
 use crate::registry::Registry;
 use crate::shared::Shared;
 use crate::tls::{NodeTls, Reload};
-use lintel_client::transport::resolve::Resolver;
-use lintel_client::transport::{self, Batched, Dialer, Socket, TcpDialer};
+use lintel_transport::resolve::Resolver;
+use lintel_transport::{Batched, Dialer, Socket, TcpDialer};
 
 /// Connections refused for the limit that may be answering at once; beyond it they are dropped.
 const REFUSAL_LANE: usize = 64;
@@ -120,7 +120,7 @@ impl Node {
     /// # Errors
     /// [`ConfigError`] for an unusable configuration.
     pub fn new(config: NodeConfig) -> Result<Self, ConfigError> {
-        Self::with_notifier(config, |registry| Arc::new(RegistryNotifier::new(registry)))
+        Self::with_notifier(config, |registry| Arc::new(Registrations::new(registry)))
     }
 
     /// A node whose registrations go through the notifier `make` builds over the registry;
@@ -442,7 +442,7 @@ async fn refuse_connection(shared: Arc<Shared>, stream: Socket, permit: OwnedSem
         return;
     };
     let (_reader, outbound, writer) =
-        transport::split(secured.socket, shared.config.max_frame_len, 1);
+        lintel_transport::split(secured.socket, shared.config.max_frame_len, 1);
     let refusal = Frame::HelloRefused(Refusal {
         code: RefusalCode::TooManyConnections,
         reason: format!(

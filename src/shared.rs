@@ -8,18 +8,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use lintel_client::transport::resolve::Resolver;
-use lintel_client::transport::Dialer;
+use lintel_transport::resolve::Resolver;
+use lintel_transport::Dialer;
 use lintel_wire::{ClusterStatusReport, NodeStatus};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tokio_util::task::TaskTracker;
 
 use crate::config::NodeConfig;
+use crate::connection_counts::ConnectionCounts;
 use crate::dispatch::Dispatcher;
 use crate::link::Retention;
-use crate::notifier::ConnectionNotifier;
-use crate::tally::Tally;
+use crate::registrations::ConnectionNotifier;
 use crate::tls::NodeTls;
 
 /// State every connection task shares.
@@ -53,7 +53,7 @@ pub(crate) struct Shared {
     started: Instant,
     connections: AtomicU32,
     /// Connections by role, refusals and errors, for the metrics endpoint.
-    pub(crate) tally: Tally,
+    pub(crate) connection_counts: ConnectionCounts,
     /// The bound on relay outcomes kept for peers until they acknowledge them.
     pub(crate) retention: Arc<Retention>,
 }
@@ -85,7 +85,7 @@ impl Shared {
             incarnation: fastrand::u64(1..),
             started: Instant::now(),
             connections: AtomicU32::new(0),
-            tally: Tally::default(),
+            connection_counts: ConnectionCounts::default(),
             retention,
         }
     }

@@ -1,9 +1,12 @@
 //! The node's status as operators read it ([`Status`], the JSON of the admin `/status`, of
 //! `lintel status --json` and of a version-3 `StatusDocument`), built from a status report and
 //! what the node knows beyond it: its workers' deployments and states, its peers' announced
-//! capacity.
+//! capacity. A producer connection reads it scoped by its grant ([`scoped_report`],
+//! [`scoped_view`]); the admin listener reads it whole.
 
-use lintel_wire::ClusterStatusReport;
+use lintel_wire::{ClusterStatusReport, NodeStatus};
+
+use crate::auth::Grant;
 
 use crate::dispatch::Dispatcher;
 use crate::registry::fairness::FairnessStatus;
@@ -90,4 +93,56 @@ fn fairness(status: FairnessStatus) -> Fairness {
             })
             .collect(),
     }
+}
+
+/// `status` as a connection holding `grant` may read it. A grant that sees every namespace
+/// reads it whole; any other reads only the pools and waiting entries of the namespaces it
+/// sees, and every count of the node's traffic as a whole (connections, counters) as 0.
+pub fn scoped_node(mut status: NodeStatus, grant: &Grant) -> NodeStatus {
+    if grant.sees_all() {
+        return status;
+    }
+    status.connections = 0;
+    status.counters = lintel_wire::Counters::default();
+    status.pools.retain(|pool| grant.sees(&pool.namespace));
+    status
+        .waiting
+        .retain(|waiting| grant.sees(&waiting.namespace));
+    status
+}
+
+/// `report` as a connection holding `grant` may read it: its node status as [`scoped_node`]
+/// says, `peer_lost` and each peer's relay counts 0, each peer's pools only those it sees.
+pub fn scoped_report(mut report: ClusterStatusReport, grant: &Grant) -> ClusterStatusReport {
+    if grant.sees_all() {
+        return report;
+    }
+    report.status = scoped_node(report.status, grant);
+    report.peer_lost = 0;
+    for peer in &mut report.peers {
+        peer.relays_sent = 0;
+        peer.relays_received = 0;
+        peer.relays_in_flight = 0;
+        peer.pools.retain(|channel| grant.sees_channel(channel));
+    }
+    report
+}
+
+/// The view of a [`scoped_report`] as a connection holding `grant` may read it: peers' remote
+/// pools and the current deployments only of the namespaces it sees, no join points and no
+/// fairness (its keys and counts are every tenant's).
+pub fn scoped_view(mut status: Status, grant: &Grant) -> Status {
+    if grant.sees_all() {
+        return status;
+    }
+    for peer in &mut status.peers {
+        peer.remote_pools
+            .retain(|pool| grant.sees_channel(&pool.channel));
+    }
+    status.join_points.clear();
+    status.fairness = Fairness::default();
+    status
+        .current_deployments
+        .retain(|current| grant.sees_channel(&current.channel));
+    status
 }

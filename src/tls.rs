@@ -20,8 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use lintel_client::tls::{
     certificates, identity_error, private_key, provider, read_file, roots, TlsDialer,
 };
-use lintel_client::transport::{Dialer, Socket};
 use lintel_client::{ClientTls, TlsError};
+use lintel_transport::{Dialer, Socket};
 use rustls::pki_types::CertificateDer;
 use rustls::server::{VerifierBuilderError, WebPkiClientVerifier};
 use rustls::{RootCertStore, ServerConfig};
@@ -31,7 +31,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use x509_cert::der::Decode;
 
-use crate::signal::Signal;
+use crate::epoch::Epoch;
 
 /// Longest client-certificate identity taken; a longer one names no grant.
 const MAX_IDENTITY_LEN: usize = 1024;
@@ -89,7 +89,7 @@ struct Live {
     peers: ClientTls,
     rotation: Mutex<Rotation>,
     /// Touched after every reload attempt.
-    changes: Signal,
+    changes: Epoch,
 }
 
 /// The paths of [`TlsFiles`], kept to read them again.
@@ -175,7 +175,7 @@ impl NodeTls {
                     seen: contents,
                     ..Rotation::default()
                 }),
-                changes: Signal::default(),
+                changes: Epoch::default(),
             }),
         })
     }
@@ -232,7 +232,7 @@ impl NodeTls {
     }
 
     /// Touched after every reload attempt, for whoever waits on one.
-    pub fn changes(&self) -> Option<&Signal> {
+    pub fn changes(&self) -> Option<&Epoch> {
         self.live.as_ref().map(|live| &live.changes)
     }
 

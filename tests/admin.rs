@@ -2,7 +2,7 @@
 //! `/health`, `/ready`, `/linked`, `/status`, `/window`, and the console's files with their
 //! Content-Security-Policy (`tests/console.rs` loads the console in a browser).
 
-mod support;
+use lintel_test_support as support;
 
 use lintel::sdk::{handler_fn, DispatchOptions};
 use lintel::wire::{ActivityOutcome, DispatchResult, Frame, PeerAddress, PeerHello, Presence};

@@ -16,7 +16,7 @@
 //!
 //! The seed fixes the choices, not the scheduling: how tasks interleave still varies by run.
 
-mod support;
+use lintel_test_support as support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

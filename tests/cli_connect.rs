@@ -1,7 +1,7 @@
 //! `--connect a,b,c` on the real `lintel` binary: a command reaches the node that answers
 //! past one that does not, and a command none of whose nodes answers names each address.
 
-mod support;
+use lintel_test_support as support;
 
 use std::net::TcpListener;
 use std::process::{Output, Stdio};

@@ -4,7 +4,7 @@
 //! each bad value refused before anything connects, and headers past the node's limits
 //! refused by the node with the reason.
 
-mod support;
+use lintel_test_support as support;
 
 use std::process::{Child, Output, Stdio};
 

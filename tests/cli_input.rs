@@ -3,7 +3,7 @@
 //! the exact limit and the size; `lintel bench` says why its dispatches were refused, and
 //! counts a payload too large for a frame apart.
 
-mod support;
+use lintel_test_support as support;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! The built binary's log and output hygiene: `serve` logs as text without ANSI escapes or as
 //! JSON lines, and one-shot clients print their result and nothing else.
 
-mod support;
+use lintel_test_support as support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Output, Stdio};

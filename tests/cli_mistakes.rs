@@ -1,11 +1,9 @@
 //! A newcomer's mistakes, made on purpose against the real `lintel` binary: each one gets a
 //! message (or an exit code) that says what happened and what to do.
 
-mod support;
+use lintel_test_support as support;
 
-#[path = "support/processes.rs"]
-#[allow(dead_code)]
-mod processes;
+use lintel_test_support::processes;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -2,11 +2,9 @@
 //! `worker` say what a drain waits for and how long at most, and a second Ctrl-C leaves at
 //! once, saying what it abandons.
 
-mod support;
+use lintel_test_support as support;
 
-#[path = "support/processes.rs"]
-#[allow(dead_code)]
-mod processes;
+use lintel_test_support::processes;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,28 +1,17 @@
 //! Three nodes over real loopback sockets: relays, routing across nodes, the mesh learned
 //! through one seed, capacity across nodes, waits woken by a peer, and the cluster census.
 
-mod support;
+use lintel_test_support as support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use lintel::sdk::{handler_fn, DispatchOptions, Handler};
-use lintel::wire::channel::dispatch_channel_name;
+use lintel::sdk::{handler_fn, DispatchOptions};
 use lintel::wire::{ActivityOutcome, DispatchResult, NoWorkerReason, PeerLinkState};
-use support::{client, on_node, plain, request, sdk_worker, within, TestNode};
+use support::{client, echo, on_node, plain, pool, request, sdk_worker, within, TestNode};
 use tokio::task::JoinSet;
-
-fn echo() -> impl Handler {
-    handler_fn(|request: lintel::sdk::Request| {
-        std::future::ready(ActivityOutcome::Success(request.input))
-    })
-}
-
-fn pool(namespace: &str) -> String {
-    dispatch_channel_name(namespace, "default", None)
-}
 
 fn waiting(ms: u64) -> DispatchOptions {
     DispatchOptions::default().wait_for_worker(Duration::from_millis(ms))

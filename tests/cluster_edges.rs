@@ -2,24 +2,20 @@
 //! a relayed dispatch is never relayed again, its timer runs inside the budget, a lost origin
 //! cancels what it relayed, a draining node refuses relays, and the cluster secret is checked.
 
-mod support;
+use lintel_test_support as support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use lintel::sdk::DispatchOptions;
-use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
     DispatchResult, Frame, Hello, NodeRouting, PeerHello, Presence, RefusalCode, Relay, Role,
 };
 use lintel::NodeConfig;
 use support::{
-    client, cluster_config, next_of, plain, request, within, RawClient, RawWorker, TestNode,
+    client, cluster_config, hand_peer, next_of, plain, pool, request, within, RawClient, RawWorker,
+    TestNode,
 };
-
-fn pool(namespace: &str) -> String {
-    dispatch_channel_name(namespace, "default", None)
-}
 
 fn peer_hello(secret: Option<&str>) -> Frame {
     Frame::Hello(Hello {
@@ -31,21 +27,16 @@ fn peer_hello(secret: Option<&str>) -> Frame {
     })
 }
 
-/// A hand-written peer named `hand`, past the hellos and its empty snapshot; it has read
-/// everything the node sent up to and including the node's first presence frame.
-async fn hand_peer(node: SocketAddr) -> RawClient {
-    let mut raw = RawClient::connect(node).await;
-    raw.send(peer_hello(None)).await;
-    assert!(matches!(raw.recv().await, Some(Frame::Welcome(_))));
-    raw.send(Frame::from(PeerHello {
+/// A hand-written version-2 peer named `hand`, past the hellos, that announced no pools.
+async fn hand_with_no_pools(node: SocketAddr) -> RawClient {
+    let hello = Frame::from(PeerHello {
         node_id: "hand".into(),
         incarnation: 1,
         advertise: "127.0.0.1:1".into(),
         peers: Vec::new(),
         ..Default::default()
-    }))
-    .await;
-    assert!(matches!(raw.recv().await, Some(Frame::PeerHello(_))));
+    });
+    let mut raw = hand_peer(node, 2, hello).await;
     raw.send(Frame::Presence(Presence {
         reset: true,
         synced: true,
@@ -82,7 +73,7 @@ async fn a_relayed_dispatch_is_served_only_by_the_receiving_nodes_workers() {
     // Only c has a worker; b knows it.
     let _worker = RawWorker::start(c.addr, plain("ns", "echo", 4, "w-c")).await;
     b.wait_announced("c", &pool("ns")).await;
-    let mut raw = hand_peer(b.addr).await;
+    let mut raw = hand_with_no_pools(b.addr).await;
     raw.send(relay(1, "echo", 5_000)).await;
     let (correlation, result) = relay_outcome(&mut raw).await;
     assert_eq!(correlation, 1);
@@ -100,7 +91,7 @@ async fn a_relayed_dispatch_is_served_only_by_the_receiving_nodes_workers() {
 async fn the_serving_nodes_timer_runs_inside_the_budget_so_its_timeout_is_reported() {
     let b = TestNode::joined("b", &[]).await;
     let mut worker = RawWorker::start(b.addr, plain("ns", "slow", 1, "w-b")).await;
-    let mut raw = hand_peer(b.addr).await;
+    let mut raw = hand_with_no_pools(b.addr).await;
     let sent = tokio::time::Instant::now();
     raw.send(relay(7, "slow", 400)).await;
     let push = worker.next_push().await;
@@ -123,7 +114,7 @@ async fn the_serving_nodes_timer_runs_inside_the_budget_so_its_timeout_is_report
 async fn a_node_that_loses_the_origin_cancels_what_it_relayed() {
     let b = TestNode::joined("b", &[]).await;
     let mut worker = RawWorker::start(b.addr, plain("ns", "slow", 1, "w-b")).await;
-    let mut raw = hand_peer(b.addr).await;
+    let mut raw = hand_with_no_pools(b.addr).await;
     raw.send(relay(3, "slow", 30_000)).await;
     let push = worker.next_push().await;
     drop(raw);
@@ -134,7 +125,7 @@ async fn a_node_that_loses_the_origin_cancels_what_it_relayed() {
 async fn a_cancel_from_the_origin_cancels_the_push_and_is_still_answered() {
     let b = TestNode::joined("b", &[]).await;
     let mut worker = RawWorker::start(b.addr, plain("ns", "slow", 1, "w-b")).await;
-    let mut raw = hand_peer(b.addr).await;
+    let mut raw = hand_with_no_pools(b.addr).await;
     raw.send(relay(4, "slow", 30_000)).await;
     let push = worker.next_push().await;
     raw.send(Frame::Cancel(lintel::wire::Cancel { correlation: 4 }))
@@ -208,7 +199,7 @@ async fn a_draining_node_answers_a_relay_draining() {
     })
     .await;
     let mut worker = RawWorker::start(b.addr, plain("ns", "echo", 2, "w-b")).await;
-    let mut raw = hand_peer(b.addr).await;
+    let mut raw = hand_with_no_pools(b.addr).await;
     // A relay in flight keeps the draining node up until it is answered.
     raw.send(relay(8, "echo", 30_000)).await;
     let push = worker.next_push().await;

@@ -2,14 +2,13 @@
 //! restarted (with every node behind a proxy too, while relays run between the others), a
 //! peer that goes silent without closing, and a partition that heals.
 
-mod support;
+use lintel_test_support as support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use lintel::sdk::{handler_fn, DispatchOptions, Handler};
-use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
     ActivityOutcome, DispatchResult, Frame, Hello, PeerHello, PoolPresence, Presence,
     PresenceGroup, Role,
@@ -17,21 +16,11 @@ use lintel::wire::{
 use lintel::NodeConfig;
 use support::faulty::Proxy;
 use support::{
-    client, cluster_config, on_node, request, sdk_worker, within, RawClient, Served, TestNode,
-    WAIT, WELL_UNDER_TIMEOUT,
+    client, cluster_config, echo, loopback_listener, on_node, pool, request, sdk_worker, within,
+    RawClient, Served, TestNode, WAIT, WELL_UNDER_TIMEOUT,
 };
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
-
-fn pool(namespace: &str) -> String {
-    dispatch_channel_name(namespace, "default", None)
-}
-
-fn echo() -> impl Handler {
-    handler_fn(|request: lintel::sdk::Request| {
-        std::future::ready(ActivityOutcome::Success(request.input))
-    })
-}
 
 /// A handler that signals `started` and never answers.
 fn stuck(started: Arc<Notify>) -> impl Handler {
@@ -42,14 +31,6 @@ fn stuck(started: Arc<Notify>) -> impl Handler {
             std::future::pending::<ActivityOutcome>().await
         }
     })
-}
-
-/// A listener on an ephemeral loopback port, and its address.
-fn loopback_listener() -> (tokio::net::TcpListener, SocketAddr) {
-    let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    let listener = lintel::listener::bind(any, NodeConfig::default().backlog).expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    (listener, addr)
 }
 
 /// `lintel serve` in its own process as node `c`, dialling `seeds`, listening on `listen`.

@@ -1,7 +1,7 @@
 //! `lintel serve` layers its config: file, then variables, then flags, and says where each
 //! value came from; an unknown key or a bad value stops it, naming the key and the source.
 
-mod support;
+use lintel_test_support as support;
 
 use support::lintel;
 

@@ -7,7 +7,7 @@
 //! Skipped, saying why, when chromium or chromedriver is missing (`scripts/install-chromium.sh`
 //! installs them; `.ci/run` does, and sets `CI_REQUIRE_BROWSER=1` so CI cannot skip it).
 
-mod support;
+use lintel_test_support as support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

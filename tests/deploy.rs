@@ -5,12 +5,9 @@
 //! ports, names and labels agree. `scripts/check-deploy.sh` checks the same files against
 //! Kubernetes' schemas and with `systemd-analyze verify`.
 
-mod support;
+use lintel_test_support as support;
 
-// Node processes and their admin endpoints.
-#[allow(dead_code)]
-#[path = "support/processes.rs"]
-mod processes;
+use lintel_test_support::processes;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

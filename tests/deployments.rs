@@ -3,7 +3,7 @@
 //! call every node learns) routes dispatches that name none; a second registration of an
 //! instance supersedes the first. Real sockets on 127.0.0.1 throughout.
 
-mod support;
+use lintel_test_support as support;
 
 use std::net::SocketAddr;
 

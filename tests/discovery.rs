@@ -6,12 +6,9 @@
 //! then cut off the network (skipped, saying so, without root and `ip netns`, unless
 //! `CI_REQUIRE_NETNS` is set).
 
-mod support;
+use lintel_test_support as support;
 
-// Node processes and the bounded poll for state in another process.
-#[allow(dead_code)]
-#[path = "support/processes.rs"]
-mod processes;
+use lintel_test_support::processes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;

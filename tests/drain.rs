@@ -7,7 +7,7 @@
 //! records the frames crossing it. Every wait is on a frame, an outcome or an event, bounded
 //! by `within`.
 
-mod support;
+use lintel_test_support as support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

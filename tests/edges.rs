@@ -5,7 +5,7 @@
 //! The stress test at the end is seeded: `LINTEL_EDGES_SEED=N cargo test --test edges` replays
 //! a run; the seed is printed when it fails.
 
-mod support;
+use lintel_test_support as support;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,7 @@
 //!
 //! Every wait is on a line, a frame or an event, bounded by `within`.
 
-mod support;
+use lintel_test_support as support;
 
 use std::net::SocketAddr;
 use std::process::Stdio;

@@ -6,7 +6,7 @@
 //! `cargo test` builds the examples; a narrower run (`cargo test --test examples`) builds them
 //! first with the same cargo.
 
-mod support;
+use lintel_test_support as support;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

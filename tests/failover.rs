@@ -8,11 +8,8 @@
 //! none ran twice (no dispatch here is marked idempotent). Each worker registers again with
 //! its own node once that node is back. Every wait is on an event or the node's log, bounded.
 
-mod support;
-
-#[allow(dead_code)]
-#[path = "support/processes.rs"]
-mod processes;
+use lintel_test_support as support;
+use lintel_test_support::processes;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -9,7 +9,7 @@
 //! push by push where one push must be the next. Every wait is on an event, bounded by
 //! `within`.
 
-mod support;
+use lintel_test_support as support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

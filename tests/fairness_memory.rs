@@ -5,7 +5,7 @@
 //! twice the key's length for each key with waiters, and nothing once its waiters have gone.
 //! It prints one JSON line.
 
-mod support;
+use lintel_test_support as support;
 
 use lintel::registry::fairness::BYTES_PER_KEY;
 use lintel::registry::{Address, AdmissionLimits, Fairness, FairnessRef, Registry};
@@ -47,7 +47,7 @@ fn ten_thousand_keys_cost_at_most_the_documented_bytes_each_and_nothing_once_gon
     }
     let shared = Counting::live() - base;
     waits.clear();
-    assert_eq!((registry.waiting(), registry.waiting_lanes()), (0, 0));
+    assert_eq!((registry.waiting(), registry.waiting_key_queues()), (0, 0));
 
     let base = Counting::live();
     for key in &keys {
@@ -57,9 +57,9 @@ fn ten_thousand_keys_cost_at_most_the_documented_bytes_each_and_nothing_once_gon
         }));
     }
     let distinct = Counting::live() - base;
-    assert_eq!(registry.waiting_lanes(), KEYS);
+    assert_eq!(registry.waiting_key_queues(), KEYS);
     waits.clear();
-    assert_eq!((registry.waiting(), registry.waiting_lanes()), (0, 0));
+    assert_eq!((registry.waiting(), registry.waiting_key_queues()), (0, 0));
     let left = Counting::live().saturating_sub(base);
 
     let per_key = distinct.saturating_sub(shared) / KEYS;

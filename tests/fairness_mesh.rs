@@ -5,7 +5,7 @@
 //! origin relays to its own waiters by priority and key as a local slot would serve them, and
 //! the origins race for each slot that frees, unordered, each dispatch running once.
 
-mod support;
+use lintel_test_support as support;
 
 use lintel::dispatch::DispatchOptions;
 use lintel::registry::fairness::KeyPolicy;

@@ -9,7 +9,7 @@
 //! takes about 4 s on 2 cores in a debug build. The others are hand-written peers that state
 //! exactly what crosses the link.
 
-mod support;
+use lintel_test_support as support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use lintel::sdk::{handler_fn, DispatchOptions, Handler, Request, WorkerHandle};
-use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
     feature, ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, Drained, Farewell,
     Frame, FrameCodec, Limits, NodeRouting, PeerHello, PoolPresence, Presence, Relay, RelayOutcome,
@@ -27,7 +26,7 @@ use lintel::wire::{
 };
 use lintel::NodeConfig;
 use support::{
-    cluster_config, hand_peer, next_frame, next_of, offering, outcome_of, plain, request,
+    cluster_config, hand_peer, next_frame, next_of, offering, outcome_of, plain, pool, request,
     sdk_worker, spawn_dispatch, within, RawClient, RawWorker, TestNode,
 };
 use tokio::io::AsyncWriteExt;
@@ -37,10 +36,6 @@ use tokio_util::codec::Framed;
 
 const NAMESPACE: &str = "ns";
 const ACTIVITY: &str = "work";
-
-fn pool() -> String {
-    dispatch_channel_name(NAMESPACE, "default", None)
-}
 
 /// How many times each workflow id was run, counted by the workers as each run starts.
 #[derive(Default)]
@@ -151,7 +146,7 @@ async fn a_rolling_restart_of_every_worker_node_under_load_loses_nothing() {
     }
     for producer in [&p0, &p1, &p2] {
         for id in worker_ids {
-            producer.wait_announced(id, &pool()).await;
+            producer.wait_announced(id, &pool(NAMESPACE)).await;
         }
     }
 
@@ -205,7 +200,7 @@ async fn a_rolling_restart_of_every_worker_node_under_load_loses_nothing() {
         order.extend(worker_ids.iter().copied().filter(|other| *other != id));
         fully_linked(&all, &order).await;
         for producer in [&p0, &p1, &p2] {
-            producer.wait_announced(id, &pool()).await;
+            producer.wait_announced(id, &pool(NAMESPACE)).await;
         }
         workers.insert(i, (node, handle));
     }
@@ -364,8 +359,8 @@ async fn a_retiring_node_answers_every_relay_it_ran_before_its_farewell_and_runs
 #[tokio::test]
 async fn a_relay_left_unanswered_at_a_farewell_is_placed_again_and_runs_once() {
     let a = TestNode::with_config(member("a", None, None)).await;
-    let mut hand = farewell_peer(a.addr, vec![offering(pool(), ACTIVITY, 1)]).await;
-    a.wait_announced("hand", &pool()).await;
+    let mut hand = farewell_peer(a.addr, vec![offering(pool(NAMESPACE), ACTIVITY, 1)]).await;
+    a.wait_announced("hand", &pool(NAMESPACE)).await;
     let dispatch = spawn_dispatch(&a, work("crossing"), patient());
     match next_of(&mut hand, |f| matches!(f, Frame::Relay(_))).await {
         Frame::Relay(relay) => assert_eq!(relay.request.workflow_id, "crossing"),
@@ -379,7 +374,7 @@ async fn a_relay_left_unanswered_at_a_farewell_is_placed_again_and_runs_once() {
         counting(&runs, "c"),
     )
     .await;
-    a.wait_announced("c", &pool()).await;
+    a.wait_announced("c", &pool(NAMESPACE)).await;
 
     // The hand leaves without answering: the relay crossed its farewell, so it never ran there.
     hand.send(Frame::Farewell(Farewell {
@@ -435,8 +430,8 @@ async fn a_duplicate_link_retired_under_load_loses_nothing() {
     .await;
     assert!(matches!(two.recv().await, Some(Frame::PeerHello(_))));
 
-    let mut one = farewell_peer(a.addr, vec![offering(pool(), "there", 8)]).await;
-    a.wait_announced("hand", &pool()).await;
+    let mut one = farewell_peer(a.addr, vec![offering(pool(NAMESPACE), "there", 8)]).await;
+    a.wait_announced("hand", &pool(NAMESPACE)).await;
     let dispatches: Vec<_> = (0..4)
         .map(|i| {
             let request = DispatchRequest {
@@ -473,7 +468,8 @@ async fn a_duplicate_link_retired_under_load_loses_nothing() {
         ..Default::default()
     }))
     .await;
-    two.send(presence(vec![offering(pool(), "there", 8)])).await;
+    two.send(presence(vec![offering(pool(NAMESPACE), "there", 8)]))
+        .await;
     for relay in &from_a[..2] {
         one.send(completed(relay.correlation, &relay.request)).await;
     }

@@ -26,16 +26,11 @@
 //! state on its admin endpoints, and bounded.
 //! Every run prints one summary line (seed, dispatches, kills, outcomes by class, peak memory);
 //! a failing run prints its seed and the command that replays it.
-mod support;
+use lintel_test_support as support;
 
-#[path = "support/abuse.rs"]
-mod abuse;
-#[path = "support/load.rs"]
-mod load;
-// The join tests read the node's log and labelled metrics; these tests do not.
-#[allow(dead_code)]
-#[path = "support/processes.rs"]
-mod processes;
+use lintel_test_support::abuse;
+use lintel_test_support::load;
+use lintel_test_support::processes;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -44,7 +39,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use abuse::{garbage_at, Answer, Flood, NeverReader, GARBAGE, STATES};
+use abuse::{garbage_at, Flood, NeverReader, Reception, GARBAGE, STATES};
 use lintel::wire::DispatchResult;
 use load::{check, produce, Bounds, Deaths, Ended, Ledger, LoadSpec, Tally};
 use processes::{until, NodeProcess, NodeSettings, WorkerProcess};
@@ -573,16 +568,16 @@ impl Chaos {
             held <= limit,
             "{held} connections held past the limit of {limit}"
         );
-        let turned_away = flood.count(Answer::Refused) + flood.count(Answer::Closed);
+        let turned_away = flood.count(Reception::Refused) + flood.count(Reception::Closed);
         assert!(
-            turned_away >= 1 && flood.count(Answer::Welcomed) >= 1,
+            turned_away >= 1 && flood.count(Reception::Welcomed) >= 1,
             "a flood of {total} with {before} connected: {:?}",
             flood.answers
         );
         self.figures.floods += 1;
-        self.figures.flood_answers[0] += flood.count(Answer::Welcomed);
-        self.figures.flood_answers[1] += flood.count(Answer::Refused);
-        self.figures.flood_answers[2] += flood.count(Answer::Closed);
+        self.figures.flood_answers[0] += flood.count(Reception::Welcomed);
+        self.figures.flood_answers[1] += flood.count(Reception::Refused);
+        self.figures.flood_answers[2] += flood.count(Reception::Closed);
     }
 
     /// Two more producers that submit and never read, held for the rest of the run; the

@@ -1,7 +1,7 @@
 //! Grants over real sockets: a token's roles and namespaces bound what its worker may
 //! register into and its producer may dispatch into, with typed refusals.
 
-mod support;
+use lintel_test_support as support;
 
 use lintel::auth::{GrantConfig, GrantRole};
 use lintel::sdk::{Client, ClientConfig, DispatchOptions};

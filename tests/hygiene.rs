@@ -1,7 +1,7 @@
 //! Connection hygiene past the handshake: producers are pinged like workers, and one that
 //! answers nothing is closed, while one that answers stays.
 
-mod support;
+use lintel_test_support as support;
 
 use lintel::wire::{ErrorCode, Frame, Pong, Role, StatusQuery};
 use lintel::NodeConfig;

@@ -2,7 +2,7 @@
 //! read are read no further, then closed as slow consumers, and the node's peak resident
 //! memory stays bounded however many of them there are.
 
-mod support;
+use lintel_test_support as support;
 
 use std::process::Stdio;
 use std::time::Duration;

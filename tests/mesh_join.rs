@@ -9,12 +9,9 @@
 //! there, so it can cross a dial from the node behind it. No link that came up is ever
 //! replaced: every node counts exactly one link up per other node, and none down.
 
-mod support;
+use lintel_test_support as support;
 
-// Node processes and their admin endpoints; the worker processes serve other tests.
-#[allow(dead_code)]
-#[path = "support/processes.rs"]
-mod processes;
+use lintel_test_support::processes;
 
 use std::time::Duration;
 

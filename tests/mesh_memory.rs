@@ -7,7 +7,7 @@
 //! 200 pools each (9,800 remote pools); each pool `aion.dispatch.tenant-NNN.queue-N` has two
 //! activity groups, one of them with a worker node label. It prints one JSON line.
 
-mod support;
+use lintel_test_support as support;
 
 use std::sync::Arc;
 

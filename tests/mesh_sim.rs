@@ -32,16 +32,9 @@
 //! `cargo test` runs 20 nodes. 50 nodes run by hand, in release (a few minutes):
 //! `cargo test --release --test mesh_sim -- --ignored --nocapture`; `LINTEL_SIM_SEED=<seed>`
 //! picks another seed. Each run prints one JSON line of its figures.
-#[path = "support/sim.rs"]
-mod sim;
-// No node crashes here: cuts are links only.
-#[allow(dead_code)]
-#[path = "support/sim_checks.rs"]
-mod sim_checks;
-#[path = "support/sim_clients.rs"]
-mod sim_clients;
-#[path = "support/sim_links.rs"]
-mod sim_links;
+use lintel_test_support::sim;
+use lintel_test_support::sim_checks;
+use lintel_test_support::sim_clients;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! every push with their own name (`support::peers`). Every wait is on a frame, an outcome or
 //! an event, bounded by `within`.
 
-mod support;
+use lintel_test_support as support;
 
 use std::time::{Duration, Instant};
 

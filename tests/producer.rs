@@ -2,7 +2,7 @@
 //! draining node and retries only what proves nothing ran, and the typed errors of its
 //! builders. In-process nodes on loopback; tests/failover.rs kills and restarts processes.
 
-mod support;
+use lintel_test_support as support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! registered worker with a dispatch in flight carries on: that dispatch still completes.
 //! Every wait is on a frame or a notifier event, bounded by `within`; nothing sleeps.
 
-mod support;
+use lintel_test_support as support;
 
 use bytes::Bytes;
 use futures_util::SinkExt;

@@ -9,7 +9,7 @@
 //!
 //! Every test is skipped, saying why, when `python3` is not on PATH (`.ci/run` installs it).
 
-mod support;
+use lintel_test_support as support;
 
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};

@@ -5,7 +5,7 @@
 //! Workers and peers are hand-written from frames so the test decides when they read; the
 //! peer stays alive by sending frames of its own while it reads nothing.
 
-mod support;
+use lintel_test_support as support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -22,7 +22,7 @@
 //! output: those ports (mapped back), uptimes (`up 1.7s`), the process id in a worker's default
 //! identity, the count of open connections (a dispatch's may still be closing), runs of spaces.
 
-mod support;
+use lintel_test_support as support;
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -3,7 +3,7 @@
 //!
 //! Every wait is on a frame or a notifier event, bounded by `within`; nothing sleeps.
 
-mod support;
+use lintel_test_support as support;
 
 use std::sync::Arc;
 use std::time::Duration;

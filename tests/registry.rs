@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier};
 use futures_util::FutureExt;
 use lintel::link::WorkerLink;
 use lintel::registry::{
-    normalize_task_queue, Address, AdmissionLimits, Exclusion, FairnessRef, Grant,
+    normalize_task_queue, Address, AdmissionLimits, Exclusion, FairnessRef, Placed,
     RegistrationGuard, Registry, Reservation, Wait, WorkerId,
 };
 use lintel::transport::{self, FrameReader};
@@ -254,8 +254,8 @@ fn queue(h: &Harness, here: Address<'_>, routing: &NodeRouting) -> Wait {
 /// The slot granted to `wait` by now, if any.
 fn granted(wait: &mut Wait) -> Option<Reservation> {
     match wait.granted().now_or_never().flatten()? {
-        Grant::Local(reservation) => Some(reservation),
-        Grant::Remote(..) => panic!("a registry of its own granted a relay"),
+        Placed::Local(reservation) => Some(reservation),
+        Placed::Remote(..) => panic!("a registry of its own granted a relay"),
     }
 }
 

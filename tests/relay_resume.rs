@@ -7,28 +7,24 @@
 //!
 //! Hand-written peers (listing `relay-resume`) state exactly what crosses the link.
 
-mod support;
+use lintel_test_support as support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use lintel::sdk::DispatchOptions;
-use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{
     feature, DispatchRequest, DispatchResult, Frame, Goodbye, NodeRouting, PeerHello,
     PeerLinkState, PoolPresence, Presence, Relay, RelayAck, RequestExtras, Resume, Resumed,
 };
 use support::{
-    admin_get, cluster_config, hand_acceptor, hand_peer, next_of, offering, outcome_of, plain,
-    request, served_by, spawn_dispatch, within, RawClient, RawWorker, TestNode,
+    admin_get, cluster_config, hand_acceptor, hand_peer, loopback_listener, next_of, offering,
+    outcome_of, plain, pool, request, served_by, spawn_dispatch, within, RawClient, RawWorker,
+    TestNode,
 };
 
 const NAMESPACE: &str = "ns";
 const ACTIVITY: &str = "work";
-
-fn pool() -> String {
-    dispatch_channel_name(NAMESPACE, "default", None)
-}
 
 /// What `hand` implements.
 const FEATURES: [&str; 2] = [feature::FAREWELL, feature::RELAY_RESUME];
@@ -154,9 +150,13 @@ async fn an_origin_acknowledges_outcomes_and_numbers_relays_on_across_links_to_o
     let node = TestNode::with_config(cluster_config("a", &[])).await;
     let mut seen = Vec::new();
     for (incarnation, relays) in [(1, 2), (1, 1), (2, 1)] {
-        let mut hand =
-            resuming_peer(node.addr, incarnation, vec![offering(pool(), ACTIVITY, 4)]).await;
-        node.wait_announced("hand", &pool()).await;
+        let mut hand = resuming_peer(
+            node.addr,
+            incarnation,
+            vec![offering(pool(NAMESPACE), ACTIVITY, 4)],
+        )
+        .await;
+        node.wait_announced("hand", &pool(NAMESPACE)).await;
         for _ in 0..relays {
             let dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
             let relay = match next_of(&mut hand, |f| matches!(f, Frame::Relay(_))).await {
@@ -233,8 +233,8 @@ async fn next_resume(raw: &mut RawClient) -> Resume {
 #[tokio::test]
 async fn an_origins_relays_over_a_cut_link_resume_on_the_next_one_to_the_same_incarnation() {
     let node = TestNode::with_config(cluster_config("a", &[])).await;
-    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(), ACTIVITY, 4)]).await;
-    node.wait_announced("hand", &pool()).await;
+    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(NAMESPACE), ACTIVITY, 4)]).await;
+    node.wait_announced("hand", &pool(NAMESPACE)).await;
     let mut dispatches = Vec::new();
     let mut relays = Vec::new();
     for _ in 0..3 {
@@ -247,7 +247,7 @@ async fn an_origins_relays_over_a_cut_link_resume_on_the_next_one_to_the_same_in
     }
     // The link is cut with three relays in flight; the same incarnation links again.
     drop(hand);
-    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(), ACTIVITY, 4)]).await;
+    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(NAMESPACE), ACTIVITY, 4)]).await;
     let resume = next_resume(&mut hand).await;
     assert_eq!((resume.unanswered, resume.last), (vec![1, 2, 3], true));
     // 1 completed before the cut (its outcome goes again), 2 still runs, 3 was never read.
@@ -266,12 +266,12 @@ async fn an_origins_relays_over_a_cut_link_resume_on_the_next_one_to_the_same_in
 #[tokio::test]
 async fn a_relay_the_serving_node_cannot_account_for_ends_peer_lost() {
     let node = TestNode::with_config(cluster_config("a", &[])).await;
-    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(), ACTIVITY, 4)]).await;
-    node.wait_announced("hand", &pool()).await;
+    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(NAMESPACE), ACTIVITY, 4)]).await;
+    node.wait_announced("hand", &pool(NAMESPACE)).await;
     let dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
     next_relay(&mut hand).await;
     drop(hand);
-    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(), ACTIVITY, 4)]).await;
+    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(NAMESPACE), ACTIVITY, 4)]).await;
     assert_eq!(next_resume(&mut hand).await.unanswered, [1]);
     hand.send(resumed(1, Vec::new(), vec![1])).await;
     match outcome_of(dispatch).await {
@@ -284,9 +284,9 @@ async fn a_relay_the_serving_node_cannot_account_for_ends_peer_lost() {
 async fn a_peer_dialling_again_while_its_old_link_looks_alive_here_takes_over_its_relays() {
     let node = TestNode::with_config(cluster_config("n", &[])).await;
     let mut worker = RawWorker::start(node.addr, plain(NAMESPACE, ACTIVITY, 4, "w")).await;
-    let theirs = || vec![offering(pool(), "hand-work", 4)];
+    let theirs = || vec![offering(pool(NAMESPACE), "hand-work", 4)];
     let mut old = resuming_peer(node.addr, 1, theirs()).await;
-    node.wait_announced("hand", &pool()).await;
+    node.wait_announced("hand", &pool(NAMESPACE)).await;
     // A relay each way in flight over the old link.
     old.send(relay3(1, "to-n")).await;
     let push = worker.next_push().await;
@@ -322,8 +322,8 @@ async fn relays_over_a_link_cut_for_good_end_peer_lost_once_the_grace_passes() {
         ..cluster_config("a", &[])
     })
     .await;
-    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(), ACTIVITY, 4)]).await;
-    node.wait_announced("hand", &pool()).await;
+    let mut hand = resuming_peer(node.addr, 1, vec![offering(pool(NAMESPACE), ACTIVITY, 4)]).await;
+    node.wait_announced("hand", &pool(NAMESPACE)).await;
     let dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
     next_relay(&mut hand).await;
     // The serving process dies: no link to its incarnation comes back.
@@ -453,7 +453,7 @@ async fn links_reset_through_a_proxy_under_load_cost_no_dispatch() {
         }
     });
     let _worker = support::sdk_worker(b.addr, plain(NAMESPACE, ACTIVITY, 8, "w-b"), handler).await;
-    a.wait_announced("b", &pool()).await;
+    a.wait_announced("b", &pool(NAMESPACE)).await;
     let mut dispatches = Vec::new();
     for round in 0..3 {
         for n in 0..16 {
@@ -555,9 +555,9 @@ async fn a_relay_survives_crossing_dials(loser: Loser) {
         ..cluster_config("a", &[])
     })
     .await;
-    let theirs = || vec![offering(pool(), ACTIVITY, 4)];
+    let theirs = || vec![offering(pool(NAMESPACE), ACTIVITY, 4)];
     let mut hand = resuming_peer_at(node.addr, 1, &advertise, theirs()).await;
-    node.wait_announced("hand", &pool()).await;
+    node.wait_announced("hand", &pool(NAMESPACE)).await;
     let mut dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
     let relay = next_relay(&mut hand).await;
     drop(hand);
@@ -598,9 +598,9 @@ async fn a_newcomer_turned_down_after_replacing_a_link_as_cut_leaves_its_relays_
         ..cluster_config("a", &[])
     })
     .await;
-    let theirs = || vec![offering(pool(), ACTIVITY, 4)];
+    let theirs = || vec![offering(pool(NAMESPACE), ACTIVITY, 4)];
     let mut old = resuming_peer(node.addr, 1, theirs()).await;
-    node.wait_announced("hand", &pool()).await;
+    node.wait_announced("hand", &pool(NAMESPACE)).await;
     let mut dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
     let relay = next_relay(&mut old).await;
     // `hand` dials again while the old link looks alive here: it is replaced as cut. Then
@@ -661,12 +661,4 @@ async fn what_runs_for_a_cut_link_is_answered_on_the_link_that_wins_crossing_dia
     worker.reply(&push, "w").await;
     let (correlation, result) = next_outcome(&mut won).await;
     assert_eq!((correlation, served_by(&result)), (1, "w".to_owned()));
-}
-
-fn loopback_listener() -> (tokio::net::TcpListener, SocketAddr) {
-    let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    let listener =
-        lintel::listener::bind(any, lintel::NodeConfig::default().backlog).expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    (listener, addr)
 }

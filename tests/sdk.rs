@@ -3,7 +3,7 @@
 //! The fake node speaks raw frames through `Framed<TcpStream, FrameCodec>`, so every test states
 //! exactly what crosses the wire. Waits are on events, bounded by `tokio::time::timeout`.
 
-mod support;
+use lintel_test_support as support;
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};

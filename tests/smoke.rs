@@ -1,4 +1,4 @@
-mod support;
+use lintel_test_support as support;
 
 use lintel::dispatch::DispatchOptions;
 use lintel::wire::{

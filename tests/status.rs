@@ -1,7 +1,7 @@
 //! Status reports of a node too large to describe in one frame: they arrive cut to fit, with
 //! a marker, over the SDK, to a version-1 producer and through `lintel status`.
 
-mod support;
+use lintel_test_support as support;
 
 use std::process::Stdio;
 

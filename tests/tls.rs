@@ -2,7 +2,7 @@
 //! the CLI against `lintel serve`, refused certificates and names, mutual TLS with identities
 //! holding grants, peers linked over TLS, and plaintext meeting TLS failing promptly.
 
-mod support;
+use lintel_test_support as support;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -20,25 +20,8 @@ use lintel::sdk::{
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{ActivityOutcome, DispatchResult, RefusalCode, Register};
 use lintel::NodeConfig;
-use support::{lintel, plain, request, within, Leaf, Pki, Served, TestNode, WAIT};
+use support::{lintel, plain, request, within, Pki, Served, TestNode, WAIT};
 use tokio::io::AsyncReadExt;
-
-impl Pki {
-    /// A node config serving TLS on loopback with a fresh node certificate.
-    fn node_config(&self, prefix: &str) -> NodeConfig {
-        let (cert, key) = self.node_files(prefix);
-        NodeConfig {
-            tls_cert: Some(cert),
-            tls_key: Some(key),
-            ..NodeConfig::default()
-        }
-    }
-
-    /// Client TLS trusting this CA, presenting `identity` when given.
-    fn client(&self, identity: Option<&Leaf>) -> ClientTls {
-        ClientTls::from_pem(self.ca_pem().as_bytes(), identity.map(Leaf::identity)).unwrap()
-    }
-}
 
 fn producer_config(tls: Option<ClientTls>) -> ClientConfig {
     {

@@ -3,7 +3,7 @@
 //! certificate when the new files do not load, and counts both in `/metrics` and `/status`;
 //! an SDK client made from files reads them again when it connects.
 
-mod support;
+use lintel_test_support as support;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -3,20 +3,20 @@
 //! document, and version-1 and version-2 clients and peers beside them seeing only their own
 //! version's frames, in one node and across a mesh of a version-2 and a version-3 node.
 
-mod support;
+use lintel_test_support as support;
 
 use bytes::Bytes;
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{Worker, WorkerConfig};
 use lintel::wire::{
     feature, ActivityOutcome, Cancel, DispatchResult, ErrorCode, Extension, Farewell, Frame,
-    FrameKind, Header, Hello, NoWorkerReason, PeerHello, Presence, RefusalCode, RefusedReason,
-    Register, RelayAck, RequestExtras, Resume, Resumed, Role, StatusQuery, Submit, Subscribe,
+    FrameKind, Header, NoWorkerReason, PeerHello, Presence, RefusalCode, RefusedReason, Register,
+    RelayAck, RequestExtras, Resume, Resumed, Role, StatusQuery, Submit, Subscribe,
 };
 use lintel::NodeConfig;
 use support::{
-    client, cluster_config, header_echo, hello_at, next_frame, plain, register, request,
-    response_to, submit, within, RawClient, RawWorker, TestNode, WAIT,
+    client, cluster_config, hand_peer_written_at, header_echo, next_frame, plain, register,
+    request, response_to, submit, within, RawClient, RawWorker, TestNode, WAIT,
 };
 
 /// An SDK worker (version 3) at `addr` serving `echo` in `ns` with `header_echo`.
@@ -664,24 +664,6 @@ async fn the_status_document_keeps_a_members_counts_across_its_links_and_names_j
     );
 }
 
-/// A hand-written version-3 peer named `hand`, past the handshake, sending `hello` first,
-/// written as a version-`written_at` peer writes it (a version-2 `PeerHello` stays possible
-/// on a version-3 link).
-async fn hand_peer_v3(node: std::net::SocketAddr, hello: Frame, written_at: u16) -> RawClient {
-    let mut raw = RawClient::connect(node).await;
-    raw.send(Frame::Hello(Hello {
-        min_version: 2,
-        ..hello_at(Role::Peer, 3)
-    }))
-    .await;
-    assert!(matches!(raw.recv().await, Some(Frame::Welcome(_))));
-    assert_eq!(raw.last_kind(), Some(FrameKind::Welcome3));
-    raw.speak(written_at);
-    raw.send(hello).await;
-    raw.speak(3);
-    raw
-}
-
 fn hello3(extensions: Vec<Extension>) -> Frame {
     Frame::from(PeerHello {
         node_id: "hand".into(),
@@ -697,7 +679,7 @@ fn hello3(extensions: Vec<Extension>) -> Frame {
 async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lacks() {
     let node = TestNode::joined("n", &[]).await;
     // A plain `PeerHello` is accepted on a version-3 link, and answered `PeerHello`.
-    let mut raw = hand_peer_v3(
+    let mut raw = hand_peer_written_at(
         node.addr,
         Frame::from(PeerHello {
             node_id: "hand".into(),
@@ -765,7 +747,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
             feature::RELAY_RESUME,
         ),
     ] {
-        let mut link = hand_peer_v3(node.addr, hello3(Vec::new()), 3).await;
+        let mut link = hand_peer_written_at(node.addr, hello3(Vec::new()), 3).await;
         link.send(frame).await;
         let error = within("the refusal", async {
             loop {
@@ -787,7 +769,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
         critical: true,
         value: Bytes::new(),
     };
-    let mut raw = hand_peer_v3(node.addr, hello3(vec![critical]), 3).await;
+    let mut raw = hand_peer_written_at(node.addr, hello3(vec![critical]), 3).await;
     match raw.recv().await {
         Some(Frame::Error(error)) => assert_eq!(error.code, ErrorCode::Unsupported),
         other => panic!("expected Error{{Unsupported}}, got {other:?}"),
@@ -797,7 +779,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
         critical: false,
         value: Bytes::new(),
     };
-    let mut raw = hand_peer_v3(node.addr, hello3(vec![plain]), 3).await;
+    let mut raw = hand_peer_written_at(node.addr, hello3(vec![plain]), 3).await;
     assert!(matches!(raw.recv().await, Some(Frame::PeerHello(_))));
 }
 
@@ -805,7 +787,7 @@ async fn a_version_3_peer_is_answered_in_version_3_and_refused_what_the_node_lac
 async fn a_relay3_from_a_version_3_peer_is_pushed_with_its_headers_and_answered() {
     let node = TestNode::joined("n", &[]).await;
     let mut worker = raw_worker(node.addr, 3, 2).await;
-    let mut raw = hand_peer_v3(node.addr, hello3(Vec::new()), 3).await;
+    let mut raw = hand_peer_written_at(node.addr, hello3(Vec::new()), 3).await;
     raw.send(Frame::Presence(Presence {
         reset: true,
         synced: true,

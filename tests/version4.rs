@@ -1,10 +1,11 @@
 //! Protocol version 4 against a real node: the `Features` a client lists after its welcome,
 //! the writer's downgrade of version-4 outcomes for a reader that did not list them, what the
-//! node refuses as `Unsupported` naming the feature while it implements none of version 4's,
+//! node refuses as `Unsupported` naming the feature while it implements only `role-not-granted`
+//! of version 4's,
 //! and version-1 to version-3 clients and peers beside it seeing only their own version's
 //! frames, in one node and across a mesh of a version-3 and a version-4 node.
 
-mod support;
+use lintel_test_support as support;
 
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use support::{
 use tokio::net::{TcpListener, TcpStream};
 use tokio_stream_compat::next_decoded;
 
-/// What the node lists in its welcome and peer hello from version 3 on: none of version 4's.
+/// What the node lists in its welcome and peer hello of version 3.
 const FEATURES: [&str; 10] = [
     feature::HEADERS,
     feature::PRIORITY,
@@ -37,6 +38,15 @@ const FEATURES: [&str; 10] = [
     feature::POOL_SETTINGS,
     feature::RELAY_RESUME,
 ];
+
+/// What the node lists in its welcome and peer hello of version 4: version 3's, and of version
+/// 4's only `role-not-granted`.
+fn features_4() -> Vec<&'static str> {
+    FEATURES
+        .into_iter()
+        .chain([feature::ROLE_NOT_GRANTED])
+        .collect()
+}
 
 #[track_caller]
 fn payload(result: &DispatchResult) -> String {
@@ -112,14 +122,14 @@ async fn one_round(node: &TestNode, version: u16) -> Vec<(String, Option<FrameKi
 // One node.
 
 #[tokio::test]
-async fn a_version_4_welcome_lists_no_version_4_feature_and_the_sdk_sends_its_features() {
+async fn a_version_4_welcome_lists_role_not_granted_of_version_4_and_the_sdk_sends_its_features() {
     let node = TestNode::start().await;
     let mut raw = RawClient::connect(node.addr).await;
     raw.send(Frame::Hello(hello_at(Role::Producer, 4))).await;
     match raw.recv().await {
         Some(Frame::Welcome(welcome)) => {
             assert_eq!(welcome.version, 4);
-            assert_eq!(welcome.features, FEATURES);
+            assert_eq!(welcome.features, features_4());
             assert!(welcome.header_limits.is_some());
         }
         other => panic!("expected a welcome, got {other:?}"),
@@ -440,7 +450,10 @@ async fn version_2_to_4_peers_are_answered_in_their_own_version_and_refused_what
     ] {
         let mut raw = hand_peer(node.addr, &format!("v{version}"), version, Vec::new()).await;
         match raw.recv().await {
-            Some(Frame::PeerHello(heard)) if version >= 3 => {
+            Some(Frame::PeerHello(heard)) if version >= 4 => {
+                assert_eq!(heard.features, features_4());
+            }
+            Some(Frame::PeerHello(heard)) if version == 3 => {
                 assert_eq!(heard.features, FEATURES);
             }
             Some(Frame::PeerHello(heard)) => assert!(heard.features.is_empty()),

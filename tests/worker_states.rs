@@ -7,7 +7,7 @@
 //! tests read "excluded before the next ping", the node's keep-alive tells a ping overdue
 //! before it sends a later one, so the order holds however late the node's timer fires.
 
-mod support;
+use lintel_test_support as support;
 
 use std::time::Duration;
 

@@ -21,21 +21,21 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::burst::Burst;
 use crate::connect::{
     connect, connect_tls, decode_error_frame, ConnectError, Connection, Handshake,
     MIN_PROTOCOL_VERSION,
 };
 use crate::dispatch::{Dispatch, InvalidDispatch};
-use crate::keepalive::{Keepalive, Tick};
 use crate::node_info::NodeInfo;
 use crate::nodes::Nodes;
 use crate::options::{DispatchOptions, RetryReason, DEFAULT_REPLY_TIMEOUT};
 use crate::status::Status;
 use crate::subscription::{self, Sink, Subscription};
 use crate::tls::ClientTls;
-use crate::transport::{Batched, FrameReader, Outbound, SendError, WriteMark};
 use crate::worker::Backoff;
+use lintel_transport::burst::Burst;
+use lintel_transport::keepalive::{Keepalive, Tick};
+use lintel_transport::{Batched, FrameReader, Outbound, SendError, WriteMark};
 
 /// What a producer understands of what version 4 adds: the outcomes it hands its caller
 /// as they come (a missed heartbeat, a role not granted).
@@ -1244,9 +1244,9 @@ mod tests {
     use tokio_util::codec::FramedRead;
 
     use super::{Client, ClientConfig};
-    use crate::burst::FRAMES_PER_TURN;
-    use crate::transport::fixtures;
     use crate::DispatchOptions;
+    use lintel_transport::burst::FRAMES_PER_TURN;
+    use lintel_transport::fixtures;
 
     #[tokio::test]
     async fn outcomes_arriving_in_one_burst_longer_than_a_batch_each_reach_their_dispatch() {

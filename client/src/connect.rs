@@ -4,6 +4,7 @@
 //! variant saying why not; it never retries, callers own their reconnect policy. [`connect_tls`]
 //! runs TLS first; [`connect_with`] does the same over a connection a [`Dialer`] opens.
 
+use std::fmt;
 use std::io;
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -17,10 +18,9 @@ pub use lintel_wire::PROTOCOL_VERSION;
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::task::JoinHandle;
 
-use crate::nodes::Attempt;
 use crate::tls::{rustls_error, ClientTls};
-use crate::transport::resolve::ResolveError;
-use crate::transport::{self, Dialer, FrameReader, Outbound, Socket};
+use lintel_transport::resolve::ResolveError;
+use lintel_transport::{Dialer, FrameReader, Outbound, Socket};
 
 /// Lowest protocol version the SDKs accept; they speak up to [`PROTOCOL_VERSION`].
 pub const MIN_PROTOCOL_VERSION: u16 = 1;
@@ -77,7 +77,7 @@ pub struct Connection {
     /// from a version-3 node its header limits and features.
     pub welcome: Welcome,
     /// Largest frame body both sides accept: the smaller of ours and the node's. `outbound`
-    /// refuses longer frames ([`crate::transport::SendError::TooLarge`]).
+    /// refuses longer frames ([`lintel_transport::SendError::TooLarge`]).
     pub max_send_len: usize,
 }
 
@@ -130,6 +130,21 @@ pub enum ConnectError {
     /// Every address given failed, each with its error, in the order tried.
     #[error("no node could be reached: {}", list(.0))]
     AllFailed(Vec<Attempt>),
+}
+
+/// One node address tried and why it failed, as [`ConnectError::AllFailed`] lists them.
+#[derive(Debug)]
+pub struct Attempt {
+    /// The address as given (`host:port`), and when a name resolved, the address dialled.
+    pub address: String,
+    /// Why it failed.
+    pub error: ConnectError,
+}
+
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.address, self.error)
+    }
 }
 
 fn list(attempts: &[Attempt]) -> String {
@@ -262,7 +277,7 @@ async fn within(
 /// Sends `Hello` over `socket`, waits for `Welcome` and, on version 4, sends `Features`.
 async fn greet(socket: Socket, handshake: &Handshake) -> Result<Connection, ConnectError> {
     let (mut reader, outbound, writer) =
-        transport::split(socket, handshake.max_frame_len, handshake.queue_len);
+        lintel_transport::split(socket, handshake.max_frame_len, handshake.queue_len);
     let hello = Hello {
         min_version: *handshake.versions.start(),
         max_version: *handshake.versions.end(),

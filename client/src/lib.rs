@@ -4,7 +4,7 @@
 //! # Layout
 //! - [`connect`]: dial, `Hello`/`Welcome` handshake with a timeout, typed [`ConnectError`]s;
 //!   [`keepalive`]: pings, their answers and the miss limit, and [`burst`]: the frames one turn
-//!   of a connection's loop handles, for the SDKs and the node alike.
+//!   of a connection's loop handles, for the SDKs and the node alike (from `lintel-transport`).
 //! - [`nodes`]: the node addresses a client or worker is given, each name resolved to every
 //!   address it names, tried in turn.
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
@@ -19,17 +19,15 @@
 //! - [`status`]: a node's status as operators read it, the JSON of a status document.
 //! - [`tls`]: [`ClientTls`], what a connection to a TLS node trusts and presents, and a TLS
 //!   [`Dialer`](transport::Dialer).
-//! - [`transport`]: a framed TCP connection, a reader plus a writer task behind a bounded queue;
-//!   the node's connections use it too; [`transport::resolve`]: a name to every address it
-//!   resolves to, again and again, for the node's peers and the SDKs' node addresses.
+//! - [`transport`]: the `lintel-transport` crate, re-exported: a framed TCP connection, a reader
+//!   plus a writer task behind a bounded queue, which the node's connections use too;
+//!   [`transport::resolve`]: a name to every address it resolves to, again and again.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
 #![warn(missing_docs)]
 
-pub mod burst;
 mod client;
 pub mod connect;
 mod dispatch;
-pub mod keepalive;
 mod node_info;
 pub mod nodes;
 mod options;
@@ -37,8 +35,10 @@ pub mod status;
 mod subscription;
 pub mod tls;
 pub mod trace;
-pub mod transport;
 mod worker;
+
+pub use lintel_transport as transport;
+pub use lintel_transport::{burst, keepalive};
 
 pub use client::{Client, ClientConfig, ClientError, Dispatched, Retried};
 pub use connect::{ConnectError, Connection, Handshake};

@@ -1,37 +1,20 @@
 //! The nodes an SDK connection may use: each `host:port` resolved to every address it names
-//! ([`crate::transport::resolve`]), tried in turn from a rotating start, one round within the
+//! ([`lintel_transport::resolve`]), tried in turn from a rotating start, one round within the
 //! handshake timeout.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use crate::connect::{connect, connect_tls, ConnectError, Connection, Handshake};
+use crate::connect::{connect, connect_tls, Attempt, ConnectError, Connection, Handshake};
 use crate::tls::{host_of, ClientTls};
-use crate::transport::resolve::Resolver;
+use lintel_transport::resolve::Resolver;
 
 /// Most node addresses one client or worker is given.
 pub const MAX_NODES: usize = 64;
-
-/// One address tried and why it failed, as [`ConnectError::AllFailed`] lists them.
-#[derive(Debug)]
-pub struct Attempt {
-    /// The address as given (`host:port`), and when a name resolved, the address dialled.
-    pub address: String,
-    /// Why it failed.
-    pub error: ConnectError,
-}
-
-impl fmt::Display for Attempt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.address, self.error)
-    }
-}
 
 /// One address to dial, and the host its certificate is checked against.
 #[derive(Debug, Clone)]

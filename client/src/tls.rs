@@ -22,7 +22,7 @@ use rustls::{ClientConfig, RootCertStore};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use crate::transport::{Dialer, Dialing, Socket};
+use lintel_transport::{Dialer, Dialing, Socket};
 
 /// Why TLS settings could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -53,7 +53,7 @@ pub(super) struct Args {
     #[command(flatten)]
     fairness: FairnessArgs,
     /// Spread the load over fairness keys: a count N (keys k0 to kN-1) or a comma list of
-    /// KEY[:WEIGHT]. Lane i of --concurrency dispatches with key i mod their number, so each
+    /// KEY[:WEIGHT]. Dispatch loop i of --concurrency dispatches with key i mod their number, so each
     /// key keeps its share in flight; the report counts completions per key.
     #[arg(long, value_name = "N|KEYS", value_parser = extras::key_spread, conflicts_with = "fairness_key")]
     fairness_keys: Option<KeySpread>,

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::signal::Signal;
+use crate::epoch::Epoch;
 
 /// Why a wait for a change ended without one. Nothing ends it today: the counter lives as long
 /// as any subscription to it.
@@ -17,23 +17,23 @@ pub struct MeshGone;
 /// Sees every change to one counter made after it was taken.
 #[derive(Debug)]
 pub struct Changes {
-    signal: Arc<Signal>,
+    epoch: Arc<Epoch>,
     seen: u64,
 }
 
 impl Changes {
-    /// A subscription that has seen every change to `signal` so far.
-    pub(super) fn new(signal: &Arc<Signal>) -> Self {
+    /// A subscription that has seen every change to `epoch` so far.
+    pub(super) fn new(epoch: &Arc<Epoch>) -> Self {
         Self {
-            seen: signal.epoch(),
-            signal: Arc::clone(signal),
+            seen: epoch.epoch(),
+            epoch: Arc::clone(epoch),
         }
     }
 
     /// The counter and the epoch this subscription saw, for a wait kept across turns of a
-    /// loop with [`Signal::after`].
-    pub(crate) fn into_parts(self) -> (Arc<Signal>, u64) {
-        (self.signal, self.seen)
+    /// loop with [`Epoch::after`].
+    pub(crate) fn into_parts(self) -> (Arc<Epoch>, u64) {
+        (self.epoch, self.seen)
     }
 
     /// Resolves once the counter changed after the last change this subscription saw.
@@ -42,7 +42,7 @@ impl Changes {
     /// # Errors
     /// Never today; [`MeshGone`] is there so callers treat an end as a reason to stop.
     pub async fn changed(&mut self) -> Result<(), MeshGone> {
-        self.signal.changed(&mut self.seen).await;
+        self.epoch.changed(&mut self.seen).await;
         Ok(())
     }
 }
@@ -55,15 +55,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_subscription_sees_changes_after_it_was_taken_and_not_before() {
-        let signal = Arc::new(Signal::default());
-        signal.touch();
-        let mut changes = Changes::new(&signal);
+        let epoch = Arc::new(Epoch::default());
+        epoch.touch();
+        let mut changes = Changes::new(&epoch);
         let quiet = tokio::time::timeout(Duration::from_millis(20), changes.changed()).await;
         assert!(
             quiet.is_err(),
             "a change before the subscription is not seen"
         );
-        signal.touch();
+        epoch.touch();
         tokio::time::timeout(Duration::from_secs(5), changes.changed())
             .await
             .expect("a later change is seen")

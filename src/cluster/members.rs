@@ -55,7 +55,7 @@ pub(super) enum Learned {
 
 /// Who answered at a join point the last time it was dialled.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub enum Answerer {
     /// Nobody yet.
     Nobody,
     /// This member.
@@ -70,7 +70,7 @@ pub enum Answer {
 /// One join point: who answered there, where it came from and how dialling it goes.
 #[derive(Debug)]
 struct Entry {
-    answer: Answer,
+    answer: Answerer,
     /// The `--peer` it comes from: the address itself, or a name that resolved to it.
     peer: Arc<str>,
     /// True when `peer` is a name that resolved to this address.
@@ -108,9 +108,9 @@ impl Members {
         }
         let answer = self
             .member_at(address)
-            .map_or(Answer::Nobody, Answer::Member);
+            .map_or(Answerer::Nobody, Answerer::Member);
         let mut dials = Dials::new();
-        if answer != Answer::Nobody {
+        if answer != Answerer::Nobody {
             // A member advertising the address is known there, as if it had answered.
             dials.answered(false);
         }
@@ -188,7 +188,7 @@ impl Members {
         // reachable again, whatever the last dial there came to.
         if authoritative {
             for entry in self.join_points.values_mut() {
-                if matches!(&entry.answer, Answer::Member(id) if id.as_ref() == node_id) {
+                if matches!(&entry.answer, Answerer::Member(id) if id.as_ref() == node_id) {
                     entry.dials.answered(false);
                 }
             }
@@ -198,8 +198,8 @@ impl Members {
         // first.
         if !address.is_empty() {
             if let Some(entry) = self.join_points.get_mut(address) {
-                if entry.answer == Answer::Nobody {
-                    entry.answer = Answer::Member(Arc::from(node_id));
+                if entry.answer == Answerer::Nobody {
+                    entry.answer = Answerer::Member(Arc::from(node_id));
                     entry.dials.answered(false);
                 }
             }
@@ -217,29 +217,29 @@ impl Members {
 
     /// Records who answered a dial of `address`. A join point there remembers it; a member
     /// that advertised `address` but is not who answered loses that address.
-    pub(super) fn answered(&mut self, address: &str, answer: Answer) {
+    pub(super) fn answered(&mut self, address: &str, answer: Answerer) {
         if let Some(entry) = self.join_points.get_mut(address) {
-            if answer != Answer::Nobody {
-                entry.dials.answered(answer == Answer::Myself);
+            if answer != Answerer::Nobody {
+                entry.dials.answered(answer == Answerer::Myself);
             }
             let known = &mut entry.answer;
             *known = match (answer.clone(), &*known) {
                 // Refused twice: the one who answered is linked both times.
-                (Answer::OneOf(now), Answer::OneOf(before)) => {
+                (Answerer::OneOf(now), Answerer::OneOf(before)) => {
                     let both: BTreeSet<Arc<str>> = now.intersection(before).cloned().collect();
                     if both.is_empty() {
-                        Answer::OneOf(now)
+                        Answerer::OneOf(now)
                     } else {
-                        Answer::OneOf(both)
+                        Answerer::OneOf(both)
                     }
                 }
                 (answer, _) => answer,
             };
         }
         let answered_by = match &answer {
-            Answer::Member(id) => Some(id.as_ref()),
-            Answer::Myself => None,
-            Answer::Nobody | Answer::OneOf(_) => return,
+            Answerer::Member(id) => Some(id.as_ref()),
+            Answerer::Myself => None,
+            Answerer::Nobody | Answerer::OneOf(_) => return,
         };
         for (id, member) in &mut self.by_id {
             if member.address == address && Some(id.as_ref()) != answered_by {
@@ -282,7 +282,7 @@ impl Members {
             .filter(|address| !address.is_empty())
             .collect();
         for (address, entry) in &self.join_points {
-            if matches!(&entry.answer, Answer::Member(id) if id.as_ref() == node_id)
+            if matches!(&entry.answer, Answerer::Member(id) if id.as_ref() == node_id)
                 && !addresses.contains(address)
             {
                 addresses.push(address.clone());
@@ -292,7 +292,7 @@ impl Members {
     }
 
     /// Who answered at join point `address` last; `None` when it is not one.
-    pub(super) fn join_point(&self, address: &str) -> Option<&Answer> {
+    pub(super) fn join_point(&self, address: &str) -> Option<&Answerer> {
         self.join_points.get(address).map(|entry| &entry.answer)
     }
 
@@ -317,18 +317,18 @@ impl Members {
             .map(|(address, entry)| {
                 let answer = &entry.answer;
                 let up = match answer {
-                    Answer::Member(id) => linked(id),
-                    Answer::OneOf(ids) => ids.iter().any(|id| linked(id)),
-                    Answer::Nobody | Answer::Myself => false,
+                    Answerer::Member(id) => linked(id),
+                    Answerer::OneOf(ids) => ids.iter().any(|id| linked(id)),
+                    Answerer::Nobody | Answerer::Myself => false,
                 };
                 let last_error = entry.dials.last_error();
                 JoinPoint {
                     address: address.clone(),
                     node_id: match answer {
-                        Answer::Member(id) => Some(id.to_string()),
-                        Answer::Nobody | Answer::OneOf(_) | Answer::Myself => None,
+                        Answerer::Member(id) => Some(id.to_string()),
+                        Answerer::Nobody | Answerer::OneOf(_) | Answerer::Myself => None,
                     },
-                    myself: *answer == Answer::Myself,
+                    myself: *answer == Answerer::Myself,
                     peer: entry.peer.to_string(),
                     state: entry.dials.state(up),
                     since_unix_ms: entry.dials.since_unix_ms(),
@@ -398,13 +398,13 @@ mod tests {
     fn a_join_point_is_dialled_as_the_member_that_answered_there() {
         let mut members = Members::default();
         members.add_join_point("proxy:1");
-        assert_eq!(members.join_point("proxy:1"), Some(&Answer::Nobody));
+        assert_eq!(members.join_point("proxy:1"), Some(&Answerer::Nobody));
         members.learn("b", "b:1", true);
-        members.answered("proxy:1", Answer::Member("b".into()));
+        members.answered("proxy:1", Answerer::Member("b".into()));
         assert_eq!(members.addresses("b"), ["b:1", "proxy:1"]);
         // Behind a load balancer, another node answers the next time.
         members.learn("c", "c:1", true);
-        members.answered("proxy:1", Answer::Member("c".into()));
+        members.answered("proxy:1", Answerer::Member("c".into()));
         assert_eq!(members.addresses("b"), ["b:1"]);
         assert_eq!(members.addresses("c"), ["c:1", "proxy:1"]);
     }
@@ -414,26 +414,32 @@ mod tests {
         let mut members = Members::default();
         members.add_join_point("b:1");
         members.learn("b", "b:1", false);
-        assert_eq!(members.join_point("b:1"), Some(&Answer::Member("b".into())));
+        assert_eq!(
+            members.join_point("b:1"),
+            Some(&Answerer::Member("b".into()))
+        );
         members.learn("c", "c:1", true);
         members.add_join_point("c:1");
-        assert_eq!(members.join_point("c:1"), Some(&Answer::Member("c".into())));
+        assert_eq!(
+            members.join_point("c:1"),
+            Some(&Answerer::Member("c".into()))
+        );
     }
 
     #[test]
     fn refusals_narrow_who_stands_behind_a_join_point() {
         let mut members = Members::default();
         members.add_join_point("lb:1");
-        members.answered("lb:1", Answer::OneOf(ids(&["b", "c", "d"])));
-        members.answered("lb:1", Answer::OneOf(ids(&["c", "d", "e"])));
+        members.answered("lb:1", Answerer::OneOf(ids(&["b", "c", "d"])));
+        members.answered("lb:1", Answerer::OneOf(ids(&["c", "d", "e"])));
         assert_eq!(
             members.join_point("lb:1"),
-            Some(&Answer::OneOf(ids(&["c", "d"])))
+            Some(&Answerer::OneOf(ids(&["c", "d"])))
         );
-        members.answered("lb:1", Answer::OneOf(ids(&["f"])));
+        members.answered("lb:1", Answerer::OneOf(ids(&["f"])));
         assert_eq!(
             members.join_point("lb:1"),
-            Some(&Answer::OneOf(ids(&["f"]))),
+            Some(&Answerer::OneOf(ids(&["f"]))),
             "nobody in common: the latest refusal stands"
         );
     }
@@ -442,10 +448,10 @@ mod tests {
     fn an_address_another_node_answers_at_is_no_longer_the_members() {
         let mut members = Members::default();
         members.learn("b", "shared:1", true);
-        members.answered("shared:1", Answer::Member("c".into()));
+        members.answered("shared:1", Answerer::Member("c".into()));
         assert!(members.addresses("b").is_empty());
         members.learn("d", "mine:1", true);
-        members.answered("mine:1", Answer::Myself);
+        members.answered("mine:1", Answerer::Myself);
         assert!(members.addresses("d").is_empty());
     }
     fn at(last: u8) -> SocketAddr {
@@ -535,7 +541,7 @@ mod tests {
         assert_eq!(shown[0].state, JoinState::Failing);
         assert_eq!(shown[0].last_error.as_deref(), Some("connection refused"));
         assert_eq!((shown[0].dial_failures, shown[0].peer.as_str()), (1, "b:1"));
-        members.answered("b:1", Answer::Member("b".into()));
+        members.answered("b:1", Answerer::Member("b".into()));
         assert_eq!(
             members.join_points(|id| id == "b")[0].state,
             JoinState::Linked

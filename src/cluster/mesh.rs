@@ -52,12 +52,12 @@ use lintel_wire::{
 use tokio_util::sync::CancellationToken;
 
 use super::changes::Changes;
-use super::members::{Answer, JoinPoint, Learned, LinkTally, Members};
+use super::members::{Answerer, JoinPoint, Learned, LinkTally, Members};
 use super::view::{draw, PoolCapacity, PresenceError, View};
+use crate::epoch::Epoch;
 use crate::events::Events;
 use crate::link::{Charge, Pair, PeerLink, RemoteSlot};
-use crate::registry::{Address, Elsewhere, NodeFilter, Tally, Tiers};
-use crate::signal::Signal;
+use crate::registry::{Address, CensusCount, Elsewhere, NodeFilter, Tiers};
 
 /// Which node opened a link.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,13 +203,13 @@ pub struct Mesh {
     state: Mutex<State>,
     /// Touched when a remote slot may have become usable: a presence frame, a link coming
     /// or going, a relay's charge taken back.
-    changes: Arc<Signal>,
+    changes: Arc<Epoch>,
     /// Touched when a link comes up or goes down, or what the diallers wait on changes.
-    links: Arc<Signal>,
+    links: Arc<Epoch>,
     /// Links up, read without the lock on every dispatch.
     linked: AtomicUsize,
     /// Touched when a member is learned or a link joins.
-    members_changed: Arc<Signal>,
+    members_changed: Arc<Epoch>,
     /// Links turned down because another link to the same incarnation stays.
     duplicates: AtomicU64,
     max_groups: usize,
@@ -227,10 +227,10 @@ impl Mesh {
     pub fn telling(max_groups: usize, events: Events) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
-            changes: Arc::new(Signal::default()),
-            links: Arc::new(Signal::default()),
+            changes: Arc::new(Epoch::default()),
+            links: Arc::new(Epoch::default()),
             linked: AtomicUsize::new(0),
-            members_changed: Arc::new(Signal::default()),
+            members_changed: Arc::new(Epoch::default()),
             duplicates: AtomicU64::new(0),
             max_groups,
             events,
@@ -438,15 +438,15 @@ impl Mesh {
         new
     }
 
-    /// Records who answered a dial of `address` (see [`Answer`]).
-    pub fn answered(&self, address: &str, answer: Answer) {
+    /// Records who answered a dial of `address` (see [`Answerer`]).
+    pub fn answered(&self, address: &str, answer: Answerer) {
         self.lock().members.answered(address, answer);
         self.links.touch();
     }
 
     /// Who answered at join point `address` last; `None` when it is not one, or not the one
     /// of `generation` any more.
-    pub fn join_point(&self, address: &str, generation: u64) -> Option<Answer> {
+    pub fn join_point(&self, address: &str, generation: u64) -> Option<Answerer> {
         let state = self.lock();
         let members = &state.members;
         (members.generation(address) == Some(generation))
@@ -561,7 +561,7 @@ impl Mesh {
 
     /// Touched on every change that can make a remote slot usable or change what a peer
     /// announced.
-    pub fn changes(&self) -> &Signal {
+    pub fn changes(&self) -> &Epoch {
         &self.changes
     }
 
@@ -646,7 +646,7 @@ impl Mesh {
     /// Adds every peer's workers for `address` under `filter` to `tally`.
     pub(crate) fn count_into(
         &self,
-        tally: &mut Tally,
+        tally: &mut CensusCount,
         address: Address<'_>,
         filter: NodeFilter<'_>,
     ) {
@@ -1007,7 +1007,7 @@ mod tests {
         mesh.add_join_point("proxy:1");
         mesh.learn("c", "c:1", false);
         let b = remote("b", 1, Opener::Peer).await;
-        mesh.answered("proxy:1", Answer::Member(Arc::from("b")));
+        mesh.answered("proxy:1", Answerer::Member(Arc::from("b")));
         mesh.join(&b).unwrap();
         let ids: Vec<String> = mesh.status().into_iter().map(|p| p.node_id).collect();
         assert_eq!(ids, ["b", "c"]);

@@ -17,7 +17,7 @@ mod settings;
 mod view;
 
 pub use changes::{Changes, MeshGone};
-pub use members::{Answer, JoinPoint, LinkTally, MAX_MEMBERS};
+pub use members::{Answerer, JoinPoint, LinkTally, MAX_MEMBERS};
 pub use mesh::{JoinDial, JoinError, MemberTally, Mesh, Opener, Remote};
 pub use settings::{SettingError, Settings, MAX_SETTINGS};
 pub use view::{PoolCapacity, PresenceError, MAX_POOLS_PER_PEER};

@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lintel_wire::channel::{dispatch_channel_name, parse_channel_name};
 use lintel_wire::PoolSetting;
 
+use crate::epoch::Epoch;
 use crate::idmap::KeyedMap;
 use crate::registry::normalize_task_queue;
-use crate::signal::Signal;
 
 /// Most pools with a setting a node holds.
 pub const MAX_SETTINGS: usize = 4096;
@@ -55,7 +55,7 @@ pub struct Settings {
     state: Mutex<State>,
     /// True while some pool has a current deployment: read on every dispatch.
     any: AtomicBool,
-    changes: Signal,
+    changes: Epoch,
     max_name_len: usize,
 }
 
@@ -65,13 +65,13 @@ impl Settings {
         Arc::new(Self {
             state: Mutex::default(),
             any: AtomicBool::new(false),
-            changes: Signal::default(),
+            changes: Epoch::default(),
             max_name_len,
         })
     }
 
     /// Touched on each change taken.
-    pub fn changes(&self) -> &Signal {
+    pub fn changes(&self) -> &Epoch {
         &self.changes
     }
 

@@ -14,7 +14,7 @@ use lintel_wire::{PoolPresence, Presence, PresenceGroup};
 
 use crate::idmap::KeyedMap;
 use crate::link::Charge;
-use crate::registry::{normalize_task_queue, Address, Bucketed, NodeFilter, Tally};
+use crate::registry::{normalize_task_queue, Address, Bucketed, CensusCount, NodeFilter};
 
 /// Most pools held per peer; a peer announcing more is cut off.
 pub const MAX_POOLS_PER_PEER: usize = 16_384;
@@ -205,7 +205,7 @@ impl View {
     /// when the link to the peer can carry the dispatch.
     pub(crate) fn count_into(
         &self,
-        tally: &mut Tally,
+        tally: &mut CensusCount,
         address: Address<'_>,
         filter: NodeFilter<'_>,
         can_carry: bool,
@@ -470,7 +470,7 @@ mod tests {
             ..address("echo")
         };
         assert!(view.charge(v3, NodeFilter::Any).is_none());
-        let mut tally = Tally::new(None);
+        let mut tally = CensusCount::new(None);
         view.count_into(&mut tally, v3, NodeFilter::Any, true);
         let census = tally.finish();
         assert_eq!(
@@ -488,7 +488,7 @@ mod tests {
         let mut view = View::default();
         let groups = vec![group("echo", Some("a"), 0), group("echo", Some("b"), 1)];
         view.apply(presence(true, vec![pool(groups)]), 64).unwrap();
-        let mut tally = Tally::new(None);
+        let mut tally = CensusCount::new(None);
         view.count_into(&mut tally, address("echo"), NodeFilter::One("a"), true);
         let census = tally.finish();
         assert_eq!(

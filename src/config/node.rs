@@ -11,8 +11,8 @@ use crate::dispatch::{DispatchLimits, Placement, DEFAULT_REPLY_TIMEOUT, MAX_TIME
 use crate::registry::fairness::{KeyPolicy, PolicyError, DEFAULT_AGING};
 use crate::registry::{AdmissionLimits, FairnessPolicy};
 use crate::tls::{NodeTls, TlsFiles, TlsSetupError};
-use lintel_client::transport::resolve::is_host_port;
-use lintel_client::transport::QueueLimits;
+use lintel_transport::resolve::is_host_port;
+use lintel_transport::QueueLimits;
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,8 @@ use lintel_wire::{CodecError, ErrorCode, ErrorFrame, Frame, Goodbye, Ping};
 use tokio::task::JoinHandle;
 
 use crate::shared::Shared;
-use lintel_client::keepalive::Tick;
-use lintel_client::transport::{is_frame_timeout, FrameReader, Outbound};
+use lintel_transport::keepalive::Tick;
+use lintel_transport::{is_frame_timeout, FrameReader, Outbound};
 
 /// How long a closing connection may take to flush its last frames.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -118,8 +118,8 @@ pub(super) async fn finish(
 ) {
     if let Close::With(frame) | Close::Shed(frame) = &close {
         match &**frame {
-            Frame::Error(error) => shared.tally.error(error.code),
-            Frame::HelloRefused(refusal) => shared.tally.refused("hello", refusal.code),
+            Frame::Error(error) => shared.connection_counts.error(error.code),
+            Frame::HelloRefused(refusal) => shared.connection_counts.refused("hello", refusal.code),
             _ => {}
         }
     }

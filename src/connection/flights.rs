@@ -28,7 +28,7 @@ use crate::dispatch::{asked, Caller, Dispatcher, Flight, Options, Sink, Started,
 use crate::idmap::KeyedMap;
 use crate::link::Pair;
 use crate::registry::{FairnessRef, WorkerId};
-use lintel_client::transport::{Outbound, SendError};
+use lintel_transport::{Outbound, SendError};
 
 /// Longest a serving node's reply timer runs inside a relay's budget, so that its `Timeout`
 /// reaches the origin before the origin's own backstop fires.
@@ -36,7 +36,7 @@ const RELAY_MARGIN: Duration = Duration::from_millis(50);
 
 /// Who the outcomes go to, which fixes their frame.
 #[derive(Debug, Clone)]
-pub(super) enum Answer {
+pub(super) enum Recipient {
     /// A producer that negotiated `version`; `node_id` names this node in served outcomes.
     Producer { version: u16, node_id: Arc<str> },
     /// A peer that relayed its dispatches here; each outcome is kept in `kept` until the peer
@@ -63,7 +63,7 @@ pub(super) struct Flights {
     dispatcher: Arc<Dispatcher>,
     /// Where outcomes go.
     route: Route,
-    answer: Answer,
+    answer: Recipient,
     /// The namespaces these dispatches may use.
     grant: Grant,
     max_in_flight: usize,
@@ -107,14 +107,14 @@ impl Flights {
         dispatcher: Arc<Dispatcher>,
         outbound: Outbound,
         max_in_flight: usize,
-        answer: Answer,
+        answer: Recipient,
         grant: Grant,
     ) -> Arc<Self> {
         Arc::new(Self {
             dispatcher,
             route: match answer {
-                Answer::Producer { .. } => Route::Connection(outbound),
-                Answer::Peer { .. } => Route::LatestLink(Mutex::new(outbound)),
+                Recipient::Producer { .. } => Route::Connection(outbound),
+                Recipient::Peer { .. } => Route::LatestLink(Mutex::new(outbound)),
             },
             answer,
             grant,
@@ -175,7 +175,7 @@ impl Flights {
             let mut table = self.table();
             if !self.grant.allows(request.namespace) {
                 Err((
-                    RefusedReason::NamespaceNotGranted,
+                    self.grant.refused_reason(),
                     self.grant.refusal(request.namespace),
                 ))
             } else {
@@ -429,7 +429,7 @@ impl Sink for Flights {
     /// connection reads no more submissions while its queue is full. The submission's token
     /// is let go only once its outcome is queued.
     fn deliver(&self, tag: Tag, result: ResultRef<'_>, served_by: Option<&str>) {
-        if let Answer::Peer { kept: Some(pair) } = &self.answer {
+        if let Recipient::Peer { kept: Some(pair) } = &self.answer {
             // Kept, and sent on the link to the peer now, before it stops counting as running
             // here: a resumption finds each relay running or its outcome kept.
             if !self.closed.load(Ordering::Acquire) {
@@ -490,7 +490,7 @@ impl Flights {
     }
 }
 
-impl Answer {
+impl Recipient {
     /// Queues, as owed, the frame that carries an outcome to this connection; encoded from
     /// the borrowed outcome where the frame allows, as the connection's version reads it.
     fn send(
@@ -501,21 +501,25 @@ impl Answer {
         served_by: Option<&str>,
     ) -> Result<(), SendError> {
         match self {
-            Answer::Producer { version, node_id } if *version >= 2 => {
+            Recipient::Producer { version, node_id } if *version >= 2 => {
                 outbound.send_owed_ref(&FrameRef::ServedOutcome(ServedOutcome {
                     correlation,
                     served_by: served_by.unwrap_or(node_id),
                     result: result.reborrow(),
                 }))
             }
-            Answer::Producer { .. } => outbound.send_owed_ref(&FrameRef::Outcome(OutcomeFrame {
-                correlation,
-                result,
-            })),
-            Answer::Peer { .. } => outbound.send_owed_ref(&FrameRef::RelayOutcome(RelayOutcome {
-                correlation,
-                result,
-            })),
+            Recipient::Producer { .. } => {
+                outbound.send_owed_ref(&FrameRef::Outcome(OutcomeFrame {
+                    correlation,
+                    result,
+                }))
+            }
+            Recipient::Peer { .. } => {
+                outbound.send_owed_ref(&FrameRef::RelayOutcome(RelayOutcome {
+                    correlation,
+                    result,
+                }))
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lintel_client::transport::Socket;
+use lintel_transport::Socket;
 use lintel_wire::Foreign;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

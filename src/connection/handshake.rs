@@ -12,7 +12,7 @@ use crate::auth::Grant;
 use crate::implemented::IMPLEMENTED;
 use crate::shared::Shared;
 use crate::tls::Secured;
-use lintel_client::transport::{FrameReader, Outbound, Socket};
+use lintel_transport::{FrameReader, Outbound, Socket};
 use tokio::time::Instant;
 
 /// The lowest protocol version this node speaks; the highest is its `max_protocol_version`.
@@ -176,6 +176,7 @@ async fn read_features(
     deadline: Instant,
 ) -> Result<FeatureSet, Close> {
     let next = tokio::select! {
+        biased;
         next = tokio::time::timeout_at(deadline, reader.next_owned()) => next,
         () = shared.closing.cancelled() => return Err(Close::goodbye("node shutting down")),
     };

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::shared::Shared;
 use close::Close;
-use lintel_client::transport::{self, FrameReader, Outbound, Socket};
+use lintel_transport::{FrameReader, Outbound, Socket};
 
 pub(crate) use peer::supervise as supervise_peers;
 
@@ -45,7 +45,7 @@ pub(crate) fn open(shared: Arc<Shared>, stream: Socket, pid: u64) -> Opening {
         let deadline = tokio::time::Instant::now() + config.handshake_timeout();
         let secured = handshake::secure(&shared, stream, pid, deadline).await?;
         let (mut reader, outbound, writer) =
-            transport::split(secured.socket, config.max_frame_len, config.outbound_queue);
+            lintel_transport::split(secured.socket, config.max_frame_len, config.outbound_queue);
         outbound.set_limits(config.queue_limits());
         let identity = secured.identity.as_deref();
         let accepted =
@@ -84,7 +84,7 @@ pub(crate) fn serve(
                 version,
                 grant,
             }) => {
-                shared.tally.opened(pid, role, &outbound);
+                shared.connection_counts.opened(pid, role, &outbound);
                 reader.set_frame_timeout(Some(shared.config.frame_timeout()));
                 let close = match role {
                     Role::Worker => {
@@ -102,7 +102,7 @@ pub(crate) fn serve(
                         Box::pin(serving).await
                     }
                 };
-                shared.tally.closed(pid);
+                shared.connection_counts.closed(pid);
                 if let Close::Shed(frame) = &close {
                     if let Frame::Error(error) = &**frame {
                         tracing::info!(pid, version, reason = %error.reason, "closing a slow consumer");

@@ -7,14 +7,15 @@ use lintel_wire::{Frame, FrameRef, Pong, StatusReport};
 use tokio::time::Instant;
 
 use super::close::Close;
-use super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
+use super::flights::{CloseOnDrop, Flights, Recipient, ReplyTimer};
 use super::report;
 use super::subscriptions::{Subscriptions, SHUTTING_DOWN};
 use crate::auth::Grant;
 use crate::shared::{Fired, Shared};
-use lintel_client::burst::Burst;
-use lintel_client::keepalive::Keepalive;
-use lintel_client::transport::{FrameReader, Outbound, SendError};
+use crate::status;
+use lintel_transport::burst::Burst;
+use lintel_transport::keepalive::Keepalive;
+use lintel_transport::{FrameReader, Outbound, SendError};
 
 /// Sleeps until `at`; never wakes without one.
 async fn sleep_until(at: Option<Instant>) {
@@ -40,8 +41,10 @@ pub(super) async fn serve(
     } else {
         Err(grant.observe_refusal())
     };
-    let mut subscriptions = Subscriptions::new(shared, outbound, allowed);
-    let answer = Answer::Producer {
+    // What its status reports and events may show: a copy, as its dispatches own the grant.
+    let sees = grant.clone();
+    let mut subscriptions = Subscriptions::new(shared, outbound, allowed, sees.clone());
+    let answer = Recipient::Producer {
         version,
         node_id: Arc::from(shared.node_id()),
     };
@@ -162,16 +165,20 @@ pub(super) async fn serve(
                     }
                     Frame::StatusQuery(query) => {
                         let max_frame_len = shared.config.max_frame_len;
+                        let correlation = query.correlation;
                         let report = match version {
-                            3.. => report::document(shared, query.correlation, max_frame_len),
+                            3.. => report::document(shared, &sees, correlation, max_frame_len),
                             2 => report::fit(
-                                Frame::from(shared.cluster_status(query.correlation)),
+                                Frame::from(status::scoped_report(
+                                    shared.cluster_status(correlation),
+                                    &sees,
+                                )),
                                 max_frame_len,
                             ),
                             _ => report::fit(
                                 Frame::from(StatusReport {
-                                    correlation: query.correlation,
-                                    status: shared.status(),
+                                    correlation,
+                                    status: status::scoped_node(shared.status(), &sees),
                                 }),
                                 max_frame_len,
                             ),

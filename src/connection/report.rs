@@ -11,16 +11,22 @@ use lintel_wire::{
     PROTOCOL_VERSION,
 };
 
+use crate::auth::Grant;
 use crate::shared::Shared;
 use crate::status;
 
 /// A report's frame made from its node status, with the peers or without them.
 type Rebuild<'a> = Box<dyn Fn(NodeStatus, bool) -> Frame + 'a>;
 
-/// The node's status as a version-3 `StatusDocument` answering query `correlation`, cut like
-/// the other reports to fit in `max_frame_len`.
-pub(super) fn document(shared: &Shared, correlation: u64, max_frame_len: usize) -> Frame {
-    let report = shared.cluster_status(correlation);
+/// The node's status as a version-3 `StatusDocument` answering query `correlation`, scoped to
+/// what `grant` sees and cut like the other reports to fit in `max_frame_len`.
+pub(super) fn document(
+    shared: &Shared,
+    grant: &Grant,
+    correlation: u64,
+    max_frame_len: usize,
+) -> Frame {
+    let report = status::scoped_report(shared.cluster_status(correlation), grant);
     let (peers, peer_lost) = (report.peers, report.peer_lost);
     let dispatcher = &shared.dispatcher;
     let rebuild: Rebuild<'_> = Box::new(move |status, with_peers| {
@@ -35,7 +41,8 @@ pub(super) fn document(shared: &Shared, correlation: u64, max_frame_len: usize) 
             peer_lost,
         };
         // These types always serialize.
-        let json = serde_json::to_vec(&status::view(report, dispatcher)).unwrap_or_default();
+        let view = status::scoped_view(status::view(report, dispatcher), grant);
+        let json = serde_json::to_vec(&view).unwrap_or_default();
         Frame::StatusDocument(StatusDocument {
             correlation,
             json: Bytes::from(json),

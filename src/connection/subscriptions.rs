@@ -6,18 +6,24 @@
 //! subscriber that reads nothing never fills the queue: it falls behind in the node's event
 //! ring, loses what the ring no longer holds, and is told `Missed{count}` before the next event
 //! it gets. Its outcomes and status reports keep the other half.
+//!
+//! A subscriber whose grant does not see every namespace gets a worker event naming only the
+//! pools it sees, and none for a worker in none of them; peer events and `Missed` it gets all.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{Event, Frame, RefusalCode, Subscribe, SubscriptionEnded};
+use lintel_wire::{
+    Event, Frame, NodeEvent, RefusalCode, Subscribe, SubscriptionEnded, WorkerEvent,
+};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::auth::Grant;
 use crate::events::{Delivery, Subscriber};
 use crate::shared::Shared;
-use lintel_client::transport::{Outbound, SendError};
+use lintel_transport::{Outbound, SendError};
 
 /// Most subscriptions live at once on one connection.
 pub(super) const MAX_SUBSCRIPTIONS: usize = 16;
@@ -50,6 +56,8 @@ pub(super) struct Subscriptions {
     outbound: Outbound,
     /// `Err` with the reason when the connection's grant may not observe.
     allowed: Result<(), String>,
+    /// The grant whose namespaces decide which events it is sent.
+    sees: Arc<Grant>,
     live: HashMap<u64, Live>,
 }
 
@@ -61,16 +69,18 @@ struct Live {
 
 impl Subscriptions {
     /// No subscription yet on the connection of `outbound`, which may subscribe when
-    /// `allowed`.
+    /// `allowed` and is sent the events `sees` sees.
     pub(super) fn new(
         shared: &Arc<Shared>,
         outbound: &Outbound,
         allowed: Result<(), String>,
+        sees: Grant,
     ) -> Self {
         Self {
             shared: Arc::clone(shared),
             outbound: outbound.clone(),
             allowed,
+            sees: Arc::new(sees),
             live: HashMap::new(),
         }
     }
@@ -126,8 +136,11 @@ impl Subscriptions {
         };
         let forwarding = forward(
             subscriber,
-            self.outbound.clone(),
-            correlation,
+            Target {
+                outbound: self.outbound.clone(),
+                correlation,
+                sees: Arc::clone(&self.sees),
+            },
             share,
             ending,
         );
@@ -169,16 +182,24 @@ struct Share {
     bytes: usize,
 }
 
-/// Moves `subscriber`'s deliveries into `outbound` as `Event{correlation, ..}`, within `share`,
-/// until told to end (then says `SubscriptionEnded`, after the events already in the ring that
-/// fit), its handle is dropped, or the connection closes.
-async fn forward(
-    mut subscriber: Subscriber,
+/// Where one subscription's events go: a connection's queue, under its correlation, as much of
+/// each as its grant sees.
+struct Target {
     outbound: Outbound,
     correlation: u64,
+    sees: Arc<Grant>,
+}
+
+/// Moves `subscriber`'s deliveries into the target's queue as `Event{correlation, ..}`, within
+/// `share`, until told to end (then says `SubscriptionEnded`, after the events already in the
+/// ring that fit), its handle is dropped, or the connection closes.
+async fn forward(
+    mut subscriber: Subscriber,
+    target: Target,
     share: Share,
     mut ending: oneshot::Receiver<End>,
 ) {
+    let outbound = &target.outbound;
     // Each branch is cancel-safe: a wait for room changes nothing, a delivery read is held
     // by the subscriber, and the end is read once.
     let end = loop {
@@ -198,7 +219,7 @@ async fn forward(
         let Some(delivery) = delivery else {
             return;
         };
-        if let Err(SendError::Closed) = send(&mut subscriber, &outbound, correlation, &delivery) {
+        if let Err(SendError::Closed) = send(&mut subscriber, &target, &delivery) {
             return;
         }
     };
@@ -210,34 +231,36 @@ async fn forward(
         let Some(delivery) = subscriber.try_next() else {
             break;
         };
-        if let Err(SendError::Closed) = send(&mut subscriber, &outbound, correlation, &delivery) {
+        if let Err(SendError::Closed) = send(&mut subscriber, &target, &delivery) {
             return;
         }
     }
     let ended = Frame::SubscriptionEnded(SubscriptionEnded {
-        correlation,
+        correlation: target.correlation,
         code: end.code,
         reason: end.reason.to_owned(),
     });
     let _ = outbound.send_owed(ended);
 }
 
-/// Queues `delivery` as an `Event`; one that does not fit counts as lost, told in the next
-/// `Missed`.
+/// Queues `delivery` as an `Event`, as much of it as the target sees; one that does not fit
+/// counts as lost, told in the next `Missed`.
 fn send(
     subscriber: &mut Subscriber,
-    outbound: &Outbound,
-    correlation: u64,
+    target: &Target,
     delivery: &Delivery,
 ) -> Result<(), SendError> {
     let (seq, at_unix_ms, event) = delivery.parts();
+    let Some(event) = seen(event, &target.sees) else {
+        return Ok(());
+    };
     let frame = Frame::from(Event {
-        correlation,
+        correlation: target.correlation,
         seq,
         at_unix_ms,
         event,
     });
-    match outbound.try_send(frame) {
+    match target.outbound.try_send(frame) {
         Ok(()) => Ok(()),
         Err(SendError::Closed) => Err(SendError::Closed),
         Err(err) => {
@@ -247,5 +270,32 @@ fn send(
             subscriber.lost(delivery);
             Err(err)
         }
+    }
+}
+
+/// `event` as `grant` may see it: a worker event naming only the pools it sees, or none when
+/// it sees none of them; any other event whole.
+fn seen(event: NodeEvent, grant: &Grant) -> Option<NodeEvent> {
+    if grant.sees_all() {
+        return Some(event);
+    }
+    let narrow = |mut worker: WorkerEvent| {
+        worker
+            .channels
+            .retain(|channel| grant.sees_channel(channel));
+        (!worker.channels.is_empty()).then_some(worker)
+    };
+    match event {
+        NodeEvent::WorkerRegistered(worker) => narrow(worker).map(NodeEvent::WorkerRegistered),
+        NodeEvent::WorkerRestored(worker) => narrow(worker).map(NodeEvent::WorkerRestored),
+        NodeEvent::WorkerExcluded { worker, reason } => {
+            narrow(worker).map(|worker| NodeEvent::WorkerExcluded { worker, reason })
+        }
+        NodeEvent::WorkerDeparted { worker, reason } => {
+            narrow(worker).map(|worker| NodeEvent::WorkerDeparted { worker, reason })
+        }
+        other @ (NodeEvent::PeerUp { .. }
+        | NodeEvent::PeerDown { .. }
+        | NodeEvent::Missed { .. }) => Some(other),
     }
 }

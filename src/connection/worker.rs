@@ -27,11 +27,11 @@ use crate::auth::Grant;
 use crate::implemented::IMPLEMENTED;
 use crate::link::{ReplyFate, WorkerLink};
 use crate::logfields::List;
-use crate::notifier::Registered;
+use crate::registrations::Registered;
 use crate::registry::Exclusion;
 use crate::shared::{Fired, Shared};
-use lintel_client::keepalive::{Answered, Keepalive, Tick};
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_transport::keepalive::{Answered, Keepalive, Tick};
+use lintel_transport::{FrameReader, Outbound};
 
 /// Runs the worker role of connection `pid`, speaking protocol `version`, until the
 /// connection should close. Not an `async fn`: the connection state is built here and
@@ -289,7 +289,7 @@ impl WorkerConn<'_> {
             );
             self.shared.dispatcher.registry().refused(&register);
             self.shared
-                .tally
+                .connection_counts
                 .refused("register", RefusalCode::Unauthorized);
             return self
                 .outbound
@@ -334,7 +334,9 @@ impl WorkerConn<'_> {
                     reason = refusal.reason.as_str(),
                     "registration refused"
                 );
-                self.shared.tally.refused("register", refusal.code);
+                self.shared
+                    .connection_counts
+                    .refused("register", refusal.code);
                 self.shared.dispatcher.registry().refused(&register);
                 let refused = Frame::RegisterRefused(refusal);
                 self.outbound

@@ -36,8 +36,8 @@ use super::relayed::{Attempt, PlaceAgain, Relayed};
 use crate::cluster::{Mesh, Settings};
 use crate::link::{PushError, RelayEntry, RemoteSlot};
 use crate::registry::{
-    normalize_task_queue, Address, Fairness, Grant, NodeFilter, Registry, Reservation, Tally,
-    Tiers, Wait,
+    normalize_task_queue, Address, CensusCount, Fairness, NodeFilter, Placed, Registry,
+    Reservation, Tiers, Wait,
 };
 use lintel_client::trace::{TraceParent, TRACEPARENT};
 use lintel_client::DispatchOptions;
@@ -390,7 +390,7 @@ impl Dispatcher {
                         return Started::Ended;
                     }
                     Some(deadline) => match self.select_or_wait(address, options, scope) {
-                        Ok(reservation) => Grant::Local(reservation),
+                        Ok(reservation) => Placed::Local(reservation),
                         Err(wait) => {
                             let lent = (request, extras);
                             let mut waiting = Waiting::new(
@@ -445,7 +445,7 @@ impl Dispatcher {
         address: Address<'_>,
         options: &Options<'_>,
         attempt: Attempt,
-    ) -> Option<Grant> {
+    ) -> Option<Placed> {
         if attempt.number > super::relayed::MAX_RELAY_ATTEMPTS {
             return None;
         }
@@ -460,13 +460,13 @@ impl Dispatcher {
         address: Address<'_>,
         options: &Options<'_>,
         scope: Scope,
-    ) -> Result<Grant, Census> {
+    ) -> Result<Placed, Census> {
         let (routing, fairness) = (&options.routing, &options.fairness);
         if scope == Scope::Local || self.mesh.is_empty() {
             return self
                 .registry
                 .select(address, routing, fairness)
-                .map(Grant::Local);
+                .map(Placed::Local);
         }
         // Relays go to the waiters here first, in their order: a new dispatch takes what they
         // leave.
@@ -483,7 +483,7 @@ impl Dispatcher {
                 }
             }
             if let Some(reservation) = self.registry.select_tier(address, filter, fairness) {
-                return Ok(Grant::Local(reservation));
+                return Ok(Placed::Local(reservation));
             }
             if let Some(placed) = self.reserve_remote(address, filter) {
                 return Ok(placed);
@@ -492,9 +492,9 @@ impl Dispatcher {
         Err(self.census(address, routing, scope))
     }
 
-    fn reserve_remote(&self, address: Address<'_>, filter: NodeFilter<'_>) -> Option<Grant> {
+    fn reserve_remote(&self, address: Address<'_>, filter: NodeFilter<'_>) -> Option<Placed> {
         let (slot, routing) = self.mesh.reserve(address, filter)?;
-        Some(Grant::Remote(slot, routing))
+        Some(Placed::Remote(slot, routing))
     }
 
     /// Queues a dispatch that found no slot, unless a local one freed meanwhile; one that may
@@ -548,7 +548,7 @@ impl Dispatcher {
 
     fn with_remote(
         &self,
-        mut tally: Tally,
+        mut tally: CensusCount,
         address: Address<'_>,
         routing: &RoutingRef<'_>,
         scope: Scope,
@@ -579,7 +579,7 @@ impl Dispatcher {
         } = *waiting;
         let (request, extras) = (request.view(), extras.lend());
         let options = Options::placing(routing.view(), fairness.view());
-        let mut next: Result<Grant, Box<Wait>> = Err(wait);
+        let mut next: Result<Placed, Box<Wait>> = Err(wait);
         for _ in 0..MAX_CLOSED_LINKS {
             let placed = match next {
                 Ok(placed) => placed,
@@ -624,7 +624,7 @@ impl Dispatcher {
                 Ok(placed) => Ok(placed),
                 Err(_) => self
                     .select_or_wait(address, &options, scope)
-                    .map(Grant::Local),
+                    .map(Placed::Local),
             };
         }
         self.give_up_on_closed_links(&flight);
@@ -644,7 +644,7 @@ impl Dispatcher {
         cancelled: &mut oneshot::Receiver<()>,
         mut changes: Option<&mut u64>,
         scope: Scope,
-    ) -> Option<Grant> {
+    ) -> Option<Placed> {
         let routing = &options.routing;
         let mut fresh = true;
         loop {
@@ -721,13 +721,13 @@ impl Dispatcher {
         flight: &Arc<Flight>,
         request: &RequestRef<'_>,
         extras: &ExtrasRef<'_>,
-        placed: Grant,
+        placed: Placed,
         options: &Options<'_>,
         attempt: Attempt,
     ) -> Sent {
         match placed {
-            Grant::Local(reservation) => self.push(flight, request, extras, reservation),
-            Grant::Remote(slot, peer_routing) => {
+            Placed::Local(reservation) => self.push(flight, request, extras, reservation),
+            Placed::Remote(slot, peer_routing) => {
                 let routings = (&peer_routing, options);
                 self.relay(flight, request, extras, slot, routings, attempt)
             }
@@ -902,7 +902,7 @@ impl PlaceAgain for Dispatcher {
                         break;
                     };
                     match self.select_or_wait(address, options, Scope::Cluster) {
-                        Ok(reservation) => Grant::Local(reservation),
+                        Ok(reservation) => Placed::Local(reservation),
                         Err(wait) => {
                             let waiting = Waiting::new(
                                 Arc::clone(flight),

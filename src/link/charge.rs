@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::peer::PeerLink;
-use crate::signal::Signal;
+use crate::epoch::Epoch;
 
 /// One relay charged to a group of a peer's workers; [`Charge::release`] takes it back, once.
 ///
@@ -50,12 +50,12 @@ pub struct RemoteSlot {
     link: PeerLink,
     charge: Charge,
     /// The mesh's changes, touched when the charge is taken back.
-    changes: Arc<Signal>,
+    changes: Arc<Epoch>,
 }
 
 impl RemoteSlot {
     /// `charge` on the peer behind `link`; dropping it touches `changes`.
-    pub(crate) fn new(link: PeerLink, charge: Charge, changes: Arc<Signal>) -> Self {
+    pub(crate) fn new(link: PeerLink, charge: Charge, changes: Arc<Epoch>) -> Self {
         Self {
             link,
             charge,

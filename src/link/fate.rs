@@ -1,6 +1,6 @@
 //! What became of a push or relay, shared by both kinds of link.
 
-use lintel_client::transport::SendError;
+use lintel_transport::SendError;
 
 /// Why a push did not reach the link's queue; either way nothing was queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lintel_client::transport::Outbound;
+use lintel_transport::Outbound;
 use lintel_wire::{DispatchRequest, Frame, FrameCodec};
 use tokio::net::TcpStream;
 use tokio_util::codec::FramedRead;
@@ -60,8 +60,7 @@ pub(crate) async fn outbound() -> (Outbound, Peer) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
-    let (_reader, outbound, _writer) =
-        lintel_client::transport::split(accepted.unwrap().0, 1 << 20, 8);
+    let (_reader, outbound, _writer) = lintel_transport::split(accepted.unwrap().0, 1 << 20, 8);
     let peer = FramedRead::new(client.unwrap(), FrameCodec::new(1 << 20));
     (outbound, peer)
 }

@@ -17,7 +17,7 @@ mod worker;
 
 pub use charge::{Charge, RemoteSlot};
 pub use fate::{End, PushError, ReplyFate};
-pub use pair::{Linked, Pair, Retention};
+pub use pair::{CountedLink, Pair, Retention};
 pub use peer::{PeerLink, RelayEntry, ToPeer};
 pub use table::{Entry, Kind, Link, Release, Unanswered};
 pub use worker::{PushEntry, ToWorker, WorkerLink};

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lintel_client::transport::{Outbound, SendError};
+use lintel_transport::{Outbound, SendError};
 use lintel_wire::{
     DispatchResult, FrameKind, FrameRef, RelayOutcome, RelayOutcomeRef, ResultRef, PROTOCOL_VERSION,
 };
@@ -65,7 +65,7 @@ pub struct Pair {
     /// What runs here for the peer while no link to it is up, for the next link to take.
     parked: Mutex<Option<(u64, Arc<dyn Any + Send + Sync>)>>,
     /// Cut links to the peer whose relays wait for a relink, each counted among `links`.
-    cut: Mutex<Vec<(u64, PeerLink, Linked)>>,
+    cut: Mutex<Vec<(u64, PeerLink, CountedLink)>>,
     /// Numbers each parking, so a grace that ran out takes only what it was started for.
     parkings: AtomicU64,
 }
@@ -110,9 +110,9 @@ impl Pair {
 
     /// Counts a link to this incarnation until the returned guard drops (once the link no
     /// longer holds relays).
-    pub fn link_up(self: &Arc<Self>) -> Linked {
+    pub fn link_up(self: &Arc<Self>) -> CountedLink {
         self.links.fetch_add(1, Ordering::AcqRel);
-        Linked(Arc::clone(self))
+        CountedLink(Arc::clone(self))
     }
 
     /// The `below` of a `RelayAck` sent on a link whose lowest relay without an outcome is
@@ -192,7 +192,7 @@ impl Pair {
     pub fn park(
         &self,
         served: Option<Arc<dyn Any + Send + Sync>>,
-        links: Vec<(PeerLink, Linked)>,
+        links: Vec<(PeerLink, CountedLink)>,
     ) -> u64 {
         let parking = self.parkings.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(served) = served {
@@ -217,7 +217,7 @@ impl Pair {
     }
 
     /// Takes the cut links left for a resumption: every one, or only parking `which`'s.
-    pub fn unpark_cut(&self, which: Option<u64>) -> Vec<(PeerLink, Linked)> {
+    pub fn unpark_cut(&self, which: Option<u64>) -> Vec<(PeerLink, CountedLink)> {
         let (taken, left) = std::mem::take(&mut *lock(&self.cut))
             .into_iter()
             .partition(|(parking, _, _)| which.is_none_or(|which| *parking == which));
@@ -282,9 +282,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A link counted among its pair's until dropped.
 #[derive(Debug)]
-pub struct Linked(Arc<Pair>);
+pub struct CountedLink(Arc<Pair>);
 
-impl Drop for Linked {
+impl Drop for CountedLink {
     fn drop(&mut self) {
         self.0.links.fetch_sub(1, Ordering::AcqRel);
     }

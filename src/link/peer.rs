@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use lintel_wire::{ExtrasRef, FrameRef, Relay, RequestRef, ResultRef, RoutingRef};
 
-use lintel_client::transport::Outbound;
+use lintel_transport::Outbound;
 
 use super::fate::{PushError, ReplyFate};
 use super::table::{Entry, Kind, Link};

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::time::Instant;
 
-use lintel_client::transport::Outbound;
+use lintel_transport::Outbound;
 use lintel_wire::{Cancel, Frame};
 
 use super::fate::{End, PushError, ReplyFate};

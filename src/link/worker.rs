@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use lintel_wire::Goodbye;
 
-use lintel_client::transport::Outbound;
+use lintel_transport::Outbound;
 
 use super::fate::{PushError, ReplyFate};
 use super::table::{Entry, Kind, Link};

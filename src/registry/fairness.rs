@@ -25,7 +25,7 @@ pub const SHARED_KEY: &str = "";
 /// Keys beyond the listed ones that get counts of their own; later keys count as `other`.
 pub const MAX_SEEN_KEYS: usize = 16;
 /// What a fairness key with waiters costs the registry at most, beyond its waiters and
-/// twice its length: its lane, its turn and its share of their maps. A key holds nothing once
+/// twice its length: its key queue, its turn and its share of their maps. A key holds nothing once
 /// its waiters have gone, so keys cost at most this times `max_active_dispatches` in all.
 pub const BYTES_PER_KEY: usize = 512;
 /// Keys shown by name among the waiting, most waiting first; the rest are summed as `other`.
@@ -240,10 +240,13 @@ pub struct FairnessStatus {
 
 impl FairnessStatus {
     /// The status of waiters counted by `(priority, key, waiting)` and of `keys`.
-    pub(super) fn new<'a>(lanes: impl Iterator<Item = (u8, &'a str, usize)>, keys: &Keys) -> Self {
+    pub(super) fn new<'a>(
+        key_queues: impl Iterator<Item = (u8, &'a str, usize)>,
+        keys: &Keys,
+    ) -> Self {
         let mut status = Self::default();
         let mut by_key: KeyedMap<&str, u64> = KeyedMap::default();
-        for (priority, key, waiting) in lanes {
+        for (priority, key, waiting) in key_queues {
             let waiting = waiting as u64;
             if let Some(count) = status
                 .waiting_by_priority

@@ -24,7 +24,7 @@ pub use admission::{
 };
 pub use fairness::{Fairness, FairnessPolicy, FairnessRef};
 pub(crate) use pools::Elsewhere;
-pub use pools::{Grant, RegistrationGuard, Registry, Reservation, Wait};
+pub use pools::{Placed, RegistrationGuard, Registry, Reservation, Wait};
 pub use selection::Address;
-pub(crate) use selection::{Bucketed, NodeFilter, Tally, Tiers};
+pub(crate) use selection::{Bucketed, CensusCount, NodeFilter, Tiers};
 pub use worker::{Exclusion, WorkerId};

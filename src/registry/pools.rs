@@ -30,14 +30,14 @@ use super::fairness::{
 };
 use super::presence;
 use super::selection::{
-    census, compatible, eligible, of_deployment, Address, NodeFilter, Tally, Tiers,
+    census, compatible, eligible, of_deployment, Address, CensusCount, NodeFilter, Tiers,
 };
 use super::waiters::{Grantee, Grants, Seat, WaitKey, Waiter, Waiters, Wants};
 use super::worker::{Exclusion, WorkerCell, WorkerId};
+use crate::epoch::Epoch;
 use crate::events::Events;
 use crate::idmap::{IdMap, KeyedMap};
 use crate::link::{RemoteSlot, WorkerLink};
-use crate::signal::Signal;
 
 #[derive(Debug, Default)]
 struct Pool {
@@ -52,7 +52,7 @@ struct State {
     /// namespace -> task queue -> pool; nested so look-ups borrow `&str`.
     pools: KeyedMap<String, KeyedMap<String, Pool>>,
     departures: Departures,
-    waiters: Waiters<Grant>,
+    waiters: Waiters<Placed>,
     /// Caps and weights of the listed fairness keys, and what was served by key.
     keys: Keys,
     /// Worker by (deployment, instance id), for the workers that stated an instance id.
@@ -72,13 +72,13 @@ pub struct Registry {
     /// one to end.
     probation: Option<Duration>,
     /// Touched on every change of membership, slots or waiters.
-    changes: Signal,
+    changes: Epoch,
     /// Where a worker's registration, exclusions, restoration and departure are told, under
     /// the lock that made them, so they are told in the order they happened.
     events: Events,
     /// Touched when a worker joins, leaves, changes capacity or exclusion, or its free slots
     /// go between zero and some: what a peer must hear of at once.
-    crossings: Signal,
+    crossings: Epoch,
     /// Waiters a relay may serve, as of the last change to the queue: read without the lock.
     relayable: AtomicUsize,
 }
@@ -119,9 +119,9 @@ impl Registry {
             next_id: AtomicU64::new(1),
             limits,
             probation,
-            changes: Signal::default(),
+            changes: Epoch::default(),
             events: Events::default(),
-            crossings: Signal::default(),
+            crossings: Epoch::default(),
             relayable: AtomicUsize::new(0),
         })
     }
@@ -138,13 +138,13 @@ impl Registry {
     }
 
     /// Touched on every change of membership, slots or waiters.
-    pub fn changes(&self) -> &Signal {
+    pub fn changes(&self) -> &Epoch {
         &self.changes
     }
 
     /// Touched when a worker's free slots go between zero and some, or the membership,
     /// capacity or exclusion of a worker changes.
-    pub fn crossings(&self) -> &Signal {
+    pub fn crossings(&self) -> &Epoch {
         &self.crossings
     }
 
@@ -415,7 +415,7 @@ impl Registry {
     }
 
     /// As [`Registry::census`], still open for a peer's workers to be counted into it.
-    pub(crate) fn tally(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> Tally {
+    pub(crate) fn tally(&self, address: Address<'_>, routing: &RoutingRef<'_>) -> CensusCount {
         census_of(
             &self.lock(),
             address,
@@ -514,13 +514,13 @@ impl Registry {
     /// Waiters by priority and key, what was served by priority and key, and the capped keys.
     pub fn fairness(&self) -> FairnessStatus {
         let state = self.lock();
-        FairnessStatus::new(state.waiters.lanes(), &state.keys)
+        FairnessStatus::new(state.waiters.key_queues(), &state.keys)
     }
 
     /// Fairness keys with waiters, summed over addresses and priorities, for checking that a
     /// key's state lives only while it has waiters.
-    pub fn waiting_lanes(&self) -> usize {
-        self.lock().waiters.lanes().count()
+    pub fn waiting_key_queues(&self) -> usize {
+        self.lock().waiters.key_queues().count()
     }
 
     /// Rotation cursors and departure records held, for checking they stay bounded.
@@ -763,7 +763,7 @@ impl Registry {
     /// Takes the waiter at `seat` out of its queue; `None` when it was granted a slot first,
     /// otherwise the census of its address under its routing, taken in the same critical
     /// section.
-    fn leave(&self, seat: &Seat) -> Option<Tally> {
+    fn leave(&self, seat: &Seat) -> Option<CensusCount> {
         let mut state = self.lock();
         let waiter = state.waiters.remove(seat)?;
         self.counted(&state);
@@ -890,7 +890,7 @@ fn take_out_of(
     Some(cell)
 }
 
-fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> Tally {
+fn census_of(state: &State, address: Address<'_>, filter: NodeFilter<'_>) -> CensusCount {
     let members = state
         .pools
         .get(address.namespace)
@@ -984,7 +984,7 @@ struct FreeSlots<'a> {
     keys: &'a mut Keys,
 }
 
-impl Grants<Grant> for FreeSlots<'_> {
+impl Grants<Placed> for FreeSlots<'_> {
     fn wants(&self, key: &WaitKey) -> bool {
         self.worker
             .serves(&key.namespace, &key.task_queue, &key.activity_type)
@@ -994,11 +994,11 @@ impl Grants<Grant> for FreeSlots<'_> {
         self.worker.has_free_slot()
     }
 
-    fn blocked(&mut self, lane: &str) -> bool {
-        self.keys.room(lane).is_err()
+    fn blocked(&mut self, fairness_key: &str) -> bool {
+        self.keys.room(fairness_key).is_err()
     }
 
-    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Grant>) -> Option<Grant> {
+    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Placed>) -> Option<Placed> {
         let wants = &waiter.wants;
         let tiers = Tiers::new(&waiter.routing.view(), wants.node.as_deref());
         let wanted = self.worker.link.version() >= wants.needs_version
@@ -1007,20 +1007,20 @@ impl Grants<Grant> for FreeSlots<'_> {
         if !wanted {
             return None;
         }
-        let capped = self.keys.room(to.lane).ok()?;
+        let capped = self.keys.room(to.fairness_key).ok()?;
         let fairness = Fairness {
             priority: to.priority,
-            key: to.lane,
+            key: to.fairness_key,
             weight: DEFAULT_WEIGHT,
         };
         let worker = Arc::clone(self.worker);
         let reservation = self
             .registry
             .take_slot(self.keys, worker, &fairness, capped);
-        Some(Grant::Local(reservation))
+        Some(Placed::Local(reservation))
     }
 
-    fn returned(&mut self, unclaimed: Grant) {
+    fn returned(&mut self, unclaimed: Placed) {
         take_back(self.keys, unclaimed);
     }
 }
@@ -1044,7 +1044,7 @@ struct Relays<'a, E> {
     missed: Vec<(WaitKey, Wants, NodeRouting)>,
 }
 
-impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
+impl<E: Elsewhere> Grants<Placed> for Relays<'_, E> {
     fn wants(&self, _: &WaitKey) -> bool {
         true
     }
@@ -1058,7 +1058,7 @@ impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
         false
     }
 
-    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Grant>) -> Option<Grant> {
+    fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Placed>) -> Option<Placed> {
         let (wants, routing) = (&waiter.wants, &waiter.routing);
         let missed = |(key, was, how): &(WaitKey, Wants, NodeRouting)| {
             key == to.key && was == wants && how == routing
@@ -1068,7 +1068,7 @@ impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
         }
         let address = key_address(to.key, wants);
         match self.elsewhere.relay_slot(address, &routing.view()) {
-            Some((slot, routing)) => Some(Grant::Remote(slot, routing)),
+            Some((slot, routing)) => Some(Placed::Remote(slot, routing)),
             None => {
                 // Nothing frees within a pass: a relay taken back touches the mesh, which
                 // runs another.
@@ -1079,7 +1079,7 @@ impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
         }
     }
 
-    fn returned(&mut self, unclaimed: Grant) {
+    fn returned(&mut self, unclaimed: Placed) {
         take_back(self.keys, unclaimed);
     }
 }
@@ -1087,8 +1087,8 @@ impl<E: Elsewhere> Grants<Grant> for Relays<'_, E> {
 /// Takes back a grant whose waiter left between being offered it and taking it, under the
 /// registry's lock: a local slot is undone here (freeing it would take the lock again), a
 /// relay's charge goes back as it drops.
-fn take_back(keys: &mut Keys, unclaimed: Grant) {
-    let Grant::Local(reservation) = unclaimed else {
+fn take_back(keys: &mut Keys, unclaimed: Placed) {
+    let Placed::Local(reservation) = unclaimed else {
         return;
     };
     if let Some(held) = reservation.disarm() {
@@ -1105,7 +1105,7 @@ fn take_back(keys: &mut Keys, unclaimed: Grant) {
 /// Where a dispatch was placed, or what a waiter was granted: a slot on a worker here, or a
 /// relay charged to a peer with the routing it carries. Dropping it gives the slot back.
 #[derive(Debug)]
-pub enum Grant {
+pub enum Placed {
     /// A slot reserved on a worker of this node.
     Local(Reservation),
     /// A relay charged to a peer, and the routing the relay carries.
@@ -1117,14 +1117,14 @@ pub enum Grant {
 pub struct Wait {
     registry: Arc<Registry>,
     seat: Seat,
-    granted: oneshot::Receiver<Grant>,
+    granted: oneshot::Receiver<Placed>,
     queued: bool,
 }
 
 impl Wait {
     /// Resolves with the slot granted to this waiter. Cancel-safe: a grant that arrives while
     /// nobody polls stays for [`Wait::give_up`] or the next call.
-    pub async fn granted(&mut self) -> Option<Grant> {
+    pub async fn granted(&mut self) -> Option<Placed> {
         let granted = (&mut self.granted).await.ok();
         self.queued = false;
         granted
@@ -1135,12 +1135,12 @@ impl Wait {
     ///
     /// # Errors
     /// The [`Census`] when no slot was granted.
-    pub fn give_up(self) -> Result<Grant, Census> {
-        self.give_up_counting().map_err(Tally::finish)
+    pub fn give_up(self) -> Result<Placed, Census> {
+        self.give_up_counting().map_err(CensusCount::finish)
     }
 
     /// As [`Wait::give_up`], the census still open for a peer's workers to be counted in.
-    pub(crate) fn give_up_counting(mut self) -> Result<Grant, Tally> {
+    pub(crate) fn give_up_counting(mut self) -> Result<Placed, CensusCount> {
         if self.queued {
             self.queued = false;
             if let Some(tally) = self.registry.leave(&self.seat) {
@@ -1182,7 +1182,7 @@ mod tests {
         link: PeerLink,
         charged: Arc<AtomicU32>,
         free: u32,
-        changes: Arc<Signal>,
+        changes: Arc<Epoch>,
     }
 
     impl Peer {
@@ -1242,9 +1242,9 @@ mod tests {
     }
 
     /// The relay granted to `wait` by now, if any; dropping it gives it back.
-    fn relay(wait: &mut Wait) -> Option<Grant> {
+    fn relay(wait: &mut Wait) -> Option<Placed> {
         let grant = wait.granted.try_recv().ok()?;
-        assert!(matches!(grant, Grant::Remote(..)), "no worker here");
+        assert!(matches!(grant, Placed::Remote(..)), "no worker here");
         Some(grant)
     }
 

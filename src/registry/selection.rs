@@ -109,7 +109,7 @@ pub(crate) fn compatible(worker: &WorkerCell, activity: &str, filter: NodeFilter
 /// [`Census`] reports, and those of the candidates (deployment workers that can carry the
 /// request) the reason is judged on.
 #[derive(Debug, Clone)]
-pub(crate) struct Tally {
+pub(crate) struct CensusCount {
     census: Census,
     candidates: Bucketed,
 }
@@ -123,7 +123,7 @@ pub(crate) struct Bucketed {
     pub(crate) unreachable: u32,
 }
 
-impl Tally {
+impl CensusCount {
     /// Nothing counted yet.
     pub(crate) fn new(last_departure_ms_ago: Option<u64>) -> Self {
         Self {
@@ -222,8 +222,8 @@ pub(crate) fn census<'a>(
     address: &Address<'_>,
     filter: NodeFilter<'_>,
     last_departure_ms_ago: Option<u64>,
-) -> Tally {
-    let mut tally = Tally::new(last_departure_ms_ago);
+) -> CensusCount {
+    let mut tally = CensusCount::new(last_departure_ms_ago);
     for worker in members {
         tally.pool(1);
         if !worker

@@ -1,14 +1,15 @@
 //! Dispatches waiting for a worker, and the order a freed slot serves them in.
 //!
 //! Per address `(namespace, task queue, activity type)` the waiters sit in a level per
-//! priority and, within a level, in a lane per fairness key. A free slot goes to the level that
+//! priority and, within a level, in a queue per fairness key. A free slot goes to the level that
 //! ranks first: each level ranks by its oldest waiter's arrival, made later by `aging` for each
 //! priority step below the highest, so a higher priority goes first unless a lower one has
-//! waited that much longer (zero `aging`: strict priority). Within the level, lanes take turns
-//! by stride scheduling: a grant moves a lane's pass on by the inverse of its weight, and the
-//! lane with the lowest pass goes next; a new lane starts level with the last one served.
-//! Within a lane, the earliest waiter the slot suits goes first. A lane exists only while it
-//! has waiters, a level while it has lanes, a queue while it has levels.
+//! waited that much longer (zero `aging`: strict priority). Within the level, key queues take
+//! turns by stride scheduling: a grant moves a key queue's pass on by the inverse of its
+//! weight, and the key queue with the lowest pass goes next; a new key queue starts level with
+//! the last one served. Within a key queue, the earliest waiter the slot suits goes first. A
+//! key queue exists only while it has waiters, a level while it has key queues, a queue while
+//! it has levels.
 //!
 //! The registry grants under its own lock, so a slot that frees while a waiter it suits is
 //! queued goes to a waiter, never to a later arrival of the same key.
@@ -24,7 +25,7 @@ use tokio::time::Instant;
 use super::fairness::{FairnessRef, LOWEST_PRIORITY};
 use crate::idmap::KeyedMap;
 
-/// Passes advance by this over a lane's weight in thousandths: a weight of 1.0 moves 10^9.
+/// Passes advance by this over a key queue's weight in thousandths: a weight of 1.0 moves 10^9.
 const STRIDE: u128 = 1_000_000_000_000;
 
 /// The address a waiter waits at.
@@ -40,7 +41,7 @@ pub(super) struct WaitKey {
 pub(super) struct Seat {
     pub(super) key: WaitKey,
     priority: u8,
-    lane: Arc<str>,
+    fairness_key: Arc<str>,
     id: u64,
 }
 
@@ -73,7 +74,7 @@ pub(super) struct Wants {
 pub(super) struct Grantee<'a> {
     pub(super) key: &'a WaitKey,
     pub(super) priority: u8,
-    pub(super) lane: &'a str,
+    pub(super) fairness_key: &'a str,
 }
 
 /// Where the grants [`Waiters::serve`] hands out come from.
@@ -82,8 +83,8 @@ pub(super) trait Grants<T> {
     fn wants(&self, key: &WaitKey) -> bool;
     /// Whether a grant is left to give.
     fn more(&mut self) -> bool;
-    /// Whether the waiters of fairness key `lane` must be passed by (the key is at its cap).
-    fn blocked(&mut self, lane: &str) -> bool;
+    /// Whether the waiters of `fairness_key` must be passed by (the key is at its cap).
+    fn blocked(&mut self, fairness_key: &str) -> bool;
     /// A grant for `waiter`, or `None` to pass it by.
     fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<T>) -> Option<T>;
     /// A grant whose waiter had gone.
@@ -108,21 +109,21 @@ struct Queue<T> {
     count: usize,
 }
 
-/// The waiters of one priority at one address, a lane per fairness key.
+/// The waiters of one priority at one address, a queue per fairness key.
 #[derive(Debug)]
 struct Level<T> {
-    lanes: KeyedMap<Arc<str>, Lane<T>>,
-    /// `(pass, sequence, key)` of every lane: the first takes the next turn.
+    key_queues: KeyedMap<Arc<str>, KeyQueue<T>>,
+    /// `(pass, sequence, key)` of every key queue: the first takes the next turn.
     turns: BTreeSet<(u128, u64, Arc<str>)>,
     /// Every waiter's arrival by id, so the oldest is the first.
     arrivals: BTreeMap<u64, Instant>,
-    /// The pass of the lane served last; a new lane starts here.
+    /// The pass of the key queue served last; a new key queue starts here.
     now: u128,
 }
 
 /// One key's waiters at one priority and address, first come first served.
 #[derive(Debug)]
-struct Lane<T> {
+struct KeyQueue<T> {
     waiters: VecDeque<Waiter<T>>,
     pass: u128,
     /// Breaks ties between equal passes: the id of its head when it last took its turn.
@@ -170,13 +171,13 @@ impl<T> Waiters<T> {
             count: 0,
         });
         let level = queue.levels.entry(priority).or_default();
-        let lane = level.push(fairness.key, fairness.weight, waiter);
+        let fairness_key = level.push(fairness.key, fairness.weight, waiter);
         queue.count += 1;
         self.count += 1;
         let seat = Seat {
             key,
             priority,
-            lane,
+            fairness_key,
             id,
         };
         (seat, granted)
@@ -186,8 +187,8 @@ impl<T> Waiters<T> {
     pub(super) fn remove(&mut self, seat: &Seat) -> Option<Waiter<T>> {
         let queue = self.queues.get_mut(&seat.key)?;
         let level = queue.levels.get_mut(&seat.priority)?;
-        let waiter = level.remove(&seat.lane, seat.id)?;
-        if level.lanes.is_empty() {
+        let waiter = level.remove(&seat.fairness_key, seat.id)?;
+        if level.key_queues.is_empty() {
             queue.levels.remove(&seat.priority);
         }
         queue.count -= 1;
@@ -215,26 +216,26 @@ impl<T> Waiters<T> {
     }
 
     /// Waiters by priority and fairness key, over every address.
-    pub(super) fn lanes(&self) -> impl Iterator<Item = (u8, &str, usize)> {
+    pub(super) fn key_queues(&self) -> impl Iterator<Item = (u8, &str, usize)> {
         self.queues.values().flat_map(|queue| {
             queue.levels.iter().flat_map(|(priority, level)| {
                 level
-                    .lanes
+                    .key_queues
                     .iter()
-                    .map(move |(key, lane)| (*priority, key.as_ref(), lane.waiters.len()))
+                    .map(move |(key, key_queue)| (*priority, key.as_ref(), key_queue.waiters.len()))
             })
         })
     }
 
-    /// The addresses where fairness key `lane` has waiters.
-    pub(super) fn addresses_of(&self, lane: &str) -> Vec<WaitKey> {
+    /// The addresses where fairness key `fairness_key` has waiters.
+    pub(super) fn addresses_of(&self, fairness_key: &str) -> Vec<WaitKey> {
         self.queues
             .iter()
             .filter(|(_, queue)| {
                 queue
                     .levels
                     .values()
-                    .any(|level| level.lanes.contains_key(lane))
+                    .any(|level| level.key_queues.contains_key(fairness_key))
             })
             .map(|(key, _)| key.clone())
             .collect()
@@ -288,7 +289,7 @@ impl<T> Waiters<T> {
     }
 }
 
-/// A waiter taken from its lane with the grant it was offered.
+/// A waiter taken from its key queue with the grant it was offered.
 struct Granted<T> {
     grant: oneshot::Sender<T>,
     payload: T,
@@ -328,7 +329,7 @@ impl<T> Queue<T> {
     ) -> Option<Granted<T>> {
         let level = self.levels.get_mut(&priority)?;
         let granted = level.grant(key, priority, grants)?;
-        if level.lanes.is_empty() {
+        if level.key_queues.is_empty() {
             self.levels.remove(&priority);
         }
         self.count -= 1;
@@ -339,7 +340,7 @@ impl<T> Queue<T> {
 impl<T> Default for Level<T> {
     fn default() -> Self {
         Self {
-            lanes: KeyedMap::default(),
+            key_queues: KeyedMap::default(),
             turns: BTreeSet::new(),
             arrivals: BTreeMap::new(),
             now: 0,
@@ -348,16 +349,16 @@ impl<T> Default for Level<T> {
 }
 
 impl<T> Level<T> {
-    /// Queues `waiter` in the lane of `key`; returns the lane's key.
+    /// Queues `waiter` in the key queue of `key`; returns the key.
     fn push(&mut self, key: &str, weight: u32, waiter: Waiter<T>) -> Arc<str> {
         self.arrivals.insert(waiter.id, waiter.arrived);
         let known = self
-            .lanes
+            .key_queues
             .get_key_value(key)
             .map(|(key, _)| Arc::clone(key));
-        if let Some(lane) = known.as_ref().and_then(|key| self.lanes.get_mut(key)) {
-            lane.weight = weight;
-            lane.waiters.push_back(waiter);
+        if let Some(key_queue) = known.as_ref().and_then(|key| self.key_queues.get_mut(key)) {
+            key_queue.weight = weight;
+            key_queue.waiters.push_back(waiter);
             return known.unwrap_or_else(|| Arc::from(key));
         }
         let key: Arc<str> = Arc::from(key);
@@ -366,9 +367,9 @@ impl<T> Level<T> {
         let mut waiters = VecDeque::with_capacity(1);
         waiters.push_back(waiter);
         self.turns.insert((self.now, sequence, Arc::clone(&key)));
-        self.lanes.insert(
+        self.key_queues.insert(
             Arc::clone(&key),
-            Lane {
+            KeyQueue {
                 waiters,
                 pass: self.now,
                 sequence,
@@ -378,15 +379,18 @@ impl<T> Level<T> {
         key
     }
 
-    /// Takes waiter `id` out of lane `key`.
+    /// Takes waiter `id` out of key queue `key`.
     fn remove(&mut self, key: &str, id: u64) -> Option<Waiter<T>> {
-        let lane = self.lanes.get_mut(key)?;
-        let at = lane.waiters.iter().position(|waiter| waiter.id == id)?;
-        let waiter = lane.waiters.remove(at)?;
+        let key_queue = self.key_queues.get_mut(key)?;
+        let at = key_queue
+            .waiters
+            .iter()
+            .position(|waiter| waiter.id == id)?;
+        let waiter = key_queue.waiters.remove(at)?;
         self.arrivals.remove(&id);
-        if lane.waiters.is_empty() {
-            let turn = (lane.pass, lane.sequence);
-            if let Some((key, _)) = self.lanes.remove_entry(key) {
+        if key_queue.waiters.is_empty() {
+            let turn = (key_queue.pass, key_queue.sequence);
+            if let Some((key, _)) = self.key_queues.remove_entry(key) {
                 self.turns.remove(&(turn.0, turn.1, key));
             }
         }
@@ -397,8 +401,8 @@ impl<T> Level<T> {
         self.arrivals.first_key_value().map(|(_, at)| *at)
     }
 
-    /// Offers a grant lane by lane in turn order, and within a lane waiter by waiter; the lane
-    /// served moves its pass on.
+    /// Offers a grant key queue by key queue in turn order, and within a key queue waiter by
+    /// waiter; the key queue served moves its pass on.
     fn grant(
         &mut self,
         key: &WaitKey,
@@ -407,19 +411,19 @@ impl<T> Level<T> {
     ) -> Option<Granted<T>> {
         let mut found = None;
         for turn in &self.turns {
-            let lane_key = &turn.2;
-            if grants.blocked(lane_key) {
+            let fairness_key = &turn.2;
+            if grants.blocked(fairness_key) {
                 continue;
             }
-            let Some(lane) = self.lanes.get(lane_key) else {
+            let Some(key_queue) = self.key_queues.get(fairness_key) else {
                 continue;
             };
             let to = Grantee {
                 key,
                 priority,
-                lane: lane_key,
+                fairness_key,
             };
-            let offered = lane
+            let offered = key_queue
                 .waiters
                 .iter()
                 .enumerate()
@@ -431,19 +435,20 @@ impl<T> Level<T> {
         }
         let (turn, at, payload) = found?;
         self.turns.remove(&turn);
-        let (pass, _, lane_key) = turn;
-        let lane = self.lanes.get_mut(&lane_key)?;
-        let waiter = lane.waiters.remove(at)?;
+        let (pass, _, fairness_key) = turn;
+        let key_queue = self.key_queues.get_mut(&fairness_key)?;
+        let waiter = key_queue.waiters.remove(at)?;
         self.arrivals.remove(&waiter.id);
         self.now = self.now.max(pass);
-        lane.pass = pass + STRIDE / u128::from(lane.weight.max(1));
-        match lane.waiters.front() {
+        key_queue.pass = pass + STRIDE / u128::from(key_queue.weight.max(1));
+        match key_queue.waiters.front() {
             Some(head) => {
-                lane.sequence = head.id;
-                self.turns.insert((lane.pass, lane.sequence, lane_key));
+                key_queue.sequence = head.id;
+                self.turns
+                    .insert((key_queue.pass, key_queue.sequence, fairness_key));
             }
             None => {
-                self.lanes.remove(&lane_key);
+                self.key_queues.remove(&fairness_key);
             }
         }
         Some(Granted {
@@ -488,15 +493,15 @@ mod tests {
         fn more(&mut self) -> bool {
             self.slots > 0
         }
-        fn blocked(&mut self, lane: &str) -> bool {
-            self.capped.contains(&lane)
+        fn blocked(&mut self, fairness_key: &str) -> bool {
+            self.capped.contains(&fairness_key)
         }
         fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<u64>) -> Option<u64> {
             if self.unsuited.is_some() && waiter.wants.node.as_deref() == self.unsuited {
                 return None;
             }
             self.slots -= 1;
-            self.given.push((to.priority, to.lane.to_owned()));
+            self.given.push((to.priority, to.fairness_key.to_owned()));
             Some(waiter.id)
         }
         fn returned(&mut self, _: u64) {}
@@ -683,13 +688,13 @@ mod tests {
         for n in 0..100 {
             q.push(1, 1 + (n % 5) as u8, &format!("k{n}"), DEFAULT_WEIGHT, NOW);
         }
-        assert_eq!(q.waiters.lanes().count(), 100);
+        assert_eq!(q.waiters.key_queues().count(), 100);
         for seat in std::mem::take(&mut q.seats) {
             assert!(q.waiters.remove(&seat).is_some());
             assert!(q.waiters.remove(&seat).is_none(), "removed once");
         }
         assert_eq!(q.waiters.len(), 0);
-        assert_eq!(q.waiters.lanes().count(), 0);
+        assert_eq!(q.waiters.key_queues().count(), 0);
         assert!(q.waiters.queues.is_empty());
     }
 
@@ -698,13 +703,13 @@ mod tests {
         let mut q = Queued::new(Duration::ZERO);
         q.push(2, 1, "a", DEFAULT_WEIGHT, NOW);
         q.push(3, 4, "b", DEFAULT_WEIGHT, NOW);
-        let mut lanes: Vec<(u8, String, usize)> = q
+        let mut key_queues: Vec<(u8, String, usize)> = q
             .waiters
-            .lanes()
+            .key_queues()
             .map(|(p, k, n)| (p, k.to_owned(), n))
             .collect();
-        lanes.sort();
-        assert_eq!(lanes, [(1, "a".to_owned(), 2), (4, "b".to_owned(), 3)]);
+        key_queues.sort();
+        assert_eq!(key_queues, [(1, "a".to_owned(), 2), (4, "b".to_owned(), 3)]);
         assert_eq!(q.waiters.addresses_of("b"), [address()]);
         assert!(q.waiters.addresses_of("c").is_empty());
     }

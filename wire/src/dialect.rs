@@ -5,9 +5,7 @@
 //! reader listed that kind's or variant's feature (a client in `Features`, a peer in
 //! `PeerHello3`); the writer says the nearest thing the connection knows otherwise.
 
-use crate::error::EncodeError;
-use crate::kind::FrameKind;
-use crate::message::feature;
+use crate::feature;
 
 /// The features of version 4 and later that a connection's reader listed: what its writer may
 /// send it beyond its version's own kinds and variants. Names this crate does not know are
@@ -112,20 +110,6 @@ impl Dialect {
     pub const fn lists(self, features: FeatureSet) -> bool {
         self.listed.contains(features)
     }
-
-    /// Whether the reader may be sent `kind`: one introduced after version 3 only when the
-    /// reader listed its feature.
-    ///
-    /// # Errors
-    /// [`EncodeError::NotListed`] naming the feature.
-    pub fn carries(self, kind: FrameKind) -> Result<(), EncodeError> {
-        match kind.feature() {
-            Some(feature) if kind.version() > 3 && !self.lists(FeatureSet::named([feature])) => {
-                Err(EncodeError::NotListed { kind, feature })
-            }
-            _ => Ok(()),
-        }
-    }
 }
 
 impl From<u16> for Dialect {
@@ -156,22 +140,5 @@ mod tests {
         assert!(!Dialect::new(3, FeatureSet::ALL).lists(FeatureSet::PROGRESS));
         assert!(Dialect::new(4, FeatureSet::ALL).lists(FeatureSet::PROGRESS));
         assert_eq!(Dialect::from(4).listed(), FeatureSet::NONE);
-    }
-
-    #[test]
-    fn a_kind_after_version_3_goes_only_to_a_reader_that_listed_its_feature() {
-        let unlisted = Dialect::from(4);
-        assert!(matches!(
-            unlisted.carries(FrameKind::Progress),
-            Err(EncodeError::NotListed {
-                kind: FrameKind::Progress,
-                feature: "progress"
-            })
-        ));
-        assert!(unlisted.carries(FrameKind::Features).is_ok());
-        assert!(unlisted.carries(FrameKind::Farewell).is_ok());
-        let listing = Dialect::new(4, FeatureSet::PROGRESS);
-        assert!(listing.carries(FrameKind::Progress).is_ok());
-        assert!(listing.carries(FrameKind::Session).is_err());
     }
 }

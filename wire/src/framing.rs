@@ -5,7 +5,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::cursor::{Reader, Writer};
-use crate::dialect::Dialect;
+use crate::dialect::{Dialect, FeatureSet};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::Frame;
 use crate::frame_ref::FrameRef;
@@ -140,7 +140,7 @@ fn encode_hot(
     leave_out: Option<&[u8]>,
 ) -> Result<Option<usize>, EncodeError> {
     let kind = body.kind_at(dialect.version())?;
-    dialect.carries(kind)?;
+    carries(dialect, kind)?;
     let left_out = leave_out.map_or(0, <[u8]>::len);
     if payload_len > max_frame_len {
         // Refused before a byte is copied; reckoning the exact length is for this case only.
@@ -175,6 +175,20 @@ fn encode_hot(
     }
 }
 
+/// Whether the reader of `dialect` may be sent `kind`: one introduced after version 3 only when
+/// the reader listed its feature.
+///
+/// # Errors
+/// [`EncodeError::NotListed`] naming the feature.
+fn carries(dialect: Dialect, kind: FrameKind) -> Result<(), EncodeError> {
+    match kind.feature() {
+        Some(feature) if kind.version() > 3 && !dialect.lists(FeatureSet::named([feature])) => {
+            Err(EncodeError::NotListed { kind, feature })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Serde's encoding of a cold kind, its length checked after the fact.
 fn encode_by_serde(
     frame: &Frame,
@@ -183,7 +197,7 @@ fn encode_by_serde(
     max_frame_len: usize,
 ) -> Result<Option<usize>, EncodeError> {
     let kind = frame.kind_at(dialect.version())?;
-    dialect.carries(kind)?;
+    carries(dialect, kind)?;
     let start = dst.len();
     dst.put_u32(0);
     match frame.encode_cold(kind, dst) {
@@ -755,5 +769,22 @@ mod tests {
             decode_body(&[0xff, 0xff, 0xff, 0xff, 0x1f]),
             Err(DecodeError::MissingKind)
         ));
+    }
+
+    #[test]
+    fn a_kind_after_version_3_goes_only_to_a_reader_that_listed_its_feature() {
+        let unlisted = Dialect::from(4);
+        assert!(matches!(
+            carries(unlisted, FrameKind::Progress),
+            Err(EncodeError::NotListed {
+                kind: FrameKind::Progress,
+                feature: "progress"
+            })
+        ));
+        assert!(carries(unlisted, FrameKind::Features).is_ok());
+        assert!(carries(unlisted, FrameKind::Farewell).is_ok());
+        let listing = Dialect::new(4, FeatureSet::PROGRESS);
+        assert!(carries(listing, FrameKind::Progress).is_ok());
+        assert!(carries(listing, FrameKind::Session).is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! [`FrameKind`]: a frame's wire discriminant and what the table says of it.
 
-use crate::message::feature;
+use crate::feature;
 use crate::table::frame_table;
 
 /// Where a frame waits in a connection's outbound queue: control frames (pings, cancels,

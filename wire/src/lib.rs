@@ -46,6 +46,7 @@ pub mod codec;
 mod cursor;
 pub mod dialect;
 pub mod error;
+pub mod feature;
 mod flavor;
 pub mod foreign;
 pub mod frame;

@@ -14,9 +14,9 @@ use super::retries::Retries;
 use super::session::{InFlight, Session};
 use super::state::{Fatal, SessionEnd, WorkerState};
 use crate::connect::{is_final_refusal, next_frame, ConnectError, Connection, Handshake};
-use crate::keepalive::Keepalive;
 use crate::nodes::Nodes;
-use crate::transport::{Batched, FrameReader, Outbound};
+use lintel_transport::keepalive::Keepalive;
+use lintel_transport::{Batched, FrameReader, Outbound};
 
 /// The runtime's configuration and its side of the handle's channels.
 pub(super) struct Runtime<H> {

@@ -16,10 +16,10 @@ use tokio::time::Instant;
 
 use super::handler::{run_handler, Answered, Handler};
 use super::state::{SessionEnd, WorkerState};
-use crate::burst::Burst;
 use crate::connect::decode_error_frame;
-use crate::keepalive::{Keepalive, Tick};
-use crate::transport::{FrameReader, Outbound, SendError};
+use lintel_transport::burst::Burst;
+use lintel_transport::keepalive::{Keepalive, Tick};
+use lintel_transport::{FrameReader, Outbound, SendError};
 
 /// How long a finished drain waits for `Drained` and `Goodbye` to reach the socket.
 const GOODBYE_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -438,9 +438,9 @@ mod tests {
     use tokio::net::TcpListener;
     use tokio_util::codec::FramedRead;
 
-    use crate::burst::FRAMES_PER_TURN;
-    use crate::transport::fixtures;
     use crate::{Handler, Worker, WorkerConfig};
+    use lintel_transport::burst::FRAMES_PER_TURN;
+    use lintel_transport::fixtures;
 
     /// Echoes its input at once, on the connection's task.
     struct BriefEcho;

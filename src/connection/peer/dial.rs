@@ -11,7 +11,7 @@
 //! resolves to, now and at each resolution after (`discover`). Each dialler redials with
 //! jittered exponential backoff; its failures are warnings, the first at once and then one
 //! every [`FAILURE_SUMMARY`] while they go on, and each is counted against its join point. Links
-//! are opened by the node's [`Dialer`](lintel_client::transport::Dialer), TCP unless the node
+//! are opened by the node's [`Dialer`](lintel_transport::Dialer), TCP unless the node
 //! was given another; a resolved address is dialled as its name's.
 
 use std::collections::{HashMap, HashSet};
@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lintel_client::connect::{connect_with, ConnectError};
-use lintel_client::transport::resolve::DialResolved;
-use lintel_client::transport::Batched;
 use lintel_client::Handshake;
+use lintel_transport::resolve::DialResolved;
+use lintel_transport::Batched;
 use lintel_wire::Role;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
@@ -32,7 +32,7 @@ use super::super::handshake::PEER_VERSION;
 use super::discover::discover;
 use super::hello::{self, HelloFailed, Refusal, Side};
 use super::session;
-use crate::cluster::{Answer, JoinDial};
+use crate::cluster::{Answerer, JoinDial};
 use crate::shared::Shared;
 
 /// First pause before redialling.
@@ -70,7 +70,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, tasks: TaskTracker) {
             _ => {
                 mesh.add_join_point(seed);
                 if seed == shared.advertise() {
-                    mesh.answered(seed, Answer::Myself);
+                    mesh.answered(seed, Answerer::Myself);
                 }
             }
         }
@@ -123,7 +123,7 @@ async fn dial_member(shared: Arc<Shared>, node_id: Arc<str>) {
             Reached::Refused(Refusal::Duplicate) => {
                 tracing::debug!(peer = %node_id, %address, "already linked; dial turned down");
             }
-            Reached::Refused(Refusal::Myself) => mesh.answered(&address, Answer::Myself),
+            Reached::Refused(Refusal::Myself) => mesh.answered(&address, Answerer::Myself),
             Reached::Refused(Refusal::Other(reason)) => {
                 failures.failed(&shared, &node_id, &address, &DialError::Goodbye(reason));
                 turn += 1;
@@ -164,9 +164,9 @@ async fn dial_join_point(shared: Arc<Shared>, address: String, generation: u64) 
             Reached::Answered { .. } => failures.recovered(&address, &address),
             Reached::Refused(Refusal::Duplicate) => {
                 tracing::debug!(%address, "the node at a join point is linked already");
-                mesh.answered(&address, Answer::OneOf(mesh.linked_ids()));
+                mesh.answered(&address, Answerer::OneOf(mesh.linked_ids()));
             }
-            Reached::Refused(Refusal::Myself) => mesh.answered(&address, Answer::Myself),
+            Reached::Refused(Refusal::Myself) => mesh.answered(&address, Answerer::Myself),
             Reached::Refused(Refusal::Other(reason)) => {
                 failures.failed(&shared, &address, &address, &DialError::Goodbye(reason));
             }
@@ -242,10 +242,10 @@ async fn join_point_needed(shared: &Shared, address: &str, generation: u64) -> b
             return false;
         }
         match mesh.join_point(address, generation) {
-            None | Some(Answer::Member(_) | Answer::Myself) => return false,
-            Some(Answer::Nobody) => return true,
-            Some(Answer::OneOf(ids)) if !ids.iter().any(|id| mesh.is_up(id)) => return true,
-            Some(Answer::OneOf(_)) => {}
+            None | Some(Answerer::Member(_) | Answerer::Myself) => return false,
+            Some(Answerer::Nobody) => return true,
+            Some(Answerer::OneOf(ids)) if !ids.iter().any(|id| mesh.is_up(id)) => return true,
+            Some(Answerer::OneOf(_)) => {}
         }
         tokio::select! {
             () = shared.retiring.cancelled() => return false,
@@ -300,7 +300,7 @@ async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -
         .zip(address.parse::<SocketAddr>().ok())
         .map(|(name, at)| DialResolved::new(&*shared.dialer, name, at));
     let dialer = match &resolved {
-        Some(resolved) => resolved as &dyn lintel_client::transport::Dialer,
+        Some(resolved) => resolved as &dyn lintel_transport::Dialer,
         None => &*shared.dialer,
     };
     let connected = tokio::select! {
@@ -319,7 +319,7 @@ async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -
         Ok(theirs) => {
             let node_id: Arc<str> = Arc::from(theirs.hello.node_id.as_str());
             let mesh = shared.dispatcher.mesh();
-            mesh.answered(address, Answer::Member(Arc::clone(&node_id)));
+            mesh.answered(address, Answerer::Member(Arc::clone(&node_id)));
             drop(joining);
             let linked = Instant::now();
             let close = session::run(shared, &mut conn.reader, &conn.outbound, link, theirs).await;

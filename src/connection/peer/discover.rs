@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_client::transport::resolve::Resolver;
+use lintel_transport::resolve::Resolver;
 use tokio::time::Instant;
 
 use crate::logfields::List;

@@ -11,7 +11,7 @@ use super::super::close::Close;
 use super::super::handshake::features_at;
 use crate::implemented::IMPLEMENTED;
 use crate::shared::Shared;
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_transport::{FrameReader, Outbound};
 
 /// The `Goodbye` reason for a link turned down because another link to the same node stays.
 pub(super) const DUPLICATE: &str = "duplicate peer link";
@@ -27,8 +27,8 @@ pub(crate) enum Side {
 
 impl Side {
     /// This side of a link that negotiated protocol `version`.
-    pub(crate) fn speaking(self, version: u16) -> Linked {
-        Linked {
+    pub(crate) fn speaking(self, version: u16) -> LinkEnd {
+        LinkEnd {
             side: self,
             version,
         }
@@ -37,7 +37,7 @@ impl Side {
 
 /// One side of a link and the protocol version the link speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Linked {
+pub(crate) struct LinkEnd {
     pub(crate) side: Side,
     pub(crate) version: u16,
 }
@@ -151,7 +151,7 @@ pub(super) async fn exchange(
     shared: &Shared,
     reader: &mut FrameReader,
     outbound: &Outbound,
-    link: Linked,
+    link: LinkEnd,
 ) -> Result<Heard, HelloFailed> {
     if link.side == Side::Dialled
         && outbound

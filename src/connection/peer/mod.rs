@@ -19,7 +19,7 @@ use std::sync::Arc;
 use super::close::Close;
 use crate::shared::Shared;
 use hello::{HelloFailed, Side};
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_transport::{FrameReader, Outbound};
 
 pub(crate) use dial::supervise;
 

@@ -29,8 +29,8 @@ use super::super::flights::{Flights, ReplyTimer};
 use super::hello::DUPLICATE;
 use crate::cluster::Remote;
 use crate::shared::Shared;
-use lintel_client::keepalive::Keepalive;
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_transport::keepalive::Keepalive;
+use lintel_transport::{FrameReader, Outbound};
 
 /// Longest a retired link reads, after its last frame, for the peer to close its side.
 const LINGER: Duration = Duration::from_secs(5);

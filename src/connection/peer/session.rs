@@ -12,18 +12,18 @@ use lintel_wire::{
 use tokio::time::Instant;
 
 use super::super::close::Close;
-use super::super::flights::{Answer, CloseOnDrop, Flights, ReplyTimer};
+use super::super::flights::{CloseOnDrop, Flights, Recipient, ReplyTimer};
 use super::announce::{Announcer, FLUSH_INTERVAL, MIN_LOOK_INTERVAL};
-use super::hello::{check_extensions, hello_frame, read_hello, Heard, Linked, Side, DUPLICATE};
+use super::hello::{check_extensions, hello_frame, read_hello, Heard, LinkEnd, Side, DUPLICATE};
 use super::retire::{Retirement, Why};
 use crate::auth::Grant;
 use crate::cluster::{Opener, PresenceError, Remote, SettingError, MAX_MEMBERS, MAX_SETTINGS};
 use crate::implemented::IMPLEMENTED;
-use crate::link::{Linked as Counted, Pair, PeerLink, ReplyFate, Unanswered};
+use crate::link::{CountedLink, Pair, PeerLink, ReplyFate, Unanswered};
 use crate::shared::Shared;
-use lintel_client::burst::Burst;
-use lintel_client::keepalive::{Keepalive, Tick};
-use lintel_client::transport::{FrameReader, Outbound};
+use lintel_transport::burst::Burst;
+use lintel_transport::keepalive::{Keepalive, Tick};
+use lintel_transport::{FrameReader, Outbound};
 
 /// How long a closing link waits for the relays it serves to report.
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
@@ -38,7 +38,7 @@ pub(super) async fn run(
     shared: &Arc<Shared>,
     reader: &mut FrameReader,
     outbound: &Outbound,
-    linked: Linked,
+    linked: LinkEnd,
     heard: Heard,
 ) -> Close {
     // Held until the link has ended: a draining node waits for its links' retirement.
@@ -109,7 +109,7 @@ pub(super) async fn run(
         Arc::clone(&shared.dispatcher),
         outbound.clone(),
         shared.config.max_active_dispatches,
-        Answer::Peer {
+        Recipient::Peer {
             kept: resumable.then(|| Arc::clone(&pair)),
         },
         // The origin held its producer to its grants; a peer relays what it was allowed.
@@ -297,7 +297,7 @@ struct Session<'a> {
     /// Outcomes read since the last `RelayAck`, by correlation.
     acks: Vec<u64>,
     /// Links to the peer's incarnation cut before this one, whose relays resume here.
-    resuming: Vec<(PeerLink, Counted)>,
+    resuming: Vec<(PeerLink, CountedLink)>,
     /// The link ended without a last word from the peer: read to its end or failed, or its
     /// pings went unanswered.
     cut: bool,

@@ -21,11 +21,18 @@ pub(crate) trait Bound {
     const EXPECTED: &'static str;
 }
 
+/// A session token's length in bytes.
+pub(crate) const TOKEN_LEN: RangeInclusive<usize> = 16..=64;
+/// The most bytes of a progress's details.
+pub(crate) const MAX_DETAILS: usize = 4096;
+/// The most correlations one resume, or one answer to it, lists.
+pub(crate) const MAX_HOLDING: usize = 65_536;
+
 /// A session token: 16 to 64 bytes.
 pub(crate) struct Token;
 
 impl Bound for Token {
-    const LEN: RangeInclusive<usize> = super::Session::TOKEN_LEN;
+    const LEN: RangeInclusive<usize> = TOKEN_LEN;
     const EXPECTED: &'static str = "a session token of 16 to 64 bytes";
 }
 
@@ -33,7 +40,7 @@ impl Bound for Token {
 pub(crate) struct Details;
 
 impl Bound for Details {
-    const LEN: RangeInclusive<usize> = 0..=super::Progress::MAX_DETAILS;
+    const LEN: RangeInclusive<usize> = 0..=MAX_DETAILS;
     const EXPECTED: &'static str = "progress details of at most 4096 bytes";
 }
 
@@ -41,7 +48,7 @@ impl Bound for Details {
 pub(crate) struct Holding;
 
 impl Bound for Holding {
-    const LEN: RangeInclusive<usize> = 0..=super::ResumeSession::MAX_HOLDING;
+    const LEN: RangeInclusive<usize> = 0..=MAX_HOLDING;
     const EXPECTED: &'static str = "at most 65536 correlations";
 }
 

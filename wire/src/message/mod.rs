@@ -13,6 +13,7 @@ mod registration;
 mod status;
 mod tags;
 
+pub use crate::feature;
 pub use control::{Cancel, Drain, Drained, ErrorCode, ErrorFrame, Farewell, Goodbye, Ping, Pong};
 pub use dispatch::{
     ActivityOutcome, Census, DispatchRequest, DispatchResponse, DispatchResult, NoWorkerReason,
@@ -24,7 +25,7 @@ pub use events::{
     WorkerEvent,
 };
 pub(crate) use extras::LentExtras;
-pub use extras::{feature, ExtrasRef, ExtrasView, HeaderLimits, RequestExtras};
+pub use extras::{ExtrasRef, ExtrasView, HeaderLimits, RequestExtras};
 pub use handshake::{
     Features, Hello, Limits, Refusal, RefusalCode, Role, Welcome, PROTOCOL_VERSION,
 };

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::bounded::{BoundedBytes, Details};
+use super::bounded::{self, BoundedBytes, Details};
 
 /// Version 4: the dispatch of `correlation` still runs, with `details` for the producer. A
 /// worker sends it for a push (its heartbeat), a node passes it to a producer that asked for
@@ -18,5 +18,5 @@ pub struct Progress {
 
 impl Progress {
     /// Most bytes of details one progress carries.
-    pub const MAX_DETAILS: usize = 4096;
+    pub const MAX_DETAILS: usize = bounded::MAX_DETAILS;
 }

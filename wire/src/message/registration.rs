@@ -5,7 +5,7 @@ use std::ops::RangeInclusive;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::bounded::{BoundedBytes, BoundedVec, Holding, Token};
+use super::bounded::{self, BoundedBytes, BoundedVec, Holding, Token};
 use super::items::Extension;
 
 /// A worker joins the pools `(namespace, task_queue)` for each of its namespaces.
@@ -61,7 +61,7 @@ pub struct Session {
 
 impl Session {
     /// The bytes a session token takes.
-    pub const TOKEN_LEN: RangeInclusive<usize> = 16..=64;
+    pub const TOKEN_LEN: RangeInclusive<usize> = bounded::TOKEN_LEN;
 }
 
 /// Version 4, worker to node on a new connection, in place of `Register`: resume the session
@@ -79,7 +79,7 @@ pub struct ResumeSession {
 
 impl ResumeSession {
     /// Most correlations one resume lists.
-    pub const MAX_HOLDING: usize = 65_536;
+    pub const MAX_HOLDING: usize = bounded::MAX_HOLDING;
 }
 
 /// Version 4, node to worker, answering `ResumeSession`: the worker is registered again as

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::extras::{feature, ExtrasView, RequestExtras};
+use super::extras::{ExtrasView, RequestExtras};
 use super::items::{Extension, ExtensionRef};
 use super::peer::PeerHello;
 use crate::cursor::{varint_len, Listed, Reader};
@@ -39,8 +39,8 @@ pub mod tag {
     /// not allocated.
     pub fn feature(tag: u32) -> Option<&'static str> {
         match tag {
-            HEARTBEAT_TIMEOUT => Some(super::feature::HEARTBEAT_TIMEOUT),
-            PROGRESS => Some(super::feature::PROGRESS),
+            HEARTBEAT_TIMEOUT => Some(crate::feature::HEARTBEAT_TIMEOUT),
+            PROGRESS => Some(crate::feature::PROGRESS),
             _ => None,
         }
     }
@@ -262,6 +262,7 @@ impl PeerHello {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::feature;
 
     #[test]
     fn typed_fields_are_written_as_their_tags_and_read_back() {

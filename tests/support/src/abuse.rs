@@ -20,9 +20,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::codec::Framed;
 
-use crate::support::{
-    hello_at, next_frame, plain, reply_frame, request, within, RawClient, RawWorker,
-};
+use crate::{hello_at, next_frame, plain, reply_frame, request, within, RawClient, RawWorker};
 
 /// Where in a connection's life the garbage arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,7 +307,7 @@ async fn goodbye(client: &mut RawClient) {
 
 /// How the node answered one connection of a flood.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub enum Reception {
     Welcomed,
     Refused,
     /// Closed without a frame.
@@ -318,7 +316,7 @@ pub enum Answer {
 
 /// A flood's connections, the welcomed ones held open (answering pings) until dropped.
 pub struct Flood {
-    pub answers: Vec<Answer>,
+    pub answers: Vec<Reception>,
     release: Vec<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -352,7 +350,7 @@ impl Flood {
         }
     }
 
-    pub fn count(&self, answer: Answer) -> usize {
+    pub fn count(&self, answer: Reception) -> usize {
         self.answers.iter().filter(|a| **a == answer).count()
     }
 }
@@ -368,11 +366,11 @@ impl Drop for Flood {
 
 async fn one_of_a_flood(
     addr: SocketAddr,
-    answered: oneshot::Sender<Answer>,
+    answered: oneshot::Sender<Reception>,
     mut hold: oneshot::Receiver<()>,
 ) {
     let Ok(stream) = TcpStream::connect(addr).await else {
-        let _ = answered.send(Answer::Closed);
+        let _ = answered.send(Reception::Closed);
         return;
     };
     let mut framed = Framed::new(stream, FrameCodec::default());
@@ -381,7 +379,7 @@ async fn one_of_a_flood(
     let first = within("a flood connection's first frame", framed.next()).await;
     match first {
         Some(Ok(Frame::Welcome(_))) => {
-            let _ = answered.send(Answer::Welcomed);
+            let _ = answered.send(Reception::Welcomed);
             loop {
                 tokio::select! {
                     _ = &mut hold => return,
@@ -406,11 +404,11 @@ async fn one_of_a_flood(
                 !matches!(after, Some(Ok(_))),
                 "a refused connection is closed, got {after:?}"
             );
-            let _ = answered.send(Answer::Refused);
+            let _ = answered.send(Reception::Refused);
         }
         Some(Ok(other)) => panic!("a flood connection got {other:?}"),
         Some(Err(_)) | None => {
-            let _ = answered.send(Answer::Closed);
+            let _ = answered.send(Reception::Closed);
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The connection notifier: maps a connection's pid to its registry entry for as long as
-//! the connection lives.
+//! The registrations of worker connections: each connection's pid mapped to its registry entry
+//! for as long as the connection lives, behind the [`ConnectionNotifier`] a connection tells.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,14 +28,14 @@ pub trait ConnectionNotifier: Send + Sync + 'static {
     fn on_worker_unregistered(&self, pid: u64, reason: DepartureReason);
 }
 
-/// The default notifier: owns each connection's [`RegistrationGuard`], keyed by pid.
+/// Each connection's [`RegistrationGuard`], keyed by pid: the node's default notifier.
 #[derive(Debug)]
-pub struct RegistryNotifier {
+pub struct Registrations {
     registry: Arc<Registry>,
     guards: Mutex<HashMap<u64, RegistrationGuard>>,
 }
 
-impl RegistryNotifier {
+impl Registrations {
     pub fn new(registry: Arc<Registry>) -> Self {
         Self {
             registry,
@@ -55,7 +55,7 @@ impl RegistryNotifier {
     }
 }
 
-impl ConnectionNotifier for RegistryNotifier {
+impl ConnectionNotifier for Registrations {
     fn on_worker_registered(
         &self,
         pid: u64,

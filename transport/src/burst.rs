@@ -1,7 +1,7 @@
 //! A burst: the frame a connection's reader lent, then those already read behind it, handled
 //! in one turn of the connection's loop instead of each paying a pass through its `select!`.
 
-use crate::transport::{Found, FrameReader};
+use crate::{Found, FrameReader};
 use futures_util::FutureExt;
 
 /// Most frames one turn handles; then the loop's other branches (timers, keep-alive, shutdown)

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
 use lintel::wire::{
-    Frame, HeaderLimits, Hello, Limits, OutcomeFrame, Ping, Pong, PoolPresence, PresenceGroup,
-    Push, Register, Role, Welcome,
+    Frame, FrameKind, HeaderLimits, Hello, Limits, OutcomeFrame, Ping, Pong, PoolPresence,
+    PresenceGroup, Push, Register, Role, Welcome,
 };
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -217,8 +217,30 @@ pub async fn next_outcome(producer: &mut RawClient) -> OutcomeFrame {
 }
 
 /// A hand-written peer on a link it dialled to `node`, speaking versions 2 to `max_version`,
-/// past the hellos: it sent `hello` (a `PeerHello` or `PeerHello`) and read the node's.
+/// past the hellos: it sent `hello` (a `PeerHello`) and read the node's.
 pub async fn hand_peer(node: SocketAddr, max_version: u16, hello: Frame) -> RawClient {
+    let mut raw = welcomed_peer(node, max_version).await;
+    raw.send(hello).await;
+    match raw.recv().await {
+        Some(Frame::PeerHello(_)) => {}
+        other => panic!("expected the node's hello, got {other:?}"),
+    }
+    raw
+}
+
+/// A hand-written version-3 peer on a link it dialled to `node`, past the handshake, that sent
+/// `hello` written as a version-`written_at` peer writes it; the node's hello is left unread.
+pub async fn hand_peer_written_at(node: SocketAddr, hello: Frame, written_at: u16) -> RawClient {
+    let mut raw = welcomed_peer(node, 3).await;
+    assert_eq!(raw.last_kind(), Some(FrameKind::Welcome3));
+    raw.speak(written_at);
+    raw.send(hello).await;
+    raw.speak(3);
+    raw
+}
+
+/// A peer's `Hello` for versions 2 to `max_version` sent to `node`, and its `Welcome` read.
+async fn welcomed_peer(node: SocketAddr, max_version: u16) -> RawClient {
     let mut raw = RawClient::connect(node).await;
     raw.send(Frame::Hello(Hello {
         min_version: 2,
@@ -228,11 +250,6 @@ pub async fn hand_peer(node: SocketAddr, max_version: u16, hello: Frame) -> RawC
     match raw.recv().await {
         Some(Frame::Welcome(_)) => {}
         other => panic!("expected a welcome, got {other:?}"),
-    }
-    raw.send(hello).await;
-    match raw.recv().await {
-        Some(Frame::PeerHello(_)) => {}
-        other => panic!("expected the node's hello, got {other:?}"),
     }
     raw
 }

@@ -425,7 +425,7 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
 
     use super::{FrameReader, MAX_READ, MIN_READ, SHRINK_FACTOR};
-    use crate::transport::{fixtures, Socket};
+    use crate::{fixtures, Socket};
 
     async fn pair() -> (FrameReader, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use lintel::sdk::{
-    handler_fn_with, Client, ClientConfig, Extras, Handler, Request, Worker, WorkerConfig,
-    WorkerHandle,
+    handler_fn, handler_fn_with, Client, ClientConfig, Extras, Handler, Request, Worker,
+    WorkerConfig, WorkerHandle,
 };
 use lintel::status::JoinPoint;
+use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::ActivityOutcome;
 use lintel::wire::{PeerLinkState, PeerStatus, Register};
 use lintel::NodeConfig;
@@ -142,3 +143,13 @@ pub fn header_echo() -> impl Handler {
 
 /// A duration comfortably under the default reply timeout, for "well before the timeout".
 pub const WELL_UNDER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A handler that answers each request with its input.
+pub fn echo() -> impl Handler {
+    handler_fn(|request: Request| std::future::ready(ActivityOutcome::Success(request.input)))
+}
+
+/// The channel of `namespace`'s default task queue, as pools and presence name it.
+pub fn pool(namespace: &str) -> String {
+    dispatch_channel_name(namespace, "default", None)
+}

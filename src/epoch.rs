@@ -9,15 +9,15 @@ use tokio::sync::Notify;
 
 /// A counter of changes with a wake for whoever waits on it.
 #[derive(Debug, Default)]
-pub struct Signal {
+pub struct Epoch {
     epoch: AtomicU64,
     /// Set by a waiter before it sleeps; the next change clears it and wakes every waiter.
     armed: AtomicBool,
     notify: Notify,
 }
 
-impl Signal {
-    /// The number of changes so far; note it before looking at what the signal guards.
+impl Epoch {
+    /// The number of changes so far; note it before looking at what the epoch guards.
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
     }
@@ -65,19 +65,19 @@ mod tests {
 
     #[tokio::test]
     async fn a_change_after_the_noted_epoch_wakes_the_waiter() {
-        let signal = Arc::new(Signal::default());
-        let mut seen = signal.epoch();
-        signal.touch();
+        let epoch = Arc::new(Epoch::default());
+        let mut seen = epoch.epoch();
+        epoch.touch();
         // The change came before the wait started: it is still seen.
-        tokio::time::timeout(Duration::from_secs(5), signal.changed(&mut seen))
+        tokio::time::timeout(Duration::from_secs(5), epoch.changed(&mut seen))
             .await
             .expect("an earlier change is seen");
         let waiter = {
-            let signal = Arc::clone(&signal);
-            tokio::spawn(async move { signal.changed(&mut seen).await })
+            let epoch = Arc::clone(&epoch);
+            tokio::spawn(async move { epoch.changed(&mut seen).await })
         };
         tokio::task::yield_now().await;
-        signal.touch();
+        epoch.touch();
         tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
             .expect("the waiter wakes")

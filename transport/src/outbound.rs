@@ -743,8 +743,8 @@ mod tests {
     use tokio_util::codec::FramedRead;
 
     use super::SendError;
-    use crate::transport::fixtures::{self, ping};
-    use crate::transport::{split, Batched, FrameReader, Outbound, QueueLimits};
+    use crate::fixtures::{self, ping};
+    use crate::{split, Batched, FrameReader, Outbound, QueueLimits};
 
     /// A push of `len` input bytes whose correlation names its sender and sequence number.
     fn push(sender: u64, seq: u64, len: usize) -> Frame {
@@ -1057,7 +1057,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_byte_bound_counts_spliced_payloads_exactly() {
-        let socket = crate::transport::Socket::from_io(tokio::io::empty(), Stuck, None);
+        let socket = crate::Socket::from_io(tokio::io::empty(), Stuck, None);
         let (_reader, outbound, _writer) = split(socket, 1 << 20, 1024);
         let frame = push(1, 1, 300_000);
         let mut encoded = bytes::BytesMut::new();

@@ -15,7 +15,7 @@ use tokio::process::{Child, ChildStderr, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::support::{self, within};
+use crate::within;
 
 /// How often [`until`] looks again at a process it can only poll.
 const POLL: Duration = Duration::from_millis(25);
@@ -109,7 +109,7 @@ impl NodeProcess {
     /// As [`NodeProcess::launch`], listening on `listen`: `127.0.0.1:0`, or the address of a
     /// node that exited, to start it again where its clients look for it.
     pub async fn launch_at(listen: &str, args: &[String], envs: &[(&str, &str)]) -> Self {
-        let mut child = Command::from(support::lintel())
+        let mut child = Command::from(crate::lintel())
             .args(["serve", "--listen", listen])
             .args(["--admin-listen", "127.0.0.1:0"])
             .args(args)
@@ -200,7 +200,7 @@ impl NodeProcess {
 
     /// GETs `path` from the admin listener: the status code and the body.
     pub async fn get(&self, path: &str) -> (u16, String) {
-        crate::support::admin_get(self.admin, path).await
+        crate::admin_get(self.admin, path).await
     }
 
     /// The node's status, from `/status`.
@@ -283,7 +283,7 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts a worker in `namespace` with `concurrency` slots; see [`WorkerProcess::registered`].
     pub fn start(node: SocketAddr, namespace: &str, concurrency: u32, identity: &str) -> Self {
-        let mut child = Command::from(support::lintel())
+        let mut child = Command::from(crate::lintel())
             .args(["worker", "--connect", &node.to_string()])
             .args(["--namespace", namespace])
             .args(["--activity", "echo", "--activity", "sleep"])

@@ -149,8 +149,8 @@ mod tests {
     use tokio_util::codec::FramedRead;
 
     use super::{flush, hold, Batched, HeldWrite};
-    use crate::transport::fixtures::ping;
-    use crate::transport::{split, Outbound};
+    use crate::fixtures::ping;
+    use crate::{split, Outbound};
 
     /// Counts the writes a scope asks of it.
     #[derive(Debug, Default)]

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
-use lintel_client::transport::Outbound;
+use lintel_transport::Outbound;
 use lintel_wire::Role;
 
 /// Connections, refusals and errors, shared by every connection task.
 #[derive(Debug, Default)]
-pub(crate) struct Tally {
+pub(crate) struct ConnectionCounts {
     /// By pid: ordered, so a crashed node in a simulation drops their queues in the same order.
     open: Mutex<BTreeMap<u64, (Role, Outbound)>>,
     /// `(where, code)`: `hello` or `register`, and the refusal code.
@@ -34,8 +34,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-impl Tally {
-    /// Connection `pid` took `role`; it counts until [`Tally::closed`].
+impl ConnectionCounts {
+    /// Connection `pid` took `role`; it counts until [`ConnectionCounts::closed`].
     pub(crate) fn opened(&self, pid: u64, role: Role, outbound: &Outbound) {
         lock(&self.open).insert(pid, (role, outbound.clone()));
     }

@@ -22,8 +22,13 @@
 //!   `lintel serve` child read line by line.
 //! - `netns`: [`Netns`], hosts in network namespaces of their own behind one bridge, each with
 //!   its own `/etc/hosts`, removed on drop.
-#![allow(dead_code, unreachable_pub)]
+//! - `processes`: nodes and workers as `lintel` processes, and their admin endpoints.
+//! - `abuse` and `load`: the fault suite's misbehaving clients and its load.
+//! - `sim`, `sim_links`, `sim_clients`, `sim_faults`, `sim_checks`: nodes, links, clients and
+//!   faults on a turmoil network, and the invariants a run is checked against.
+#![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
 
+pub mod abuse;
 mod admin;
 mod cluster;
 mod counting;
@@ -32,50 +37,44 @@ mod fairness;
 pub mod faulty;
 mod frames;
 mod lines;
+pub mod load;
 pub mod netns;
 mod node;
 mod peers;
 mod pki;
+pub mod processes;
 mod raw;
 mod served;
 mod silent;
+pub mod sim;
+pub mod sim_checks;
+pub mod sim_clients;
+pub mod sim_faults;
+pub mod sim_links;
 
-// Each test file is its own crate and uses a part of what follows.
-#[allow(unused_imports)]
 pub use admin::{admin_get, admin_post, admin_request, admin_response};
-#[allow(unused_imports)]
-pub use cluster::{client, cluster_config, header_echo, sdk_worker, up, WELL_UNDER_TIMEOUT};
-#[allow(unused_imports)]
+pub use cluster::{
+    client, cluster_config, echo, header_echo, pool, sdk_worker, up, WELL_UNDER_TIMEOUT,
+};
 pub use counting::Counting;
-#[allow(unused_imports)]
 pub use dispatch::{
     count, counts, dispatch, no_worker, outcome_of, parked, poll_once, served_by, spawn_dispatch,
 };
-#[allow(unused_imports)]
 pub use fairness::{
     assert_b_served_within_25, count_with, logging_worker, wait_fairness, waiting, Log, TASK,
 };
-#[allow(unused_imports)]
 pub use frames::{
     hello, hello_at, on_node, plain, register, registration, reply_frame, request, request_in,
     response_to, submit, submit_timing_out,
 };
-#[allow(unused_imports)]
 pub use lines::stderr_lines;
-#[allow(unused_imports)]
 pub use netns::Netns;
-#[allow(unused_imports)]
-pub use node::{quiet_config, within, Events, TestNode, WAIT};
-#[allow(unused_imports)]
+pub use node::{loopback_listener, quiet_config, within, Events, TestNode, WAIT};
 pub use peers::{
-    hand_acceptor, hand_peer, next_outcome, offering, producer, small_window_worker, AutoWorker,
-    RawWorker, Stats,
+    hand_acceptor, hand_peer, hand_peer_written_at, next_outcome, offering, producer,
+    small_window_worker, AutoWorker, RawWorker, Stats,
 };
-#[allow(unused_imports)]
 pub use pki::{Leaf, Pki};
-#[allow(unused_imports)]
 pub use raw::{next_frame, next_of, small_window_client, small_window_client_at, RawClient};
-#[allow(unused_imports)]
 pub use served::{line_with, lintel, loopback_address, without_settings, Served};
-#[allow(unused_imports)]
 pub use silent::{answer_again, fall_silent, unanswered_ping, watchful};

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use lintel::cluster::Mesh;
-use lintel::notifier::RegistryNotifier;
+use lintel::registrations::Registrations;
 use lintel::transport::{Dialer, Dialing, Socket};
 use lintel::wire::{DispatchResult, Frame, FrameCodec, DEFAULT_MAX_FRAME_LEN};
 use lintel::{Node, NodeConfig};
@@ -323,7 +323,7 @@ pub fn node_host(
             let dialer = Arc::new(SimDialer::node(name, &record));
             let node = Node::with_dialer(
                 config,
-                |registry| Arc::new(RegistryNotifier::new(registry)),
+                |registry| Arc::new(Registrations::new(registry)),
                 dialer,
             )?;
             let mesh = Arc::downgrade(node.dispatcher().mesh());

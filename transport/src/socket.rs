@@ -268,8 +268,8 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWrite, DuplexStream};
 
     use super::Socket;
-    use crate::transport::fixtures;
-    use crate::transport::{split, Batched};
+    use crate::fixtures;
+    use crate::{split, Batched};
 
     /// A write half that takes at most `per_call` bytes a call, across slice edges when
     /// `vectored`, from the first slice alone otherwise.

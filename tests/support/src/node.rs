@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lintel::link::WorkerLink;
-use lintel::notifier::{ConnectionNotifier, RegistryNotifier};
+use lintel::registrations::{ConnectionNotifier, Registrations};
 use lintel::registry::{Registry, WorkerId};
 use lintel::transport::resolve::Resolver;
 use lintel::wire::{Refusal, Register};
@@ -80,7 +80,7 @@ impl Events {
 }
 
 struct CountingNotifier {
-    inner: RegistryNotifier,
+    inner: Registrations,
     events: Arc<Events>,
 }
 
@@ -167,7 +167,7 @@ impl TestNode {
         let counting = Arc::clone(&events);
         let node = Node::with_notifier(config.clone(), move |registry: Arc<Registry>| {
             Arc::new(CountingNotifier {
-                inner: RegistryNotifier::new(registry),
+                inner: Registrations::new(registry),
                 events: counting,
             })
         })
@@ -248,4 +248,12 @@ pub fn quiet_config(outbound_queue: usize) -> NodeConfig {
         ping_interval_ms: 600_000,
         ..NodeConfig::default()
     }
+}
+
+/// A listener on an ephemeral loopback port, bound as the node binds, and its address.
+pub fn loopback_listener() -> (tokio::net::TcpListener, SocketAddr) {
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    let listener = lintel::listener::bind(any, NodeConfig::default().backlog).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    (listener, addr)
 }

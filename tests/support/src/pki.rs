@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use lintel::sdk::PemIdentity;
+use lintel::sdk::{ClientTls, PemIdentity};
+use lintel::NodeConfig;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 
 /// A certificate authority made for one test, and the files it wrote; removed on drop.
@@ -26,6 +27,12 @@ impl Leaf {
             chain: self.cert.as_bytes(),
             key: self.key.as_bytes(),
         }
+    }
+}
+
+impl Default for Pki {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -90,6 +97,22 @@ impl Pki {
     /// Where `new` wrote the CA certificate.
     pub fn ca_path(&self) -> PathBuf {
         self.dir.join("ca.pem")
+    }
+
+    /// A node config serving TLS on loopback with a fresh node certificate.
+    pub fn node_config(&self, prefix: &str) -> NodeConfig {
+        let (cert, key) = self.node_files(prefix);
+        NodeConfig {
+            tls_cert: Some(cert),
+            tls_key: Some(key),
+            ..NodeConfig::default()
+        }
+    }
+
+    /// Client TLS trusting this CA, presenting `identity` when given.
+    pub fn client(&self, identity: Option<&Leaf>) -> ClientTls {
+        ClientTls::from_pem(self.ca_pem().as_bytes(), identity.map(Leaf::identity))
+            .expect("the CA's own PEM reads")
     }
 }
 

@@ -1,16 +1,28 @@
 //! The built `lintel` binary as a child process: commands free of the caller's settings, and
 //! [`Served`], a `lintel serve` (or any long-running command) whose stderr is read line by line.
 
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
-use super::{stderr_lines, WAIT};
+use crate::lines::stderr_lines;
+use crate::node::WAIT;
 
 /// `lintel` with no `RUST_LOG` or `LINTEL_*` settings inherited from the caller's shell: the
 /// node reads each `LINTEL_*` as a config key and refuses the ones it does not know.
 pub fn lintel() -> Command {
-    without_settings(env!("CARGO_BIN_EXE_lintel"))
+    without_settings(&binary().to_string_lossy())
+}
+
+/// The `lintel` binary Cargo built beside the running test: tests run from `target/<profile>/deps`
+/// and the binary is in `target/<profile>`.
+fn binary() -> PathBuf {
+    let name = format!("lintel{}", std::env::consts::EXE_SUFFIX);
+    std::env::current_exe()
+        .ok()
+        .and_then(|test| Some(test.parent()?.parent()?.join(&name)))
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 /// `program` with no `RUST_LOG` or `LINTEL_*` settings inherited, for a shell that runs

@@ -1,4 +1,5 @@
-//! Frames and sockets the crate's tests share.
+//! Frames and sockets the tests of this crate and of lintel-client share; built for tests
+//! and with the `fixtures` feature only.
 
 use bytes::Bytes;
 use lintel_wire::{DispatchRequest, Frame, Limits, Ping, Push, Welcome};
@@ -6,7 +7,7 @@ use socket2::SockRef;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 /// A push of `input` with `correlation` and `ordinal`, in namespace `ns`, activity `act`.
-pub(crate) fn push(correlation: u64, ordinal: u64, input: Bytes) -> Frame {
+pub fn push(correlation: u64, ordinal: u64, input: Bytes) -> Frame {
     Frame::from(Push {
         correlation,
         request: DispatchRequest {
@@ -27,7 +28,7 @@ pub(crate) fn push(correlation: u64, ordinal: u64, input: Bytes) -> Frame {
 
 /// Request number `ordinal` in namespace `ns`, activity `echo`: workflow `wf-{ordinal}`, its
 /// ordinal as input, so an echoed answer can be matched to it.
-pub(crate) fn numbered_request(ordinal: u64) -> DispatchRequest {
+pub fn numbered_request(ordinal: u64) -> DispatchRequest {
     DispatchRequest {
         namespace: "ns".into(),
         task_queue: String::new(),
@@ -43,7 +44,7 @@ pub(crate) fn numbered_request(ordinal: u64) -> DispatchRequest {
 }
 
 /// A scripted version-2 node's `Welcome`: no pings, roomy limits.
-pub(crate) fn welcome() -> Frame {
+pub fn welcome() -> Frame {
     Frame::from(Welcome {
         version: 2,
         node_id: "fake-node".to_owned(),
@@ -61,13 +62,13 @@ pub(crate) fn welcome() -> Frame {
     })
 }
 
-pub(crate) fn ping(nonce: u64) -> Frame {
+pub fn ping(nonce: u64) -> Frame {
     Frame::Ping(Ping { nonce })
 }
 
 /// A connected pair on 127.0.0.1 whose buffers are 4 KiB each way, so writes from the
 /// accepted side stall soon: `(accepted, peer)`.
-pub(crate) async fn stalling_pair() -> (TcpStream, TcpStream) {
+pub async fn stalling_pair() -> (TcpStream, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let socket = TcpSocket::new_v4().unwrap();

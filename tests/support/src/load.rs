@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::codec::Framed;
 
-use crate::support::hello_at;
+use crate::hello_at;
 
 /// What every load producer of a run does.
 #[derive(Debug, Clone)]

@@ -548,7 +548,7 @@ impl State {
 mod tests {
     use lintel_wire::{Frame, FrameKind, Lane, PROTOCOL_VERSION};
 
-    use crate::transport::fixtures::{self, ping};
+    use crate::fixtures::{self, ping};
 
     use super::*;
 
