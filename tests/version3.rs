@@ -68,19 +68,8 @@ fn refused(result: &DispatchResult) -> (RefusedReason, &str) {
 // ---------------------------------------------------------------------------------------------
 // One node.
 
-/// What a version-3 node lists in its `Welcome` and `PeerHello`, in order.
-const FEATURES: [&str; 10] = [
-    feature::HEADERS,
-    feature::PRIORITY,
-    feature::FAIRNESS,
-    feature::DEPLOYMENTS,
-    feature::STATUS_DOCUMENT,
-    feature::PROBATION,
-    feature::FAREWELL,
-    feature::EVENTS,
-    feature::POOL_SETTINGS,
-    feature::RELAY_RESUME,
-];
+/// What the node lists in its welcome and peer hello of version 3.
+const FEATURES: [&str; 10] = support::VERSION_3_FEATURES;
 
 #[tokio::test]
 async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limits() {

@@ -26,18 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_stream_compat::next_decoded;
 
 /// What the node lists in its welcome and peer hello of version 3.
-const FEATURES: [&str; 10] = [
-    feature::HEADERS,
-    feature::PRIORITY,
-    feature::FAIRNESS,
-    feature::DEPLOYMENTS,
-    feature::STATUS_DOCUMENT,
-    feature::PROBATION,
-    feature::FAREWELL,
-    feature::EVENTS,
-    feature::POOL_SETTINGS,
-    feature::RELAY_RESUME,
-];
+const FEATURES: [&str; 10] = support::VERSION_3_FEATURES;
 
 /// What the node lists in its welcome and peer hello of version 4: version 3's, and of version
 /// 4's only `role-not-granted`.

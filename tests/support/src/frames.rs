@@ -2,9 +2,24 @@
 
 use bytes::Bytes;
 use lintel::wire::{
-    ActivityOutcome, DispatchRequest, DispatchResponse, Frame, Hello, NodeRouting, Push, Register,
-    Reply, Role, Submit,
+    feature, ActivityOutcome, DispatchRequest, DispatchResponse, Frame, Hello, NodeRouting, Push,
+    Register, Reply, Role, Submit,
 };
+
+/// What a node lists in its `Welcome` and `PeerHello` of version 3, in order (version 4 adds
+/// what it implements of version 4's features).
+pub const VERSION_3_FEATURES: [&str; 10] = [
+    feature::HEADERS,
+    feature::PRIORITY,
+    feature::FAIRNESS,
+    feature::DEPLOYMENTS,
+    feature::STATUS_DOCUMENT,
+    feature::PROBATION,
+    feature::FAREWELL,
+    feature::EVENTS,
+    feature::POOL_SETTINGS,
+    feature::RELAY_RESUME,
+];
 
 /// A handshake as `role` at protocol version 1: the raw clients are version-1 clients
 /// written from `PROTOCOL.md`, which a version-2 node keeps serving unchanged.

@@ -65,7 +65,7 @@ pub use fairness::{
 };
 pub use frames::{
     hello, hello_at, on_node, plain, register, registration, reply_frame, request, request_in,
-    response_to, submit, submit_timing_out,
+    response_to, submit, submit_timing_out, VERSION_3_FEATURES,
 };
 pub use lines::stderr_lines;
 pub use netns::Netns;
