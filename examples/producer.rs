@@ -14,10 +14,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use lintel_client::{
-    Client, ClientConfig, ClientError, ClientTls, Dispatch, DispatchOptions, Dispatched,
-    RetryPolicy,
+    ActivityOutcome, Client, ClientConfig, ClientError, ClientTls, Dispatch, DispatchOptions,
+    DispatchResult, Dispatched, RetryPolicy,
 };
-use lintel_wire::{ActivityOutcome, DispatchResult};
 
 /// One line saying what became of a dispatch, and whether it gave a result.
 fn describe(dispatched: &Dispatched) -> (String, bool) {

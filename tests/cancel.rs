@@ -121,7 +121,10 @@ async fn dropping_an_sdk_client_dispatch_cancels_the_push_on_the_worker() {
     let dispatching = client.clone();
     let abandoned = tokio::spawn(async move {
         dispatching
-            .dispatch(request("ns", "act", ""), &DispatchOptions::default())
+            .dispatch(
+                &support::dispatch_of(request("ns", "act", "")),
+                &DispatchOptions::default(),
+            )
             .await
     });
     let push = worker.next_push().await;
@@ -132,7 +135,10 @@ async fn dropping_an_sdk_client_dispatch_cancels_the_push_on_the_worker() {
     // The slot comes back once the worker lets go: the next dispatch reaches the worker.
     let next = tokio::spawn(async move {
         client
-            .dispatch(request("ns", "act", "next"), &DispatchOptions::default())
+            .dispatch(
+                &support::dispatch_of(request("ns", "act", "next")),
+                &DispatchOptions::default(),
+            )
             .await
     });
     let push = worker.next_push().await;
@@ -212,7 +218,8 @@ async fn a_cancelled_push_stops_the_blocking_work_its_handler_started() {
         .await
         .unwrap();
     let options = DispatchOptions::default();
-    let mut dispatch = Box::pin(client.dispatch(request("ns", "spin", ""), &options));
+    let spin = support::dispatch_of(request("ns", "spin", ""));
+    let mut dispatch = Box::pin(client.dispatch(&spin, &options));
     // The dispatch runs until the blocking work has started, then is dropped: the SDK cancels
     // it on the node, which cancels the push.
     tokio::select! {

@@ -18,8 +18,7 @@ use std::time::Duration;
 
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::{
-    handler_fn, Client, ClientConfig, ClientError, Request, Worker, WorkerConfig, WorkerHandle,
-    WorkerState,
+    handler_fn, Client, ClientConfig, ClientError, Request, Worker, WorkerHandle, WorkerState,
 };
 use lintel::wire::{ActivityOutcome, DispatchResult};
 use processes::NodeProcess;
@@ -74,7 +73,8 @@ impl Cluster {
                     ActivityOutcome::Success(request.input)
                 }
             });
-            let mut config = WorkerConfig::new(node.addr.to_string(), plain("ns", "echo", 64, "w"));
+            let mut config =
+                support::worker_config(node.addr.to_string(), plain("ns", "echo", 64, "w"));
             config.reconnect.max = Duration::from_millis(400);
             let worker = Worker::spawn(config, handler);
             within("a worker to register", worker.wait_registered(WAIT))
@@ -160,7 +160,10 @@ fn load(
                 }
                 let node = client.node_addr();
                 let answer = client
-                    .dispatch_traced(request("ns", "echo", &id.to_string()), &options)
+                    .submit(
+                        &support::dispatch_of(request("ns", "echo", &id.to_string())),
+                        &options,
+                    )
                     .await;
                 {
                     let mut ledger = ledger.lock().unwrap();

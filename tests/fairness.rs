@@ -158,7 +158,9 @@ async fn a_priority_one_dispatch_behind_a_hundred_priority_three_waiters_is_push
         let options = DispatchOptions::default()
             .wait_for_worker(Duration::from_secs(60))
             .priority(1);
-        producer.dispatch(work("p1:urgent"), &options).await
+        producer
+            .dispatch(&support::dispatch_of(work("p1:urgent")), &options)
+            .await
     });
     wait_fairness(&node, "the priority-1 waiter", |s| {
         s.waiting_by_priority[0] == 1
@@ -360,8 +362,7 @@ async fn a_wire_producer_dispatches_under_its_grants_key() {
         std::future::ready(ActivityOutcome::Success(request.input))
     });
     let worker = {
-        let mut config =
-            lintel::sdk::WorkerConfig::new(node.addr.to_string(), plain("ns", "work", 4, "w"));
+        let mut config = support::worker_config(node.addr.to_string(), plain("ns", "work", 4, "w"));
         config.auth_token = Some("root".into());
         config
     };
@@ -381,9 +382,12 @@ async fn a_wire_producer_dispatches_under_its_grants_key() {
             .expect("connects");
         let before = served_of(&node.registry().fairness(), expected_key);
         let options = DispatchOptions::default().fairness_key("chosen");
-        let result = within("a dispatch", producer.dispatch(work(token), &options))
-            .await
-            .expect("connection");
+        let result = within(
+            "a dispatch",
+            producer.dispatch(&support::dispatch_of(work(token)), &options),
+        )
+        .await
+        .expect("connection");
         assert!(matches!(result, DispatchResult::Completed(_)), "{result:?}");
         assert_eq!(
             served_of(&node.registry().fairness(), expected_key),
@@ -411,8 +415,7 @@ async fn with_the_request_as_key_source_the_request_names_the_key() {
     })
     .await;
     let worker = {
-        let mut config =
-            lintel::sdk::WorkerConfig::new(node.addr.to_string(), plain("ns", "work", 1, "w"));
+        let mut config = support::worker_config(node.addr.to_string(), plain("ns", "work", 1, "w"));
         config.auth_token = Some("t".into());
         config
     };
@@ -435,9 +438,12 @@ async fn with_the_request_as_key_source_the_request_names_the_key() {
         DispatchOptions::default(),
         DispatchOptions::default().fairness_key("mine"),
     ] {
-        let result = within("a dispatch", producer.dispatch(work("x"), &options))
-            .await
-            .expect("connection");
+        let result = within(
+            "a dispatch",
+            producer.dispatch(&support::dispatch_of(work("x")), &options),
+        )
+        .await
+        .expect("connection");
         assert!(matches!(result, DispatchResult::Completed(_)), "{result:?}");
     }
     let status = node.registry().fairness();

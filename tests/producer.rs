@@ -104,7 +104,10 @@ async fn a_dispatch_answered_draining_is_retried_on_another_node_which_takes_the
         let client = client.clone();
         async move {
             client
-                .dispatch_traced(request("ns", "act", "first"), &DispatchOptions::default())
+                .submit(
+                    &support::dispatch_of(request("ns", "act", "first")),
+                    &DispatchOptions::default(),
+                )
                 .await
         }
     });
@@ -117,7 +120,10 @@ async fn a_dispatch_answered_draining_is_retried_on_another_node_which_takes_the
 
     let retried = within(
         "the retried dispatch",
-        client.dispatch_traced(request("ns", "act", "again"), &DispatchOptions::default()),
+        client.submit(
+            &support::dispatch_of(request("ns", "act", "again")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .unwrap();
@@ -132,7 +138,10 @@ async fn a_dispatch_answered_draining_is_retried_on_another_node_which_takes_the
     assert_eq!(retried.node, Some(y_addr));
     assert_eq!(client.node_addr(), Some(y_addr));
     let next = client
-        .dispatch_traced(request("ns", "act", "next"), &DispatchOptions::default())
+        .submit(
+            &support::dispatch_of(request("ns", "act", "next")),
+            &DispatchOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!((next.node, next.attempts()), (Some(y_addr), 1));
@@ -154,7 +163,10 @@ async fn what_may_have_run_is_not_retried_and_no_worker_only_when_asked() {
         .unwrap();
 
     let alone = client
-        .dispatch_traced(request("ns", "nobody", ""), &DispatchOptions::default())
+        .submit(
+            &support::dispatch_of(request("ns", "nobody", "")),
+            &DispatchOptions::default(),
+        )
         .await
         .unwrap();
     assert!(matches!(alone.result, DispatchResult::NoWorker(_)));
@@ -162,7 +174,7 @@ async fn what_may_have_run_is_not_retried_and_no_worker_only_when_asked() {
     let asked =
         DispatchOptions::default().retry(RetryPolicy::default().attempts(3).retry_no_worker());
     let again = client
-        .dispatch_traced(request("ns", "nobody", ""), &asked)
+        .submit(&support::dispatch_of(request("ns", "nobody", "")), &asked)
         .await
         .unwrap();
     assert!(matches!(again.result, DispatchResult::NoWorker(_)));
@@ -178,7 +190,10 @@ async fn what_may_have_run_is_not_retried_and_no_worker_only_when_asked() {
         let client = client.clone();
         async move {
             client
-                .dispatch_traced(request("ns", "act", "once"), &DispatchOptions::default())
+                .submit(
+                    &support::dispatch_of(request("ns", "act", "once")),
+                    &DispatchOptions::default(),
+                )
                 .await
         }
     });

@@ -16,7 +16,7 @@ use lintel::dispatch::DispatchOptions;
 use lintel::sdk::status::Status;
 use lintel::sdk::{
     Backoff, Client, ClientConfig, ClientError, ConnectError, Dispatch, Handler, InvalidDispatch,
-    Worker, WorkerConfig, WorkerError, WorkerHandle, WorkerState,
+    Worker, WorkerConfig, WorkerConfigBuilder, WorkerError, WorkerHandle, WorkerState,
 };
 use lintel::wire::{
     feature, ActivityOutcome, Cancel, Counters, DispatchRequest, DispatchResponse, DispatchResult,
@@ -314,15 +314,20 @@ fn registration(max_concurrency: u32) -> Register {
     }
 }
 
+fn worker_builder(node: &FakeNode, max_concurrency: u32) -> WorkerConfigBuilder {
+    support::worker_builder(node.addr(), registration(max_concurrency))
+        .auth_token("secret")
+        .handshake_timeout(WAIT)
+        .reconnect(Backoff {
+            initial: Duration::from_millis(10),
+            max: Duration::from_millis(50),
+        })
+}
+
 fn worker_config(node: &FakeNode, max_concurrency: u32) -> WorkerConfig {
-    let mut config = WorkerConfig::new(node.addr(), registration(max_concurrency));
-    config.auth_token = Some("secret".to_owned());
-    config.handshake_timeout = WAIT;
-    config.reconnect = Backoff {
-        initial: Duration::from_millis(10),
-        max: Duration::from_millis(50),
-    };
-    config
+    worker_builder(node, max_concurrency)
+        .build()
+        .expect("a worker config")
 }
 
 type RegisteredProbe = (FakeNode, Peer, WorkerHandle, Arc<Probe>, ProbeEvents);
@@ -761,7 +766,11 @@ async fn concurrent_dispatches_are_correlated_even_when_answered_out_of_order() 
         .map(|(index, input)| {
             let client = client.clone();
             let request = request("echo", &format!("wf-{index}"), input);
-            tokio::spawn(async move { client.dispatch(request, &DispatchOptions::default()).await })
+            tokio::spawn(async move {
+                client
+                    .dispatch(&support::dispatch_of(request), &DispatchOptions::default())
+                    .await
+            })
         })
         .collect();
 
@@ -796,11 +805,15 @@ async fn submissions_carry_the_dispatch_options() {
     let dispatch = tokio::spawn({
         let client = client.clone();
         let options = options.clone();
-        async move { client.dispatch(request("echo", "wf", b""), &options).await }
+        async move {
+            client
+                .dispatch(&support::dispatch_of(request("echo", "wf", b"")), &options)
+                .await
+        }
     });
 
     let submit = peer.recv_submit().await;
-    assert_eq!(submit.routing, options.routing);
+    assert_eq!(&submit.routing, options.wire_routing());
     assert_eq!(submit.wait_for_worker_ms, Some(1500));
     assert_eq!(submit.reply_timeout_ms, Some(2000));
     assert_eq!(submit.request, request("echo", "wf", b""));
@@ -819,7 +832,11 @@ async fn a_dropped_connection_fails_every_pending_dispatch_as_lost_after_it_ran_
             let client = client.clone();
             let options = options.clone();
             let request = request("echo", &format!("wf-{index}"), b"");
-            tokio::spawn(async move { client.dispatch(request, &options).await })
+            tokio::spawn(async move {
+                client
+                    .dispatch(&support::dispatch_of(request), &options)
+                    .await
+            })
         })
         .collect();
     for _ in 0..3 {
@@ -841,7 +858,10 @@ async fn a_dropped_connection_fails_every_pending_dispatch_as_lost_after_it_ran_
     timeout(WAIT, client.closed()).await.unwrap();
     assert_eq!(
         client
-            .dispatch(request("echo", "wf-late", b""), &options)
+            .dispatch(
+                &support::dispatch_of(request("echo", "wf-late", b"")),
+                &options
+            )
             .await,
         Err(ClientError::ConnectionLost {
             may_have_run: false
@@ -858,7 +878,10 @@ async fn a_submission_still_queued_when_the_connection_drops_is_lost_without_hav
         let options = options.clone();
         async move {
             client
-                .dispatch(request("echo", "wf-read", b""), &options)
+                .dispatch(
+                    &support::dispatch_of(request("echo", "wf-read", b"")),
+                    &options,
+                )
                 .await
         }
     });
@@ -872,14 +895,17 @@ async fn a_submission_still_queued_when_the_connection_drops_is_lost_without_hav
             tokio::spawn(async move {
                 let mut request = request("echo", &format!("wf-big-{index}"), b"");
                 request.input = Bytes::from(vec![7u8; 3 * 1024 * 1024]);
-                client.dispatch(request, &options).await
+                client
+                    .dispatch(&support::dispatch_of(request), &options)
+                    .await
             })
         })
         .collect();
     for _ in 0..8 {
         tokio::task::yield_now().await;
     }
-    let mut queued = Box::pin(client.dispatch(request("echo", "wf-queued", b""), &options));
+    let queued = support::dispatch_of(request("echo", "wf-queued", b""));
+    let mut queued = Box::pin(client.dispatch(&queued, &options));
     std::future::poll_fn(|cx| {
         assert!(std::future::Future::poll(queued.as_mut(), cx).is_pending());
         std::task::Poll::Ready(())
@@ -915,7 +941,7 @@ async fn dropping_a_dispatch_future_cancels_it_on_the_node() {
         async move {
             client
                 .dispatch(
-                    request("echo", "wf-abandoned", b""),
+                    &support::dispatch_of(request("echo", "wf-abandoned", b"")),
                     &DispatchOptions::default(),
                 )
                 .await
@@ -942,7 +968,7 @@ async fn dropping_a_dispatch_future_cancels_it_on_the_node() {
         async move {
             client
                 .dispatch(
-                    request("echo", "wf-next", b"next"),
+                    &support::dispatch_of(request("echo", "wf-next", b"next")),
                     &DispatchOptions::default(),
                 )
                 .await
@@ -1079,7 +1105,10 @@ async fn a_client_fails_pending_dispatches_when_the_node_stops_answering_pings()
         let client = client.clone();
         async move {
             client
-                .dispatch(request("echo", "wf", b""), &DispatchOptions::default())
+                .dispatch(
+                    &support::dispatch_of(request("echo", "wf", b"")),
+                    &DispatchOptions::default(),
+                )
                 .await
         }
     });
@@ -1168,7 +1197,7 @@ async fn a_submission_too_large_for_the_node_is_refused_before_sending() {
 
     let result = client
         .dispatch(
-            request("echo", "wf-big", &[7u8; 4096]),
+            &support::dispatch_of(request("echo", "wf-big", &[7u8; 4096])),
             &DispatchOptions::default(),
         )
         .await;
@@ -1248,7 +1277,10 @@ async fn a_dispatch_with_headers_goes_as_submit3_and_one_without_as_submit() {
         let client = client.clone();
         async move {
             client
-                .dispatch(request("echo", "wf-3", b"x"), &traced)
+                .dispatch(
+                    &support::dispatch_of(request("echo", "wf-3", b"x")),
+                    &traced,
+                )
                 .await
         }
     });
@@ -1277,7 +1309,10 @@ async fn a_dispatch_with_headers_goes_as_submit3_and_one_without_as_submit() {
         let client = client.clone();
         async move {
             client
-                .dispatch(request("echo", "wf-4", b"x"), &DispatchOptions::default())
+                .dispatch(
+                    &support::dispatch_of(request("echo", "wf-4", b"x")),
+                    &DispatchOptions::default(),
+                )
                 .await
         }
     });
@@ -1290,7 +1325,9 @@ async fn a_dispatch_with_headers_goes_as_submit3_and_one_without_as_submit() {
 async fn headers_to_a_version_2_node_are_refused_by_the_client_and_nothing_is_sent() {
     let (_node, mut peer, client) = connected_client().await;
     let traced = DispatchOptions::default().header("traceparent", "00-abc-01");
-    let refused = client.dispatch(request("echo", "wf", b"x"), &traced).await;
+    let refused = client
+        .dispatch(&support::dispatch_of(request("echo", "wf", b"x")), &traced)
+        .await;
     assert_eq!(
         refused,
         Err(ClientError::Unsupported {
@@ -1379,10 +1416,11 @@ async fn a_worker_handler_reads_the_headers_of_a_push3_and_none_from_a_push() {
 #[tokio::test]
 async fn a_worker_with_a_deployment_registers_with_register3_and_without_it_on_version_2() {
     let identified = |node: &FakeNode| {
-        let mut config = worker_config(node, 2);
-        config.registration.deployment = Some("v42".into());
-        config.registration.instance_id = Some("pod-1".into());
-        config
+        worker_builder(node, 2)
+            .deployment("v42")
+            .instance_id("pod-1")
+            .build()
+            .expect("a worker config")
     };
     let node = FakeNode::bind().await;
     let worker = Worker::spawn(identified(&node), header_echo());

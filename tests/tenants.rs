@@ -129,8 +129,11 @@ async fn two_tenants() -> (TestNode, SocketAddr, Vec<RawWorker>) {
         .await
         .expect("root connects");
     let dispatched = tokio::spawn(async move {
-        root.dispatch(request("secret-tenant", "echo", "x"), &Default::default())
-            .await
+        root.dispatch(
+            &support::dispatch_of(request("secret-tenant", "echo", "x")),
+            &Default::default(),
+        )
+        .await
     });
     let push = secret.next_push().await;
     secret.reply(&push, "done").await;

@@ -14,8 +14,8 @@ use std::time::Duration;
 use lintel::activities::BuiltIn;
 use lintel::auth::{GrantConfig, GrantRole};
 use lintel::sdk::{
-    Client, ClientConfig, ClientTls, ConnectError, DispatchOptions, Worker, WorkerConfig,
-    WorkerError, WorkerHandle,
+    Client, ClientConfig, ClientTls, ConnectError, DispatchOptions, Worker, WorkerError,
+    WorkerHandle,
 };
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{ActivityOutcome, DispatchResult, RefusalCode, Register};
@@ -41,7 +41,7 @@ async fn producer(addr: SocketAddr, tls: ClientTls) -> Client {
 }
 
 fn worker(addr: SocketAddr, tls: ClientTls, register: Register) -> WorkerHandle {
-    let mut config = WorkerConfig::new(addr.to_string(), register);
+    let mut config = support::worker_config(addr.to_string(), register);
     config.tls = Some(tls);
     Worker::spawn(config, BuiltIn)
 }
@@ -51,7 +51,10 @@ async fn echo(client: &Client, namespace: &str, input: &str) -> String {
     let options = DispatchOptions::default().wait_for_worker(WAIT);
     let result = within(
         "an echo dispatch",
-        client.dispatch(request(namespace, "echo", input), &options),
+        client.dispatch(
+            &support::dispatch_of(request(namespace, "echo", input)),
+            &options,
+        ),
     )
     .await
     .expect("an outcome");
@@ -253,7 +256,10 @@ async fn two_nodes_peer_over_tls_and_relay_a_dispatch() {
     let client = producer(b.addr, pki.client(None)).await;
     let dispatched = within(
         "a relayed dispatch",
-        client.dispatch_traced(request("relay", "echo", "hop"), &DispatchOptions::default()),
+        client.submit(
+            &support::dispatch_of(request("relay", "echo", "hop")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("an outcome");

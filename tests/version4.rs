@@ -161,7 +161,10 @@ async fn a_version_4_welcome_lists_role_not_granted_of_version_4_and_the_sdk_sen
     assert_eq!(producer.node_info().version, 4);
     let done = within(
         "an SDK dispatch on version 4",
-        producer.dispatch(request("ns", "echo", "x"), &DispatchOptions::default()),
+        producer.dispatch(
+            &support::dispatch_of(request("ns", "echo", "x")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");
@@ -177,7 +180,10 @@ async fn a_version_4_welcome_lists_role_not_granted_of_version_4_and_the_sdk_sen
     assert_eq!(nodes.node_info().version, 4);
     let done = within(
         "a dispatch over the node list on version 4",
-        nodes.dispatch(request("ns", "echo", "y"), &DispatchOptions::default()),
+        nodes.dispatch(
+            &support::dispatch_of(request("ns", "echo", "y")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");
@@ -527,7 +533,10 @@ async fn a_version_3_node_and_a_version_4_node_relay_both_ways() {
     assert_eq!(at_new.node_info().version, 4);
     let relayed = within(
         "a dispatch relayed to the version-3 node",
-        at_new.dispatch_traced(request("ns", "echo", "to-old"), &DispatchOptions::default()),
+        at_new.submit(
+            &support::dispatch_of(request("ns", "echo", "to-old")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");
@@ -551,7 +560,10 @@ async fn a_version_3_node_and_a_version_4_node_relay_both_ways() {
     );
     let relayed = within(
         "a dispatch relayed to the version-4 node",
-        at_old.dispatch_traced(request("ns", "echo", "to-new"), &DispatchOptions::default()),
+        at_old.submit(
+            &support::dispatch_of(request("ns", "echo", "to-new")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");

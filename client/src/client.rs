@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lintel_wire::{
-    feature, Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Event, EventTopic,
-    FeatureSet, Frame, FrameRef, Goodbye, Pong, RefusalCode, RequestRef, Role, StatusQuery, Submit,
-    Subscribe, SubscriptionEnded, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
+    feature, Cancel, DispatchResult, ErrorCode, ErrorFrame, Event, EventTopic, FeatureSet, Frame,
+    FrameRef, Goodbye, Pong, RefusalCode, RequestRef, Role, StatusQuery, Submit, Subscribe,
+    SubscriptionEnded, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 use tokio::net::ToSocketAddrs;
 use tokio::sync::oneshot;
@@ -424,29 +424,19 @@ impl Client {
     /// ```
     /// use std::time::Duration;
     ///
-    /// use lintel_client::{Client, ClientConfig, DispatchOptions};
-    /// use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult};
+    /// use lintel_client::{ActivityOutcome, Client, ClientConfig, Dispatch, DispatchOptions, DispatchResult};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let addr = node().await?;
     /// let client = Client::connect(addr.as_str(), ClientConfig::default()).await?;
-    /// let request = DispatchRequest {
-    ///     namespace: "demo".into(),
-    ///     task_queue: String::new(),
-    ///     activity_type: "upper".into(),
-    ///     node: None,
-    ///     workflow_id: "order-17".into(),
-    ///     ordinal: 1,
-    ///     run_id: None,
-    ///     attempt: 1,
-    ///     input: "hello".into(),
-    ///     deadline_unix_ms: None,
-    /// };
+    /// let dispatch = Dispatch::new("demo", "upper")
+    ///     .input("hello")
+    ///     .workflow("order-17", 1);
     /// let options = DispatchOptions::default()
     ///     .wait_for_worker(Duration::from_millis(100))
     ///     .reply_timeout(Duration::from_secs(5));
-    /// match client.dispatch(request, &options).await? {
+    /// match client.dispatch(&dispatch, &options).await? {
     ///     DispatchResult::Completed(response) => match response.outcome {
     ///         ActivityOutcome::Success(bytes) => println!("result: {bytes:?}"),
     ///         ActivityOutcome::Failure { message, retryable } => {
@@ -611,8 +601,7 @@ impl Client {
     /// ```
     /// use std::time::Duration;
     ///
-    /// use lintel_client::{Client, ClientConfig, Dispatch, DispatchOptions};
-    /// use lintel_wire::DispatchResult;
+    /// use lintel_client::{Client, ClientConfig, Dispatch, DispatchOptions, DispatchResult};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -636,8 +625,22 @@ impl Client {
     /// # }
     /// ```
     ///
+    /// The per-call check compares lengths with the limits the node stated at the handshake
+    /// and allocates nothing; the dispatch is encoded from where it lies, so a caller sending
+    /// many alike keeps one [`Dispatch`] and changes it in place
+    /// ([`Dispatch::set_ordinal`]).
+    ///
+    /// The node bounds the wait by `options`; to bound it locally as well, wrap the call in
+    /// `tokio::time::timeout`: dropping the future removes its entry and sends `Cancel`.
+    ///
     /// # Errors
-    /// [`ClientError::Invalid`] before anything is sent, and those of [`Client::dispatch`].
+    /// [`ClientError::Invalid`] before anything is sent, when the dispatch breaks a limit;
+    /// [`ClientError::ConnectionLost`] when the connection is lost before the outcome arrives
+    /// (`may_have_run` when the submission was written); [`ClientError::Closed`] after
+    /// [`Client::close`]; [`ClientError::Oversize`] when the submission does not fit in a
+    /// frame; [`ClientError::Unsupported`] when `options` carry extras (headers, priority,
+    /// fairness, a deployment) a node before version 3 cannot carry;
+    /// [`ClientError::Unreachable`] when no node could be reached again.
     pub async fn submit(
         &self,
         dispatch: &Dispatch,
@@ -647,47 +650,69 @@ impl Client {
         self.dispatch_ref(dispatch.request().view(), options).await
     }
 
-    /// Submits `request` as the wire carries it, unchecked, and waits for its one result;
-    /// [`Client::submit`] is the checked way.
+    /// As [`Client::submit`], giving only how the dispatch ended: the node's result, without
+    /// the node that served it or the attempts before it.
     ///
     /// The node bounds the wait by `options`; to bound it locally as well, wrap the call in
     /// `tokio::time::timeout`: dropping the future removes its entry and sends `Cancel`.
     ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use lintel_client::{ActivityOutcome, Client, ClientConfig, Dispatch, DispatchOptions, DispatchResult};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let addr = node().await?;
+    /// let client = Client::connect(addr.as_str(), ClientConfig::default()).await?;
+    /// let dispatch = Dispatch::new("demo", "upper").input("hello");
+    /// let options = DispatchOptions::default().wait_for_worker(Duration::from_millis(100));
+    /// match client.dispatch(&dispatch, &options).await? {
+    ///     DispatchResult::Completed(response) => match response.outcome {
+    ///         ActivityOutcome::Success(bytes) => println!("result: {bytes:?}"),
+    ///         ActivityOutcome::Failure { message, retryable } => {
+    ///             println!("failed (retry: {retryable}): {message}")
+    ///         }
+    ///     },
+    ///     DispatchResult::NoWorker(census) => println!("no worker: {:?}", census.reason),
+    ///     other => println!("not run here: {other:?}"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # async fn node() -> Result<String, Box<dyn std::error::Error>> {
+    /// #     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// #     let addr = listener.local_addr()?.to_string();
+    /// #     let node = lintel::Node::new(lintel::NodeConfig::default())?;
+    /// #     tokio::spawn(async move { node.serve(listener, std::future::pending()).await });
+    /// #     Ok(addr)
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::submit`].
+    pub async fn dispatch(
+        &self,
+        dispatch: &Dispatch,
+        options: &DispatchOptions,
+    ) -> Result<DispatchResult, ClientError> {
+        Ok(self.submit(dispatch, options).await?.result)
+    }
+
+    /// Submits `request` as the wire carries it, unchecked, and waits for its one result,
+    /// retrying as `options.retry` allows; it is encoded where it lies, and nothing of it is
+    /// copied but into the connection's buffer.
+    ///
     /// # Errors
     /// [`ClientError::ConnectionLost`] when the connection is lost before the outcome arrives
     /// (`may_have_run` when the submission was written), [`ClientError::Closed`] after
-    /// [`Client::close`],
-    /// [`ClientError::Oversize`] when the submission does not fit in a frame.
-    pub async fn dispatch(
-        &self,
-        request: DispatchRequest,
-        options: &DispatchOptions,
-    ) -> Result<DispatchResult, ClientError> {
-        Ok(self.dispatch_traced(request, options).await?.result)
-    }
-
-    /// As [`Client::dispatch`], also naming the node that served the dispatch.
-    ///
-    /// # Errors
-    /// As [`Client::dispatch`].
-    pub async fn dispatch_traced(
-        &self,
-        request: DispatchRequest,
-        options: &DispatchOptions,
-    ) -> Result<Dispatched, ClientError> {
-        self.dispatch_ref(request.view(), options).await
-    }
-
-    /// As [`Client::dispatch_traced`] for a request lent rather than given: it is encoded
-    /// where it lies, and nothing of it is copied but into the connection's buffer.
-    ///
-    /// # Errors
-    /// As [`Client::dispatch`].
+    /// [`Client::close`], [`ClientError::Oversize`] when the submission does not fit in a
+    /// frame, [`ClientError::Unreachable`] when no node could be reached again.
     ///
     /// Options with extras (headers, priority, fairness, a deployment) need a version-3 node
     /// ([`ClientError::Unsupported`] otherwise, naming the first); the node refuses what it
     /// does not implement (`Refused{Unsupported}`, naming it).
-    pub async fn dispatch_ref<'a>(
+    pub(crate) async fn dispatch_ref<'a>(
         &self,
         request: RequestRef<'a>,
         options: &'a DispatchOptions,
@@ -1244,7 +1269,7 @@ mod tests {
     use tokio_util::codec::FramedRead;
 
     use super::{Client, ClientConfig};
-    use crate::DispatchOptions;
+    use crate::{Dispatch, DispatchOptions};
     use lintel_transport::burst::FRAMES_PER_TURN;
     use lintel_transport::fixtures;
 
@@ -1292,9 +1317,10 @@ mod tests {
             let client = client.clone();
             let options = options.clone();
             tokio::spawn(async move {
-                client
-                    .dispatch(fixtures::numbered_request(ordinal), &options)
-                    .await
+                let dispatch = Dispatch::new("ns", "echo")
+                    .input(ordinal.to_string())
+                    .workflow(format!("wf-{ordinal}"), ordinal);
+                client.dispatch(&dispatch, &options).await
             })
         });
         let results = futures_util::future::join_all(dispatches.collect::<Vec<_>>()).await;

@@ -145,6 +145,25 @@ impl Dispatch {
         self
     }
 
+    /// Sets the step number within the workflow in place, keeping everything else: a caller
+    /// sending many dispatches that differ only there (a load generator, say) keeps one
+    /// `Dispatch` and submits it by reference, copying nothing per dispatch.
+    ///
+    /// # Examples
+    /// ```
+    /// use lintel_client::Dispatch;
+    ///
+    /// let mut dispatch = Dispatch::new("load", "echo").workflow("lane-0", 0);
+    /// for ordinal in 1..=3 {
+    ///     dispatch.set_ordinal(ordinal);
+    ///     // client.submit(&dispatch, &options).await?;
+    /// }
+    /// assert_eq!(dispatch.ordinal(), 3);
+    /// ```
+    pub fn set_ordinal(&mut self, ordinal: u64) {
+        self.request.ordinal = ordinal;
+    }
+
     /// The namespace.
     pub fn namespace(&self) -> &str {
         &self.request.namespace
@@ -153,6 +172,16 @@ impl Dispatch {
     /// The activity type.
     pub fn activity_type(&self) -> &str {
         &self.request.activity_type
+    }
+
+    /// The workflow id; empty by default.
+    pub fn workflow_id(&self) -> &str {
+        &self.request.workflow_id
+    }
+
+    /// The step number within the workflow; 0 by default.
+    pub fn ordinal(&self) -> u64 {
+        self.request.ordinal
     }
 
     /// The request as the wire carries it.

@@ -8,7 +8,8 @@
 //! - [`nodes`]: the node addresses a client or worker is given, each name resolved to every
 //!   address it names, tried in turn.
 //! - [`Worker`]: registers, runs pushed requests through a [`Handler`], reconnects with backoff.
-//! - [`Dispatch`]: one unit of work, built and checked against the node's limits.
+//! - [`Dispatch`]: one unit of work, built and checked against the node's limits; its one
+//!   result is a [`DispatchResult`].
 //! - [`Client`]: a producer multiplexing many dispatches over one connection at a time,
 //!   moving between its nodes; a
 //!   [`Subscription`] to the node's lifecycle events is a stream it feeds.
@@ -43,6 +44,15 @@ pub use lintel_transport::{burst, keepalive};
 pub use client::{Client, ClientConfig, ClientError, Dispatched, Retried};
 pub use connect::{ConnectError, Connection, Handshake};
 pub use dispatch::{Dispatch, InvalidDispatch};
+/// The one result of a dispatch and what its variants carry, re-exported from the wire: the
+/// outcome a handler returns ([`ActivityOutcome`]), the worker's response, the census of a
+/// no-worker outcome, a refusal and its reason.
+pub use lintel_wire::{
+    ActivityOutcome, Census, DispatchResponse, DispatchResult, NoWorkerReason, RefusedDispatch,
+    RefusedReason,
+};
+/// A subscription's topics and the events it yields, re-exported from the wire.
+pub use lintel_wire::{Event, EventTopic, NodeEvent};
 /// The wire's refusal and its code, re-exported: what a node answers when it refuses a
 /// connection, a registration or a subscription.
 pub use lintel_wire::{Refusal, RefusalCode};

@@ -2,24 +2,44 @@
 
 use std::time::Duration;
 
-use lintel_wire::{DispatchResult, Header, NodeRouting, RefusedReason, RequestExtras};
+use bytes::Bytes;
+use lintel_wire::{DispatchResult, Extension, Header, NodeRouting, RefusedReason, RequestExtras};
 
 /// Reply timeout when a caller states none.
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Options of one dispatch, shared by the in-process API and the producer SDK.
+/// Options of one dispatch, shared by the in-process API and the producer SDK: where it may
+/// run ([`pin`](Self::pin), [`prefer`](Self::prefer), [`require`](Self::require); any node by
+/// default), how long it may wait, what it carries beside its request (headers, a trace
+/// context, priority, fairness, a deployment) and what is retried.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use lintel_client::DispatchOptions;
+///
+/// let options = DispatchOptions::default()
+///     .prefer(["eu-1", "eu-2"])
+///     .wait_for_worker(Duration::from_millis(200))
+///     .reply_timeout(Duration::from_secs(5))
+///     .header("tenant", "acme")
+///     .priority(2)
+///     .fairness_key("acme");
+/// assert_eq!(options.reply_timeout, Some(Duration::from_secs(5)));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DispatchOptions {
-    /// Which nodes may serve it.
-    pub routing: NodeRouting,
+    /// Which nodes may serve it: set by [`pin`](Self::pin), [`prefer`](Self::prefer) and
+    /// [`require`](Self::require).
+    pub(crate) routing: NodeRouting,
     /// How long to wait for an eligible worker; `None` fails at once with no-worker.
     pub wait_for_worker: Option<Duration>,
     /// How long to wait for the reply once pushed; `None` takes the node's default.
     pub reply_timeout: Option<Duration>,
     /// Protocol version 3: headers, priority, fairness and a required deployment, carried
-    /// beside the request; they need a version-3 node.
-    pub extras: RequestExtras,
+    /// beside the request; they need a version-3 node. Set by the builder methods.
+    pub(crate) extras: RequestExtras,
     /// What the producer SDK retries, on another node where it has several; the node's
     /// in-process API ignores it.
     pub retry: RetryPolicy,
@@ -189,15 +209,10 @@ impl DispatchOptions {
         self
     }
 
-    /// Which nodes may serve it.
-    pub fn routing(mut self, routing: NodeRouting) -> Self {
-        self.routing = routing;
-        self
-    }
-
-    /// Headers, priority, fairness and a required deployment, all at once.
-    pub fn extras(mut self, extras: RequestExtras) -> Self {
-        self.extras = extras;
+    /// Any worker in the pool, the default: undoes [`pin`](Self::pin),
+    /// [`prefer`](Self::prefer) and [`require`](Self::require).
+    pub fn any_node(mut self) -> Self {
+        self.routing = NodeRouting::Any;
         self
     }
 
@@ -249,19 +264,30 @@ impl DispatchOptions {
         self
     }
 
-    /// Options from a wire submission's fields.
-    pub fn from_wire(
-        routing: NodeRouting,
-        wait_for_worker_ms: Option<u64>,
-        reply_timeout_ms: Option<u64>,
-    ) -> Self {
-        Self {
-            routing,
-            wait_for_worker: wait_for_worker_ms.map(Duration::from_millis),
-            reply_timeout: reply_timeout_ms.map(Duration::from_millis),
-            extras: RequestExtras::default(),
-            retry: RetryPolicy::default(),
-        }
+    /// Adds a protocol extension, `tag` with `value`, carried to the node beside the request
+    /// (version 3). A node that does not know `tag` ignores it, unless it is `critical`: then
+    /// it refuses the dispatch (`Refused{Unsupported}`). Default: none.
+    pub fn extension(mut self, tag: u32, critical: bool, value: impl Into<Bytes>) -> Self {
+        self.extras.extensions.push(Extension {
+            tag,
+            critical,
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Which nodes may serve it, as the wire carries it: for the node's in-process
+    /// dispatcher, which shares this type. Not part of the API: it may change in any release.
+    #[doc(hidden)]
+    pub fn wire_routing(&self) -> &NodeRouting {
+        &self.routing
+    }
+
+    /// The extras as the wire carries them: for the node's in-process dispatcher, which shares
+    /// this type. Not part of the API: it may change in any release.
+    #[doc(hidden)]
+    pub fn wire_extras(&self) -> &RequestExtras {
+        &self.extras
     }
 
     /// `wait_for_worker` in wire milliseconds, saturating.

@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lintel_client::{Client, ClientConfig, ConnectError, DispatchOptions};
-use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult, RefusalCode};
+use lintel_client::{
+    ActivityOutcome, Client, ClientConfig, ClientError, ConnectError, Dispatch, DispatchOptions,
+    DispatchResult, RefusalCode,
+};
 
 use super::connect::NodeArgs;
 use super::exit::{fail, usage, DRAINING};
@@ -128,7 +130,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
         }
     };
     let dispatched = tokio::select! {
-        dispatched = client.dispatch_traced(request, &options) => dispatched,
+        dispatched = client.submit(&request, &options) => dispatched,
         () = stops.next() => {
             // The dispatch's future is dropped: it queued `Cancel`, written before the goodbye.
             client.close().await;
@@ -138,6 +140,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
     client.close().await;
     let dispatched = match dispatched {
         Ok(dispatched) => dispatched,
+        Err(err @ ClientError::Invalid(_)) => return fail(format!("{err}; nothing was sent")),
         Err(err) => return fail(format!("connection lost: {err}")),
     };
     if verbose {
@@ -180,7 +183,7 @@ async fn connect(target: &NodeArgs) -> Result<Client, ExitCode> {
 async fn prepare(
     args: Args,
     client: &Client,
-) -> Result<(DispatchRequest, DispatchOptions, bool), ExitCode> {
+) -> Result<(Dispatch, DispatchOptions, bool), ExitCode> {
     // Of one length whatever the process id, so the input's limit is the same at every run.
     let workflow_id = format!("cli-{:010}", std::process::id());
     let header_bytes: usize = args
@@ -223,18 +226,10 @@ async fn prepare(
         }
         Err(err) => return Err(fail(err)),
     };
-    let request = DispatchRequest {
-        namespace: args.namespace,
-        task_queue: args.task_queue,
-        activity_type: args.activity,
-        node: None,
-        workflow_id,
-        ordinal: 1,
-        run_id: None,
-        attempt: 1,
-        input,
-        deadline_unix_ms: None,
-    };
+    let request = Dispatch::new(args.namespace, args.activity)
+        .task_queue(args.task_queue)
+        .workflow(workflow_id, 1)
+        .input(input);
     let mut options = DispatchOptions::default();
     options.wait_for_worker = args.wait_ms.map(Duration::from_millis);
     options.reply_timeout = args.timeout_ms.map(Duration::from_millis);

@@ -22,8 +22,7 @@ use super::cancel::CancelSignal;
 /// ```
 /// use std::time::SystemTime;
 ///
-/// use lintel_client::{handler_fn, Handler, Request};
-/// use lintel_wire::ActivityOutcome;
+/// use lintel_client::{handler_fn, ActivityOutcome, Handler, Request};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
