@@ -75,10 +75,11 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
         }))
         .await;
     stranger.closed().await;
+    // A priority out of range: the node refuses it, where the SDK refuses an empty name itself.
     let invalid = producer
         .dispatch(
-            &support::dispatch_of(request("", "echo", "x")),
-            &DispatchOptions::default(),
+            &support::dispatch_of(request("ns", "echo", "x")),
+            &DispatchOptions::default().priority(0),
         )
         .await
         .expect("connection stays up");

@@ -51,12 +51,13 @@ pub enum InvalidDispatch {
         /// The node's `max_name_len`.
         max: usize,
     },
-    /// More headers than the node's `max_headers`.
+    /// More headers than the node's `max_headers`. (A node before version 3 carries no
+    /// headers at all: that is [`ClientError::Unsupported`](crate::ClientError::Unsupported).)
     #[error("{count} headers, over the node's limit of {max}")]
     TooManyHeaders {
         /// Headers given.
         count: usize,
-        /// The node's `max_headers` (0 before version 3, which carries none).
+        /// The node's `max_headers`.
         max: usize,
     },
     /// Header names and values together longer than the node's `max_header_bytes`.
@@ -222,17 +223,16 @@ impl Dispatch {
             }
         }
         let headers = &options.extras.headers;
+        // Before version 3 there are no header limits, and no headers: the submission's kind
+        // check refuses them as unsupported, naming them.
+        let Some(limits) = welcome.header_limits else {
+            return Ok(());
+        };
         if headers.is_empty() {
             return Ok(());
         }
-        let limits = welcome.header_limits.unwrap_or_default();
         let max = usize::try_from(limits.max_headers).unwrap_or(usize::MAX);
-        if welcome.header_limits.is_none() || headers.len() > max {
-            let max = if welcome.header_limits.is_none() {
-                0
-            } else {
-                max
-            };
+        if headers.len() > max {
             return Err(InvalidDispatch::TooManyHeaders {
                 count: headers.len(),
                 max,

@@ -89,13 +89,16 @@ fn exit_code(result: &DispatchResult) -> u8 {
         DispatchResult::NoWorker(_) => 11,
         DispatchResult::WorkerLost { .. } => 12,
         DispatchResult::Timeout { .. } | DispatchResult::HeartbeatTimeout { .. } => 13,
-        DispatchResult::Refused(_) => 14,
+        DispatchResult::Refused(_) => REFUSED,
         DispatchResult::Cancelled => 15,
         DispatchResult::Draining => DRAINING,
         DispatchResult::PeerLost { .. } => 17,
         DispatchResult::ShutDown { .. } => 18,
     }
 }
+
+/// The exit code of a `refused` dispatch, by the node or, before sending it, by the client.
+const REFUSED: u8 = 14;
 
 /// The exit code of a dispatch cancelled here (Ctrl-C), as of the `cancelled` outcome.
 const CANCELLED: u8 = 15;
@@ -140,7 +143,11 @@ pub(super) async fn run(args: Args) -> ExitCode {
     client.close().await;
     let dispatched = match dispatched {
         Ok(dispatched) => dispatched,
-        Err(err @ ClientError::Invalid(_)) => return fail(format!("{err}; nothing was sent")),
+        // Refused here, against the limits the node stated: the `refused` outcome's exit code.
+        Err(err @ ClientError::Invalid(_)) => {
+            eprintln!("refused: {err}; nothing was sent");
+            return ExitCode::from(REFUSED);
+        }
         Err(err) => return fail(format!("connection lost: {err}")),
     };
     if verbose {
