@@ -209,6 +209,14 @@ pub struct Dispatched {
     pub retried: Vec<Retried>,
 }
 
+/// A node's answer to one submission, as the reader hands it to the waiting call: kept
+/// apart from [`Dispatched`] so that what moves per dispatch stays small.
+#[derive(Debug)]
+struct Answer {
+    result: DispatchResult,
+    served_by: Option<String>,
+}
+
 impl Dispatched {
     /// Attempts made in all, this one included.
     pub fn attempts(&self) -> usize {
@@ -290,6 +298,8 @@ struct Shared {
     pending: Mutex<Pending>,
     /// Cancelled once the connection is gone.
     closed: CancellationToken,
+    /// Set with `closed`: read on every dispatch, where the token's lock would cost more.
+    gone: std::sync::atomic::AtomicBool,
     /// Set when [`Client::close`] ended the connection, not the node or the network.
     closed_by_caller: std::sync::atomic::AtomicBool,
     /// Set when the node said goodbye on a connection of version 2 or later: it answers every
@@ -303,7 +313,7 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Pending {
     closed: bool,
-    dispatches: IdMap<oneshot::Sender<Dispatched>>,
+    dispatches: IdMap<oneshot::Sender<Answer>>,
     statuses: IdMap<oneshot::Sender<Result<Status, ClientError>>>,
     subscriptions: IdMap<Sink>,
 }
@@ -331,6 +341,7 @@ impl Shared {
             )
         };
         // Gone before any waiter wakes, so none of them sends on this connection again.
+        self.gone.store(true, Ordering::Release);
         self.closed.cancel();
         // Dropping the senders wakes the waiters, outside the lock.
         drop((dispatches, statuses, subscriptions));
@@ -348,11 +359,11 @@ impl Shared {
         }
     }
 
-    fn complete(&self, correlation: u64, dispatched: Dispatched) {
+    fn complete(&self, correlation: u64, answer: Answer) {
         let waiter = self.lock().dispatches.remove(&correlation);
         match waiter {
             Some(waiter) => {
-                let _ = waiter.send(dispatched);
+                let _ = waiter.send(answer);
             }
             None => tracing::debug!(correlation, "outcome for a dispatch nobody waits for"),
         }
@@ -545,6 +556,20 @@ impl Client {
         )
     }
 
+    /// As [`Client::usable`], given up `budget` after `start`.
+    async fn usable_by(
+        &self,
+        start: tokio::time::Instant,
+        budget: Duration,
+    ) -> Result<Arc<Inner>, ClientError> {
+        match tokio::time::timeout_at(start + budget, self.usable()).await {
+            Ok(usable) => usable,
+            Err(_) => Err(ClientError::Unreachable {
+                reason: format!("no node could be reached within {budget:?}"),
+            }),
+        }
+    }
+
     /// A connection to send on: the one in use while it is open and not draining, else a new
     /// one to another node (a client of one connection keeps its own, to fail on it).
     async fn usable(&self) -> Result<Arc<Inner>, ClientError> {
@@ -646,8 +671,10 @@ impl Client {
         dispatch: &Dispatch,
         options: &DispatchOptions,
     ) -> Result<Dispatched, ClientError> {
-        dispatch.check(&self.link().welcome, options)?;
-        self.dispatch_ref(dispatch.request().view(), options).await
+        let link = self.link();
+        dispatch.check(&link.welcome, options)?;
+        self.dispatch_ref(link, dispatch.request().view(), options)
+            .await
     }
 
     /// As [`Client::submit`], giving only how the dispatch ended: the node's result, without
@@ -712,8 +739,9 @@ impl Client {
     /// Options with extras (headers, priority, fairness, a deployment) need a version-3 node
     /// ([`ClientError::Unsupported`] otherwise, naming the first); the node refuses what it
     /// does not implement (`Refused{Unsupported}`, naming it).
-    pub(crate) async fn dispatch_ref<'a>(
+    async fn dispatch_ref<'a>(
         &self,
+        mut current: Arc<Inner>,
         request: RequestRef<'a>,
         options: &'a DispatchOptions,
     ) -> Result<Dispatched, ClientError> {
@@ -724,35 +752,40 @@ impl Client {
             .unwrap_or(DEFAULT_REPLY_TIMEOUT);
         let mut retried = Vec::new();
         let start = tokio::time::Instant::now();
+        // Each attempt's answer is moved once, into the result or the record of a retry: the
+        // loop runs for every dispatch, so it is written for the one attempt that ends it.
+        let retry = |retried: &Vec<Retried>| {
+            retried.len() + 1 < policy.max_attempts() as usize && start.elapsed() < budget
+        };
         loop {
-            let current = self.link();
-            let usable = if current.is_usable() {
-                Ok(current)
+            let link = if current.is_usable() {
+                current
             } else {
-                match tokio::time::timeout_at(start + budget, self.usable()).await {
-                    Ok(usable) => usable,
-                    Err(_) => Err(ClientError::Unreachable {
-                        reason: format!("no node could be reached within {budget:?}"),
-                    }),
+                // Boxed: the dial's future would otherwise make every dispatch's larger.
+                match Box::pin(self.usable_by(start, budget)).await {
+                    Ok(link) => link,
+                    Err(err @ ClientError::Unreachable { .. }) if retry(&retried) => {
+                        tracing::debug!(error = %err, "no node reachable; trying again");
+                        retried.push(Retried {
+                            node: None,
+                            served_by: None,
+                            reason: RetryReason::Unreachable,
+                        });
+                        current = self.link();
+                        continue;
+                    }
+                    Err(err) => return Err(err),
                 }
             };
-            let (node, answer) = match usable {
-                Ok(link) => {
-                    let answer = link.dispatch(request.clone(), options).await;
-                    if let Ok(Dispatched {
-                        result: DispatchResult::Draining,
-                        ..
-                    }) = answer
-                    {
+            let answer = link.dispatch(request.clone(), options).await;
+            let reason = match &answer {
+                Ok(answer) => {
+                    if let DispatchResult::Draining = answer.result {
                         // Left before the next call: it takes no new work.
                         link.draining.store(true, Ordering::Relaxed);
                     }
-                    (link.address, answer)
+                    policy.retries(&answer.result)
                 }
-                Err(err) => (None, Err(err)),
-            };
-            let reason = match &answer {
-                Ok(dispatched) => policy.retries(&dispatched.result),
                 Err(ClientError::ConnectionLost {
                     may_have_run: false,
                 }) => Some(RetryReason::NotSent),
@@ -761,27 +794,26 @@ impl Client {
                 {
                     Some(RetryReason::MayHaveRun)
                 }
-                Err(ClientError::Unreachable { .. }) => Some(RetryReason::Unreachable),
                 Err(_) => None,
             };
-            let in_budget = start.elapsed() < budget;
-            let more = retried.len() + 1 < policy.max_attempts() as usize;
-            match (reason, answer) {
-                (Some(reason), answer) if more && in_budget => {
-                    let served_by = answer.ok().and_then(|dispatched| dispatched.served_by);
+            if let Some(reason) = reason {
+                if retry(&retried) {
                     retried.push(Retried {
-                        node,
-                        served_by,
+                        node: link.address,
+                        served_by: answer.ok().and_then(|answer| answer.served_by),
                         reason,
                     });
+                    current = self.link();
+                    continue;
                 }
-                (_, Ok(mut dispatched)) => {
-                    dispatched.node = node;
-                    dispatched.retried = retried;
-                    return Ok(dispatched);
-                }
-                (_, Err(err)) => return Err(err),
             }
+            let Answer { result, served_by } = answer?;
+            return Ok(Dispatched {
+                result,
+                served_by,
+                node: link.address,
+                retried,
+            });
         }
     }
 
@@ -976,7 +1008,7 @@ impl Inner {
 
     /// Open, and its node not known to drain.
     fn is_usable(&self) -> bool {
-        !self.shared.closed.is_cancelled() && !self.draining.load(Ordering::Relaxed)
+        !self.shared.gone.load(Ordering::Acquire) && !self.draining.load(Ordering::Relaxed)
     }
 
     /// Submits on this connection and waits for the one result.
@@ -984,7 +1016,7 @@ impl Inner {
         &self,
         request: RequestRef<'a>,
         options: &'a DispatchOptions,
-    ) -> Result<Dispatched, ClientError> {
+    ) -> Result<Answer, ClientError> {
         let inner = self;
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
         let submit = FrameRef::Submit(Submit {
@@ -1027,7 +1059,7 @@ impl Inner {
         let answer = rx.await;
         guard.settled = true;
         match answer {
-            Ok(dispatched) => Ok(dispatched),
+            Ok(answer) => Ok(answer),
             Err(_) => Err(inner.shared.lost(inner.submission_written(mark).await)),
         }
     }
@@ -1186,22 +1218,18 @@ async fn read_loop(
 fn on_frame(frame: FrameRef<'_>, shared: &Shared, outbound: &Outbound) -> Result<(), ErrorFrame> {
     match frame {
         FrameRef::Outcome(outcome) => {
-            let dispatched = Dispatched {
+            let answer = Answer {
                 result: outcome.result.into_owned(),
                 served_by: None,
-                node: None,
-                retried: Vec::new(),
             };
-            shared.complete(outcome.correlation, dispatched);
+            shared.complete(outcome.correlation, answer);
         }
         FrameRef::ServedOutcome(outcome) => {
-            let dispatched = Dispatched {
+            let answer = Answer {
                 result: outcome.result.into_owned(),
                 served_by: Some(outcome.served_by.to_owned()),
-                node: None,
-                retried: Vec::new(),
             };
-            shared.complete(outcome.correlation, dispatched);
+            shared.complete(outcome.correlation, answer);
         }
         FrameRef::Frame(Frame::Status(report)) => {
             let status = Status::new(report.status.clone(), Vec::new(), 0);
