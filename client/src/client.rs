@@ -754,8 +754,13 @@ impl Client {
         let start = tokio::time::Instant::now();
         // Each attempt's answer is moved once, into the result or the record of a retry: the
         // loop runs for every dispatch, so it is written for the one attempt that ends it.
-        let retry = |retried: &Vec<Retried>| {
-            retried.len() + 1 < policy.max_attempts() as usize && start.elapsed() < budget
+        let retry = |retried: &Vec<Retried>, reason: RetryReason| {
+            let attempts = if reason.proves_unsent() {
+                policy.max_unsent_attempts()
+            } else {
+                policy.max_attempts()
+            };
+            retried.len() + 1 < attempts as usize && start.elapsed() < budget
         };
         loop {
             let link = if current.is_usable() {
@@ -764,7 +769,9 @@ impl Client {
                 // Boxed: the dial's future would otherwise make every dispatch's larger.
                 match Box::pin(self.usable_by(start, budget)).await {
                     Ok(link) => link,
-                    Err(err @ ClientError::Unreachable { .. }) if retry(&retried) => {
+                    Err(err @ ClientError::Unreachable { .. })
+                        if retry(&retried, RetryReason::Unreachable) =>
+                    {
                         tracing::debug!(error = %err, "no node reachable; trying again");
                         retried.push(Retried {
                             node: None,
@@ -797,7 +804,7 @@ impl Client {
                 Err(_) => None,
             };
             if let Some(reason) = reason {
-                if retry(&retried) {
+                if retry(&retried, reason) {
                     retried.push(Retried {
                         node: link.address,
                         served_by: answer.ok().and_then(|answer| answer.served_by),

@@ -57,7 +57,9 @@ pub use lintel_wire::{Event, EventTopic, NodeEvent};
 /// connection, a registration or a subscription.
 pub use lintel_wire::{Refusal, RefusalCode};
 pub use node_info::{NodeInfo, NodeLimits};
-pub use options::{DispatchOptions, RetryPolicy, RetryReason, DEFAULT_REPLY_TIMEOUT};
+pub use options::{
+    DispatchOptions, RetryPolicy, RetryReason, DEFAULT_REPLY_TIMEOUT, MAX_UNSENT_ATTEMPTS,
+};
 pub use subscription::{Subscription, SubscriptionError};
 pub use tls::{ClientTls, PemIdentity, TlsError};
 pub use worker::{

@@ -50,7 +50,9 @@ pub struct DispatchOptions {
 /// By default only what proves nothing ran is retried, up to 3 attempts in all: a `draining`
 /// outcome; a refusal decided before any push that another node or connection may not repeat
 /// (`WorkerBackpressure`, `TooManyInFlight`, `FairnessCapReached`, `Unsupported`); a
-/// connection lost before the submission was written whole; no node reachable. A `no-worker`
+/// connection lost before the submission was written whole, and no node reachable, which
+/// reached no node and so count against [`MAX_UNSENT_ATTEMPTS`] instead, unless the policy
+/// is [`RetryPolicy::never`]. A `no-worker`
 /// outcome is retried only with [`RetryPolicy::retry_no_worker`]. What may have run
 /// (`worker-lost`, `timeout`, a missed heartbeat, `peer-lost`, `shut-down`, a connection lost
 /// after the submission was written) only with [`RetryPolicy::idempotent`].
@@ -102,7 +104,28 @@ pub enum RetryReason {
     MayHaveRun,
 }
 
+/// Attempts in all past which a failure that reached no node (a connection lost before the
+/// write, no node reachable) is not tried again: the budget bounds it first, this a tight loop.
+pub const MAX_UNSENT_ATTEMPTS: u32 = 64;
+
+impl RetryReason {
+    /// The attempt reached no node: nothing of it can have run.
+    pub(crate) fn proves_unsent(self) -> bool {
+        matches!(self, Self::NotSent | Self::Unreachable)
+    }
+}
+
 impl RetryPolicy {
+    /// Attempts in all past which a failure that reached no node is not tried again:
+    /// [`MAX_UNSENT_ATTEMPTS`], or one under [`RetryPolicy::never`].
+    pub fn max_unsent_attempts(&self) -> u32 {
+        if self.max_attempts == 1 {
+            1
+        } else {
+            MAX_UNSENT_ATTEMPTS.max(self.max_attempts)
+        }
+    }
+
     /// No retry: one attempt.
     pub fn never() -> Self {
         Self {
