@@ -148,7 +148,11 @@ fn load(
                     break;
                 }
                 let request = request(namespace, activity, &i.to_string());
-                if producer.dispatch(request, &options).await.is_err() {
+                if producer
+                    .dispatch(&support::dispatch_of(request), &options)
+                    .await
+                    .is_err()
+                {
                     break;
                 }
             }
@@ -265,7 +269,10 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     load(&producer, "billing", "echo", &stop);
     load(&producer, "reports", "slow", &stop);
     let missing = producer
-        .dispatch(request("nowhere", "echo", "x"), &DispatchOptions::default())
+        .dispatch(
+            &support::dispatch_of(request("nowhere", "echo", "x")),
+            &DispatchOptions::default(),
+        )
         .await
         .expect("an outcome");
     assert!(matches!(missing, lintel::wire::DispatchResult::NoWorker(_)));
