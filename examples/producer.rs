@@ -1,10 +1,11 @@
-//! A producer on the Rust SDK: dispatches `wc` of each text on its command line, all at once
-//! over one connection, with options (wait up to 2 s for a free worker, preferring one
-//! labelled `fast`, reply within 10 s), and says what became of each: every outcome a dispatch
-//! can end in has its own arm. Exits 0 when every dispatch completed with a result.
+//! A producer on the Rust SDK: connects to one of several nodes, dispatches `wc` of each text
+//! on its command line, all at once, with options (wait up to 2 s for a free worker, preferring
+//! one labelled `fast`, reply within 10 s, the default retry policy), and says what became of
+//! each: every outcome a dispatch can end in has its own arm. Exits 0 when every dispatch
+//! completed with a result.
 //!
 //! ```sh
-//! cargo run --example producer -- 127.0.0.1:7400 "hello world" "two
+//! cargo run --example producer -- 127.0.0.1:7400,127.0.0.1:7401 "hello world" "two
 //! lines"
 //! ```
 //! With `LINTEL_CLIENT_TLS_CA=ca.crt` set it speaks TLS, trusting that CA.
@@ -12,13 +13,24 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lintel_client::{Client, ClientConfig, ClientTls, DispatchOptions, Dispatched};
-use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult};
+use lintel_client::{
+    ActivityOutcome, Client, ClientConfig, ClientError, ClientTls, Dispatch, DispatchOptions,
+    DispatchResult, Dispatched, RetryPolicy,
+};
 
 /// One line saying what became of a dispatch, and whether it gave a result.
 fn describe(dispatched: &Dispatched) -> (String, bool) {
     let by = dispatched.served_by.as_deref().unwrap_or("?");
-    match &dispatched.result {
+    let (line, done) = outcome(&dispatched.result, by);
+    match dispatched.attempts() {
+        1 => (line, done),
+        attempts => (format!("{line} after {attempts} attempts"), done),
+    }
+}
+
+/// What `result` says, the worker's node `by` named when it completed.
+fn outcome(result: &DispatchResult, by: &str) -> (String, bool) {
+    match result {
         DispatchResult::Completed(response) => match &response.outcome {
             ActivityOutcome::Success(bytes) => (
                 format!("{} (served by {by})", String::from_utf8_lossy(bytes)),
@@ -63,7 +75,7 @@ fn describe(dispatched: &Dispatched) -> (String, bool) {
             false,
         ),
         DispatchResult::Cancelled => ("cancelled".into(), false),
-        DispatchResult::Draining => ("the node is draining; try another".into(), false),
+        DispatchResult::Draining => ("every node tried is draining".into(), false),
         DispatchResult::PeerLost { peer, after_ms } => (
             format!("lost node {peer} after {after_ms} ms; it may have run"),
             false,
@@ -78,40 +90,37 @@ fn describe(dispatched: &Dispatched) -> (String, bool) {
 #[tokio::main]
 async fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let addr = args.next().unwrap_or_else(|| "127.0.0.1:7400".into());
+    let nodes = args.next().unwrap_or_else(|| "127.0.0.1:7400".into());
     let texts: Vec<String> = args.collect();
-    let mut config = ClientConfig::default();
+    let mut config = ClientConfig::default().name("example-producer");
     if let Some(ca) = std::env::var_os("LINTEL_CLIENT_TLS_CA") {
-        config.tls = Some(ClientTls::from_files(ca.as_ref(), None)?);
+        config = config.tls(ClientTls::from_files(ca.as_ref(), None)?);
     }
-    let client = Client::connect(addr.as_str(), config).await?;
+    let client = Client::connect_nodes(nodes.split(','), config).await?;
+    println!("connected to node {}", client.node_info().node_id);
     let options = DispatchOptions::default()
         .wait_for_worker(Duration::from_secs(2))
         .prefer(["fast"])
-        .reply_timeout(Duration::from_secs(10));
+        .reply_timeout(Duration::from_secs(10))
+        .retry(RetryPolicy::default().attempts(3));
 
     let mut dispatches = tokio::task::JoinSet::new();
-    for (at, text) in texts.into_iter().enumerate() {
-        let request = DispatchRequest {
-            namespace: "demo".into(),
-            task_queue: String::new(),
-            activity_type: "wc".into(),
-            node: None,
-            workflow_id: format!("example-{}", std::process::id()),
-            ordinal: at as u64,
-            run_id: None,
-            attempt: 1,
-            input: text.clone().into(),
-            deadline_unix_ms: None,
-        };
+    for text in texts {
+        let dispatch = Dispatch::new("demo", "wc").input(text.clone());
         let (client, options) = (client.clone(), options.clone());
-        dispatches.spawn(async move { (text, client.dispatch_traced(request, &options).await) });
+        dispatches.spawn(async move { (text, client.submit(&dispatch, &options).await) });
     }
     let mut all_done = true;
     while let Some(joined) = dispatches.join_next().await {
         let (text, dispatched) = joined?;
-        // An error here is the connection, not the dispatch: the node went away.
-        let (line, done) = describe(&dispatched?);
+        let (line, done) = match dispatched {
+            Ok(dispatched) => describe(&dispatched),
+            Err(ClientError::ConnectionLost { may_have_run }) => (
+                format!("the connection was lost (may have run: {may_have_run})"),
+                false,
+            ),
+            Err(error) => (format!("not dispatched: {error}"), false),
+        };
         all_done &= done;
         println!("{text:?}: {line}");
     }

@@ -9,8 +9,7 @@
 
 use std::time::Duration;
 
-use lintel_client::{handler_fn, ClientTls, Request, Worker, WorkerConfig};
-use lintel_wire::{ActivityOutcome, Register};
+use lintel_client::{handler_fn, ActivityOutcome, ClientTls, Request, Worker, WorkerConfig};
 
 /// The activity: counts a text's lines, words and bytes, answering them as JSON. Input that is
 /// not UTF-8 fails for good: another attempt cannot help.
@@ -35,16 +34,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:7400".into());
-    let registration = Register {
-        namespaces: vec!["demo".into()],
-        task_queue: String::new(),
-        node: None,
-        activity_types: vec!["wc".into()],
-        identity: format!("wc-example-{}", std::process::id()),
-        max_concurrency: 8,
-        ..Default::default()
-    };
-    let mut config = WorkerConfig::new(addr.clone(), registration);
+    let mut config = WorkerConfig::builder()
+        .node(addr.clone())
+        .namespace("demo")
+        .activity("wc")
+        .identity(format!("wc-example-{}", std::process::id()))
+        .concurrency(8)
+        .build()?;
     if let Some(ca) = std::env::var_os("LINTEL_CLIENT_TLS_CA") {
         // Read again at every reconnect: a rotated CA file is taken up without a restart.
         config.tls = Some(ClientTls::from_files(ca.as_ref(), None)?);

@@ -126,18 +126,7 @@ mod tests {
     }
 
     fn request(activity: &str, input: &'static [u8]) -> Request {
-        Request {
-            namespace: "ns".into(),
-            task_queue: "".into(),
-            activity_type: activity.into(),
-            node: None,
-            workflow_id: "wf".into(),
-            ordinal: 1,
-            run_id: None,
-            attempt: 1,
-            input: Bytes::from_static(input),
-            deadline_unix_ms: None,
-        }
+        Request::new("ns", activity, Bytes::from_static(input))
     }
 
     fn failure(outcome: ActivityOutcome) -> String {

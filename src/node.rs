@@ -76,7 +76,7 @@ impl Node {
     ///
     /// use lintel::activities::BuiltIn;
     /// use lintel::sdk::{DispatchOptions, Worker, WorkerConfig};
-    /// use lintel::wire::{DispatchRequest, DispatchResult, Register};
+    /// use lintel::wire::{DispatchRequest, DispatchResult};
     /// use lintel::{Node, NodeConfig};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
@@ -87,16 +87,14 @@ impl Node {
     /// let serving = std::sync::Arc::clone(&node);
     /// tokio::spawn(async move { serving.serve(listener, std::future::pending()).await });
     ///
-    /// let registration = Register {
-    ///     namespaces: vec!["demo".into()],
-    ///     task_queue: String::new(),
-    ///     node: None,
-    ///     activity_types: vec!["echo".into()],
-    ///     identity: "echo-worker".into(),
-    ///     max_concurrency: 4,
-    ///     ..Register::default()
-    /// };
-    /// let worker = Worker::spawn(WorkerConfig::new(addr, registration), BuiltIn);
+    /// let config = WorkerConfig::builder()
+    ///     .node(addr)
+    ///     .namespace("demo")
+    ///     .activity("echo")
+    ///     .identity("echo-worker")
+    ///     .concurrency(4)
+    ///     .build()?;
+    /// let worker = Worker::spawn(config, BuiltIn);
     /// worker.wait_registered(Duration::from_secs(5)).await?;
     ///
     /// let request = DispatchRequest {

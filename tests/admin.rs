@@ -43,7 +43,10 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
         let waiting = waiting.clone();
         dispatches.spawn(async move {
             producer
-                .dispatch(request("ns", "echo", &i.to_string()), &waiting)
+                .dispatch(
+                    &support::dispatch_of(request("ns", "echo", &i.to_string())),
+                    &waiting,
+                )
                 .await
         });
     }
@@ -53,7 +56,10 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
     }
     for _ in 0..5 {
         let missing = producer
-            .dispatch(request("nowhere", "echo", "x"), &DispatchOptions::default())
+            .dispatch(
+                &support::dispatch_of(request("nowhere", "echo", "x")),
+                &DispatchOptions::default(),
+            )
             .await
             .expect("connection stays up");
         assert!(matches!(missing, DispatchResult::NoWorker(_)));
@@ -69,8 +75,12 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
         }))
         .await;
     stranger.closed().await;
+    // A priority out of range: the node refuses it, where the SDK refuses an empty name itself.
     let invalid = producer
-        .dispatch(request("", "echo", "x"), &DispatchOptions::default())
+        .dispatch(
+            &support::dispatch_of(request("ns", "echo", "x")),
+            &DispatchOptions::default().priority(0),
+        )
         .await
         .expect("connection stays up");
     assert!(matches!(invalid, DispatchResult::Refused(_)));
@@ -222,7 +232,10 @@ async fn the_window_gives_each_second_outcome_rates_and_latency_percentiles() {
     let window = support::within("a second with completions in /window", async {
         loop {
             let result = producer
-                .dispatch(request("ns", "echo", "x"), &DispatchOptions::default())
+                .dispatch(
+                    &support::dispatch_of(request("ns", "echo", "x")),
+                    &DispatchOptions::default(),
+                )
                 .await
                 .expect("connection stays up");
             assert!(matches!(result, DispatchResult::Completed(_)));

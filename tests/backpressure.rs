@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use lintel::dispatch::DispatchOptions;
-use lintel::sdk::{Worker, WorkerConfig};
+use lintel::sdk::Worker;
 use lintel::wire::{
     DispatchRequest, DispatchResult, Frame, NodeRouting, RefusedReason, Role, Submit,
 };
@@ -26,7 +26,7 @@ use support::{
 async fn a_producer_that_stops_reading_is_read_no_further_yet_its_deadlines_still_fire() {
     let node = TestNode::with_config(quiet_config(64)).await;
     let echo = Worker::spawn(
-        WorkerConfig::new(node.addr.to_string(), plain("ns", "echo", 10_000, "echo")),
+        support::worker_config(node.addr.to_string(), plain("ns", "echo", 10_000, "echo")),
         lintel::activities::BuiltIn,
     );
     assert!(echo.wait_registered(WAIT).await.is_ok());

@@ -12,10 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lintel::dispatch::DispatchOptions;
-use lintel::sdk::{Client, ClientConfig};
+use lintel::sdk::{handler_fn, Client, ClientConfig, Request};
+use lintel::wire::ActivityOutcome;
 use lintel::wire::{Cancel, DispatchResult, Frame};
 use support::{
-    next_frame, next_outcome, parked, plain, poll_once, producer, request, served_by,
+    next_frame, next_outcome, parked, plain, poll_once, producer, request, sdk_worker, served_by,
     spawn_dispatch, submit, within, RawWorker, TestNode,
 };
 use tokio_util::sync::CancellationToken;
@@ -120,7 +121,10 @@ async fn dropping_an_sdk_client_dispatch_cancels_the_push_on_the_worker() {
     let dispatching = client.clone();
     let abandoned = tokio::spawn(async move {
         dispatching
-            .dispatch(request("ns", "act", ""), &DispatchOptions::default())
+            .dispatch(
+                &support::dispatch_of(request("ns", "act", "")),
+                &DispatchOptions::default(),
+            )
             .await
     });
     let push = worker.next_push().await;
@@ -131,7 +135,10 @@ async fn dropping_an_sdk_client_dispatch_cancels_the_push_on_the_worker() {
     // The slot comes back once the worker lets go: the next dispatch reaches the worker.
     let next = tokio::spawn(async move {
         client
-            .dispatch(request("ns", "act", "next"), &DispatchOptions::default())
+            .dispatch(
+                &support::dispatch_of(request("ns", "act", "next")),
+                &DispatchOptions::default(),
+            )
             .await
     });
     let push = worker.next_push().await;
@@ -184,4 +191,44 @@ async fn a_producer_that_disconnects_cancels_its_submissions_on_the_worker() {
     worker.sync().await;
     assert_eq!(node.registry().reserved_slots(), 0);
     assert_eq!(node.registry().worker_count(), 1);
+}
+
+#[tokio::test]
+async fn a_cancelled_push_stops_the_blocking_work_its_handler_started() {
+    let node = TestNode::start().await;
+    let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+    let (stopped_tx, mut stopped) = tokio::sync::mpsc::unbounded_channel();
+    let handler = handler_fn(move |request: Request| {
+        let (started_tx, stopped_tx) = (started_tx.clone(), stopped_tx.clone());
+        async move {
+            let signal = request.cancel_signal();
+            let work = tokio::task::spawn_blocking(move || {
+                let _ = started_tx.send(());
+                while !signal.is_cancelled() {
+                    std::thread::yield_now();
+                }
+                let _ = stopped_tx.send(());
+            });
+            let _ = work.await;
+            ActivityOutcome::Success("stopped".into())
+        }
+    });
+    let _worker = sdk_worker(node.addr, plain("ns", "spin", 1, "spinner"), handler).await;
+    let client = Client::connect(node.addr.to_string(), ClientConfig::default())
+        .await
+        .unwrap();
+    let options = DispatchOptions::default();
+    let spin = support::dispatch_of(request("ns", "spin", ""));
+    let mut dispatch = Box::pin(client.dispatch(&spin, &options));
+    // The dispatch runs until the blocking work has started, then is dropped: the SDK cancels
+    // it on the node, which cancels the push.
+    tokio::select! {
+        result = &mut dispatch => panic!("the dispatch ended first: {result:?}"),
+        _ = started.recv() => {}
+    }
+    drop(dispatch);
+
+    within("the blocking work to stop", stopped.recv())
+        .await
+        .unwrap();
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use lintel::dispatch::DispatchOptions;
 use lintel::registry::Exclusion;
-use lintel::sdk::{handler_fn, Client, ClientConfig, Worker, WorkerConfig, WorkerHandle};
+use lintel::sdk::{handler_fn, Client, ClientConfig, Worker, WorkerHandle};
 use lintel::wire::{
     ActivityOutcome, CapacityUpdate, DispatchRequest, Drain, ErrorCode, Frame, NoWorkerReason,
     RefusalCode, Role,
@@ -53,7 +53,7 @@ async fn a_thousand_concurrent_dispatches_never_exceed_any_sdk_workers_capacity(
             }
         });
         let config =
-            WorkerConfig::new(node.addr.to_string(), plain("cap", "work", CAPACITY, &name));
+            support::worker_config(node.addr.to_string(), plain("cap", "work", CAPACITY, &name));
         let handle = Worker::spawn(config, handler);
         within("sdk worker registration", handle.wait_registered(WAIT))
             .await
@@ -84,7 +84,7 @@ async fn a_thousand_concurrent_dispatches_never_exceed_any_sdk_workers_capacity(
             let client = client.clone();
             set.spawn(async move {
                 client
-                    .dispatch(request, &options)
+                    .dispatch(&support::dispatch_of(request), &options)
                     .await
                     .expect("client dispatch")
             });

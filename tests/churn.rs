@@ -28,7 +28,7 @@ use bytes::Bytes;
 use fastrand::Rng;
 use futures_util::{SinkExt, StreamExt};
 use lintel::dispatch::DispatchOptions;
-use lintel::sdk::{handler_fn, Worker, WorkerConfig, WorkerHandle, WorkerState};
+use lintel::sdk::{handler_fn, Worker, WorkerHandle, WorkerState};
 use lintel::wire::{
     ActivityOutcome, DispatchRequest, DispatchResponse, DispatchResult, Frame, Goodbye,
     NodeRouting, Pong, Push, Register, Reply, Role, Submit,
@@ -242,7 +242,7 @@ async fn sdk_churn_worker(addr: SocketAddr, index: usize, pids: Arc<Pids>, mut r
             ActivityOutcome::Success(request.input)
         }
     });
-    let config = WorkerConfig::new(
+    let config = support::worker_config(
         addr.to_string(),
         registration(&[WORK, RARE], rng.u32(1..=3), format!("sdk-{index}")),
     );

@@ -164,7 +164,7 @@ fn headers_past_the_nodes_limits_are_refused_with_the_reason() {
     assert_eq!(out.status.code(), Some(14), "{}", text(&out.stderr));
     let said = text(&out.stderr);
     assert!(
-        said.contains("refused") && said.contains("3 headers, more than 2"),
+        said.contains("refused") && said.contains("3 headers, over the node's limit of 2"),
         "{said}"
     );
 
@@ -172,7 +172,7 @@ fn headers_past_the_nodes_limits_are_refused_with_the_reason() {
     let out = dispatch(&addr, "headers", &["--header", &big]);
     assert_eq!(out.status.code(), Some(14), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("more than 8192"),
+        text(&out.stderr).contains("over the node's limit of 8192"),
         "{}",
         text(&out.stderr)
     );

@@ -36,8 +36,8 @@ async fn a_worker_on_c_serves_a_producer_on_a() {
     let producer = client(a.addr).await;
     let done = within(
         "relayed dispatch",
-        producer.dispatch_traced(
-            request("ns", "echo", "over the hop"),
+        producer.submit(
+            &support::dispatch_of(request("ns", "echo", "over the hop")),
             &DispatchOptions::default(),
         ),
     )
@@ -69,7 +69,10 @@ async fn a_local_worker_is_chosen_before_a_peer_by_default() {
     for _ in 0..8 {
         let done = within(
             "local dispatch",
-            producer.dispatch_traced(request("ns", "echo", "x"), &DispatchOptions::default()),
+            producer.submit(
+                &support::dispatch_of(request("ns", "echo", "x")),
+                &DispatchOptions::default(),
+            ),
         )
         .await
         .expect("connection stays up");
@@ -96,7 +99,7 @@ async fn pin_prefer_and_require_apply_to_worker_node_labels_across_the_cluster()
         for _ in 0..4 {
             let done = within(
                 "routed dispatch",
-                producer.dispatch_traced(request("ns", "echo", "x"), &options),
+                producer.submit(&support::dispatch_of(request("ns", "echo", "x")), &options),
             )
             .await
             .expect("connection stays up");
@@ -111,7 +114,7 @@ async fn pin_prefer_and_require_apply_to_worker_node_labels_across_the_cluster()
     let nowhere = within(
         "dispatch required on an unknown node",
         producer.dispatch(
-            request("ns", "echo", "x"),
+            &support::dispatch_of(request("ns", "echo", "x")),
             &DispatchOptions::default().require(["north"]),
         ),
     )
@@ -187,7 +190,10 @@ async fn capacity_split_across_nodes_is_never_exceeded_under_load_from_every_nod
             let producer = producer.clone();
             dispatches.spawn(async move {
                 producer
-                    .dispatch_traced(request("ns", "work", &i.to_string()), &waiting(10_000))
+                    .submit(
+                        &support::dispatch_of(request("ns", "work", &i.to_string())),
+                        &waiting(10_000),
+                    )
                     .await
             });
         }
@@ -224,7 +230,10 @@ async fn a_waiting_dispatch_on_a_is_woken_by_a_worker_registering_on_c() {
     let producer = client(a.addr).await;
     let waiting_dispatch = tokio::spawn(async move {
         producer
-            .dispatch_traced(request("ns", "echo", "woken"), &waiting(10_000))
+            .submit(
+                &support::dispatch_of(request("ns", "echo", "woken")),
+                &waiting(10_000),
+            )
             .await
     });
     // The dispatch is queued on a before the worker exists anywhere.
@@ -276,7 +285,10 @@ async fn a_dispatch_without_a_wait_never_waits_on_peers_and_its_census_counts_re
         let producer = producer.clone();
         tokio::spawn(async move {
             producer
-                .dispatch(request("ns", "echo", "first"), &DispatchOptions::default())
+                .dispatch(
+                    &support::dispatch_of(request("ns", "echo", "first")),
+                    &DispatchOptions::default(),
+                )
                 .await
         })
     };
@@ -284,7 +296,10 @@ async fn a_dispatch_without_a_wait_never_waits_on_peers_and_its_census_counts_re
     within("the first dispatch to run on c", started.notified()).await;
     let second = within(
         "a dispatch with no wait",
-        producer.dispatch(request("ns", "echo", "second"), &DispatchOptions::default()),
+        producer.dispatch(
+            &support::dispatch_of(request("ns", "echo", "second")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");
@@ -323,7 +338,10 @@ async fn a_producer_cancel_crosses_the_hop_and_frees_the_remote_slot() {
         let producer = producer.clone();
         tokio::spawn(async move {
             producer
-                .dispatch(request("ns", "slow", "x"), &DispatchOptions::default())
+                .dispatch(
+                    &support::dispatch_of(request("ns", "slow", "x")),
+                    &DispatchOptions::default(),
+                )
                 .await
         })
     };

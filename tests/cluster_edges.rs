@@ -151,7 +151,7 @@ async fn a_draining_node_says_so_to_its_peers_and_answers_relays_draining() {
         tokio::spawn(async move {
             producer
                 .dispatch(
-                    request("ns", "echo", "runs on"),
+                    &support::dispatch_of(request("ns", "echo", "runs on")),
                     &DispatchOptions::default(),
                 )
                 .await
@@ -164,7 +164,10 @@ async fn a_draining_node_says_so_to_its_peers_and_answers_relays_draining() {
         loop {
             let mut seen = a.node.dispatcher().mesh().changes().epoch();
             let refused = producer
-                .dispatch(request("ns", "echo", "new"), &DispatchOptions::default())
+                .dispatch(
+                    &support::dispatch_of(request("ns", "echo", "new")),
+                    &DispatchOptions::default(),
+                )
                 .await
                 .expect("connection stays up");
             if matches!(refused, DispatchResult::NoWorker(_)) {
@@ -281,7 +284,10 @@ async fn weighted_placement_spreads_dispatches_over_local_and_remote_workers() {
     for _ in 0..200 {
         let done = within(
             "a dispatch",
-            producer.dispatch_traced(request("ns", "echo", "x"), &DispatchOptions::default()),
+            producer.submit(
+                &support::dispatch_of(request("ns", "echo", "x")),
+                &DispatchOptions::default(),
+            ),
         )
         .await
         .expect("connection stays up");

@@ -54,7 +54,10 @@ fn doomed_on_west(
             .pin("west")
             .reply_timeout(Duration::from_secs(30));
         producer
-            .dispatch_traced(request("ns", "echo", "doomed"), &options)
+            .submit(
+                &support::dispatch_of(request("ns", "echo", "doomed")),
+                &options,
+            )
             .await
     })
 }
@@ -65,7 +68,7 @@ async fn dispatched(
 ) -> lintel::sdk::Dispatched {
     within(
         "a dispatch",
-        producer.dispatch_traced(request("ns", "echo", "x"), options),
+        producer.submit(&support::dispatch_of(request("ns", "echo", "x")), options),
     )
     .await
     .expect("connection stays up")
@@ -198,7 +201,10 @@ async fn a_peer_that_goes_silent_without_closing_is_found_dead_by_pings() {
         tokio::spawn(async move {
             let options = DispatchOptions::default().reply_timeout(Duration::from_secs(30));
             producer
-                .dispatch(request("ns", "echo", "into the void"), &options)
+                .dispatch(
+                    &support::dispatch_of(request("ns", "echo", "into the void")),
+                    &options,
+                )
                 .await
         })
     };
@@ -268,7 +274,10 @@ async fn a_partition_ends_relays_as_peer_lost_and_once_healed_relays_flow_again(
                 .pin("far")
                 .reply_timeout(Duration::from_secs(30));
             producer
-                .dispatch(request("ns", "echo", "cut"), &options)
+                .dispatch(
+                    &support::dispatch_of(request("ns", "echo", "cut")),
+                    &options,
+                )
                 .await
         })
     };
@@ -327,7 +336,7 @@ async fn relay_until(
     let mut done = Vec::new();
     while done.len() < least || !*stop.borrow_and_update() {
         let dispatched = producer
-            .dispatch_traced(request("ns", "echo", pin), &options)
+            .submit(&support::dispatch_of(request("ns", "echo", pin)), &options)
             .await
             .expect("the producer's connection stays up");
         done.push(dispatched);
@@ -447,8 +456,8 @@ async fn relays_over_links_without_a_fault_complete_while_a_node_behind_proxies_
     for producer in [&from_a, &from_b] {
         let first = within(
             "a first relay to west2",
-            producer.dispatch_traced(
-                request("ns", "echo", "west2"),
+            producer.submit(
+                &support::dispatch_of(request("ns", "echo", "west2")),
                 &DispatchOptions::default()
                     .pin("west2")
                     .wait_for_worker(WAIT),

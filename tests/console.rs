@@ -148,7 +148,11 @@ fn load(
                     break;
                 }
                 let request = request(namespace, activity, &i.to_string());
-                if producer.dispatch(request, &options).await.is_err() {
+                if producer
+                    .dispatch(&support::dispatch_of(request), &options)
+                    .await
+                    .is_err()
+                {
                     break;
                 }
             }
@@ -265,7 +269,10 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     load(&producer, "billing", "echo", &stop);
     load(&producer, "reports", "slow", &stop);
     let missing = producer
-        .dispatch(request("nowhere", "echo", "x"), &DispatchOptions::default())
+        .dispatch(
+            &support::dispatch_of(request("nowhere", "echo", "x")),
+            &DispatchOptions::default(),
+        )
         .await
         .expect("an outcome");
     assert!(matches!(missing, lintel::wire::DispatchResult::NoWorker(_)));
@@ -335,10 +342,16 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     )
     .await;
     assert_eq!(code, 200, "{body}");
-    let mut config =
-        WorkerConfig::new(b.addr.to_string(), plain("deploys", "echo", 2, "deploys-1"));
-    config.registration.deployment = Some("v2".into());
-    config.registration.instance_id = Some("pod-7".into());
+    let config = WorkerConfig::builder()
+        .node(b.addr.to_string())
+        .namespace("deploys")
+        .activity("echo")
+        .concurrency(2)
+        .identity("deploys-1")
+        .deployment("v2")
+        .instance_id("pod-7")
+        .build()
+        .expect("a valid worker config");
     let deployed = Worker::spawn(
         config,
         handler_fn(|request: lintel::sdk::Request| {

@@ -29,9 +29,10 @@ async fn deployed(
     deployment: Option<&str>,
     instance: Option<&str>,
 ) -> WorkerHandle {
-    let mut config = WorkerConfig::new(node.addr.to_string(), plain("ns", "echo", 4, name));
-    config.registration.deployment = deployment.map(str::to_owned);
-    config.registration.instance_id = instance.map(str::to_owned);
+    let mut register = plain("ns", "echo", 4, name);
+    register.deployment = deployment.map(str::to_owned);
+    register.instance_id = instance.map(str::to_owned);
+    let config = support::worker_config(node.addr.to_string(), register);
     spawn_named(node, config, name).await
 }
 
@@ -242,7 +243,10 @@ async fn the_pools_current_deployment_set_by_the_admin_call_routes_dispatches_on
     for _ in 0..4 {
         let result = within(
             "a dispatch naming no deployment",
-            producer.dispatch(request("ns", "echo", "x"), &DispatchOptions::default()),
+            producer.dispatch(
+                &support::dispatch_of(request("ns", "echo", "x")),
+                &DispatchOptions::default(),
+            ),
         )
         .await
         .expect("connection stays up");

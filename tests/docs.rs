@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 const README_MAX_LINES: usize = 450;
 
 /// The documents whose links are checked, relative to the repository root.
-const DOCUMENTS: [&str; 8] = [
+const DOCUMENTS: [&str; 10] = [
+    "CHANGELOG.md",
     "README.md",
     "docs/configuration.md",
+    "docs/sdk.md",
     "ARCHITECTURE.md",
     "tests/README.md",
     "bench-results/PERFORMANCE.md",

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use lintel::dispatch::DispatchOptions;
-use lintel::sdk::{handler_fn, Worker, WorkerConfig, WorkerState};
+use lintel::sdk::{handler_fn, Worker, WorkerState};
 use lintel::wire::{
     ActivityOutcome, DispatchRequest, DispatchResult, Drained, Frame, FrameCodec, FrameKind,
     RefusalCode, Role, StatusQuery, PROTOCOL_VERSION,
@@ -173,8 +173,11 @@ async fn at_a_forced_shutdown_every_producer_hears_every_outcome_before_the_good
     for _ in 0..20 {
         let sdk = sdk.clone();
         sdk_dispatches.spawn(async move {
-            sdk.dispatch(request("ns", "act", ""), &DispatchOptions::default())
-                .await
+            sdk.dispatch(
+                &support::dispatch_of(request("ns", "act", "")),
+                &DispatchOptions::default(),
+            )
+            .await
         });
     }
     for _ in 0..40 {
@@ -276,7 +279,7 @@ async fn an_sdk_worker_drains_cleanly_saying_drained_then_goodbye() {
     let permits = Arc::new(Semaphore::new(0));
     let gate = Arc::clone(&permits);
     let handle = Worker::spawn(
-        WorkerConfig::new(proxy.addr.to_string(), plain("ns", "act", 2, "sdk")),
+        support::worker_config(proxy.addr.to_string(), plain("ns", "act", 2, "sdk")),
         handler_fn(move |request: lintel::sdk::Request| {
             let gate = Arc::clone(&gate);
             async move {

@@ -17,7 +17,7 @@ use lintel::activities::BuiltIn;
 use lintel::dispatch::{DispatchLimits, DispatchOptions, Dispatcher};
 use lintel::link::{ReplyFate, WorkerLink};
 use lintel::registry::{AdmissionLimits, Registry};
-use lintel::sdk::{Worker, WorkerConfig};
+use lintel::sdk::Worker;
 use lintel::transport;
 use lintel::wire::{
     ActivityOutcome, Cancel, DispatchRequest, DispatchResponse, DispatchResult, Frame,
@@ -56,7 +56,7 @@ fn submit(correlation: u64, request: DispatchRequest, options: &DispatchOptions)
         request,
         wait_for_worker_ms: options.wait_for_worker_ms(),
         reply_timeout_ms: options.reply_timeout_ms(),
-        routing: options.routing.clone(),
+        routing: options.wire_routing().clone(),
         extras: Default::default(),
     })
 }
@@ -540,7 +540,7 @@ async fn replies_aimed_at_the_deadline_end_once_and_every_loser_is_counted() {
 #[tokio::test]
 async fn an_sdk_worker_answers_a_cancel_so_its_slot_frees_long_before_the_grace() {
     let node = TestNode::start().await;
-    let config = WorkerConfig::new(node.addr.to_string(), support::register("ns", "sleep", 1));
+    let config = support::worker_config(node.addr.to_string(), support::register("ns", "sleep", 1));
     let worker = Worker::spawn(config, BuiltIn);
     within("registration", worker.wait_registered(support::WAIT))
         .await

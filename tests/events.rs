@@ -301,9 +301,10 @@ async fn without_the_observer_role_a_subscription_is_unauthorized() {
         ..NodeConfig::default()
     })
     .await;
-    let with = |token: &str| ClientConfig {
-        auth_token: Some(token.into()),
-        ..ClientConfig::default()
+    let with = |token: &str| {
+        let mut config = ClientConfig::default();
+        config.auth_token = Some(token.into());
+        config
     };
 
     let sender = Client::connect(node.addr, with("send"))

@@ -158,7 +158,9 @@ async fn a_priority_one_dispatch_behind_a_hundred_priority_three_waiters_is_push
         let options = DispatchOptions::default()
             .wait_for_worker(Duration::from_secs(60))
             .priority(1);
-        producer.dispatch(work("p1:urgent"), &options).await
+        producer
+            .dispatch(&support::dispatch_of(work("p1:urgent")), &options)
+            .await
     });
     wait_fairness(&node, "the priority-1 waiter", |s| {
         s.waiting_by_priority[0] == 1
@@ -351,16 +353,18 @@ async fn a_wire_producer_dispatches_under_its_grants_key() {
         ..NodeConfig::default()
     })
     .await;
-    let root = ClientConfig {
-        auth_token: Some("root".into()),
-        ..ClientConfig::default()
+    let root = {
+        let mut config = ClientConfig::default();
+        config.auth_token = Some("root".into());
+        config
     };
     let handler = handler_fn(|request: lintel::sdk::Request| {
         std::future::ready(ActivityOutcome::Success(request.input))
     });
-    let worker = lintel::sdk::WorkerConfig {
-        auth_token: Some("root".into()),
-        ..lintel::sdk::WorkerConfig::new(node.addr.to_string(), plain("ns", "work", 4, "w"))
+    let worker = {
+        let mut config = support::worker_config(node.addr.to_string(), plain("ns", "work", 4, "w"));
+        config.auth_token = Some("root".into());
+        config
     };
     let handle = lintel::sdk::Worker::spawn(worker, handler);
     within("worker registration", handle.wait_registered(support::WAIT))
@@ -368,18 +372,22 @@ async fn a_wire_producer_dispatches_under_its_grants_key() {
         .expect("registered");
     // Each asks for the key `chosen`: only the node's own token may choose.
     for (token, expected_key) in [("first", "grant-1"), ("second", "beta"), ("root", "chosen")] {
-        let config = ClientConfig {
-            auth_token: Some(token.into()),
-            ..root.clone()
+        let config = {
+            let mut config = root.clone();
+            config.auth_token = Some(token.into());
+            config
         };
         let producer = within("a producer", Client::connect(node.addr.to_string(), config))
             .await
             .expect("connects");
         let before = served_of(&node.registry().fairness(), expected_key);
         let options = DispatchOptions::default().fairness_key("chosen");
-        let result = within("a dispatch", producer.dispatch(work(token), &options))
-            .await
-            .expect("connection");
+        let result = within(
+            "a dispatch",
+            producer.dispatch(&support::dispatch_of(work(token)), &options),
+        )
+        .await
+        .expect("connection");
         assert!(matches!(result, DispatchResult::Completed(_)), "{result:?}");
         assert_eq!(
             served_of(&node.registry().fairness(), expected_key),
@@ -406,9 +414,10 @@ async fn with_the_request_as_key_source_the_request_names_the_key() {
         ..NodeConfig::default()
     })
     .await;
-    let worker = lintel::sdk::WorkerConfig {
-        auth_token: Some("t".into()),
-        ..lintel::sdk::WorkerConfig::new(node.addr.to_string(), plain("ns", "work", 1, "w"))
+    let worker = {
+        let mut config = support::worker_config(node.addr.to_string(), plain("ns", "work", 1, "w"));
+        config.auth_token = Some("t".into());
+        config
     };
     let handler = handler_fn(|request: lintel::sdk::Request| {
         std::future::ready(ActivityOutcome::Success(request.input))
@@ -417,9 +426,10 @@ async fn with_the_request_as_key_source_the_request_names_the_key() {
     within("worker registration", handle.wait_registered(support::WAIT))
         .await
         .expect("registered");
-    let config = ClientConfig {
-        auth_token: Some("t".into()),
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.auth_token = Some("t".into());
+        config
     };
     let producer = within("a producer", Client::connect(node.addr.to_string(), config))
         .await
@@ -428,9 +438,12 @@ async fn with_the_request_as_key_source_the_request_names_the_key() {
         DispatchOptions::default(),
         DispatchOptions::default().fairness_key("mine"),
     ] {
-        let result = within("a dispatch", producer.dispatch(work("x"), &options))
-            .await
-            .expect("connection");
+        let result = within(
+            "a dispatch",
+            producer.dispatch(&support::dispatch_of(work("x")), &options),
+        )
+        .await
+        .expect("connection");
         assert!(matches!(result, DispatchResult::Completed(_)), "{result:?}");
     }
     let status = node.registry().fairness();

@@ -59,7 +59,7 @@ fn dispatch_many(
             let request = work(&format!("{label}:{i}"));
             tokio::spawn(async move {
                 producer
-                    .dispatch(request, &options)
+                    .dispatch(&support::dispatch_of(request), &options)
                     .await
                     .expect("connection")
             })

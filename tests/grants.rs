@@ -47,9 +47,10 @@ async fn hello_as(node: &TestNode, role: Role, token: &str) -> (RawClient, Optio
 }
 
 async fn producer(node: &TestNode, token: &str) -> Client {
-    let config = ClientConfig {
-        auth_token: Some(token.into()),
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.auth_token = Some(token.into());
+        config
     };
     within(
         "producer connection",
@@ -93,7 +94,10 @@ async fn a_producer_dispatches_only_into_the_namespaces_its_token_grants() {
 
     let refused = within(
         "a dispatch outside the grant",
-        producer.dispatch(request("payroll", "echo", "x"), &DispatchOptions::default()),
+        producer.dispatch(
+            &support::dispatch_of(request("payroll", "echo", "x")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");
@@ -109,7 +113,10 @@ async fn a_producer_dispatches_only_into_the_namespaces_its_token_grants() {
         let producer = producer.clone();
         tokio::spawn(async move {
             producer
-                .dispatch(request("billing", "echo", "x"), &DispatchOptions::default())
+                .dispatch(
+                    &support::dispatch_of(request("billing", "echo", "x")),
+                    &DispatchOptions::default(),
+                )
                 .await
         })
     };
@@ -156,7 +163,7 @@ async fn the_single_auth_token_still_grants_every_role_and_namespace() {
     let result = within(
         "a dispatch anywhere",
         producer.dispatch(
-            request("elsewhere", "echo", "x"),
+            &support::dispatch_of(request("elsewhere", "echo", "x")),
             &DispatchOptions::default(),
         ),
     )

@@ -54,12 +54,12 @@ fn heartbeat(progress: bool) -> RequestExtras {
 }
 
 fn options(extras: RequestExtras) -> DispatchOptions {
-    DispatchOptions {
-        wait_for_worker: Some(Duration::from_secs(10)),
-        reply_timeout: Some(Duration::from_secs(30)),
-        extras,
-        ..DispatchOptions::default()
-    }
+    let options = DispatchOptions::default()
+        .wait_for_worker(Duration::from_secs(10))
+        .reply_timeout(Duration::from_secs(30));
+    extras.extensions.into_iter().fold(options, |options, tag| {
+        options.extension(tag.tag, tag.critical, tag.value)
+    })
 }
 
 async fn push(client: &mut RawClient) -> Push {
@@ -161,10 +161,8 @@ async fn one_that_stops_heartbeating_ends_heartbeat_timeout_within_the_timeout_a
 async fn a_heartbeat_request_goes_only_to_a_worker_that_listed_heartbeat_timeout() {
     let node = TestNode::with_config(config()).await;
     let mut unlisted = worker(node.addr, FeatureSet::NONE).await;
-    let no_wait = DispatchOptions {
-        wait_for_worker: None,
-        ..options(heartbeat(false))
-    };
+    let mut no_wait = options(heartbeat(false));
+    no_wait.wait_for_worker = None;
     let result = outcome_of(spawn_dispatch(&node, request("ns", "echo", "x"), no_wait)).await;
     assert!(matches!(result, DispatchResult::NoWorker(_)), "{result:?}");
     // The same worker takes a request without one.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use lintel::sdk::{Worker, WorkerConfig};
+use lintel::sdk::Worker;
 use lintel::wire::{
     DispatchRequest, ErrorCode, Frame, FrameCodec, Hello, NodeRouting, Role, Submit,
 };
@@ -170,7 +170,7 @@ async fn producers_that_never_read_are_closed_as_slow_consumers_and_the_node_sta
     let mut node = Node::start().await;
     let mut workers = Vec::new();
     for n in 0..4 {
-        let config = WorkerConfig::new(
+        let config = support::worker_config(
             node.addr.clone(),
             plain("mem", "echo", 8, &format!("echo-{n}")),
         );

@@ -94,10 +94,11 @@ async fn slow_peer(addr: SocketAddr) -> Framed<TcpStream, FrameCodec> {
 }
 
 fn options() -> DispatchOptions {
-    DispatchOptions {
-        wait_for_worker: None,
-        reply_timeout: Some(Duration::from_secs(60)),
-        ..DispatchOptions::default()
+    {
+        let mut config = DispatchOptions::default();
+        config.wait_for_worker = None;
+        config.reply_timeout = Some(Duration::from_secs(60));
+        config
     }
 }
 

@@ -34,9 +34,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use lintel::activities::BuiltIn;
-use lintel::sdk::{
-    Client, ClientConfig, ClientTls, DispatchOptions, Worker, WorkerConfig, WorkerError,
-};
+use lintel::sdk::{Client, ClientConfig, ClientTls, DispatchOptions, Worker, WorkerError};
 use lintel::wire::{
     ActivityOutcome, DispatchRequest, DispatchResult, RefusalCode, RefusedReason, Register,
 };
@@ -908,7 +906,7 @@ async fn the_securing_a_node_example_serves_tls_with_rcgen_certificates() {
         ..Default::default()
     };
     let worker_in = |namespace: &str| {
-        let mut config = WorkerConfig::new(addr.clone(), register(namespace));
+        let mut config = support::worker_config(addr.clone(), register(namespace));
         config.tls = Some(client_tls(&dir, "billing-worker"));
         Worker::spawn(config, BuiltIn)
     };
@@ -926,13 +924,14 @@ async fn the_securing_a_node_example_serves_tls_with_rcgen_certificates() {
         .expect("in time")
         .expect("the billing worker registers");
 
-    let config = ClientConfig {
-        tls: Some(
+    let config = {
+        let mut config = ClientConfig::default();
+        config.tls = Some(
             client_tls(&dir, "billing-producer")
                 .with_server_name("localhost")
                 .unwrap(),
-        ),
-        ..ClientConfig::default()
+        );
+        config
     };
     let client = tokio::time::timeout(WAIT, Client::connect(addr.as_str(), config))
         .await
@@ -946,7 +945,10 @@ async fn the_securing_a_node_example_serves_tls_with_rcgen_certificates() {
         async move {
             tokio::time::timeout(
                 WAIT,
-                client.dispatch(echo_request(namespace, input), &DispatchOptions::default()),
+                client.dispatch(
+                    &support::dispatch_of(echo_request(namespace, input)),
+                    &DispatchOptions::default(),
+                ),
             )
             .await
             .expect("in time")

@@ -8,7 +8,7 @@ use lintel_test_support as support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel::sdk::{handler_fn, Worker, WorkerConfig, WorkerState};
+use lintel::sdk::{handler_fn, Worker, WorkerState};
 use lintel::wire::{
     ActivityOutcome, Drain, Drained, ErrorCode, ErrorFrame, Frame, Goodbye, Ping, Pong, Refusal,
     RefusalCode, Register, Registered, Role,
@@ -458,7 +458,7 @@ async fn node_shutdown_sends_each_registered_worker_drain_first() {
 async fn an_sdk_worker_draining_itself_unregisters_once() {
     let node = TestNode::start().await;
     let handle = Worker::spawn(
-        WorkerConfig::new(node.addr.to_string(), register("ns", "echo", 2)),
+        support::worker_config(node.addr.to_string(), register("ns", "echo", 2)),
         handler_fn(|request: lintel::sdk::Request| async move {
             ActivityOutcome::Success(request.input)
         }),

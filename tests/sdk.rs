@@ -15,8 +15,8 @@ use futures_util::{SinkExt, StreamExt};
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::status::Status;
 use lintel::sdk::{
-    Backoff, Client, ClientConfig, ClientError, ConnectError, Handler, Worker, WorkerConfig,
-    WorkerError, WorkerHandle, WorkerState,
+    Backoff, Client, ClientConfig, ClientError, ConnectError, Dispatch, Handler, InvalidDispatch,
+    Worker, WorkerConfig, WorkerConfigBuilder, WorkerError, WorkerHandle, WorkerState,
 };
 use lintel::wire::{
     feature, ActivityOutcome, Cancel, Counters, DispatchRequest, DispatchResponse, DispatchResult,
@@ -314,15 +314,20 @@ fn registration(max_concurrency: u32) -> Register {
     }
 }
 
+fn worker_builder(node: &FakeNode, max_concurrency: u32) -> WorkerConfigBuilder {
+    support::worker_builder(node.addr(), registration(max_concurrency))
+        .auth_token("secret")
+        .handshake_timeout(WAIT)
+        .reconnect(Backoff {
+            initial: Duration::from_millis(10),
+            max: Duration::from_millis(50),
+        })
+}
+
 fn worker_config(node: &FakeNode, max_concurrency: u32) -> WorkerConfig {
-    let mut config = WorkerConfig::new(node.addr(), registration(max_concurrency));
-    config.auth_token = Some("secret".to_owned());
-    config.handshake_timeout = WAIT;
-    config.reconnect = Backoff {
-        initial: Duration::from_millis(10),
-        max: Duration::from_millis(50),
-    };
-    config
+    worker_builder(node, max_concurrency)
+        .build()
+        .expect("a worker config")
 }
 
 type RegisteredProbe = (FakeNode, Peer, WorkerHandle, Arc<Probe>, ProbeEvents);
@@ -722,10 +727,11 @@ async fn shutdown_drops_the_connection_and_aborts_handlers() {
 
 async fn connected_client() -> (FakeNode, Peer, Client) {
     let node = FakeNode::bind().await;
-    let config = ClientConfig {
-        name: "producer-under-test".to_owned(),
-        handshake_timeout: WAIT,
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.name = "producer-under-test".to_owned();
+        config.handshake_timeout = WAIT;
+        config
     };
     let (client, peer) = tokio::join!(Client::connect(node.addr(), config), async {
         let mut peer = node.accept().await;
@@ -752,7 +758,7 @@ fn completed(submit: &Submit) -> Frame {
 #[tokio::test]
 async fn concurrent_dispatches_are_correlated_even_when_answered_out_of_order() {
     let (_node, mut peer, client) = connected_client().await;
-    assert_eq!(client.welcome().pid, 200);
+    assert_eq!(client.node_info().pid, 200);
     let inputs: [&'static [u8]; 3] = [b"zero", b"one", b"two"];
     let dispatches: Vec<_> = inputs
         .iter()
@@ -760,7 +766,11 @@ async fn concurrent_dispatches_are_correlated_even_when_answered_out_of_order() 
         .map(|(index, input)| {
             let client = client.clone();
             let request = request("echo", &format!("wf-{index}"), input);
-            tokio::spawn(async move { client.dispatch(request, &DispatchOptions::default()).await })
+            tokio::spawn(async move {
+                client
+                    .dispatch(&support::dispatch_of(request), &DispatchOptions::default())
+                    .await
+            })
         })
         .collect();
 
@@ -795,11 +805,15 @@ async fn submissions_carry_the_dispatch_options() {
     let dispatch = tokio::spawn({
         let client = client.clone();
         let options = options.clone();
-        async move { client.dispatch(request("echo", "wf", b""), &options).await }
+        async move {
+            client
+                .dispatch(&support::dispatch_of(request("echo", "wf", b"")), &options)
+                .await
+        }
     });
 
     let submit = peer.recv_submit().await;
-    assert_eq!(submit.routing, options.routing);
+    assert_eq!(&submit.routing, options.wire_routing());
     assert_eq!(submit.wait_for_worker_ms, Some(1500));
     assert_eq!(submit.reply_timeout_ms, Some(2000));
     assert_eq!(submit.request, request("echo", "wf", b""));
@@ -808,7 +822,7 @@ async fn submissions_carry_the_dispatch_options() {
 }
 
 #[tokio::test]
-async fn a_dropped_connection_fails_every_pending_dispatch_with_closed_promptly() {
+async fn a_dropped_connection_fails_every_pending_dispatch_as_lost_after_it_ran_promptly() {
     let (_node, mut peer, client) = connected_client().await;
     let options = DispatchOptions::default()
         .wait_for_worker(Duration::from_secs(60))
@@ -818,7 +832,11 @@ async fn a_dropped_connection_fails_every_pending_dispatch_with_closed_promptly(
             let client = client.clone();
             let options = options.clone();
             let request = request("echo", &format!("wf-{index}"), b"");
-            tokio::spawn(async move { client.dispatch(request, &options).await })
+            tokio::spawn(async move {
+                client
+                    .dispatch(&support::dispatch_of(request), &options)
+                    .await
+            })
         })
         .collect();
     for _ in 0..3 {
@@ -832,15 +850,87 @@ async fn a_dropped_connection_fails_every_pending_dispatch_with_closed_promptly(
             .await
             .expect("a pending dispatch outlived its connection")
             .unwrap();
-        assert_eq!(result, Err(ClientError::Closed));
+        assert_eq!(
+            result,
+            Err(ClientError::ConnectionLost { may_have_run: true })
+        );
     }
     timeout(WAIT, client.closed()).await.unwrap();
     assert_eq!(
         client
-            .dispatch(request("echo", "wf-late", b""), &options)
+            .dispatch(
+                &support::dispatch_of(request("echo", "wf-late", b"")),
+                &options
+            )
             .await,
-        Err(ClientError::Closed)
+        Err(ClientError::ConnectionLost {
+            may_have_run: false
+        })
     );
+}
+
+#[tokio::test]
+async fn a_submission_still_queued_when_the_connection_drops_is_lost_without_having_run() {
+    let (_node, mut peer, client) = connected_client().await;
+    let options = DispatchOptions::default();
+    let written = tokio::spawn({
+        let client = client.clone();
+        let options = options.clone();
+        async move {
+            client
+                .dispatch(
+                    &support::dispatch_of(request("echo", "wf-read", b"")),
+                    &options,
+                )
+                .await
+        }
+    });
+    peer.recv_submit().await;
+    // The node reads no more: 12 MiB of submissions fill the socket's buffers on both sides,
+    // and the last, small one waits behind them in the client's queue.
+    let blocking: Vec<_> = (0..4)
+        .map(|index| {
+            let client = client.clone();
+            let options = options.clone();
+            tokio::spawn(async move {
+                let mut request = request("echo", &format!("wf-big-{index}"), b"");
+                request.input = Bytes::from(vec![7u8; 3 * 1024 * 1024]);
+                client
+                    .dispatch(&support::dispatch_of(request), &options)
+                    .await
+            })
+        })
+        .collect();
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+    let queued = support::dispatch_of(request("echo", "wf-queued", b""));
+    let mut queued = Box::pin(client.dispatch(&queued, &options));
+    std::future::poll_fn(|cx| {
+        assert!(std::future::Future::poll(queued.as_mut(), cx).is_pending());
+        std::task::Poll::Ready(())
+    })
+    .await;
+
+    drop(peer);
+
+    assert_eq!(
+        timeout(WAIT, queued).await.unwrap(),
+        Err(ClientError::ConnectionLost {
+            may_have_run: false
+        })
+    );
+    assert_eq!(
+        timeout(WAIT, written).await.unwrap().unwrap(),
+        Err(ClientError::ConnectionLost { may_have_run: true })
+    );
+    for big in blocking {
+        let result = timeout(WAIT, big).await.unwrap().unwrap();
+        assert!(
+            matches!(result, Err(ClientError::ConnectionLost { .. })),
+            "{result:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -851,7 +941,7 @@ async fn dropping_a_dispatch_future_cancels_it_on_the_node() {
         async move {
             client
                 .dispatch(
-                    request("echo", "wf-abandoned", b""),
+                    &support::dispatch_of(request("echo", "wf-abandoned", b"")),
                     &DispatchOptions::default(),
                 )
                 .await
@@ -878,7 +968,7 @@ async fn dropping_a_dispatch_future_cancels_it_on_the_node() {
         async move {
             client
                 .dispatch(
-                    request("echo", "wf-next", b"next"),
+                    &support::dispatch_of(request("echo", "wf-next", b"next")),
                     &DispatchOptions::default(),
                 )
                 .await
@@ -961,9 +1051,10 @@ async fn a_refused_handshake_is_a_typed_error() {
 #[tokio::test]
 async fn a_silent_node_fails_the_handshake_with_a_timeout() {
     let node = FakeNode::bind().await;
-    let config = ClientConfig {
-        handshake_timeout: Duration::from_millis(100),
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.handshake_timeout = Duration::from_millis(100);
+        config
     };
     let (client, _peer) = tokio::join!(Client::connect(node.addr(), config), node.accept());
 
@@ -1014,7 +1105,10 @@ async fn a_client_fails_pending_dispatches_when_the_node_stops_answering_pings()
         let client = client.clone();
         async move {
             client
-                .dispatch(request("echo", "wf", b""), &DispatchOptions::default())
+                .dispatch(
+                    &support::dispatch_of(request("echo", "wf", b"")),
+                    &DispatchOptions::default(),
+                )
                 .await
         }
     });
@@ -1024,14 +1118,15 @@ async fn a_client_fails_pending_dispatches_when_the_node_stops_answering_pings()
     while let Some(frame) = peer.recv_or_eof().await {
         match frame {
             Frame::Ping(_) => pings += 1,
-            Frame::Submit(_) => {}
+            // The client gives up on the node with a goodbye.
+            Frame::Submit(_) | Frame::Goodbye(_) => {}
             other => panic!("unexpected {other:?}"),
         }
     }
     assert_eq!(pings, 2);
     assert_eq!(
         timeout(WAIT, pending).await.unwrap().unwrap(),
-        Err(ClientError::Closed)
+        Err(ClientError::ConnectionLost { may_have_run: true })
     );
 }
 
@@ -1102,7 +1197,7 @@ async fn a_submission_too_large_for_the_node_is_refused_before_sending() {
 
     let result = client
         .dispatch(
-            request("echo", "wf-big", &[7u8; 4096]),
+            &support::dispatch_of(request("echo", "wf-big", &[7u8; 4096])),
             &DispatchOptions::default(),
         )
         .await;
@@ -1115,7 +1210,9 @@ async fn a_submission_too_large_for_the_node_is_refused_before_sending() {
     drop(peer);
     assert_eq!(
         timeout(WAIT, status).await.unwrap().unwrap(),
-        Err(ClientError::Closed)
+        Err(ClientError::ConnectionLost {
+            may_have_run: false
+        })
     );
 }
 
@@ -1142,9 +1239,10 @@ async fn nothing_sent_before_a_status_query(
 /// A client connected to a fake version-3 node listing `features`.
 async fn connected_client_v3(features: &[&str]) -> (FakeNode, Peer, Client) {
     let node = FakeNode::bind().await;
-    let config = ClientConfig {
-        handshake_timeout: WAIT,
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.handshake_timeout = WAIT;
+        config
     };
     let (client, peer) = tokio::join!(Client::connect(node.addr(), config), async {
         let mut peer = node.accept().await;
@@ -1158,11 +1256,15 @@ async fn connected_client_v3(features: &[&str]) -> (FakeNode, Peer, Client) {
 #[tokio::test]
 async fn a_version_3_welcome_tells_the_client_the_features_and_header_limits() {
     let (_node, _peer, client) = connected_client_v3(&[feature::HEADERS]).await;
-    let welcome = client.welcome();
+    let welcome = client.node_info();
     assert_eq!((welcome.version, welcome.pid), (3, 300));
     assert!(welcome.implements(feature::HEADERS));
     assert!(!welcome.implements(feature::PRIORITY));
-    assert_eq!(welcome.header_limits, Some(HeaderLimits::default()));
+    let defaults = HeaderLimits::default();
+    assert_eq!(
+        (welcome.limits.max_headers, welcome.limits.max_header_bytes),
+        (Some(defaults.max_headers), Some(defaults.max_header_bytes))
+    );
 }
 
 #[tokio::test]
@@ -1175,7 +1277,10 @@ async fn a_dispatch_with_headers_goes_as_submit3_and_one_without_as_submit() {
         let client = client.clone();
         async move {
             client
-                .dispatch(request("echo", "wf-3", b"x"), &traced)
+                .dispatch(
+                    &support::dispatch_of(request("echo", "wf-3", b"x")),
+                    &traced,
+                )
                 .await
         }
     });
@@ -1204,7 +1309,10 @@ async fn a_dispatch_with_headers_goes_as_submit3_and_one_without_as_submit() {
         let client = client.clone();
         async move {
             client
-                .dispatch(request("echo", "wf-4", b"x"), &DispatchOptions::default())
+                .dispatch(
+                    &support::dispatch_of(request("echo", "wf-4", b"x")),
+                    &DispatchOptions::default(),
+                )
                 .await
         }
     });
@@ -1217,7 +1325,9 @@ async fn a_dispatch_with_headers_goes_as_submit3_and_one_without_as_submit() {
 async fn headers_to_a_version_2_node_are_refused_by_the_client_and_nothing_is_sent() {
     let (_node, mut peer, client) = connected_client().await;
     let traced = DispatchOptions::default().header("traceparent", "00-abc-01");
-    let refused = client.dispatch(request("echo", "wf", b"x"), &traced).await;
+    let refused = client
+        .dispatch(&support::dispatch_of(request("echo", "wf", b"x")), &traced)
+        .await;
     assert_eq!(
         refused,
         Err(ClientError::Unsupported {
@@ -1306,10 +1416,11 @@ async fn a_worker_handler_reads_the_headers_of_a_push3_and_none_from_a_push() {
 #[tokio::test]
 async fn a_worker_with_a_deployment_registers_with_register3_and_without_it_on_version_2() {
     let identified = |node: &FakeNode| {
-        let mut config = worker_config(node, 2);
-        config.registration.deployment = Some("v42".into());
-        config.registration.instance_id = Some("pod-1".into());
-        config
+        worker_builder(node, 2)
+            .deployment("v42")
+            .instance_id("pod-1")
+            .build()
+            .expect("a worker config")
     };
     let node = FakeNode::bind().await;
     let worker = Worker::spawn(identified(&node), header_echo());
@@ -1341,4 +1452,78 @@ async fn a_worker_with_a_deployment_registers_with_register3_and_without_it_on_v
     assert_eq!(peer.admit(1).await, registration(2));
     assert_eq!(worker.wait_registered(WAIT).await, Ok(1));
     worker.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_dispatch_breaking_the_nodes_stated_limits_is_a_typed_error_and_nothing_is_sent() {
+    let node = FakeNode::bind().await;
+    let config = {
+        let mut config = ClientConfig::default();
+        config.handshake_timeout = WAIT;
+        config
+    };
+    let (client, mut peer) = tokio::join!(Client::connect(node.addr(), config), async {
+        let mut peer = node.accept().await;
+        let Frame::Hello(_) = peer.recv().await else {
+            panic!("expected Hello");
+        };
+        peer.framed.codec_mut().set_version(3);
+        peer.send(Frame::from(Welcome {
+            version: 3,
+            node_id: "fake-node".to_owned(),
+            pid: 1,
+            limits: Limits {
+                max_name_len: 16,
+                ..limits()
+            },
+            header_limits: Some(HeaderLimits {
+                max_headers: 2,
+                max_header_bytes: 32,
+            }),
+            features: Vec::new(),
+        }))
+        .await;
+        peer
+    });
+    let client = client.unwrap();
+    let plain = DispatchOptions::default();
+    let cases = [
+        (
+            Dispatch::new("", "echo"),
+            plain.clone(),
+            InvalidDispatch::EmptyNamespace,
+        ),
+        (
+            Dispatch::new("ns", "echo").task_queue("q".repeat(17)),
+            plain.clone(),
+            InvalidDispatch::NameTooLong {
+                field: "task queue",
+                len: 17,
+                max: 16,
+            },
+        ),
+        (
+            Dispatch::new("ns", "echo"),
+            plain
+                .clone()
+                .header("a", "1")
+                .header("b", "2")
+                .header("c", "3"),
+            InvalidDispatch::TooManyHeaders { count: 3, max: 2 },
+        ),
+        (
+            Dispatch::new("ns", "echo"),
+            plain.clone().header("trace", "x".repeat(40)),
+            InvalidDispatch::HeadersTooLarge { bytes: 45, max: 32 },
+        ),
+    ];
+    for (dispatch, options, invalid) in cases {
+        assert_eq!(
+            client.submit(&dispatch, &options).await,
+            Err(ClientError::Invalid(invalid))
+        );
+    }
+    let status = nothing_sent_before_a_status_query(&client, &mut peer).await;
+    drop(peer);
+    let _ = timeout(WAIT, status).await;
 }

@@ -48,13 +48,11 @@ async fn crowded_node() -> (TestNode, Vec<RawWorker>) {
 #[tokio::test]
 async fn a_status_too_large_for_a_frame_arrives_truncated_with_a_marker() {
     let (node, _workers) = crowded_node().await;
-    let client = Client::connect(
-        node.addr,
-        ClientConfig {
-            max_frame_len: FRAME_LIMIT,
-            ..ClientConfig::default()
-        },
-    )
+    let client = Client::connect(node.addr, {
+        let mut config = ClientConfig::default();
+        config.max_frame_len = FRAME_LIMIT;
+        config
+    })
     .await
     .expect("connect");
     // Over version 3 the status arrives as a JSON document, cut to fit the same way.

@@ -125,18 +125,15 @@ async fn two_tenants() -> (TestNode, SocketAddr, Vec<RawWorker>) {
         plain("secret-tenant", "echo", 1, "secret-worker"),
     )
     .await;
-    let root = Client::connect(
-        node.addr,
-        ClientConfig {
-            auth_token: Some("root".into()),
-            ..ClientConfig::default()
-        },
-    )
-    .await
-    .expect("root connects");
+    let root = Client::connect(node.addr, ClientConfig::default().auth_token("root"))
+        .await
+        .expect("root connects");
     let dispatched = tokio::spawn(async move {
-        root.dispatch(request("secret-tenant", "echo", "x"), &Default::default())
-            .await
+        root.dispatch(
+            &support::dispatch_of(request("secret-tenant", "echo", "x")),
+            &Default::default(),
+        )
+        .await
     });
     let push = secret.next_push().await;
     secret.reply(&push, "done").await;
@@ -227,10 +224,7 @@ async fn a_producer_granted_no_pool_reads_an_empty_status_not_an_error() {
     }
     let sdk = Client::connect(
         node.addr,
-        ClientConfig {
-            auth_token: Some("empty-producer".into()),
-            ..ClientConfig::default()
-        },
+        ClientConfig::default().auth_token("empty-producer"),
     )
     .await
     .expect("connects");
@@ -283,15 +277,8 @@ async fn next_registered(
 #[tokio::test]
 async fn an_observer_scoped_to_a_prefix_reads_and_hears_only_those_namespaces() {
     let node = TestNode::with_config(tenants_config()).await;
-    let connect = |token: &'static str| {
-        Client::connect(
-            node.addr,
-            ClientConfig {
-                auth_token: Some(token.into()),
-                ..ClientConfig::default()
-            },
-        )
-    };
+    let connect =
+        |token: &'static str| Client::connect(node.addr, ClientConfig::default().auth_token(token));
     let team = connect("team-observer").await.expect("connects");
     let everything = connect("observer").await.expect("connects");
     let mut heard = within("a scoped subscription", team.subscribe(&[]))

@@ -14,8 +14,8 @@ use std::time::Duration;
 use lintel::activities::BuiltIn;
 use lintel::auth::{GrantConfig, GrantRole};
 use lintel::sdk::{
-    Client, ClientConfig, ClientTls, ConnectError, DispatchOptions, Worker, WorkerConfig,
-    WorkerError, WorkerHandle,
+    Client, ClientConfig, ClientTls, ConnectError, DispatchOptions, Worker, WorkerError,
+    WorkerHandle,
 };
 use lintel::wire::channel::dispatch_channel_name;
 use lintel::wire::{ActivityOutcome, DispatchResult, RefusalCode, Register};
@@ -24,9 +24,10 @@ use support::{lintel, plain, request, within, Pki, Served, TestNode, WAIT};
 use tokio::io::AsyncReadExt;
 
 fn producer_config(tls: Option<ClientTls>) -> ClientConfig {
-    ClientConfig {
-        tls,
-        ..ClientConfig::default()
+    {
+        let mut config = ClientConfig::default();
+        config.tls = tls;
+        config
     }
 }
 
@@ -40,7 +41,7 @@ async fn producer(addr: SocketAddr, tls: ClientTls) -> Client {
 }
 
 fn worker(addr: SocketAddr, tls: ClientTls, register: Register) -> WorkerHandle {
-    let mut config = WorkerConfig::new(addr.to_string(), register);
+    let mut config = support::worker_config(addr.to_string(), register);
     config.tls = Some(tls);
     Worker::spawn(config, BuiltIn)
 }
@@ -50,7 +51,10 @@ async fn echo(client: &Client, namespace: &str, input: &str) -> String {
     let options = DispatchOptions::default().wait_for_worker(WAIT);
     let result = within(
         "an echo dispatch",
-        client.dispatch(request(namespace, "echo", input), &options),
+        client.dispatch(
+            &support::dispatch_of(request(namespace, "echo", input)),
+            &options,
+        ),
     )
     .await
     .expect("an outcome");
@@ -252,7 +256,10 @@ async fn two_nodes_peer_over_tls_and_relay_a_dispatch() {
     let client = producer(b.addr, pki.client(None)).await;
     let dispatched = within(
         "a relayed dispatch",
-        client.dispatch_traced(request("relay", "echo", "hop"), &DispatchOptions::default()),
+        client.submit(
+            &support::dispatch_of(request("relay", "echo", "hop")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("an outcome");
@@ -308,9 +315,10 @@ async fn a_plaintext_client_against_a_tls_listener_fails_promptly() {
         ..pki.node_config("node")
     })
     .await;
-    let config = ClientConfig {
-        handshake_timeout: Duration::from_secs(60),
-        ..producer_config(None)
+    let config = {
+        let mut config = producer_config(None);
+        config.handshake_timeout = Duration::from_secs(60);
+        config
     };
     let err = connect_error(node.addr, config).await;
     assert!(!matches!(err, ConnectError::Timeout(_)), "{err:?}");
@@ -324,9 +332,10 @@ async fn a_tls_client_against_a_plaintext_listener_fails_promptly_with_a_tls_err
         ..NodeConfig::default()
     })
     .await;
-    let config = ClientConfig {
-        handshake_timeout: Duration::from_secs(60),
-        ..producer_config(Some(pki.client(None)))
+    let config = {
+        let mut config = producer_config(Some(pki.client(None)));
+        config.handshake_timeout = Duration::from_secs(60);
+        config
     };
     let err = connect_error(node.addr, config).await;
     assert!(matches!(err, ConnectError::Tls(_)), "{err:?}");

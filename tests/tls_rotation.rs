@@ -10,9 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use lintel::activities::BuiltIn;
-use lintel::sdk::{
-    Client, ClientConfig, ClientTls, ConnectError, DispatchOptions, Worker, WorkerConfig,
-};
+use lintel::sdk::{Client, ClientConfig, ClientTls, ConnectError, DispatchOptions, Worker};
 use lintel::tls::Rotation;
 use lintel::wire::{ActivityOutcome, DispatchResult};
 use lintel::NodeConfig;
@@ -31,9 +29,10 @@ fn trusting(pki: &Pki) -> ClientTls {
 }
 
 async fn connect(addr: SocketAddr, tls: ClientTls) -> Result<Client, ConnectError> {
-    let config = ClientConfig {
-        tls: Some(tls),
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.tls = Some(tls);
+        config
     };
     within("a TLS connect", Client::connect(addr, config)).await
 }
@@ -43,7 +42,10 @@ async fn echoes(client: &Client) {
     let options = DispatchOptions::default().wait_for_worker(WAIT);
     let result = within(
         "an echo",
-        client.dispatch(request("demo", "echo", "hi"), &options),
+        client.dispatch(
+            &support::dispatch_of(request("demo", "echo", "hi")),
+            &options,
+        ),
     )
     .await
     .expect("an outcome");
@@ -84,7 +86,7 @@ async fn rotated_files_serve_new_clients_keep_open_ones_and_a_bad_file_keeps_the
         ..NodeConfig::default()
     })
     .await;
-    let mut worker = WorkerConfig::new(node.addr.to_string(), plain("demo", "echo", 4, "w"));
+    let mut worker = support::worker_config(node.addr.to_string(), plain("demo", "echo", 4, "w"));
     worker.tls = Some(trusting(&old_ca));
     let worker = Worker::spawn(worker, BuiltIn);
     within("worker registration", worker.wait_registered(WAIT))

@@ -7,7 +7,7 @@ use lintel_test_support as support;
 
 use bytes::Bytes;
 use lintel::dispatch::DispatchOptions;
-use lintel::sdk::{Worker, WorkerConfig};
+use lintel::sdk::Worker;
 use lintel::wire::{
     feature, ActivityOutcome, Cancel, DispatchResult, ErrorCode, Extension, Farewell, Frame,
     FrameKind, Header, NoWorkerReason, PeerHello, Presence, RefusalCode, RefusedReason, Register,
@@ -81,14 +81,11 @@ async fn a_version_3_welcome_lists_what_the_node_implements_and_its_header_limit
     })
     .await;
     let producer = client(node.addr).await;
-    let welcome = producer.welcome();
+    let welcome = producer.node_info();
     assert_eq!(welcome.version, 3);
     assert_eq!(welcome.features, FEATURES);
     assert_eq!(
-        (
-            welcome.header_limits.map(|limits| limits.max_headers),
-            welcome.header_limits.map(|limits| limits.max_header_bytes)
-        ),
+        (welcome.limits.max_headers, welcome.limits.max_header_bytes),
         (Some(5), Some(100))
     );
 }
@@ -100,14 +97,17 @@ async fn headers_reach_the_worker_in_order_with_duplicates_kept() {
     let producer = client(node.addr).await;
     let result = within(
         "a traced dispatch",
-        producer.dispatch(request("ns", "echo", "x"), &traced()),
+        producer.dispatch(&support::dispatch_of(request("ns", "echo", "x")), &traced()),
     )
     .await
     .expect("connection stays up");
     assert_eq!(payload(&result), TRACED_ECHO);
     let plain = within(
         "a plain dispatch",
-        producer.dispatch(request("ns", "echo", "x"), &DispatchOptions::default()),
+        producer.dispatch(
+            &support::dispatch_of(request("ns", "echo", "x")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");
@@ -121,7 +121,7 @@ async fn a_raw_version_3_worker_is_pushed_push3_with_the_headers_as_sent() {
     let producer = client(node.addr).await;
     let dispatch = tokio::spawn(async move {
         producer
-            .dispatch(request("ns", "echo", "x"), &traced())
+            .dispatch(&support::dispatch_of(request("ns", "echo", "x")), &traced())
             .await
     });
     let Some(Frame::Push(push)) = next_frame(&mut worker).await else {
@@ -154,7 +154,7 @@ async fn a_version_2_worker_is_no_candidate_for_headers_and_a_version_3_one_is_w
 
     let missed = within(
         "a traced dispatch with no version-3 worker",
-        producer.dispatch(request("ns", "echo", "x"), &traced()),
+        producer.dispatch(&support::dispatch_of(request("ns", "echo", "x")), &traced()),
     )
     .await
     .expect("connection stays up");
@@ -169,7 +169,10 @@ async fn a_version_2_worker_is_no_candidate_for_headers_and_a_version_3_one_is_w
         let producer = producer.clone();
         async move {
             producer
-                .dispatch(request("ns", "echo", "x"), &DispatchOptions::default())
+                .dispatch(
+                    &support::dispatch_of(request("ns", "echo", "x")),
+                    &DispatchOptions::default(),
+                )
                 .await
         }
     });
@@ -187,7 +190,7 @@ async fn a_version_2_worker_is_no_candidate_for_headers_and_a_version_3_one_is_w
         async move {
             let options = traced().wait_for_worker(WAIT);
             producer
-                .dispatch(request("ns", "echo", "x"), &options)
+                .dispatch(&support::dispatch_of(request("ns", "echo", "x")), &options)
                 .await
         }
     });
@@ -205,28 +208,15 @@ async fn what_the_node_does_not_implement_is_refused_and_named_never_ignored() {
     let node = TestNode::start().await;
     let _worker = traced_worker(node.addr, "w").await;
     let producer = client(node.addr).await;
-    let critical = {
-        let mut options = DispatchOptions::default();
-        options.extras.extensions.push(Extension {
-            tag: 7,
-            critical: true,
-            value: Bytes::from_static(b"?"),
-        });
-        options
-    };
-    let plain_extension = {
-        let mut options = DispatchOptions::default().header("a", "b");
-        options.extras.extensions.push(Extension {
-            tag: 8,
-            critical: false,
-            value: Bytes::from_static(b"?"),
-        });
-        options
-    };
+    let critical = DispatchOptions::default().extension(7, true, Bytes::from_static(b"?"));
+    let plain_extension =
+        DispatchOptions::default()
+            .header("a", "b")
+            .extension(8, false, Bytes::from_static(b"?"));
     for (options, named) in [(critical, "extension 7")] {
         let result = within(
             "a refused dispatch",
-            producer.dispatch(request("ns", "echo", "x"), &options),
+            producer.dispatch(&support::dispatch_of(request("ns", "echo", "x")), &options),
         )
         .await
         .expect("connection stays up");
@@ -236,24 +226,39 @@ async fn what_the_node_does_not_implement_is_refused_and_named_never_ignored() {
     }
     let ignored = within(
         "a dispatch with an unknown plain extension",
-        producer.dispatch(request("ns", "echo", "x"), &plain_extension),
+        producer.dispatch(
+            &support::dispatch_of(request("ns", "echo", "x")),
+            &plain_extension,
+        ),
     )
     .await
     .expect("connection stays up");
     assert_eq!(payload(&ignored), "a=b");
-    let invalid = within(
-        "a dispatch with an uppercase header name",
-        producer.dispatch(request("ns", "echo", "x"), &{
-            let mut options = DispatchOptions::default();
-            options.extras.headers.push(Header {
-                name: "TraceParent".into(),
-                value: String::new(),
-            });
-            options
-        }),
-    )
-    .await
-    .expect("connection stays up");
+    // A header name the SDK would have written lowercase, so as raw frames.
+    let (mut uppercase, _) = RawClient::hello_at(node.addr, Role::Producer, 3).await;
+    uppercase
+        .send(Frame::from(Submit {
+            correlation: 1,
+            request: request("ns", "echo", "x"),
+            extras: RequestExtras {
+                headers: vec![Header {
+                    name: "TraceParent".into(),
+                    value: String::new(),
+                }],
+                ..RequestExtras::default()
+            },
+            wait_for_worker_ms: None,
+            reply_timeout_ms: None,
+            routing: Default::default(),
+        }))
+        .await;
+    let invalid = match next_frame(&mut uppercase).await {
+        Some(Frame::Outcome(outcome)) => outcome.result,
+        Some(Frame::ServedOutcome(outcome)) => outcome.result,
+        other => {
+            panic!("expected the outcome of a dispatch with an uppercase header, got {other:?}")
+        }
+    };
     assert_eq!(refused(&invalid).0, RefusedReason::InvalidRequest);
 
     // A subscription lives until cancelled, then says so.
@@ -370,9 +375,11 @@ async fn version_1_and_2_clients_see_only_their_own_versions_frames() {
 #[tokio::test]
 async fn the_status_document_is_the_json_of_lintel_status_with_each_workers_deployment() {
     let node = TestNode::start().await;
-    let mut config = WorkerConfig::new(node.addr.to_string(), plain("ns", "echo", 2, "pod"));
-    config.registration.deployment = Some("v42".into());
-    config.registration.instance_id = Some("pod-7f3c".into());
+    let config = support::worker_builder(node.addr.to_string(), plain("ns", "echo", 2, "pod"))
+        .deployment("v42")
+        .instance_id("pod-7f3c")
+        .build()
+        .expect("a worker config");
     let worker = Worker::spawn(config, header_echo());
     within("registration", worker.wait_registered(WAIT))
         .await
@@ -478,14 +485,17 @@ async fn a_version_2_node_and_a_version_3_node_relay_both_ways_but_headers_never
     let at_new = client(new.addr).await;
     let plain = within(
         "a plain dispatch relayed to the version-2 node",
-        at_new.dispatch_traced(request("ns", "echo", "x"), &DispatchOptions::default()),
+        at_new.submit(
+            &support::dispatch_of(request("ns", "echo", "x")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");
     assert_eq!(plain.served_by.as_deref(), Some("old"));
     let missed = within(
         "a traced dispatch that no link can carry",
-        at_new.dispatch(request("ns", "echo", "x"), &traced()),
+        at_new.dispatch(&support::dispatch_of(request("ns", "echo", "x")), &traced()),
     )
     .await
     .expect("connection stays up");
@@ -505,10 +515,17 @@ async fn a_version_2_node_and_a_version_3_node_relay_both_ways_but_headers_never
     let _on_new = traced_worker(new.addr, "on-new").await;
     old.wait_announced("new", &channel).await;
     let at_old = client(old.addr).await;
-    assert_eq!(at_old.welcome().version, 2, "the old node speaks version 2");
+    assert_eq!(
+        at_old.node_info().version,
+        2,
+        "the old node speaks version 2"
+    );
     let relayed = within(
         "a plain dispatch relayed to the version-3 node",
-        at_old.dispatch_traced(request("ns", "echo", "x"), &DispatchOptions::default()),
+        at_old.submit(
+            &support::dispatch_of(request("ns", "echo", "x")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");
@@ -535,7 +552,10 @@ async fn a_dispatch_with_headers_is_placed_past_a_version_2_worker_and_link_onto
     for _ in 0..4 {
         let placed = within(
             "a traced dispatch",
-            at_a.dispatch_traced(request("ns", "echo", "traced"), &traced()),
+            at_a.submit(
+                &support::dispatch_of(request("ns", "echo", "traced")),
+                &traced(),
+            ),
         )
         .await
         .expect("connection stays up");
@@ -546,8 +566,11 @@ async fn a_dispatch_with_headers_is_placed_past_a_version_2_worker_and_link_onto
     let plain = tokio::spawn({
         let at_a = at_a.clone();
         async move {
-            at_a.dispatch(request("ns", "echo", "plain"), &DispatchOptions::default())
-                .await
+            at_a.dispatch(
+                &support::dispatch_of(request("ns", "echo", "plain")),
+                &DispatchOptions::default(),
+            )
+            .await
         }
     });
     let Some(Frame::Push(push)) = next_frame(&mut local_v2).await else {
@@ -576,7 +599,7 @@ async fn headers_cross_a_version_3_link_to_the_worker_and_status_shows_remote_ca
     let channel = echo_channel();
     let relayed = within(
         "a traced dispatch relayed",
-        at_a.dispatch_traced(request("ns", "echo", "x"), &traced()),
+        at_a.submit(&support::dispatch_of(request("ns", "echo", "x")), &traced()),
     )
     .await
     .expect("connection stays up");
@@ -615,7 +638,10 @@ async fn the_status_document_keeps_a_members_counts_across_its_links_and_names_j
     let (a, b, _on_b, at_a) = b_serving_a().await;
     let relayed = within(
         "a dispatch relayed to b",
-        at_a.dispatch_traced(request("ns", "echo", "x"), &DispatchOptions::default()),
+        at_a.submit(
+            &support::dispatch_of(request("ns", "echo", "x")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");

@@ -170,14 +170,36 @@ async fn a_version_4_welcome_lists_role_not_granted_of_version_4_and_the_sdk_sen
     )
     .await;
     let producer = client(node.addr).await;
-    assert_eq!(producer.welcome().version, 4);
+    assert_eq!(producer.node_info().version, 4);
     let done = within(
         "an SDK dispatch on version 4",
-        producer.dispatch(request("ns", "echo", "x"), &DispatchOptions::default()),
+        producer.dispatch(
+            &support::dispatch_of(request("ns", "echo", "x")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");
     assert_eq!(payload(&done), "x");
+
+    // A producer over several nodes sends its `Features` too, or the node would refuse it.
+    let nodes = lintel::sdk::Client::connect_nodes(
+        [node.addr.to_string()],
+        lintel::sdk::ClientConfig::default(),
+    )
+    .await
+    .expect("connects over the node list");
+    assert_eq!(nodes.node_info().version, 4);
+    let done = within(
+        "a dispatch over the node list on version 4",
+        nodes.dispatch(
+            &support::dispatch_of(request("ns", "echo", "y")),
+            &DispatchOptions::default(),
+        ),
+    )
+    .await
+    .expect("connection stays up");
+    assert_eq!(payload(&done), "y");
 }
 
 #[tokio::test]
@@ -506,10 +528,13 @@ async fn a_version_3_node_and_a_version_4_node_relay_both_ways() {
     .await;
     new.wait_announced("old", &channel).await;
     let at_new = client(new.addr).await;
-    assert_eq!(at_new.welcome().version, 4);
+    assert_eq!(at_new.node_info().version, 4);
     let relayed = within(
         "a dispatch relayed to the version-3 node",
-        at_new.dispatch_traced(request("ns", "echo", "to-old"), &DispatchOptions::default()),
+        at_new.submit(
+            &support::dispatch_of(request("ns", "echo", "to-old")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");
@@ -526,10 +551,17 @@ async fn a_version_3_node_and_a_version_4_node_relay_both_ways() {
     .await;
     old.wait_announced("new", &channel).await;
     let at_old = client(old.addr).await;
-    assert_eq!(at_old.welcome().version, 3, "the old node speaks version 3");
+    assert_eq!(
+        at_old.node_info().version,
+        3,
+        "the old node speaks version 3"
+    );
     let relayed = within(
         "a dispatch relayed to the version-4 node",
-        at_old.dispatch_traced(request("ns", "echo", "to-new"), &DispatchOptions::default()),
+        at_old.submit(
+            &support::dispatch_of(request("ns", "echo", "to-new")),
+            &DispatchOptions::default(),
+        ),
     )
     .await
     .expect("connection stays up");

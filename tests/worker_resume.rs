@@ -37,11 +37,9 @@ fn config(grace_ms: u64) -> NodeConfig {
 
 /// Options for a dispatch that waits for a worker and for its reply far longer than a test.
 fn patient() -> DispatchOptions {
-    DispatchOptions {
-        wait_for_worker: Some(Duration::from_secs(20)),
-        reply_timeout: Some(Duration::from_secs(60)),
-        ..DispatchOptions::default()
-    }
+    DispatchOptions::default()
+        .wait_for_worker(Duration::from_secs(20))
+        .reply_timeout(Duration::from_secs(60))
 }
 
 /// A version-4 worker connection to `addr` presenting `token` (if any), listing `listed`.
@@ -213,10 +211,7 @@ async fn unlisted_pushes_end_worker_lost_and_one_ended_meanwhile_is_unknown() {
     let mut worker = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
     let (worker_id, session) = register_with_session(&mut worker, 4).await;
     let mut handles = dispatches(&node, 2);
-    let short = DispatchOptions {
-        reply_timeout: Some(Duration::from_millis(200)),
-        ..patient()
-    };
+    let short = patient().reply_timeout(Duration::from_millis(200));
     handles.push(spawn_dispatch(&node, request("ns", "echo", "2"), short));
     let held = pushes(&mut worker, 3).await;
     let by_input = |input: &str| {
@@ -515,10 +510,12 @@ async fn heartbeat_timers_wait_while_the_session_waits_and_restart_on_resume() {
     let (worker_id, session) = register_with_session(&mut worker, 1).await;
     let mut extras = lintel::wire::RequestExtras::default();
     extras.set_heartbeat_timeout(Some(HEARTBEAT));
-    let options = DispatchOptions {
-        extras,
-        ..patient()
-    };
+    let options = extras
+        .extensions
+        .into_iter()
+        .fold(patient(), |options, tag| {
+            options.extension(tag.tag, tag.critical, tag.value)
+        });
     let dispatch = spawn_dispatch(&node, request("ns", "echo", "0"), options);
     let held = pushes(&mut worker, 1).await;
 

@@ -19,8 +19,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use lintel::activities::BuiltIn;
 use lintel::dispatch::{DispatchOptions, Dispatcher};
-use lintel::sdk::{Client, ClientConfig, Worker, WorkerConfig, WorkerHandle};
-use lintel::wire::{ActivityOutcome, DispatchRequest, DispatchResult, Register};
+use lintel::sdk::{
+    ActivityOutcome, Client, ClientConfig, Dispatch, DispatchResult, Worker, WorkerConfig,
+    WorkerConfigBuilder, WorkerHandle,
+};
+use lintel::wire::DispatchRequest;
 use lintel::{Node, NodeConfig};
 use serde::Deserialize;
 use tokio::sync::oneshot;
@@ -200,7 +203,7 @@ impl Lintel {
     /// What failed, as text.
     pub async fn start_with(
         config: NodeConfig,
-        registrations: Vec<Register>,
+        registrations: Vec<WorkerConfigBuilder>,
         namespaces: Vec<String>,
     ) -> Result<Self, String> {
         let (serving, addr) = serve_in_process(config)?;
@@ -331,8 +334,8 @@ async fn wait_until_relayed(
             break;
         }
         let tried = Instant::now();
-        let request = echo_request(NAMESPACE.to_owned(), Bytes::from_static(b"ping"));
-        match tokio::time::timeout(left, client.dispatch(request, &options)).await {
+        let dispatch = echo_dispatch(NAMESPACE.to_owned(), Bytes::from_static(b"ping"));
+        match tokio::time::timeout(left, client.dispatch(&dispatch, &options)).await {
             Ok(Ok(result)) => match check_echo(result, 4) {
                 Ok(()) => {
                     client.close().await;
@@ -577,17 +580,13 @@ impl Drop for LintelChild {
     }
 }
 
-/// An echo worker's registration in `namespaces`.
-pub fn echo_registration(namespaces: Vec<String>, index: usize) -> Register {
-    Register {
-        namespaces,
-        task_queue: String::new(),
-        node: None,
-        activity_types: vec!["echo".into()],
-        identity: format!("bench-worker-{index}"),
-        max_concurrency: WORKER_CAPACITY,
-        ..Default::default()
-    }
+/// An echo worker's registration in `namespaces`, its node not yet given.
+pub fn echo_registration(namespaces: Vec<String>, index: usize) -> WorkerConfigBuilder {
+    WorkerConfig::builder()
+        .namespaces(namespaces)
+        .activity("echo")
+        .identity(format!("bench-worker-{index}"))
+        .concurrency(WORKER_CAPACITY)
 }
 
 /// Starts one echo worker per registration against `addr`, a batch at a time, and waits until
@@ -597,7 +596,7 @@ pub fn echo_registration(namespaces: Vec<String>, index: usize) -> Register {
 /// The first worker that did not register.
 pub async fn spawn_workers(
     addr: SocketAddr,
-    registrations: Vec<Register>,
+    registrations: Vec<WorkerConfigBuilder>,
 ) -> Result<Vec<WorkerHandle>, String> {
     let mut workers = Vec::with_capacity(registrations.len());
     let mut registrations = registrations.into_iter().peekable();
@@ -606,9 +605,11 @@ pub async fn spawn_workers(
             .by_ref()
             .take(REGISTER_BATCH)
             .map(|registration| {
-                Worker::spawn(WorkerConfig::new(addr.to_string(), registration), BuiltIn)
+                let config = registration.node(addr.to_string()).build();
+                config.map(|config| Worker::spawn(config, BuiltIn))
             })
-            .collect();
+            .collect::<Result<_, _>>()
+            .map_err(|err| format!("a lintel worker's config: {err}"))?;
         for worker in &batch {
             worker
                 .wait_registered(REGISTER_WAIT)
@@ -647,17 +648,25 @@ async fn connect_client_with(addr: SocketAddr, tls: Option<&TlsFiles>) -> Result
         ),
         None => None,
     };
-    let config = ClientConfig {
-        name: "vs-nats".into(),
-        tls,
-        ..ClientConfig::default()
+    let config = {
+        let mut config = ClientConfig::default();
+        config.name = "vs-nats".into();
+        config.tls = tls;
+        config
     };
     Client::connect(addr, config)
         .await
         .map_err(|err| format!("cannot connect the lintel producer: {err}"))
 }
 
-/// The `echo` request the harness sends.
+/// The `echo` dispatch the harness sends through the SDK.
+fn echo_dispatch(namespace: String, payload: Bytes) -> Dispatch {
+    Dispatch::new(namespace, "echo")
+        .input(payload)
+        .workflow("bench", 1)
+}
+
+/// The `echo` request the harness sends through an embedded node's dispatcher.
 fn echo_request(namespace: String, payload: Bytes) -> DispatchRequest {
     DispatchRequest {
         namespace,
@@ -715,7 +724,7 @@ impl Target for LintelTarget {
         let len = payload.len();
         let client = &self.clients[lane % self.clients.len()];
         match client
-            .dispatch(echo_request(namespace, payload), &self.options)
+            .dispatch(&echo_dispatch(namespace, payload), &self.options)
             .await
         {
             Ok(result) => check_echo(result, len),

@@ -4,6 +4,7 @@
 //! variant saying why not; it never retries, callers own their reconnect policy. [`connect_tls`]
 //! runs TLS first; [`connect_with`] does the same over a connection a [`Dialer`] opens.
 
+use std::fmt;
 use std::io;
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::task::JoinHandle;
 
 use crate::tls::{rustls_error, ClientTls};
+use lintel_transport::resolve::ResolveError;
 use lintel_transport::{Dialer, FrameReader, Outbound, Socket};
 
 /// Lowest protocol version the SDKs accept; they speak up to [`PROTOCOL_VERSION`].
@@ -26,11 +28,13 @@ pub const MIN_PROTOCOL_VERSION: u16 = 1;
 /// What a client states in its `Hello`, and the limits of its side of the connection.
 #[derive(Debug, Clone)]
 pub struct Handshake {
+    /// The role the client takes: worker, producer or observer.
     pub role: Role,
     /// The protocol versions offered; the node picks the highest it speaks too.
     pub versions: RangeInclusive<u16>,
     /// Free-form client name, for the node's logs and status.
     pub name: String,
+    /// The token of a node that requires one.
     pub auth_token: Option<String>,
     /// Bounds the TCP connect, the TLS handshake and the wait for `Welcome` together.
     pub timeout: Duration,
@@ -39,14 +43,33 @@ pub struct Handshake {
     /// Frames the outbound queue holds before senders wait.
     pub queue_len: usize,
     /// What this side understands of what version 4 and later add: sent in `Features` on a
-    /// version-4 connection of a worker or a producer (a peer lists its own in its hello).
-    pub understands: FeatureSet,
+    /// version-4 connection of a worker or a producer; the SDK's own roles set it.
+    pub(crate) understands: FeatureSet,
+}
+
+impl Handshake {
+    /// A handshake as `role` named `name`: every version the SDK speaks, no token, a 5 s
+    /// timeout, the default frame limit and a queue of 1024 frames.
+    pub fn new(role: Role, name: impl Into<String>) -> Self {
+        Self {
+            role,
+            versions: MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION,
+            name: name.into(),
+            auth_token: None,
+            timeout: Duration::from_secs(5),
+            max_frame_len: lintel_wire::DEFAULT_MAX_FRAME_LEN,
+            queue_len: 1024,
+            understands: FeatureSet::NONE,
+        }
+    }
 }
 
 /// A handshaken connection: frames in, a queue of frames out, and what the node said.
 #[derive(Debug)]
 pub struct Connection {
+    /// Frames from the node.
     pub reader: FrameReader,
+    /// The queue of frames to the node.
     pub outbound: Outbound,
     /// The writer task; it ends when asked to close or when every [`Outbound`] is dropped.
     pub writer: JoinHandle<io::Result<()>>,
@@ -60,6 +83,7 @@ pub struct Connection {
 
 /// Why a connection could not be set up.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// Connecting, reading or writing failed.
     #[error("i/o error: {0}")]
@@ -97,6 +121,35 @@ pub enum ConnectError {
     /// with a [`ClientTls`]), or HTTP from an HTTP endpoint such as a node's admin listener.
     #[error("the address answered with {0}, not lintel frames")]
     Foreign(Foreign),
+    /// No node address was given.
+    #[error("no node address given")]
+    NoNodes,
+    /// A node's name resolved to no address.
+    #[error(transparent)]
+    Resolve(ResolveError),
+    /// Every address given failed, each with its error, in the order tried.
+    #[error("no node could be reached: {}", list(.0))]
+    AllFailed(Vec<Attempt>),
+}
+
+/// One node address tried and why it failed, as [`ConnectError::AllFailed`] lists them.
+#[derive(Debug)]
+pub struct Attempt {
+    /// The address as given (`host:port`), and when a name resolved, the address dialled.
+    pub address: String,
+    /// Why it failed.
+    pub error: ConnectError,
+}
+
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.address, self.error)
+    }
+}
+
+fn list(attempts: &[Attempt]) -> String {
+    let said: Vec<String> = attempts.iter().map(ToString::to_string).collect();
+    said.join("; ")
 }
 
 impl ConnectError {
@@ -110,7 +163,12 @@ impl ConnectError {
             | ConnectError::Foreign(_)
             | ConnectError::UnsupportedVersion(_)
             | ConnectError::UnexpectedFrame(_)
-            | ConnectError::Codec(_) => true,
+            | ConnectError::Codec(_)
+            | ConnectError::NoNodes => true,
+            ConnectError::AllFailed(attempts) => {
+                attempts.iter().all(|attempt| attempt.error.is_permanent())
+            }
+            ConnectError::Resolve(_) => false,
             ConnectError::Io(_)
             | ConnectError::Protocol(_)
             | ConnectError::Timeout(_)

@@ -13,13 +13,21 @@ use serde::{Deserialize, Serialize};
 /// A node, its pools, waiting dispatches, peers and counters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
+    /// The node's id.
     pub node_id: String,
+    /// Since the node started, in milliseconds.
     pub uptime_ms: u64,
+    /// Connections open: workers, producers, observers and peers.
     pub connections: u32,
+    /// The node is draining: it takes no new work.
     pub draining: bool,
+    /// Totals since the node started.
     pub counters: Counters,
+    /// Each pool of workers and its workers.
     pub pools: Vec<Pool>,
+    /// Dispatches waiting for a worker, by pool.
     pub waiting: Vec<WaitingStatus>,
+    /// The members this node links to.
     pub peers: Vec<Peer>,
     /// The configured `--peer` addresses and who answered at each; members are in `peers`.
     #[serde(default)]
@@ -36,6 +44,7 @@ pub struct Status {
 /// the latest `(set_at_unix_ms, set_by)` wins on every node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CurrentDeployment {
+    /// The pool's channel name.
     pub channel: String,
     /// `None` once cleared.
     pub deployment: Option<String>,
@@ -62,62 +71,90 @@ pub struct Fairness {
     pub served_by_key: Vec<KeyCount>,
     /// Dispatches of every other key given a slot.
     pub served_other_keys: u64,
+    /// Keys with a cap on the node, and what runs of each.
     pub capped: Vec<CappedKey>,
 }
 
 /// A fairness key and a count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyCount {
+    /// The fairness key.
     pub key: String,
+    /// Dispatches of it given a slot.
     pub count: u64,
 }
 
 /// A key with a cap on the node, and its dispatches running on the node's workers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CappedKey {
+    /// The fairness key.
     pub key: String,
+    /// Its dispatches running on the node's workers.
     pub in_flight: u32,
+    /// Its cap.
     pub max_in_flight: u32,
 }
 
 /// Totals since the node started, each outcome under its class.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
+    /// Dispatches submitted.
     pub submitted: u64,
+    /// Pushes to workers.
     pub pushed: u64,
+    /// Dispatches ended `completed`.
     pub completed: u64,
+    /// Dispatches ended `no-worker`.
     pub no_worker: u64,
+    /// Dispatches ended `worker-lost`.
     pub worker_lost: u64,
+    /// Dispatches ended `timeout`.
     pub timeout: u64,
+    /// Dispatches ended `refused`.
     pub refused: u64,
+    /// Dispatches ended `cancelled`.
     pub cancelled: u64,
+    /// Dispatches ended `draining`.
     pub draining: u64,
+    /// Dispatches ended `peer-lost`.
     pub peer_lost: u64,
+    /// Replies that came after their dispatch had ended.
     pub late_replies: u64,
+    /// Replies dropped: no dispatch waited for them.
     pub dropped_replies: u64,
+    /// Worker slots taken back from a push that never answered.
     pub reclaimed_slots: u64,
 }
 
 /// One pool and its workers; a pool with an empty namespace marks a report cut to fit a frame.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pool {
+    /// The namespace.
     pub namespace: String,
+    /// The task queue; empty is `default`.
     pub task_queue: String,
+    /// The pool's channel name.
     pub channel: String,
+    /// Its workers.
     pub workers: Vec<Worker>,
 }
 
 /// One registered worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Worker {
+    /// The node's id for the worker.
     pub worker_id: u64,
     /// The node's id for the worker's connection.
     pub pid: u64,
+    /// The identity it registered with.
     pub identity: String,
     /// The placement label dispatches may pin, prefer or require.
     pub label: Option<String>,
+    /// The activity types it serves.
     pub activity_types: Vec<String>,
+    /// Requests it runs at once, at most.
     pub max_concurrency: u32,
+    /// Requests it runs now.
     pub in_flight: u32,
     /// Excluded from selection, whatever why: draining, in probation or unreachable.
     pub draining: bool,
@@ -172,6 +209,7 @@ impl Standing {
 /// carries them (the same JSON keys), and what the status adds beyond that report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Peer {
+    /// The link's figures.
     #[serde(flatten)]
     pub link: PeerStatus,
     /// The capacity it announced, per pool and activity type.
@@ -190,6 +228,7 @@ pub struct Peer {
 /// who answered there and how dialling it goes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinPoint {
+    /// The address dialled.
     pub address: String,
     /// The member that answered there last, if one said who it is.
     pub node_id: Option<String>,
@@ -198,6 +237,7 @@ pub struct JoinPoint {
     /// The `--peer` it comes from: the address itself, or a name that resolved to it.
     #[serde(default)]
     pub peer: String,
+    /// How dialling it goes.
     #[serde(default)]
     pub state: JoinState,
     /// Since when the last dial there has come to what `state` says (for `connecting`: since
@@ -207,6 +247,7 @@ pub struct JoinPoint {
     /// Why the last failed dial there failed, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// When that dial failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error_unix_ms: Option<u64>,
     /// Dials there that failed since the join point was added.
@@ -254,6 +295,7 @@ impl JoinState {
 pub struct RemotePool {
     /// The pool's channel name.
     pub channel: String,
+    /// The activity type.
     pub activity_type: String,
     /// Workers serving it there.
     pub workers: u32,

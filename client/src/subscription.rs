@@ -28,11 +28,17 @@ pub(crate) const BUFFERED: usize = 1024;
 
 /// Why a subscription's stream ended.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SubscriptionError {
     /// The node ended it: `Cancelled` after [`Subscription::cancel`], `Draining` when the
     /// node shuts down, `Unauthorized` without the observer role.
     #[error("the node ended the subscription ({code:?}): {reason}")]
-    Ended { code: RefusalCode, reason: String },
+    Ended {
+        /// Why, as a code.
+        code: RefusalCode,
+        /// Why, for people.
+        reason: String,
+    },
     /// The connection closed.
     #[error("connection to the node closed")]
     Closed,

@@ -30,14 +30,18 @@ pub enum TlsError {
     /// A PEM file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file.
         path: String,
+        /// Why it could not be read.
         #[source]
         source: io::Error,
     },
     /// PEM input that is not what it should hold.
     #[error("invalid PEM in {what}: {source}")]
     Pem {
+        /// Which input: a file, or the text given.
         what: String,
+        /// What is wrong with it.
         #[source]
         source: rustls::pki_types::pem::Error,
     },
@@ -49,7 +53,12 @@ pub enum TlsError {
     NoKey(String),
     /// The private key is not the key of the certificate it goes with.
     #[error("the private key in {key} does not match the certificate in {cert}")]
-    KeyMismatch { cert: String, key: String },
+    KeyMismatch {
+        /// Where the certificate came from.
+        cert: String,
+        /// Where the key came from.
+        key: String,
+    },
     /// rustls refused the certificates or the key (a CA certificate it cannot parse, a key
     /// type it does not support).
     #[error("unusable TLS certificates or key: {0}")]
@@ -135,7 +144,9 @@ pub fn roots(pem: &[u8], what: &str) -> Result<RootCertStore, TlsError> {
 /// A certificate chain and its private key, as PEM text.
 #[derive(Debug, Clone, Copy)]
 pub struct PemIdentity<'a> {
+    /// The certificate chain, leaf first.
     pub chain: &'a [u8],
+    /// The private key of the leaf.
     pub key: &'a [u8],
 }
 

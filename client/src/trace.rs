@@ -21,14 +21,19 @@ pub const TRACESTATE: &str = "tracestate";
 /// Why a `traceparent` value is not one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TraceParentError {
+    /// Not the `00-...` shape.
     #[error("a traceparent is 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>")]
     Malformed,
+    /// Version `ff`, which is not one.
     #[error("version ff is not a traceparent version")]
     InvalidVersion,
+    /// A trace id of all zeros.
     #[error("a trace id of all zeros is invalid")]
     ZeroTraceId,
+    /// A parent id of all zeros.
     #[error("a parent id of all zeros is invalid")]
     ZeroParentId,
+    /// More than one `traceparent` header.
     #[error("more than one traceparent header")]
     Repeated,
 }
@@ -36,7 +41,9 @@ pub enum TraceParentError {
 /// A `traceparent`: the trace, the caller's span within it, and the trace flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TraceParent {
+    /// The trace's id.
     pub trace_id: [u8; 16],
+    /// The caller's span within the trace.
     pub parent_id: [u8; 8],
     /// Bit 0 is `sampled`.
     pub flags: u8,
@@ -144,6 +151,7 @@ fn hex(bytes: &[u8]) -> String {
 /// A trace context as it travels: the `traceparent` and the `tracestate` that goes with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceContext {
+    /// The `traceparent`.
     pub parent: TraceParent,
     /// The vendor entries, as they came; `None` when absent or empty.
     pub state: Option<String>,

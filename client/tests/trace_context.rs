@@ -8,10 +8,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use lintel_client::trace::{TraceContext, TraceParent};
 use lintel_client::{
-    handler_fn_with, Client, ClientConfig, DispatchOptions, Extras, Request, Worker, WorkerConfig,
-    WorkerHandle,
+    handler_fn_with, ActivityOutcome, Client, ClientConfig, Dispatch, DispatchOptions,
+    DispatchResult, Extras, Request, Worker, WorkerConfig, WorkerHandle,
 };
-use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult, Register};
 
 const WAIT: Duration = Duration::from_secs(10);
 const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -29,19 +28,18 @@ async fn node() -> String {
 
 /// A worker at `addr` replying with what `reply` makes of each request's extras.
 async fn worker(addr: &str, reply: fn(&Extras) -> String) -> WorkerHandle {
-    let register = Register {
-        namespaces: vec!["ns".into()],
-        task_queue: String::new(),
-        node: None,
-        activity_types: vec!["traced".into()],
-        identity: "tracing-worker".into(),
-        max_concurrency: 4,
-        ..Default::default()
-    };
+    let config = WorkerConfig::builder()
+        .node(addr)
+        .namespace("ns")
+        .activity("traced")
+        .identity("tracing-worker")
+        .concurrency(4)
+        .build()
+        .expect("a worker config");
     let handler = handler_fn_with(move |_request: Request, extras: Extras| async move {
         ActivityOutcome::Success(Bytes::from(reply(&extras)))
     });
-    let worker = Worker::spawn(WorkerConfig::new(addr.to_owned(), register), handler);
+    let worker = Worker::spawn(config, handler);
     worker.wait_registered(WAIT).await.expect("registered");
     worker
 }
@@ -51,19 +49,8 @@ async fn dispatch(addr: &str, options: &DispatchOptions) -> String {
     let client = Client::connect(addr, ClientConfig::default())
         .await
         .expect("producer connects");
-    let request = DispatchRequest {
-        namespace: "ns".into(),
-        task_queue: String::new(),
-        activity_type: "traced".into(),
-        node: None,
-        workflow_id: "wf".into(),
-        ordinal: 1,
-        run_id: None,
-        attempt: 1,
-        input: Bytes::new(),
-        deadline_unix_ms: None,
-    };
-    let result = tokio::time::timeout(WAIT, client.dispatch(request, options))
+    let dispatch = Dispatch::new("ns", "traced").workflow("wf", 1);
+    let result = tokio::time::timeout(WAIT, client.dispatch(&dispatch, options))
         .await
         .expect("in time")
         .expect("connection");

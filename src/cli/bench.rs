@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use lintel_client::{Client, ClientTls, DispatchOptions, Worker, WorkerConfig, WorkerHandle};
-use lintel_wire::Register;
 
 use super::connect::NodeArgs;
 use super::exit::{fail, usage};
@@ -75,7 +74,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
         Ok(workers) => workers,
         Err(message) => return fail(message),
     };
-    let client = match Client::connect(args.target.connect.as_str(), config).await {
+    let client = match Client::connect_nodes(args.target.nodes(), config).await {
         Ok(client) => client,
         Err(err) => return fail(args.target.cannot_connect(&err)),
     };
@@ -205,16 +204,14 @@ pub(super) async fn run(args: Args) -> ExitCode {
 async fn start_workers(args: &Args, tls: Option<&ClientTls>) -> Result<Vec<WorkerHandle>, String> {
     let mut workers = Vec::with_capacity(args.workers);
     for index in 0..args.workers {
-        let registration = Register {
-            namespaces: vec![args.namespace.clone()],
-            task_queue: String::new(),
-            node: None,
-            activity_types: vec!["echo".into()],
-            identity: format!("bench-worker-{index}"),
-            max_concurrency: args.worker_concurrency,
-            ..Register::default()
-        };
-        let mut config = WorkerConfig::new(args.target.connect.clone(), registration);
+        let mut config = WorkerConfig::builder()
+            .nodes(args.target.nodes())
+            .namespace(args.namespace.clone())
+            .activity("echo")
+            .identity(format!("bench-worker-{index}"))
+            .concurrency(args.worker_concurrency)
+            .build()
+            .map_err(|err| format!("a bench worker: {err}"))?;
         config.auth_token = args.target.auth_token.clone();
         config.tls = tls.cloned();
         workers.push(Worker::spawn(config, BuiltIn));

@@ -11,7 +11,8 @@ use super::tls::{ClientTlsArgs, ClientTlsError};
 /// The node a client command connects to and the credentials it presents.
 #[derive(Debug, clap::Args)]
 pub(super) struct NodeArgs {
-    /// Node address.
+    /// Node address, or several separated by commas: the command uses one and moves to
+    /// another when it drains or is lost. A name resolving to several addresses counts as each.
     #[arg(long, default_value = "127.0.0.1:7400", env = "LINTEL_CONNECT")]
     pub(super) connect: String,
     /// Auth token for nodes that require one.
@@ -27,12 +28,20 @@ impl NodeArgs {
     /// # Errors
     /// What is wrong with the TLS settings or files.
     pub(super) fn config(&self, name: &str) -> Result<ClientConfig, ClientTlsError> {
-        Ok(ClientConfig {
-            name: name.into(),
-            auth_token: self.auth_token.clone(),
-            tls: self.tls.load(&self.connect)?,
-            ..ClientConfig::default()
-        })
+        let mut config = ClientConfig::default().name(name);
+        config.auth_token.clone_from(&self.auth_token);
+        config.tls = self.tls.load()?;
+        Ok(config)
+    }
+
+    /// The addresses `--connect` names.
+    pub(super) fn nodes(&self) -> Vec<String> {
+        self.connect
+            .split(',')
+            .map(str::trim)
+            .filter(|node| !node.is_empty())
+            .map(str::to_owned)
+            .collect()
     }
 
     /// Connects as the producer `name`.
@@ -41,7 +50,7 @@ impl NodeArgs {
     /// The exit code of a failure, said on stderr with advice.
     pub(super) async fn producer(&self, name: &str) -> Result<Client, ExitCode> {
         let config = self.config(name).map_err(fail)?;
-        Client::connect(self.connect.as_str(), config)
+        Client::connect_nodes(self.nodes(), config)
             .await
             .map_err(|err| fail(self.cannot_connect(&err)))
     }

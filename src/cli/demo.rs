@@ -16,7 +16,7 @@ use lintel_client::{
     WorkerHandle,
 };
 use lintel_wire::channel::dispatch_channel_name;
-use lintel_wire::{PeerLinkState, PeerStatus, Register};
+use lintel_wire::{PeerLinkState, PeerStatus};
 use tokio::sync::oneshot;
 use tokio::task::{JoinError, JoinHandle};
 
@@ -282,19 +282,17 @@ async fn start_workers(homes: &[&Serving], labelled: bool) -> Result<Vec<WorkerH
         .iter()
         .enumerate()
         .map(|(index, home)| {
-            let registration = Register {
-                namespaces: vec![NAMESPACE.into()],
-                task_queue: String::new(),
-                node: labelled.then(|| home.id.clone()),
-                activity_types: vec!["echo".into()],
-                identity: format!("demo-worker-{index}"),
-                max_concurrency: 64,
-                ..Register::default()
-            };
-            Worker::spawn(
-                WorkerConfig::new(home.addr.to_string(), registration),
-                BuiltIn,
-            )
+            let mut config = WorkerConfig::builder()
+                .node(home.addr.to_string())
+                .namespace(NAMESPACE)
+                .activity("echo")
+                .identity(format!("demo-worker-{index}"))
+                .concurrency(64);
+            if labelled {
+                config = config.label(home.id.clone());
+            }
+            let config = config.build().expect("a complete worker config");
+            Worker::spawn(config, BuiltIn)
         })
         .collect();
     for worker in &workers {

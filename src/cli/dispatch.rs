@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lintel_client::{Client, ClientConfig, ConnectError, DispatchOptions};
-use lintel_wire::{ActivityOutcome, DispatchRequest, DispatchResult, RefusalCode};
+use lintel_client::{
+    ActivityOutcome, Client, ClientConfig, ClientError, ConnectError, Dispatch, DispatchOptions,
+    DispatchResult, RefusalCode,
+};
 
 use super::connect::NodeArgs;
 use super::exit::{fail, usage, DRAINING};
@@ -87,13 +89,16 @@ fn exit_code(result: &DispatchResult) -> u8 {
         DispatchResult::NoWorker(_) => 11,
         DispatchResult::WorkerLost { .. } => 12,
         DispatchResult::Timeout { .. } | DispatchResult::HeartbeatTimeout { .. } => 13,
-        DispatchResult::Refused(_) => 14,
+        DispatchResult::Refused(_) => REFUSED,
         DispatchResult::Cancelled => 15,
         DispatchResult::Draining => DRAINING,
         DispatchResult::PeerLost { .. } => 17,
         DispatchResult::ShutDown { .. } => 18,
     }
 }
+
+/// The exit code of a `refused` dispatch, by the node or, before sending it, by the client.
+const REFUSED: u8 = 14;
 
 /// The exit code of a dispatch cancelled here (Ctrl-C), as of the `cancelled` outcome.
 const CANCELLED: u8 = 15;
@@ -128,7 +133,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
         }
     };
     let dispatched = tokio::select! {
-        dispatched = client.dispatch_traced(request, &options) => dispatched,
+        dispatched = client.submit(&request, &options) => dispatched,
         () = stops.next() => {
             // The dispatch's future is dropped: it queued `Cancel`, written before the goodbye.
             client.close().await;
@@ -138,6 +143,11 @@ pub(super) async fn run(args: Args) -> ExitCode {
     client.close().await;
     let dispatched = match dispatched {
         Ok(dispatched) => dispatched,
+        // Refused here, against the limits the node stated: the `refused` outcome's exit code.
+        Err(err @ ClientError::Invalid(_)) => {
+            eprintln!("refused: {err}; nothing was sent");
+            return ExitCode::from(REFUSED);
+        }
         Err(err) => return fail(format!("connection lost: {err}")),
     };
     if verbose {
@@ -165,7 +175,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
 /// Connects to the node as the producer `lintel-dispatch`.
 async fn connect(target: &NodeArgs) -> Result<Client, ExitCode> {
     let config = target.config("lintel-dispatch").map_err(fail)?;
-    match Client::connect(target.connect.as_str(), config).await {
+    match Client::connect_nodes(target.nodes(), config).await {
         Ok(client) => Ok(client),
         // A refusal at hello for draining is the draining outcome too.
         Err(ConnectError::Refused(refusal)) if refusal.code == RefusalCode::Draining => {
@@ -180,7 +190,7 @@ async fn connect(target: &NodeArgs) -> Result<Client, ExitCode> {
 async fn prepare(
     args: Args,
     client: &Client,
-) -> Result<(DispatchRequest, DispatchOptions, bool), ExitCode> {
+) -> Result<(Dispatch, DispatchOptions, bool), ExitCode> {
     // Of one length whatever the process id, so the input's limit is the same at every run.
     let workflow_id = format!("cli-{:010}", std::process::id());
     let header_bytes: usize = args
@@ -188,7 +198,7 @@ async fn prepare(
         .iter()
         .map(|(name, value)| name.len() + value.len())
         .sum();
-    let node_max = usize::try_from(client.welcome().limits.max_frame_len).unwrap_or(usize::MAX);
+    let node_max = usize::try_from(client.node_info().limits.max_frame_len).unwrap_or(usize::MAX);
     // A frame goes out only within both sides' limits: the node's, and this command's own.
     let own_max = ClientConfig::default().max_frame_len;
     let (max_frame_len, whose) = if node_max <= own_max {
@@ -223,23 +233,13 @@ async fn prepare(
         }
         Err(err) => return Err(fail(err)),
     };
-    let request = DispatchRequest {
-        namespace: args.namespace,
-        task_queue: args.task_queue,
-        activity_type: args.activity,
-        node: None,
-        workflow_id,
-        ordinal: 1,
-        run_id: None,
-        attempt: 1,
-        input,
-        deadline_unix_ms: None,
-    };
-    let mut options = DispatchOptions {
-        wait_for_worker: args.wait_ms.map(Duration::from_millis),
-        reply_timeout: args.timeout_ms.map(Duration::from_millis),
-        ..DispatchOptions::default()
-    };
+    let request = Dispatch::new(args.namespace, args.activity)
+        .task_queue(args.task_queue)
+        .workflow(workflow_id, 1)
+        .input(input);
+    let mut options = DispatchOptions::default();
+    options.wait_for_worker = args.wait_ms.map(Duration::from_millis);
+    options.reply_timeout = args.timeout_ms.map(Duration::from_millis);
     options = args.fairness.apply(options);
     for (name, value) in args.headers {
         options = options.header(name, value);

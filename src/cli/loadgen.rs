@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::{CreationError, Histogram};
-use lintel_client::{Client, ClientError, DispatchOptions};
-use lintel_wire::{DispatchRequest, DispatchResult, PayloadRef};
+use lintel_client::{
+    ActivityOutcome, Client, ClientError, Dispatch, DispatchOptions, DispatchResult,
+};
 use serde::Serialize;
 
 use super::progress::{self, Tally};
@@ -66,7 +67,8 @@ pub(super) struct Report {
     /// Refused dispatches by reason, as the node's metrics name it.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub(super) refusals: BTreeMap<String, Refusals>,
-    /// Why dispatches counted `oversized` were not sent: they do not fit in a frame.
+    /// Why dispatches counted `oversized` were not sent: they do not fit in a frame, or break
+    /// another limit the node stated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) oversized: Option<String>,
 }
@@ -173,7 +175,11 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
         let mut latencies = histogram.clone();
         loops.push(tokio::spawn(async move {
             let mut seen = Seen::default();
-            let workflow_id = format!("load-{lane}");
+            // One dispatch per lane, its ordinal advanced in place and lent to each submit: the
+            // names and the input are encoded from where they lie, never copied per dispatch.
+            let mut dispatch = Dispatch::new(load.namespace.as_str(), load.activity.as_str())
+                .input(input)
+                .workflow(format!("load-{lane}"), 0);
             let mut ordinal = 0u64;
             loop {
                 if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -186,21 +192,9 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
                     break;
                 }
                 ordinal += 1;
-                // Lent, not built: the names are encoded from where they lie.
-                let request = DispatchRequest {
-                    namespace: load.namespace.as_str(),
-                    task_queue: "",
-                    activity_type: load.activity.as_str(),
-                    node: None,
-                    workflow_id: workflow_id.as_str(),
-                    ordinal,
-                    run_id: None,
-                    attempt: 1,
-                    input: PayloadRef::of(&input),
-                    deadline_unix_ms: None,
-                };
+                dispatch.set_ordinal(ordinal);
                 let sent = Instant::now();
-                let class = match client.dispatch_ref(request, &options).await {
+                let class = match client.submit(&dispatch, &options).await {
                     Ok(dispatched) => {
                         if let Some(node) = dispatched.served_by {
                             *seen.served_by.entry(node).or_default() += 1;
@@ -210,7 +204,7 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
                         }
                         class_of(&dispatched.result)
                     }
-                    Err(err @ ClientError::Oversize { .. }) => {
+                    Err(err @ (ClientError::Oversize { .. } | ClientError::Invalid(_))) => {
                         seen.oversized = Some(format!("{err}; nothing was sent"));
                         OVERSIZED
                     }
@@ -303,7 +297,8 @@ pub(super) async fn run(client: &Client, load: &Load) -> Result<Run, CreationErr
 /// The class of a dispatch whose connection was lost before its outcome.
 const CONNECTION_LOST: &str = "connection-lost";
 
-/// The class of a dispatch not sent because it does not fit in a frame.
+/// The class of a dispatch not sent because it does not fit in a frame, or breaks another
+/// limit the node stated.
 const OVERSIZED: &str = "oversized";
 
 /// The `q` quantile of `latencies` (nanoseconds) in microseconds.
@@ -314,8 +309,8 @@ fn micros(latencies: &Histogram<u64>, q: f64) -> f64 {
 fn class_of(result: &DispatchResult) -> &'static str {
     match result {
         DispatchResult::Completed(response) => match response.outcome {
-            lintel_wire::ActivityOutcome::Success(_) => "completed",
-            lintel_wire::ActivityOutcome::Failure { .. } => "activity-failed",
+            ActivityOutcome::Success(_) => "completed",
+            ActivityOutcome::Failure { .. } => "activity-failed",
         },
         other => outcome::class(other),
     }

@@ -7,7 +7,6 @@
 
 use std::path::PathBuf;
 
-use lintel_client::tls::host_of;
 use lintel_client::{ClientTls, TlsError};
 
 use lintel::config::NodeConfig;
@@ -91,7 +90,7 @@ impl ClientTlsArgs {
     /// # Errors
     /// [`ClientTlsError`] naming the setting that lacks its partner, or the file or server name
     /// that cannot be used.
-    pub(super) fn load(&self, connect: &str) -> Result<Option<ClientTls>, ClientTlsError> {
+    pub(super) fn load(&self) -> Result<Option<ClientTls>, ClientTlsError> {
         let ca = self
             .tls_ca
             .clone()
@@ -121,10 +120,14 @@ impl ClientTlsArgs {
         };
         let identity = cert.as_deref().zip(key.as_deref());
         let tls = ClientTls::from_files(&ca, identity)?;
-        let name = server_name.as_deref().unwrap_or_else(|| host_of(connect));
-        Ok(Some(tls.with_server_name(
-            name.trim_start_matches('[').trim_end_matches(']'),
-        )?))
+        // Without a server name, each node's certificate is checked against the host of the
+        // address it was given as.
+        Ok(Some(match server_name.as_deref() {
+            Some(name) => {
+                tls.with_server_name(name.trim_start_matches('[').trim_end_matches(']'))?
+            }
+            None => tls,
+        }))
     }
 }
 

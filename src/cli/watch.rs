@@ -47,7 +47,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
         Ok(subscription) => subscription,
         Err(err) => return fail(format!("no events: {err}")),
     };
-    eprintln!("watching node {}", client.welcome().node_id);
+    eprintln!("watching node {}", client.node_info().node_id);
     let stop = shutdown_signal();
     tokio::pin!(stop);
     loop {
@@ -82,6 +82,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
             Some(Err(SubscriptionError::Closed)) | None => {
                 return fail("the connection to the node closed");
             }
+            Some(Err(other)) => return fail(format!("the watch ended: {other}")),
         }
     }
 }

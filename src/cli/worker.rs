@@ -12,8 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lintel::activities::{BuiltIn, BUILT_IN};
-use lintel_client::{Extras, Handler, Request, Worker, WorkerConfig, WorkerState};
-use lintel_wire::{ActivityOutcome, Register};
+use lintel_client::{ActivityOutcome, Extras, Handler, Request, Worker, WorkerConfig, WorkerState};
 
 use super::connect::NodeArgs;
 use super::signal::{count, seconds, Stops, INTERRUPTED};
@@ -76,20 +75,28 @@ pub(super) async fn run(args: Args) -> ExitCode {
     let identity = args
         .identity
         .unwrap_or_else(|| format!("lintel-worker-{}", std::process::id()));
-    let registration = Register {
-        namespaces: args.namespaces,
-        task_queue: args.task_queue,
-        node: args.label.or(args.node),
-        activity_types: args.activities,
-        identity,
-        max_concurrency: args.concurrency,
-        deployment: args.deployment,
-        instance_id: args.instance_id,
-        extensions: Vec::new(),
+    let mut builder = WorkerConfig::builder()
+        .nodes(args.target.nodes())
+        .namespaces(args.namespaces)
+        .task_queue(args.task_queue)
+        .activities(args.activities)
+        .identity(identity)
+        .concurrency(args.concurrency);
+    if let Some(label) = args.label.or(args.node) {
+        builder = builder.label(label);
+    }
+    if let Some(deployment) = args.deployment {
+        builder = builder.deployment(deployment);
+    }
+    if let Some(instance) = args.instance_id {
+        builder = builder.instance_id(instance);
+    }
+    let mut config = match builder.build() {
+        Ok(config) => config,
+        Err(err) => return stop(err),
     };
-    let mut config = WorkerConfig::new(args.target.connect.clone(), registration);
     config.auth_token = args.target.auth_token.clone();
-    config.tls = match args.target.tls.load(&args.target.connect) {
+    config.tls = match args.target.tls.load() {
         Ok(tls) => tls,
         Err(err) => return stop(err),
     };
@@ -134,6 +141,7 @@ pub(super) async fn run(args: Args) -> ExitCode {
                     return Some(args.target.cannot_connect(fatal.error()))
                 }
                 WorkerState::Stopped => return None,
+                _ => {}
             }
             if state.changed().await.is_err() {
                 return None;

@@ -294,9 +294,17 @@ mod tests {
     }
 
     fn refusal(request: &DispatchRequest, options: &DispatchOptions) -> Option<RefusedReason> {
+        refusal_with(request, options.wire_extras(), options)
+    }
+
+    fn refusal_with(
+        request: &DispatchRequest,
+        extras: &lintel_wire::RequestExtras,
+        options: &DispatchOptions,
+    ) -> Option<RefusedReason> {
         validate(
             &request.view(),
-            &options.extras.lend(),
+            &extras.lend(),
             &Options::of(options),
             &limits(),
         )
@@ -318,12 +326,16 @@ mod tests {
         );
         let big = plain.clone().header("a", "b".repeat(12));
         assert_eq!(refusal(&request(), &big), invalid, "over max_header_bytes");
-        let mut upper = plain.clone();
-        upper.extras.headers.push(lintel_wire::Header {
+        let mut upper: lintel_wire::RequestExtras = lintel_wire::RequestExtras::default();
+        upper.headers.push(lintel_wire::Header {
             name: "Trace".into(),
             value: String::new(),
         });
-        assert_eq!(refusal(&request(), &upper), invalid, "not lowercase");
+        assert_eq!(
+            refusal_with(&request(), &upper, &plain),
+            invalid,
+            "not lowercase"
+        );
         let long = plain.clone().header("n".repeat(9), "");
         assert_eq!(refusal(&request(), &long), invalid, "past max_name_len");
         let empty = plain.header("", "v");
@@ -339,12 +351,7 @@ mod tests {
         assert!(!refused(&request, &fits));
         let over = DispatchOptions::default().header("a", "bcde");
         assert!(refused(&request, &over));
-        let mut extension = DispatchOptions::default();
-        extension.extras.extensions.push(lintel_wire::Extension {
-            tag: 1,
-            critical: false,
-            value: bytes::Bytes::from(vec![0; 5]),
-        });
+        let extension = DispatchOptions::default().extension(1, false, vec![0; 5]);
         assert!(refused(&request, &extension));
     }
 
@@ -378,29 +385,22 @@ mod tests {
                 refusal(&request(), &options),
                 expected,
                 "{:?}",
-                options.extras
+                options.wire_extras()
             );
         }
     }
 
     #[test]
     fn an_unknown_critical_extension_is_unsupported_and_a_plain_one_ignored() {
-        let with = |critical| {
-            let mut options = DispatchOptions::default();
-            options.extras.extensions.push(lintel_wire::Extension {
-                tag: 77,
-                critical,
-                value: bytes::Bytes::new(),
-            });
-            options
-        };
+        let with = |critical| DispatchOptions::default().extension(77, critical, Vec::new());
         assert_eq!(refusal(&request(), &with(false)), None);
         assert_eq!(
             refusal(&request(), &with(true)),
             Some(RefusedReason::Unsupported)
         );
-        let mut many = with(false);
-        many.extras.extensions = vec![many.extras.extensions[0].clone(); 3];
+        let many = with(false)
+            .extension(77, false, Vec::new())
+            .extension(77, false, Vec::new());
         assert_eq!(
             refusal(&request(), &many),
             Some(RefusedReason::InvalidRequest),

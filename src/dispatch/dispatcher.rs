@@ -252,7 +252,7 @@ impl Dispatcher {
         let (caller, mut outcome) = Oneshot::caller();
         let mut watch = CancelOnDrop(None);
         tokio::pin!(cancelled);
-        let extras = options.extras.lend();
+        let extras = options.wire_extras().lend();
         let pushed = match self.start(&request.view(), &extras, &Options::of(options), caller) {
             Started::Ended => None,
             Started::Pushed(flight) => Some(flight),

@@ -26,10 +26,10 @@ impl<'a> Options<'a> {
     /// The options an in-process caller gave, its fairness as it asked.
     pub(crate) fn of(options: &'a DispatchOptions) -> Self {
         Self {
-            routing: options.routing.view(),
+            routing: options.wire_routing().view(),
             wait_for_worker: options.wait_for_worker,
             reply_timeout: options.reply_timeout,
-            fairness: asked(&options.extras.view()),
+            fairness: asked(&options.wire_extras().view()),
         }
     }
 

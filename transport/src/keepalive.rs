@@ -41,7 +41,10 @@ pub enum Tick {
     /// Send this ping.
     Ping(Ping),
     /// `missed` pings in a row went unanswered: treat the connection as dead.
-    Dead { missed: u32 },
+    Dead {
+        /// Pings unanswered in a row.
+        missed: u32,
+    },
     /// The oldest ping waiting has waited past the timeout ([`Keepalive::overdue_after`]):
     /// the other side is not answering now. Told once until an answer comes.
     Overdue,

@@ -405,6 +405,15 @@ pub(super) struct State {
     pub(super) bulk_frames: usize,
     /// Bytes a writing party took and has not written yet.
     pub(super) in_hand: usize,
+    /// The piece in hand is of the bulk lane.
+    pub(super) in_hand_bulk: bool,
+    /// Control-lane bytes ever queued, and ever written to the socket: a control frame is
+    /// written once the second reaches the first as it stood after the frame was queued.
+    pub(super) control_queued: u64,
+    pub(super) control_written: u64,
+    /// Once a discard dropped control frames unsent: the control offset past which nothing
+    /// but the closing frame was written.
+    pub(super) control_cut: Option<u64>,
     /// Since when the queue has been at or over a bound, while it is.
     pub(super) full_since: Option<Instant>,
     /// An owed frame was refused at the ceiling: latched, whatever the phase, for the
@@ -480,6 +489,7 @@ impl State {
             return None;
         };
         self.in_hand = piece.queue.len();
+        self.in_hand_bulk = piece.bulk;
         Some(piece)
     }
 
@@ -487,7 +497,7 @@ impl State {
     pub(super) fn give_back(&mut self, mut piece: Piece) {
         self.in_hand = 0;
         if let Phase::Discarding { .. } = self.phase {
-            piece.keep_current_frame();
+            self.keep_current_frame(&mut piece);
         }
         if piece.is_empty() {
             return;
@@ -502,9 +512,26 @@ impl State {
         }
     }
 
+    /// Drops every frame of `piece` after its current one; returns how many bytes went.
+    pub(super) fn keep_current_frame(&mut self, piece: &mut Piece) -> usize {
+        if !piece.bulk && self.control_cut.is_none() {
+            self.control_cut = Some(self.control_written + piece.frame_left as u64);
+        }
+        piece.keep_current_frame()
+    }
+
+    /// True once the control frame queued when [`State::control_queued`] read `mark` has
+    /// been written whole to the socket.
+    pub(super) fn control_written(&self, mark: u64) -> bool {
+        mark <= self.control_written && self.control_cut.is_none_or(|cut| mark <= cut)
+    }
+
     /// Records `written` bytes of the piece in hand as written; true when that made room.
     pub(super) fn wrote(&mut self, written: usize, now: Instant) -> bool {
         self.in_hand = self.in_hand.saturating_sub(written);
+        if !self.in_hand_bulk {
+            self.control_written += written as u64;
+        }
         self.last_write = Some(now);
         self.note_fullness(|| now)
     }

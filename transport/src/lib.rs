@@ -14,6 +14,7 @@
 //! - [`Dialer`] and [`TcpDialer`]; [`resolve`]: a name to every address it resolves to, again
 //!   and again, for the node's peers and the SDKs' node addresses.
 #![deny(unreachable_pub, rustdoc::broken_intra_doc_links)]
+#![warn(missing_docs)]
 
 mod batch;
 pub mod burst;
@@ -33,7 +34,7 @@ use tokio::task::JoinHandle;
 pub use batch::Batched;
 pub use dial::{Dialer, Dialing, TcpDialer};
 pub use lanes::{Pressure, QueueLimits, DEFAULT_QUEUE_BYTES};
-pub use outbound::{Outbound, SendError};
+pub use outbound::{Outbound, SendError, WriteMark};
 pub use reader::{is_frame_timeout, Found, FrameReader, FrameReady};
 pub use socket::{BoxRead, BoxWrite, ReadSocket, Socket};
 

@@ -57,19 +57,28 @@ pub enum SendError {
     /// The frame does not fit in one frame of the connection's limit; nothing was queued.
     #[error("{kind} frame of {len} bytes exceeds the frame limit of {max} bytes")]
     TooLarge {
+        /// The frame's kind.
         kind: FrameKind,
+        /// Its body, in bytes.
         len: usize,
+        /// The connection's limit.
         max: usize,
     },
     /// The frame cannot be encoded at all; nothing was queued.
     #[error("{kind} frame cannot be encoded")]
-    Unencodable { kind: FrameKind },
+    Unencodable {
+        /// The frame's kind.
+        kind: FrameKind,
+    },
     /// The connection's version cannot carry the frame: `field` has no room in `kind` (or the
     /// kind itself is of a later version, `field` then `None`); nothing was queued.
     #[error("a {kind} frame of version {version} cannot carry it ({})", field.unwrap_or("the kind"))]
     Unsupported {
+        /// The frame's kind.
         kind: FrameKind,
+        /// The field without room, or `None` for the kind itself.
         field: Option<&'static str>,
+        /// The connection's version.
         version: u16,
     },
     /// An owed frame would take the queue past its ceiling; nothing was queued, and the
@@ -145,6 +154,15 @@ impl Pipe {
     /// Encodes `frame` into its lane; `bounded` refuses it when the queue is full, otherwise
     /// it is refused only past the owed ceiling.
     fn enqueue(self: &Arc<Self>, frame: &FrameRef<'_>, bounded: bool) -> Result<(), SendError> {
+        self.enqueue_marked(frame, bounded).map(drop)
+    }
+
+    /// As [`Pipe::enqueue`], returning the frame's [`WriteMark`].
+    fn enqueue_marked(
+        self: &Arc<Self>,
+        frame: &FrameRef<'_>,
+        bounded: bool,
+    ) -> Result<WriteMark, SendError> {
         let mut state = self.state();
         if !state.phase.is_open() {
             return Err(SendError::Closed);
@@ -165,11 +183,20 @@ impl Pipe {
             Lane::Control => &mut state.control,
             Lane::Bulk => &mut state.bulk,
         };
+        let before = queue.len();
         queue.push_frame(frame, dialect, self.max_frame_len.load(Ordering::Relaxed))?;
-        match lane {
-            Lane::Control => state.control_frames += 1,
-            Lane::Bulk => state.bulk_frames += 1,
-        }
+        let added = queue.len().saturating_sub(before) as u64;
+        let mark = match lane {
+            Lane::Control => {
+                state.control_frames += 1;
+                state.control_queued += added;
+                WriteMark(Some(state.control_queued))
+            }
+            Lane::Bulk => {
+                state.bulk_frames += 1;
+                WriteMark(None)
+            }
+        };
         if state.full_since.is_none() && state.is_full() {
             state.full_since = Some(Instant::now());
         }
@@ -179,13 +206,13 @@ impl Pipe {
                 if state.bytes() >= HOLD_BYTES || state.frames() >= state.limits.frames / 2 {
                     self.write_buffer(state, Instant::now());
                 }
-                return Ok(());
+                return Ok(mark);
             }
-            _ => return Ok(()),
+            _ => return Ok(mark),
         }
         if batch::hold(self) {
             state.phase = Phase::Held;
-            return Ok(());
+            return Ok(mark);
         }
         let now = Instant::now();
         let quiet = state
@@ -193,12 +220,12 @@ impl Pipe {
             .is_none_or(|last| now.saturating_duration_since(last) >= BURST_GAP);
         if was_empty && !state.busy && quiet {
             self.write_buffer(state, now);
-            return Ok(());
+            return Ok(mark);
         }
         state.phase = Phase::Flushing;
         drop(state);
         self.wake.notify_one();
-        Ok(())
+        Ok(mark)
     }
 
     /// Writes one lane from the calling task unless someone else owns the socket, or both
@@ -275,7 +302,12 @@ impl Pipe {
             dialect,
             self.max_frame_len.load(Ordering::Relaxed),
         )?;
-        // The rest of a started frame stays, or the peer could not tell where frames begin.
+        // The rest of a started frame stays, or the peer could not tell where frames begin;
+        // a control piece in hand is cut where its writer keeps its current frame.
+        let control_in_hand = state.in_hand > 0 && !state.in_hand_bulk;
+        if state.control_cut.is_none() && !control_in_hand {
+            state.control_cut = Some(state.control_written + state.control_left as u64);
+        }
         let resume_left = state.resume_left;
         state.resume.truncate(resume_left);
         let control_left = state.control_left;
@@ -304,6 +336,11 @@ impl HeldWrite for Pipe {
         }
     }
 }
+
+/// Where a queued frame ends in its lane's stream, to ask later whether it was written
+/// ([`Outbound::written`]). Bulk frames are not followed: their mark says written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteMark(Option<u64>);
 
 /// A cloneable handle that queues frames for one connection.
 #[derive(Debug)]
@@ -382,8 +419,17 @@ impl Outbound {
     /// # Errors
     /// As [`Outbound::send`].
     pub async fn send_ref(&self, frame: &FrameRef<'_>) -> Result<(), SendError> {
+        self.send_marked(frame).await.map(drop)
+    }
+
+    /// As [`Outbound::send_ref`], returning where the frame ends in its lane, for
+    /// [`Outbound::written`].
+    ///
+    /// # Errors
+    /// As [`Outbound::send`].
+    pub async fn send_marked(&self, frame: &FrameRef<'_>) -> Result<WriteMark, SendError> {
         // Room is the common case: only a full queue pays for registering a wake-up.
-        match self.pipe.enqueue(frame, true) {
+        match self.pipe.enqueue_marked(frame, true) {
             Err(SendError::Full) => {}
             other => return other,
         }
@@ -391,10 +437,20 @@ impl Outbound {
             let changed = self.pipe.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.pipe.enqueue(frame, true) {
+            match self.pipe.enqueue_marked(frame, true) {
                 Err(SendError::Full) => changed.await,
                 other => return other,
             }
+        }
+    }
+
+    /// True once the frame `mark` came from was written whole to the socket; false while it
+    /// waits, is being written, or was dropped unsent by a discard or the writer's end.
+    /// Bulk frames (whose mark is not followed) always count as written.
+    pub fn written(&self, mark: WriteMark) -> bool {
+        match mark.0 {
+            Some(end) => self.pipe.state().control_written(end),
+            None => true,
         }
     }
 
@@ -658,7 +714,8 @@ async fn write_piece(pipe: &Pipe, mut piece: Piece) -> io::Result<()> {
         let mut state = pipe.state();
         let mut freed = state.wrote(written, Instant::now());
         if let Phase::Discarding { .. } = state.phase {
-            state.in_hand = state.in_hand.saturating_sub(piece.keep_current_frame());
+            let dropped = state.keep_current_frame(&mut piece);
+            state.in_hand = state.in_hand.saturating_sub(dropped);
             freed |= state.note_fullness(Instant::now);
         }
         if piece.bulk && !state.control.is_empty() && !piece.is_empty() {

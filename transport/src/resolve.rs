@@ -52,7 +52,9 @@ pub enum ResolveError {
     /// The lookup failed.
     #[error("cannot resolve {target}: {source}")]
     Lookup {
+        /// The name looked up.
         target: String,
+        /// The lookup's error.
         #[source]
         source: io::Error,
     },

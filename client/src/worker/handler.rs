@@ -4,14 +4,142 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures_util::FutureExt;
 use lintel_wire::{
     ActivityOutcome, Compact, CompactString, DispatchRequest, Push, RequestExtras, ResponseRef,
 };
+use tokio_util::sync::CancellationToken;
+
+use super::cancel::CancelSignal;
 
 /// A pushed request as a handler gets it: its names are [`CompactString`]s (read as `str`;
-/// up to 24 bytes held inline, not allocated), its input a [`bytes::Bytes`].
-pub type Request = DispatchRequest<Compact>;
+/// up to 24 bytes held inline, not allocated), its input a [`Bytes`], and a
+/// [`CancelSignal`] for work the handler hands elsewhere.
+///
+/// # Examples
+/// Blocking work that stops when the push is cancelled or its deadline passes:
+/// ```
+/// use std::time::SystemTime;
+///
+/// use lintel_client::{handler_fn, ActivityOutcome, Handler, Request};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let crunch = handler_fn(|request: Request| async move {
+///     let signal = request.cancel_signal();
+///     let rounds = tokio::task::spawn_blocking(move || {
+///         let mut rounds = 0u64;
+///         while !signal.is_cancelled() && rounds < 1_000_000_000 {
+///             rounds += 1; // a slice of the real work
+///         }
+///         rounds
+///     })
+///     .await;
+///     match rounds {
+///         Ok(rounds) => ActivityOutcome::Success(rounds.to_string().into()),
+///         Err(err) => ActivityOutcome::Failure { message: err.to_string(), retryable: true },
+///     }
+/// });
+/// // Its deadline already passed: the blocking loop stops at once.
+/// let request = Request::new("demo", "crunch", "").with_deadline(SystemTime::now());
+/// assert_eq!(crunch.handle(request).await, ActivityOutcome::Success("0".into()));
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Request {
+    /// The namespace it was dispatched in.
+    pub namespace: CompactString,
+    /// The task queue; empty means `default`.
+    pub task_queue: CompactString,
+    /// What to run.
+    pub activity_type: CompactString,
+    /// The node the producer required, if any.
+    pub node: Option<CompactString>,
+    /// The producer's id for the work it belongs to; echoed in the reply.
+    pub workflow_id: CompactString,
+    /// The producer's step number within `workflow_id`; echoed in the reply.
+    pub ordinal: u64,
+    /// The producer's run id, if any; echoed in the reply.
+    pub run_id: Option<CompactString>,
+    /// The producer's one-based attempt number.
+    pub attempt: u32,
+    /// The input, opaque to the node.
+    pub input: Bytes,
+    /// The producer's wall-clock deadline, milliseconds since the Unix epoch.
+    pub deadline_unix_ms: Option<u64>,
+    cancel: CancelSignal,
+}
+
+impl Request {
+    /// A request for `activity_type` in `namespace` with `input`, the other fields empty: for
+    /// calling a handler outside a worker, in tests.
+    pub fn new(
+        namespace: impl Into<CompactString>,
+        activity_type: impl Into<CompactString>,
+        input: impl Into<Bytes>,
+    ) -> Self {
+        Self {
+            namespace: namespace.into(),
+            task_queue: CompactString::default(),
+            activity_type: activity_type.into(),
+            node: None,
+            workflow_id: CompactString::default(),
+            ordinal: 0,
+            run_id: None,
+            attempt: 1,
+            input: input.into(),
+            deadline_unix_ms: None,
+            cancel: CancelSignal::default(),
+        }
+    }
+
+    /// This request with a deadline at `at`, which its [`CancelSignal`] fires at.
+    pub fn with_deadline(mut self, at: std::time::SystemTime) -> Self {
+        let ms = at.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        });
+        self.deadline_unix_ms = Some(ms);
+        self.cancel = CancelSignal::new(CancellationToken::new(), Some(ms));
+        self
+    }
+
+    /// The signal that fires when the node cancels this push, its deadline passes, or the
+    /// handler has answered or been dropped; clone it into spawned or blocking work.
+    pub fn cancel_signal(&self) -> CancelSignal {
+        self.cancel.clone()
+    }
+
+    /// The request as pushed, with its signal.
+    fn pushed(request: DispatchRequest<Compact>, cancel: CancelSignal) -> Self {
+        let DispatchRequest {
+            namespace,
+            task_queue,
+            activity_type,
+            node,
+            workflow_id,
+            ordinal,
+            run_id,
+            attempt,
+            input,
+            deadline_unix_ms,
+        } = request;
+        Self {
+            namespace,
+            task_queue,
+            activity_type,
+            node,
+            workflow_id,
+            ordinal,
+            run_id,
+            attempt,
+            input,
+            deadline_unix_ms,
+            cancel,
+        }
+    }
+}
 
 /// What a pushed request carries beside it (version 3): its headers, in order, and its
 /// scheduling fields, names held as in a [`Request`]. Empty from a version-2 node.
@@ -134,6 +262,12 @@ pub(super) async fn run_handler<H: Handler>(handler: Arc<H>, push: Box<Push<Comp
     let workflow_id = request.workflow_id.clone();
     let ordinal = request.ordinal;
     let run_id = request.run_id.clone();
+    // Fires the request's signal when this future ends: answered, or dropped by a cancel or
+    // the drain's grace.
+    let token = CancellationToken::new();
+    let _fire = token.clone().drop_guard();
+    let cancel = CancelSignal::new(token, request.deadline_unix_ms);
+    let request = Request::pushed(request, cancel);
     let outcome = AssertUnwindSafe(handler.handle_with(request, extras))
         .catch_unwind()
         .await

@@ -12,6 +12,7 @@
 //!   `session`: one registered connection, its handlers, capacity and drain.
 //! - This file: the public [`Worker`] entry point and its [`WorkerHandle`].
 
+mod cancel;
 mod config;
 mod handler;
 mod retries;
@@ -27,7 +28,8 @@ use lintel_wire::Refusal;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{Backoff, WorkerConfig};
+pub use cancel::CancelSignal;
+pub use config::{Backoff, WorkerConfig, WorkerConfigBuilder, WorkerConfigError};
 pub use handler::{
     handler_fn, handler_fn_with, Extras, FnHandler, FnHandlerWith, Handler, Request,
 };
@@ -36,6 +38,7 @@ pub use state::{Fatal, WorkerState};
 
 /// Why a [`WorkerHandle`] call could not do what it was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkerError {
     /// The node refused the handshake or the registration for good.
     #[error("refused ({:?}): {}", .0.code, .0.reason)]
@@ -63,26 +66,22 @@ impl Worker {
     /// ```
     /// use std::time::Duration;
     ///
-    /// use lintel_client::{handler_fn, Worker, WorkerConfig};
-    /// use lintel_client::Request;
-    /// use lintel_wire::{ActivityOutcome, Register};
+    /// use lintel_client::{handler_fn, ActivityOutcome, Request, Worker, WorkerConfig};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let addr = node().await?;
-    /// let registration = Register {
-    ///     namespaces: vec!["demo".into()],
-    ///     task_queue: String::new(),
-    ///     node: None,
-    ///     activity_types: vec!["upper".into()],
-    ///     identity: "upper-worker".into(),
-    ///     max_concurrency: 4,
-    ///     ..Register::default()
-    /// };
+    /// let config = WorkerConfig::builder()
+    ///     .node(addr)
+    ///     .namespace("demo")
+    ///     .activity("upper")
+    ///     .identity("upper-worker")
+    ///     .concurrency(4)
+    ///     .build()?;
     /// let upper = handler_fn(|request: Request| async move {
     ///     ActivityOutcome::Success(request.input.to_ascii_uppercase().into())
     /// });
-    /// let worker = Worker::spawn(WorkerConfig::new(addr, registration), upper);
+    /// let worker = Worker::spawn(config, upper);
     /// let worker_id = worker.wait_registered(Duration::from_secs(5)).await?;
     /// println!("registered as worker {worker_id}");
     /// // Later: finish what runs (at most 10 s more) and leave.

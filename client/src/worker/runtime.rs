@@ -1,5 +1,6 @@
 //! The worker's connect, register and reconnect loop.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,10 +13,8 @@ use super::handler::Handler;
 use super::retries::Retries;
 use super::session::{InFlight, Session};
 use super::state::{Fatal, SessionEnd, WorkerState};
-use crate::connect::{
-    connect, connect_tls, is_final_refusal, next_frame, ConnectError, Connection, Handshake,
-};
-use crate::tls::host_of;
+use crate::connect::{is_final_refusal, next_frame, ConnectError, Connection, Handshake};
+use crate::nodes::Nodes;
 use lintel_transport::keepalive::Keepalive;
 use lintel_transport::{Batched, FrameReader, Outbound};
 
@@ -33,13 +32,21 @@ impl<H: Handler> Runtime<H> {
     /// a self-drain; returns the last state.
     pub(super) async fn run(mut self) -> WorkerState {
         let mut retries = Retries::default();
+        let nodes = match Nodes::new(self.config.nodes.iter().cloned()) {
+            Ok(nodes) => nodes,
+            Err(err) => return WorkerState::Failed(Fatal::new(err)),
+        };
+        let addr = nodes.targets().join(",");
+        let addr = addr.as_str();
+        // The node last served: tried last after it drained or was lost.
+        let mut avoid = None;
         loop {
             if self.drain.borrow().is_some() {
                 return WorkerState::Stopped;
             }
             self.state.send_replace(WorkerState::Connecting);
-            let ended = self.session(&mut retries).await;
-            let addr = self.config.addr.as_str();
+            let (ended, served) = self.session(&nodes, avoid, &mut retries).await;
+            avoid = served.or(avoid);
             let delay = match ended {
                 SessionEnd::Refused(refusal) => {
                     tracing::warn!(%addr, code = ?refusal.code, reason = %refusal.reason, "worker refused for good");
@@ -53,6 +60,10 @@ impl<H: Handler> Runtime<H> {
                 SessionEnd::Lost => {
                     tracing::warn!(%addr, "worker lost its connection to the node; reconnecting");
                     self.config.reconnect.delay(0)
+                }
+                SessionEnd::NodeDrained if nodes.targets().len() > 1 => {
+                    tracing::info!(%addr, "the node drained this worker; moving to another");
+                    Duration::ZERO
                 }
                 SessionEnd::NodeDrained => {
                     tracing::info!(%addr, "the node drained this worker; reconnecting");
@@ -73,8 +84,13 @@ impl<H: Handler> Runtime<H> {
         }
     }
 
-    /// One connection from dial to close.
-    async fn session(&mut self, retries: &mut Retries) -> SessionEnd {
+    /// One connection from dial to close, and the address it was made to.
+    async fn session(
+        &mut self,
+        nodes: &Nodes,
+        avoid: Option<SocketAddr>,
+        retries: &mut Retries,
+    ) -> (SessionEnd, Option<SocketAddr>) {
         let handshake = Handshake {
             versions: crate::connect::MIN_PROTOCOL_VERSION..=crate::connect::PROTOCOL_VERSION,
             role: Role::Worker,
@@ -85,15 +101,15 @@ impl<H: Handler> Runtime<H> {
             queue_len: self.config.queue_len,
             understands: FeatureSet::NONE,
         };
-        let addr = self.config.addr.as_str();
-        let connected = match &self.config.tls {
-            None => connect(addr, &handshake).await,
-            Some(tls) => connect_tls(addr, Some(host_of(addr)), tls, &handshake).await,
+        let (conn, address) = match nodes
+            .connect(&handshake, self.config.tls.as_ref(), avoid)
+            .await
+        {
+            Ok(connected) => connected,
+            Err(err) => return (ended(err), None),
         };
-        let conn = match connected {
-            Ok(conn) => conn,
-            Err(err) => return ended(err),
-        };
+        let addr = address.to_string();
+        let addr = addr.as_str();
         let Connection {
             mut reader,
             outbound,
@@ -110,7 +126,7 @@ impl<H: Handler> Runtime<H> {
                 .unwrap_or(Err(ConnectError::Timeout(timeout)));
         let worker_id = match registered {
             Ok(worker_id) => worker_id,
-            Err(err) => return ended(err),
+            Err(err) => return (ended(err), Some(address)),
         };
         retries.reached(addr);
         tracing::debug!(worker_id, pid = welcome.pid, node = %welcome.node_id, "worker registered");
@@ -131,7 +147,7 @@ impl<H: Handler> Runtime<H> {
             in_flight: InFlight::default(),
             draining: None,
         };
-        Batched::new(session.serve(reader)).await
+        (Batched::new(session.serve(reader)).await, Some(address))
     }
 }
 

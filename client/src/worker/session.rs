@@ -431,8 +431,8 @@ mod tests {
     use bytes::{Bytes, BytesMut};
     use futures_util::StreamExt;
     use lintel_wire::{
-        encode_frame, ActivityOutcome, Drain, Drained, Frame, FrameCodec, Push, Register,
-        Registered, DEFAULT_MAX_FRAME_LEN,
+        encode_frame, ActivityOutcome, Drain, Drained, Frame, FrameCodec, Push, Registered,
+        DEFAULT_MAX_FRAME_LEN,
     };
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
@@ -466,18 +466,15 @@ mod tests {
     #[tokio::test]
     async fn a_burst_longer_than_a_batch_is_answered_in_order_and_a_drain_in_it_ends_it() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let registration = Register {
-            namespaces: vec!["ns".to_owned()],
-            task_queue: String::new(),
-            node: None,
-            activity_types: vec!["echo".to_owned()],
-            identity: "worker-under-test".to_owned(),
-            max_concurrency: 8,
-            ..Register::default()
-        };
-        let mut config =
-            WorkerConfig::new(listener.local_addr().unwrap().to_string(), registration);
-        config.handshake_timeout = Duration::from_secs(10);
+        let config = WorkerConfig::builder()
+            .node(listener.local_addr().unwrap().to_string())
+            .namespace("ns")
+            .activity("echo")
+            .identity("worker-under-test")
+            .concurrency(8)
+            .handshake_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
         let worker = Worker::spawn(config, BriefEcho);
 
         let (socket, _) = listener.accept().await.unwrap();

@@ -9,13 +9,22 @@ use crate::connect::ConnectError;
 
 /// Where the worker runtime is.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WorkerState {
     /// Connecting, registering, or waiting to reconnect.
     Connecting,
     /// Registered on the node's connection `pid`.
-    Registered { worker_id: u64, pid: u64 },
+    Registered {
+        /// The node's id for this worker.
+        worker_id: u64,
+        /// The node's id for this connection.
+        pid: u64,
+    },
     /// Finishing in-flight work before it closes; no new work is taken.
-    Draining { worker_id: u64 },
+    Draining {
+        /// The node's id for this worker.
+        worker_id: u64,
+    },
     /// The node refused us for good; the runtime has stopped.
     Refused(Refusal),
     /// The node cannot be used as configured (TLS, another protocol, a version); the runtime

@@ -283,20 +283,16 @@ enum DialError {
 /// Dials `address` and, when a node answers with its hello, runs the link until it ends.
 /// Who answered is recorded before the link runs; `joining` is let go at the same moment.
 async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -> Reached {
-    let handshake = Handshake {
-        versions: PEER_VERSION..=shared.config.max_protocol_version,
-        role: Role::Peer,
-        name: shared.node_id().to_owned(),
-        auth_token: shared
-            .config
-            .cluster_secret
-            .clone()
-            .or_else(|| shared.config.auth_token.clone()),
-        timeout: shared.config.handshake_timeout(),
-        max_frame_len: shared.config.max_frame_len,
-        queue_len: shared.config.outbound_queue,
-        understands: lintel_wire::FeatureSet::NONE,
-    };
+    let mut handshake = Handshake::new(Role::Peer, shared.node_id());
+    handshake.versions = PEER_VERSION..=shared.config.max_protocol_version;
+    handshake.auth_token = shared
+        .config
+        .cluster_secret
+        .clone()
+        .or_else(|| shared.config.auth_token.clone());
+    handshake.timeout = shared.config.handshake_timeout();
+    handshake.max_frame_len = shared.config.max_frame_len;
+    handshake.queue_len = shared.config.outbound_queue;
     // An address a name resolved to is dialled as the name's: TLS checks the name.
     let name = shared.dispatcher.mesh().resolved_from(address);
     let resolved = name

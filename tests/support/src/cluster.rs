@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use lintel::sdk::{
     handler_fn, handler_fn_with, Client, ClientConfig, Extras, Handler, Request, Worker,
-    WorkerConfig, WorkerHandle,
+    WorkerHandle,
 };
 use lintel::status::JoinPoint;
 use lintel::wire::channel::dispatch_channel_name;
@@ -122,7 +122,7 @@ pub async fn sdk_worker<H: Handler>(
     register: Register,
     handler: H,
 ) -> WorkerHandle {
-    let handle = Worker::spawn(WorkerConfig::new(addr.to_string(), register), handler);
+    let handle = Worker::spawn(crate::worker_config(addr.to_string(), register), handler);
     within("worker registration", handle.wait_registered(WAIT))
         .await
         .expect("worker registered");

@@ -14,6 +14,8 @@
 //!   a peer node past its hellos ([`hand_peer`]).
 //! - `frames`: builders for handshakes, registrations, requests, replies and submissions.
 //! - `dispatch`: in-process dispatches and what to read from their results.
+//! - `sdk`: [`dispatch_of`] and [`worker_config`], the SDK's builders fed from a
+//!   `DispatchRequest` or a `Register`, field by field.
 //! - `fairness`: [`logging_worker`]s that log what they completed, and [`waiting`] options.
 //! - `cluster`: peered test nodes, waits on what a node knows of its peers, SDK workers.
 //! - `silent`: [`watchful`], a node config that tells a silent worker, and a raw worker that
@@ -44,6 +46,7 @@ mod peers;
 mod pki;
 pub mod processes;
 mod raw;
+mod sdk;
 mod served;
 mod silent;
 pub mod sim;
@@ -76,5 +79,6 @@ pub use peers::{
 };
 pub use pki::{Leaf, Pki};
 pub use raw::{next_frame, next_of, small_window_client, small_window_client_at, RawClient};
+pub use sdk::{dispatch_of, worker_builder, worker_config};
 pub use served::{line_with, lintel, loopback_address, without_settings, Served};
 pub use silent::{answer_again, fall_silent, unanswered_ping, watchful};

@@ -103,8 +103,14 @@ impl NodeProcess {
     /// Starts `lintel serve` on ephemeral loopback ports, admin listener included, with `args`
     /// and `envs` besides, and waits until both its listeners are bound.
     pub async fn launch(args: &[String], envs: &[(&str, &str)]) -> Self {
+        Self::launch_at("127.0.0.1:0", args, envs).await
+    }
+
+    /// As [`NodeProcess::launch`], listening on `listen`: `127.0.0.1:0`, or the address of a
+    /// node that exited, to start it again where its clients look for it.
+    pub async fn launch_at(listen: &str, args: &[String], envs: &[(&str, &str)]) -> Self {
         let mut child = Command::from(crate::lintel())
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .args(["--admin-listen", "127.0.0.1:0"])
             .args(args)
             .env("RUST_LOG", "info")

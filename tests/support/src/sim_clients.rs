@@ -38,17 +38,11 @@ pub const NAMESPACE: &str = "sim";
 pub const ACTIVITY: &str = "work";
 
 fn handshake(role: Role, name: &str) -> Handshake {
-    Handshake {
-        versions: lintel::sdk::connect::MIN_PROTOCOL_VERSION
-            ..=lintel::sdk::connect::PROTOCOL_VERSION,
-        role,
-        name: name.to_owned(),
-        auth_token: None,
-        timeout: Duration::from_secs(1),
-        max_frame_len: DEFAULT_MAX_FRAME_LEN,
-        queue_len: 256,
-        understands: lintel::wire::FeatureSet::NONE,
-    }
+    let mut handshake = Handshake::new(role, name);
+    handshake.timeout = Duration::from_secs(1);
+    handshake.max_frame_len = DEFAULT_MAX_FRAME_LEN;
+    handshake.queue_len = 256;
+    handshake
 }
 
 /// Dials `node` until a handshake succeeds.

@@ -128,7 +128,7 @@ impl ActivityOutcome {
 }
 
 impl ResultRef<'_> {
-    /// Bytes of the result as a connection of `dialect` reads it (see [`ResultRef::encode`]).
+    /// Bytes of the result as a connection of `dialect` reads it (as its encoder writes it).
     pub fn encoded_len(&self, dialect: Dialect) -> usize {
         let version = dialect.version();
         1 + match self {
