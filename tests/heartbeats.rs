@@ -249,3 +249,86 @@ async fn progress_details_reach_the_producer_across_two_nodes_within_the_rate_bo
         "{dropped} dropped"
     );
 }
+
+#[tokio::test]
+async fn the_sdk_workers_sleep_heartbeats_past_its_timeout_and_its_progress_reaches_the_producer() {
+    let node = TestNode::with_config(config()).await;
+    let _sleeper = support::sdk_worker(
+        node.addr,
+        support::plain("ns", "sleep", 1, "sleeper"),
+        lintel::activities::BuiltIn,
+    )
+    .await;
+    let listed = FeatureSet::PROGRESS.with(FeatureSet::HEARTBEAT_TIMEOUT);
+    let (mut producer, _) = RawClient::hello_listing(node.addr, Role::Producer, listed).await;
+    // Sleeps four heartbeat timeouts, heartbeating three times per timeout.
+    let sleep = HEARTBEAT * 4;
+    producer
+        .send(Frame::from(Submit {
+            correlation: 9,
+            request: request("ns", "sleep", &sleep.as_millis().to_string()),
+            extras: heartbeat(true),
+            wait_for_worker_ms: Some(10_000),
+            reply_timeout_ms: Some(30_000),
+            routing: Default::default(),
+        }))
+        .await;
+    let mut progress = Vec::new();
+    let outcome = within("the sleep's outcome", async {
+        loop {
+            match next_frame(&mut producer).await {
+                Some(Frame::Progress(heard)) => {
+                    assert_eq!(heard.correlation, 9);
+                    progress.push(String::from_utf8_lossy(&heard.details).into_owned());
+                }
+                Some(Frame::Outcome(outcome)) => return outcome.result,
+                Some(Frame::ServedOutcome(outcome)) => return outcome.result,
+                other => panic!("expected Progress or the outcome, got {other:?}"),
+            }
+        }
+    })
+    .await;
+    match outcome {
+        DispatchResult::Completed(response) => match response.outcome {
+            lintel::wire::ActivityOutcome::Success(slept) => {
+                assert_eq!(
+                    &slept[..],
+                    format!("slept {} ms", sleep.as_millis()).as_bytes()
+                );
+            }
+            other => panic!("the sleep failed: {other:?}"),
+        },
+        other => panic!("expected a completion, got {other:?}"),
+    }
+    assert!(progress.len() >= 3, "{progress:?}");
+    assert!(progress[0].starts_with("slept "), "{progress:?}");
+}
+
+#[tokio::test]
+async fn an_sdk_handler_heartbeats_with_request_heartbeat() {
+    let node = TestNode::with_config(config()).await;
+    let handler = lintel::sdk::handler_fn(|request: lintel::sdk::Request| async move {
+        for _ in 0..4 {
+            tokio::time::sleep(HEARTBEAT / 2).await;
+            request.heartbeat("still here").expect("a heartbeat sent");
+        }
+        lintel::wire::ActivityOutcome::Success(request.input)
+    });
+    let _worker =
+        support::sdk_worker(node.addr, support::plain("ns", "echo", 1, "beats"), handler).await;
+    let options = DispatchOptions::default()
+        .wait_for_worker(Duration::from_secs(10))
+        .reply_timeout(Duration::from_secs(30))
+        .heartbeat_timeout(HEARTBEAT);
+    let result = outcome_of(spawn_dispatch(
+        &node,
+        request("ns", "echo", "beat"),
+        options,
+    ))
+    .await;
+    assert!(matches!(result, DispatchResult::Completed(_)), "{result:?}");
+    assert!(matches!(
+        lintel::sdk::Request::new("ns", "echo", "").heartbeat(""),
+        Err(lintel::sdk::HeartbeatError::NotPushed)
+    ));
+}
