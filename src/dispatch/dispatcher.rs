@@ -433,6 +433,12 @@ impl Dispatcher {
         flight.count_in(|| meters.claim(address.namespace, address.task_queue));
     }
 
+    /// Per-pool counts now: each labelled pool's outcomes by class and push-to-reply latency,
+    /// then `other`'s; `/metrics` reads them, and a reader of rates subtracts two readings.
+    pub(crate) fn pool_snapshots(&self) -> Vec<crate::pool_metrics::PoolSnapshot> {
+        self.registry.meters().snapshots()
+    }
+
     /// Until when a dispatch that found no free worker waits: its own deadline, or longer when
     /// a compatible worker (here or a peer's) is in probation, whose end it waits for (bounded by the time a
     /// probation may take) even if it asked not to wait, so a worker that registered just
