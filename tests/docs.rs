@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 const README_MAX_LINES: usize = 450;
 
 /// The documents whose links are checked, relative to the repository root.
-const DOCUMENTS: [&str; 8] = [
+const DOCUMENTS: [&str; 10] = [
     "README.md",
     "docs/configuration.md",
     "ARCHITECTURE.md",
@@ -16,6 +16,8 @@ const DOCUMENTS: [&str; 8] = [
     "fuzz/README.md",
     "examples/python/README.md",
     "deploy/README.md",
+    "docs/metrics.md",
+    "deploy/autoscaling/README.md",
 ];
 
 fn root() -> &'static Path {
