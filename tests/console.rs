@@ -2,7 +2,9 @@
 //! chromedriver, loads the console of one node of a two-node cluster with workers and load, and
 //! the rendered page (after its scripts ran) names both nodes and the link between them, shows
 //! a pool's figures as `/status` gives them, plots the outcomes, links the peer's console, and
-//! shows a hostile worker identity as text. A screenshot is saved to the path it prints.
+//! shows a hostile worker identity as text; a deployment set and a worker registering and
+//! draining while it is open appear in its pools and in its bounded event feed, newest first.
+//! A screenshot is saved to the path it prints.
 //!
 //! Skipped, saying why, when chromium or chromedriver is missing (`scripts/install-chromium.sh`
 //! installs them; `.ci/run` does, and sets `CI_REQUIRE_BROWSER=1` so CI cannot skip it).
@@ -17,12 +19,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
-use lintel::sdk::{handler_fn, Client, DispatchOptions};
+use lintel::sdk::{handler_fn, Client, DispatchOptions, Worker, WorkerConfig};
 use lintel::wire::ActivityOutcome;
 use lintel::NodeConfig;
 use serde_json::{json, Value};
 use support::{
-    admin_get, client, cluster_config, plain, request, sdk_worker, within, TestNode, WAIT,
+    admin_get, admin_post, client, cluster_config, plain, request, sdk_worker, within, RawWorker,
+    TestNode, WAIT,
 };
 
 /// A worker identity a client chose to be read as markup, were the page careless.
@@ -151,6 +154,28 @@ fn load(
             }
         });
     }
+}
+
+/// The feed's bound, as console.js states it.
+fn feed_limit() -> usize {
+    include_str!("../src/console/assets/console.js")
+        .lines()
+        .find_map(|line| line.strip_prefix("const FEED_LIMIT = "))
+        .and_then(|rest| rest.trim_end_matches(';').parse().ok())
+        .expect("console.js states FEED_LIMIT")
+}
+
+/// Waits until the page has an element matching `css`, and returns its text.
+async fn text_of(browser: &Browser, css: &str) -> String {
+    browser
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|err| panic!("the console shows {css}: {err}"))
+        .text()
+        .await
+        .expect("text")
 }
 
 /// Runs `script` in the page and returns what it returns.
@@ -299,6 +324,69 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         .expect("text");
     assert!(legend.contains("completed"), "{legend}");
 
+    // What happens while the page is open. The feed is live once the node has subscribed it,
+    // so no event from here on is missed.
+    text_of(&browser, "#events-state[data-state='live']").await;
+    let (code, body) = admin_post(
+        admin_b,
+        "/pools",
+        r#"{"namespace": "deploys", "deployment": "v2"}"#,
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let mut config =
+        WorkerConfig::new(b.addr.to_string(), plain("deploys", "echo", 2, "deploys-1"));
+    config.registration.deployment = Some("v2".into());
+    config.registration.instance_id = Some("pod-7".into());
+    let deployed = Worker::spawn(
+        config,
+        handler_fn(|request: lintel::sdk::Request| {
+            std::future::ready(ActivityOutcome::Success(request.input))
+        }),
+    );
+    let deployed_id = within(
+        "the deployed worker's registration",
+        deployed.wait_registered(WAIT),
+    )
+    .await
+    .expect("the deployed worker registers");
+    let card = "article[data-channel='aion.dispatch.deploys.default']";
+    let pill = text_of(&browser, &format!("{card} [data-deployment='v2']")).await;
+    assert_eq!(pill, "current deployment v2");
+    let row = format!("{card} tr[data-worker-id='{deployed_id}']");
+    assert_eq!(
+        text_of(&browser, &format!("{row} td.deployment")).await,
+        "v2"
+    );
+    assert_eq!(
+        text_of(&browser, &format!("{row} td.instance")).await,
+        "pod-7"
+    );
+    let setting =
+        "#deployments tr[data-channel='aion.dispatch.deploys.default'][data-deployment='v2']";
+    text_of(&browser, setting).await;
+    let cells = eval(
+        &browser,
+        &format!("return [...document.querySelector(\"{setting}\").cells].slice(0, 3).map(td => td.textContent)"),
+    )
+    .await;
+    assert_eq!(cells, json!(["aion.dispatch.deploys.default", "v2", "b"]));
+    let registered = text_of(
+        &browser,
+        &format!("#events li[data-event='worker_registered'][data-worker-id='{deployed_id}']"),
+    )
+    .await;
+    for part in [
+        "registered",
+        "deploys-1",
+        "aion.dispatch.deploys.default",
+        "deployment v2",
+        "instance pod-7",
+    ] {
+        assert!(registered.contains(part), "{part} in {registered:?}");
+    }
+
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console.png");
     let png = browser.screenshot().await.expect("a screenshot");
     std::fs::write(&screenshot, png).expect("write the screenshot");
@@ -307,6 +395,39 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         std::io::stderr(),
         "console screenshot: {}",
         screenshot.display()
+    );
+
+    // The deployed worker drains: the feed shows why it left, above its registration.
+    within(
+        "the deployed worker's drain",
+        deployed.drain(Duration::from_secs(1)),
+    )
+    .await;
+    let departed = text_of(
+        &browser,
+        &format!("#events li[data-event='worker_departed'][data-worker-id='{deployed_id}']"),
+    )
+    .await;
+    assert!(departed.contains("reason: drained"), "{departed:?}");
+    let order = eval(
+        &browser,
+        "return [...document.querySelectorAll('#events li')].map(li => li.dataset.event + ' ' + li.dataset.workerId)",
+    )
+    .await;
+    let order: Vec<&str> = order
+        .as_array()
+        .map(|entries| entries.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let at = |entry: String| {
+        order
+            .iter()
+            .position(|shown| *shown == entry)
+            .unwrap_or_else(|| panic!("{entry} in the feed: {order:?}"))
+    };
+    assert!(
+        at(format!("worker_departed {deployed_id}"))
+            < at(format!("worker_registered {deployed_id}")),
+        "newest first: {order:?}"
     );
 
     // With the load stopped, the pool's figures settle: the page shows what /status says.
@@ -380,6 +501,35 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         json!(true)
     );
 
+    // More events than the feed keeps: it shows the newest, at most its bound.
+    let limit = feed_limit();
+    let mut many = Vec::new();
+    for i in 0..=limit {
+        let identity = format!("many-{i}");
+        many.push(RawWorker::start(b.addr, plain("many", "echo", 1, &identity)).await);
+    }
+    let last = many.last().map(|worker| worker.worker_id).expect("workers");
+    text_of(
+        &browser,
+        &format!("#events li[data-event='worker_registered'][data-worker-id='{last}']"),
+    )
+    .await;
+    assert_eq!(
+        eval(
+            &browser,
+            "return document.querySelectorAll('#events li').length"
+        )
+        .await,
+        json!(limit)
+    );
+    let first = eval(
+        &browser,
+        "return document.querySelector('#events li[data-event=\"worker_registered\"] .who').firstChild.textContent",
+    )
+    .await;
+    assert_eq!(first, json!(format!("many-{limit}")), "the newest first");
+    drop(many);
+
     // The link leads to a's console, which names a and shows its pool.
     let href = href.expect("an href");
     browser.goto(&href).await.expect("a's console loads");
@@ -419,6 +569,8 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         )),
         "{problem}"
     );
+    let feed = text_of(&browser, "#events-state[data-state='refused']").await;
+    assert!(feed.contains("#token=TOKEN"), "{feed}");
     browser
         .goto(&format!("http://{admin_c}/#token=console-secret"))
         .await
@@ -426,6 +578,7 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     refreshed(&browser, 1).await;
     let node_id = browser.find(Locator::Id("node-id")).await.expect("node id");
     assert_eq!(node_id.text().await.expect("text"), "c");
+    text_of(&browser, "#events-state[data-state='live']").await;
 
     browser.close().await.expect("the browser closes");
     drop(driver);

@@ -1,9 +1,15 @@
 // The lintel console: reads /status, /window and /ready from this admin listener every second
-// and draws them. Every name shown comes from a client: it is only ever set as text
-// (textContent, text nodes), never parsed as HTML.
+// and draws them, and follows /events into a bounded feed. Every name shown comes from a
+// client: it is only ever set as text (textContent, text nodes), never parsed as HTML.
 "use strict";
 
 const REFRESH_MS = 1000;
+// The feed keeps the newest FEED_LIMIT events; a lost stream is opened again after FEED_RETRY_MS.
+const FEED_LIMIT = 50;
+const FEED_RETRY_MS = 2000;
+// Pools named in one feed entry, and the longest unfinished event text read, before giving up.
+const FEED_POOLS = 8;
+const FEED_BUFFER = 64 * 1024;
 const SVG = "http://www.w3.org/2000/svg";
 const COLOURS = {
   ok: "#3fb950",
@@ -384,6 +390,11 @@ function poolFigures(pool) {
   return { slots, used, free, draining: Math.max(0, slots - used - free) };
 }
 
+// A value a client may leave out, or a muted dash.
+function optional(value) {
+  return value === null || value === undefined ? el("span", { class: "hint" }, "–") : String(value);
+}
+
 function figure(field, value, label) {
   return el("span", { class: `figure ${field}` }, el("b", { "data-field": field }, String(value)), ` ${label}`);
 }
@@ -397,7 +408,9 @@ function drawWorkers(pool) {
       { "data-worker-id": w.worker_id },
       el("td", { class: "mono" }, String(w.worker_id)),
       el("td", { class: "identity" }, w.identity),
-      el("td", {}, w.label === null || w.label === undefined ? el("span", { class: "hint" }, "–") : w.label),
+      el("td", {}, optional(w.label)),
+      el("td", { class: "deployment" }, optional(w.deployment)),
+      el("td", { class: "instance mono" }, optional(w.instance_id)),
       el("td", { class: "activities" }, w.activity_types.join(", ")),
       el("td", {}, capacityBar(w.in_flight, w.draining ? 0 : Math.max(0, w.max_concurrency - w.in_flight), w.max_concurrency), ` ${w.in_flight} / ${w.max_concurrency}`),
       el("td", {}, el("span", { class: `state state-${known}`, "data-state": state }, state)),
@@ -409,13 +422,49 @@ function drawWorkers(pool) {
     el(
       "thead",
       {},
-      el("tr", {}, ...["worker", "identity", "label", "activities", "slots in use", "state"].map((h) => el("th", {}, h))),
+      el("tr", {}, ...["worker", "identity", "label", "deployment", "instance", "activities", "slots in use", "state"].map((h) => el("th", {}, h))),
     ),
     el("tbody", {}, ...rows),
   );
 }
 
+// The time a setting was made, as this browser writes times.
+function clock(unixMs) {
+  return new Date(unixMs).toLocaleTimeString();
+}
+
+// A pool's current deployment as its card shows it: the deployment a dispatch naming none is
+// sent to, or nothing when none is set.
+function deploymentPill(current) {
+  if (!current || typeof current.deployment !== "string") return null;
+  return el(
+    "span",
+    {
+      class: "pill deploy",
+      "data-deployment": current.deployment,
+      title: `current deployment, set by ${current.set_by} at ${clock(current.set_at_unix_ms)}`,
+    },
+    "current deployment ",
+    el("b", { "data-field": "deployment" }, current.deployment),
+  );
+}
+
+// A pool's own outcome rates and latency, when /status carries them as `pool.traffic` in the
+// shape of a /window point ({rates, p50_ms, p99_ms}); nothing until then.
+function trafficFigures(pool) {
+  const traffic = pool.traffic;
+  if (!traffic || typeof traffic !== "object" || !traffic.rates) return [];
+  const rates = traffic.rates;
+  const other = Object.entries(rates).reduce((sum, [name, r]) => (name === "completed" ? sum : sum + r), 0);
+  return [
+    figure("completed-rate", rate(rates.completed || 0), "completed / s"),
+    figure("other-rate", rate(other), "other outcomes / s"),
+    figure("p99", millis(traffic.p99_ms), "p99"),
+  ];
+}
+
 function drawPools(status) {
+  const current = new Map((status.current_deployments || []).map((c) => [c.channel, c]));
   const cards = status.pools.map((pool) => {
     const f = poolFigures(pool);
     const card = el(
@@ -426,6 +475,7 @@ function drawPools(status) {
         {},
         el("h3", {}, el("span", { class: "ns" }, pool.namespace), el("span", { class: "sep" }, " / "), pool.task_queue),
         el("span", { class: "mono hint channel" }, pool.channel),
+        deploymentPill(current.get(pool.channel)),
       ),
       el(
         "div",
@@ -439,6 +489,7 @@ function drawPools(status) {
           f.draining > 0 ? figure("draining", f.draining, "draining") : null,
           figure("slots", f.slots, "slots"),
           figure("workers", pool.workers.length, pool.workers.length === 1 ? "worker" : "workers"),
+          ...trafficFigures(pool),
         ),
       ),
       drawWorkers(pool),
@@ -454,6 +505,29 @@ function drawPools(status) {
   // A worker serving several pools is listed in each, and counted once.
   const workers = new Set(status.pools.flatMap((p) => p.workers.map((w) => w.worker_id))).size;
   setText("pools-summary", `${plural(status.pools.length, "pool", "pools")}, ${plural(workers, "worker", "workers")} on this node`);
+}
+
+// Every pool's current deployment this node knows, those with no worker here included.
+function drawDeployments(status) {
+  const settings = status.current_deployments || [];
+  const rows = settings.map((c) =>
+    el(
+      "tr",
+      { "data-channel": c.channel, "data-deployment": c.deployment === null ? "" : c.deployment },
+      el("td", { class: "mono" }, c.channel),
+      el("td", {}, c.deployment === null ? el("span", { class: "hint" }, "cleared: any deployment") : el("b", {}, c.deployment)),
+      el("td", {}, c.set_by),
+      el("td", {}, clock(c.set_at_unix_ms)),
+    ),
+  );
+  if (rows.length === 0) {
+    rows.push(
+      el("tr", {}, el("td", { colSpan: 4, class: "hint" }, "No pool has a current deployment: a dispatch naming none may go to any worker.")),
+    );
+  }
+  morphChildren($("deployments").tBodies[0], rows);
+  const set = settings.filter((c) => c.deployment !== null).length;
+  setText("deployments-summary", set === 0 ? "" : `${plural(set, "pool", "pools")} with one set`);
 }
 
 function drawWaiting(status) {
@@ -474,6 +548,127 @@ function drawWaiting(status) {
   morphChildren($("waiting-list").tBodies[0], rows);
 }
 
+// ---- the event feed ----
+
+// The newest events first, at most FEED_LIMIT; the lines of one event (one a pool) are one entry.
+const feed = [];
+
+const EVENT_NAMES = {
+  worker_registered: "registered",
+  worker_excluded: "excluded",
+  worker_restored: "restored",
+  worker_departed: "departed",
+  peer_up: "peer up",
+  peer_down: "peer down",
+  missed: "missed",
+};
+
+// Adds one `data:` line of /events to the feed; a line that is not an event object is skipped.
+function receive(text) {
+  let line;
+  try {
+    line = JSON.parse(text);
+  } catch {
+    return;
+  }
+  if (!line || typeof line !== "object" || typeof line.event !== "string") return;
+  const newest = feed[0];
+  if (newest && newest.seq === line.seq && newest.event === line.event) {
+    if (typeof line.pool === "string") {
+      newest.poolCount += 1;
+      if (newest.pools.length < FEED_POOLS) newest.pools.push(line.pool);
+    }
+  } else {
+    const pools = typeof line.pool === "string" ? [line.pool] : [];
+    feed.unshift({ ...line, pools, poolCount: pools.length });
+    if (feed.length > FEED_LIMIT) feed.length = FEED_LIMIT;
+  }
+  drawFeed();
+}
+
+// One feed entry: when, what, who, and the rest it carries (pools, deployment, reason).
+function feedEntry(e) {
+  const attrs = { "data-event": e.event, "data-seq": e.seq };
+  if (e.worker_id !== undefined) attrs["data-worker-id"] = e.worker_id;
+  const what = EVENT_NAMES[e.event] || e.event;
+  const tone = e.event === "worker_departed" || e.event === "peer_down" || e.event === "missed" ? "bad" : e.event === "worker_excluded" ? "warn" : "ok";
+  let who = null;
+  if (e.identity !== undefined) who = el("span", { class: "who" }, e.identity, el("span", { class: "hint" }, ` worker ${e.worker_id}`));
+  else if (e.node_id !== undefined) who = el("span", { class: "who" }, e.node_id, e.address ? el("span", { class: "hint mono" }, ` ${e.address}`) : null);
+  else if (e.count !== undefined) who = el("span", { class: "who" }, `${plural(e.count, "event", "events")} the console fell behind on`);
+  const details = [];
+  if (e.pools.length > 0) {
+    const more = e.poolCount > e.pools.length ? ` and ${e.poolCount - e.pools.length} more` : "";
+    details.push(el("span", { class: "pools mono" }, `${e.pools.join(", ")}${more}`));
+  }
+  if (e.deployment !== undefined) details.push(el("span", { class: "deployment" }, `deployment ${e.deployment}`));
+  if (e.instance_id !== undefined) details.push(el("span", { class: "instance" }, `instance ${e.instance_id}`));
+  if (e.reason !== undefined) details.push(el("span", { class: "reason" }, `reason: ${e.reason}`));
+  return el(
+    "li",
+    attrs,
+    el("time", { class: "hint" }, typeof e.at_unix_ms === "number" ? clock(e.at_unix_ms) : ""),
+    el("span", { class: `pill ${tone}` }, what),
+    who,
+    el("span", { class: "details" }, ...details),
+  );
+}
+
+function drawFeed() {
+  const entries = feed.map(feedEntry);
+  if (entries.length === 0) entries.push(el("li", { class: "hint" }, "No event since this page opened."));
+  morphChildren($("events"), entries);
+}
+
+function feedState(text, state) {
+  const node = $("events-state");
+  node.textContent = text;
+  node.dataset.state = state;
+}
+
+// Follows /events (Server-Sent Events, read with fetch so the token travels as a header) into
+// the feed, and opens it again whenever it ends.
+async function followEvents() {
+  try {
+    const response = await fetch("/events", requestInit());
+    if (response.status === 401) {
+      feedState(unauthorized("/events"), "refused");
+      return;
+    }
+    if (!response.ok || !response.body) {
+      feedState(`/events answered ${response.status}; retrying`, "retrying");
+      return;
+    }
+    // The node subscribes before it answers: from here on, no event is missed.
+    feedState("live", "live");
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let end = buffer.indexOf("\n\n");
+      while (end >= 0) {
+        for (const line of buffer.slice(0, end).split("\n")) {
+          if (line.startsWith("data: ")) receive(line.slice(6));
+        }
+        buffer = buffer.slice(end + 2);
+        end = buffer.indexOf("\n\n");
+      }
+      if (buffer.length > FEED_BUFFER) {
+        await reader.cancel();
+        break;
+      }
+    }
+    feedState("the stream ended; reconnecting, events meanwhile are not shown", "retrying");
+  } catch (err) {
+    feedState(`cannot read /events: ${err.message}; retrying`, "retrying");
+  } finally {
+    setTimeout(followEvents, FEED_RETRY_MS);
+  }
+}
+
 // ---- the refresh loop ----
 
 // With the node's admin_token, the page is opened as /#token=TOKEN: the fragment never leaves
@@ -488,16 +683,17 @@ function requestInit() {
   return token ? { cache: "no-store", headers: { Authorization: `Bearer ${token}` } } : { cache: "no-store" };
 }
 
+// What to do about a 401 from `path`: how to pass the token, or that the one passed is wrong.
+function unauthorized(path) {
+  const open = `${location.origin}${location.pathname}#token=TOKEN`;
+  return adminToken()
+    ? `${path} answered 401: the token after #token= is not this node's admin_token`
+    : `this node's admin listener needs its admin_token: open the console as ${open}`;
+}
+
 async function readJson(path) {
   const response = await fetch(path, requestInit());
-  if (response.status === 401) {
-    const open = `${location.origin}${location.pathname}#token=TOKEN`;
-    throw new Error(
-      adminToken()
-        ? `${path} answered 401: the token after #token= is not this node's admin_token`
-        : `this node's admin listener needs its admin_token: open the console as ${open}`,
-    );
-  }
+  if (response.status === 401) throw new Error(unauthorized(path));
   if (!response.ok) throw new Error(`${path} answered ${response.status}`);
   return response.json();
 }
@@ -516,6 +712,7 @@ async function refresh() {
     drawPlots(window);
     drawMesh(status, status.peer_consoles || {});
     drawPools(status);
+    drawDeployments(status);
     drawWaiting(status);
     $("problem").hidden = true;
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes) + 1);
@@ -531,3 +728,5 @@ async function refresh() {
 }
 
 refresh();
+drawFeed();
+followEvents();
