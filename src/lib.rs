@@ -5,7 +5,9 @@
 //! - [`transport`]: from `lintel-transport`: a framed connection over TCP or any socket halves,
 //!   a reader plus a writer task behind a bounded queue; [`epoch`]: a cheap change counter;
 //!   [`idmap`]: maps keyed by ids the node assigns, with a fast hasher; `implemented`: what
-//!   the node implements of the features version 4 added; [`events`]: the
+//!   the node implements of the features version 4 added; [`latency`]: a histogram of
+//!   atomic buckets; [`pool_metrics`]: per-pool outcome counts and latency for a bounded set of
+//!   pools, the rest as `other`; [`events`]: the
 //!   node's lifecycle events in one bounded ring, and their subscribers; [`logfields`]: log
 //!   fields that hold lists, as JSON arrays.
 //! - [`link`]: the push paths: a worker's queue and a peer's, each with the table that decides
@@ -49,10 +51,12 @@ pub mod epoch;
 pub mod events;
 pub mod idmap;
 mod implemented;
+pub mod latency;
 pub mod link;
 pub mod listener;
 pub mod logfields;
 pub mod node;
+pub mod pool_metrics;
 pub mod registrations;
 pub mod registry;
 mod sessions;

@@ -151,6 +151,7 @@ impl Node {
             config.admission_limits(),
             probation,
             &config.fairness_policy(),
+            config.metrics_max_pools,
         );
         let mesh = Mesh::telling(config.max_set_len, registry.events().clone());
         let dispatcher = Dispatcher::clustered(

@@ -107,19 +107,15 @@ async fn metrics_health_ready_and_status_describe_a_node_under_load() {
     assert_eq!(no_worker, Some(5.0));
     let channel = "aion.dispatch.ns.default";
     assert_eq!(
-        sample(&scrape, "lintel_pool_workers", Some(("channel", channel))),
+        sample(&scrape, "lintel_pool_workers", Some(("pool", channel))),
         Some(1.0)
     );
     assert_eq!(
-        sample(&scrape, "lintel_pool_slots", Some(("channel", channel))),
+        sample(&scrape, "lintel_pool_slots", Some(("pool", channel))),
         Some(8.0)
     );
     assert_eq!(
-        sample(
-            &scrape,
-            "lintel_pool_free_slots",
-            Some(("channel", channel))
-        ),
+        sample(&scrape, "lintel_pool_free_slots", Some(("pool", channel))),
         Some(8.0)
     );
     assert_eq!(

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 const README_MAX_LINES: usize = 450;
 
 /// The documents whose links are checked, relative to the repository root.
-const DOCUMENTS: [&str; 10] = [
+const DOCUMENTS: [&str; 12] = [
     "CHANGELOG.md",
     "README.md",
     "docs/configuration.md",
@@ -18,6 +18,8 @@ const DOCUMENTS: [&str; 10] = [
     "fuzz/README.md",
     "examples/python/README.md",
     "deploy/README.md",
+    "docs/metrics.md",
+    "deploy/autoscaling/README.md",
 ];
 
 fn root() -> &'static Path {

@@ -140,7 +140,7 @@ async fn a_worker_that_stops_answering_is_excluded_and_dispatches_go_to_the_othe
         gauge(
             &scrape,
             "lintel_pool_workers_by_state",
-            &[("channel", channel), ("state", state)],
+            &[("pool", channel), ("state", state)],
         )
     };
     assert_eq!(

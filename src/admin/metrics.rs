@@ -1,16 +1,62 @@
 //! `/metrics`: the node's metrics in the Prometheus text format, read from its state at each
 //! scrape.
+//!
+//! Per-pool series carry `pool`, the pool's channel name, for at most `metrics_max_pools`
+//! pools plus `pool="other"` summing the rest: 42 series each, so a scrape's per-pool series
+//! number at most `(metrics_max_pools + 1) * 42`.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{
+    EncodeLabelValue, EncodeMetric, LabelValueEncoder, MetricEncoder,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
+use tokio::time::Instant;
 
+use crate::dispatch::latency::LatencySnapshot;
+use crate::dispatch::outcome::CLASSES;
 use crate::shared::Shared;
 use crate::status::Standing;
 
-type Labels = Vec<(&'static str, String)>;
+/// A label value, its backslashes, double quotes and newlines escaped as the text format
+/// requires.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Value(String);
+
+impl From<String> for Value {
+    fn from(value: String) -> Self {
+        Self(value)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(value: &str) -> Self {
+        Self(value.to_owned())
+    }
+}
+
+impl EncodeLabelValue for Value {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+type Labels = Vec<(&'static str, Value)>;
 
 fn gauge_family(registry: &mut Registry, name: &str, help: &str, rows: Vec<(Labels, i64)>) {
     let family = Family::<Labels, Gauge>::default();
@@ -45,8 +91,8 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
     let mut in_flight = Vec::new();
     for peer in peers {
         let labels = vec![
-            ("peer", peer.node_id.clone()),
-            ("address", peer.address.clone()),
+            ("peer", peer.node_id.clone().into()),
+            ("address", peer.address.clone().into()),
         ];
         up.push((
             labels.clone(),
@@ -79,7 +125,7 @@ fn peer_metrics(registry: &mut Registry, shared: &Shared, peers: &[lintel_wire::
     let ups = Family::<Labels, Counter>::default();
     let downs = Family::<Labels, Counter>::default();
     for member in mesh.tallies() {
-        let labels = vec![("peer", member.node_id)];
+        let labels: Labels = vec![("peer", member.node_id.into())];
         ups.get_or_create(&labels).inc_by(member.tally.ups);
         downs.get_or_create(&labels).inc_by(member.tally.downs);
     }
@@ -124,8 +170,8 @@ fn join_point_metrics(registry: &mut Registry, join_points: &[crate::status::Joi
     let failures = Family::<Labels, Counter>::default();
     for point in join_points {
         let labels = vec![
-            ("peer", point.peer.clone()),
-            ("address", point.address.clone()),
+            ("peer", point.peer.clone().into()),
+            ("address", point.address.clone().into()),
         ];
         up.get_or_create(&labels)
             .set(i64::from(point.state.is_up()));
@@ -148,8 +194,8 @@ fn join_point_metrics(registry: &mut Registry, join_points: &[crate::status::Joi
 /// waiting (served: the listed and the first seen), the rest as `other`; the capped keys.
 fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
     let status = shared.dispatcher.registry().fairness();
-    let priority = |at: usize| vec![("priority", (at + 1).to_string())];
-    let key = |key: String| vec![("key", key)];
+    let priority = |at: usize| -> Labels { vec![("priority", (at + 1).to_string().into())] };
+    let key = |key: String| -> Labels { vec![("key", key.into())] };
     let waiting = status.waiting_by_priority.iter().enumerate();
     gauge_family(
         registry,
@@ -212,6 +258,154 @@ fn fairness_metrics(registry: &mut Registry, shared: &Shared) {
     );
 }
 
+/// What one label of the per-pool series sums: the pools it stands for.
+#[derive(Debug, Default)]
+struct PoolRow {
+    workers: usize,
+    slots: u64,
+    free: u64,
+    in_flight: u64,
+    by_state: [usize; Standing::ALL.len()],
+    waiting: usize,
+    oldest: Option<Instant>,
+}
+
+/// Labelled histograms, one per pool: prometheus-client's `Family` holds live metrics, these
+/// are readings.
+#[derive(Debug)]
+struct Histograms(Vec<(Labels, LatencySnapshot)>);
+
+impl TypedMetric for Histograms {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for Histograms {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        for (labels, snapshot) in &self.0 {
+            snapshot.encode(encoder.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// Per pool, labelled by channel name for the pools the registry's meters name and as `other`
+/// for the rest: outcomes, push-to-reply latency, waiting and the oldest wait, in flight,
+/// workers, slots, free slots and workers by state.
+fn pool_metrics(registry: &mut Registry, shared: &Shared, pools: &[lintel_wire::PoolStatus]) {
+    let dispatcher = &shared.dispatcher;
+    let meters = dispatcher.registry().meters();
+    let snapshots = dispatcher.pool_snapshots();
+    let mut rows: HashMap<String, PoolRow> = HashMap::with_capacity(snapshots.len());
+    let states = dispatcher.registry().states();
+    let standing_of = |id: u64| {
+        let at = states.binary_search_by_key(&id, |(id, _)| *id).ok()?;
+        states.get(at).map(|(_, standing)| *standing)
+    };
+    for pool in pools {
+        let row = rows
+            .entry(meters.label_of(&pool.namespace, &pool.task_queue))
+            .or_default();
+        row.workers += pool.workers.len();
+        for worker in &pool.workers {
+            row.slots += u64::from(worker.max_concurrency);
+            row.in_flight += u64::from(worker.in_flight);
+            if !worker.draining {
+                row.free += u64::from(worker.max_concurrency.saturating_sub(worker.in_flight));
+            }
+            let at = standing_of(worker.worker_id)
+                .and_then(|standing| Standing::ALL.iter().position(|s| *s == standing));
+            if let Some(n) = at.and_then(|at| row.by_state.get_mut(at)) {
+                *n += 1;
+            }
+        }
+    }
+    for (label, (count, oldest)) in dispatcher.registry().waiting_by_pool() {
+        let row = rows.entry(label).or_default();
+        row.waiting += count;
+        row.oldest = Some(row.oldest.map_or(oldest, |at| at.min(oldest)));
+    }
+    let now = Instant::now();
+    let outcomes = Family::<Labels, Counter>::default();
+    let mut latency = Vec::with_capacity(snapshots.len());
+    let waiting = Family::<Labels, Gauge>::default();
+    let oldest = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let in_flight = Family::<Labels, Gauge>::default();
+    let workers = Family::<Labels, Gauge>::default();
+    let slots = Family::<Labels, Gauge>::default();
+    let free = Family::<Labels, Gauge>::default();
+    let by_state = Family::<Labels, Gauge>::default();
+    for snapshot in snapshots {
+        let row = rows.remove(&snapshot.pool).unwrap_or_default();
+        let labels: Labels = vec![("pool", snapshot.pool.into())];
+        for (class, n) in CLASSES.iter().zip(snapshot.outcomes) {
+            let mut labels = labels.clone();
+            labels.push(("outcome", (*class).into()));
+            outcomes.get_or_create(&labels).inc_by(n);
+        }
+        latency.push((labels.clone(), snapshot.push_to_reply));
+        waiting.get_or_create(&labels).set(count(row.waiting));
+        let age = row
+            .oldest
+            .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
+        oldest.get_or_create(&labels).set(age);
+        in_flight.get_or_create(&labels).set(count(row.in_flight));
+        workers.get_or_create(&labels).set(count(row.workers));
+        slots.get_or_create(&labels).set(count(row.slots));
+        free.get_or_create(&labels).set(count(row.free));
+        for (standing, n) in Standing::ALL.iter().zip(row.by_state) {
+            let mut labels = labels.clone();
+            labels.push(("state", standing.as_str().into()));
+            by_state.get_or_create(&labels).set(count(n));
+        }
+    }
+    registry.register(
+        "pool_dispatches",
+        "Dispatches of each pool ended here, by outcome class",
+        outcomes,
+    );
+    registry.register(
+        "pool_push_to_reply_seconds",
+        "Seconds from a completed dispatch's first push or relay to its reply, by pool",
+        Histograms(latency),
+    );
+    registry.register(
+        "pool_dispatches_waiting",
+        "Dispatches of each pool queued for a worker",
+        waiting,
+    );
+    registry.register(
+        "pool_oldest_waiting_seconds",
+        "Seconds the oldest dispatch of each pool queued for a worker has waited; 0 when none",
+        oldest,
+    );
+    registry.register(
+        "pool_dispatches_in_flight",
+        "Slots taken on each pool's workers: dispatches pushed and not yet let go (a worker in \
+         several pools counts its own in each)",
+        in_flight,
+    );
+    registry.register("pool_workers", "Workers registered in each pool", workers);
+    registry.register(
+        "pool_slots",
+        "Sum of the workers' capacity in each pool",
+        slots,
+    );
+    registry.register(
+        "pool_free_slots",
+        "Slots free in each pool, excluded workers' not counted",
+        free,
+    );
+    registry.register(
+        "pool_workers_by_state",
+        "Workers in each pool by state: probation, eligible, unreachable or draining",
+        by_state,
+    );
+}
+
 /// The node's metrics now, in the Prometheus text format.
 pub(super) fn text(shared: &Shared) -> Result<String, std::fmt::Error> {
     let mut registry = Registry::with_prefix("lintel");
@@ -258,72 +452,13 @@ pub(super) fn text(shared: &Shared) -> Result<String, std::fmt::Error> {
     );
     fairness_metrics(&mut registry, shared);
 
-    let mut workers = Vec::new();
-    let mut slots = Vec::new();
-    let mut free = Vec::new();
-    let mut by_state = Vec::new();
-    let states = dispatcher.registry().states();
-    let standing_of = |id: u64| {
-        let at = states.binary_search_by_key(&id, |(id, _)| *id).ok()?;
-        states.get(at).map(|(_, standing)| *standing)
-    };
-    for pool in &node.pools {
-        let labels = vec![("channel", pool.channel.clone())];
-        for standing in Standing::ALL {
-            let n = pool
-                .workers
-                .iter()
-                .filter(|w| standing_of(w.worker_id) == Some(standing))
-                .count();
-            let mut labels = labels.clone();
-            labels.push(("state", standing.as_str().to_owned()));
-            by_state.push((labels, count(n)));
-        }
-        let capacity: u64 = pool
-            .workers
-            .iter()
-            .map(|w| u64::from(w.max_concurrency))
-            .sum();
-        let open: u64 = pool
-            .workers
-            .iter()
-            .filter(|w| !w.draining)
-            .map(|w| u64::from(w.max_concurrency.saturating_sub(w.in_flight)))
-            .sum();
-        workers.push((labels.clone(), count(pool.workers.len())));
-        slots.push((labels.clone(), count(capacity)));
-        free.push((labels, count(open)));
-    }
-    gauge_family(
-        &mut registry,
-        "pool_workers",
-        "Workers registered in each pool, by channel name",
-        workers,
-    );
-    gauge_family(
-        &mut registry,
-        "pool_slots",
-        "Sum of the workers' capacity in each pool",
-        slots,
-    );
-    gauge_family(
-        &mut registry,
-        "pool_free_slots",
-        "Slots free in each pool, excluded workers' not counted",
-        free,
-    );
-    gauge_family(
-        &mut registry,
-        "pool_workers_by_state",
-        "Workers in each pool by state: probation, eligible, unreachable or draining",
-        by_state,
-    );
+    pool_metrics(&mut registry, shared, &node.pools);
 
     let c = &node.counters;
     let outcomes = Family::<Labels, Counter>::default();
     for (outcome, value) in dispatcher.counters().by_outcome() {
         outcomes
-            .get_or_create(&vec![("outcome", outcome.to_owned())])
+            .get_or_create(&vec![("outcome", outcome.into())])
             .inc_by(value);
     }
     registry.register("dispatches", "Dispatches ended, by outcome class", outcomes);
@@ -373,7 +508,7 @@ pub(super) fn text(shared: &Shared) -> Result<String, std::fmt::Error> {
     let mut frames = Vec::new();
     let mut bytes = Vec::new();
     for (role, load) in shared.connection_counts.by_role() {
-        let labels = vec![("role", format!("{role:?}").to_ascii_lowercase())];
+        let labels: Labels = vec![("role", format!("{role:?}").to_ascii_lowercase().into())];
         connections.push((labels.clone(), count(load.connections)));
         frames.push((labels.clone(), count(load.queued_frames)));
         bytes.push((labels, count(load.queued_bytes)));
@@ -400,15 +535,15 @@ pub(super) fn text(shared: &Shared) -> Result<String, std::fmt::Error> {
     let refusals = Family::<Labels, Counter>::default();
     for ((stage, code), value) in shared.connection_counts.refusals() {
         refusals
-            .get_or_create(&vec![("stage", stage.to_owned()), ("code", code)])
+            .get_or_create(&vec![("stage", stage.into()), ("code", code.into())])
             .inc_by(value);
     }
     for (reason, value) in dispatcher.counters().refused_by_reason() {
         if value > 0 {
             refusals
                 .get_or_create(&vec![
-                    ("stage", "dispatch".to_owned()),
-                    ("code", format!("{reason:?}")),
+                    ("stage", "dispatch".into()),
+                    ("code", format!("{reason:?}").into()),
                 ])
                 .inc_by(value);
         }
@@ -420,7 +555,9 @@ pub(super) fn text(shared: &Shared) -> Result<String, std::fmt::Error> {
     );
     let errors = Family::<Labels, Counter>::default();
     for (code, value) in shared.connection_counts.errors() {
-        errors.get_or_create(&vec![("code", code)]).inc_by(value);
+        errors
+            .get_or_create(&vec![("code", code.into())])
+            .inc_by(value);
     }
     registry.register(
         "errors",
@@ -456,4 +593,30 @@ pub(super) fn text(shared: &Shared) -> Result<String, std::fmt::Error> {
     let mut text = String::new();
     encode(&mut text, &registry)?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::latency::BUCKETS;
+
+    #[test]
+    fn a_labelled_pool_has_the_42_series_the_docs_state() {
+        // Outcome classes, the histogram's buckets with its sum and count, waiting, oldest
+        // wait, in flight, workers, slots, free slots, and workers by state.
+        assert_eq!(CLASSES.len() + BUCKETS + 2 + 6 + Standing::ALL.len(), 42);
+    }
+
+    #[test]
+    fn label_values_are_escaped_as_the_text_format_requires() {
+        let family = Family::<Labels, Gauge>::default();
+        family
+            .get_or_create(&vec![("pool", Value::from("a\\b\"c\nd"))])
+            .set(1);
+        let mut registry = Registry::default();
+        registry.register("g", "A gauge", family);
+        let mut text = String::new();
+        encode(&mut text, &registry).expect("encodes");
+        assert!(text.contains("g{pool=\"a\\\\b\\\"c\\nd\"} 1\n"), "{text}");
+    }
 }

@@ -140,6 +140,9 @@ pub struct NodeConfig {
     pub admin_listen: Option<SocketAddr>,
     /// When set, every admin request but `/health` must carry `Authorization: Bearer` with it.
     pub admin_token: Option<String>,
+    /// Pools `/metrics` labels by channel name: the first this many named by a registration or
+    /// an admitted dispatch; later pools are summed under `pool="other"`.
+    pub metrics_max_pools: usize,
     /// PEM certificate chain the listener presents; with `tls_key`, every connection speaks
     /// TLS and peers are dialled over TLS.
     pub tls_cert: Option<PathBuf>,
@@ -236,6 +239,7 @@ impl Default for NodeConfig {
             peer_ping_interval_ms: 1_000,
             admin_listen: None,
             admin_token: None,
+            metrics_max_pools: crate::pool_metrics::DEFAULT_MAX_POOLS,
             tls_cert: None,
             tls_key: None,
             tls_client_ca: None,
@@ -326,6 +330,12 @@ impl NodeConfig {
                     reason: format!("must be at most {} ms", MAX_TIMEOUT.as_millis()),
                 });
             }
+        }
+        if self.metrics_max_pools > crate::pool_metrics::MAX_POOLS {
+            return Err(ConfigError::Invalid {
+                name: "metrics_max_pools",
+                reason: format!("must be at most {}", crate::pool_metrics::MAX_POOLS),
+            });
         }
         self.validate_tls()?;
         self.validate_pools()?;

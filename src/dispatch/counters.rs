@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use lintel_wire::{Counters, DispatchResult, Ownership, RefusedReason};
 
-use super::latency::Latency;
+use super::outcome::{class_of, Class, CLASSES};
+use crate::latency::Latency;
+use crate::pool_metrics::OUTCOME_CLASSES;
 
 /// One counter per outcome class, plus submissions, pushes and what became of late replies,
 /// and the time from admission to outcome.
@@ -14,15 +16,8 @@ pub struct DispatchCounters {
     latency: Latency,
     submitted: AtomicU64,
     pushed: AtomicU64,
-    completed: AtomicU64,
-    no_worker: AtomicU64,
-    worker_lost: AtomicU64,
-    timed_out: AtomicU64,
-    refused: AtomicU64,
-    cancelled: AtomicU64,
-    draining: AtomicU64,
-    peer_lost: AtomicU64,
-    shut_down: AtomicU64,
+    /// Dispatches ended, by class in `outcome::CLASSES` order.
+    outcomes: [AtomicU64; OUTCOME_CLASSES],
     late_replies: AtomicU64,
     dropped_replies: AtomicU64,
     reclaimed_slots: AtomicU64,
@@ -65,22 +60,12 @@ impl DispatchCounters {
         self.pushed.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A dispatch ended with `result`.
-    pub(crate) fn ended<O: Ownership>(&self, result: &DispatchResult<O>) {
-        let counter = match result {
-            DispatchResult::Completed(_) => &self.completed,
-            DispatchResult::NoWorker(_) => &self.no_worker,
-            DispatchResult::WorkerLost { .. } => &self.worker_lost,
-            DispatchResult::Timeout { .. } | DispatchResult::HeartbeatTimeout { .. } => {
-                &self.timed_out
-            }
-            DispatchResult::Refused(_) => &self.refused,
-            DispatchResult::Cancelled => &self.cancelled,
-            DispatchResult::Draining => &self.draining,
-            DispatchResult::PeerLost { .. } => &self.peer_lost,
-            DispatchResult::ShutDown { .. } => &self.shut_down,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+    /// A dispatch ended with `result`; returns its class's index in `outcome::CLASSES`.
+    pub(crate) fn ended<O: Ownership>(&self, result: &DispatchResult<O>) -> usize {
+        let class = class_of(result) as usize;
+        if let Some(counter) = self.outcomes.get(class) {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
         if let DispatchResult::Refused(refused) = result {
             let at = REFUSED_REASONS
                 .iter()
@@ -89,6 +74,14 @@ impl DispatchCounters {
                 count.fetch_add(1, Ordering::Relaxed);
             }
         }
+        class
+    }
+
+    /// Dispatches that ended in `class`.
+    fn of_class(&self, class: Class) -> u64 {
+        self.outcomes
+            .get(class as usize)
+            .map_or(0, |counter| counter.load(Ordering::Relaxed))
     }
 
     /// Refused dispatches by reason.
@@ -127,29 +120,25 @@ impl DispatchCounters {
 
     /// Dispatches that ended `PeerLost`; version-1 counters have no field for them.
     pub fn peer_lost(&self) -> u64 {
-        self.peer_lost.load(Ordering::Relaxed)
+        self.of_class(Class::PeerLost)
     }
 
     /// Dispatches that ended `ShutDown`; version-1 counters have no field for them.
     pub fn shut_down(&self) -> u64 {
-        self.shut_down.load(Ordering::Relaxed)
+        self.of_class(Class::ShutDown)
     }
 
     /// Dispatches ended so far by outcome class, named as `outcome::class` names them, in
     /// that order.
-    pub fn by_outcome(&self) -> [(&'static str, u64); 9] {
-        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        [
-            ("completed", get(&self.completed)),
-            ("no-worker", get(&self.no_worker)),
-            ("worker-lost", get(&self.worker_lost)),
-            ("timeout", get(&self.timed_out)),
-            ("refused", get(&self.refused)),
-            ("cancelled", get(&self.cancelled)),
-            ("draining", get(&self.draining)),
-            ("peer-lost", get(&self.peer_lost)),
-            ("shut-down", get(&self.shut_down)),
-        ]
+    pub fn by_outcome(&self) -> [(&'static str, u64); OUTCOME_CLASSES] {
+        std::array::from_fn(|at| {
+            let name = CLASSES.get(at).copied().unwrap_or_default();
+            let value = self
+                .outcomes
+                .get(at)
+                .map_or(0, |counter| counter.load(Ordering::Relaxed));
+            (name, value)
+        })
     }
 
     /// The totals now.
@@ -158,13 +147,13 @@ impl DispatchCounters {
         Counters {
             submitted: get(&self.submitted),
             pushed: get(&self.pushed),
-            completed: get(&self.completed),
-            no_worker: get(&self.no_worker),
-            worker_lost: get(&self.worker_lost),
-            timed_out: get(&self.timed_out),
-            refused: get(&self.refused),
-            cancelled: get(&self.cancelled),
-            draining: get(&self.draining),
+            completed: self.of_class(Class::Completed),
+            no_worker: self.of_class(Class::NoWorker),
+            worker_lost: self.of_class(Class::WorkerLost),
+            timed_out: self.of_class(Class::Timeout),
+            refused: self.of_class(Class::Refused),
+            cancelled: self.of_class(Class::Cancelled),
+            draining: self.of_class(Class::Draining),
             late_replies: get(&self.late_replies),
             dropped_replies: get(&self.dropped_replies),
             reclaimed_slots: get(&self.reclaimed_slots),

@@ -383,15 +383,22 @@ impl Dispatcher {
         for _ in 0..MAX_CLOSED_LINKS {
             let address = address_of(request, extras);
             let placed = match self.place(address, options, scope) {
-                Ok(placed) => placed,
+                // A local slot brings its pool's meter; any other way claims it here.
+                Ok(placed @ Placed::Local(_)) => placed,
+                Ok(placed) => {
+                    self.meter(&flight, address);
+                    placed
+                }
                 Err(census) => match self.wait_until(deadline, &census, &flight, scope) {
                     None => {
+                        self.meter(&flight, address);
                         flight.finish(self.missed(census, options.fairness.key).view());
                         return Started::Ended;
                     }
                     Some(deadline) => match self.select_or_wait(address, options, scope) {
                         Ok(reservation) => Placed::Local(reservation),
                         Err(wait) => {
+                            self.meter(&flight, address);
                             let lent = (request, extras);
                             let mut waiting = Waiting::new(
                                 flight,
@@ -418,6 +425,18 @@ impl Dispatcher {
         }
         self.give_up_on_closed_links(&flight);
         Started::Ended
+    }
+
+    /// Gives `flight` the meter of `address`'s pool, unless a local slot gave it one.
+    fn meter(&self, flight: &Flight, address: Address<'_>) {
+        let meters = self.registry.meters();
+        flight.count_in(|| meters.claim(address.namespace, address.task_queue));
+    }
+
+    /// Per-pool counts now: each labelled pool's outcomes by class and push-to-reply latency,
+    /// then `other`'s; `/metrics` reads them, and a reader of rates subtracts two readings.
+    pub(crate) fn pool_snapshots(&self) -> Vec<crate::pool_metrics::PoolSnapshot> {
+        self.registry.meters().snapshots()
     }
 
     /// Until when a dispatch that found no free worker waits: its own deadline, or longer when

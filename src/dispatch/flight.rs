@@ -22,6 +22,7 @@ use super::activity::Active;
 use super::caller::Caller;
 use super::counters::DispatchCounters;
 use crate::link::{End, Entry, PeerLink, Release, RemoteSlot, ToWorker, Unanswered, WorkerLink};
+use crate::pool_metrics::PoolMeter;
 use crate::registry::{Reservation, WorkerId};
 
 /// What a flight holds while it runs: a local worker's slot or a charge against a peer.
@@ -80,6 +81,9 @@ struct State {
     progress_wanted: bool,
     /// When the current second of passing progress on began, and how many were passed.
     passed: Option<(Instant, u32)>,
+    /// Where the outcome is counted per pool: taken from the slot's pool, or claimed for the
+    /// request's pool once admitted.
+    meter: Option<Arc<PoolMeter>>,
 }
 
 #[derive(Debug)]
@@ -152,19 +156,33 @@ impl Flight {
 
     /// As [`Flight::finish`], naming the peer that served the dispatch.
     pub(super) fn finish_served(&self, result: ResultRef<'_>, served_by: Option<&str>) {
-        let (caller, done) = {
+        let (caller, done, meter, first_pushed) = {
             let mut state = self.state();
             if let Some(beat) = state.heartbeat.take() {
                 beat.ended.cancel();
             }
-            (state.caller.take(), state.done.take())
+            let meter = state.meter.take();
+            (
+                state.caller.take(),
+                state.done.take(),
+                meter,
+                state.first_pushed,
+            )
         };
         let Some((caller, active)) = caller else {
             debug_assert!(false, "a dispatch was finished twice");
             return;
         };
-        self.counters.ended(&result);
-        self.counters.took(self.started.elapsed());
+        let class = self.counters.ended(&result);
+        let now = Instant::now();
+        self.counters
+            .took(now.saturating_duration_since(self.started));
+        if let Some(meter) = meter {
+            meter.ended(class);
+            if let (DispatchResult::Completed(_), Some(at)) = (&result, first_pushed) {
+                meter.replied(now.saturating_duration_since(at));
+            }
+        }
         if !matches!(result, DispatchResult::Completed(_)) {
             let logged = self.logged.as_deref();
             tracing::debug!(
@@ -439,13 +457,25 @@ impl Flight {
 
     /// Takes the slot a push is about to use, before the push can be answered; a wait can no
     /// longer be cancelled through its trigger, so a cancel from now on waits for the push.
-    pub(super) fn arm(&self, slot: Slot) {
+    pub(super) fn arm(&self, mut slot: Slot) {
         let mut state = self.state();
-        if let Slot::Local(reservation) = &slot {
+        if let Slot::Local(reservation) = &mut slot {
             state.worker_id = Some(reservation.worker_id());
+            if state.meter.is_none() {
+                state.meter = reservation.take_meter();
+            }
         }
         state.slot = Some(slot);
         state.cancel_wait = None;
+    }
+
+    /// Counts the outcome in the pool `meter` gives, unless the flight has a pool's meter or
+    /// ended already. `meter` runs under the flight's lock; it may take the meters' lock, a leaf.
+    pub(super) fn count_in(&self, meter: impl FnOnce() -> Arc<PoolMeter>) {
+        let mut state = self.state();
+        if state.meter.is_none() && state.caller.is_some() {
+            state.meter = Some(meter());
+        }
     }
 
     /// Hands back the slot of a push that never left.

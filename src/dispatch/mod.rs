@@ -7,7 +7,7 @@
 //! - `relayed`: a dispatch relayed to a peer, placed again when the peer ran nothing;
 //! - `caller`: where an outcome goes, the only thing that differs between sources;
 //! - `counters`, `activity`: totals and the count of dispatches without an outcome;
-//!   [`latency`]: the latency histogram, readable bucket by bucket;
+//!   [`latency`] (re-exported): the latency histogram, readable bucket by bucket;
 //! - [`outcome`]: outcome classes for people and exit codes.
 
 mod activity;
@@ -16,11 +16,11 @@ mod caller;
 mod counters;
 mod dispatcher;
 mod flight;
-pub mod latency;
 mod options;
 pub mod outcome;
 mod relayed;
 
+pub use crate::latency;
 pub use admission::{DispatchLimits, FRAME_OVERHEAD, MAX_TIMEOUT};
 pub(crate) use caller::{Caller, Sink, Tag};
 pub use counters::DispatchCounters;

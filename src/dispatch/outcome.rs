@@ -2,20 +2,55 @@
 
 use lintel_wire::{ActivityOutcome, DispatchResult, Ownership};
 
+/// Every outcome class, in the order counters and `/metrics` list them.
+pub const CLASSES: [&str; crate::pool_metrics::OUTCOME_CLASSES] = [
+    "completed",
+    "no-worker",
+    "worker-lost",
+    "timeout",
+    "refused",
+    "cancelled",
+    "draining",
+    "peer-lost",
+    "shut-down",
+];
+
+/// An outcome's class; `as usize` is its place in [`CLASSES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Completed,
+    NoWorker,
+    WorkerLost,
+    Timeout,
+    Refused,
+    Cancelled,
+    Draining,
+    PeerLost,
+    ShutDown,
+}
+
+/// The class of `result`.
+pub fn class_of<O: Ownership>(result: &DispatchResult<O>) -> Class {
+    match result {
+        DispatchResult::Completed(_) => Class::Completed,
+        DispatchResult::NoWorker(_) => Class::NoWorker,
+        DispatchResult::WorkerLost { .. } => Class::WorkerLost,
+        DispatchResult::Timeout { .. } | DispatchResult::HeartbeatTimeout { .. } => Class::Timeout,
+        DispatchResult::Refused(_) => Class::Refused,
+        DispatchResult::Cancelled => Class::Cancelled,
+        DispatchResult::Draining => Class::Draining,
+        DispatchResult::PeerLost { .. } => Class::PeerLost,
+        DispatchResult::ShutDown { .. } => Class::ShutDown,
+    }
+}
+
 /// The class of an outcome: `completed`, `no-worker`, `worker-lost`, `timeout`, `refused`,
 /// `cancelled`, `draining`, `peer-lost` or `shut-down`.
 pub fn class<O: Ownership>(result: &DispatchResult<O>) -> &'static str {
-    match result {
-        DispatchResult::Completed(_) => "completed",
-        DispatchResult::NoWorker(_) => "no-worker",
-        DispatchResult::WorkerLost { .. } => "worker-lost",
-        DispatchResult::Timeout { .. } | DispatchResult::HeartbeatTimeout { .. } => "timeout",
-        DispatchResult::Refused(_) => "refused",
-        DispatchResult::Cancelled => "cancelled",
-        DispatchResult::Draining => "draining",
-        DispatchResult::PeerLost { .. } => "peer-lost",
-        DispatchResult::ShutDown { .. } => "shut-down",
-    }
+    CLASSES
+        .get(class_of(result) as usize)
+        .copied()
+        .unwrap_or_default()
 }
 
 /// One line saying what happened, without the result bytes.

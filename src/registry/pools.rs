@@ -38,12 +38,25 @@ use crate::epoch::Epoch;
 use crate::events::Events;
 use crate::idmap::{IdMap, KeyedMap};
 use crate::link::{RemoteSlot, WorkerLink};
+use crate::pool_metrics::{PoolMeter, PoolMeters, DEFAULT_MAX_POOLS};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Pool {
     members: Vec<Arc<WorkerCell>>,
     /// Round-robin position per activity type, shared by pinned and unpinned lookups.
     cursors: KeyedMap<String, usize>,
+    /// Where its dispatches are counted: its own meter, or `other`'s past the bound.
+    meter: Arc<PoolMeter>,
+}
+
+impl Pool {
+    fn new(meter: Arc<PoolMeter>) -> Self {
+        Self {
+            members: Vec::new(),
+            cursors: KeyedMap::default(),
+            meter,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -81,28 +94,38 @@ pub struct Registry {
     crossings: Epoch,
     /// Waiters a relay may serve, as of the last change to the queue: read without the lock.
     relayable: AtomicUsize,
+    /// Per-pool counts for a bounded set of pools; its lock is taken inside this one's, never
+    /// the other way round.
+    meters: Arc<PoolMeters>,
 }
 
 impl Registry {
     /// An empty registry admitting registrations within `limits`, each selectable at once,
     /// waiters served by priority and fairness key with the default settings.
     pub fn new(limits: AdmissionLimits) -> Arc<Self> {
-        Self::admitting(limits, None, &FairnessPolicy::default())
+        Self::admitting(limits, None, &FairnessPolicy::default(), DEFAULT_MAX_POOLS)
     }
 
     /// An empty registry admitting registrations within `limits`, each in probation: not
     /// selected until its connection clears [`Exclusion::Probation`]. A dispatch finding only
     /// workers in probation waits up to `wait` for them.
     pub fn with_probation(limits: AdmissionLimits, wait: Duration) -> Arc<Self> {
-        Self::admitting(limits, Some(wait), &FairnessPolicy::default())
+        Self::admitting(
+            limits,
+            Some(wait),
+            &FairnessPolicy::default(),
+            DEFAULT_MAX_POOLS,
+        )
     }
 
     /// An empty registry admitting registrations within `limits`, in probation for up to
-    /// `probation` when set, sharing full pools as `fairness` says.
+    /// `probation` when set, sharing full pools as `fairness` says, counting the first
+    /// `labelled_pools` pools apart in its [`PoolMeters`].
     pub fn admitting(
         limits: AdmissionLimits,
         probation: Option<Duration>,
         fairness: &FairnessPolicy,
+        labelled_pools: usize,
     ) -> Arc<Self> {
         let state = State {
             workers: IdMap::default(),
@@ -123,7 +146,14 @@ impl Registry {
             events: Events::default(),
             crossings: Epoch::default(),
             relayable: AtomicUsize::new(0),
+            meters: PoolMeters::new(labelled_pools),
         })
+    }
+
+    /// Per-pool counts: the first pools named by a registration or an admitted dispatch, the
+    /// rest as `other`.
+    pub fn meters(&self) -> &Arc<PoolMeters> {
+        &self.meters
     }
 
     /// How long a dispatch waits at most for a probation to end; `None` when workers start
@@ -219,7 +249,9 @@ impl Registry {
             };
             let pool = match by_queue.get_mut(task_queue.as_str()) {
                 Some(pool) => pool,
-                None => by_queue.entry(task_queue.clone()).or_default(),
+                None => by_queue
+                    .entry(task_queue.clone())
+                    .or_insert_with(|| Pool::new(self.meters.claim(namespace, task_queue))),
             };
             pool.members.push(Arc::clone(&cell));
         }
@@ -520,6 +552,20 @@ impl Registry {
         self.lock().waiters.len()
     }
 
+    /// Dispatches queued for a worker by the label their pool is counted under (its channel
+    /// name or `other`): how many, and when the oldest arrived.
+    pub fn waiting_by_pool(&self) -> HashMap<String, (usize, Instant)> {
+        let mut by_label: HashMap<String, (usize, Instant)> = HashMap::new();
+        let state = self.lock();
+        for (key, count, oldest) in state.waiters.oldest_by_address() {
+            let label = self.meters.label_of(&key.namespace, &key.task_queue);
+            let (n, at) = by_label.entry(label).or_insert((0, oldest));
+            *n += count;
+            *at = (*at).min(oldest);
+        }
+        by_label
+    }
+
     /// Waiters by priority and key, what was served by priority and key, and the capped keys.
     pub fn fairness(&self) -> FairnessStatus {
         let state = self.lock();
@@ -611,14 +657,16 @@ impl Registry {
         let worker = tiers
             .iter()
             .find_map(|filter| pick(pool, &address, filter))?;
-        Some(self.take_slot(&mut state.keys, worker, fairness, capped))
+        let meter = Arc::clone(&pool.meter);
+        Some(self.take_slot(&mut state.keys, (worker, meter), fairness, capped))
     }
 
-    #[inline]
+    // Always inlined: it is the hot path's, and its two callers are small.
+    #[inline(always)]
     fn take_slot(
         self: &Arc<Self>,
         keys: &mut Keys,
-        worker: Arc<WorkerCell>,
+        (worker, meter): (Arc<WorkerCell>, Arc<PoolMeter>),
         fairness: &FairnessRef<'_>,
         capped: Option<u32>,
     ) -> Reservation {
@@ -635,6 +683,7 @@ impl Registry {
                 worker,
                 capped,
             }),
+            meter: Some(meter),
         }
     }
 
@@ -643,11 +692,17 @@ impl Registry {
         if state.waiters.len() == 0 || !worker.has_free_slot() {
             return;
         }
-        let State { waiters, keys, .. } = &mut *state;
+        let State {
+            waiters,
+            keys,
+            pools,
+            ..
+        } = &mut *state;
         let served = waiters.serve(&mut FreeSlots {
             registry: self,
             worker,
             keys,
+            pools,
         });
         if served > 0 {
             self.counted(state);
@@ -952,6 +1007,8 @@ impl Drop for RegistrationGuard {
 #[derive(Debug)]
 pub struct Reservation {
     held: Option<Held>,
+    /// The meter of the pool the slot was reserved in, until the dispatch takes it.
+    meter: Option<Arc<PoolMeter>>,
 }
 
 #[derive(Debug)]
@@ -973,6 +1030,12 @@ impl Reservation {
         self.held.as_ref().map(|held| &held.worker.link)
     }
 
+    /// Takes the meter of the pool the slot was reserved in, for the dispatch to count its
+    /// outcome in; `None` once taken.
+    pub fn take_meter(&mut self) -> Option<Arc<PoolMeter>> {
+        self.meter.take()
+    }
+
     /// Gives up the slot without freeing it through the registry; the caller undoes it.
     fn disarm(mut self) -> Option<Held> {
         self.held.take()
@@ -992,6 +1055,8 @@ struct FreeSlots<'a> {
     registry: &'a Arc<Registry>,
     worker: &'a Arc<WorkerCell>,
     keys: &'a mut Keys,
+    /// For the meter of the pool a slot is granted in.
+    pools: &'a KeyedMap<String, KeyedMap<String, Pool>>,
 }
 
 impl Grants<Placed> for FreeSlots<'_> {
@@ -1020,6 +1085,12 @@ impl Grants<Placed> for FreeSlots<'_> {
         if !wanted {
             return None;
         }
+        // The worker serves the waiter's address, so the pool is there.
+        let meter = self
+            .pools
+            .get(to.key.namespace.as_str())
+            .and_then(|queues| queues.get(to.key.task_queue.as_str()))
+            .map(|pool| Arc::clone(&pool.meter))?;
         let capped = self.keys.room(to.fairness_key).ok()?;
         let fairness = Fairness {
             priority: to.priority,
@@ -1029,7 +1100,7 @@ impl Grants<Placed> for FreeSlots<'_> {
         let worker = Arc::clone(self.worker);
         let reservation = self
             .registry
-            .take_slot(self.keys, worker, &fairness, capped);
+            .take_slot(self.keys, (worker, meter), &fairness, capped);
         Some(Placed::Local(reservation))
     }
 

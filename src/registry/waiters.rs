@@ -217,6 +217,14 @@ impl<T> Waiters<T> {
         self.queues.iter().map(|(key, queue)| (key, queue.count))
     }
 
+    /// Queue lengths by address, with the arrival of each address's oldest waiter.
+    pub(super) fn oldest_by_address(&self) -> impl Iterator<Item = (&WaitKey, usize, Instant)> {
+        self.queues.iter().filter_map(|(key, queue)| {
+            let oldest = queue.levels.values().filter_map(Level::oldest).min()?;
+            Some((key, queue.count, oldest))
+        })
+    }
+
     /// Waiters by priority and fairness key, over every address.
     pub(super) fn key_queues(&self) -> impl Iterator<Item = (u8, &str, usize)> {
         self.queues.values().flat_map(|queue| {

@@ -1,4 +1,4 @@
-//! The dispatch latency histogram: 20 doubling buckets from 50 us to about 26 s, plus one past
+//! A latency histogram: 20 doubling buckets from 50 us to about 26 s, plus one past
 //! them, each an atomic counter, so recording takes no lock and the buckets can be read back
 //! (the admin listener's windowed figures subtract two readings).
 
@@ -17,7 +17,8 @@ const BOUNDED: usize = 20;
 /// Every bucket, the unbounded last one included.
 pub const BUCKETS: usize = BOUNDED + 1;
 
-/// Seconds from admission to outcome of every dispatch that ended.
+/// Durations counted by bucket: a dispatch's from admission to outcome, or a pool's from push
+/// to reply.
 #[derive(Debug, Default)]
 pub struct Latency {
     buckets: [AtomicU64; BUCKETS],
@@ -32,7 +33,7 @@ pub struct LatencySnapshot {
 }
 
 impl Latency {
-    /// Records one dispatch that took `elapsed`.
+    /// Records one duration, `elapsed`.
     pub(crate) fn observe(&self, elapsed: Duration) {
         let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         if let Some(bucket) = self.buckets.get(bucket_of(ns)) {
