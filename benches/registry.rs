@@ -45,6 +45,7 @@ fn register(node: Option<String>) -> Register {
 fn address() -> Address<'static> {
     Address {
         needs_version: 1,
+        needs_features: lintel::wire::FeatureSet::NONE,
         deployment: None,
         namespace: NAMESPACE,
         task_queue: TASK_QUEUE,

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
-use lintel_client::{Extras, Handler, Request};
+use lintel_client::{Extras, Handler, Heartbeat, Request};
 use lintel_wire::ActivityOutcome;
 
 /// Names of the built-in activities.
@@ -13,8 +13,9 @@ pub const BUILT_IN: [&str; 3] = ["echo", "sleep", "headers"];
 /// Longest `sleep` accepted, so a typo cannot park a worker slot for days.
 const MAX_SLEEP: Duration = Duration::from_secs(3600);
 
-/// Runs `echo` (replies with its input), `sleep` (input is milliseconds as text) and
-/// `headers` (replies with the request's headers as a JSON object; see [`headers_json`]).
+/// Runs `echo` (replies with its input), `sleep` (input is milliseconds as text; it heartbeats
+/// while it sleeps, see [`heartbeat_every`]) and `headers` (replies with the request's headers
+/// as a JSON object; see [`headers_json`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BuiltIn;
 
@@ -32,7 +33,13 @@ impl Handler for BuiltIn {
     ) -> impl Future<Output = ActivityOutcome> + Send {
         let step = match &*request.activity_type {
             "echo" => Step::Answer(ActivityOutcome::Success(request.input)),
-            "sleep" => sleep_for(&request.input),
+            "sleep" => match sleep_for(&request.input) {
+                Step::Sleep(duration, _, _) => {
+                    let every = heartbeat_every(&extras);
+                    Step::Sleep(duration, request.heartbeater(), every)
+                }
+                answer => answer,
+            },
             "headers" => Step::Answer(ActivityOutcome::Success(Bytes::from(headers_json(&extras)))),
             other => Step::Answer(ActivityOutcome::Failure {
                 message: format!("unknown activity `{other}`"),
@@ -42,8 +49,8 @@ impl Handler for BuiltIn {
         async move {
             match step {
                 Step::Answer(outcome) => outcome,
-                Step::Sleep(duration) => {
-                    tokio::time::sleep(duration).await;
+                Step::Sleep(duration, heartbeat, every) => {
+                    sleep_beating(duration, &heartbeat, every).await;
                     let slept = format!("slept {} ms", duration.as_millis());
                     ActivityOutcome::Success(Bytes::from(slept))
                 }
@@ -76,7 +83,39 @@ pub fn headers_json(extras: &Extras) -> String {
 /// What a built-in activity does once its request is read.
 enum Step {
     Answer(ActivityOutcome),
-    Sleep(Duration),
+    /// Sleep this long, heartbeating this often.
+    Sleep(Duration, Heartbeat, Duration),
+}
+
+/// How often `sleep` heartbeats: three times per heartbeat timeout when the request states
+/// one, else once a second (its progress, for a producer that asked).
+pub fn heartbeat_every(extras: &Extras) -> Duration {
+    match extras.heartbeat_timeout() {
+        Ok(Some(timeout)) => (timeout / 3).max(Duration::from_millis(1)),
+        _ => Duration::from_secs(1),
+    }
+}
+
+/// Sleeps `duration`, sending `heartbeat` every `every` with how long it has slept so far;
+/// a heartbeat that cannot be sent is skipped.
+async fn sleep_beating(duration: Duration, heartbeat: &Heartbeat, every: Duration) {
+    let started = tokio::time::Instant::now();
+    let until = started + duration;
+    let Some(first) = started.checked_add(every) else {
+        tokio::time::sleep_until(until).await;
+        return;
+    };
+    let mut beats = tokio::time::interval_at(first, every);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => return,
+            _ = beats.tick() => {
+                let slept = started.elapsed().as_millis();
+                let details = format!("slept {slept} of {} ms", duration.as_millis());
+                let _ = heartbeat.beat(details);
+            }
+        }
+    }
 }
 
 /// How long `sleep` waits (its input is milliseconds as text), or the failure it answers.
@@ -97,7 +136,7 @@ fn sleep_for(input: &[u8]) -> Step {
             retryable: false,
         });
     }
-    Step::Sleep(duration)
+    Step::Sleep(duration, Heartbeat::default(), Duration::from_secs(1))
 }
 
 #[cfg(test)]

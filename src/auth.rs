@@ -237,8 +237,8 @@ pub struct Grant {
 enum Holder {
     /// No credential was needed, or the node's auth token or cluster secret was presented.
     Anyone,
-    /// A grant's token.
-    Token,
+    /// The token of the grant at this index.
+    Token(usize),
     /// A verified client certificate's identity.
     Identity(String),
 }
@@ -247,7 +247,7 @@ impl std::fmt::Display for Holder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Holder::Anyone => f.write_str("this connection"),
-            Holder::Token => f.write_str("the token presented"),
+            Holder::Token(_) => f.write_str("the token presented"),
             Holder::Identity(identity) => write!(f, "certificate identity {identity:?}"),
         }
     }
@@ -470,7 +470,12 @@ impl Authenticator<'_> {
                 "wrong auth token: the token presented matches no grant",
             ));
         };
-        self.grant_for(grant, role, Holder::Token)
+        let index = self
+            .grants
+            .iter()
+            .position(|candidate| std::ptr::eq(candidate, grant))
+            .unwrap_or_default();
+        self.grant_for(grant, role, Holder::Token(index))
     }
 
     /// What `grant`, matched by the credential `holder` presented, allows a hello in `role`.

@@ -4,6 +4,10 @@
 
 use lintel_wire::FeatureSet;
 
-/// `role-not-granted` only: sessions, progress and heartbeats are the wire's alone so far. A
-/// frame or a critical extension of a feature not here is refused `Unsupported`, naming it.
-pub(crate) const IMPLEMENTED: FeatureSet = FeatureSet::ROLE_NOT_GRANTED;
+/// Every feature of version 4: `role-not-granted`, `worker-resume`, `progress` and
+/// `heartbeat-timeout`. A frame or a critical extension of a feature not here is refused
+/// `Unsupported`, naming it.
+pub(crate) const IMPLEMENTED: FeatureSet = FeatureSet::ROLE_NOT_GRANTED
+    .with(FeatureSet::WORKER_RESUME)
+    .with(FeatureSet::PROGRESS)
+    .with(FeatureSet::HEARTBEAT_TIMEOUT);

@@ -59,6 +59,7 @@ pub mod node;
 pub mod pool_metrics;
 pub mod registrations;
 pub mod registry;
+mod sessions;
 mod shared;
 pub mod status;
 pub mod tls;

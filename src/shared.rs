@@ -20,6 +20,7 @@ use crate::connection_counts::ConnectionCounts;
 use crate::dispatch::Dispatcher;
 use crate::link::Retention;
 use crate::registrations::ConnectionNotifier;
+use crate::sessions::Sessions;
 use crate::tls::NodeTls;
 
 /// State every connection task shares.
@@ -56,6 +57,8 @@ pub(crate) struct Shared {
     pub(crate) connection_counts: ConnectionCounts,
     /// The bound on relay outcomes kept for peers until they acknowledge them.
     pub(crate) retention: Arc<Retention>,
+    /// Lost worker connections' sessions, kept for a resume.
+    pub(crate) sessions: Sessions,
 }
 
 impl Shared {
@@ -68,6 +71,11 @@ impl Shared {
     ) -> Self {
         let closing = CancellationToken::new();
         let retention = Retention::new(config.relay_retention_bytes);
+        let sessions = Sessions::new(
+            config.worker_resume_grace(),
+            config.worker_resume_max_sessions,
+            config.worker_resume_max_pushes,
+        );
         Self {
             config,
             dispatcher,
@@ -87,6 +95,7 @@ impl Shared {
             connections: AtomicU32::new(0),
             connection_counts: ConnectionCounts::default(),
             retention,
+            sessions,
         }
     }
 

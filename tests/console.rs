@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
-use lintel::sdk::{handler_fn, Client, DispatchOptions, Worker};
+use lintel::sdk::{handler_fn, Client, DispatchOptions, Worker, WorkerConfig};
 use lintel::wire::ActivityOutcome;
 use lintel::NodeConfig;
 use serde_json::{json, Value};
@@ -342,12 +342,16 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     )
     .await;
     assert_eq!(code, 200, "{body}");
-    let config =
-        support::worker_builder(b.addr.to_string(), plain("deploys", "echo", 2, "deploys-1"))
-            .deployment("v2")
-            .instance_id("pod-7")
-            .build()
-            .expect("a worker configuration");
+    let config = WorkerConfig::builder()
+        .node(b.addr.to_string())
+        .namespace("deploys")
+        .activity("echo")
+        .concurrency(2)
+        .identity("deploys-1")
+        .deployment("v2")
+        .instance_id("pod-7")
+        .build()
+        .expect("a valid worker config");
     let deployed = Worker::spawn(
         config,
         handler_fn(|request: lintel::sdk::Request| {

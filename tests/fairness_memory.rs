@@ -26,6 +26,7 @@ fn ten_thousand_keys_cost_at_most_the_documented_bytes_each_and_nothing_once_gon
         activity_type: "work",
         node: None,
         needs_version: 1,
+        needs_features: lintel::wire::FeatureSet::NONE,
         deployment: None,
     };
     let routing = NodeRouting::Any;

@@ -110,6 +110,7 @@ fn address<'a>(namespace: &'a str, task_queue: &'a str, activity_type: &'a str) 
         activity_type,
         node: None,
         needs_version: 1,
+        needs_features: lintel::wire::FeatureSet::NONE,
         deployment: None,
     }
 }
@@ -717,6 +718,7 @@ async fn a_draining_registry_refuses_admission_and_selects_nobody() {
 fn with_headers(address: Address<'_>) -> Address<'_> {
     Address {
         needs_version: 3,
+        needs_features: lintel::wire::FeatureSet::NONE,
         ..address
     }
 }

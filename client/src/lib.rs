@@ -64,6 +64,6 @@ pub use subscription::{Subscription, SubscriptionError};
 pub use tls::{ClientTls, PemIdentity, TlsError};
 pub use worker::{
     handler_fn, handler_fn_with, Backoff, CancelSignal, Extras, Fatal, FnHandler, FnHandlerWith,
-    Handler, Request, Worker, WorkerConfig, WorkerConfigBuilder, WorkerConfigError, WorkerError,
-    WorkerHandle, WorkerState,
+    Handler, Heartbeat, HeartbeatError, Request, Worker, WorkerConfig, WorkerConfigBuilder,
+    WorkerConfigError, WorkerError, WorkerHandle, WorkerState,
 };

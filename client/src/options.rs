@@ -287,6 +287,15 @@ impl DispatchOptions {
         self
     }
 
+    /// Asks the worker to heartbeat at least every `timeout` (protocol version 4; whole
+    /// milliseconds, up to 7 days): a dispatch whose worker sends none in time ends
+    /// `HeartbeatTimeout`. Only workers that listed `heartbeat-timeout` are pushed it; a node
+    /// that does not implement it refuses the dispatch `Unsupported`. Default: none.
+    pub fn heartbeat_timeout(mut self, timeout: Duration) -> Self {
+        self.extras.set_heartbeat_timeout(Some(timeout));
+        self
+    }
+
     /// Adds a protocol extension, `tag` with `value`, carried to the node beside the request
     /// (version 3). A node that does not know `tag` ignores it, unless it is `critical`: then
     /// it refuses the dispatch (`Refused{Unsupported}`). Default: none.

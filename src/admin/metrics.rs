@@ -488,6 +488,12 @@ pub(super) fn text(shared: &Shared) -> Result<String, std::fmt::Error> {
     );
     counter(
         &mut registry,
+        "dropped_progress",
+        "Workers' Progress frames past the per-push rate bound, not passed on",
+        dispatcher.counters().dropped_progress(),
+    );
+    counter(
+        &mut registry,
         "reclaimed_slots",
         "Slots freed because no late reply came within the grace",
         c.reclaimed_slots,

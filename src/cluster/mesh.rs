@@ -594,7 +594,9 @@ impl Mesh {
         let open = || {
             state.remotes.values().filter(|remote| {
                 remote.is_established()
-                    && remote.link.version() >= address.needs_version
+                    && remote
+                        .link
+                        .carries(address.needs_version, address.needs_features)
                     && remote.link.is_open()
                     && !remote.link.is_busy()
             })
@@ -638,7 +640,11 @@ impl Mesh {
         self.lock()
             .remotes
             .values()
-            .filter(|remote| remote.link.version() >= address.needs_version)
+            .filter(|remote| {
+                remote
+                    .link
+                    .carries(address.needs_version, address.needs_features)
+            })
             .map(|remote| remote.view().usable_slots(address, filter))
             .fold(0, u32::saturating_add)
     }
@@ -651,7 +657,9 @@ impl Mesh {
         filter: NodeFilter<'_>,
     ) {
         for remote in self.lock().remotes.values() {
-            let can_carry = remote.link.version() >= address.needs_version;
+            let can_carry = remote
+                .link
+                .carries(address.needs_version, address.needs_features);
             remote.view().count_into(tally, address, filter, can_carry);
         }
     }

@@ -382,6 +382,7 @@ mod tests {
             activity_type: activity,
             node: None,
             needs_version: 1,
+            needs_features: lintel_wire::FeatureSet::NONE,
             deployment: None,
         }
     }

@@ -14,6 +14,11 @@ use crate::tls::{NodeTls, TlsFiles, TlsSetupError};
 use lintel_transport::resolve::is_host_port;
 use lintel_transport::QueueLimits;
 
+/// A lost worker's session waits this long for its resume: a reset to `SessionResumed` on
+/// loopback takes about 1 ms, and the SDK's first six redials (100 ms doubling) about 6.3 s at
+/// most, leaving ~3.7 s for noticing the loss and the handshake; its slots stay held meanwhile.
+const DEFAULT_WORKER_RESUME_GRACE_MS: u64 = 10_000;
+
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -79,6 +84,15 @@ pub struct NodeConfig {
     /// How long a push that ended without its reply (timed out, cancelled) keeps its worker
     /// slot while the worker may still run it; a late reply frees it sooner.
     pub late_reply_grace_ms: u64,
+    /// How long a lost worker connection's session keeps its pushes (slots held, out of
+    /// selection) for the worker to resume it; 0 gives workers no sessions.
+    pub worker_resume_grace_ms: u64,
+    /// Most worker sessions kept for a resume at once; a connection lost beyond it ends its
+    /// pushes `worker-lost` at once.
+    pub worker_resume_max_sessions: usize,
+    /// Most pushes one kept session holds; a connection lost holding more ends them
+    /// `worker-lost` at once.
+    pub worker_resume_max_pushes: usize,
     /// Frames queued per connection before pushes to it see back-pressure; a producer whose
     /// queue is this full is read no further until it drains.
     pub outbound_queue: usize,
@@ -202,6 +216,9 @@ impl Default for NodeConfig {
             reply_timeout_ms: u64::try_from(DEFAULT_REPLY_TIMEOUT.as_millis()).unwrap_or(30_000),
             drain_timeout_ms: 10_000,
             late_reply_grace_ms: 60_000,
+            worker_resume_grace_ms: DEFAULT_WORKER_RESUME_GRACE_MS,
+            worker_resume_max_sessions: 1_024,
+            worker_resume_max_pushes: lintel_wire::ResumeSession::MAX_HOLDING,
             outbound_queue: 1_024,
             max_frame_len: lintel_wire::DEFAULT_MAX_FRAME_LEN,
             max_in_flight_per_producer: 4_096,
@@ -513,6 +530,10 @@ impl NodeConfig {
 
     pub fn drain_timeout(&self) -> Duration {
         Duration::from_millis(self.drain_timeout_ms)
+    }
+
+    pub fn worker_resume_grace(&self) -> Duration {
+        Duration::from_millis(self.worker_resume_grace_ms)
     }
 
     pub fn late_reply_grace(&self) -> Duration {

@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lintel_wire::{
-    DispatchResult, ExtrasRef, FrameRef, OutcomeFrame, RefusedDispatch, RefusedReason,
-    RelayOutcome, RelayRef, RequestRef, ResultRef, RoutingRef, ServedOutcome, SubmitRef,
+    DispatchResult, ExtrasRef, Frame, FrameRef, OutcomeFrame, Progress, RefusedDispatch,
+    RefusedReason, RelayOutcome, RelayRef, RequestRef, ResultRef, RoutingRef, ServedOutcome,
+    SubmitRef,
 };
 use tokio::time::Instant;
 use tokio_util::task::task_tracker::{TaskTracker, TaskTrackerToken};
@@ -466,6 +467,20 @@ impl Sink for Flights {
             }
         }
         drop(released);
+    }
+
+    /// Sends a worker's progress of dispatch `tag`: a producer's submission or a peer's relay,
+    /// as its correlation. Not owed: dropped when the queue is full, or when the reader did
+    /// not list `progress` (the writer refuses it then).
+    fn progress(&self, tag: Tag, details: &bytes::Bytes) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let progress = Frame::from(Progress {
+            correlation: tag.correlation,
+            details: details.clone(),
+        });
+        let _ = self.to_outbound(|to| to.try_send(progress));
     }
 }
 

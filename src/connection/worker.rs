@@ -15,8 +15,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use lintel_wire::{
-    DepartureReason, Drain, ErrorCode, Frame, FrameKind, FrameRef, NotImplemented, Ping, Pong,
-    Refusal, RefusalCode, Register, Registered as RegisteredFrame,
+    DepartureReason, Drain, ErrorCode, FeatureSet, Frame, FrameKind, FrameRef, NotImplemented,
+    Ping, Pong, Refusal, RefusalCode, Register, Registered as RegisteredFrame, ResumeSession,
+    Session, SessionResumed,
 };
 
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -29,6 +30,7 @@ use crate::link::{ReplyFate, WorkerLink};
 use crate::logfields::List;
 use crate::registrations::Registered;
 use crate::registry::Exclusion;
+use crate::sessions::{Sessions, Token};
 use crate::shared::{Fired, Shared};
 use lintel_transport::keepalive::{Answered, Keepalive, Tick};
 use lintel_transport::{FrameReader, Outbound};
@@ -58,6 +60,8 @@ pub(super) fn serve<'a>(
         .overdue_after(shared.config.worker_ping_timeout()),
         probation: 0,
         drained: false,
+        session: None,
+        kick: None,
     };
     async move {
         let mut drain_sent = false;
@@ -99,6 +103,9 @@ pub(super) fn serve<'a>(
                     }
                     break Close::goodbye("node shutting down");
                 }
+                () = kicked(conn.kick.as_ref()), if conn.kick.is_some() => {
+                    break Close::goodbye("session resumed on another connection");
+                }
                 found = reader.ready() => Some(found),
                 tick = conn.keepalive.tick() => {
                     if let Err(close) = conn.ping(tick) {
@@ -108,31 +115,45 @@ pub(super) fn serve<'a>(
                 }
             };
             // Read where it lies: a reply is a few hundred bytes of views.
-            let register = match found {
+            let joining = match found {
                 None => None,
                 Some(found) => match reader.take(found) {
                     None => break Close::Quietly,
                     Some(Err(err)) => break Close::read_failed(err),
-                    // Copied out and registered below, once the frame is let go: a wait here
+                    // Copied out and handled below, once the frame is let go: a wait here
                     // would carry the frame's view in every idle connection's task.
-                    Some(Ok(FrameRef::Frame(Frame::Register(register)))) => Some(register.clone()),
+                    Some(Ok(FrameRef::Frame(Frame::Register(register)))) => {
+                        Some(Joining::Register(register.clone()))
+                    }
+                    Some(Ok(FrameRef::Frame(Frame::ResumeSession(resume)))) => {
+                        Some(Joining::Resume(Box::new(resume.clone())))
+                    }
                     Some(Ok(frame)) => match conn.handle(frame) {
                         Ok(()) => None,
                         Err(close) => break close,
                     },
                 },
             };
-            if let Some(register) = register {
-                // Boxed: registering happens once, and its sends would otherwise be carried in
-                // every idle connection's task.
-                if let Err(close) = Box::pin(conn.register(*register)).await {
-                    break close;
-                }
+            // Boxed: registering happens once, and its waits would otherwise be carried in
+            // every idle connection's task.
+            let joined = match joining {
+                None => Ok(()),
+                Some(Joining::Register(register)) => Box::pin(conn.register(*register)).await,
+                Some(Joining::Resume(resume)) => Box::pin(conn.resume(resume)).await,
+            };
+            if let Err(close) = joined {
+                break close;
             }
         };
-        // Deregister before the close frame goes out: nothing selects a closing worker.
+        // Deregister (or park the session) before the close frame goes out: nothing selects a
+        // closing worker.
         if let Some(mut registered) = conn.registered.take() {
             registered.departure = departure(&close, conn.drained, registered.shutting_down);
+            if let Some(token) = conn.session {
+                park(shared, token, registered, conn.grant.clone());
+            }
+        } else if let Some(token) = conn.session {
+            shared.sessions.closed(&token);
         }
         close
     }
@@ -154,6 +175,63 @@ struct WorkerConn<'a> {
     probation: u32,
     /// The worker said `Drained`: whatever ends its connection, it left drained.
     drained: bool,
+    /// The token of the worker's session, when it was given one (or resumed one).
+    session: Option<Token>,
+    /// Cancelled when another connection resumes the session: this one closes.
+    kick: Option<tokio_util::sync::CancellationToken>,
+}
+
+/// A frame that makes the connection a worker's, handled once its view is let go.
+enum Joining {
+    Register(Box<Register>),
+    Resume(Box<ResumeSession>),
+}
+
+/// Resolves once `kick` is cancelled; never without one.
+async fn kicked(kick: Option<&tokio_util::sync::CancellationToken>) {
+    match kick {
+        Some(kick) => kick.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Keeps `registered`'s session under `token` for a resume when its connection was lost (not
+/// closed by either side on purpose), out of selection; otherwise, or with no room, drops it.
+fn park(shared: &Shared, token: Token, registered: crate::registrations::Registered, grant: Grant) {
+    let lost = matches!(
+        registered.departure,
+        DepartureReason::Disconnected | DepartureReason::MissedPings
+    );
+    if !lost || registered.shutting_down || registered.link.is_superseded() {
+        shared.sessions.closed(&token);
+        return;
+    }
+    let worker_id = registered.worker_id;
+    let pushes = registered.link.in_flight();
+    registered.link.set_parked(true);
+    shared
+        .dispatcher
+        .registry()
+        .set_excluded(worker_id, Exclusion::Unreachable, true);
+    match shared.sessions.park(
+        token,
+        registered,
+        grant,
+        (&shared.draining, &shared.closing),
+    ) {
+        Ok(()) => tracing::info!(
+            worker_id,
+            pushes,
+            grace_ms = shared.config.worker_resume_grace_ms,
+            "worker connection lost: its session waits for a resume"
+        ),
+        Err((_, err)) => tracing::info!(
+            worker_id,
+            pushes,
+            error = %err,
+            "worker connection lost: its session is not kept, its pushes end worker-lost"
+        ),
+    }
 }
 
 /// Why a registered worker whose connection ends with `close` leaves, as far as the node can
@@ -244,29 +322,143 @@ impl WorkerConn<'_> {
                 Ok(())
             }
             Frame::Goodbye(_) => Err(Close::Quietly),
-            Frame::ResumeSession(_) => self.refuse_resume(),
-            Frame::Progress(_) => match NotImplemented::kind(FrameKind::Progress, IMPLEMENTED) {
-                Some(missing) => Err(Close::error(ErrorCode::Unsupported, missing.to_string())),
-                None => Ok(()),
-            },
+            Frame::Progress(progress) => {
+                if let Some(missing) = NotImplemented::kind(FrameKind::Progress, IMPLEMENTED) {
+                    return Err(Close::error(ErrorCode::Unsupported, missing.to_string()));
+                }
+                let registered = self.registered(frame.name())?;
+                // Progress for no push in flight is dropped.
+                if !registered
+                    .link
+                    .progress(progress.correlation, &progress.details)
+                {
+                    tracing::debug!(
+                        pid = self.pid,
+                        correlation = progress.correlation,
+                        "progress for no push in flight"
+                    );
+                }
+                Ok(())
+            }
             other => Err(Close::unexpected(other.name(), "on a worker connection")),
         }
     }
 
-    /// Answers a `ResumeSession`: `RegisterRefused{Unsupported}` naming `worker-resume` while
-    /// the node implements no sessions; the connection stays usable to register anew.
-    fn refuse_resume(&mut self) -> Result<(), Close> {
+    /// Answers a `ResumeSession`: the session of its token, when this node keeps it for this
+    /// connection's credential, is registered on this connection and its pushes the worker
+    /// holds attached here; `RegisterRefused{SessionUnknown}` otherwise, the connection still
+    /// unregistered.
+    async fn resume(&mut self, resume: Box<ResumeSession>) -> Result<(), Close> {
         if self.registered.is_some() {
             return Err(Close::unexpected("ResumeSession", "once registered"));
         }
-        let Some(missing) = NotImplemented::kind(FrameKind::ResumeSession, IMPLEMENTED) else {
-            return Ok(());
+        if let Some(missing) = NotImplemented::kind(FrameKind::ResumeSession, IMPLEMENTED) {
+            return self
+                .refuse_session(RefusalCode::Unsupported, missing.to_string())
+                .await;
+        }
+        let Ok(token) = Token::try_from(&resume.token[..]) else {
+            return self
+                .refuse_session(RefusalCode::SessionUnknown, "unknown session".into())
+                .await;
         };
-        let refused = Frame::RegisterRefused(Refusal {
-            code: RefusalCode::Unsupported,
-            reason: missing.to_string(),
-        });
-        self.outbound.send_owed(refused).map_err(|_| Close::Quietly)
+        let deadline = tokio::time::Instant::now() + self.shared.config.handshake_timeout();
+        let taken = tokio::select! {
+            taken = self.shared.sessions.take(&token, (&self.grant, self.outbound.listed()), deadline) => taken,
+            () = self.shared.closing.cancelled() => return Err(Close::goodbye("node shutting down")),
+        };
+        let Some(registered) = taken else {
+            return self
+                .refuse_session(
+                    RefusalCode::SessionUnknown,
+                    "unknown or expired session".into(),
+                )
+                .await;
+        };
+        let worker_id = registered.worker_id;
+        // The answer is queued on this connection in the same step that moves the link here,
+        // ahead of any cancel or push of the link's.
+        let rebound = registered
+            .link
+            .rebind(self.outbound.clone(), &resume.holding, |rebound| {
+                Frame::from(SessionResumed {
+                    worker_id,
+                    attached: rebound.attached.clone(),
+                    unknown: rebound.unknown.clone(),
+                })
+            });
+        let Some(rebound) = rebound else {
+            drop(registered);
+            return self
+                .refuse_session(
+                    RefusalCode::SessionUnknown,
+                    "unknown or expired session".into(),
+                )
+                .await;
+        };
+        registered.link.set_parked(false);
+        self.registered = Some(registered);
+        self.session = Some(token);
+        self.kick = Some(self.shared.sessions.open(token, self.grant.clone()));
+        self.undrained = Some(self.shared.undrained.token());
+        let registry = self.shared.dispatcher.registry();
+        registry.moved(worker_id, self.pid);
+        self.probation = self.shared.config.worker_probation_pings;
+        if self.probation > 0 {
+            registry.set_excluded(worker_id, Exclusion::Probation, true);
+        }
+        registry.set_excluded(worker_id, Exclusion::Unreachable, false);
+        if self.probation > 0 {
+            self.ping_now();
+        }
+        tracing::info!(
+            pid = self.pid,
+            worker_id,
+            attached = rebound.attached.len(),
+            unknown = rebound.unknown.len(),
+            "worker session resumed"
+        );
+        Ok(())
+    }
+
+    /// Refuses a `ResumeSession` with `code`, once the queue has room; the connection stays
+    /// usable to register anew.
+    async fn refuse_session(&mut self, code: RefusalCode, reason: String) -> Result<(), Close> {
+        tracing::info!(pid = self.pid, code = ?code, reason = reason.as_str(), "session resume refused");
+        self.shared.connection_counts.refused("resume", code);
+        let refused = Frame::RegisterRefused(Refusal { code, reason });
+        self.outbound
+            .send(refused)
+            .await
+            .map_err(|_| Close::Quietly)
+    }
+
+    /// Gives a worker that listed `worker-resume` its session, right after `Registered`.
+    fn open_session(&mut self) {
+        let sessions = &self.shared.sessions;
+        if self.version < 4
+            || !sessions.enabled()
+            || !IMPLEMENTED.contains(FeatureSet::WORKER_RESUME)
+            || !self.outbound.listed().contains(FeatureSet::WORKER_RESUME)
+        {
+            return;
+        }
+        let token = match Sessions::issue() {
+            Ok(token) => token,
+            Err(err) => {
+                tracing::warn!(pid = self.pid, error = %err, "worker given no session");
+                return;
+            }
+        };
+        let session = Session {
+            token: bytes::Bytes::copy_from_slice(&token),
+            resume_grace_ms: u64::try_from(sessions.grace().as_millis()).unwrap_or(u64::MAX),
+        };
+        // Owed: once per registration, right behind `Registered`.
+        if self.outbound.send_owed(Frame::from(session)).is_ok() {
+            self.session = Some(token);
+            self.kick = Some(sessions.open(token, self.grant.clone()));
+        }
     }
 
     async fn register(&mut self, register: Register) -> Result<(), Close> {
@@ -306,6 +498,7 @@ impl WorkerConn<'_> {
                 self.undrained = Some(self.shared.undrained.token());
                 let ack = Frame::Registered(RegisteredFrame { worker_id });
                 self.outbound.send(ack).await.map_err(|_| Close::Quietly)?;
+                self.open_session();
                 link.open();
                 // The registry admitted it in probation when this is not zero.
                 self.probation = self.shared.config.worker_probation_pings;

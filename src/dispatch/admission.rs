@@ -92,6 +92,9 @@ fn unsupported(extras: &ExtrasView<'_>) -> Result<(), String> {
 
 /// The bounds of a version-3 request's extras.
 fn check_extras(extras: &ExtrasView<'_>, limits: &DispatchLimits) -> Result<(), String> {
+    if let Err(err) = extras.heartbeat_timeout() {
+        return Err(err.to_string());
+    }
     let max = limits.max_name_len;
     if extras.headers.len() > limits.max_headers {
         return Err(format!(

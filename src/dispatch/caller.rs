@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use lintel_wire::{DispatchResult, ResultRef};
 use tokio::sync::oneshot;
 
@@ -20,6 +21,9 @@ pub(crate) trait Sink: Send + Sync {
     /// Called exactly once per dispatch. `served_by` names the peer that served it, `None`
     /// when this node did.
     fn deliver(&self, tag: Tag, result: ResultRef<'_>, served_by: Option<&str>);
+
+    /// Passes on what the worker says of dispatch `tag` while it runs, before its outcome.
+    fn progress(&self, _tag: Tag, _details: &Bytes) {}
 }
 
 /// A dispatch's source and its name there.
@@ -40,6 +44,11 @@ impl Caller {
 
     pub(crate) fn deliver(self, result: ResultRef<'_>, served_by: Option<&str>) {
         self.sink.deliver(self.tag, result, served_by);
+    }
+
+    /// Passes on `details` of the dispatch's progress.
+    pub(crate) fn progress(&self, details: &Bytes) {
+        self.sink.progress(self.tag, details);
     }
 }
 

@@ -21,6 +21,8 @@ pub struct DispatchCounters {
     late_replies: AtomicU64,
     dropped_replies: AtomicU64,
     reclaimed_slots: AtomicU64,
+    /// Workers' progress past the per-push rate bound, dropped.
+    dropped_progress: AtomicU64,
     /// Refused dispatches by reason, in `RefusedReason` order.
     refused_by: [AtomicU64; REFUSED_REASONS.len()],
 }
@@ -104,6 +106,16 @@ impl DispatchCounters {
     /// An ended push got no reply within the grace, and its slot was freed.
     pub(crate) fn slot_reclaimed(&self) {
         self.reclaimed_slots.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A worker's progress came past the per-push rate bound and was not passed on.
+    pub(crate) fn progress_dropped(&self) {
+        self.dropped_progress.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Workers' progress dropped past the per-push rate bound; no status field holds it.
+    pub fn dropped_progress(&self) -> u64 {
+        self.dropped_progress.load(Ordering::Relaxed)
     }
 
     /// Dispatches that ended `PeerLost`; version-1 counters have no field for them.

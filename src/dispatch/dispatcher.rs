@@ -790,6 +790,7 @@ impl Dispatcher {
         match link.relay(request, &carried, &peer_routing.view(), budget, entry) {
             Ok(correlation) => {
                 flight.pushed(Target::Peer(link), correlation);
+                flight.watch(extras, false);
                 Sent::Queued
             }
             Err(_) => {
@@ -816,6 +817,7 @@ impl Dispatcher {
         match link.push(request, extras, Arc::clone(flight) as _) {
             Ok(correlation) => {
                 flight.pushed(Target::Worker(link), correlation);
+                flight.watch(extras, true);
                 Sent::Queued
             }
             Err(PushError::Closed) => {
@@ -993,8 +995,18 @@ fn address_of<'a, 'r: 'a, 'e: 'a>(request: &RequestRef<'r>, extras: &ExtrasRef<'
         activity_type: request.activity_type,
         node: request.node,
         needs_version: needs_version(extras),
+        needs_features: needs_features(extras),
         deployment: extras.deployment(),
     }
+}
+
+/// What a worker or a peer link must have listed to carry a request with `extras`:
+/// `heartbeat-timeout` for a heartbeat timeout.
+fn needs_features(extras: &ExtrasRef<'_>) -> lintel_wire::FeatureSet {
+    if extras.is_none() || !matches!(extras.read().heartbeat_timeout(), Ok(Some(_))) {
+        return lintel_wire::FeatureSet::NONE;
+    }
+    lintel_wire::FeatureSet::HEARTBEAT_TIMEOUT
 }
 
 /// The lowest protocol version of a worker or a peer link that can carry a request with

@@ -11,8 +11,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lintel_wire::{ActivityOutcome, DispatchResponse, DispatchResult, ResponseRef, ResultRef};
+use bytes::Bytes;
+use lintel_wire::{
+    ActivityOutcome, DispatchResponse, DispatchResult, ExtrasRef, ResponseRef, ResultRef,
+};
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use super::activity::Active;
 use super::caller::Caller;
@@ -71,10 +75,28 @@ struct State {
     expire_pending: bool,
     /// Fired by the finish, for a task that must stop watching a waiting-path flight.
     done: Option<oneshot::Sender<()>>,
+    /// The push's heartbeat timeout and when the worker last said it runs.
+    heartbeat: Option<Heartbeat>,
+    /// The caller wants the dispatch's progress.
+    progress_wanted: bool,
+    /// When the current second of passing progress on began, and how many were passed.
+    passed: Option<(Instant, u32)>,
     /// Where the outcome is counted per pool: taken from the slot's pool, or claimed for the
     /// request's pool once admitted.
     meter: Option<Arc<PoolMeter>>,
 }
+
+#[derive(Debug)]
+struct Heartbeat {
+    timeout: Duration,
+    last: Instant,
+    /// Cancelled when the dispatch ends, so its timer task ends with it.
+    ended: CancellationToken,
+}
+
+/// Most `Progress` of one push passed on to its caller per second; the rest are dropped and
+/// counted (each still restarts the heartbeat timer).
+pub const PROGRESS_PER_SECOND: u32 = 10;
 
 /// What a dispatch's debug line names beside its outcome: the pool's channel name and the
 /// trace id of its `traceparent` header, if it has a valid one.
@@ -136,6 +158,9 @@ impl Flight {
     pub(super) fn finish_served(&self, result: ResultRef<'_>, served_by: Option<&str>) {
         let (caller, done, meter, first_pushed) = {
             let mut state = self.state();
+            if let Some(beat) = state.heartbeat.take() {
+                beat.ended.cancel();
+            }
             let meter = state.meter.take();
             (
                 state.caller.take(),
@@ -275,6 +300,144 @@ impl Flight {
         match to.target.end(to.correlation) {
             End::Ended | End::Unsent => self.finish(result),
             End::TooLate => {}
+        }
+    }
+
+    /// Notes what the request's `extras` ask while it runs: its progress passed on when
+    /// wanted, and for a push to a worker (`heartbeat`) a heartbeat timer, which ends the
+    /// dispatch `HeartbeatTimeout` when no progress came within the request's timeout.
+    pub(super) fn watch(self: &Arc<Self>, extras: &ExtrasRef<'_>, heartbeat: bool) {
+        if extras.is_none() {
+            return;
+        }
+        let extras = extras.read();
+        let timeout = heartbeat
+            .then(|| extras.heartbeat_timeout().ok().flatten())
+            .flatten();
+        let ended = {
+            let mut state = self.state();
+            if state.caller.is_none() {
+                return;
+            }
+            state.progress_wanted = extras.progress();
+            timeout.map(|timeout| {
+                let ended = CancellationToken::new();
+                state.heartbeat = Some(Heartbeat {
+                    timeout,
+                    last: Instant::now(),
+                    ended: ended.clone(),
+                });
+                ended
+            })
+        };
+        if let Some(ended) = ended {
+            self.spawn_heartbeat(ended);
+        }
+    }
+
+    /// Runs the heartbeat timer until the dispatch ends (`ended`): it wakes when the latest
+    /// progress plus the timeout is due, and holds no strong reference meanwhile.
+    fn spawn_heartbeat(self: &Arc<Self>, ended: CancellationToken) {
+        let flight = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let due = {
+                    let Some(flight) = flight.upgrade() else {
+                        return;
+                    };
+                    let state = flight.state();
+                    match (&state.caller, &state.heartbeat) {
+                        (Some(_), Some(beat)) => beat.last + beat.timeout,
+                        _ => return,
+                    }
+                };
+                tokio::select! {
+                    () = tokio::time::sleep_until(due) => {}
+                    () = ended.cancelled() => return,
+                }
+                let Some(flight) = flight.upgrade() else {
+                    return;
+                };
+                if flight.heartbeat_lapsed() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Ends the dispatch `HeartbeatTimeout` when no progress came within its heartbeat
+    /// timeout; false while one did, and the timer runs on.
+    fn heartbeat_lapsed(&self) -> bool {
+        let (worker_id, after) = {
+            let state = self.state();
+            let beat = match (&state.caller, &state.heartbeat) {
+                (Some(_), Some(beat)) => beat,
+                _ => return true,
+            };
+            if beat.last + beat.timeout > Instant::now() {
+                return false;
+            }
+            if let Some(PushedTo {
+                target: Target::Worker(link),
+                ..
+            }) = &state.pushed
+            {
+                if link.is_parked() {
+                    // The session waits for a resume, and its heartbeats with it.
+                    drop(state);
+                    self.beat();
+                    return false;
+                }
+            }
+            let after = state.first_pushed.map(|at| at.elapsed());
+            (state.worker_id.unwrap_or_default(), after)
+        };
+        let after_ms = after.map_or(0, |after| {
+            u64::try_from(after.as_millis()).unwrap_or(u64::MAX)
+        });
+        self.end(DispatchResult::HeartbeatTimeout {
+            worker_id,
+            after_ms,
+        });
+        true
+    }
+
+    /// Restarts the heartbeat timer.
+    fn beat(&self) {
+        if let Some(beat) = self.state().heartbeat.as_mut() {
+            beat.last = Instant::now();
+        }
+    }
+
+    /// The worker says the dispatch still runs: restarts its heartbeat timer, and passes
+    /// `details` on to a caller that wants them, at most [`PROGRESS_PER_SECOND`] a second.
+    /// Passed on under the state's lock, so no progress follows the outcome.
+    pub(crate) fn progressed(&self, details: &Bytes) {
+        let mut state = self.state();
+        if state.caller.is_none() {
+            return;
+        }
+        let now = Instant::now();
+        if let Some(beat) = state.heartbeat.as_mut() {
+            beat.last = now;
+        }
+        if !state.progress_wanted {
+            return;
+        }
+        let passed = match state.passed {
+            Some((since, passed)) if now.duration_since(since) < Duration::from_secs(1) => {
+                (since, passed)
+            }
+            _ => (now, 0),
+        };
+        if passed.1 >= PROGRESS_PER_SECOND {
+            drop(state);
+            self.counters.progress_dropped();
+            return;
+        }
+        state.passed = Some((passed.0, passed.1 + 1));
+        if let Some((caller, _)) = state.caller.as_ref() {
+            caller.progress(details);
         }
     }
 
@@ -475,6 +638,14 @@ impl Entry<ToWorker> for Flight {
             }
             Unanswered::Abandoned => self.shut_down(),
         }
+    }
+
+    fn progress(&self, details: &Bytes) {
+        self.progressed(details);
+    }
+
+    fn resumed(&self) {
+        self.beat();
     }
 
     fn released(&self, why: Release) {

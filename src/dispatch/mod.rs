@@ -27,5 +27,6 @@ pub use counters::DispatchCounters;
 pub(crate) use dispatcher::Started;
 pub use dispatcher::{Dispatcher, Placement};
 pub(crate) use flight::Flight;
+pub use flight::PROGRESS_PER_SECOND;
 pub use lintel_client::{DispatchOptions, DEFAULT_REPLY_TIMEOUT};
 pub(crate) use options::{asked, Options};

@@ -90,6 +90,10 @@ impl Relayed {
 }
 
 impl Entry<ToPeer> for Relayed {
+    fn progress(&self, details: &bytes::Bytes) {
+        self.flight.progressed(details);
+    }
+
     fn answered(&self, result: ResultRef<'_>) {
         // The clock is read only for an outcome that may be placed again.
         let may_wait = || {

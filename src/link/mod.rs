@@ -19,5 +19,5 @@ pub use charge::{Charge, RemoteSlot};
 pub use fate::{End, PushError, ReplyFate};
 pub use pair::{CountedLink, Pair, Retention};
 pub use peer::{PeerLink, RelayEntry, ToPeer};
-pub use table::{Entry, Kind, Link, Release, Unanswered};
+pub use table::{Entry, Kind, Link, Rebound, Release, Unanswered};
 pub use worker::{PushEntry, ToWorker, WorkerLink};

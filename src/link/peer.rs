@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{ExtrasRef, FrameRef, Relay, RequestRef, ResultRef, RoutingRef};
+use lintel_wire::{ExtrasRef, FeatureSet, FrameRef, Relay, RequestRef, ResultRef, RoutingRef};
 
 use lintel_transport::Outbound;
 
@@ -26,6 +26,8 @@ pub type PeerLink = Link<ToPeer>;
 pub struct ToPeer {
     node_id: Arc<str>,
     version: u16,
+    /// What the peer's hello listed.
+    listed: FeatureSet,
     sent: AtomicU64,
 }
 
@@ -46,6 +48,7 @@ impl Link<ToPeer> {
         let kind = ToPeer {
             node_id,
             version,
+            listed: outbound.listed(),
             sent,
         };
         Link::with(kind, outbound, false, Some(numbering))
@@ -54,6 +57,12 @@ impl Link<ToPeer> {
     /// The peer's node id.
     pub fn node_id(&self) -> &Arc<str> {
         &self.inner.kind.node_id
+    }
+
+    /// Whether the link can carry a relay that needs protocol `version` and the listed
+    /// `features`.
+    pub fn carries(&self, version: u16, features: FeatureSet) -> bool {
+        self.inner.kind.version >= version && self.inner.kind.listed.contains(features)
     }
 
     /// The protocol version the link speaks: from 3 relays may carry headers and a required
@@ -90,7 +99,7 @@ impl Link<ToPeer> {
             routing: routing.reborrow(),
             reply_timeout_ms,
         });
-        let sent = self.inner.outbound.try_send_ref(&relay);
+        let sent = vacant.outbound().try_send_ref(&relay);
         if let Err(err) = sent {
             return Err(PushError::from_send(err));
         }
@@ -107,7 +116,7 @@ impl Link<ToPeer> {
     /// True while the link's outbound queue is at its bound: the peer is alive but reading
     /// slowly, so placement skips it instead of queuing more relays behind its backlog.
     pub fn is_busy(&self) -> bool {
-        !self.inner.outbound.has_room()
+        !self.outbound().has_room()
     }
 
     /// Relays sent on this link.

@@ -39,6 +39,10 @@ pub trait Entry<K: Kind>: Send + Sync {
     fn released(&self, why: Release);
     /// The request now awaits its answer on `to`, under the same correlation.
     fn moved(&self, _to: &Link<K>, _correlation: u64) {}
+    /// The other side says a live request still runs, with what it says of it.
+    fn progress(&self, _details: &bytes::Bytes) {}
+    /// The request's answer now comes on the other side's new connection, as before.
+    fn resumed(&self) {}
 }
 
 /// Why a link let go of a live request without its answer.
@@ -86,11 +90,13 @@ struct Table<K: Kind> {
     pending: IdMap<u64, Record<K>>,
     /// While the link holds new requests until [`Link::open`], their frames in order.
     held: Option<Vec<(u64, Frame)>>,
+    /// Where the link's frames go: under the table's lock, so a worker's resumed session can
+    /// move the link to its new connection between two sends.
+    outbound: Outbound,
 }
 
 pub(super) struct Inner<K: Kind> {
     pub(super) kind: K,
-    pub(super) outbound: Outbound,
     table: Mutex<Table<K>>,
     /// Shared with the other links to the same peer incarnation, whose correlations continue
     /// one numbering; `None` numbers this link's requests from 1.
@@ -140,10 +146,10 @@ impl<K: Kind> Link<K> {
             next_correlation: 0,
             pending,
             held: holding.then(Vec::new),
+            outbound,
         });
         let inner = Inner {
             kind,
-            outbound,
             table,
             numbering,
             state: AtomicU8::new(OPEN),
@@ -183,7 +189,7 @@ impl<K: Kind> Link<K> {
             }
         }
         for (_, frame) in held {
-            if self.inner.outbound.send_owed(frame).is_err() {
+            if table.outbound.send_owed(frame).is_err() {
                 break;
             }
         }
@@ -203,7 +209,7 @@ impl<K: Kind> Link<K> {
                 record.stage = Stage::Ended(Instant::now());
                 // Owed: at most one per request, and requests are bounded by what they hold.
                 let cancel = Frame::Cancel(Cancel { correlation });
-                let _ = self.inner.outbound.send_owed(cancel);
+                let _ = table.outbound.send_owed(cancel);
                 End::Ended
             }
             Stage::Held => {
@@ -238,6 +244,22 @@ impl<K: Kind> Link<K> {
                 ReplyFate::Late
             }
         }
+    }
+
+    /// Hands the other side's progress to live request `correlation`; false when no live
+    /// request has it (the progress is dropped).
+    pub fn progress(&self, correlation: u64, details: &bytes::Bytes) -> bool {
+        let entry = {
+            let table = self.table();
+            match table.pending.get(&correlation) {
+                Some(record) if !matches!(record.stage, Stage::Ended(_)) => {
+                    Arc::clone(&record.entry)
+                }
+                _ => return false,
+            }
+        };
+        entry.progress(details);
+        true
     }
 
     /// Lets go of requests that ended at or before `cutoff` and still have no answer; returns
@@ -384,6 +406,68 @@ impl<K: Kind> Link<K> {
         }
     }
 
+    /// Moves the link to `outbound`, the other side's new connection, which says it holds
+    /// `holding`: a live request listed stays and its answer now comes there; every other live
+    /// one is lost and every ended one let go. `answer(&rebound)` is queued there first, before
+    /// any frame of the link's. `None`, changing nothing, once the link is closed.
+    pub fn rebind(
+        &self,
+        outbound: Outbound,
+        holding: &[u64],
+        answer: impl FnOnce(&Rebound) -> Frame,
+    ) -> Option<Rebound> {
+        let mut rebound = Rebound::default();
+        let (lost, released, attached) = {
+            let mut table = self.table();
+            if self.inner.state.load(Ordering::Acquire) == CLOSED {
+                return None;
+            }
+            let mut listed = std::collections::HashSet::with_capacity(holding.len());
+            let mut attached = Vec::new();
+            for &correlation in holding {
+                if !listed.insert(correlation) {
+                    continue;
+                }
+                match table.pending.get(&correlation) {
+                    Some(record) if !matches!(record.stage, Stage::Ended(_)) => {
+                        rebound.attached.push(correlation);
+                        attached.push(Arc::clone(&record.entry));
+                    }
+                    _ => rebound.unknown.push(correlation),
+                }
+            }
+            let mut lost = Vec::new();
+            let mut released = Vec::new();
+            table.pending.retain(|correlation, record| {
+                let keep = match record.stage {
+                    Stage::Ended(_) => false,
+                    Stage::Held | Stage::Live => listed.contains(correlation),
+                };
+                if !keep {
+                    let into = match record.stage {
+                        Stage::Ended(_) => &mut released,
+                        Stage::Held | Stage::Live => &mut lost,
+                    };
+                    into.push((*correlation, Arc::clone(&record.entry)));
+                }
+                keep
+            });
+            let _ = outbound.send_owed(answer(&rebound));
+            table.outbound = outbound;
+            (lost, released, attached)
+        };
+        for entry in attached {
+            entry.resumed();
+        }
+        for (_, entry) in sorted(lost) {
+            entry.unanswered(Unanswered::Lost);
+        }
+        for (_, entry) in sorted(released) {
+            entry.released(Release::LinkClosed);
+        }
+        Some(rebound)
+    }
+
     /// Moves live request `correlation` to `to`, where its answer now comes; one `to` cannot
     /// take (closed) is lost.
     pub fn move_to(&self, correlation: u64, to: &Link<K>) {
@@ -411,6 +495,11 @@ impl<K: Kind> Link<K> {
         }
     }
 
+    /// The outbound queue the link sends on now.
+    pub(super) fn outbound(&self) -> Outbound {
+        self.table().outbound.clone()
+    }
+
     fn table(&self) -> MutexGuard<'_, Table<K>> {
         // Every update leaves the table consistent before anything that could panic.
         self.inner
@@ -418,6 +507,21 @@ impl<K: Kind> Link<K> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// What [`Link::rebind`] made of the requests the other side said it holds, in its order.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Rebound {
+    /// Live requests whose answers now come on the new connection.
+    pub attached: Vec<u64>,
+    /// Requests this link does not hold live: their dispatches ended.
+    pub unknown: Vec<u64>,
+}
+
+/// `entries` by correlation, so their outcomes go out in the same order in every run.
+fn sorted<E>(mut entries: Vec<(u64, E)>) -> Vec<(u64, E)> {
+    entries.sort_unstable_by_key(|(correlation, _)| *correlation);
+    entries
 }
 
 /// The next correlation id of an open link, whose table stays locked until the request is
@@ -429,6 +533,11 @@ pub(super) struct Vacant<'a, K: Kind> {
 }
 
 impl<K: Kind> Vacant<'_, K> {
+    /// The outbound queue to send the request on, under the table's lock.
+    pub(super) fn outbound(&self) -> &Outbound {
+        &self.table.outbound
+    }
+
     /// True while the link holds new requests until it opens: take them with
     /// [`Vacant::hold`], not [`Vacant::insert`].
     pub(super) fn holding(&self) -> bool {
@@ -619,6 +728,41 @@ mod tests {
                 vec!["LinkClosed"]
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn rebinding_keeps_listed_live_requests_loses_the_rest_and_answers_first_there() {
+        let (link, _cut) = link(false).await;
+        let heard: Vec<Arc<Heard>> = (0..3).map(|_| Arc::new(Heard::default())).collect();
+        let ids: Vec<u64> = heard.iter().map(|heard| take(&link, heard)).collect();
+        assert_eq!(link.end(ids[2]), End::Ended);
+        let (next, mut peer) = outbound().await;
+        let rebound = link
+            .rebind(next, &[ids[0], ids[2], 99, ids[0]], |rebound| {
+                Frame::Ping(Ping {
+                    nonce: rebound.attached.len() as u64,
+                })
+            })
+            .unwrap();
+        assert_eq!(rebound.attached, [ids[0]]);
+        assert_eq!(rebound.unknown, [ids[2], 99]);
+        assert_eq!(next_frame(&mut peer).await, Frame::Ping(Ping { nonce: 1 }));
+        assert_eq!(link.end(ids[0]), End::Ended);
+        let cancel = Frame::Cancel(Cancel {
+            correlation: ids[0],
+        });
+        assert_eq!(
+            next_frame(&mut peer).await,
+            cancel,
+            "sent on the new connection"
+        );
+        let all: Vec<Vec<String>> = heard.iter().map(|heard| heard.all()).collect();
+        assert_eq!(all, [vec![], vec!["Lost"], vec!["LinkClosed"]]);
+        link.close();
+        let (outbound, _peer) = outbound().await;
+        assert!(link
+            .rebind(outbound, &[], |_| Frame::Ping(Ping { nonce: 0 }))
+            .is_none());
     }
 
     #[tokio::test(start_paused = true)]

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use lintel_wire::{ExtrasRef, Frame, FrameRef, Push, RequestRef, ResponseRef};
+use lintel_wire::{ExtrasRef, FeatureSet, Frame, FrameRef, Push, RequestRef, ResponseRef};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use lintel_wire::Goodbye;
@@ -28,15 +28,21 @@ pub type WorkerLink = Link<ToWorker>;
 pub struct ToWorker {
     pid: u64,
     version: u16,
+    /// What the worker listed in its `Features`.
+    listed: FeatureSet,
     superseded: AtomicBool,
+    /// The worker's session waits for a resume: its connection is lost.
+    parked: AtomicBool,
 }
 
 impl ToWorker {
-    fn new(pid: u64, version: u16) -> Self {
+    fn new(pid: u64, version: u16, listed: FeatureSet) -> Self {
         Self {
             pid,
             version,
+            listed,
             superseded: AtomicBool::new(false),
+            parked: AtomicBool::new(false),
         }
     }
 }
@@ -49,13 +55,15 @@ impl Link<ToWorker> {
     /// A link for the connection `pid`, speaking protocol `version`, whose frames go to
     /// `outbound`.
     pub fn new(pid: u64, version: u16, outbound: Outbound) -> Self {
-        Link::with(ToWorker::new(pid, version), outbound, false, None)
+        let kind = ToWorker::new(pid, version, outbound.listed());
+        Link::with(kind, outbound, false, None)
     }
 
     /// A link that holds pushes until [`WorkerLink::open`]; a registering connection uses it
     /// so no push overtakes the `Registered` frame.
     pub fn held(pid: u64, version: u16, outbound: Outbound) -> Self {
-        Link::with(ToWorker::new(pid, version), outbound, true, None)
+        let kind = ToWorker::new(pid, version, outbound.listed());
+        Link::with(kind, outbound, true, None)
     }
 
     /// Closes the link because another registration of the worker's deployment and instance
@@ -67,13 +75,24 @@ impl Link<ToWorker> {
         let goodbye = Goodbye {
             reason: Goodbye::SUPERSEDED.into(),
         };
-        let _ = self.inner.outbound.send_owed(Frame::Goodbye(goodbye));
-        self.inner.outbound.close();
+        let outbound = self.outbound();
+        let _ = outbound.send_owed(Frame::Goodbye(goodbye));
+        outbound.close();
     }
 
     /// True once [`WorkerLink::supersede`] was called.
     pub fn is_superseded(&self) -> bool {
         self.inner.kind.superseded.load(Ordering::Acquire)
+    }
+
+    /// Notes whether the worker's session waits for a resume (its heartbeat timers wait too).
+    pub fn set_parked(&self, parked: bool) {
+        self.inner.kind.parked.store(parked, Ordering::Release);
+    }
+
+    /// True while the worker's session waits for a resume.
+    pub fn is_parked(&self) -> bool {
+        self.inner.kind.parked.load(Ordering::Acquire)
     }
 
     /// The connection this link pushes on.
@@ -85,6 +104,17 @@ impl Link<ToWorker> {
     /// or a required deployment.
     pub fn version(&self) -> u16 {
         self.inner.kind.version
+    }
+
+    /// Whether the worker can carry a request that needs protocol `version` and the listed
+    /// `features`.
+    pub fn carries(&self, version: u16, features: FeatureSet) -> bool {
+        self.inner.kind.version >= version && self.inner.kind.listed.contains(features)
+    }
+
+    /// What the worker listed in its `Features` on the connection the link was made for.
+    pub fn listed(&self) -> FeatureSet {
+        self.inner.kind.listed
     }
 
     /// Queues `request` with its `extras` as a push whose fate `entry` hears, written as the
@@ -116,7 +146,7 @@ impl Link<ToWorker> {
             request: request.reborrow(),
             extras: extras.reborrow(),
         });
-        if let Err(err) = self.inner.outbound.try_send_ref(&push) {
+        if let Err(err) = vacant.outbound().try_send_ref(&push) {
             return Err(PushError::from_send(err));
         }
         Ok(vacant.insert(entry))

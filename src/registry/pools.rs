@@ -394,6 +394,7 @@ impl Registry {
         let wants = Wants {
             node: address.node.map(str::to_owned),
             needs_version: address.needs_version,
+            needs_features: address.needs_features,
             deployment: address.deployment.map(str::to_owned),
             relay,
         };
@@ -474,6 +475,14 @@ impl Registry {
         }
         self.touched();
         Ok(())
+    }
+
+    /// Notes that worker `id`'s session resumed on connection `pid`.
+    pub fn moved(&self, id: WorkerId, pid: u64) {
+        let state = self.lock();
+        if let Some(worker) = state.workers.get(&id) {
+            worker.pid.store(pid, Ordering::Relaxed);
+        }
     }
 
     /// Sets or clears one of a worker's exclusions; true when that changed it. A worker none
@@ -865,6 +874,7 @@ fn key_address<'a>(key: &'a WaitKey, wants: &'a Wants) -> Address<'a> {
         activity_type: &key.activity_type,
         node: wants.node.as_deref(),
         needs_version: wants.needs_version,
+        needs_features: wants.needs_features,
         deployment: wants.deployment.as_deref(),
     }
 }
@@ -1066,7 +1076,10 @@ impl Grants<Placed> for FreeSlots<'_> {
     fn offer(&mut self, to: Grantee<'_>, waiter: &Waiter<Placed>) -> Option<Placed> {
         let wants = &waiter.wants;
         let tiers = Tiers::new(&waiter.routing.view(), wants.node.as_deref());
-        let wanted = self.worker.link.version() >= wants.needs_version
+        let wanted = self
+            .worker
+            .link
+            .carries(wants.needs_version, wants.needs_features)
             && compatible(self.worker, &to.key.activity_type, tiers.last)
             && of_deployment(self.worker, wants.deployment.as_deref());
         if !wanted {
@@ -1295,6 +1308,7 @@ mod tests {
         activity_type: "act",
         node: None,
         needs_version: 1,
+        needs_features: lintel_wire::FeatureSet::NONE,
         deployment: None,
     };
 

@@ -1,6 +1,6 @@
 //! Which workers a dispatch may use: node tiers from the routing, and eligibility.
 
-use lintel_wire::{Census, Names, NoWorkerReason, NodeRouting, RoutingRef};
+use lintel_wire::{Census, FeatureSet, Names, NoWorkerReason, NodeRouting, RoutingRef};
 
 use lintel_client::status::Standing;
 
@@ -18,6 +18,9 @@ pub struct Address<'a> {
     /// The lowest protocol version a worker (or a peer link) needs to carry the dispatch: 1,
     /// or 3 for one with headers or a required deployment.
     pub needs_version: u16,
+    /// What a worker (or a peer link) must have listed to carry it: `heartbeat-timeout` for
+    /// a request with a heartbeat timeout.
+    pub needs_features: FeatureSet,
     /// The deployment a worker must be registered with; `None` takes any.
     pub deployment: Option<&'a str>,
 }
@@ -89,7 +92,9 @@ impl<'a> Tiers<'a> {
 /// The cheap atomic checks come first: in a saturated pool they reject without string look-ups.
 pub(crate) fn eligible(worker: &WorkerCell, address: &Address<'_>, filter: NodeFilter<'_>) -> bool {
     worker.has_free_slot()
-        && worker.link.version() >= address.needs_version
+        && worker
+            .link
+            .carries(address.needs_version, address.needs_features)
         && compatible(worker, address.activity_type, filter)
         && of_deployment(worker, address.deployment)
 }
@@ -251,7 +256,9 @@ pub(crate) fn census<'a>(
             unreachable: u32::from(state == Standing::Unreachable),
         };
         let full = u32::from(state == Standing::Eligible && worker.is_full());
-        let can_carry = worker.link.version() >= address.needs_version;
+        let can_carry = worker
+            .link
+            .carries(address.needs_version, address.needs_features);
         tally.deployment(bucketed, full, can_carry);
     }
     tally

@@ -63,6 +63,8 @@ pub(super) struct Wants {
     pub(super) node: Option<String>,
     /// The lowest protocol version of a worker that can carry its request.
     pub(super) needs_version: u16,
+    /// What a worker must have listed to carry its request.
+    pub(super) needs_features: lintel_wire::FeatureSet,
     /// The deployment its worker must be registered with.
     pub(super) deployment: Option<String>,
     /// Whether a relay to a peer may serve it instead of a worker here.

@@ -1,7 +1,7 @@
 //! One registered worker's shared record: its registration, link, slot counters and why it is
 //! out of selection, if it is.
 
-use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use lintel_client::status::Standing;
 use lintel_wire::channel::dispatch_channel_name;
@@ -49,7 +49,8 @@ impl Exclusion {
 #[derive(Debug)]
 pub(crate) struct WorkerCell {
     pub(super) id: WorkerId,
-    pub(super) pid: u64,
+    /// The connection it is registered on; a resumed session moves it to another.
+    pub(super) pid: AtomicU64,
     pub(super) registration: Registration,
     pub(super) link: WorkerLink,
     pub(super) max_concurrency: AtomicU32,
@@ -70,7 +71,7 @@ impl WorkerCell {
     ) -> Self {
         Self {
             id,
-            pid,
+            pid: AtomicU64::new(pid),
             max_concurrency: AtomicU32::new(registration.max_concurrency),
             in_flight: AtomicU32::new(0),
             excluded: AtomicU8::new(exclusion.map_or(0, Exclusion::bit)),
@@ -163,7 +164,7 @@ impl WorkerCell {
     pub(super) fn status(&self) -> WorkerStatus {
         WorkerStatus {
             worker_id: self.id,
-            pid: self.pid,
+            pid: self.pid.load(Ordering::Relaxed),
             identity: self.registration.identity.clone(),
             node: self.registration.node.clone(),
             activity_types: self.registration.activity_types.iter().cloned().collect(),

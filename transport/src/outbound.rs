@@ -475,6 +475,11 @@ impl Outbound {
         self.pipe.listed.store(listed.bits(), Ordering::Relaxed);
     }
 
+    /// What the reader listed, as [`Outbound::listen`] last set it.
+    pub fn listed(&self) -> FeatureSet {
+        FeatureSet::from_bits(self.pipe.listed.load(Ordering::Relaxed))
+    }
+
     /// The protocol version frames are written as.
     pub fn version(&self) -> u16 {
         self.pipe.version.load(Ordering::Relaxed)

@@ -12,6 +12,7 @@ use lintel_wire::{
 use tokio_util::sync::CancellationToken;
 
 use super::cancel::CancelSignal;
+use super::heartbeat::{Heartbeat, HeartbeatError};
 
 /// A pushed request as a handler gets it: its names are [`CompactString`]s (read as `str`;
 /// up to 24 bytes held inline, not allocated), its input a [`Bytes`], and a
@@ -70,6 +71,7 @@ pub struct Request {
     /// The producer's wall-clock deadline, milliseconds since the Unix epoch.
     pub deadline_unix_ms: Option<u64>,
     cancel: CancelSignal,
+    heartbeat: Heartbeat,
 }
 
 impl Request {
@@ -92,6 +94,7 @@ impl Request {
             input: input.into(),
             deadline_unix_ms: None,
             cancel: CancelSignal::default(),
+            heartbeat: Heartbeat::default(),
         }
     }
 
@@ -111,8 +114,28 @@ impl Request {
         self.cancel.clone()
     }
 
-    /// The request as pushed, with its signal.
-    fn pushed(request: DispatchRequest<Compact>, cancel: CancelSignal) -> Self {
+    /// Tells the node the request still runs, with `details` for its producer (at most 4096
+    /// bytes; empty is a heartbeat alone). A request with a heartbeat timeout
+    /// ([`Extras::heartbeat_timeout`]) needs one at least that often, or it ends
+    /// `HeartbeatTimeout`. Never waits: a heartbeat the connection cannot take now is dropped.
+    ///
+    /// # Errors
+    /// [`HeartbeatError`] says why nothing was sent; the request still runs.
+    pub fn heartbeat(&self, details: impl Into<Bytes>) -> Result<(), HeartbeatError> {
+        self.heartbeat.beat(details)
+    }
+
+    /// What sends this request's heartbeats, for spawned or blocking work.
+    pub fn heartbeater(&self) -> Heartbeat {
+        self.heartbeat.clone()
+    }
+
+    /// The request as pushed, with its signal and its heartbeat.
+    fn pushed(
+        request: DispatchRequest<Compact>,
+        cancel: CancelSignal,
+        heartbeat: Heartbeat,
+    ) -> Self {
         let DispatchRequest {
             namespace,
             task_queue,
@@ -137,6 +160,7 @@ impl Request {
             input,
             deadline_unix_ms,
             cancel,
+            heartbeat,
         }
     }
 }
@@ -253,7 +277,11 @@ impl Answered {
 ///
 /// Takes the push boxed, as it was decoded: a future's arguments live in it beside its later
 /// state, so a request passed unboxed would be held twice.
-pub(super) async fn run_handler<H: Handler>(handler: Arc<H>, push: Box<Push<Compact>>) -> Answered {
+pub(super) async fn run_handler<H: Handler>(
+    handler: Arc<H>,
+    push: Box<Push<Compact>>,
+    heartbeat: Heartbeat,
+) -> Answered {
     let Push {
         correlation,
         request,
@@ -267,7 +295,7 @@ pub(super) async fn run_handler<H: Handler>(handler: Arc<H>, push: Box<Push<Comp
     let token = CancellationToken::new();
     let _fire = token.clone().drop_guard();
     let cancel = CancelSignal::new(token, request.deadline_unix_ms);
-    let request = Request::pushed(request, cancel);
+    let request = Request::pushed(request, cancel, heartbeat);
     let outcome = AssertUnwindSafe(handler.handle_with(request, extras))
         .catch_unwind()
         .await

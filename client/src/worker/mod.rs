@@ -15,6 +15,7 @@
 mod cancel;
 mod config;
 mod handler;
+mod heartbeat;
 mod retries;
 mod runtime;
 mod session;
@@ -33,6 +34,7 @@ pub use config::{Backoff, WorkerConfig, WorkerConfigBuilder, WorkerConfigError};
 pub use handler::{
     handler_fn, handler_fn_with, Extras, FnHandler, FnHandlerWith, Handler, Request,
 };
+pub use heartbeat::{Heartbeat, HeartbeatError};
 use runtime::Runtime;
 pub use state::{Fatal, WorkerState};
 

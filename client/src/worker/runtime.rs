@@ -99,7 +99,8 @@ impl<H: Handler> Runtime<H> {
             timeout: self.config.handshake_timeout,
             max_frame_len: self.config.max_frame_len,
             queue_len: self.config.queue_len,
-            understands: FeatureSet::NONE,
+            // Its handlers answer a heartbeat timeout with `Request::heartbeat`.
+            understands: FeatureSet::HEARTBEAT_TIMEOUT,
         };
         let (conn, address) = match nodes
             .connect(&handshake, self.config.tls.as_ref(), avoid)

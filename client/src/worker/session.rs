@@ -15,6 +15,7 @@ use tokio::task::{AbortHandle, JoinError, JoinSet};
 use tokio::time::Instant;
 
 use super::handler::{run_handler, Answered, Handler};
+use super::heartbeat::Heartbeat;
 use super::state::{SessionEnd, WorkerState};
 use crate::connect::decode_error_frame;
 use lintel_transport::burst::Burst;
@@ -254,10 +255,11 @@ impl<H: Handler> Session<'_, H> {
             extras: extras.to_compact(),
         });
         let handler = Arc::clone(&self.handler);
+        let heartbeat = Heartbeat::new(self.outbound.clone(), correlation);
         // The request stays in its box until the handler takes it, so the task holds it once.
         // Built in the call that boxes it: the future is the handler's whole state, large to move.
         let task = if self.handler.runs_briefly() {
-            let mut run = Box::pin(run_handler(handler, push));
+            let mut run = Box::pin(run_handler(handler, push, heartbeat));
             // A handler that must wait is polled again, with its own waker, in its task.
             if let Some(answered) = (&mut run).now_or_never() {
                 if let Some(draining) = &mut self.draining {
@@ -267,7 +269,7 @@ impl<H: Handler> Session<'_, H> {
             }
             self.tasks.spawn(run)
         } else {
-            self.tasks.spawn(run_handler(handler, push))
+            self.tasks.spawn(run_handler(handler, push, heartbeat))
         };
         self.in_flight.insert(correlation, task);
         Ok(())

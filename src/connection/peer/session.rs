@@ -657,10 +657,21 @@ impl Session<'_> {
             }
             Frame::Pong(_) => Ok(None),
             Frame::Goodbye(_) | Frame::Error(_) => Err(Close::Quietly),
-            Frame::Progress(_) => match NotImplemented::kind(FrameKind::Progress, IMPLEMENTED) {
-                Some(missing) => Err(Close::error(ErrorCode::Unsupported, missing.to_string())),
-                None => Ok(None),
-            },
+            Frame::Progress(progress) => {
+                if let Some(missing) = NotImplemented::kind(FrameKind::Progress, IMPLEMENTED) {
+                    return Err(Close::error(ErrorCode::Unsupported, missing.to_string()));
+                }
+                // To the relay it names, on this link or a cut one it resumes; else dropped.
+                let (correlation, details) = (progress.correlation, &progress.details);
+                if !self.remote.link.progress(correlation, details) {
+                    for (cut, _) in &self.resuming {
+                        if cut.progress(correlation, details) {
+                            break;
+                        }
+                    }
+                }
+                Ok(None)
+            }
             other => Err(Close::unexpected(other.name(), "on a peer link")),
         }
     }

@@ -1,5 +1,6 @@
 //! A fault-injecting hop on loopback: a TCP proxy in front of a node that can be partitioned
-//! (bytes stop moving both ways, no FIN, as when a network drops packets) and healed.
+//! (bytes stop moving both ways, no FIN, as when a network drops packets) and healed, or reset
+//! (every connection through it closed at once, both ways).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +16,8 @@ pub struct Proxy {
     cut: Arc<watch::Sender<bool>>,
     /// Where connections go; until it is set, they wait.
     target: Arc<watch::Sender<Option<SocketAddr>>>,
+    /// Counts resets; a connection closes when it changes.
+    resets: Arc<watch::Sender<u64>>,
     task: JoinHandle<()>,
 }
 
@@ -33,16 +36,25 @@ impl Proxy {
         let addr = listener.local_addr().expect("proxy addr");
         let cut = Arc::new(watch::channel(false).0);
         let target = Arc::new(watch::channel(None).0);
-        let (accepting, aimed) = (Arc::clone(&cut), Arc::clone(&target));
+        let resets = Arc::new(watch::channel(0).0);
+        let (accepting, aimed, resetting) =
+            (Arc::clone(&cut), Arc::clone(&target), Arc::clone(&resets));
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(pump(client, aimed.subscribe(), accepting.subscribe()));
+                let reset = resetting.subscribe();
+                tokio::spawn(pump(
+                    client,
+                    aimed.subscribe(),
+                    accepting.subscribe(),
+                    reset,
+                ));
             }
         });
         Self {
             addr,
             cut,
             target,
+            resets,
             task,
         }
     }
@@ -58,6 +70,11 @@ impl Proxy {
         self.cut.send_replace(true);
     }
 
+    /// Closes every connection open through the proxy, both ways; later ones go through.
+    pub fn reset(&self) {
+        self.resets.send_modify(|resets| *resets += 1);
+    }
+
     /// Lets new connections through again; those cut stay dead and are closed now.
     pub fn heal(&self) {
         self.cut.send_replace(false);
@@ -70,13 +87,14 @@ impl Drop for Proxy {
     }
 }
 
-/// Forwards between `client` and the target, once there is one, until either side closes or a
-/// partition starts; a cut connection holds its sockets open and silent until the heal, then
-/// closes them.
+/// Forwards between `client` and the target, once there is one, until either side closes, a
+/// reset, or a partition starts; a cut connection holds its sockets open and silent until the
+/// heal, then closes them.
 async fn pump(
     mut client: TcpStream,
     mut target: watch::Receiver<Option<SocketAddr>>,
     mut cut: watch::Receiver<bool>,
+    mut reset: watch::Receiver<u64>,
 ) {
     let _ = client.set_nodelay(true);
     let aimed = match target.wait_for(Option::is_some).await {
@@ -89,6 +107,7 @@ async fn pump(
             let _ = server.set_nodelay(true);
             tokio::select! {
                 _ = tokio::io::copy_bidirectional(&mut client, &mut server) => return,
+                _ = reset.changed() => return,
                 _ = cut.wait_for(|cut| *cut) => {}
             }
             let _ = cut.wait_for(|cut| !*cut).await;
