@@ -274,7 +274,10 @@ async fn prometheus_reads_the_backlog_count_and_age_the_examples_scale_on() {
             let (producer, waits) = (producer.clone(), waits.clone());
             waiting.spawn(async move {
                 producer
-                    .dispatch(request(namespace, "echo", &i.to_string()), &waits)
+                    .dispatch(
+                        &support::dispatch_of(request(namespace, "echo", &i.to_string())),
+                        &waits,
+                    )
                     .await
             });
         }

@@ -69,14 +69,17 @@ async fn a_pools_outcomes_latency_waiting_and_slots_carry_its_channel_name() {
     let now = DispatchOptions::default();
     for i in 0..5 {
         let done = producer
-            .dispatch(request("billing", "echo", &i.to_string()), &now)
+            .dispatch(
+                &support::dispatch_of(request("billing", "echo", &i.to_string())),
+                &now,
+            )
             .await
             .expect("connection stays up");
         assert!(matches!(done, DispatchResult::Completed(_)), "{done:?}");
     }
     for _ in 0..2 {
         let missed = producer
-            .dispatch(request("nowhere", "echo", "x"), &now)
+            .dispatch(&support::dispatch_of(request("nowhere", "echo", "x")), &now)
             .await
             .expect("connection stays up");
         assert!(matches!(missed, DispatchResult::NoWorker(_)), "{missed:?}");
@@ -89,7 +92,10 @@ async fn a_pools_outcomes_latency_waiting_and_slots_carry_its_channel_name() {
         let (producer, waits) = (producer.clone(), waits.clone());
         holds.spawn(async move {
             producer
-                .dispatch(request("billing", "hold", &i.to_string()), &waits)
+                .dispatch(
+                    &support::dispatch_of(request("billing", "hold", &i.to_string())),
+                    &waits,
+                )
                 .await
         });
         if i < 2 {
@@ -296,7 +302,10 @@ async fn a_pool_name_the_text_format_must_escape_parses_back_whole() {
     let (node, admin) = TestNode::with_admin(NodeConfig::default()).await;
     let producer = client(node.addr).await;
     let missed = producer
-        .dispatch(request(namespace, "echo", "x"), &DispatchOptions::default())
+        .dispatch(
+            &support::dispatch_of(request(namespace, "echo", "x")),
+            &DispatchOptions::default(),
+        )
         .await
         .expect("connection stays up");
     assert!(matches!(missed, DispatchResult::NoWorker(_)), "{missed:?}");
