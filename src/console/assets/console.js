@@ -449,21 +449,37 @@ function deploymentPill(current) {
   );
 }
 
-// A pool's own outcome rates and latency, when /status carries them as `pool.traffic` in the
-// shape of a /window point ({rates, p50_ms, p99_ms}); nothing until then.
-function trafficFigures(pool) {
-  const traffic = pool.traffic;
-  if (!traffic || typeof traffic !== "object" || !traffic.rates) return [];
-  const rates = traffic.rates;
+// A pool's own outcome rates and push-to-reply latency over the last seconds, from /window's
+// `pools` ({span_ms, channels: {channel: {counts, rates, p50_ms, p99_ms}}}). A pool the node
+// counts under `other` (past metrics_max_pools) has no figures of its own.
+function trafficFigures(pool, traffic) {
+  if (!traffic || typeof traffic !== "object" || !traffic.channels) return [];
+  const span = traffic.span_ms > 0 ? `over the last ${Math.round(traffic.span_ms / 1000)} s` : "no reading yet";
+  const own = Object.prototype.hasOwnProperty.call(traffic.channels, pool.channel) ? traffic.channels[pool.channel] : null;
+  if (!own) {
+    return [
+      el(
+        "span",
+        { class: "figure traffic hint", title: "past metrics_max_pools, this pool's outcomes are counted under other" },
+        "rates counted under other",
+      ),
+    ];
+  }
+  const rates = own.rates || {};
   const other = Object.entries(rates).reduce((sum, [name, r]) => (name === "completed" ? sum : sum + r), 0);
   return [
-    figure("completed-rate", rate(rates.completed || 0), "completed / s"),
-    figure("other-rate", rate(other), "other outcomes / s"),
-    figure("p99", millis(traffic.p99_ms), "p99"),
+    el(
+      "span",
+      { class: "traffic", title: `outcomes per second and push-to-reply latency ${span}` },
+      figure("completed-rate", rate(rates.completed || 0), "completed / s"),
+      figure("other-rate", rate(other), "other outcomes / s"),
+      figure("p50", millis(own.p50_ms), "p50"),
+      figure("p99", millis(own.p99_ms), "p99"),
+    ),
   ];
 }
 
-function drawPools(status) {
+function drawPools(status, traffic) {
   const current = new Map((status.current_deployments || []).map((c) => [c.channel, c]));
   const cards = status.pools.map((pool) => {
     const f = poolFigures(pool);
@@ -489,7 +505,7 @@ function drawPools(status) {
           f.draining > 0 ? figure("draining", f.draining, "draining") : null,
           figure("slots", f.slots, "slots"),
           figure("workers", pool.workers.length, pool.workers.length === 1 ? "worker" : "workers"),
-          ...trafficFigures(pool),
+          ...trafficFigures(pool, traffic),
         ),
       ),
       drawWorkers(pool),
@@ -711,7 +727,7 @@ async function refresh() {
     drawTiles(window, status);
     drawPlots(window);
     drawMesh(status, status.peer_consoles || {});
-    drawPools(status);
+    drawPools(status, window.pools);
     drawDeployments(status);
     drawWaiting(status);
     $("problem").hidden = true;
