@@ -450,31 +450,24 @@ function deploymentPill(current) {
 }
 
 // A pool's own outcome rates and push-to-reply latency over the last seconds, from /window's
-// `pools` ({span_ms, channels: {channel: {counts, rates, p50_ms, p99_ms}}}). A pool the node
-// counts under `other` (past metrics_max_pools) has no figures of its own.
+// `pools` ({span_ms, channels: {channel: {counts, rates, p50_ms, p99_ms}}}). A pool missing
+// there has dashes: read by no sample yet, or counted under `other` (past metrics_max_pools).
 function trafficFigures(pool, traffic) {
   if (!traffic || typeof traffic !== "object" || !traffic.channels) return [];
-  const span = traffic.span_ms > 0 ? `over the last ${Math.round(traffic.span_ms / 1000)} s` : "no reading yet";
   const own = Object.prototype.hasOwnProperty.call(traffic.channels, pool.channel) ? traffic.channels[pool.channel] : null;
-  if (!own) {
-    return [
-      el(
-        "span",
-        { class: "figure traffic hint", title: "past metrics_max_pools, this pool's outcomes are counted under other" },
-        "rates counted under other",
-      ),
-    ];
-  }
-  const rates = own.rates || {};
-  const other = Object.entries(rates).reduce((sum, [name, r]) => (name === "completed" ? sum : sum + r), 0);
+  const title = !own
+    ? "no figures of this pool's own: not sampled yet, or past metrics_max_pools and counted under other"
+    : `outcomes per second and push-to-reply latency over the last ${Math.round(traffic.span_ms / 1000)} s`;
+  const rates = own ? own.rates || {} : null;
+  const other = rates ? Object.entries(rates).reduce((sum, [name, r]) => (name === "completed" ? sum : sum + r), 0) : null;
   return [
     el(
       "span",
-      { class: "traffic", title: `outcomes per second and push-to-reply latency ${span}` },
-      figure("completed-rate", rate(rates.completed || 0), "completed / s"),
-      figure("other-rate", rate(other), "other outcomes / s"),
-      figure("p50", millis(own.p50_ms), "p50"),
-      figure("p99", millis(own.p99_ms), "p99"),
+      { class: "traffic", title },
+      figure("completed-rate", rates ? rate(rates.completed || 0) : "–", "completed / s"),
+      figure("other-rate", rates ? rate(other) : "–", "other outcomes / s"),
+      figure("p50", millis(own ? own.p50_ms : null), "p50"),
+      figure("p99", millis(own ? own.p99_ms : null), "p99"),
     ),
   ];
 }
