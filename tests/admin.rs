@@ -1,6 +1,7 @@
 //! The admin listener of a real node under load: `/metrics` parsed as Prometheus text,
-//! `/health`, `/ready`, `/linked`, `/status`, `/window`, and the console's files with their
-//! Content-Security-Policy (`tests/console.rs` loads the console in a browser).
+//! `/health`, `/ready`, `/linked`, `/status`, `/window` (node-wide and each pool's own), and
+//! the console's files with their Content-Security-Policy (`tests/console.rs` loads the
+//! console in a browser).
 
 use lintel_test_support as support;
 
@@ -262,6 +263,84 @@ async fn the_window_gives_each_second_outcome_rates_and_latency_percentiles() {
     let p99 = point["p99_ms"].as_f64().expect("a p99");
     assert!(p50 > 0.0 && p50 <= p99, "{point}");
     assert!(window["last_minute"]["rates"]["completed"].as_f64() > Some(0.0));
+}
+
+/// `/window` until `holds` is true of it, read every 100 ms within the test's bound.
+async fn window_until(
+    admin: std::net::SocketAddr,
+    what: &str,
+    holds: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let mut every = tokio::time::interval(std::time::Duration::from_millis(100));
+    support::within(what, async {
+        loop {
+            every.tick().await;
+            let (code, window) = get(admin, "/window").await;
+            assert_eq!(code, 200, "{window}");
+            let window: serde_json::Value = serde_json::from_str(&window).expect("JSON");
+            if holds(&window) {
+                return window;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_window_gives_each_pool_its_own_outcomes_and_latency() {
+    const DISPATCHES: u64 = 7;
+    let (node, admin) = TestNode::with_admin(NodeConfig::default()).await;
+    let echo = || {
+        handler_fn(|request: lintel::sdk::Request| {
+            std::future::ready(ActivityOutcome::Success(request.input))
+        })
+    };
+    let _billing = sdk_worker(node.addr, plain("billing", "echo", 4, "b"), echo()).await;
+    let _reports = sdk_worker(node.addr, plain("reports", "echo", 4, "r"), echo()).await;
+    // Once two readings are taken, the span starts before anything dispatched from here on.
+    window_until(admin, "a span in /window's pools", |window| {
+        window["pools"]["span_ms"].as_u64() > Some(0)
+    })
+    .await;
+    let producer = client(node.addr).await;
+    for i in 0..DISPATCHES {
+        let result = producer
+            .dispatch(
+                &support::dispatch_of(request("billing", "echo", &i.to_string())),
+                &DispatchOptions::default(),
+            )
+            .await
+            .expect("connection stays up");
+        assert!(matches!(result, DispatchResult::Completed(_)), "{result:?}");
+    }
+    let billing = "aion.dispatch.billing.default";
+    let window = window_until(
+        admin,
+        "the billing pool's completions in /window",
+        |window| {
+            window["pools"]["channels"][billing]["counts"]["completed"].as_u64() >= Some(DISPATCHES)
+        },
+    )
+    .await;
+    let pools = &window["pools"];
+    let figures = &pools["channels"][billing];
+    assert_eq!(
+        figures["counts"],
+        serde_json::json!({ "completed": DISPATCHES })
+    );
+    let seconds = pools["span_ms"].as_f64().expect("a span") / 1e3;
+    let rate = figures["rates"]["completed"].as_f64().expect("a rate");
+    // The span is served in whole milliseconds, of a second or more.
+    let wanted = DISPATCHES as f64 / seconds;
+    assert!((rate - wanted).abs() <= wanted * 1e-3, "{pools}");
+    let p50 = figures["p50_ms"].as_f64().expect("a p50");
+    let p99 = figures["p99_ms"].as_f64().expect("a p99");
+    assert!(p50 > 0.0 && p50 <= p99, "{figures}");
+    // The other pool served nothing, and what no pool was named under is empty.
+    let reports = &pools["channels"]["aion.dispatch.reports.default"];
+    assert_eq!(reports["counts"], serde_json::json!({}), "{pools}");
+    assert_eq!(reports["p99_ms"], serde_json::Value::Null);
+    assert_eq!(pools["channels"]["other"]["counts"], serde_json::json!({}));
 }
 
 #[tokio::test]

@@ -1,9 +1,10 @@
 //! The admin console in a real browser: headless Chromium, driven over WebDriver by
 //! chromedriver, loads the console of one node of a two-node cluster with workers and load, and
 //! the rendered page (after its scripts ran) names both nodes and the link between them, shows
-//! a pool's figures as `/status` gives them, plots the outcomes, links the peer's console, and
-//! shows a hostile worker identity as text; a deployment set and a worker registering and
-//! draining while it is open appear in its pools and in its bounded event feed, newest first.
+//! a pool's figures as `/status` gives them and its own outcome rates and latency as `/window`
+//! gives them, plots the outcomes, links the peer's console, and shows a hostile worker identity
+//! as text; a deployment set and a worker registering and draining while it is open appear in
+//! its pools and in its bounded event feed, newest first.
 //! A screenshot is saved to the path it prints.
 //!
 //! Skipped, saying why, when chromium or chromedriver is missing (`scripts/install-chromium.sh`
@@ -210,6 +211,23 @@ async fn refreshed(browser: &Browser, times: u64) {
         .unwrap_or_else(|err| panic!("the console refreshed {times} more times: {err}"));
 }
 
+/// Waits, one refresh at a time, until `script` returns true in the page.
+async fn until_shown(browser: &Browser, what: &str, script: &str) {
+    within(what, async {
+        while eval(browser, script).await != Value::Bool(true) {
+            refreshed(browser, 1).await;
+        }
+    })
+    .await;
+}
+
+/// The text of `field` in the card of pool `channel`, or null, as a script expression.
+fn card_field(channel: &str, field: &str) -> String {
+    format!(
+        "document.querySelector(\"article[data-channel='{channel}'] [data-field='{field}']\")?.textContent ?? null"
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
     let (chromium, driver_path) = match browser_tools() {
@@ -330,6 +348,33 @@ async fn the_console_shows_the_cluster_its_pools_and_plots_in_a_real_browser() {
         .await
         .expect("text");
     assert!(legend.contains("completed"), "{legend}");
+
+    // Each pool's card has its own rates and latency: the billing pool under load completes
+    // dispatches and says in what time; the audit pool, sent nothing, completes none.
+    let billing = "aion.dispatch.billing.default";
+    let rate = card_field(billing, "completed-rate");
+    let p99 = card_field(billing, "p99");
+    until_shown(
+        &browser,
+        "the billing card's completed rate and p99",
+        &format!("const rate = {rate}; const p99 = {p99}; return parseFloat(rate) > 0 && p99 !== null && p99 !== '–'"),
+    )
+    .await;
+    let p50 = eval(&browser, &format!("return {}", card_field(billing, "p50"))).await;
+    assert!(
+        p50.as_str()
+            .is_some_and(|p50| p50.ends_with("µs") || p50.ends_with("ms")),
+        "{p50}"
+    );
+    let audit = "aion.dispatch.audit.default";
+    for (field, wanted) in [
+        ("completed-rate", "0.0"),
+        ("other-rate", "0.0"),
+        ("p99", "–"),
+    ] {
+        let shown = eval(&browser, &format!("return {}", card_field(audit, field))).await;
+        assert_eq!(shown, json!(wanted), "the audit pool's {field}");
+    }
 
     // What happens while the page is open. The feed is live once the node has subscribed it,
     // so no event from here on is missed.

@@ -1,6 +1,7 @@
 //! The admin HTTP listener: `/metrics` (Prometheus text), `/health`, `/ready`, `/linked`,
-//! `/status`, `/window` (the last minutes, second by second), `/events` (the node's lifecycle
-//! events as Server-Sent Events), the console at `/` and `/endpoints` listing them.
+//! `/status`, `/window` (the last minutes, second by second, and each pool's last seconds),
+//! `/events` (the node's lifecycle events as Server-Sent Events), the console at `/` and
+//! `/endpoints` listing them.
 //!
 //! Off unless `admin_listen` is set. With `admin_token` set, every request but `/health` and
 //! the console's own files (which hold no data) must carry `Authorization: Bearer` with it.

@@ -104,7 +104,8 @@ const ROUTES: &[Route] = &[
     get(
         "/window",
         Serve::Window,
-        "JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second",
+        "JSON: outcome rates, p50/p99 latency, in flight and waiting, second by second; each \
+         pool's outcome rates and push-to-reply p50/p99 over the last ten seconds or so",
     ),
     get(
         "/events",

@@ -1,11 +1,12 @@
 //! The console the admin listener serves at `/`: one page, its script and its stylesheet,
-//! embedded in the binary, drawing the node's own JSON endpoints; and `window`, the figures of
-//! the last minutes it plots.
+//! embedded in the binary, drawing the node's own JSON endpoints; `window`, the figures of
+//! the last minutes it plots; and `pools`, each pool's rates and latency over the last seconds.
 //!
 //! The page loads nothing from elsewhere, and its Content-Security-Policy lets it run only its
 //! own script and style, fetch only from this listener, and be framed by no one. Names from
 //! clients reach the page as JSON and are set as text, never as HTML.
 
+mod pools;
 mod window;
 
 pub(crate) use window::Window;

@@ -3,7 +3,8 @@
 //!
 //! The counters and the latency histogram count from the node's start; subtracting two
 //! readings gives what happened between them. The ring holds plain numbers behind a std mutex,
-//! locked for a push or a copy, never across an `.await`.
+//! locked for a push or a copy, never across an `.await`. The same tick reads each pool's
+//! meters into a [`PoolWindow`], which keeps a few readings only.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,6 +14,7 @@ use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+use super::pools::{PoolWindow, PoolsView, Reading};
 use crate::dispatch::latency::LatencySnapshot;
 use crate::shared::Shared;
 
@@ -40,6 +42,7 @@ struct Sample {
 #[derive(Debug, Default)]
 pub(crate) struct Window {
     ring: Mutex<VecDeque<Sample>>,
+    pools: PoolWindow,
 }
 
 /// What happened in one interval, as `/window` answers it.
@@ -67,6 +70,8 @@ pub(crate) struct WindowView {
     points: Vec<Point>,
     /// The last [`SUMMARY`] taken as one interval, or what the ring holds of it.
     last_minute: Option<Point>,
+    /// Each pool's outcome rates and push-to-reply latency over about the last ten seconds.
+    pools: PoolsView,
 }
 
 /// How far back `last_minute` reaches.
@@ -80,7 +85,12 @@ impl Window {
         loop {
             tokio::select! {
                 () = closing.cancelled() => return,
-                _ = ticks.tick() => self.record(read(&shared)),
+                _ = ticks.tick() => {
+                    let at = Instant::now();
+                    self.record(read(&shared, at));
+                    let pools = shared.dispatcher.pool_snapshots();
+                    self.pools.record(Reading { at, pools });
+                }
             }
         }
     }
@@ -120,11 +130,12 @@ impl Window {
             span: SAMPLES - 1,
             points,
             last_minute,
+            pools: self.pools.view(),
         }
     }
 }
 
-fn read(shared: &Shared) -> Sample {
+fn read(shared: &Shared, at: Instant) -> Sample {
     let dispatcher = &shared.dispatcher;
     let unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -132,7 +143,7 @@ fn read(shared: &Shared) -> Sample {
             u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
         });
     Sample {
-        at: Instant::now(),
+        at,
         unix_ms,
         outcomes: dispatcher.counters().by_outcome(),
         latency: dispatcher.counters().latency().snapshot(),

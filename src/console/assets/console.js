@@ -449,21 +449,30 @@ function deploymentPill(current) {
   );
 }
 
-// A pool's own outcome rates and latency, when /status carries them as `pool.traffic` in the
-// shape of a /window point ({rates, p50_ms, p99_ms}); nothing until then.
-function trafficFigures(pool) {
-  const traffic = pool.traffic;
-  if (!traffic || typeof traffic !== "object" || !traffic.rates) return [];
-  const rates = traffic.rates;
-  const other = Object.entries(rates).reduce((sum, [name, r]) => (name === "completed" ? sum : sum + r), 0);
+// A pool's own outcome rates and push-to-reply latency over the last seconds, from /window's
+// `pools` ({span_ms, channels: {channel: {counts, rates, p50_ms, p99_ms}}}). A pool missing
+// there has dashes: read by no sample yet, or counted under `other` (past metrics_max_pools).
+function trafficFigures(pool, traffic) {
+  if (!traffic || typeof traffic !== "object" || !traffic.channels) return [];
+  const own = Object.prototype.hasOwnProperty.call(traffic.channels, pool.channel) ? traffic.channels[pool.channel] : null;
+  const title = !own
+    ? "no figures of this pool's own: not sampled yet, or past metrics_max_pools and counted under other"
+    : `outcomes per second and push-to-reply latency over the last ${Math.round(traffic.span_ms / 1000)} s`;
+  const rates = own ? own.rates || {} : null;
+  const other = rates ? Object.entries(rates).reduce((sum, [name, r]) => (name === "completed" ? sum : sum + r), 0) : null;
   return [
-    figure("completed-rate", rate(rates.completed || 0), "completed / s"),
-    figure("other-rate", rate(other), "other outcomes / s"),
-    figure("p99", millis(traffic.p99_ms), "p99"),
+    el(
+      "span",
+      { class: "traffic", title },
+      figure("completed-rate", rates ? rate(rates.completed || 0) : "–", "completed / s"),
+      figure("other-rate", rates ? rate(other) : "–", "other outcomes / s"),
+      figure("p50", millis(own ? own.p50_ms : null), "p50"),
+      figure("p99", millis(own ? own.p99_ms : null), "p99"),
+    ),
   ];
 }
 
-function drawPools(status) {
+function drawPools(status, traffic) {
   const current = new Map((status.current_deployments || []).map((c) => [c.channel, c]));
   const cards = status.pools.map((pool) => {
     const f = poolFigures(pool);
@@ -489,7 +498,7 @@ function drawPools(status) {
           f.draining > 0 ? figure("draining", f.draining, "draining") : null,
           figure("slots", f.slots, "slots"),
           figure("workers", pool.workers.length, pool.workers.length === 1 ? "worker" : "workers"),
-          ...trafficFigures(pool),
+          ...trafficFigures(pool, traffic),
         ),
       ),
       drawWorkers(pool),
@@ -711,7 +720,7 @@ async function refresh() {
     drawTiles(window, status);
     drawPlots(window);
     drawMesh(status, status.peer_consoles || {});
-    drawPools(status);
+    drawPools(status, window.pools);
     drawDeployments(status);
     drawWaiting(status);
     $("problem").hidden = true;
