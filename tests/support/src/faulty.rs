@@ -1,6 +1,8 @@
 //! A fault-injecting hop on loopback: a TCP proxy in front of a node that can be partitioned
-//! (bytes stop moving both ways, no FIN, as when a network drops packets) and healed, or reset
-//! (every connection through it closed at once, both ways).
+//! (bytes stop moving both ways, no FIN, as when a network drops packets) and healed, reset
+//! (every connection through it closed at once, both ways), or cut on one side only (the
+//! target's side closed, the client's held open and silent, as when a middlebox forgets a
+//! connection and only one end hears of it).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,6 +20,8 @@ pub struct Proxy {
     target: Arc<watch::Sender<Option<SocketAddr>>>,
     /// Counts resets; a connection closes when it changes.
     resets: Arc<watch::Sender<u64>>,
+    /// Counts one-sided cuts; a connection's target side closes when it changes.
+    one_sided: Arc<watch::Sender<u64>>,
     task: JoinHandle<()>,
 }
 
@@ -37,17 +41,21 @@ impl Proxy {
         let cut = Arc::new(watch::channel(false).0);
         let target = Arc::new(watch::channel(None).0);
         let resets = Arc::new(watch::channel(0).0);
-        let (accepting, aimed, resetting) =
-            (Arc::clone(&cut), Arc::clone(&target), Arc::clone(&resets));
+        let one_sided = Arc::new(watch::channel(0).0);
+        let (accepting, aimed, resetting, severing) = (
+            Arc::clone(&cut),
+            Arc::clone(&target),
+            Arc::clone(&resets),
+            Arc::clone(&one_sided),
+        );
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let reset = resetting.subscribe();
-                tokio::spawn(pump(
-                    client,
-                    aimed.subscribe(),
-                    accepting.subscribe(),
-                    reset,
-                ));
+                let faults = Faults {
+                    cut: accepting.subscribe(),
+                    reset: resetting.subscribe(),
+                    one_sided: severing.subscribe(),
+                };
+                tokio::spawn(pump(client, aimed.subscribe(), faults));
             }
         });
         Self {
@@ -55,6 +63,7 @@ impl Proxy {
             cut,
             target,
             resets,
+            one_sided,
             task,
         }
     }
@@ -75,6 +84,12 @@ impl Proxy {
         self.resets.send_modify(|resets| *resets += 1);
     }
 
+    /// Closes the target's side of every open connection, while the client's side stays open
+    /// and hears nothing (what it sends is dropped) until it closes; new connections go through.
+    pub fn cut_target_side(&self) {
+        self.one_sided.send_modify(|cuts| *cuts += 1);
+    }
+
     /// Lets new connections through again; those cut stay dead and are closed now.
     pub fn heal(&self) {
         self.cut.send_replace(false);
@@ -87,15 +102,26 @@ impl Drop for Proxy {
     }
 }
 
+/// What a connection through the proxy watches for.
+struct Faults {
+    cut: watch::Receiver<bool>,
+    reset: watch::Receiver<u64>,
+    one_sided: watch::Receiver<u64>,
+}
+
 /// Forwards between `client` and the target, once there is one, until either side closes, a
-/// reset, or a partition starts; a cut connection holds its sockets open and silent until the
-/// heal, then closes them.
+/// reset, a partition or a one-sided cut starts; a partitioned connection holds its sockets
+/// open and silent until the heal, a one-sided cut only the client's.
 async fn pump(
     mut client: TcpStream,
     mut target: watch::Receiver<Option<SocketAddr>>,
-    mut cut: watch::Receiver<bool>,
-    mut reset: watch::Receiver<u64>,
+    faults: Faults,
 ) {
+    let Faults {
+        mut cut,
+        mut reset,
+        mut one_sided,
+    } = faults;
     let _ = client.set_nodelay(true);
     let aimed = match target.wait_for(Option::is_some).await {
         Ok(aimed) => *aimed,
@@ -105,10 +131,16 @@ async fn pump(
     if !*cut.borrow_and_update() {
         if let Ok(mut server) = TcpStream::connect(target).await {
             let _ = server.set_nodelay(true);
-            tokio::select! {
+            let one_sided = tokio::select! {
                 _ = tokio::io::copy_bidirectional(&mut client, &mut server) => return,
                 _ = reset.changed() => return,
-                _ = cut.wait_for(|cut| *cut) => {}
+                _ = one_sided.changed() => true,
+                _ = cut.wait_for(|cut| *cut) => false,
+            };
+            if one_sided {
+                drop(server);
+                let _ = tokio::io::copy(&mut client, &mut tokio::io::sink()).await;
+                return;
             }
             let _ = cut.wait_for(|cut| !*cut).await;
             return;
