@@ -8,7 +8,7 @@
 //!
 //! One std mutex with short critical sections, never held across an `.await`; a session is
 //! dropped (which takes the registry's lock) outside it. At most `worker_resume_max_sessions`
-//! are parked, and one live session per registered connection, keyed by tokens the node made,
+//! are parked (a superseded one makes room once the bound is reached), and one live session per registered connection, keyed by tokens the node made,
 //! so nothing a socket sends grows the maps.
 
 use std::collections::HashMap;
@@ -179,9 +179,24 @@ impl Sessions {
         (draining, closing): (&CancellationToken, &CancellationToken),
     ) -> Result<(), (Registered, ParkError)> {
         let held = registered.link.in_flight();
+        // Sessions whose worker was superseded meanwhile, let go once the lock is released.
+        let mut superseded = Vec::new();
         let parking = {
             let mut kept = lock(&self.kept);
             kept.live.remove(&token);
+            if kept.by_token.len() >= self.max_sessions {
+                let closed: Vec<Token> = kept
+                    .by_token
+                    .iter()
+                    .filter(|(_, parked)| parked.registered.link.is_closed())
+                    .map(|(token, _)| *token)
+                    .collect();
+                superseded.extend(
+                    closed
+                        .iter()
+                        .filter_map(|token| kept.by_token.remove(token)),
+                );
+            }
             let refused = if held > self.max_pushes {
                 Some(ParkError::TooMany {
                     held,

@@ -719,3 +719,53 @@ async fn the_metrics_count_sessions_kept_resumed_and_expired() {
     assert_eq!(sample(&text, "lintel_worker_sessions_kept_total"), Some(2));
     assert_eq!(sample(&text, "lintel_worker_sessions_parked"), Some(0));
 }
+
+#[tokio::test]
+async fn a_kept_session_superseded_by_its_instance_leaves_room_for_another() {
+    let node = TestNode::with_config(NodeConfig {
+        worker_resume_max_sessions: 1,
+        ..config(10_000)
+    })
+    .await;
+    let proxy = Proxy::start(node.addr).await;
+    let instance = lintel::wire::Register {
+        instance_id: Some("pod-7".into()),
+        ..register("ns", "echo", 1)
+    };
+    let mut first = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    first.send(Frame::from(instance.clone())).await;
+    let Some(Frame::Registered(registered)) = next_frame(&mut first).await else {
+        panic!("expected Registered");
+    };
+    proxy.reset();
+    parked(&node, registered.worker_id).await;
+    // The instance restarts serving another activity, so the next push goes elsewhere.
+    let mut restarted = connect(node.addr, None, FeatureSet::WORKER_RESUME).await;
+    let elsewhere = lintel::wire::Register {
+        instance_id: Some("pod-7".into()),
+        ..register("ns", "idle", 1)
+    };
+    restarted.send(Frame::from(elsewhere)).await;
+    assert!(matches!(
+        next_frame(&mut restarted).await,
+        Some(Frame::Registered(_))
+    ));
+    // The only kept session is superseded: another lost connection's session takes its room.
+    let other_proxy = Proxy::start(node.addr).await;
+    let mut other = connect(other_proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    let (other_id, session) = register_with_session(&mut other, 1).await;
+    let handles = dispatches(&node, 1);
+    let held = pushes(&mut other, 1).await;
+    other_proxy.reset();
+    parked(&node, other_id).await;
+    let mut resumed = connect(node.addr, None, FeatureSet::WORKER_RESUME).await;
+    let holding = vec![held[0].correlation];
+    assert!(matches!(
+        resume(&mut resumed, &session.token, holding).await,
+        Frame::SessionResumed(_)
+    ));
+    resumed.send(reply_frame(&held[0], "0")).await;
+    for handle in handles {
+        assert_eq!(completed(&outcome_of(handle).await), "0");
+    }
+}
