@@ -58,8 +58,7 @@ const KILLED: usize = 2;
 const FLAPPING: usize = 3;
 
 /// A cut link's relays wait this long for a relink before they end `peer-lost`: longer than a
-/// flap's cut plus its detection and a redial through SYN retransmission (about 4 s), shorter
-/// than the partition.
+/// flap's cut (2 s) plus its detection (under 1 s) and a redial, shorter than the partition.
 const RELINK_GRACE_MS: u64 = 6_000;
 /// Peers pinged this often, and closed after three unanswered: a cut is found in under 1 s.
 const PEER_PING_MS: u64 = 200;
@@ -67,8 +66,8 @@ const PARTITION: Duration = Duration::from_secs(10);
 const KILLED_FOR: Duration = Duration::from_secs(1);
 const FLAP: Duration = Duration::from_secs(2);
 const FLAPS: u32 = 3;
-/// How long after a cut healed a `peer-lost` may still be its doing: a relay waiting since
-/// before the heal ends at most a detection plus the grace after the cut began.
+/// How long after a severing cut ended a dispatch submitted may still end `peer-lost` by it:
+/// its relay waited the grace from when the cut was found, which takes under a few seconds.
 const DETECTION: Duration = Duration::from_millis(RELINK_GRACE_MS + 4_000);
 
 /// The longest the mesh may take to show one link per pair again, and producers to finish.
