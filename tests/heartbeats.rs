@@ -332,3 +332,53 @@ async fn an_sdk_handler_heartbeats_with_request_heartbeat() {
         Err(lintel::sdk::HeartbeatError::NotPushed)
     ));
 }
+
+#[tokio::test]
+async fn an_sdk_producer_asking_for_progress_receives_an_sdk_workers_details_across_two_nodes() {
+    let serving = TestNode::with_config(NodeConfig {
+        worker_probation_pings: 0,
+        ..cluster_config("serving", &[])
+    })
+    .await;
+    let origin = TestNode::with_config(cluster_config("origin", &[serving.addr])).await;
+    origin.wait_linked(&["serving"]).await;
+    let handler = lintel::sdk::handler_fn(|request: lintel::sdk::Request| async move {
+        for step in ["25%", "50%", "75%"] {
+            request.heartbeat(step).expect("a heartbeat sent");
+            tokio::time::sleep(HEARTBEAT / 2).await;
+        }
+        lintel::wire::ActivityOutcome::Success(request.input)
+    });
+    let _worker =
+        support::sdk_worker(serving.addr, support::plain("ns", "echo", 1, "w"), handler).await;
+    let channel = lintel::wire::channel::dispatch_channel_name("ns", "default", None);
+    origin.wait_announced("serving", &channel).await;
+
+    let client = support::client(origin.addr).await;
+    let (to, mut details) = tokio::sync::mpsc::channel(8);
+    let options = lintel::sdk::DispatchOptions::default()
+        .wait_for_worker(Duration::from_secs(10))
+        .reply_timeout(Duration::from_secs(30))
+        .heartbeat_timeout(HEARTBEAT)
+        .progress(to);
+    let dispatch = lintel::sdk::Dispatch::new("ns", "echo").input("job");
+    let dispatched = within("the dispatch", client.submit(&dispatch, &options))
+        .await
+        .expect("an outcome");
+    assert!(
+        matches!(dispatched.result, DispatchResult::Completed(_)),
+        "{dispatched:?}"
+    );
+    assert_eq!(dispatched.served_by.as_deref(), Some("serving"));
+    let mut heard = Vec::new();
+    while let Ok(detail) = details.try_recv() {
+        heard.push(String::from_utf8_lossy(&detail).into_owned());
+    }
+    assert_eq!(heard, ["25%", "50%", "75%"], "in order, before the outcome");
+    // Once the outcome is in, nothing more is sent: the client let go of the channel.
+    drop(options);
+    assert!(matches!(
+        details.try_recv(),
+        Err(tokio::sync::mpsc::error::TryRecvError::Disconnected)
+    ));
+}

@@ -11,13 +11,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use lintel_wire::{
     feature, Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Event, EventTopic,
     FeatureSet, Frame, FrameRef, Goodbye, Pong, RefusalCode, Role, StatusQuery, Submit, Subscribe,
     SubscriptionEnded, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 use tokio::net::ToSocketAddrs;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +30,7 @@ use crate::connect::{
 use crate::dispatch::{Dispatch, InvalidDispatch};
 use crate::node_info::NodeInfo;
 use crate::nodes::Nodes;
-use crate::options::{DispatchOptions, RetryReason, DEFAULT_REPLY_TIMEOUT};
+use crate::options::{DispatchOptions, ProgressTo, RetryReason, DEFAULT_REPLY_TIMEOUT};
 use crate::status::Status;
 use crate::subscription::{self, Sink, Subscription};
 use crate::tls::ClientTls;
@@ -39,8 +41,9 @@ use lintel_transport::{Batched, FrameReader, Outbound, SendError, WriteMark};
 
 /// What a producer understands of what version 4 adds: the outcomes it hands its caller
 /// as they come (a missed heartbeat, a role not granted).
-const PRODUCER_UNDERSTANDS: FeatureSet =
-    FeatureSet::HEARTBEAT_TIMEOUT.with(FeatureSet::ROLE_NOT_GRANTED);
+const PRODUCER_UNDERSTANDS: FeatureSet = FeatureSet::HEARTBEAT_TIMEOUT
+    .with(FeatureSet::ROLE_NOT_GRANTED)
+    .with(FeatureSet::PROGRESS);
 
 /// How a [`Client`] introduces itself and sizes its connection.
 ///
@@ -314,8 +317,20 @@ struct Shared {
 struct Pending {
     closed: bool,
     dispatches: IdMap<oneshot::Sender<Answer>>,
+    /// Where the progress of the dispatches that asked for it goes, until their outcome.
+    progress: IdMap<mpsc::Sender<Bytes>>,
     statuses: IdMap<oneshot::Sender<Result<Status, ClientError>>>,
     subscriptions: IdMap<Sink>,
+}
+
+impl Pending {
+    /// Removes dispatch `correlation`'s entry, and where its progress went.
+    fn remove_dispatch(&mut self, correlation: u64) -> Option<oneshot::Sender<Answer>> {
+        if !self.progress.is_empty() {
+            self.progress.remove(&correlation);
+        }
+        self.dispatches.remove(&correlation)
+    }
 }
 
 /// A map keyed by a correlation id this client assigned itself. The ids are sequential and
@@ -331,11 +346,12 @@ impl Shared {
     /// Marks the connection gone: every waiter hears that it was lost now, and new
     /// entries are refused.
     fn fail_all(&self) {
-        let (dispatches, statuses, subscriptions) = {
+        let (dispatches, progress, statuses, subscriptions) = {
             let mut pending = self.lock();
             pending.closed = true;
             (
                 std::mem::take(&mut pending.dispatches),
+                std::mem::take(&mut pending.progress),
                 std::mem::take(&mut pending.statuses),
                 std::mem::take(&mut pending.subscriptions),
             )
@@ -344,7 +360,7 @@ impl Shared {
         self.gone.store(true, Ordering::Release);
         self.closed.cancel();
         // Dropping the senders wakes the waiters, outside the lock.
-        drop((dispatches, statuses, subscriptions));
+        drop((dispatches, progress, statuses, subscriptions));
     }
 }
 
@@ -360,12 +376,25 @@ impl Shared {
     }
 
     fn complete(&self, correlation: u64, answer: Answer) {
-        let waiter = self.lock().dispatches.remove(&correlation);
+        let waiter = self.lock().remove_dispatch(correlation);
         match waiter {
             Some(waiter) => {
                 let _ = waiter.send(answer);
             }
             None => tracing::debug!(correlation, "outcome for a dispatch nobody waits for"),
+        }
+    }
+
+    /// Passes `details` on to where dispatch `correlation` sends its progress, if it asked;
+    /// dropped when that channel is full or closed.
+    fn progress(&self, correlation: u64, details: &Bytes) {
+        if let Some(to) = self.lock().progress.get(&correlation) {
+            if to.try_send(details.clone()).is_err() {
+                tracing::debug!(
+                    correlation,
+                    "progress channel full or closed; details dropped"
+                );
+            }
         }
     }
 
@@ -417,7 +446,7 @@ impl Drop for PendingGuard<'_> {
         let removed = {
             let mut pending = self.inner.shared.lock();
             match self.table {
-                Table::Dispatch => pending.dispatches.remove(&self.correlation).is_some(),
+                Table::Dispatch => pending.remove_dispatch(self.correlation).is_some(),
                 Table::Status => pending.statuses.remove(&self.correlation).is_some(),
             }
         };
@@ -687,7 +716,7 @@ impl Client {
         }
         let correlation = link.next_correlation.fetch_add(1, Ordering::Relaxed);
         let submit = submission(correlation, request, options);
-        let first = match link.enter(correlation, &submit) {
+        let first = match link.enter(correlation, &submit, &options.progress) {
             // Cancel-safe to drop while sending: an unsent Submit needs no Cancel, and `guard`
             // knows it.
             Ok((mut guard, answer)) => match link.outbound.send_marked(&submit).await {
@@ -1079,7 +1108,7 @@ impl Inner {
     ) -> Result<Answer, ClientError> {
         let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
         let submit = submission(correlation, request, options);
-        let (mut guard, answer) = self.enter(correlation, &submit)?;
+        let (mut guard, answer) = self.enter(correlation, &submit, &options.progress)?;
         // Cancel-safe to drop here: an unsent Submit needs no Cancel, and `guard` knows it.
         let mark = self
             .outbound
@@ -1102,6 +1131,7 @@ impl Inner {
         &self,
         correlation: u64,
         submit: &FrameRef<'_>,
+        progress: &ProgressTo,
     ) -> Result<(PendingGuard<'_>, oneshot::Receiver<Answer>), ClientError> {
         // Refused before it is entered: what the node's version cannot carry is never sent.
         if let Err(err) = submit.kind_at(self.welcome.version) {
@@ -1120,6 +1150,9 @@ impl Inner {
         let (tx, rx) = oneshot::channel();
         let guard = self.insert(Table::Dispatch, correlation, |pending| {
             pending.dispatches.insert(correlation, tx);
+            if let Some(to) = &progress.0 {
+                pending.progress.insert(correlation, to.clone());
+            }
         })?;
         Ok((guard, rx))
     }
@@ -1321,6 +1354,9 @@ fn on_frame(frame: FrameRef<'_>, shared: &Shared, outbound: &Outbound) -> Result
             let status = Status::from_json(&document.json)
                 .map_err(|err| ClientError::BadStatus(err.to_string()));
             shared.report(document.correlation, status);
+        }
+        FrameRef::Frame(Frame::Progress(progress)) => {
+            shared.progress(progress.correlation, &progress.details);
         }
         FrameRef::Frame(Frame::Event(event)) => shared.event((**event).clone()),
         FrameRef::Frame(Frame::SubscriptionEnded(ended)) => shared.ended(ended.clone()),

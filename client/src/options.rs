@@ -43,7 +43,27 @@ pub struct DispatchOptions {
     /// What the producer SDK retries: on the connection in use, or on another node's once it
     /// left a draining node or a lost connection. The node's in-process API ignores it.
     pub retry: RetryPolicy,
+    /// Where the producer SDK sends the dispatch's progress details; set by
+    /// [`progress`](Self::progress).
+    pub(crate) progress: ProgressTo,
 }
+
+/// The channel a dispatch's progress details go to, if any. Options holding clones of one
+/// channel compare equal.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProgressTo(pub(crate) Option<tokio::sync::mpsc::Sender<Bytes>>);
+
+impl PartialEq for ProgressTo {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => a.same_channel(b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ProgressTo {}
 
 /// What a dispatch is tried again on, and how often, within its time budget.
 ///
@@ -294,6 +314,25 @@ impl DispatchOptions {
     /// that does not implement it refuses the dispatch `Unsupported`. Default: none.
     pub fn heartbeat_timeout(mut self, timeout: Duration) -> Self {
         self.extras.set_heartbeat_timeout(Some(timeout));
+        self
+    }
+
+    /// Asks for the dispatch's progress (protocol version 4): the details a worker sends with
+    /// each heartbeat, at most 10 a second, go to `to` until the outcome. A detail that finds
+    /// `to` full or closed is dropped, never waited for. A node that does not list `progress`
+    /// sends none. The node's in-process API ignores `to`. Default: none asked.
+    ///
+    /// # Examples
+    /// ```
+    /// use lintel_client::DispatchOptions;
+    ///
+    /// let (to, mut details) = tokio::sync::mpsc::channel(16);
+    /// let options = DispatchOptions::default().progress(to);
+    /// # drop((options, details.try_recv()));
+    /// ```
+    pub fn progress(mut self, to: tokio::sync::mpsc::Sender<Bytes>) -> Self {
+        self.extras.set_progress(true);
+        self.progress = ProgressTo(Some(to));
         self
     }
 
