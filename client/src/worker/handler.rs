@@ -169,9 +169,10 @@ impl Request {
 /// scheduling fields, names held as in a [`Request`]. Empty from a version-2 node.
 pub type Extras = RequestExtras<Compact>;
 
-/// Executes pushed requests. The runtime runs each request on a task of its own (or, for a
-/// handler that [`runs_briefly`](Handler::runs_briefly), first on the connection's task) and drops
-/// it when the node cancels the request, so a handler must tolerate being dropped at any `.await`.
+/// Executes pushed requests. The runtime runs each request on a task of its own on the Tokio
+/// runtime [`Worker::spawn`](super::Worker::spawn) was called on, never on the connection's
+/// thread, and drops it when the node cancels the request, so a handler must tolerate being
+/// dropped at any `.await`. A handler that blocks its thread delays other handlers, not pings.
 pub trait Handler: Send + Sync + 'static {
     /// Runs one request to its outcome. A panic becomes a non-retryable failure.
     fn handle(&self, request: Request) -> impl Future<Output = ActivityOutcome> + Send;
@@ -189,9 +190,9 @@ pub trait Handler: Send + Sync + 'static {
         self.handle(request)
     }
 
-    /// True when `handle` either finishes within microseconds or soon awaits: the worker then
-    /// runs it on the connection's task and moves it to a task of its own only if it waits,
-    /// saving a task per request. Leave it false for handlers that compute at length.
+    /// True when `handle` either finishes within microseconds or soon awaits. A hint only:
+    /// such a handler runs on a task of the caller's runtime like any other, never on the
+    /// connection's, so one that blocks after all cannot hold up pings or the socket.
     fn runs_briefly(&self) -> bool {
         false
     }

@@ -6,16 +6,23 @@
 //! (TLS, another protocol, a version), a self-drain or a shutdown stops the reconnect loop;
 //! each failed attempt is logged, rate-limited.
 //!
+//! The connection (socket, reader, writer, pings and pongs) runs on a thread of its own with a
+//! current-thread Tokio runtime; handlers run on the caller's runtime, so a handler that blocks
+//! its thread cannot starve the connection. A lost connection's session is resumed within its
+//! grace, handlers running on through it.
+//!
 //! - `config`: [`WorkerConfig`] and [`Backoff`]; `state`: [`WorkerState`] and how a connection
-//!   ended; `handler`: what runs a request; `runtime`: the connect, register and reconnect loop;
-//!   `retries`: what it logs while the node cannot be reached;
-//!   `session`: one registered connection, its handlers, capacity and drain.
+//!   ended; `handler`: what runs a request; `runtime`: the connect, register (or resume) and
+//!   reconnect loop; `retries`: what it logs while the node cannot be reached;
+//!   `held`: the handlers, results and session kept across connections;
+//!   `session`: one registered connection, its capacity and drain.
 //! - This file: the public [`Worker`] entry point and its [`WorkerHandle`].
 
 mod cancel;
 mod config;
 mod handler;
 mod heartbeat;
+mod held;
 mod retries;
 mod runtime;
 mod session;
@@ -26,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lintel_wire::Refusal;
+use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +43,7 @@ pub use handler::{
     handler_fn, handler_fn_with, Extras, FnHandler, FnHandlerWith, Handler, Request,
 };
 pub use heartbeat::{Heartbeat, HeartbeatError};
+use held::Held;
 use runtime::Runtime;
 pub use state::{Fatal, WorkerState};
 
@@ -61,7 +70,9 @@ pub enum WorkerError {
 pub struct Worker;
 
 impl Worker {
-    /// Starts the runtime on the current Tokio runtime.
+    /// Starts the worker: its connection on a thread of its own (named `lintel-worker`, with a
+    /// current-thread Tokio runtime), its handlers on the current Tokio runtime. It stops when
+    /// that runtime shuts down, or its handle is dropped.
     ///
     /// # Examples
     /// A worker serving `upper` in namespace `demo`, four requests at a time, then draining:
@@ -100,7 +111,8 @@ impl Worker {
     /// ```
     ///
     /// # Panics
-    /// Outside a Tokio runtime, like `tokio::spawn`.
+    /// Outside a Tokio runtime, like `tokio::spawn`. A thread or runtime that cannot be made
+    /// is not a panic: the worker stops in [`WorkerState::Failed`].
     pub fn spawn<H: Handler>(config: WorkerConfig, handler: H) -> WorkerHandle {
         let (state_tx, state_rx) = watch::channel(WorkerState::Connecting);
         let (capacity_tx, capacity_rx) = watch::channel(config.registration.max_concurrency);
@@ -113,11 +125,13 @@ impl Worker {
             state: state_tx,
             capacity: capacity_rx,
             drain: drain_rx,
+            held: Held::new(Handle::current()),
+            link: watch::channel(None).0,
         };
         let stop = shutdown.clone();
         let done = finished.clone();
-        tokio::spawn(async move {
-            let _done = done.drop_guard();
+        let (failed, thread_failed) = (runtime.state.clone(), runtime.state.clone());
+        let serve = async move {
             let state = runtime.state.clone();
             // Cancel-safe: dropping `run` drops the connection and aborts every handler task.
             let last = tokio::select! {
@@ -125,6 +139,31 @@ impl Worker {
                 last = runtime.run() => last,
             };
             state.send_replace(last);
+        };
+        let spawned = std::thread::Builder::new()
+            .name("lintel-worker".into())
+            .spawn(move || {
+                let _done = done.drop_guard();
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(connection) => connection.block_on(serve),
+                    Err(err) => {
+                        drop(serve);
+                        failed.send_replace(WorkerState::Failed(Fatal::new(err.into())));
+                    }
+                }
+            });
+        if let Err(err) = spawned {
+            thread_failed.send_replace(WorkerState::Failed(Fatal::new(err.into())));
+            finished.cancel();
+        }
+        // The worker stops with the runtime its handlers run on, as a task of it would.
+        let (stop, done) = (shutdown.clone(), finished.clone());
+        tokio::spawn(async move {
+            let _stop = stop.drop_guard();
+            done.cancelled().await;
         });
         WorkerHandle {
             state: state_rx,

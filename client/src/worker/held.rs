@@ -1,0 +1,181 @@
+//! What a worker holds across its connections: its handlers' tasks, the results not yet known
+//! to have reached the node, and the session that lets a new connection take them back.
+//!
+//! Owned by the runtime's loop alone (no lock): a connection borrows it while it serves, and it
+//! outlives the connection, so handlers, their cancel signals and heartbeats survive a reconnect.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use bytes::Bytes;
+use lintel_wire::ResumeSession;
+use tokio::runtime::Handle;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::Instant;
+
+use super::handler::Answered;
+
+/// Requests in flight by the node's correlation id. The ids come off the socket, so the map is
+/// seeded at random per process and per map: colliding ids cannot be computed ahead.
+pub(super) type InFlight = HashMap<u64, AbortHandle, foldhash::fast::RandomState>;
+
+/// The session a node gave this worker (`Session`), and when its connection was lost.
+#[derive(Debug, Clone)]
+pub(super) struct Kept {
+    pub(super) token: Bytes,
+    pub(super) grace: Duration,
+    /// When the connection holding the session was lost; `None` while it is up.
+    pub(super) lost_at: Option<Instant>,
+}
+
+/// Results sent on the current connection that the node may not have read yet, kept until a
+/// `Pong` to a later `Ping` proves it read them, at most [`Held::unacked_bound`] of them.
+#[derive(Default)]
+struct Unacked {
+    /// Results in the order they were sent, each with its sequence number.
+    sent: VecDeque<(u64, Answered)>,
+    /// The next sequence number.
+    next: u64,
+    /// The ping sent after the results numbered below its second field, awaiting its pong.
+    probe: Option<(u64, u64)>,
+}
+
+/// The worker's work and session across connections.
+pub(super) struct Held {
+    /// Where handlers run: the runtime `Worker::spawn` was called on, never the connection's.
+    pub(super) handlers: Handle,
+    pub(super) tasks: JoinSet<Answered>,
+    /// Requests whose reply is still owed, by correlation id. A cancelled request leaves this
+    /// map before its task is aborted and is answered by the cancel, so a task that finishes
+    /// anyway sends nothing more.
+    pub(super) in_flight: InFlight,
+    /// Finished requests whose reply is owed and not sent (or sent on a connection since lost,
+    /// maybe unread); at most as many as the requests accepted, so bounded by the capacity.
+    pub(super) unsent: HashMap<u64, Answered, foldhash::fast::RandomState>,
+    unacked: Unacked,
+    pub(super) session: Option<Kept>,
+    /// The capacity the node has for this worker, which a resumed session keeps.
+    pub(super) node_capacity: u32,
+}
+
+impl Held {
+    /// Nothing held; handlers will run on `handlers`.
+    pub(super) fn new(handlers: Handle) -> Self {
+        Self {
+            handlers,
+            tasks: JoinSet::new(),
+            in_flight: InFlight::default(),
+            unsent: HashMap::default(),
+            unacked: Unacked::default(),
+            session: None,
+            node_capacity: 0,
+        }
+    }
+
+    /// Requests held: running, or finished with the reply unsent.
+    pub(super) fn len(&self) -> usize {
+        self.in_flight.len() + self.unsent.len()
+    }
+
+    /// The most results kept after sending until the node proves it read them: the capacity,
+    /// at least one.
+    pub(super) fn unacked_bound(capacity: u32) -> usize {
+        usize::try_from(capacity.max(1)).unwrap_or(usize::MAX)
+    }
+
+    /// Remembers a result just sent, dropping the oldest beyond `bound`.
+    pub(super) fn sent(&mut self, answered: Answered, bound: usize) {
+        let unacked = &mut self.unacked;
+        unacked.sent.push_back((unacked.next, answered));
+        unacked.next += 1;
+        while unacked.sent.len() > bound {
+            unacked.sent.pop_front();
+        }
+    }
+
+    /// A `Ping` with `nonce` goes out now: its `Pong` proves every result sent before it read.
+    pub(super) fn pinged(&mut self, nonce: u64) {
+        let unacked = &mut self.unacked;
+        if unacked.probe.is_none() && !unacked.sent.is_empty() {
+            unacked.probe = Some((nonce, unacked.next));
+        }
+    }
+
+    /// The node answered the `Ping` with `nonce`.
+    pub(super) fn ponged(&mut self, nonce: u64) {
+        let unacked = &mut self.unacked;
+        let Some((probe, upto)) = unacked.probe else {
+            return;
+        };
+        if probe != nonce {
+            return;
+        }
+        unacked.probe = None;
+        while unacked.sent.front().is_some_and(|(seq, _)| *seq < upto) {
+            unacked.sent.pop_front();
+        }
+    }
+
+    /// The connection was lost: results it may not have delivered become unsent again, and the
+    /// session starts its grace when `resumable`; otherwise everything held is dropped.
+    pub(super) fn lost(&mut self, resumable: bool) {
+        let unacked = std::mem::take(&mut self.unacked);
+        match &mut self.session {
+            Some(kept) if resumable => {
+                kept.lost_at.get_or_insert_with(Instant::now);
+                for (_, answered) in unacked.sent {
+                    self.unsent.insert(answered.correlation, answered);
+                }
+            }
+            _ => self.drop_all(),
+        }
+    }
+
+    /// The session, when it may still be resumed now.
+    pub(super) fn resumable(&self) -> Option<&Kept> {
+        self.session.as_ref().filter(|kept| {
+            kept.lost_at
+                .is_none_or(|lost_at| lost_at.elapsed() < kept.grace)
+        })
+    }
+
+    /// The correlations to list in `ResumeSession`: at most [`ResumeSession::MAX_HOLDING`];
+    /// what is held beyond them is dropped.
+    pub(super) fn holding(&mut self) -> Vec<u64> {
+        let mut holding: Vec<u64> = self
+            .in_flight
+            .keys()
+            .chain(self.unsent.keys())
+            .copied()
+            .collect();
+        if holding.len() > ResumeSession::MAX_HOLDING {
+            for dropped in holding.split_off(ResumeSession::MAX_HOLDING) {
+                self.forget(dropped);
+            }
+        }
+        holding
+    }
+
+    /// Drops the request `correlation`: its handler is aborted, its result forgotten.
+    pub(super) fn forget(&mut self, correlation: u64) {
+        if let Some(task) = self.in_flight.remove(&correlation) {
+            task.abort();
+        }
+        self.unsent.remove(&correlation);
+    }
+
+    /// Aborts every handler, forgets every result and the session.
+    pub(super) fn drop_all(&mut self) {
+        if self.len() > 0 {
+            tracing::warn!(
+                held = self.len(),
+                "dropping the requests held: the node ends them worker-lost"
+            );
+        }
+        self.tasks.abort_all();
+        self.in_flight.clear();
+        self.unsent.clear();
+        self.unacked = Unacked::default();
+        self.session = None;
+    }
+}
