@@ -262,6 +262,18 @@ pub(super) struct Answered {
 }
 
 impl Answered {
+    /// A success echoing `correlation`, for tests of what holds answers.
+    #[cfg(test)]
+    pub(super) fn echo(correlation: u64) -> Self {
+        Self {
+            correlation,
+            workflow_id: CompactString::default(),
+            ordinal: 0,
+            run_id: None,
+            outcome: ActivityOutcome::Success(correlation.to_string().into()),
+        }
+    }
+
     /// The reply's response, lent.
     pub(super) fn response(&self) -> ResponseRef<'_> {
         ResponseRef {

@@ -179,3 +179,79 @@ impl Held {
         self.session = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::runtime::Handle;
+
+    use super::{Held, Kept};
+    use crate::worker::handler::Answered;
+
+    fn with_session(grace: Duration) -> Held {
+        let mut held = Held::new(Handle::current());
+        held.session = Some(Kept {
+            token: bytes::Bytes::from_static(&[7; 32]),
+            grace,
+            lost_at: None,
+        });
+        held
+    }
+
+    fn sorted(mut correlations: Vec<u64>) -> Vec<u64> {
+        correlations.sort_unstable();
+        correlations
+    }
+
+    #[tokio::test]
+    async fn results_sent_are_kept_up_to_the_bound_and_listed_when_the_connection_is_lost() {
+        let mut held = with_session(Duration::from_secs(10));
+        for correlation in 1..=5 {
+            held.sent(Answered::echo(correlation), 3);
+        }
+        held.lost(true);
+        assert_eq!(
+            sorted(held.holding()),
+            [3, 4, 5],
+            "the oldest beyond the bound dropped"
+        );
+        assert!(held.resumable().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_pong_to_a_ping_sent_after_results_proves_them_read() {
+        let mut held = with_session(Duration::from_secs(10));
+        held.sent(Answered::echo(1), 8);
+        held.sent(Answered::echo(2), 8);
+        held.pinged(40);
+        held.sent(Answered::echo(3), 8);
+        held.ponged(41);
+        held.ponged(40);
+        held.lost(true);
+        assert_eq!(
+            held.holding(),
+            [3],
+            "only what was sent after the ping is in doubt"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_loss_without_a_session_or_past_its_grace_keeps_nothing() {
+        let mut held = Held::new(Handle::current());
+        held.sent(Answered::echo(1), 8);
+        held.lost(true);
+        assert!(held.holding().is_empty());
+        assert!(held.session.is_none());
+
+        let mut held = with_session(Duration::ZERO);
+        held.sent(Answered::echo(1), 8);
+        held.lost(true);
+        assert!(held.resumable().is_none(), "past a grace of zero at once");
+
+        let mut held = with_session(Duration::from_secs(10));
+        held.sent(Answered::echo(1), 8);
+        held.lost(false);
+        assert!(held.holding().is_empty() && held.session.is_none());
+    }
+}
