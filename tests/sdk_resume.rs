@@ -1,7 +1,9 @@
 //! The Rust SDK's worker across a lost link and under blocking handlers, against a real node:
 //! a worker holding 64 pushes whose link is reset (or cut while it sends its results) resumes
-//! its session and each dispatch completes exactly once; a handler that blocks its thread,
-//! `runs_briefly` or not, leaves the worker eligible through several ping timeouts.
+//! its session and each dispatch completes exactly once; past the grace it registers anew and
+//! drops what it held; a heartbeating handler's heartbeats follow it to the new connection; a
+//! handler that blocks its thread, `runs_briefly` or not, leaves the worker eligible through
+//! several ping timeouts.
 
 use lintel_test_support as support;
 
@@ -11,11 +13,13 @@ use std::time::Duration;
 
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::status::Standing;
-use lintel::sdk::{Handler, Request, Worker, WorkerHandle, WorkerState};
+use lintel::sdk::{Handler, Request, Worker, WorkerConfigBuilder, WorkerHandle, WorkerState};
 use lintel::wire::{ActivityOutcome, DispatchResult};
 use lintel::NodeConfig;
 use support::faulty::Proxy;
-use support::{outcome_of, register, request, spawn_dispatch, within, worker_config, TestNode};
+use support::{
+    outcome_of, register, request, spawn_dispatch, within, worker_builder, worker_config, TestNode,
+};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -38,14 +42,26 @@ fn patient() -> DispatchOptions {
         .reply_timeout(Duration::from_secs(60))
 }
 
-/// Echoes its input once the gate opens, counting executions per input and handlers started
-/// and finished.
+/// Echoes its input once the gate opens, counting executions per input and handlers started,
+/// finished and dropped unfinished.
 #[derive(Clone)]
 struct Gated {
     gate: watch::Receiver<bool>,
     executions: Arc<Mutex<HashMap<String, u32>>>,
     started: Arc<watch::Sender<usize>>,
     finished: Arc<watch::Sender<usize>>,
+    dropped: Arc<watch::Sender<usize>>,
+}
+
+/// Counts a handler dropped before it finished.
+struct Unfinished(Option<Arc<watch::Sender<usize>>>);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(dropped) = self.0.take() {
+            dropped.send_modify(|dropped| *dropped += 1);
+        }
+    }
 }
 
 impl Gated {
@@ -56,6 +72,7 @@ impl Gated {
             executions: Arc::default(),
             started: Arc::new(watch::channel(0).0),
             finished: Arc::new(watch::channel(0).0),
+            dropped: Arc::new(watch::channel(0).0),
         };
         (gated, open)
     }
@@ -93,16 +110,22 @@ impl Handler for Gated {
             .entry(input)
             .or_default() += 1;
         self.started.send_modify(|started| *started += 1);
+        let mut unfinished = Unfinished(Some(Arc::clone(&self.dropped)));
         let mut gate = self.gate.clone();
         let _ = gate.wait_for(|open| *open).await;
+        unfinished.0 = None;
         self.finished.send_modify(|finished| *finished += 1);
         ActivityOutcome::Success(request.input)
     }
 }
 
-/// A node with a proxy in front, an SDK worker of capacity [`HELD`] registered through it, and
-/// [`HELD`] dispatches its gated handlers have all started.
-async fn holding() -> (
+/// A node configured by `node_config` with a proxy in front, an SDK worker of capacity [`HELD`]
+/// registered through it (configured by `worker`), and [`HELD`] dispatches its gated handlers
+/// have all started.
+async fn holding_with(
+    node_config: NodeConfig,
+    worker: impl FnOnce(WorkerConfigBuilder) -> WorkerConfigBuilder,
+) -> (
     TestNode,
     Proxy,
     WorkerHandle,
@@ -111,10 +134,15 @@ async fn holding() -> (
     watch::Sender<bool>,
     Vec<JoinHandle<DispatchResult>>,
 ) {
-    let node = TestNode::with_config(config()).await;
+    let node = TestNode::with_config(node_config).await;
     let proxy = Proxy::start(node.addr).await;
     let (gated, open) = Gated::new();
-    let config = worker_config(proxy.addr.to_string(), register("ns", "echo", HELD as u32));
+    let config = worker(worker_builder(
+        proxy.addr.to_string(),
+        register("ns", "echo", HELD as u32),
+    ))
+    .build()
+    .expect("a worker config");
     let worker = Worker::spawn(config, gated.clone());
     let worker_id = within(
         "registered",
@@ -127,6 +155,19 @@ async fn holding() -> (
         .collect();
     gated.started(HELD).await;
     (node, proxy, worker, worker_id, gated, open, handles)
+}
+
+/// [`holding_with`] the node of [`config`] and a worker as the builder makes it.
+async fn holding() -> (
+    TestNode,
+    Proxy,
+    WorkerHandle,
+    u64,
+    Gated,
+    watch::Sender<bool>,
+    Vec<JoinHandle<DispatchResult>>,
+) {
+    holding_with(config(), |builder| builder).await
 }
 
 /// Each dispatch completed with its own input, each handler ran once, none was lost, and the
@@ -183,6 +224,140 @@ async fn results_sent_into_a_cut_link_are_delivered_again_on_resume() {
     // The cut connections close; the worker resumes on a new one.
     proxy.heal();
     each_completed_once(&node, &worker, worker_id, &gated, handles).await;
+    worker.shutdown().await;
+}
+
+#[tokio::test]
+async fn past_the_grace_the_worker_registers_anew_and_drops_what_it_held() {
+    // Pings every 100 ms, a lost worker closed after 3 missed, its session kept 300 ms.
+    let node_config = NodeConfig {
+        ping_interval_ms: 100,
+        max_missed_pings: 3,
+        worker_resume_grace_ms: 300,
+        ..config()
+    };
+    let (node, proxy, worker, worker_id, gated, open, handles) =
+        holding_with(node_config, |builder| {
+            builder.handshake_timeout(Duration::from_millis(500))
+        })
+        .await;
+    // Silent both ways, and no new connection gets through, until the heal.
+    proxy.partition();
+    for handle in handles {
+        let result = outcome_of(handle).await;
+        assert!(
+            matches!(result, DispatchResult::WorkerLost { .. }),
+            "past the grace: {result:?}"
+        );
+    }
+    proxy.heal();
+    let mut state = worker.state();
+    // Read at once: a watch read guard held on would block the worker's next state.
+    let registered = within(
+        "the worker registered anew",
+        state.wait_for(|state| matches!(state, WorkerState::Registered { worker_id: id, .. } if *id != worker_id)),
+    )
+    .await
+    .is_ok();
+    assert!(registered);
+    // What it held is dropped: every handler aborted, none run again.
+    let mut dropped = gated.dropped.subscribe();
+    within(
+        "the held handlers dropped",
+        dropped.wait_for(|n| *n >= HELD),
+    )
+    .await
+    .expect("counted");
+    open.send_replace(true);
+    let next = spawn_dispatch(&node, request("ns", "echo", "next"), patient());
+    match outcome_of(next).await {
+        DispatchResult::Completed(response) => {
+            assert_eq!(response.outcome, ActivityOutcome::Success("next".into()));
+        }
+        other => panic!("expected a completion, got {other:?}"),
+    }
+    let executions = gated.executions.lock().expect("counts").clone();
+    assert!(executions.values().all(|runs| *runs == 1), "{executions:?}");
+    assert_eq!(
+        *gated.finished.borrow(),
+        1,
+        "only the new dispatch finished"
+    );
+    worker.shutdown().await;
+}
+
+/// How long a dispatch of the heartbeat test may go without a heartbeat.
+const HEARTBEAT: Duration = Duration::from_millis(300);
+
+/// Heartbeats every 50 ms, counting the heartbeats the worker took, until the gate opens.
+struct Beating {
+    gate: watch::Receiver<bool>,
+    beats: Arc<watch::Sender<usize>>,
+}
+
+impl Handler for Beating {
+    async fn handle(&self, request: Request) -> ActivityOutcome {
+        let heartbeat = request.heartbeater();
+        let mut gate = self.gate.clone();
+        loop {
+            if heartbeat.beat("").is_ok() {
+                self.beats.send_modify(|beats| *beats += 1);
+            }
+            // The heartbeat's cadence, not a wait for another task.
+            tokio::select! {
+                _ = gate.wait_for(|open| *open) => break,
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        ActivityOutcome::Success(request.input)
+    }
+}
+
+#[tokio::test]
+async fn heartbeats_of_a_running_handler_go_out_on_the_resumed_connection() {
+    let node = TestNode::with_config(config()).await;
+    let proxy = Proxy::start(node.addr).await;
+    let (open, gate) = watch::channel(false);
+    let beats = Arc::new(watch::channel(0).0);
+    let beating = Beating {
+        gate,
+        beats: Arc::clone(&beats),
+    };
+    let config = worker_config(proxy.addr.to_string(), register("ns", "beat", 1));
+    let worker = Worker::spawn(config, beating);
+    within(
+        "registered",
+        worker.wait_registered(Duration::from_secs(10)),
+    )
+    .await
+    .expect("registered");
+    let dispatch = spawn_dispatch(
+        &node,
+        request("ns", "beat", "beating"),
+        patient().heartbeat_timeout(HEARTBEAT),
+    );
+    let mut taken = beats.subscribe();
+    within("heartbeats", taken.wait_for(|n| *n >= 3))
+        .await
+        .expect("counted");
+    proxy.reset();
+    // Twenty more heartbeats taken (a few by the lost connection at most): a second, several
+    // heartbeat timeouts, most of it on the resumed connection.
+    let before = *beats.borrow();
+    within(
+        "heartbeats after the reset",
+        taken.wait_for(|n| *n >= before + 20),
+    )
+    .await
+    .expect("counted");
+    open.send_replace(true);
+    match outcome_of(dispatch).await {
+        DispatchResult::Completed(response) => {
+            assert_eq!(response.outcome, ActivityOutcome::Success("beating".into()));
+        }
+        other => panic!("expected a completion, not a missed heartbeat: {other:?}"),
+    }
+    assert_eq!(node.node.dispatcher().counters().snapshot().worker_lost, 0);
     worker.shutdown().await;
 }
 
