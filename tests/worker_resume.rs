@@ -586,3 +586,35 @@ async fn a_resume_listing_less_than_the_sessions_worker_is_refused_and_the_sessi
         assert_eq!(completed(&outcome_of(handle).await), "0");
     }
 }
+
+#[tokio::test]
+async fn a_worker_that_says_goodbye_keeps_no_session_and_its_pushes_end_at_once() {
+    let node = TestNode::with_config(config(10_000)).await;
+    let mut worker = connect(node.addr, None, FeatureSet::WORKER_RESUME).await;
+    let (_, session) = register_with_session(&mut worker, 1).await;
+    let handles = dispatches(&node, 1);
+    let _held = pushes(&mut worker, 1).await;
+
+    let left = Instant::now();
+    worker
+        .send(Frame::Goodbye(lintel::wire::Goodbye {
+            reason: "shutting down".into(),
+        }))
+        .await;
+    for handle in handles {
+        let result = outcome_of(handle).await;
+        assert!(
+            matches!(result, DispatchResult::WorkerLost { .. }),
+            "{result:?}"
+        );
+    }
+    assert!(
+        left.elapsed() < Duration::from_secs(2),
+        "lost at once, not after the grace"
+    );
+    let mut late = connect(node.addr, None, FeatureSet::WORKER_RESUME).await;
+    match resume(&mut late, &session.token, Vec::new()).await {
+        Frame::RegisterRefused(refusal) => assert_eq!(refusal.code, RefusalCode::SessionUnknown),
+        other => panic!("expected RegisterRefused{{SessionUnknown}}, got {other:?}"),
+    }
+}

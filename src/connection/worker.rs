@@ -60,6 +60,7 @@ pub(super) fn serve<'a>(
         .overdue_after(shared.config.worker_ping_timeout()),
         probation: 0,
         drained: false,
+        said_goodbye: false,
         session: None,
         kick: None,
     };
@@ -150,7 +151,11 @@ pub(super) fn serve<'a>(
         if let Some(mut registered) = conn.registered.take() {
             registered.departure = departure(&close, conn.drained, registered.shutting_down);
             if let Some(token) = conn.session {
-                park(shared, token, registered, conn.grant.clone());
+                if conn.said_goodbye {
+                    shared.sessions.closed(&token);
+                } else {
+                    park(shared, token, registered, conn.grant.clone());
+                }
             }
         } else if let Some(token) = conn.session {
             shared.sessions.closed(&token);
@@ -175,6 +180,8 @@ struct WorkerConn<'a> {
     probation: u32,
     /// The worker said `Drained`: whatever ends its connection, it left drained.
     drained: bool,
+    /// The worker said `Goodbye`: it left on purpose, so its session is not kept.
+    said_goodbye: bool,
     /// The token of the worker's session, when it was given one (or resumed one).
     session: Option<Token>,
     /// Cancelled when another connection resumes the session: this one closes.
@@ -321,7 +328,10 @@ impl WorkerConn<'_> {
                 self.answered(answered);
                 Ok(())
             }
-            Frame::Goodbye(_) => Err(Close::Quietly),
+            Frame::Goodbye(_) => {
+                self.said_goodbye = true;
+                Err(Close::Quietly)
+            }
             Frame::Progress(progress) => {
                 if let Some(missing) = NotImplemented::kind(FrameKind::Progress, IMPLEMENTED) {
                     return Err(Close::error(ErrorCode::Unsupported, missing.to_string()));
