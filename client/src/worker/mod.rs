@@ -128,6 +128,7 @@ impl Worker {
             held: Held::new(Handle::current()),
             link: watch::channel(None).0,
         };
+        let link = runtime.link.subscribe();
         let stop = shutdown.clone();
         let done = finished.clone();
         let (failed, thread_failed) = (runtime.state.clone(), runtime.state.clone());
@@ -135,8 +136,15 @@ impl Worker {
             let state = runtime.state.clone();
             // Cancel-safe: dropping `run` drops the connection and aborts every handler task.
             let last = tokio::select! {
-                () = stop.cancelled() => WorkerState::Stopped,
-                last = runtime.run() => last,
+                () = stop.cancelled() => None,
+                last = runtime.run() => Some(last),
+            };
+            let last = match last {
+                Some(last) => last,
+                None => {
+                    say_goodbye(link).await;
+                    WorkerState::Stopped
+                }
             };
             state.send_replace(last);
         };
@@ -173,6 +181,27 @@ impl Worker {
             finished,
         }
     }
+}
+
+/// How long a shutdown waits for its `Goodbye` to be written.
+const GOODBYE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Says `Goodbye` on the current connection, if any, and waits (at most [`GOODBYE_TIMEOUT`])
+/// for it to be written: the node then ends the worker's pushes at once instead of keeping its
+/// session for a resume that will not come.
+async fn say_goodbye(link: watch::Receiver<Option<lintel_transport::Outbound>>) {
+    // Cloned so the watch's read lock is not held across the wait.
+    let Some(outbound) = link.borrow().clone() else {
+        return;
+    };
+    let goodbye = lintel_wire::Frame::Goodbye(lintel_wire::Goodbye {
+        reason: "worker shutting down".to_owned(),
+    });
+    let _ = tokio::time::timeout(GOODBYE_TIMEOUT, async {
+        outbound.close_with(goodbye).await;
+        outbound.closed().await;
+    })
+    .await;
 }
 
 /// Controls a running worker. Dropping it shuts the worker down.
@@ -244,7 +273,8 @@ impl WorkerHandle {
         self.finished.cancelled().await;
     }
 
-    /// Stops at once: aborts every handler and drops the connection without a word.
+    /// Stops at once: aborts every handler, says `Goodbye` (waiting at most 1 s for it to be
+    /// written, so the node ends what it pushed at once, keeping no session) and closes.
     /// Resolves when the runtime has stopped.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();

@@ -49,8 +49,8 @@ pub(super) struct Session<'a, H> {
     pub(super) keepalive: Keepalive,
     pub(super) outbound: Outbound,
     pub(super) worker_id: u64,
-    /// The local limit on handlers in flight. The session is the only place that starts
-    /// handlers, so this count beside `in_flight` is the semaphore: exact, and resizable both ways.
+    /// The local limit on requests held. The session is the only place that starts handlers,
+    /// so this count beside what `held` holds is the semaphore: exact, and resizable both ways.
     pub(super) capacity: u32,
     /// The handlers and results held, which outlive this connection.
     pub(super) held: &'a mut Held,
@@ -287,10 +287,10 @@ impl<H: Handler> Session<'_, H> {
         // On the caller's runtime, never this connection's: a handler that blocks its thread
         // cannot hold up pings, pongs or the socket. The request stays in its box until the
         // handler takes it, so the task holds it once.
-        let task = self.held.tasks.spawn_on(
-            run_handler(handler, push, heartbeat),
-            &self.held.handlers.clone(),
-        );
+        let task = self
+            .held
+            .tasks
+            .spawn_on(run_handler(handler, push, heartbeat), &self.held.handlers);
         self.held.in_flight.insert(correlation, task);
         Ok(())
     }
