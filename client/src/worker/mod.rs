@@ -110,6 +110,13 @@ impl Worker {
     /// # }
     /// ```
     ///
+    /// # Lost connections
+    /// Its handlers run on through a lost connection. Reconnected within the session grace a
+    /// version-4 node gave it, it resumes the session and delivers their results there; it
+    /// keeps at most its concurrency of results unsent, and at most as many sent but not yet
+    /// proved read (a `Pong` to a later `Ping` proves it), the oldest dropped beyond that.
+    /// Refused, or past the grace, it registers anew and drops them.
+    ///
     /// # Panics
     /// Outside a Tokio runtime, like `tokio::spawn`. A thread or runtime that cannot be made
     /// is not a panic: the worker stops in [`WorkerState::Failed`].
