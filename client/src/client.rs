@@ -616,7 +616,11 @@ impl Client {
             Err(err) => {
                 let delay = self.core.reconnect.delay(redial.failures);
                 redial.failures = redial.failures.saturating_add(1);
-                redial.not_before = Some(tokio::time::Instant::now() + delay);
+                let now = tokio::time::Instant::now();
+                redial.not_before = Some(
+                    now.checked_add(delay)
+                        .unwrap_or(now + Duration::from_secs(86_400)),
+                );
                 Err(ClientError::Unreachable {
                     reason: err.to_string(),
                 })
@@ -761,6 +765,10 @@ impl Client {
         // loop runs for every dispatch, so it is written for the one attempt that ends it.
         let retry = |retried: &Vec<Retried>, reason: RetryReason| {
             let attempts = if reason.proves_unsent() {
+                // A client of one connection keeps it, so nothing else could be tried.
+                if self.core.nodes.is_none() {
+                    return false;
+                }
                 policy.max_unsent_attempts()
             } else {
                 policy.max_attempts()

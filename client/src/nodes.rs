@@ -11,7 +11,10 @@ use tokio::time::Instant;
 
 use crate::connect::{connect, connect_tls, Attempt, ConnectError, Connection, Handshake};
 use crate::tls::{host_of, ClientTls};
-use lintel_transport::resolve::Resolver;
+use lintel_transport::resolve::{ResolveError, Resolver};
+
+/// A deadline for a timeout too long to add to now: as good as never.
+const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// Most node addresses one client or worker is given.
 pub const MAX_NODES: usize = 64;
@@ -78,11 +81,23 @@ impl Nodes {
         avoid: Option<SocketAddr>,
         prefer: Option<SocketAddr>,
     ) -> Result<(Connection, SocketAddr), ConnectError> {
-        let deadline = Instant::now() + handshake.timeout;
+        let now = Instant::now();
+        let deadline = now.checked_add(handshake.timeout).unwrap_or(now + FAR);
         let mut failed = Vec::new();
         let mut candidates = Vec::new();
         for target in &self.targets {
-            match self.resolver.resolve(target).await {
+            let resolved = tokio::time::timeout_at(deadline, self.resolver.resolve(target))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ResolveError::Lookup {
+                        target: target.clone(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            "the lookup outlasted the handshake timeout",
+                        ),
+                    })
+                });
+            match resolved {
                 Ok(addresses) => {
                     candidates.extend(addresses.into_iter().map(|address| Candidate {
                         target: target.clone(),

@@ -40,8 +40,8 @@ pub struct DispatchOptions {
     /// Protocol version 3: headers, priority, fairness and a required deployment, carried
     /// beside the request; they need a version-3 node. Set by the builder methods.
     pub(crate) extras: RequestExtras,
-    /// What the producer SDK retries, on another node where it has several; the node's
-    /// in-process API ignores it.
+    /// What the producer SDK retries: on the connection in use, or on another node's once it
+    /// left a draining node or a lost connection. The node's in-process API ignores it.
     pub retry: RetryPolicy,
 }
 
@@ -140,7 +140,8 @@ impl RetryPolicy {
         self
     }
 
-    /// Also retry a `no-worker` outcome, on another node where there is one.
+    /// Also retry a `no-worker` outcome (on the same connection: the node places it again,
+    /// across its peers).
     pub fn retry_no_worker(mut self) -> Self {
         self.no_worker = true;
         self

@@ -131,7 +131,7 @@ mod opentelemetry_feature {
             &context,
         );
         // What the propagator wrote is the W3C header the SDK's own helpers read.
-        let written = TraceContext::from_headers(&options.extras.headers)
+        let written = TraceContext::from_headers(&options.wire_extras().headers)
             .expect("valid")
             .expect("present");
         assert_eq!(written.parent.to_string(), PARENT);

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use hdrhistogram::{CreationError, Histogram};
 use lintel_client::{
-    Client, ClientConfig, ConnectError, DispatchOptions, Worker, WorkerConfig, WorkerError,
-    WorkerHandle,
+    Client, ClientConfig, ConnectError, DispatchOptions, Worker, WorkerConfig, WorkerConfigError,
+    WorkerError, WorkerHandle,
 };
 use lintel_wire::channel::dispatch_channel_name;
 use lintel_wire::{PeerLinkState, PeerStatus};
@@ -70,6 +70,8 @@ enum DemoError {
     Config(#[from] ConfigError),
     #[error("a demo worker did not register: {0}")]
     Register(#[source] WorkerError),
+    #[error("a demo worker's configuration: {0}")]
+    WorkerConfig(#[from] WorkerConfigError),
     #[error("producer cannot connect: {0}")]
     Connect(#[source] ConnectError),
     #[error("cannot record latencies: {0}")]
@@ -291,10 +293,9 @@ async fn start_workers(homes: &[&Serving], labelled: bool) -> Result<Vec<WorkerH
             if labelled {
                 config = config.label(home.id.clone());
             }
-            let config = config.build().expect("a complete worker config");
-            Worker::spawn(config, BuiltIn)
+            Ok(Worker::spawn(config.build()?, BuiltIn))
         })
-        .collect();
+        .collect::<Result<_, DemoError>>()?;
     for worker in &workers {
         worker
             .wait_registered(Duration::from_secs(10))

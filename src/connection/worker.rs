@@ -15,9 +15,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use lintel_wire::{
-    DepartureReason, Drain, ErrorCode, FeatureSet, Frame, FrameKind, FrameRef, NotImplemented,
-    Ping, Pong, Refusal, RefusalCode, Register, Registered as RegisteredFrame, ResumeSession,
-    Session, SessionResumed,
+    CodecError, DepartureReason, Drain, ErrorCode, FeatureSet, Frame, FrameKind, FrameRef,
+    NotImplemented, Ping, Pong, Refusal, RefusalCode, Register, Registered as RegisteredFrame,
+    ResumeSession, Session, SessionResumed,
 };
 
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -61,6 +61,7 @@ pub(super) fn serve<'a>(
         probation: 0,
         drained: false,
         said_goodbye: false,
+        cut: false,
         session: None,
         kick: None,
     };
@@ -120,7 +121,12 @@ pub(super) fn serve<'a>(
                 None => None,
                 Some(found) => match reader.take(found) {
                     None => break Close::Quietly,
-                    Some(Err(err)) => break Close::read_failed(err),
+                    Some(Err(err)) => {
+                        // Ended mid-frame or stalled in one: the link failed, it was not closed.
+                        conn.cut = matches!(err, CodecError::Truncated { .. })
+                            || lintel_transport::is_frame_timeout(&err);
+                        break Close::read_failed(err);
+                    }
                     // Copied out and handled below, once the frame is let go: a wait here
                     // would carry the frame's view in every idle connection's task.
                     Some(Ok(FrameRef::Frame(Frame::Register(register)))) => {
@@ -150,12 +156,17 @@ pub(super) fn serve<'a>(
         // closing worker.
         if let Some(mut registered) = conn.registered.take() {
             registered.departure = departure(&close, conn.drained, registered.shutting_down);
+            if conn.cut && registered.departure == DepartureReason::ProtocolError {
+                registered.departure = DepartureReason::Disconnected;
+            }
             if let Some(token) = conn.session {
-                if conn.said_goodbye {
-                    shared.sessions.closed(&token);
-                } else {
-                    park(shared, token, registered, conn.grant.clone());
-                }
+                park(
+                    shared,
+                    token,
+                    registered,
+                    conn.grant.clone(),
+                    conn.said_goodbye,
+                );
             }
         } else if let Some(token) = conn.session {
             shared.sessions.closed(&token);
@@ -182,6 +193,8 @@ struct WorkerConn<'a> {
     drained: bool,
     /// The worker said `Goodbye`: it left on purpose, so its session is not kept.
     said_goodbye: bool,
+    /// The connection ended mid-frame or stalled in one: lost, not closed on purpose.
+    cut: bool,
     /// The token of the worker's session, when it was given one (or resumed one).
     session: Option<Token>,
     /// Cancelled when another connection resumes the session: this one closes.
@@ -203,13 +216,20 @@ async fn kicked(kick: Option<&tokio_util::sync::CancellationToken>) {
 }
 
 /// Keeps `registered`'s session under `token` for a resume when its connection was lost (not
-/// closed by either side on purpose), out of selection; otherwise, or with no room, drops it.
-fn park(shared: &Shared, token: Token, registered: crate::registrations::Registered, grant: Grant) {
+/// closed by either side on purpose: `goodbye` says the worker said `Goodbye`), out of
+/// selection; otherwise, or with no room, drops it.
+fn park(
+    shared: &Shared,
+    token: Token,
+    registered: crate::registrations::Registered,
+    grant: Grant,
+    goodbye: bool,
+) {
     let lost = matches!(
         registered.departure,
         DepartureReason::Disconnected | DepartureReason::MissedPings
     );
-    if !lost || registered.shutting_down || registered.link.is_superseded() {
+    if goodbye || !lost || registered.shutting_down || registered.link.is_superseded() {
         shared.sessions.closed(&token);
         return;
     }

@@ -95,7 +95,7 @@ impl Link<ToWorker> {
         self.inner.kind.parked.load(Ordering::Acquire)
     }
 
-    /// The connection this link pushes on.
+    /// The connection this link was made for: after a resume moved it, still the first one's.
     pub fn pid(&self) -> u64 {
         self.inner.kind.pid
     }

@@ -122,7 +122,10 @@ pub async fn sdk_worker<H: Handler>(
     register: Register,
     handler: H,
 ) -> WorkerHandle {
-    let handle = Worker::spawn(crate::worker_config(addr.to_string(), register), handler);
+    let handle = Worker::spawn(
+        crate::sdk::worker_config(addr.to_string(), register),
+        handler,
+    );
     within("worker registration", handle.wait_registered(WAIT))
         .await
         .expect("worker registered");
