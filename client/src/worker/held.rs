@@ -1,5 +1,6 @@
-//! What a worker holds across its connections: its handlers' tasks, the results not yet known
-//! to have reached the node, and the session that lets a new connection take them back.
+//! What a worker holds across its connections: its handlers' runner, the requests it runs, the
+//! results not yet known to have reached the node, and the session that lets a new connection
+//! take them back.
 //!
 //! Owned by the runtime's loop alone (no lock): a connection borrows it while it serves, and it
 //! outlives the connection, so handlers, their cancel signals and heartbeats survive a reconnect.
@@ -9,15 +10,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use lintel_wire::ResumeSession;
-use tokio::runtime::Handle;
-use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
 use super::handler::Answered;
+use super::runner::{Runner, Ticket};
 
-/// Requests in flight by the node's correlation id. The ids come off the socket, so the map is
-/// seeded at random per process and per map: colliding ids cannot be computed ahead.
-pub(super) type InFlight = HashMap<u64, AbortHandle, foldhash::fast::RandomState>;
+/// Requests in flight by the node's correlation id, with the runner's ticket for each. The ids
+/// come off the socket, so the map is seeded at random per process and per map: colliding ids
+/// cannot be computed ahead.
+pub(super) type InFlight = HashMap<u64, Ticket, foldhash::fast::RandomState>;
 
 /// The session a node gave this worker (`Session`), and when its connection was lost.
 #[derive(Debug, Clone)]
@@ -43,11 +44,10 @@ struct Unacked {
 /// The worker's work and session across connections.
 pub(super) struct Held {
     /// Where handlers run: the runtime `Worker::spawn` was called on, never the connection's.
-    pub(super) handlers: Handle,
-    pub(super) tasks: JoinSet<Answered>,
+    pub(super) runner: Runner,
     /// Requests whose reply is still owed, by correlation id. A cancelled request leaves this
-    /// map before its task is aborted and is answered by the cancel, so a task that finishes
-    /// anyway sends nothing more.
+    /// map before its handler is aborted and is answered by the cancel, so an answer that
+    /// comes anyway matches no ticket here and sends nothing more.
     pub(super) in_flight: InFlight,
     /// Finished requests whose reply is owed and not sent (or sent on a connection since lost,
     /// maybe unread); at most as many as the requests accepted, so bounded by the capacity.
@@ -59,11 +59,10 @@ pub(super) struct Held {
 }
 
 impl Held {
-    /// Nothing held; handlers will run on `handlers`.
-    pub(super) fn new(handlers: Handle) -> Self {
+    /// Nothing held; handlers will run in `runner`.
+    pub(super) fn new(runner: Runner) -> Self {
         Self {
-            handlers,
-            tasks: JoinSet::new(),
+            runner,
             in_flight: InFlight::default(),
             unsent: HashMap::default(),
             unacked: Unacked::default(),
@@ -158,8 +157,9 @@ impl Held {
 
     /// Drops the request `correlation`: its handler is aborted, its result forgotten.
     pub(super) fn forget(&mut self, correlation: u64) {
-        if let Some(task) = self.in_flight.remove(&correlation) {
-            task.abort();
+        if let Some(ticket) = self.in_flight.remove(&correlation) {
+            self.runner.abort(ticket);
+            self.runner.flush();
         }
         self.unsent.remove(&correlation);
     }
@@ -172,7 +172,8 @@ impl Held {
                 "dropping the requests held: the node ends them worker-lost"
             );
         }
-        self.tasks.abort_all();
+        self.runner.abort_all();
+        self.runner.flush();
         self.in_flight.clear();
         self.unsent.clear();
         self.unacked = Unacked::default();
@@ -182,15 +183,27 @@ impl Held {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
-    use tokio::runtime::Handle;
+    use lintel_wire::ActivityOutcome;
 
     use super::{Held, Kept};
-    use crate::worker::handler::Answered;
+    use crate::worker::handler::{handler_fn, Answered, Request};
+    use crate::worker::runner::Runner;
+
+    /// Nothing held, handlers that echo.
+    fn held() -> Held {
+        let echo =
+            handler_fn(|request: Request| async move { ActivityOutcome::Success(request.input) });
+        Held::new(Runner::spawn(
+            Arc::new(echo),
+            tokio::sync::watch::channel(None).1,
+        ))
+    }
 
     fn with_session(grace: Duration) -> Held {
-        let mut held = Held::new(Handle::current());
+        let mut held = held();
         held.session = Some(Kept {
             token: bytes::Bytes::from_static(&[7; 32]),
             grace,
@@ -238,7 +251,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_loss_without_a_session_or_past_its_grace_keeps_nothing() {
-        let mut held = Held::new(Handle::current());
+        let mut held = held();
         held.sent(Answered::echo(1), 8);
         held.lost(true);
         assert!(held.holding().is_empty());

@@ -7,14 +7,17 @@
 //! each failed attempt is logged, rate-limited.
 //!
 //! The connection (socket, reader, writer, pings and pongs) runs on a thread of its own with a
-//! current-thread Tokio runtime; handlers run on the caller's runtime, so a handler that blocks
-//! its thread cannot starve the connection. A lost connection's session is resumed within its
-//! grace, handlers running on through it.
+//! current-thread Tokio runtime; handlers run on the caller's runtime, brief ones included, so
+//! a handler that blocks its thread cannot starve the connection. Requests cross to the
+//! handlers' runtime, and answers back, in batches: one wake-up each way per burst, not per
+//! request. A lost connection's session is resumed within its grace, handlers running on
+//! through it.
 //!
 //! - `config`: [`WorkerConfig`] and [`Backoff`]; `state`: [`WorkerState`] and how a connection
 //!   ended; `handler`: what runs a request; `runtime`: the connect, register (or resume) and
 //!   reconnect loop; `retries`: what it logs while the node cannot be reached;
-//!   `held`: the handlers, results and session kept across connections;
+//!   `runner`: the task on the caller's runtime that runs handlers, fed through a `mailbox`;
+//!   `held`: the requests, results and session kept across connections;
 //!   `session`: one registered connection, its capacity and drain.
 //! - This file: the public [`Worker`] entry point and its [`WorkerHandle`].
 
@@ -23,7 +26,9 @@ mod config;
 mod handler;
 mod heartbeat;
 mod held;
+mod mailbox;
 mod retries;
+mod runner;
 mod runtime;
 mod session;
 mod state;
@@ -33,7 +38,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lintel_wire::Refusal;
-use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -44,6 +48,7 @@ pub use handler::{
 };
 pub use heartbeat::{Heartbeat, HeartbeatError};
 use held::Held;
+use runner::Runner;
 use runtime::Runtime;
 pub use state::{Fatal, WorkerState};
 
@@ -126,14 +131,14 @@ impl Worker {
         let (drain_tx, drain_rx) = watch::channel(None);
         let shutdown = CancellationToken::new();
         let finished = CancellationToken::new();
+        let (link_tx, link_rx) = watch::channel(None);
         let runtime = Runtime {
             config,
-            handler: Arc::new(handler),
             state: state_tx,
             capacity: capacity_rx,
             drain: drain_rx,
-            held: Held::new(Handle::current()),
-            link: watch::channel(None).0,
+            held: Held::new(Runner::spawn(Arc::new(handler), link_rx)),
+            link: link_tx,
         };
         let link = runtime.link.subscribe();
         let stop = shutdown.clone();

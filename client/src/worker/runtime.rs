@@ -1,7 +1,6 @@
 //! The worker's connect, register (or resume) and reconnect loop.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use lintel_wire::{
@@ -11,7 +10,6 @@ use lintel_wire::{
 use tokio::sync::watch;
 
 use super::config::WorkerConfig;
-use super::handler::Handler;
 use super::held::Held;
 use super::retries::Retries;
 use super::session::Session;
@@ -22,9 +20,8 @@ use lintel_transport::keepalive::Keepalive;
 use lintel_transport::{Batched, FrameReader, Outbound};
 
 /// The runtime's configuration and its side of the handle's channels.
-pub(super) struct Runtime<H> {
+pub(super) struct Runtime {
     pub(super) config: WorkerConfig,
-    pub(super) handler: Arc<H>,
     pub(super) state: watch::Sender<WorkerState>,
     pub(super) capacity: watch::Receiver<u32>,
     pub(super) drain: watch::Receiver<Option<Duration>>,
@@ -46,7 +43,7 @@ enum Joined {
     Resumed(u64),
 }
 
-impl<H: Handler> Runtime<H> {
+impl Runtime {
     /// Connects, serves and reconnects until a final refusal, a failure retrying cannot fix or
     /// a self-drain; returns the last state.
     pub(super) async fn run(mut self) -> WorkerState {
@@ -189,7 +186,6 @@ impl<H: Handler> Runtime<H> {
         self.held.node_capacity = capacity;
         self.link.send_replace(Some(outbound.clone()));
         let session = Session {
-            handler: Arc::clone(&self.handler),
             state: &self.state,
             capacity_rx: &mut self.capacity,
             drain_rx: &mut self.drain,
@@ -198,8 +194,8 @@ impl<H: Handler> Runtime<H> {
             worker_id,
             capacity,
             held: &mut self.held,
-            link: self.link.subscribe(),
             draining: None,
+            answers: Vec::new(),
         };
         (Batched::new(session.serve(reader)).await, Some(address))
     }

@@ -1,7 +1,6 @@
 //! One registered connection: pushed requests run through the handler within capacity,
 //! cancels, keepalive and drain. What it runs is [`Held`], which outlives it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lintel_wire::{
@@ -9,11 +8,9 @@ use lintel_wire::{
     ErrorFrame, ExtrasRef, Frame, FrameRef, Goodbye, Pong, Push, Reply, RequestRef, ResponseRef,
 };
 use tokio::sync::watch;
-use tokio::task::JoinError;
 use tokio::time::Instant;
 
-use super::handler::{run_handler, Answered, Handler};
-use super::heartbeat::{Heartbeat, Link};
+use super::handler::Answered;
 use super::held::{Held, Kept};
 use super::state::{SessionEnd, WorkerState};
 use crate::connect::decode_error_frame;
@@ -41,8 +38,7 @@ pub(super) struct Draining {
 }
 
 /// A registered connection being served.
-pub(super) struct Session<'a, H> {
-    pub(super) handler: Arc<H>,
+pub(super) struct Session<'a> {
     pub(super) state: &'a watch::Sender<WorkerState>,
     pub(super) capacity_rx: &'a mut watch::Receiver<u32>,
     pub(super) drain_rx: &'a mut watch::Receiver<Option<Duration>>,
@@ -54,15 +50,15 @@ pub(super) struct Session<'a, H> {
     pub(super) capacity: u32,
     /// The handlers and results held, which outlive this connection.
     pub(super) held: &'a mut Held,
-    /// The connection heartbeats go out on, for handlers started here.
-    pub(super) link: Link,
     pub(super) draining: Option<Draining>,
+    /// Answers taken from the runner, kept to reuse the allocation.
+    pub(super) answers: Vec<Answered>,
 }
 
 /// Whether the session goes on.
 type Flow = Result<(), SessionEnd>;
 
-impl<H: Handler> Session<'_, H> {
+impl Session<'_> {
     /// Sends the results held from a lost connection, then serves the frames of `reader` until
     /// the connection ends.
     pub(super) async fn serve(mut self, mut reader: FrameReader) -> SessionEnd {
@@ -87,7 +83,7 @@ impl<H: Handler> Session<'_, H> {
             }
             let deadline = self.draining.as_ref().map(|draining| draining.deadline);
             // Every branch is cancel-safe: `FrameReader::ready` keeps partial frames buffered,
-            // `JoinSet::join_next` and watch `changed` lose nothing when dropped, the grace sleep
+            // `Runner::answered` and watch `changed` lose nothing when dropped, the grace sleep
             // is rebuilt from the stored deadline, and `Keepalive::tick` changes nothing until
             // it resolves.
             let flow = tokio::select! {
@@ -104,7 +100,7 @@ impl<H: Handler> Session<'_, H> {
                         None => Err(SessionEnd::Lost { resumable: true }),
                     }
                 }
-                Some(joined) = self.held.tasks.join_next() => self.on_joined(joined).await,
+                () = self.held.runner.answered() => self.on_answers().await,
                 Ok(()) = self.capacity_rx.changed() => self.on_capacity().await,
                 Ok(()) = self.drain_rx.changed(), if self.draining.is_none() => {
                     self.on_drain_request().await
@@ -126,6 +122,9 @@ impl<H: Handler> Session<'_, H> {
                     Tick::Overdue => Ok(()),
                 },
             };
+            // What this turn started or aborted goes to the runner in one batch, also when the
+            // connection ended: the requests it started are held across it.
+            self.held.runner.flush();
             if let Err(end) = flow {
                 return end;
             }
@@ -176,10 +175,10 @@ impl<H: Handler> Session<'_, H> {
         };
         match frame {
             Frame::Cancel(cancel) => {
-                let Some(task) = self.held.in_flight.remove(&cancel.correlation) else {
+                let Some(ticket) = self.held.in_flight.remove(&cancel.correlation) else {
                     return Ok(());
                 };
-                task.abort();
+                self.held.runner.abort(ticket);
                 // The node holds the push's slot until the worker lets go of it: say so now.
                 let stopped = DispatchResponse {
                     workflow_id: "",
@@ -241,7 +240,7 @@ impl<H: Handler> Session<'_, H> {
         Err(SessionEnd::Lost { resumable: false })
     }
 
-    /// Runs a pushed request, with its extras, in its own task, or refuses it at once when at
+    /// Gives a pushed request, with its extras, to the runner, or refuses it at once when at
     /// capacity.
     ///
     /// Pushes that arrive while draining still run: the node sent them before it saw the drain
@@ -276,36 +275,44 @@ impl<H: Handler> Session<'_, H> {
             };
             return self.reply(correlation, response).await;
         }
-        // The handler owns its request: the one copy of the push out of the read buffer.
+        // The handler owns its request: the one copy of the push out of the read buffer. It
+        // stays in its box until the handler takes it, so the runner moves a pointer.
         let push = Box::new(Push {
             correlation,
             request: request.to_compact(),
             extras: extras.to_compact(),
         });
-        let handler = Arc::clone(&self.handler);
-        let heartbeat = Heartbeat::new(self.link.clone(), correlation);
-        // On the caller's runtime, never this connection's: a handler that blocks its thread
-        // cannot hold up pings, pongs or the socket. The request stays in its box until the
-        // handler takes it, so the task holds it once.
-        let task = self
-            .held
-            .tasks
-            .spawn_on(run_handler(handler, push, heartbeat), &self.held.handlers);
-        self.held.in_flight.insert(correlation, task);
+        let ticket = self.held.runner.run(push);
+        self.held.in_flight.insert(correlation, ticket);
         Ok(())
     }
 
-    async fn on_joined(&mut self, joined: Result<Answered, JoinError>) -> Flow {
-        match joined {
-            Ok(answered) => {
-                if self.held.in_flight.remove(&answered.correlation).is_none() {
-                    return Ok(());
+    /// Delivers the answers the runner has for requests still owed; an answer to a request
+    /// cancelled or dropped since matches no ticket in flight and is let go. When the
+    /// connection fails, the answers not yet sent stay held.
+    async fn on_answers(&mut self) -> Flow {
+        let mut answers = std::mem::take(&mut self.answers);
+        self.held.runner.take_answers(&mut answers);
+        let mut flow = Ok(());
+        for answered in answers.drain(..) {
+            let correlation = answered.correlation;
+            match self.held.in_flight.remove(&correlation) {
+                Some(ticket) if ticket == answered.ticket => {}
+                // A later push under the same correlation id: still owed.
+                Some(ticket) => {
+                    self.held.in_flight.insert(correlation, ticket);
+                    continue;
                 }
-                self.deliver(answered).await
+                None => continue,
             }
-            // Aborted after a cancel or at the grace deadline: nothing is owed.
-            Err(_) => Ok(()),
+            if flow.is_ok() {
+                flow = self.deliver(answered).await;
+            } else {
+                self.held.unsent.insert(correlation, answered);
+            }
         }
+        self.answers = answers;
+        flow
     }
 
     async fn on_capacity(&mut self) -> Flow {
@@ -347,9 +354,8 @@ impl<H: Handler> Session<'_, H> {
         if self.held.len() > 0 {
             tracing::warn!(in_flight = self.held.len(), "drain grace expired; aborting");
         }
-        for (_, task) in self.held.in_flight.drain() {
-            task.abort();
-        }
+        self.held.in_flight.clear();
+        self.held.runner.abort_all();
         self.held.unsent.clear();
     }
 
