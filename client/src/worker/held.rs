@@ -33,10 +33,10 @@ pub(super) struct Kept {
 /// `Pong` to a later `Ping` proves it read them, at most [`Held::unacked_bound`] of them.
 #[derive(Default)]
 struct Unacked {
-    /// Results in the order they were sent, each with its sequence number.
-    sent: VecDeque<(u64, Answered)>,
-    /// The next sequence number.
-    next: u64,
+    /// Results in the order they were sent; the first has sequence number `first`.
+    sent: VecDeque<Answered>,
+    /// The sequence number of the first result in `sent`.
+    first: u64,
     /// The ping sent after the results numbered below its second field, awaiting its pong.
     probe: Option<(u64, u64)>,
 }
@@ -82,13 +82,14 @@ impl Held {
         usize::try_from(capacity.max(1)).unwrap_or(usize::MAX)
     }
 
-    /// Remembers a result just sent, dropping the oldest beyond `bound`.
-    pub(super) fn sent(&mut self, answered: Answered, bound: usize) {
+    /// Remembers results just sent, in the order sent, dropping the oldest beyond `bound`.
+    pub(super) fn sent(&mut self, answers: impl IntoIterator<Item = Answered>, bound: usize) {
         let unacked = &mut self.unacked;
-        unacked.sent.push_back((unacked.next, answered));
-        unacked.next += 1;
-        while unacked.sent.len() > bound {
-            unacked.sent.pop_front();
+        unacked.sent.extend(answers);
+        let excess = unacked.sent.len().saturating_sub(bound);
+        if excess > 0 {
+            unacked.sent.drain(..excess);
+            unacked.first += excess as u64;
         }
     }
 
@@ -96,7 +97,7 @@ impl Held {
     pub(super) fn pinged(&mut self, nonce: u64) {
         let unacked = &mut self.unacked;
         if unacked.probe.is_none() && !unacked.sent.is_empty() {
-            unacked.probe = Some((nonce, unacked.next));
+            unacked.probe = Some((nonce, unacked.first + unacked.sent.len() as u64));
         }
     }
 
@@ -110,9 +111,11 @@ impl Held {
             return;
         }
         unacked.probe = None;
-        while unacked.sent.front().is_some_and(|(seq, _)| *seq < upto) {
-            unacked.sent.pop_front();
-        }
+        let read = usize::try_from(upto.saturating_sub(unacked.first))
+            .unwrap_or(usize::MAX)
+            .min(unacked.sent.len());
+        unacked.sent.drain(..read);
+        unacked.first += read as u64;
     }
 
     /// The connection was lost: results it may not have delivered become unsent again, and the
@@ -122,7 +125,7 @@ impl Held {
         match &mut self.session {
             Some(kept) if resumable => {
                 kept.lost_at.get_or_insert_with(Instant::now);
-                for (_, answered) in unacked.sent {
+                for answered in unacked.sent {
                     self.unsent.insert(answered.correlation, answered);
                 }
             }
@@ -221,7 +224,7 @@ mod tests {
     async fn results_sent_are_kept_up_to_the_bound_and_listed_when_the_connection_is_lost() {
         let mut held = with_session(Duration::from_secs(10));
         for correlation in 1..=5 {
-            held.sent(Answered::echo(correlation), 3);
+            held.sent([Answered::echo(correlation)], 3);
         }
         held.lost(true);
         assert_eq!(
@@ -235,10 +238,10 @@ mod tests {
     #[tokio::test]
     async fn a_pong_to_a_ping_sent_after_results_proves_them_read() {
         let mut held = with_session(Duration::from_secs(10));
-        held.sent(Answered::echo(1), 8);
-        held.sent(Answered::echo(2), 8);
+        held.sent([Answered::echo(1)], 8);
+        held.sent([Answered::echo(2)], 8);
         held.pinged(40);
-        held.sent(Answered::echo(3), 8);
+        held.sent([Answered::echo(3)], 8);
         held.ponged(41);
         held.ponged(40);
         held.lost(true);
@@ -252,18 +255,18 @@ mod tests {
     #[tokio::test]
     async fn a_loss_without_a_session_or_past_its_grace_keeps_nothing() {
         let mut held = held();
-        held.sent(Answered::echo(1), 8);
+        held.sent([Answered::echo(1)], 8);
         held.lost(true);
         assert!(held.holding().is_empty());
         assert!(held.session.is_none());
 
         let mut held = with_session(Duration::ZERO);
-        held.sent(Answered::echo(1), 8);
+        held.sent([Answered::echo(1)], 8);
         held.lost(true);
         assert!(held.resumable().is_none(), "past a grace of zero at once");
 
         let mut held = with_session(Duration::from_secs(10));
-        held.sent(Answered::echo(1), 8);
+        held.sent([Answered::echo(1)], 8);
         held.lost(false);
         assert!(held.holding().is_empty() && held.session.is_none());
     }

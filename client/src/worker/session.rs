@@ -62,20 +62,14 @@ impl Session<'_> {
     /// Sends the results held from a lost connection, then serves the frames of `reader` until
     /// the connection ends.
     pub(super) async fn serve(mut self, mut reader: FrameReader) -> SessionEnd {
-        let unsent: Vec<Answered> = self
+        let mut unsent: Vec<Answered> = self
             .held
             .unsent
             .drain()
             .map(|(_, answered)| answered)
             .collect();
-        let mut unsent = unsent.into_iter();
-        while let Some(answered) = unsent.next() {
-            if let Err(end) = self.deliver(answered).await {
-                self.held
-                    .unsent
-                    .extend(unsent.map(|answered| (answered.correlation, answered)));
-                return end;
-            }
+        if let Err(end) = self.deliver(&mut unsent).await {
+            return end;
         }
         loop {
             if self.draining.is_some() && self.held.len() == 0 {
@@ -288,29 +282,21 @@ impl Session<'_> {
     }
 
     /// Delivers the answers the runner has for requests still owed; an answer to a request
-    /// cancelled or dropped since matches no ticket in flight and is let go. When the
-    /// connection fails, the answers not yet sent stay held.
+    /// cancelled or dropped since matches no ticket in flight and is let go.
     async fn on_answers(&mut self) -> Flow {
         let mut answers = std::mem::take(&mut self.answers);
         self.held.runner.take_answers(&mut answers);
-        let mut flow = Ok(());
-        for answered in answers.drain(..) {
-            let correlation = answered.correlation;
-            match self.held.in_flight.remove(&correlation) {
-                Some(ticket) if ticket == answered.ticket => {}
-                // A later push under the same correlation id: still owed.
-                Some(ticket) => {
-                    self.held.in_flight.insert(correlation, ticket);
-                    continue;
-                }
-                None => continue,
+        let in_flight = &mut self.held.in_flight;
+        answers.retain(|answered| match in_flight.remove(&answered.correlation) {
+            Some(ticket) if ticket == answered.ticket => true,
+            // A later push under the same correlation id: still owed.
+            Some(ticket) => {
+                in_flight.insert(answered.correlation, ticket);
+                false
             }
-            if flow.is_ok() {
-                flow = self.deliver(answered).await;
-            } else {
-                self.held.unsent.insert(correlation, answered);
-            }
-        }
+            None => false,
+        });
+        let flow = self.deliver(&mut answers).await;
         self.answers = answers;
         flow
     }
@@ -388,22 +374,28 @@ impl Session<'_> {
         }
     }
 
-    /// Sends a handler's result, kept until the node is known to have read it; one the
-    /// connection could not take stays held, to be listed when the session resumes.
-    async fn deliver(&mut self, answered: Answered) -> Flow {
-        if let Some(draining) = &mut self.draining {
-            draining.completed += 1;
-        }
-        match self.reply(answered.correlation, answered.response()).await {
-            Ok(()) => {
-                self.held.sent(answered, Held::unacked_bound(self.capacity));
-                Ok(())
+    /// Sends the results in `answers` (leaving it empty), each kept until the node is known to
+    /// have read it; those the connection could not take stay held, to be listed when the
+    /// session resumes.
+    async fn deliver(&mut self, answers: &mut Vec<Answered>) -> Flow {
+        let mut sent = 0;
+        let mut flow = Ok(());
+        for answered in answers.iter() {
+            if let Some(draining) = &mut self.draining {
+                draining.completed += 1;
             }
-            Err(end) => {
-                self.held.unsent.insert(answered.correlation, answered);
-                Err(end)
+            flow = self.reply(answered.correlation, answered.response()).await;
+            if flow.is_err() {
+                break;
             }
+            sent += 1;
         }
+        for answered in answers.drain(sent..) {
+            self.held.unsent.insert(answered.correlation, answered);
+        }
+        self.held
+            .sent(answers.drain(..), Held::unacked_bound(self.capacity));
+        flow
     }
 
     /// Sends the reply, or a failure in its place when it does not fit in a frame.
