@@ -8,7 +8,7 @@
 //!
 //! One std mutex with short critical sections, never held across an `.await`; a session is
 //! dropped (which takes the registry's lock) outside it. At most `worker_resume_max_sessions`
-//! are parked, and one live session per registered connection, keyed by tokens the node made,
+//! are parked (a superseded one makes room once the bound is reached), and one live session per registered connection, keyed by tokens the node made,
 //! so nothing a socket sends grows the maps.
 
 use std::collections::HashMap;
@@ -63,6 +63,22 @@ struct Kept {
     live: HashMap<Token, Live>,
     /// Numbers each parking, so an expiry drops only the parking it was set for.
     parkings: u64,
+    tally: SessionTally,
+}
+
+/// What became of lost worker connections' sessions since the node started, for the metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SessionTally {
+    /// Kept now, waiting for a resume.
+    pub(crate) parked: usize,
+    /// Kept for a resume.
+    pub(crate) kept: u64,
+    /// Taken over by a resuming connection.
+    pub(crate) resumed: u64,
+    /// Dropped once the grace ran out (or the node drained or closed) with no resume.
+    pub(crate) expired: u64,
+    /// Not kept: past `worker_resume_max_sessions` or `worker_resume_max_pushes`.
+    pub(crate) refused: u64,
 }
 
 struct Live {
@@ -104,6 +120,15 @@ impl Sessions {
     /// False when `worker_resume_grace_ms` is 0: workers are given no sessions.
     pub(crate) fn enabled(&self) -> bool {
         !self.grace.is_zero() && self.max_sessions > 0
+    }
+
+    /// What became of sessions so far, and how many are kept now.
+    pub(crate) fn tally(&self) -> SessionTally {
+        let kept = lock(&self.kept);
+        SessionTally {
+            parked: kept.by_token.len(),
+            ..kept.tally
+        }
     }
 
     /// How long a lost connection's session is kept.
@@ -154,9 +179,24 @@ impl Sessions {
         (draining, closing): (&CancellationToken, &CancellationToken),
     ) -> Result<(), (Registered, ParkError)> {
         let held = registered.link.in_flight();
+        // Sessions whose worker was superseded meanwhile, let go once the lock is released.
+        let mut superseded = Vec::new();
         let parking = {
             let mut kept = lock(&self.kept);
             kept.live.remove(&token);
+            if kept.by_token.len() >= self.max_sessions {
+                let closed: Vec<Token> = kept
+                    .by_token
+                    .iter()
+                    .filter(|(_, parked)| parked.registered.link.is_closed())
+                    .map(|(token, _)| *token)
+                    .collect();
+                superseded.extend(
+                    closed
+                        .iter()
+                        .filter_map(|token| kept.by_token.remove(token)),
+                );
+            }
             let refused = if held > self.max_pushes {
                 Some(ParkError::TooMany {
                     held,
@@ -169,12 +209,14 @@ impl Sessions {
             };
             match refused {
                 Some(err) => {
+                    kept.tally.refused += 1;
                     drop(kept);
                     // A resume waiting for this session hears that it will not come.
                     self.parked.notify_waiters();
                     return Err((registered, err));
                 }
                 None => {
+                    kept.tally.kept += 1;
                     kept.parkings += 1;
                     let parking = kept.parkings;
                     let parked = Parked {
@@ -200,7 +242,10 @@ impl Sessions {
             let expired = {
                 let mut kept = lock(&kept);
                 match kept.by_token.get(&token) {
-                    Some(parked) if parked.parking == parking => kept.by_token.remove(&token),
+                    Some(parked) if parked.parking == parking => {
+                        kept.tally.expired += 1;
+                        kept.by_token.remove(&token)
+                    }
                     _ => None,
                 }
             };
@@ -227,7 +272,14 @@ impl Sessions {
                     if parked.grant == *grant
                         && listed.contains(parked.registered.link.listed()) =>
                 {
-                    kept.by_token.remove(token)
+                    let taken = kept.by_token.remove(token);
+                    if taken
+                        .as_ref()
+                        .is_some_and(|taken| !taken.registered.link.is_closed())
+                    {
+                        kept.tally.resumed += 1;
+                    }
+                    taken
                 }
                 (None, Some(live)) if live.grant == *grant => {
                     live.kick.cancel();

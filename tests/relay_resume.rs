@@ -662,3 +662,151 @@ async fn what_runs_for_a_cut_link_is_answered_on_the_link_that_wins_crossing_dia
     let (correlation, result) = next_outcome(&mut won).await;
     assert_eq!((correlation, served_by(&result)), (1, "w".to_owned()));
 }
+
+/// `hand`'s hello saying it held a link to incarnation `lost` of the node and lost it.
+fn hello_after_cut(advertise: &str, lost: u64) -> Frame {
+    let Frame::PeerHello(mut hello) = hand_hello(1, advertise) else {
+        unreachable!("a peer hello")
+    };
+    hello.set_lost_link_to(Some(lost));
+    Frame::PeerHello(hello)
+}
+
+/// The node `a` dialled `hand` (listening on `listener`, dialled at `advertise`), which keeps
+/// the link and announces `pools` on it; returns the link and `a`'s incarnation.
+async fn dialled_by_the_node(
+    node: &TestNode,
+    listener: &tokio::net::TcpListener,
+    advertise: &str,
+    pools: Vec<PoolPresence>,
+) -> (RawClient, u64) {
+    let (mut link, hello) = hand_acceptor(listener, "hand", &FEATURES).await;
+    let Frame::PeerHello(hello) = hello else {
+        unreachable!("hand_acceptor returns the node's hello")
+    };
+    link.send(hand_hello(1, advertise)).await;
+    next_of(&mut link, |f| matches!(f, Frame::PeerHello(_))).await;
+    link.send(presence(pools)).await;
+    node.wait_announced("hand", &pool(NAMESPACE)).await;
+    (link, hello.incarnation)
+}
+
+/// A node whose pings would find a dead link only after minutes, dialling `listener`.
+async fn slow_pinging_dialler(listener: &tokio::net::TcpListener) -> TestNode {
+    let hand = listener.local_addr().expect("addr");
+    TestNode::with_config(lintel::NodeConfig {
+        peer_relink_grace_ms: 30_000,
+        peer_ping_interval_ms: 60_000,
+        ..cluster_config("a", &[hand])
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_link_the_node_dialled_is_taken_as_cut_when_the_peer_dials_again_saying_it_lost_it() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let advertise = listener.local_addr().expect("addr").to_string();
+    let node = slow_pinging_dialler(&listener).await;
+    let theirs = || vec![offering(pool(NAMESPACE), ACTIVITY, 4)];
+    let (mut old, incarnation) = dialled_by_the_node(&node, &listener, &advertise, theirs()).await;
+    let dispatch = spawn_dispatch(&node, request(NAMESPACE, ACTIVITY, ""), options());
+    let relay = next_relay(&mut old).await;
+    // Only `hand` saw the cut: the old link looks alive to the node, whose pings would notice
+    // after minutes. `hand`'s new link says so, and is kept rather than refused.
+    let mut new = hand_peer(node.addr, 3, hello_after_cut(&advertise, incarnation)).await;
+    new.send(presence(theirs())).await;
+    assert_eq!(next_resume(&mut new).await.unanswered, [relay.correlation]);
+    new.send(resumed(
+        relay.correlation,
+        vec![relay.correlation],
+        Vec::new(),
+    ))
+    .await;
+    new.send(completed(relay.correlation, &relay.request)).await;
+    assert_eq!(served_by(&outcome_of(dispatch).await), "hand");
+    old.closed().await;
+    assert_eq!(node.node.dispatcher().counters().peer_lost(), 0);
+}
+
+#[tokio::test]
+async fn a_second_link_is_refused_when_its_hello_names_no_lost_link_to_this_incarnation() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let advertise = listener.local_addr().expect("addr").to_string();
+    let node = slow_pinging_dialler(&listener).await;
+    let theirs = || vec![offering(pool(NAMESPACE), ACTIVITY, 4)];
+    let (_old, incarnation) = dialled_by_the_node(&node, &listener, &advertise, theirs()).await;
+    for hello in [
+        hand_hello(1, &advertise),
+        hello_after_cut(&advertise, incarnation.wrapping_add(1)),
+    ] {
+        let mut second = support::hand_peer_written_at(node.addr, hello, 3).await;
+        let refusal = next_of(&mut second, |f| {
+            matches!(f, Frame::Goodbye(_) | Frame::PeerHello(_))
+        })
+        .await;
+        assert!(
+            matches!(&refusal, Frame::Goodbye(goodbye) if goodbye.reason == "duplicate peer link"),
+            "{refusal:?}"
+        );
+    }
+}
+
+/// Nodes `a` and `b`, `a` dialling `b` through a proxy that then closes `b`'s side of the
+/// link only: `b` dials `a` again, and the relays in flight complete on the new link long
+/// before `a`'s pings could find the old one dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_only_the_serving_node_saw_costs_no_relay() {
+    use support::faulty::Proxy;
+
+    let (b_listener, b_port) = loopback_listener();
+    let to_b = Proxy::start(b_port).await;
+    let config = |node_id: &str, seeds: &[SocketAddr]| lintel::NodeConfig {
+        peer_relink_grace_ms: 30_000,
+        // a's pings would need three minutes to find the old link dead.
+        peer_ping_interval_ms: 60_000,
+        ..cluster_config(node_id, seeds)
+    };
+    let b = TestNode::on_listener(
+        lintel::NodeConfig {
+            listen: b_port,
+            advertise: to_b.addr.to_string(),
+            ..config("b", &[])
+        },
+        b_listener,
+    )
+    .await;
+    let a = TestNode::with_config(config("a", &[to_b.addr])).await;
+    a.wait_linked(&["b"]).await;
+    let mut worker = RawWorker::start(b.addr, plain(NAMESPACE, ACTIVITY, 8, "w-b")).await;
+    a.wait_announced("b", &pool(NAMESPACE)).await;
+    let dispatches: Vec<_> = (0..8)
+        .map(|n| {
+            let work = DispatchRequest {
+                workflow_id: format!("w{n}"),
+                ..request(NAMESPACE, ACTIVITY, "")
+            };
+            spawn_dispatch(&a, work, options())
+        })
+        .collect();
+    let pushes = futures_pushes(&mut worker, 8).await;
+    let downs = |node: &TestNode| -> u64 {
+        let mesh = node.node.dispatcher().mesh();
+        mesh.tallies().iter().map(|member| member.tally.downs).sum()
+    };
+    to_b.cut_target_side();
+    a.wait_peers("a's old link to b taken as cut", |_| downs(&a) >= 1)
+        .await;
+    a.wait_linked(&["b"]).await;
+    for push in &pushes {
+        worker.reply(push, "w-b").await;
+    }
+    for dispatch in dispatches {
+        assert_eq!(served_by(&outcome_of(dispatch).await), "w-b");
+    }
+    assert_eq!(a.node.dispatcher().counters().peer_lost(), 0);
+    assert_eq!((downs(&a), downs(&b)), (1, 1), "one cut, one relink");
+}

@@ -1505,6 +1505,29 @@ async fn a_dispatch_breaking_the_nodes_stated_limits_is_a_typed_error_and_nothin
             },
         ),
         (
+            Dispatch::new("n".repeat(17), "echo"),
+            plain.clone(),
+            InvalidDispatch::NameTooLong {
+                field: "namespace",
+                len: 17,
+                max: 16,
+            },
+        ),
+        (
+            Dispatch::new("ns", "echo").node("a".repeat(18)),
+            plain.clone(),
+            InvalidDispatch::NameTooLong {
+                field: "node",
+                len: 18,
+                max: 16,
+            },
+        ),
+        (
+            Dispatch::new("ns", ""),
+            plain.clone(),
+            InvalidDispatch::EmptyActivityType,
+        ),
+        (
             Dispatch::new("ns", "echo"),
             plain
                 .clone()

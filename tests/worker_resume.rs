@@ -18,8 +18,8 @@ use lintel::wire::{
 use lintel::NodeConfig;
 use support::faulty::Proxy;
 use support::{
-    hello_at, next_frame, outcome_of, register, reply_frame, request, spawn_dispatch, within,
-    RawClient, TestNode,
+    admin_get, hello_at, next_frame, outcome_of, register, reply_frame, request, spawn_dispatch,
+    within, RawClient, TestNode,
 };
 use tokio::task::JoinHandle;
 
@@ -651,5 +651,121 @@ async fn a_connection_that_ends_mid_frame_keeps_its_session_for_a_resume() {
     }
     for (i, handle) in handles.into_iter().enumerate() {
         assert_eq!(completed(&outcome_of(handle).await), i.to_string());
+    }
+}
+
+/// The value of the `/metrics` sample named exactly `sample` (name and labels), if present.
+fn sample(text: &str, sample: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn the_metrics_count_sessions_kept_resumed_and_expired() {
+    let (node, admin) = TestNode::with_admin(config(400)).await;
+    let scrape = || async { admin_get(admin, "/metrics").await.1 };
+
+    // One session kept, then resumed.
+    let proxy = Proxy::start(node.addr).await;
+    let mut worker = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    let (worker_id, session) = register_with_session(&mut worker, 1).await;
+    let handles = dispatches(&node, 1);
+    let held = pushes(&mut worker, 1).await;
+    proxy.reset();
+    parked(&node, worker_id).await;
+    let text = scrape().await;
+    assert_eq!(
+        sample(&text, "lintel_worker_sessions_parked"),
+        Some(1),
+        "{text}"
+    );
+    assert_eq!(sample(&text, "lintel_worker_sessions_kept_total"), Some(1));
+    let mut resumed = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    let holding = vec![held[0].correlation];
+    assert!(matches!(
+        resume(&mut resumed, &session.token, holding).await,
+        Frame::SessionResumed(_)
+    ));
+    resumed.send(reply_frame(&held[0], "0")).await;
+    for handle in handles {
+        assert_eq!(completed(&outcome_of(handle).await), "0");
+    }
+
+    // Another kept and not resumed: it expires once the grace passes.
+    let lost = Proxy::start(node.addr).await;
+    let mut other = connect(lost.addr, None, FeatureSet::WORKER_RESUME).await;
+    let (other_id, _) = register_with_session(&mut other, 1).await;
+    let handles = dispatches(&node, 1);
+    let _held = pushes(&mut other, 1).await;
+    lost.reset();
+    parked(&node, other_id).await;
+    for handle in handles {
+        let result = outcome_of(handle).await;
+        assert!(
+            matches!(result, DispatchResult::WorkerLost { .. }),
+            "{result:?}"
+        );
+    }
+    let text = scrape().await;
+    let result = |name: &str| {
+        let labelled = format!("lintel_worker_sessions_total{{result=\"{name}\"}}");
+        sample(&text, &labelled)
+    };
+    assert_eq!(
+        (result("resumed"), result("expired"), result("refused")),
+        (Some(1), Some(1), Some(0)),
+        "{text}"
+    );
+    assert_eq!(sample(&text, "lintel_worker_sessions_kept_total"), Some(2));
+    assert_eq!(sample(&text, "lintel_worker_sessions_parked"), Some(0));
+}
+
+#[tokio::test]
+async fn a_kept_session_superseded_by_its_instance_leaves_room_for_another() {
+    let node = TestNode::with_config(NodeConfig {
+        worker_resume_max_sessions: 1,
+        ..config(10_000)
+    })
+    .await;
+    let proxy = Proxy::start(node.addr).await;
+    let instance = lintel::wire::Register {
+        instance_id: Some("pod-7".into()),
+        ..register("ns", "echo", 1)
+    };
+    let mut first = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    first.send(Frame::from(instance.clone())).await;
+    let Some(Frame::Registered(registered)) = next_frame(&mut first).await else {
+        panic!("expected Registered");
+    };
+    proxy.reset();
+    parked(&node, registered.worker_id).await;
+    // The instance restarts serving another activity, so the next push goes elsewhere.
+    let mut restarted = connect(node.addr, None, FeatureSet::WORKER_RESUME).await;
+    let elsewhere = lintel::wire::Register {
+        instance_id: Some("pod-7".into()),
+        ..register("ns", "idle", 1)
+    };
+    restarted.send(Frame::from(elsewhere)).await;
+    assert!(matches!(
+        next_frame(&mut restarted).await,
+        Some(Frame::Registered(_))
+    ));
+    // The only kept session is superseded: another lost connection's session takes its room.
+    let other_proxy = Proxy::start(node.addr).await;
+    let mut other = connect(other_proxy.addr, None, FeatureSet::WORKER_RESUME).await;
+    let (other_id, session) = register_with_session(&mut other, 1).await;
+    let handles = dispatches(&node, 1);
+    let held = pushes(&mut other, 1).await;
+    other_proxy.reset();
+    parked(&node, other_id).await;
+    let mut resumed = connect(node.addr, None, FeatureSet::WORKER_RESUME).await;
+    let holding = vec![held[0].correlation];
+    assert!(matches!(
+        resume(&mut resumed, &session.token, holding).await,
+        Frame::SessionResumed(_)
+    ));
+    resumed.send(reply_frame(&held[0], "0")).await;
+    for handle in handles {
+        assert_eq!(completed(&outcome_of(handle).await), "0");
     }
 }

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lintel_wire::{
-    feature, Cancel, DispatchResult, ErrorCode, ErrorFrame, Event, EventTopic, FeatureSet, Frame,
-    FrameRef, Goodbye, Pong, RefusalCode, RequestRef, Role, StatusQuery, Submit, Subscribe,
+    feature, Cancel, DispatchRequest, DispatchResult, ErrorCode, ErrorFrame, Event, EventTopic,
+    FeatureSet, Frame, FrameRef, Goodbye, Pong, RefusalCode, Role, StatusQuery, Submit, Subscribe,
     SubscriptionEnded, Welcome, DEFAULT_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 use tokio::net::ToSocketAddrs;
@@ -682,8 +682,42 @@ impl Client {
     ) -> Result<Dispatched, ClientError> {
         let link = self.link();
         dispatch.check(&link.welcome, options)?;
-        self.dispatch_ref(link, dispatch.request().view(), options)
-            .await
+        let request = dispatch.request();
+        // The time budget counts from the call.
+        let start = tokio::time::Instant::now();
+        // The first attempt is made here, the retry loop built only for one that did not
+        // stand: boxed, so that what every dispatch holds and moves stays small.
+        if !link.is_usable() {
+            return Box::pin(self.retrying(link, request, options, start, None)).await;
+        }
+        let correlation = link.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let submit = submission(correlation, request, options);
+        let first = match link.enter(correlation, &submit) {
+            // Cancel-safe to drop while sending: an unsent Submit needs no Cancel, and `guard`
+            // knows it.
+            Ok((mut guard, answer)) => match link.outbound.send_marked(&submit).await {
+                Ok(mark) => {
+                    guard.submitted = true;
+                    let answer = answer.await;
+                    guard.settled = true;
+                    match answer {
+                        Ok(answer) if options.retry.retries(&answer.result).is_none() => {
+                            return Ok(Dispatched {
+                                result: answer.result,
+                                served_by: answer.served_by,
+                                node: link.address,
+                                retried: Vec::new(),
+                            });
+                        }
+                        Ok(answer) => Ok(answer),
+                        Err(_) => Err(link.lost_after(mark).await),
+                    }
+                }
+                Err(err) => Err(link.send_failed(err)),
+            },
+            Err(err) => Err(err),
+        };
+        Box::pin(self.retrying(link, request, options, start, Some(first))).await
     }
 
     /// As [`Client::submit`], giving only how the dispatch ended: the node's result, without
@@ -735,24 +769,16 @@ impl Client {
         Ok(self.submit(dispatch, options).await?.result)
     }
 
-    /// Submits `request` as the wire carries it, unchecked, and waits for its one result,
-    /// retrying as `options.retry` allows; it is encoded where it lies, and nothing of it is
-    /// copied but into the connection's buffer.
-    ///
-    /// # Errors
-    /// [`ClientError::ConnectionLost`] when the connection is lost before the outcome arrives
-    /// (`may_have_run` when the submission was written), [`ClientError::Closed`] after
-    /// [`Client::close`], [`ClientError::Oversize`] when the submission does not fit in a
-    /// frame, [`ClientError::Unreachable`] when no node could be reached again.
-    ///
-    /// Options with extras (headers, priority, fairness, a deployment) need a version-3 node
-    /// ([`ClientError::Unsupported`] otherwise, naming the first); the node refuses what it
-    /// does not implement (`Refused{Unsupported}`, naming it).
-    async fn dispatch_ref<'a>(
+    /// The attempts of a dispatch after its first (`first`, on `current`) did not stand, or
+    /// all of them when `current` was not usable to begin with (`first` is `None`), as
+    /// `options.retry` allows within the budget counted from `start`.
+    async fn retrying(
         &self,
         mut current: Arc<Inner>,
-        request: RequestRef<'a>,
-        options: &'a DispatchOptions,
+        request: &DispatchRequest,
+        options: &DispatchOptions,
+        start: tokio::time::Instant,
+        mut first: Option<Result<Answer, ClientError>>,
     ) -> Result<Dispatched, ClientError> {
         let policy = &options.retry;
         let budget = policy
@@ -760,9 +786,6 @@ impl Client {
             .or(options.reply_timeout)
             .unwrap_or(DEFAULT_REPLY_TIMEOUT);
         let mut retried = Vec::new();
-        let start = tokio::time::Instant::now();
-        // Each attempt's answer is moved once, into the result or the record of a retry: the
-        // loop runs for every dispatch, so it is written for the one attempt that ends it.
         let retry = |retried: &Vec<Retried>, reason: RetryReason| {
             let attempts = if reason.proves_unsent() {
                 // A client of one connection keeps it, so nothing else could be tried.
@@ -776,28 +799,33 @@ impl Client {
             retried.len() + 1 < attempts as usize && start.elapsed() < budget
         };
         loop {
-            let link = if current.is_usable() {
-                current
-            } else {
-                // Boxed: the dial's future would otherwise make every dispatch's larger.
-                match Box::pin(self.usable_by(start, budget)).await {
-                    Ok(link) => link,
-                    Err(err @ ClientError::Unreachable { .. })
-                        if retry(&retried, RetryReason::Unreachable) =>
-                    {
-                        tracing::debug!(error = %err, "no node reachable; trying again");
-                        retried.push(Retried {
-                            node: None,
-                            served_by: None,
-                            reason: RetryReason::Unreachable,
-                        });
-                        current = self.link();
-                        continue;
-                    }
-                    Err(err) => return Err(err),
+            let (link, answer) = match first.take() {
+                Some(answer) => (current, answer),
+                None => {
+                    let link = if current.is_usable() {
+                        current
+                    } else {
+                        match self.usable_by(start, budget).await {
+                            Ok(link) => link,
+                            Err(err @ ClientError::Unreachable { .. })
+                                if retry(&retried, RetryReason::Unreachable) =>
+                            {
+                                tracing::debug!(error = %err, "no node reachable; trying again");
+                                retried.push(Retried {
+                                    node: None,
+                                    served_by: None,
+                                    reason: RetryReason::Unreachable,
+                                });
+                                current = self.link();
+                                continue;
+                            }
+                            Err(err) => return Err(err),
+                        }
+                    };
+                    let answer = link.dispatch(request, options).await;
+                    (link, answer)
                 }
             };
-            let answer = link.dispatch(request.clone(), options).await;
             let reason = match &answer {
                 Ok(answer) => {
                     if let DispatchResult::Draining = answer.result {
@@ -959,6 +987,23 @@ impl Client {
 /// written so far: a socket the peer stopped reading can hold a frame in the middle.
 const WRITER_STOP_GRACE: Duration = Duration::from_secs(1);
 
+/// The submission of `request` under `correlation`, lent from where it lies.
+#[inline]
+fn submission<'a>(
+    correlation: u64,
+    request: &'a DispatchRequest,
+    options: &'a DispatchOptions,
+) -> FrameRef<'a> {
+    FrameRef::Submit(Submit {
+        correlation,
+        request: request.view(),
+        extras: options.extras.lend(),
+        wait_for_worker_ms: options.wait_for_worker_ms(),
+        reply_timeout_ms: options.reply_timeout_ms(),
+        routing: options.routing.view(),
+    })
+}
+
 /// What a client says in its hello, from its config.
 fn handshake(config: &ClientConfig) -> Handshake {
     Handshake {
@@ -1032,23 +1077,39 @@ impl Inner {
     }
 
     /// Submits on this connection and waits for the one result.
-    async fn dispatch<'a>(
+    async fn dispatch(
         &self,
-        request: RequestRef<'a>,
-        options: &'a DispatchOptions,
+        request: &DispatchRequest,
+        options: &DispatchOptions,
     ) -> Result<Answer, ClientError> {
-        let inner = self;
-        let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
-        let submit = FrameRef::Submit(Submit {
-            correlation,
-            request,
-            extras: options.extras.lend(),
-            wait_for_worker_ms: options.wait_for_worker_ms(),
-            reply_timeout_ms: options.reply_timeout_ms(),
-            routing: options.routing.view(),
-        });
+        let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let submit = submission(correlation, request, options);
+        let (mut guard, answer) = self.enter(correlation, &submit)?;
+        // Cancel-safe to drop here: an unsent Submit needs no Cancel, and `guard` knows it.
+        let mark = self
+            .outbound
+            .send_marked(&submit)
+            .await
+            .map_err(|err| self.send_failed(err))?;
+        guard.submitted = true;
+        let answer = answer.await;
+        guard.settled = true;
+        match answer {
+            Ok(answer) => Ok(answer),
+            Err(_) => Err(self.lost_after(mark).await),
+        }
+    }
+
+    /// Enters the dispatch `submit` (under `correlation`) in the pending table, giving its
+    /// entry and the answer to wait for; refused when the node's version cannot carry it or
+    /// the connection is gone.
+    fn enter(
+        &self,
+        correlation: u64,
+        submit: &FrameRef<'_>,
+    ) -> Result<(PendingGuard<'_>, oneshot::Receiver<Answer>), ClientError> {
         // Refused before it is entered: what the node's version cannot carry is never sent.
-        if let Err(err) = submit.kind_at(inner.welcome.version) {
+        if let Err(err) = submit.kind_at(self.welcome.version) {
             return Err(match SendError::from(err) {
                 SendError::Unsupported {
                     field: Some(field),
@@ -1058,29 +1119,22 @@ impl Inner {
                     version,
                     what: field,
                 },
-                _ => inner.shared.lost(false),
+                _ => self.shared.lost(false),
             });
         }
         let (tx, rx) = oneshot::channel();
-        let mut guard = inner.insert(Table::Dispatch, correlation, |pending| {
+        let guard = self.insert(Table::Dispatch, correlation, |pending| {
             pending.dispatches.insert(correlation, tx);
         })?;
-        // Cancel-safe to drop here: an unsent Submit needs no Cancel, and `guard` knows it.
-        // The outbound refuses a submission past the bound both sides accept.
-        let mark = inner
-            .outbound
-            .send_marked(&submit)
-            .await
-            .map_err(|err| match err {
-                SendError::TooLarge { len, max, .. } => ClientError::Oversize { len, max },
-                _ => inner.shared.lost(false),
-            })?;
-        guard.submitted = true;
-        let answer = rx.await;
-        guard.settled = true;
-        match answer {
-            Ok(answer) => Ok(answer),
-            Err(_) => Err(inner.shared.lost(inner.submission_written(mark).await)),
+        Ok((guard, rx))
+    }
+
+    /// What the caller of a submission the outbound refused hears: the outbound refuses one
+    /// past the bound both sides accept, and any once the connection is closing.
+    fn send_failed(&self, err: SendError) -> ClientError {
+        match err {
+            SendError::TooLarge { len, max, .. } => ClientError::Oversize { len, max },
+            _ => self.shared.lost(false),
         }
     }
 
@@ -1091,6 +1145,14 @@ impl Inner {
             reason: reason.to_owned(),
         });
         let _ = self.outbound.discard_and_close_with(&goodbye);
+    }
+
+    /// What the caller of the submission `mark` came from hears once the connection ended
+    /// without its answer.
+    async fn lost_after(&self, mark: WriteMark) -> ClientError {
+        // Boxed: the wait for the writer is rare, and would otherwise size every dispatch.
+        let written = Box::pin(self.submission_written(mark)).await;
+        self.shared.lost(written)
     }
 
     /// Whether the submission `mark` came from was written whole to the socket, judged once

@@ -27,6 +27,9 @@ use crate::options::DispatchOptions;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dispatch {
     request: DispatchRequest,
+    /// The length of its longest name (namespace, task queue, activity type, node), kept by
+    /// the builders: the per-call check compares it alone when nothing is amiss.
+    longest_name: usize,
 }
 
 /// Why a [`Dispatch`] was not sent: it breaks a limit the node stated at the handshake, or
@@ -75,6 +78,7 @@ impl Dispatch {
     /// task queue, any node, empty workflow id, ordinal 0, no run id, attempt 1, no deadline.
     pub fn new(namespace: impl Into<String>, activity_type: impl Into<String>) -> Self {
         Self {
+            longest_name: 0,
             request: DispatchRequest {
                 namespace: namespace.into(),
                 task_queue: String::new(),
@@ -88,6 +92,19 @@ impl Dispatch {
                 deadline_unix_ms: None,
             },
         }
+        .names_changed()
+    }
+
+    /// Recomputes [`Self::longest_name`] after a name was set.
+    fn names_changed(mut self) -> Self {
+        let request = &self.request;
+        self.longest_name = request
+            .namespace
+            .len()
+            .max(request.task_queue.len())
+            .max(request.activity_type.len())
+            .max(request.node.as_deref().map_or(0, str::len));
+        self
     }
 
     /// The input the worker receives; opaque to the node. Default: empty.
@@ -100,14 +117,14 @@ impl Dispatch {
     /// Default: empty, the `default` queue.
     pub fn task_queue(mut self, task_queue: impl Into<String>) -> Self {
         self.request.task_queue = task_queue.into();
-        self
+        self.names_changed()
     }
 
     /// Pins it to the node `node`, as [`DispatchOptions::pin`] does; this pin takes precedence
     /// over the options' routing. Default: none, the options' routing decides.
     pub fn node(mut self, node: impl Into<String>) -> Self {
         self.request.node = Some(node.into());
-        self
+        self.names_changed()
     }
 
     /// The workflow it belongs to and its step number there. The node does not interpret
@@ -200,13 +217,21 @@ impl Dispatch {
         options: &DispatchOptions,
     ) -> Result<(), InvalidDispatch> {
         let request = &self.request;
+        let max = usize::try_from(welcome.limits.max_name_len).unwrap_or(usize::MAX);
+        // What a caller sends many times over passes on comparisons of lengths it already has.
+        if self.longest_name <= max
+            && options.extras.headers.is_empty()
+            && !request.namespace.is_empty()
+            && !request.activity_type.is_empty()
+        {
+            return Ok(());
+        }
         if request.namespace.is_empty() {
             return Err(InvalidDispatch::EmptyNamespace);
         }
         if request.activity_type.is_empty() {
             return Err(InvalidDispatch::EmptyActivityType);
         }
-        let max = usize::try_from(welcome.limits.max_name_len).unwrap_or(usize::MAX);
         let names = [
             ("namespace", request.namespace.as_str()),
             ("task queue", request.task_queue.as_str()),

@@ -295,6 +295,39 @@ impl EncodeMetric for Histograms {
 /// Per pool, labelled by channel name for the pools the registry's meters name and as `other`
 /// for the rest: outcomes, push-to-reply latency, waiting and the oldest wait, in flight,
 /// workers, slots, free slots and workers by state.
+/// Lost worker connections' sessions: kept now, and what became of them.
+fn session_metrics(registry: &mut Registry, shared: &Shared) {
+    let tally = shared.sessions.tally();
+    gauge(
+        registry,
+        "worker_sessions_parked",
+        "Sessions of lost worker connections kept now for a resume",
+        count(tally.parked),
+    );
+    let ended = Family::<Labels, Counter>::default();
+    for (result, value) in [
+        ("resumed", tally.resumed),
+        ("expired", tally.expired),
+        ("refused", tally.refused),
+    ] {
+        ended
+            .get_or_create(&vec![("result", result.into())])
+            .inc_by(value);
+    }
+    registry.register(
+        "worker_sessions",
+        "Lost worker connections' sessions: resumed, expired with no resume (their pushes \
+         ended worker-lost), or refused (past worker_resume_max_sessions or _max_pushes)",
+        ended,
+    );
+    counter(
+        registry,
+        "worker_sessions_kept",
+        "Lost worker connections whose session was kept for a resume",
+        tally.kept,
+    );
+}
+
 fn pool_metrics(registry: &mut Registry, shared: &Shared, pools: &[lintel_wire::PoolStatus]) {
     let dispatcher = &shared.dispatcher;
     let meters = dispatcher.registry().meters();
@@ -450,6 +483,7 @@ pub(super) fn text(shared: &Shared) -> Result<String, std::fmt::Error> {
         "Lifecycle events the node published since it started, whoever subscribed",
         events.published(),
     );
+    session_metrics(&mut registry, shared);
     fairness_metrics(&mut registry, shared);
 
     pool_metrics(&mut registry, shared, &node.pools);

@@ -266,6 +266,11 @@ impl Members {
         }
     }
 
+    /// The pair kept for member `node_id`'s latest incarnation, if any.
+    pub(super) fn kept_pair(&self, node_id: &str) -> Option<&Arc<Pair>> {
+        self.by_id.get(node_id)?.pair.as_ref()
+    }
+
     /// Every member's node id.
     pub(super) fn ids(&self) -> Vec<Arc<str>> {
         self.by_id.keys().cloned().collect()

@@ -12,10 +12,12 @@
 //! member, by each side at one moment of the hellos:
 //! - the acceptor joins on the dialler's `PeerHello`, before it sends its own; a link to the
 //!   same incarnation already joined makes it refuse the newcomer with `Goodbye`, its own
-//!   hello never sent, unless the peer dialled that link too, it is confirmed (below) and relays
-//!   resume between the two: a dialler dials only while it holds no link, so its old one is
-//!   dead over there and is taken as cut (its relays wait for the newcomer, which joins once
-//!   the old link stopped reading and left them);
+//!   hello never sent, unless the peer dialled that link too, or the peer's hello says it held
+//!   a link to this incarnation and lost it (a cut only the peer saw, of a link this node
+//!   dialled): a dialler dials only while it holds no link, so the old one is dead over there.
+//!   When it is confirmed (below) and relays resume between the two, it is taken as cut (its
+//!   relays wait for the newcomer, which joins once the old link stopped reading and left
+//!   them); otherwise it is retired;
 //! - the dialler joins on the acceptor's `PeerHello`. That hello says the acceptor had no other
 //!   link to this incarnation joined: an older link this node dialled is dead over there and
 //!   gives way; against a link this node accepted (both dialled at once), the one dialled by
@@ -66,6 +68,9 @@ pub enum Opener {
     Here(Arc<str>),
     /// The peer.
     Peer,
+    /// The peer, saying in its hello that it held a link to this node's incarnation and lost
+    /// it: a link this node dialled to it is dead over there.
+    PeerAfterCut,
 }
 
 /// One peer with a live link.
@@ -292,6 +297,17 @@ impl Mesh {
         self.links.touch();
         self.changed();
         Ok(cut)
+    }
+
+    /// The incarnation of member `node_id` this node lost a link to and still holds relays of
+    /// for a relink, while no link to it is joined; a dialler says so in its hello.
+    pub fn lost_link_to(&self, node_id: &str) -> Option<u64> {
+        let state = self.lock();
+        if state.remotes.contains_key(node_id) {
+            return None;
+        }
+        let pair = state.members.kept_pair(node_id)?;
+        pair.holds_cut().then(|| pair.incarnation())
     }
 
     /// What this node keeps for incarnation `incarnation` of member `node_id` (learned as
@@ -780,13 +796,20 @@ fn gives_way(old: &Remote, new: &Remote) -> bool {
     match (&new.opener, &old.opener) {
         // The peer dialled again, so it holds the old link no more; unless relays resume, the
         // old link is kept until pings find it dead.
-        (Opener::Peer, Opener::Peer) => resumes_over(old, new),
-        // The acceptor keeps the link it has.
-        (Opener::Peer, _) => false,
+        (Opener::Peer | Opener::PeerAfterCut, Opener::Peer | Opener::PeerAfterCut) => {
+            resumes_over(old, new)
+        }
+        // The peer says it lost a link to this incarnation: the one this node dialled is dead
+        // over there, though it looks alive here.
+        (Opener::PeerAfterCut, Opener::Here(_)) => true,
+        // Otherwise both may have dialled at once: the acceptor keeps the link it has.
+        (Opener::Peer, Opener::Here(_)) => false,
         // The acceptor's hello says it holds no other link: our older dial is dead there.
         (Opener::Here(_), Opener::Here(_)) => true,
         // Both dialled at once: the link dialled by the lower node id stays.
-        (Opener::Here(here), Opener::Peer) => here.as_ref() < new.node_id.as_ref(),
+        (Opener::Here(here), Opener::Peer | Opener::PeerAfterCut) => {
+            here.as_ref() < new.node_id.as_ref()
+        }
     }
 }
 
@@ -907,13 +930,45 @@ mod tests {
 
     #[tokio::test]
     async fn the_acceptor_keeps_a_link_it_dialled_itself_though_relays_resume() {
-        // Both dialled at once, or the peer lost it: the acceptor cannot tell, so it keeps it.
+        // Both may have dialled at once: without the peer's word that it lost the link, the
+        // acceptor keeps it.
         let mesh = Mesh::new(64);
         let mine = linked("b", 1, by("a"), true).await;
         mesh.join(&mine).unwrap();
         let theirs = linked("b", 1, Opener::Peer, true).await;
         assert!(matches!(mesh.join(&theirs), Err(JoinError::Duplicate)));
         assert!(!mine.evicted.is_cancelled() && !mine.is_cut_over());
+    }
+
+    #[tokio::test]
+    async fn the_acceptor_takes_a_link_it_dialled_as_cut_when_the_peer_says_it_lost_it() {
+        let mesh = Mesh::new(64);
+        let mine = linked("b", 1, by("a"), true).await;
+        mesh.join(&mine).unwrap();
+        assert!(mesh.confirm(&mine));
+        let theirs = linked("b", 1, Opener::PeerAfterCut, true).await;
+        let cut = mesh.join(&theirs).unwrap();
+        assert!(cut.is_some_and(|cut| Arc::ptr_eq(&cut, &mine)));
+        assert!(mine.evicted.is_cancelled() && mine.is_cut_over());
+        assert!(Arc::ptr_eq(&current(&mesh, "b").unwrap(), &theirs));
+        assert_eq!(mesh.duplicates(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_dialler_that_lost_a_link_says_so_only_while_its_relays_wait_and_none_is_up() {
+        let mesh = Mesh::new(64);
+        let pair = mesh.pair("b", "b:1", 7, || {
+            Pair::new(7, &crate::link::Retention::new(1))
+        });
+        assert_eq!(mesh.lost_link_to("b"), None, "nothing waits for a relink");
+        pair.park(Some(Arc::new(())), Vec::new());
+        assert_eq!(mesh.lost_link_to("b"), Some(7));
+        let up = linked("b", 7, by("a"), true).await;
+        mesh.join(&up).unwrap();
+        assert_eq!(mesh.lost_link_to("b"), None, "a link is up");
+        mesh.forget(&up);
+        assert_eq!(pair.unpark(None).map(|_| ()), Some(()));
+        assert_eq!(mesh.lost_link_to("b"), None, "taken over");
     }
 
     #[tokio::test]

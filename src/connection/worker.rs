@@ -155,10 +155,8 @@ pub(super) fn serve<'a>(
         // Deregister (or park the session) before the close frame goes out: nothing selects a
         // closing worker.
         if let Some(mut registered) = conn.registered.take() {
-            registered.departure = departure(&close, conn.drained, registered.shutting_down);
-            if conn.cut && registered.departure == DepartureReason::ProtocolError {
-                registered.departure = DepartureReason::Disconnected;
-            }
+            registered.departure =
+                departure(&close, conn.drained, conn.cut, registered.shutting_down);
             if let Some(token) = conn.session {
                 park(
                     shared,
@@ -262,9 +260,9 @@ fn park(
 }
 
 /// Why a registered worker whose connection ends with `close` leaves, as far as the node can
-/// prove: it said `Drained`, the node shut down, it missed its pings, it broke the protocol,
-/// or else its connection closed.
-fn departure(close: &Close, drained: bool, shutting_down: bool) -> DepartureReason {
+/// prove: it said `Drained`, the node shut down, it missed its pings, it broke the protocol
+/// (not when the connection was `cut` mid-frame), or else its connection closed.
+fn departure(close: &Close, drained: bool, cut: bool, shutting_down: bool) -> DepartureReason {
     if drained {
         return DepartureReason::Drained;
     }
@@ -276,7 +274,7 @@ fn departure(close: &Close, drained: bool, shutting_down: bool) -> DepartureReas
             Frame::Error(error) if error.code == ErrorCode::LivenessTimeout => {
                 DepartureReason::MissedPings
             }
-            Frame::Error(_) => DepartureReason::ProtocolError,
+            Frame::Error(_) if !cut => DepartureReason::ProtocolError,
             _ => DepartureReason::Disconnected,
         },
         Close::Quietly => DepartureReason::Disconnected,

@@ -207,6 +207,11 @@ impl Pair {
         parking
     }
 
+    /// True while a cut link's relays, or what ran here for the peer, wait for a relink.
+    pub fn holds_cut(&self) -> bool {
+        !lock(&self.cut).is_empty() || lock(&self.parked).is_some()
+    }
+
     /// Takes what was left running here: what any parking left, or only parking `which`'s.
     pub fn unpark(&self, which: Option<u64>) -> Option<Arc<dyn Any + Send + Sync>> {
         let mut parked = lock(&self.parked);

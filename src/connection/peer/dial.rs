@@ -110,7 +110,9 @@ async fn dial_member(shared: Arc<Shared>, node_id: Arc<str>) {
         let Some(address) = member_unlinked(&shared, &node_id, turn).await else {
             return;
         };
-        match reach(&shared, &address, None).await {
+        // Said in the hello: a link this node lost, the peer may still hold as alive.
+        let lost = mesh.lost_link_to(&node_id);
+        match reach(&shared, &address, None, lost).await {
             Reached::Answered { node_id: id, lived } => {
                 failures.recovered(&node_id, &address);
                 if id != node_id {
@@ -160,7 +162,7 @@ async fn dial_join_point(shared: Arc<Shared>, address: String, generation: u64) 
         if !join_point_needed(&shared, &address, generation).await {
             return;
         }
-        match reach(&shared, &address, Some(mesh.joining())).await {
+        match reach(&shared, &address, Some(mesh.joining()), None).await {
             Reached::Answered { .. } => failures.recovered(&address, &address),
             Reached::Refused(Refusal::Duplicate) => {
                 tracing::debug!(%address, "the node at a join point is linked already");
@@ -281,8 +283,14 @@ enum DialError {
 }
 
 /// Dials `address` and, when a node answers with its hello, runs the link until it ends.
-/// Who answered is recorded before the link runs; `joining` is let go at the same moment.
-async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -> Reached {
+/// Who answered is recorded before the link runs; `joining` is let go at the same moment. The
+/// hello says this node lost a link to incarnation `lost` of the node it means to reach.
+async fn reach(
+    shared: &Arc<Shared>,
+    address: &str,
+    joining: Option<JoinDial>,
+    lost: Option<u64>,
+) -> Reached {
     let mut handshake = Handshake::new(Role::Peer, shared.node_id());
     handshake.versions = PEER_VERSION..=shared.config.max_protocol_version;
     handshake.auth_token = shared
@@ -314,7 +322,7 @@ async fn reach(shared: &Arc<Shared>, address: &str, joining: Option<JoinDial>) -
     conn.reader
         .set_frame_timeout(Some(shared.config.frame_timeout()));
     let link = Side::Dialled.speaking(conn.welcome.version);
-    let exchanged = hello::exchange(shared, &mut conn.reader, &conn.outbound, link).await;
+    let exchanged = hello::exchange(shared, &mut conn.reader, &conn.outbound, link, lost).await;
     let (close, reached) = match exchanged {
         Ok(theirs) => {
             let node_id: Arc<str> = Arc::from(theirs.hello.node_id.as_str());

@@ -53,6 +53,8 @@ pub(crate) struct Heard {
     /// The peer numbers relays per pair of incarnations, acknowledges outcomes and resumes
     /// after a relink: its version-3 hello lists `relay-resume`.
     pub(crate) resume: bool,
+    /// The peer says it held a link to this node's incarnation and lost it (hello tag 3).
+    pub(crate) lost_ours: bool,
 }
 
 /// Why the acceptor said `Goodbye` instead of its hello.
@@ -90,21 +92,39 @@ pub(crate) enum HelloFailed {
 /// This node's hello on a link of `version`: the peers it has a link to and, from version 3,
 /// what it implements.
 pub(super) fn hello_frame(shared: &Shared, version: u16) -> Frame {
-    Frame::from(PeerHello {
+    Frame::from(own_hello(shared, version))
+}
+
+fn own_hello(shared: &Shared, version: u16) -> PeerHello {
+    PeerHello {
         node_id: shared.node_id().to_owned(),
         incarnation: shared.incarnation,
         advertise: shared.advertise().to_owned(),
         peers: shared.dispatcher.mesh().known_peers(),
         features: features_at(version),
         extensions: Vec::new(),
-    })
+    }
 }
 
-/// A peer's hello; `None` for any other frame.
+/// A dialler's hello; from version 4 it says which incarnation of the peer this node held a
+/// link to and lost (`lost`), so the acceptor takes a link it dialled itself as cut.
+fn dial_hello(shared: &Shared, version: u16, lost: Option<u64>) -> Frame {
+    let mut hello = own_hello(shared, version);
+    if version >= 4 {
+        hello.set_lost_link_to(lost);
+    }
+    Frame::from(hello)
+}
+
+/// A peer's hello to this node (of incarnation `incarnation`); `None` for any other frame.
 ///
 /// # Errors
 /// The close owed for a hello whose extensions this node refuses.
-pub(super) fn read_hello(frame: &Frame, max_set_len: usize) -> Option<Result<Heard, Close>> {
+pub(super) fn read_hello(
+    frame: &Frame,
+    max_set_len: usize,
+    incarnation: u64,
+) -> Option<Result<Heard, Close>> {
     let Frame::PeerHello(hello) = frame else {
         return None;
     };
@@ -115,6 +135,7 @@ pub(super) fn read_hello(frame: &Frame, max_set_len: usize) -> Option<Result<Hea
             farewell: lists(feature::FAREWELL),
             pool_settings: lists(feature::POOL_SETTINGS),
             resume: lists(feature::RELAY_RESUME),
+            lost_ours: hello.lost_link_to() == Some(incarnation),
         }),
     )
 }
@@ -145,17 +166,19 @@ pub(super) fn check_extensions(
     }
 }
 
-/// The dialler sends its hello; either side then reads and checks the other's. The acceptor's
-/// own hello is left to the session, once the link is kept.
+/// The dialler sends its hello, saying which incarnation of the peer it lost a link to
+/// (`lost`); either side then reads and checks the other's. The acceptor's own hello is left
+/// to the session, once the link is kept.
 pub(super) async fn exchange(
     shared: &Shared,
     reader: &mut FrameReader,
     outbound: &Outbound,
     link: LinkEnd,
+    lost: Option<u64>,
 ) -> Result<Heard, HelloFailed> {
     if link.side == Side::Dialled
         && outbound
-            .send_owed(hello_frame(shared, link.version))
+            .send_owed(dial_hello(shared, link.version, lost))
             .is_err()
     {
         return Err(HelloFailed::Close(Close::Quietly));
@@ -174,7 +197,7 @@ pub(super) async fn exchange(
         }
         Ok(Ok(frame)) => frame,
     };
-    let theirs = match read_hello(&first, shared.config.max_set_len) {
+    let theirs = match read_hello(&first, shared.config.max_set_len, shared.incarnation) {
         Some(Ok(hello)) => hello,
         Some(Err(close)) => return Err(HelloFailed::Close(close)),
         None => {

@@ -31,7 +31,7 @@ pub(super) async fn serve_accepted(
     version: u16,
 ) -> Close {
     let link = Side::Accepted.speaking(version);
-    match hello::exchange(shared, reader, outbound, link).await {
+    match hello::exchange(shared, reader, outbound, link, None).await {
         Ok(theirs) => session::run(shared, reader, outbound, link, theirs).await,
         Err(HelloFailed::Myself) => Close::goodbye(hello::MYSELF),
         // A dialler's refusal; the acceptor reads none.

@@ -48,12 +48,14 @@ pub(super) async fn run(
         farewell,
         pool_settings,
         resume,
+        lost_ours,
     } = heard;
     let mesh = Arc::clone(shared.dispatcher.mesh());
     let node_id: Arc<str> = Arc::from(theirs.node_id.as_str());
     let (side, version) = (linked.side, linked.version);
     let opener = match side {
         Side::Dialled => Opener::Here(Arc::from(shared.node_id())),
+        Side::Accepted if lost_ours => Opener::PeerAfterCut,
         Side::Accepted => Opener::Peer,
     };
     outbound.set_limits(shared.config.queue_limits());
@@ -614,7 +616,7 @@ impl Session<'_> {
             }
             Frame::PeerHello(_) => {
                 let max_set_len = self.shared.config.max_set_len;
-                let hello = match read_hello(frame, max_set_len) {
+                let hello = match read_hello(frame, max_set_len, self.shared.incarnation) {
                     Some(heard) => heard?.hello,
                     None => return Err(Close::unexpected(frame.name(), "on a peer link")),
                 };

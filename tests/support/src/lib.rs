@@ -24,6 +24,8 @@
 //!   `lintel serve` child read line by line.
 //! - `netns`: [`Netns`], hosts in network namespaces of their own behind one bridge, each with
 //!   its own `/etc/hosts`, removed on drop.
+//! - `host_clients`: workers and producers as processes on hosts of their own, reporting
+//!   what they see as lines gathered into the simulation's ledger.
 //! - `processes`: nodes and workers as `lintel` processes, and their admin endpoints.
 //! - `abuse` and `load`: the fault suite's misbehaving clients and its load.
 //! - `sim`, `sim_links`, `sim_clients`, `sim_faults`, `sim_checks`: nodes, links, clients and
@@ -38,6 +40,7 @@ mod dispatch;
 mod fairness;
 pub mod faulty;
 mod frames;
+pub mod host_clients;
 mod lines;
 pub mod load;
 pub mod netns;

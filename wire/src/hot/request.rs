@@ -75,6 +75,7 @@ impl<'a> RequestRef<'a> {
 
 impl DispatchRequest {
     /// The request lent, to encode or hand on without copying it.
+    #[inline]
     pub fn view(&self) -> RequestRef<'_> {
         self.map(String::as_str, PayloadRef::of)
     }
