@@ -7,7 +7,8 @@
 //! - every submission ends in exactly one outcome, none for an id never sent, none later than
 //!   its wait plus its reply timeout plus a margin; completions carry their own request's
 //!   result; worker-lost names a worker the run killed or stopped, and comes soon after;
-//! - the SIGSTOPped worker is dropped by pings well under the reply timeout;
+//! - the SIGSTOPped worker, its pings missed, is dropped when its session's grace (short here)
+//!   runs out, well under the reply timeout, and after SIGCONT it registers anew;
 //! - each piece of garbage gets the answer `wire/PROTOCOL.md` gives it and closes only its own
 //!   connection; each flood connection is welcomed, refused `TooManyConnections`, or closed;
 //! - afterwards nothing leaks: no dispatch in flight or waiting, only the live workers
@@ -74,11 +75,17 @@ const CAPACITY: u32 = 4;
 /// Load producers, each keeping a window of submissions in flight.
 const PRODUCERS: u32 = 3;
 
-/// How long a SIGSTOPped worker may stay registered: well under the reply timeout (20 s).
-const HALF_OPEN_FOUND_WITHIN: Duration = Duration::from_secs(8);
+/// How long the node keeps a lost worker's session for it to resume: short, so a worker
+/// stopped or killed lets go of its slots and pushes soon.
+const RESUME_GRACE_MS: u64 = 1_500;
 
-/// How long after a worker dies its pushes may end worker-lost.
-const LOST_WITHIN: Duration = Duration::from_secs(8);
+/// How long a SIGSTOPped worker may stay registered: its pings missed (1 s here), then its
+/// session's grace, with room for a loaded machine; well under the reply timeout (20 s).
+const HALF_OPEN_FOUND_WITHIN: Duration = Duration::from_millis(8_000 + RESUME_GRACE_MS);
+
+/// How long after a worker dies its pushes may end worker-lost: its connection found closed or
+/// its pings missed, then its session's grace, with room for a loaded machine.
+const LOST_WITHIN: Duration = Duration::from_millis(8_000 + RESUME_GRACE_MS);
 
 /// How late past its budget an outcome may arrive on a loaded machine.
 const MARGIN: Duration = Duration::from_secs(5);
@@ -233,6 +240,7 @@ fn settings() -> NodeSettings {
         ping_interval_ms: 250,
         max_missed_pings: 3,
         reply_timeout_ms: 20_000,
+        worker_resume_grace_ms: RESUME_GRACE_MS,
     }
 }
 
@@ -527,7 +535,8 @@ impl Chaos {
         self.workers.push(Running { process, worker_id });
     }
 
-    /// SIGSTOPs a worker, waits until the node drops it, and SIGCONTs it to register again.
+    /// SIGSTOPs a worker, waits until the node drops it (its pings missed, then its session's
+    /// grace out), and SIGCONTs it: it finds its session gone and registers anew.
     async fn stop(&mut self) {
         let index = self.rng.usize(..self.workers.len());
         let stopped = &mut self.workers[index];
@@ -554,6 +563,10 @@ impl Chaos {
         self.figures.half_open_found_ms = self.figures.half_open_found_ms.max(found);
         stopped.process.resume().await;
         stopped.worker_id = stopped.process.registered().await;
+        assert_ne!(
+            stopped.worker_id, stopped_id,
+            "a worker back past its session's grace registers anew"
+        );
         self.figures.stops += 1;
     }
 

@@ -710,13 +710,15 @@ async fn a_result_too_large_for_the_node_becomes_a_failure_reply() {
 }
 
 #[tokio::test]
-async fn shutdown_drops_the_connection_and_aborts_handlers() {
+async fn shutdown_says_goodbye_closes_and_aborts_handlers() {
     let (_node, mut peer, worker, _probe, mut events) = registered_worker(4).await;
     peer.push(1, request("block", "wf-running", b"")).await;
     events.started().await;
 
     timeout(WAIT, worker.shutdown()).await.unwrap();
 
+    // A goodbye, so a node keeps no session for a resume that will not come.
+    assert!(matches!(peer.recv_or_eof().await, Some(Frame::Goodbye(_))));
     assert_eq!(peer.recv_or_eof().await, None);
     assert_eq!(events.dropped().await, "wf-running");
     assert_eq!(*worker.state().borrow(), WorkerState::Stopped);

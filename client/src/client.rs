@@ -550,7 +550,9 @@ impl Client {
     {
         let nodes = Nodes::new(nodes)?;
         let handshake = handshake(&config);
-        let (connection, address) = nodes.connect(&handshake, config.tls.as_ref(), None).await?;
+        let (connection, address) = nodes
+            .connect(&handshake, config.tls.as_ref(), None, None)
+            .await?;
         let inner = Inner::start(connection, Some(address));
         Ok(Self::start(inner, Some(nodes), handshake, config))
     }
@@ -621,7 +623,10 @@ impl Client {
             tokio::time::sleep_until(not_before).await;
         }
         let tls = self.core.tls.as_ref();
-        match nodes.connect(&self.core.handshake, tls, link.address).await {
+        match nodes
+            .connect(&self.core.handshake, tls, link.address, None)
+            .await
+        {
             Ok((connection, address)) => {
                 *redial = Redial::default();
                 let fresh = Arc::new(Inner::start(connection, Some(address)));

@@ -67,8 +67,9 @@ impl Nodes {
         &self.targets
     }
 
-    /// Connects to one of the nodes: every address of every target in turn, `avoid` last,
-    /// the whole round within `handshake.timeout`; the first to welcome us wins.
+    /// Connects to one of the nodes: every address of every target in turn, `avoid` last (or,
+    /// with `prefer`, that address first), the whole round within `handshake.timeout`; the
+    /// first to welcome us wins.
     ///
     /// # Errors
     /// With one address, its error; with several, [`ConnectError::AllFailed`] naming each
@@ -78,6 +79,7 @@ impl Nodes {
         handshake: &Handshake,
         tls: Option<&ClientTls>,
         avoid: Option<SocketAddr>,
+        prefer: Option<SocketAddr>,
     ) -> Result<(Connection, SocketAddr), ConnectError> {
         let now = Instant::now();
         let deadline = now.checked_add(handshake.timeout).unwrap_or(now + FAR);
@@ -115,6 +117,10 @@ impl Nodes {
         // The node just left goes last: it is draining or gone, and the others may not be.
         if let Some(avoid) = avoid {
             candidates.sort_by_key(|candidate| candidate.address == avoid);
+        }
+        // The node that keeps a session goes first: only it can resume it.
+        if let Some(prefer) = prefer {
+            candidates.sort_by_key(|candidate| candidate.address != prefer);
         }
         let total = failed.len() + candidates.len();
         let mut waiting = candidates.into_iter().peekable();

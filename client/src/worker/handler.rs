@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cancel::CancelSignal;
 use super::heartbeat::{Heartbeat, HeartbeatError};
+use super::runner::Ticket;
 
 /// A pushed request as a handler gets it: its names are [`CompactString`]s (read as `str`;
 /// up to 24 bytes held inline, not allocated), its input a [`Bytes`], and a
@@ -169,9 +170,10 @@ impl Request {
 /// scheduling fields, names held as in a [`Request`]. Empty from a version-2 node.
 pub type Extras = RequestExtras<Compact>;
 
-/// Executes pushed requests. The runtime runs each request on a task of its own (or, for a
-/// handler that [`runs_briefly`](Handler::runs_briefly), first on the connection's task) and drops
-/// it when the node cancels the request, so a handler must tolerate being dropped at any `.await`.
+/// Executes pushed requests. The runtime runs each request on the Tokio runtime
+/// [`Worker::spawn`](super::Worker::spawn) was called on, never on the connection's thread,
+/// and drops it when the node cancels the request, so a handler must tolerate being dropped
+/// at any `.await`. A handler that blocks its thread delays other handlers, not pings.
 pub trait Handler: Send + Sync + 'static {
     /// Runs one request to its outcome. A panic becomes a non-retryable failure.
     fn handle(&self, request: Request) -> impl Future<Output = ActivityOutcome> + Send;
@@ -189,9 +191,10 @@ pub trait Handler: Send + Sync + 'static {
         self.handle(request)
     }
 
-    /// True when `handle` either finishes within microseconds or soon awaits: the worker then
-    /// runs it on the connection's task and moves it to a task of its own only if it waits,
-    /// saving a task per request. Leave it false for handlers that compute at length.
+    /// True when `handle` either finishes within microseconds or soon awaits. Such a request
+    /// is polled first in the task that starts handlers, saving a task of its own unless it
+    /// must wait; that task is on the caller's runtime too, so a handler that blocks after all
+    /// delays other handlers, never pings or the socket. Otherwise each request gets a task.
     fn runs_briefly(&self) -> bool {
         false
     }
@@ -254,6 +257,8 @@ where
 /// What a handler answered to one push, with the identity its reply echoes.
 pub(super) struct Answered {
     pub(super) correlation: u64,
+    /// The runner's number for the request, unique for the worker's life.
+    pub(super) ticket: Ticket,
     workflow_id: CompactString,
     ordinal: u64,
     run_id: Option<CompactString>,
@@ -261,6 +266,19 @@ pub(super) struct Answered {
 }
 
 impl Answered {
+    /// A success echoing `correlation`, for tests of what holds answers.
+    #[cfg(test)]
+    pub(super) fn echo(correlation: u64) -> Self {
+        Self {
+            correlation,
+            ticket: 0,
+            workflow_id: CompactString::default(),
+            ordinal: 0,
+            run_id: None,
+            outcome: ActivityOutcome::Success(correlation.to_string().into()),
+        }
+    }
+
     /// The reply's response, lent.
     pub(super) fn response(&self) -> ResponseRef<'_> {
         ResponseRef {
@@ -273,12 +291,14 @@ impl Answered {
 }
 
 /// Runs the handler on the pushed request, turning a panic into a failure, and tags the
-/// answer with the push's correlation. A version-2 push comes with no extras.
+/// answer with the push's correlation and the runner's `ticket`. A version-2 push comes with
+/// no extras.
 ///
 /// Takes the push boxed, as it was decoded: a future's arguments live in it beside its later
 /// state, so a request passed unboxed would be held twice.
 pub(super) async fn run_handler<H: Handler>(
     handler: Arc<H>,
+    ticket: Ticket,
     push: Box<Push<Compact>>,
     heartbeat: Heartbeat,
 ) -> Answered {
@@ -305,6 +325,7 @@ pub(super) async fn run_handler<H: Handler>(
         });
     Answered {
         correlation,
+        ticket,
         workflow_id,
         ordinal,
         run_id,

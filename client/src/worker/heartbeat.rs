@@ -3,15 +3,21 @@
 use bytes::Bytes;
 use lintel_transport::{Outbound, SendError};
 use lintel_wire::{Frame, Progress};
+use tokio::sync::watch;
+
+/// The worker's current connection, `None` while it has none: what a heartbeat is sent on, so
+/// heartbeats of a request outlive the connection it was pushed on.
+pub(super) type Link = watch::Receiver<Option<Outbound>>;
 
 /// Tells the node that a pushed request still runs, with optional details for its producer.
 /// A request with a heartbeat timeout needs one at least that often; each restarts the node's
-/// timer. Clones share the connection, so it can be moved into spawned tasks and blocking
+/// timer. It goes out on the worker's current connection, which after a resumed session is
+/// not the one the request was pushed on. Clones can be moved into spawned tasks and blocking
 /// threads, as a [`CancelSignal`](super::CancelSignal) can.
 #[derive(Debug, Clone, Default)]
 pub struct Heartbeat {
-    /// The connection the request was pushed on and its correlation; `None` outside a worker.
-    to: Option<(Outbound, u64)>,
+    /// The worker's current connection and the request's correlation; `None` outside a worker.
+    to: Option<(Link, u64)>,
 }
 
 /// Why a heartbeat was not sent. None is fatal: the request still runs.
@@ -32,16 +38,17 @@ pub enum HeartbeatError {
         /// [`Progress::MAX_DETAILS`].
         max: usize,
     },
-    /// The connection's queue is full or the connection closed; this one was dropped.
+    /// The connection's queue is full, or the worker has no connection now (it is
+    /// reconnecting); this one was dropped.
     #[error("the connection could not take the heartbeat now")]
     NotSent,
 }
 
 impl Heartbeat {
-    /// A heartbeat for the push `correlation` on `outbound`.
-    pub(super) fn new(outbound: Outbound, correlation: u64) -> Self {
+    /// A heartbeat for the push `correlation`, sent on whatever connection `link` holds.
+    pub(super) fn new(link: Link, correlation: u64) -> Self {
         Self {
-            to: Some((outbound, correlation)),
+            to: Some((link, correlation)),
         }
     }
 
@@ -51,7 +58,7 @@ impl Heartbeat {
     /// # Errors
     /// [`HeartbeatError`] says why nothing was sent.
     pub fn beat(&self, details: impl Into<Bytes>) -> Result<(), HeartbeatError> {
-        let Some((outbound, correlation)) = &self.to else {
+        let Some((link, correlation)) = &self.to else {
             return Err(HeartbeatError::NotPushed);
         };
         let details = details.into();
@@ -65,6 +72,10 @@ impl Heartbeat {
             correlation: *correlation,
             details,
         });
+        // Cloned so the watch's read lock is not held while queueing.
+        let Some(outbound) = link.borrow().clone() else {
+            return Err(HeartbeatError::NotSent);
+        };
         match outbound.try_send(progress) {
             Ok(()) => Ok(()),
             Err(SendError::Unsupported { .. }) => Err(HeartbeatError::Unsupported),

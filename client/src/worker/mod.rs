@@ -6,17 +6,29 @@
 //! (TLS, another protocol, a version), a self-drain or a shutdown stops the reconnect loop;
 //! each failed attempt is logged, rate-limited.
 //!
+//! The connection (socket, reader, writer, pings and pongs) runs on a thread of its own with a
+//! current-thread Tokio runtime; handlers run on the caller's runtime, brief ones included, so
+//! a handler that blocks its thread cannot starve the connection. Requests cross to the
+//! handlers' runtime, and answers back, in batches: one wake-up each way per burst, not per
+//! request. A lost connection's session is resumed within its grace, handlers running on
+//! through it.
+//!
 //! - `config`: [`WorkerConfig`] and [`Backoff`]; `state`: [`WorkerState`] and how a connection
-//!   ended; `handler`: what runs a request; `runtime`: the connect, register and reconnect loop;
-//!   `retries`: what it logs while the node cannot be reached;
-//!   `session`: one registered connection, its handlers, capacity and drain.
+//!   ended; `handler`: what runs a request; `runtime`: the connect, register (or resume) and
+//!   reconnect loop; `retries`: what it logs while the node cannot be reached;
+//!   `runner`: the task on the caller's runtime that runs handlers, fed through a `mailbox`;
+//!   `held`: the requests, results and session kept across connections;
+//!   `session`: one registered connection, its capacity and drain.
 //! - This file: the public [`Worker`] entry point and its [`WorkerHandle`].
 
 mod cancel;
 mod config;
 mod handler;
 mod heartbeat;
+mod held;
+mod mailbox;
 mod retries;
+mod runner;
 mod runtime;
 mod session;
 mod state;
@@ -35,6 +47,8 @@ pub use handler::{
     handler_fn, handler_fn_with, Extras, FnHandler, FnHandlerWith, Handler, Request,
 };
 pub use heartbeat::{Heartbeat, HeartbeatError};
+use held::Held;
+use runner::Runner;
 use runtime::Runtime;
 pub use state::{Fatal, WorkerState};
 
@@ -61,7 +75,9 @@ pub enum WorkerError {
 pub struct Worker;
 
 impl Worker {
-    /// Starts the runtime on the current Tokio runtime.
+    /// Starts the worker: its connection on a thread of its own (named `lintel-worker`, with a
+    /// current-thread Tokio runtime), its handlers on the current Tokio runtime. It stops when
+    /// that runtime shuts down, or its handle is dropped.
     ///
     /// # Examples
     /// A worker serving `upper` in namespace `demo`, four requests at a time, then draining:
@@ -99,32 +115,75 @@ impl Worker {
     /// # }
     /// ```
     ///
+    /// # Lost connections
+    /// Its handlers run on through a lost connection. Reconnected within the session grace a
+    /// version-4 node gave it, it resumes the session and delivers their results there; it
+    /// keeps at most its concurrency of results unsent, and at most as many sent but not yet
+    /// proved read (a `Pong` to a later `Ping` proves it), the oldest dropped beyond that.
+    /// Refused, or past the grace, it registers anew and drops them.
+    ///
     /// # Panics
-    /// Outside a Tokio runtime, like `tokio::spawn`.
+    /// Outside a Tokio runtime, like `tokio::spawn`. A thread or runtime that cannot be made
+    /// is not a panic: the worker stops in [`WorkerState::Failed`].
     pub fn spawn<H: Handler>(config: WorkerConfig, handler: H) -> WorkerHandle {
         let (state_tx, state_rx) = watch::channel(WorkerState::Connecting);
         let (capacity_tx, capacity_rx) = watch::channel(config.registration.max_concurrency);
         let (drain_tx, drain_rx) = watch::channel(None);
         let shutdown = CancellationToken::new();
         let finished = CancellationToken::new();
+        let (link_tx, link_rx) = watch::channel(None);
         let runtime = Runtime {
             config,
-            handler: Arc::new(handler),
             state: state_tx,
             capacity: capacity_rx,
             drain: drain_rx,
+            held: Held::new(Runner::spawn(Arc::new(handler), link_rx)),
+            link: link_tx,
         };
+        let link = runtime.link.subscribe();
         let stop = shutdown.clone();
         let done = finished.clone();
-        tokio::spawn(async move {
-            let _done = done.drop_guard();
+        let (failed, thread_failed) = (runtime.state.clone(), runtime.state.clone());
+        let serve = async move {
             let state = runtime.state.clone();
             // Cancel-safe: dropping `run` drops the connection and aborts every handler task.
             let last = tokio::select! {
-                () = stop.cancelled() => WorkerState::Stopped,
-                last = runtime.run() => last,
+                () = stop.cancelled() => None,
+                last = runtime.run() => Some(last),
+            };
+            let last = match last {
+                Some(last) => last,
+                None => {
+                    say_goodbye(link).await;
+                    WorkerState::Stopped
+                }
             };
             state.send_replace(last);
+        };
+        let spawned = std::thread::Builder::new()
+            .name("lintel-worker".into())
+            .spawn(move || {
+                let _done = done.drop_guard();
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(connection) => connection.block_on(serve),
+                    Err(err) => {
+                        drop(serve);
+                        failed.send_replace(WorkerState::Failed(Fatal::new(err.into())));
+                    }
+                }
+            });
+        if let Err(err) = spawned {
+            thread_failed.send_replace(WorkerState::Failed(Fatal::new(err.into())));
+            finished.cancel();
+        }
+        // The worker stops with the runtime its handlers run on, as a task of it would.
+        let (stop, done) = (shutdown.clone(), finished.clone());
+        tokio::spawn(async move {
+            let _stop = stop.drop_guard();
+            done.cancelled().await;
         });
         WorkerHandle {
             state: state_rx,
@@ -134,6 +193,27 @@ impl Worker {
             finished,
         }
     }
+}
+
+/// How long a shutdown waits for its `Goodbye` to be written.
+const GOODBYE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Says `Goodbye` on the current connection, if any, and waits (at most [`GOODBYE_TIMEOUT`])
+/// for it to be written: the node then ends the worker's pushes at once instead of keeping its
+/// session for a resume that will not come.
+async fn say_goodbye(link: watch::Receiver<Option<lintel_transport::Outbound>>) {
+    // Cloned so the watch's read lock is not held across the wait.
+    let Some(outbound) = link.borrow().clone() else {
+        return;
+    };
+    let goodbye = lintel_wire::Frame::Goodbye(lintel_wire::Goodbye {
+        reason: "worker shutting down".to_owned(),
+    });
+    let _ = tokio::time::timeout(GOODBYE_TIMEOUT, async {
+        outbound.close_with(goodbye).await;
+        outbound.closed().await;
+    })
+    .await;
 }
 
 /// Controls a running worker. Dropping it shuts the worker down.
@@ -205,7 +285,8 @@ impl WorkerHandle {
         self.finished.cancelled().await;
     }
 
-    /// Stops at once: aborts every handler and drops the connection without a word.
+    /// Stops at once: aborts every handler, says `Goodbye` (waiting at most 1 s for it to be
+    /// written, so the node ends what it pushed at once, keeping no session) and closes.
     /// Resolves when the runtime has stopped.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();

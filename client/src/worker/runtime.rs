@@ -1,17 +1,18 @@
-//! The worker's connect, register and reconnect loop.
+//! The worker's connect, register (or resume) and reconnect loop.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use lintel_wire::{ErrorCode, ErrorFrame, FeatureSet, Frame, Pong, Register, Role};
+use lintel_wire::{
+    ErrorCode, ErrorFrame, FeatureSet, Frame, Pong, Refusal, RefusalCode, Register, ResumeSession,
+    Role,
+};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 use super::config::WorkerConfig;
-use super::handler::Handler;
+use super::held::Held;
 use super::retries::Retries;
-use super::session::{InFlight, Session};
+use super::session::Session;
 use super::state::{Fatal, SessionEnd, WorkerState};
 use crate::connect::{is_final_refusal, next_frame, ConnectError, Connection, Handshake};
 use crate::nodes::Nodes;
@@ -19,15 +20,30 @@ use lintel_transport::keepalive::Keepalive;
 use lintel_transport::{Batched, FrameReader, Outbound};
 
 /// The runtime's configuration and its side of the handle's channels.
-pub(super) struct Runtime<H> {
+pub(super) struct Runtime {
     pub(super) config: WorkerConfig,
-    pub(super) handler: Arc<H>,
     pub(super) state: watch::Sender<WorkerState>,
     pub(super) capacity: watch::Receiver<u32>,
     pub(super) drain: watch::Receiver<Option<Duration>>,
+    /// What it runs and holds, across connections.
+    pub(super) held: Held,
+    /// The current connection, for heartbeats; `None` between connections.
+    pub(super) link: watch::Sender<Option<Outbound>>,
 }
 
-impl<H: Handler> Runtime<H> {
+/// What a version-4 worker lists in `Features`: its handlers answer a heartbeat timeout with
+/// `Request::heartbeat`, and it resumes its session after a lost connection.
+const UNDERSTANDS: FeatureSet = FeatureSet::HEARTBEAT_TIMEOUT.with(FeatureSet::WORKER_RESUME);
+
+/// How a connection became registered.
+enum Joined {
+    /// A new registration: nothing of before is held.
+    Registered(u64),
+    /// The session resumed: the node's worker id, its pushes held on.
+    Resumed(u64),
+}
+
+impl Runtime {
     /// Connects, serves and reconnects until a final refusal, a failure retrying cannot fix or
     /// a self-drain; returns the last state.
     pub(super) async fn run(mut self) -> WorkerState {
@@ -40,12 +56,32 @@ impl<H: Handler> Runtime<H> {
         let addr = addr.as_str();
         // The node last served: tried last after it drained or was lost.
         let mut avoid = None;
+        // The node that keeps this worker's session, while it may be resumed.
+        let mut home = None;
         loop {
             if self.drain.borrow().is_some() {
                 return WorkerState::Stopped;
             }
             self.state.send_replace(WorkerState::Connecting);
-            let (ended, served) = self.session(&nodes, avoid, &mut retries).await;
+            // A session past its grace is of no use any more: what it held is dropped now.
+            if self.held.session.is_some() && self.held.resumable().is_none() {
+                self.held.drop_all();
+            }
+            let (ended, served) = self.session(&nodes, avoid, home, &mut retries).await;
+            self.link.send_replace(None);
+            match &ended {
+                SessionEnd::Lost { resumable } => self.held.lost(*resumable),
+                // Not registered: a session lost earlier is still in its grace, or not.
+                SessionEnd::Unreachable(_) => {}
+                _ => self.held.drop_all(),
+            }
+            // A session kept on the node last served brings the worker back there first.
+            if let (SessionEnd::Lost { .. }, Some(_)) = (&ended, self.held.resumable()) {
+                home = served;
+            }
+            if self.held.resumable().is_none() {
+                home = None;
+            }
             avoid = served.or(avoid);
             let delay = match ended {
                 SessionEnd::Refused(refusal) => {
@@ -57,7 +93,7 @@ impl<H: Handler> Runtime<H> {
                     return WorkerState::Failed(Fatal::new(err));
                 }
                 SessionEnd::SelfDrained => return WorkerState::Stopped,
-                SessionEnd::Lost => {
+                SessionEnd::Lost { .. } => {
                     tracing::warn!(%addr, "worker lost its connection to the node; reconnecting");
                     self.config.reconnect.delay(0)
                 }
@@ -89,6 +125,7 @@ impl<H: Handler> Runtime<H> {
         &mut self,
         nodes: &Nodes,
         avoid: Option<SocketAddr>,
+        home: Option<SocketAddr>,
         retries: &mut Retries,
     ) -> (SessionEnd, Option<SocketAddr>) {
         let handshake = Handshake {
@@ -99,11 +136,10 @@ impl<H: Handler> Runtime<H> {
             timeout: self.config.handshake_timeout,
             max_frame_len: self.config.max_frame_len,
             queue_len: self.config.queue_len,
-            // Its handlers answer a heartbeat timeout with `Request::heartbeat`.
-            understands: FeatureSet::HEARTBEAT_TIMEOUT,
+            understands: UNDERSTANDS,
         };
         let (conn, address) = match nodes
-            .connect(&handshake, self.config.tls.as_ref(), avoid)
+            .connect(&handshake, self.config.tls.as_ref(), avoid, home)
             .await
         {
             Ok(connected) => connected,
@@ -121,22 +157,35 @@ impl<H: Handler> Runtime<H> {
         let capacity = *self.capacity.borrow_and_update();
         let registration = registration(&self.config, capacity, welcome.version);
         let timeout = self.config.handshake_timeout;
-        let registered =
-            tokio::time::timeout(timeout, register(&mut reader, &outbound, registration))
-                .await
-                .unwrap_or(Err(ConnectError::Timeout(timeout)));
-        let worker_id = match registered {
-            Ok(worker_id) => worker_id,
+        let joined = tokio::time::timeout(
+            timeout,
+            join(&mut reader, &outbound, &mut self.held, registration),
+        )
+        .await
+        .unwrap_or(Err(ConnectError::Timeout(timeout)));
+        let (worker_id, resumed) = match joined {
+            Ok(Joined::Registered(worker_id)) => (worker_id, false),
+            Ok(Joined::Resumed(worker_id)) => (worker_id, true),
             Err(err) => return (ended(err), Some(address)),
         };
         retries.reached(addr);
-        tracing::debug!(worker_id, pid = welcome.pid, node = %welcome.node_id, "worker registered");
+        tracing::debug!(worker_id, resumed, pid = welcome.pid, node = %welcome.node_id, "worker registered");
         self.state.send_replace(WorkerState::Registered {
             worker_id,
             pid: welcome.pid,
         });
+        // A resumed worker keeps the capacity it registered; tell the node of a change since.
+        if resumed && capacity != self.held.node_capacity {
+            let update = Frame::CapacityUpdate(lintel_wire::CapacityUpdate {
+                max_concurrency: capacity,
+            });
+            if outbound.send(update).await.is_err() {
+                return (SessionEnd::Lost { resumable: true }, Some(address));
+            }
+        }
+        self.held.node_capacity = capacity;
+        self.link.send_replace(Some(outbound.clone()));
         let session = Session {
-            handler: Arc::clone(&self.handler),
             state: &self.state,
             capacity_rx: &mut self.capacity,
             drain_rx: &mut self.drain,
@@ -144,9 +193,9 @@ impl<H: Handler> Runtime<H> {
             outbound,
             worker_id,
             capacity,
-            tasks: JoinSet::new(),
-            in_flight: InFlight::default(),
+            held: &mut self.held,
             draining: None,
+            answers: Vec::new(),
         };
         (Batched::new(session.serve(reader)).await, Some(address))
     }
@@ -182,6 +231,83 @@ fn ended(err: ConnectError) -> SessionEnd {
     }
 }
 
+/// Resumes the session `held` keeps, when it is still in its grace and the node resumes
+/// sessions; registers anew otherwise, or when the node no longer knows the session (what was
+/// held is dropped then).
+async fn join(
+    reader: &mut FrameReader,
+    outbound: &Outbound,
+    held: &mut Held,
+    registration: Frame,
+) -> Result<Joined, ConnectError> {
+    let resumable = held
+        .resumable()
+        .map(|kept| kept.token.clone())
+        .filter(|_| outbound.listed().contains(FeatureSet::WORKER_RESUME));
+    let Some(token) = resumable else {
+        held.drop_all();
+        return register(reader, outbound, registration)
+            .await
+            .map(Joined::Registered);
+    };
+    let holding = held.holding();
+    outbound
+        .send(Frame::from(ResumeSession { token, holding }))
+        .await
+        .map_err(|_| ConnectError::Closed)?;
+    match answer(reader, outbound).await? {
+        Answer::Resumed(resumed) => {
+            for correlation in &resumed.unknown {
+                held.forget(*correlation);
+            }
+            // Every push held was listed (attached or unknown); anything else is not the node's.
+            let attached: std::collections::HashSet<u64> =
+                resumed.attached.iter().copied().collect();
+            let strays: Vec<u64> = held
+                .in_flight
+                .keys()
+                .chain(held.unsent.keys())
+                .filter(|correlation| !attached.contains(correlation))
+                .copied()
+                .collect();
+            for correlation in strays {
+                held.forget(correlation);
+            }
+            if let Some(kept) = &mut held.session {
+                kept.lost_at = None;
+            }
+            tracing::info!(
+                worker_id = resumed.worker_id,
+                attached = resumed.attached.len(),
+                unknown = resumed.unknown.len(),
+                "worker session resumed"
+            );
+            Ok(Joined::Resumed(resumed.worker_id))
+        }
+        Answer::Refused(refusal)
+            if matches!(
+                refusal.code,
+                RefusalCode::SessionUnknown | RefusalCode::Unsupported
+            ) =>
+        {
+            tracing::warn!(code = ?refusal.code, reason = %refusal.reason, "session not resumed; registering anew");
+            held.drop_all();
+            register(reader, outbound, registration)
+                .await
+                .map(Joined::Registered)
+        }
+        Answer::Refused(refusal) => Err(ConnectError::Refused(refusal)),
+        Answer::Registered(_) => Err(ConnectError::UnexpectedFrame("Registered")),
+    }
+}
+
+/// The node's answer to a `Register` or a `ResumeSession`.
+enum Answer {
+    Registered(u64),
+    Resumed(lintel_wire::SessionResumed),
+    Refused(Refusal),
+}
+
 /// Sends the registration and waits for its answer, answering pings meanwhile.
 async fn register(
     reader: &mut FrameReader,
@@ -192,10 +318,20 @@ async fn register(
         .send(registration)
         .await
         .map_err(|_| ConnectError::Closed)?;
+    match answer(reader, outbound).await? {
+        Answer::Registered(worker_id) => Ok(worker_id),
+        Answer::Refused(refusal) => Err(ConnectError::Refused(refusal)),
+        Answer::Resumed(_) => Err(ConnectError::UnexpectedFrame("SessionResumed")),
+    }
+}
+
+/// Waits for the node's answer to a registration or a resume, answering pings meanwhile.
+async fn answer(reader: &mut FrameReader, outbound: &Outbound) -> Result<Answer, ConnectError> {
     loop {
         match next_frame(reader).await? {
-            Frame::Registered(registered) => return Ok(registered.worker_id),
-            Frame::RegisterRefused(refusal) => return Err(ConnectError::Refused(refusal)),
+            Frame::Registered(registered) => return Ok(Answer::Registered(registered.worker_id)),
+            Frame::SessionResumed(resumed) => return Ok(Answer::Resumed(resumed)),
+            Frame::RegisterRefused(refusal) => return Ok(Answer::Refused(refusal)),
             Frame::Ping(ping) => {
                 let _ = outbound.try_send(Frame::Pong(Pong { nonce: ping.nonce }));
             }

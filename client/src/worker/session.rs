@@ -1,21 +1,17 @@
 //! One registered connection: pushed requests run through the handler within capacity,
-//! cancels, keepalive and drain.
+//! cancels, keepalive and drain. What it runs is [`Held`], which outlives it.
 
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use lintel_wire::{
     ActivityOutcome, CapacityUpdate, CodecError, DispatchResponse, Drain, Drained, ErrorCode,
     ErrorFrame, ExtrasRef, Frame, FrameRef, Goodbye, Pong, Push, Reply, RequestRef, ResponseRef,
 };
 use tokio::sync::watch;
-use tokio::task::{AbortHandle, JoinError, JoinSet};
 use tokio::time::Instant;
 
-use super::handler::{run_handler, Answered, Handler};
-use super::heartbeat::Heartbeat;
+use super::handler::Answered;
+use super::held::{Held, Kept};
 use super::state::{SessionEnd, WorkerState};
 use crate::connect::decode_error_frame;
 use lintel_transport::burst::Burst;
@@ -24,10 +20,6 @@ use lintel_transport::{FrameReader, Outbound, SendError};
 
 /// How long a finished drain waits for `Drained` and `Goodbye` to reach the socket.
 const GOODBYE_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Requests in flight by the node's correlation id. The ids come off the socket, so the map is
-/// seeded at random per process and per map: colliding ids cannot be computed ahead.
-pub(super) type InFlight = HashMap<u64, AbortHandle, foldhash::fast::RandomState>;
 
 /// Who asked for the drain in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,38 +38,46 @@ pub(super) struct Draining {
 }
 
 /// A registered connection being served.
-pub(super) struct Session<'a, H> {
-    pub(super) handler: Arc<H>,
+pub(super) struct Session<'a> {
     pub(super) state: &'a watch::Sender<WorkerState>,
     pub(super) capacity_rx: &'a mut watch::Receiver<u32>,
     pub(super) drain_rx: &'a mut watch::Receiver<Option<Duration>>,
     pub(super) keepalive: Keepalive,
     pub(super) outbound: Outbound,
     pub(super) worker_id: u64,
-    /// The local limit on handlers in flight. The session is the only place that starts
-    /// handlers, so this count beside `in_flight` is the semaphore: exact, and resizable both ways.
+    /// The local limit on requests held. The session is the only place that starts handlers,
+    /// so this count beside what `held` holds is the semaphore: exact, and resizable both ways.
     pub(super) capacity: u32,
-    pub(super) tasks: JoinSet<Answered>,
-    /// Requests whose reply is still owed, by correlation id. A cancelled request leaves this
-    /// map before its task is aborted and is answered by the cancel, so a task that finishes
-    /// anyway sends nothing more.
-    pub(super) in_flight: InFlight,
+    /// The handlers and results held, which outlive this connection.
+    pub(super) held: &'a mut Held,
     pub(super) draining: Option<Draining>,
+    /// Answers taken from the runner, kept to reuse the allocation.
+    pub(super) answers: Vec<Answered>,
 }
 
 /// Whether the session goes on.
 type Flow = Result<(), SessionEnd>;
 
-impl<H: Handler> Session<'_, H> {
-    /// Serves the frames of `reader` until the connection ends.
+impl Session<'_> {
+    /// Sends the results held from a lost connection, then serves the frames of `reader` until
+    /// the connection ends.
     pub(super) async fn serve(mut self, mut reader: FrameReader) -> SessionEnd {
+        let mut unsent: Vec<Answered> = self
+            .held
+            .unsent
+            .drain()
+            .map(|(_, answered)| answered)
+            .collect();
+        if let Err(end) = self.deliver(&mut unsent).await {
+            return end;
+        }
         loop {
-            if self.draining.is_some() && self.in_flight.is_empty() {
+            if self.draining.is_some() && self.held.len() == 0 {
                 return self.finish_drain().await;
             }
             let deadline = self.draining.as_ref().map(|draining| draining.deadline);
             // Every branch is cancel-safe: `FrameReader::ready` keeps partial frames buffered,
-            // `JoinSet::join_next` and watch `changed` lose nothing when dropped, the grace sleep
+            // `Runner::answered` and watch `changed` lose nothing when dropped, the grace sleep
             // is rebuilt from the stored deadline, and `Keepalive::tick` changes nothing until
             // it resolves.
             let flow = tokio::select! {
@@ -91,10 +91,10 @@ impl<H: Handler> Session<'_, H> {
                             }
                         }
                         Some(Err(err)) => self.on_read_error(&err).await,
-                        None => Err(SessionEnd::Lost),
+                        None => Err(SessionEnd::Lost { resumable: true }),
                     }
                 }
-                Some(joined) = self.tasks.join_next() => self.on_joined(joined).await,
+                () = self.held.runner.answered() => self.on_answers().await,
                 Ok(()) = self.capacity_rx.changed() => self.on_capacity().await,
                 Ok(()) = self.drain_rx.changed(), if self.draining.is_none() => {
                     self.on_drain_request().await
@@ -104,15 +104,21 @@ impl<H: Handler> Session<'_, H> {
                     Ok(())
                 }
                 tick = self.keepalive.tick() => match tick {
-                    Tick::Ping(ping) => self.send(Frame::Ping(ping)).await,
+                    Tick::Ping(ping) => {
+                        self.held.pinged(ping.nonce);
+                        self.send(Frame::Ping(ping)).await
+                    }
                     Tick::Dead { .. } => {
                         tracing::warn!("node stopped answering pings; reconnecting");
-                        Err(SessionEnd::Lost)
+                        Err(SessionEnd::Lost { resumable: true })
                     }
                     // No timeout is set here: the node's silence counts only in missed pings.
                     Tick::Overdue => Ok(()),
                 },
             };
+            // What this turn started or aborted goes to the runner in one batch, also when the
+            // connection ended: the requests it started are held across it.
+            self.held.runner.flush();
             if let Err(end) = flow {
                 return end;
             }
@@ -135,7 +141,7 @@ impl<H: Handler> Session<'_, H> {
                     self.on_frame(&frame).await?;
                 }
                 Some(Err(err)) => return self.on_read_error(&err).await,
-                None => return Err(SessionEnd::Lost),
+                None => return Err(SessionEnd::Lost { resumable: true }),
             }
         }
         Ok(())
@@ -145,8 +151,10 @@ impl<H: Handler> Session<'_, H> {
         tracing::warn!(error = %err, "worker connection failed");
         if let Some(error) = decode_error_frame(err) {
             self.outbound.close_with(Frame::Error(error)).await;
+            // A protocol error ends the session too.
+            return Err(SessionEnd::Lost { resumable: false });
         }
-        Err(SessionEnd::Lost)
+        Err(SessionEnd::Lost { resumable: true })
     }
 
     async fn on_frame(&mut self, frame: &FrameRef<'_>) -> Flow {
@@ -161,10 +169,10 @@ impl<H: Handler> Session<'_, H> {
         };
         match frame {
             Frame::Cancel(cancel) => {
-                let Some(task) = self.in_flight.remove(&cancel.correlation) else {
+                let Some(ticket) = self.held.in_flight.remove(&cancel.correlation) else {
                     return Ok(());
                 };
-                task.abort();
+                self.held.runner.abort(ticket);
                 // The node holds the push's slot until the worker lets go of it: say so now.
                 let stopped = DispatchResponse {
                     workflow_id: "",
@@ -178,7 +186,18 @@ impl<H: Handler> Session<'_, H> {
                 self.reply(cancel.correlation, stopped).await
             }
             Frame::Ping(ping) => self.send(Frame::Pong(Pong { nonce: ping.nonce })).await,
-            Frame::Pong(_) => Ok(()),
+            Frame::Pong(pong) => {
+                self.held.ponged(pong.nonce);
+                Ok(())
+            }
+            Frame::Session(session) => {
+                self.held.session = Some(Kept {
+                    token: session.token.clone(),
+                    grace: Duration::from_millis(session.resume_grace_ms),
+                    lost_at: None,
+                });
+                Ok(())
+            }
             Frame::Drain(drain) => {
                 if self.draining.is_none() {
                     self.begin_drain(DrainOrigin::Node, Duration::from_millis(drain.grace_ms));
@@ -194,11 +213,11 @@ impl<H: Handler> Session<'_, H> {
             }
             Frame::Goodbye(goodbye) => {
                 tracing::info!(reason = %goodbye.reason, "node said goodbye");
-                Err(SessionEnd::Lost)
+                Err(SessionEnd::Lost { resumable: false })
             }
             Frame::Error(error) => {
                 tracing::warn!(code = ?error.code, reason = %error.reason, "node reported a protocol error");
-                Err(SessionEnd::Lost)
+                Err(SessionEnd::Lost { resumable: false })
             }
             other => self.unexpected(other.name()).await,
         }
@@ -212,10 +231,10 @@ impl<H: Handler> Session<'_, H> {
                 reason: format!("{kind} is not a node-to-worker frame here"),
             }))
             .await;
-        Err(SessionEnd::Lost)
+        Err(SessionEnd::Lost { resumable: false })
     }
 
-    /// Runs a pushed request, with its extras, in its own task, or refuses it at once when at
+    /// Gives a pushed request, with its extras, to the runner, or refuses it at once when at
     /// capacity.
     ///
     /// Pushes that arrive while draining still run: the node sent them before it saw the drain
@@ -226,7 +245,9 @@ impl<H: Handler> Session<'_, H> {
         request: &RequestRef<'_>,
         extras: &ExtrasRef<'_>,
     ) -> Flow {
-        if self.in_flight.contains_key(&correlation) {
+        if self.held.in_flight.contains_key(&correlation)
+            || self.held.unsent.contains_key(&correlation)
+        {
             tracing::warn!(
                 correlation,
                 "node reused a correlation id in flight; ignoring it"
@@ -234,7 +255,7 @@ impl<H: Handler> Session<'_, H> {
             return Ok(());
         }
         let capacity = usize::try_from(self.capacity).unwrap_or(usize::MAX);
-        if self.in_flight.len() >= capacity {
+        if self.held.len() >= capacity {
             tracing::warn!(correlation, capacity, "push beyond capacity refused");
             let message = format!("worker is at its capacity of {capacity} requests");
             let response = DispatchResponse {
@@ -248,47 +269,36 @@ impl<H: Handler> Session<'_, H> {
             };
             return self.reply(correlation, response).await;
         }
-        // The handler owns its request: the one copy of the push out of the read buffer.
+        // The handler owns its request: the one copy of the push out of the read buffer. It
+        // stays in its box until the handler takes it, so the runner moves a pointer.
         let push = Box::new(Push {
             correlation,
             request: request.to_compact(),
             extras: extras.to_compact(),
         });
-        let handler = Arc::clone(&self.handler);
-        let heartbeat = Heartbeat::new(self.outbound.clone(), correlation);
-        // The request stays in its box until the handler takes it, so the task holds it once.
-        // Built in the call that boxes it: the future is the handler's whole state, large to move.
-        let task = if self.handler.runs_briefly() {
-            let mut run = Box::pin(run_handler(handler, push, heartbeat));
-            // A handler that must wait is polled again, with its own waker, in its task.
-            if let Some(answered) = (&mut run).now_or_never() {
-                if let Some(draining) = &mut self.draining {
-                    draining.completed += 1;
-                }
-                return self.reply(correlation, answered.response()).await;
-            }
-            self.tasks.spawn(run)
-        } else {
-            self.tasks.spawn(run_handler(handler, push, heartbeat))
-        };
-        self.in_flight.insert(correlation, task);
+        let ticket = self.held.runner.run(push);
+        self.held.in_flight.insert(correlation, ticket);
         Ok(())
     }
 
-    async fn on_joined(&mut self, joined: Result<Answered, JoinError>) -> Flow {
-        match joined {
-            Ok(answered) => {
-                if self.in_flight.remove(&answered.correlation).is_none() {
-                    return Ok(());
-                }
-                if let Some(draining) = &mut self.draining {
-                    draining.completed += 1;
-                }
-                self.reply(answered.correlation, answered.response()).await
+    /// Delivers the answers the runner has for requests still owed; an answer to a request
+    /// cancelled or dropped since matches no ticket in flight and is let go.
+    async fn on_answers(&mut self) -> Flow {
+        let mut answers = std::mem::take(&mut self.answers);
+        self.held.runner.take_answers(&mut answers);
+        let in_flight = &mut self.held.in_flight;
+        answers.retain(|answered| match in_flight.remove(&answered.correlation) {
+            Some(ticket) if ticket == answered.ticket => true,
+            // A later push under the same correlation id: still owed.
+            Some(ticket) => {
+                in_flight.insert(answered.correlation, ticket);
+                false
             }
-            // Aborted after a cancel or at the grace deadline: nothing is owed.
-            Err(_) => Ok(()),
-        }
+            None => false,
+        });
+        let flow = self.deliver(&mut answers).await;
+        self.answers = answers;
+        flow
     }
 
     async fn on_capacity(&mut self) -> Flow {
@@ -297,6 +307,7 @@ impl<H: Handler> Session<'_, H> {
             return Ok(());
         }
         self.capacity = capacity;
+        self.held.node_capacity = capacity;
         self.send(Frame::CapacityUpdate(CapacityUpdate {
             max_concurrency: capacity,
         }))
@@ -326,21 +337,18 @@ impl<H: Handler> Session<'_, H> {
     }
 
     fn abort_in_flight(&mut self) {
-        if !self.in_flight.is_empty() {
-            tracing::warn!(
-                in_flight = self.in_flight.len(),
-                "drain grace expired; aborting"
-            );
+        if self.held.len() > 0 {
+            tracing::warn!(in_flight = self.held.len(), "drain grace expired; aborting");
         }
-        for (_, task) in self.in_flight.drain() {
-            task.abort();
-        }
+        self.held.in_flight.clear();
+        self.held.runner.abort_all();
+        self.held.unsent.clear();
     }
 
     /// Sends `Drained` and `Goodbye`, closes, and waits (bounded) for the writer to flush.
     async fn finish_drain(self) -> SessionEnd {
         let Some(draining) = self.draining else {
-            return SessionEnd::Lost;
+            return SessionEnd::Lost { resumable: true };
         };
         let _ = self
             .outbound
@@ -366,6 +374,30 @@ impl<H: Handler> Session<'_, H> {
         }
     }
 
+    /// Sends the results in `answers` (leaving it empty), each kept until the node is known to
+    /// have read it; those the connection could not take stay held, to be listed when the
+    /// session resumes.
+    async fn deliver(&mut self, answers: &mut Vec<Answered>) -> Flow {
+        let mut sent = 0;
+        let mut flow = Ok(());
+        for answered in answers.iter() {
+            if let Some(draining) = &mut self.draining {
+                draining.completed += 1;
+            }
+            flow = self.reply(answered.correlation, answered.response()).await;
+            if flow.is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        for answered in answers.drain(sent..) {
+            self.held.unsent.insert(answered.correlation, answered);
+        }
+        self.held
+            .sent(answers.drain(..), Held::unacked_bound(self.capacity));
+        flow
+    }
+
     /// Sends the reply, or a failure in its place when it does not fit in a frame.
     async fn reply(&self, correlation: u64, response: ResponseRef<'_>) -> Flow {
         let (workflow_id, ordinal, run_id) =
@@ -377,7 +409,7 @@ impl<H: Handler> Session<'_, H> {
         let (len, max) = match self.outbound.send_ref(&FrameRef::Reply(reply)).await {
             Ok(()) => return Ok(()),
             Err(SendError::TooLarge { len, max, .. }) => (len, max),
-            Err(_) => return Err(SessionEnd::Lost),
+            Err(_) => return Err(SessionEnd::Lost { resumable: true }),
         };
         tracing::warn!(correlation, len, "reply too large for one frame");
         let message = format!("result of {len} bytes exceeds the frame limit of {max} bytes");
@@ -401,14 +433,14 @@ impl<H: Handler> Session<'_, H> {
         self.outbound
             .send_ref(frame)
             .await
-            .map_err(|_| SessionEnd::Lost)
+            .map_err(|_| SessionEnd::Lost { resumable: true })
     }
 
     async fn send(&self, frame: Frame) -> Flow {
         self.outbound
             .send(frame)
             .await
-            .map_err(|_| SessionEnd::Lost)
+            .map_err(|_| SessionEnd::Lost { resumable: true })
     }
 }
 
@@ -444,7 +476,7 @@ mod tests {
     use lintel_transport::burst::FRAMES_PER_TURN;
     use lintel_transport::fixtures;
 
-    /// Echoes its input at once, on the connection's task.
+    /// Echoes its input at once, saying it runs briefly.
     struct BriefEcho;
 
     impl Handler for BriefEcho {
@@ -466,14 +498,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_burst_longer_than_a_batch_is_answered_in_order_and_a_drain_in_it_ends_it() {
+    async fn a_burst_longer_than_a_batch_is_answered_and_a_drain_in_it_ends_it() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let config = WorkerConfig::builder()
             .node(listener.local_addr().unwrap().to_string())
             .namespace("ns")
             .activity("echo")
             .identity("worker-under-test")
-            .concurrency(8)
+            // Room for every push: none is refused at capacity.
+            .concurrency(2 * FRAMES_PER_TURN as u32 + 4)
             .handshake_timeout(Duration::from_secs(10))
             .build()
             .unwrap();
@@ -510,18 +543,26 @@ mod tests {
         }
         write.write_all(&bytes).await.unwrap();
 
-        for correlation in 1..=burst {
-            let Frame::Reply(reply) = recv().await else {
-                panic!("expected the reply to push {correlation}");
-            };
-            assert_eq!(reply.correlation, correlation);
-            assert_eq!(
-                reply.response.outcome,
-                ActivityOutcome::Success(Bytes::from(correlation.to_string()))
-            );
-        }
-        // Nothing was in flight when the drain came, so it finished before the pushes behind it.
-        assert_eq!(recv().await, Frame::Drained(Drained { completed: 0 }));
+        // Handlers run on tasks of their own: replies come in any order. Pushes behind the
+        // drain run only if work was still in flight when it came.
+        let mut answered = std::collections::BTreeSet::new();
+        let completed = loop {
+            match recv().await {
+                Frame::Reply(reply) => {
+                    let correlation = reply.correlation;
+                    assert_eq!(
+                        reply.response.outcome,
+                        ActivityOutcome::Success(Bytes::from(correlation.to_string()))
+                    );
+                    assert!(answered.insert(correlation), "{correlation} answered twice");
+                }
+                Frame::Drained(Drained { completed }) => break completed,
+                other => panic!("expected a reply or Drained, got {other:?}"),
+            }
+        };
+        assert!((1..=burst).all(|correlation| answered.contains(&correlation)));
+        assert!(answered.iter().all(|correlation| *correlation <= burst + 3));
+        assert!(completed <= answered.len() as u64);
         assert!(matches!(recv().await, Frame::Goodbye(_)));
         worker.shutdown().await;
     }

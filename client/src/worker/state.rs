@@ -69,8 +69,12 @@ impl fmt::Display for Fatal {
 pub(super) enum SessionEnd {
     /// No registration happened; back off further.
     Unreachable(ConnectError),
-    /// The connection was lost after registering; back off from the start.
-    Lost,
+    /// The connection was lost after registering; back off from the start. A session kept
+    /// through it may be resumed when `resumable` (not after a goodbye or a protocol error).
+    Lost {
+        /// Whether the node keeps the session through this loss.
+        resumable: bool,
+    },
     /// The node drained us; we may be wanted again later.
     NodeDrained,
     /// The handle's drain is done.

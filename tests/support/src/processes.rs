@@ -70,6 +70,8 @@ pub struct NodeSettings {
     pub ping_interval_ms: u64,
     pub max_missed_pings: u32,
     pub reply_timeout_ms: u64,
+    /// How long the node keeps a lost worker's session for it to resume.
+    pub worker_resume_grace_ms: u64,
 }
 
 /// A `lintel serve` process on ephemeral loopback ports, with its admin listener.
@@ -97,7 +99,12 @@ impl NodeProcess {
             settings.reply_timeout_ms.to_string(),
         ];
         let missed = settings.max_missed_pings.to_string();
-        Self::launch(&args, &[("LINTEL_MAX_MISSED_PINGS", &missed)]).await
+        let grace = settings.worker_resume_grace_ms.to_string();
+        let envs = [
+            ("LINTEL_MAX_MISSED_PINGS", missed.as_str()),
+            ("LINTEL_WORKER_RESUME_GRACE_MS", grace.as_str()),
+        ];
+        Self::launch(&args, &envs).await
     }
 
     /// Starts `lintel serve` on ephemeral loopback ports, admin listener included, with `args`
