@@ -1,5 +1,6 @@
-//! Structured values both frame-body targets build: the wire types do not implement
-//! `Arbitrary`, so these mirror a request, a routing and a member list.
+//! Structured values the frame-body targets build: the wire types do not implement
+//! `Arbitrary`, so these mirror a request, a routing and a member list. The crate including a
+//! frame-body driver declares this module at its root.
 
 use arbitrary::Arbitrary;
 use bytes::Bytes;
