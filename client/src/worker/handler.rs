@@ -13,7 +13,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::cancel::CancelSignal;
 use super::heartbeat::{Heartbeat, HeartbeatError};
-use super::runner::Ticket;
 
 /// A pushed request as a handler gets it: its names are [`CompactString`]s (read as `str`;
 /// up to 24 bytes held inline, not allocated), its input a [`Bytes`], and a
@@ -253,6 +252,11 @@ where
         (self.0)(request)
     }
 }
+
+/// The runner's number for a request it was given: unique for the worker's life, so an answer
+/// to a request since dropped (cancelled, or of an ended session) is never taken for the
+/// answer to a later push that reuses its correlation id.
+pub(super) type Ticket = u64;
 
 /// What a handler answered to one push, with the identity its reply echoes.
 pub(super) struct Answered {

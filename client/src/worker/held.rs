@@ -13,7 +13,8 @@ use lintel_wire::ResumeSession;
 use tokio::time::Instant;
 
 use super::handler::Answered;
-use super::runner::{Runner, Ticket};
+use super::handler::Ticket;
+use super::runner::Runner;
 
 /// Requests in flight by the node's correlation id, with the runner's ticket for each. The ids
 /// come off the socket, so the map is seeded at random per process and per map: colliding ids

@@ -16,14 +16,9 @@ use futures_util::FutureExt;
 use lintel_wire::{Compact, Push};
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::handler::{run_handler, Answered, Handler};
+use super::handler::{run_handler, Answered, Handler, Ticket};
 use super::heartbeat::{Heartbeat, Link};
 use super::mailbox::Mailbox;
-
-/// The runner's number for a request it was given: unique for the worker's life, so an answer
-/// to a request since dropped (cancelled, or of an ended session) is never taken for the
-/// answer to a later push that reuses its correlation id.
-pub(super) type Ticket = u64;
 
 /// What the connection asks of the runner, in the order asked.
 enum Order {
