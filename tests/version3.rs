@@ -384,6 +384,15 @@ async fn the_status_document_is_the_json_of_lintel_status_with_each_workers_depl
     within("registration", worker.wait_registered(WAIT))
         .await
         .expect("registered");
+    // Out of probation first, so both reads below see the same standing.
+    node.wait_registry("the worker eligible", |registry| {
+        let states = registry.states();
+        !states.is_empty()
+            && states
+                .iter()
+                .all(|(_, standing)| *standing == lintel::sdk::status::Standing::Eligible)
+    })
+    .await;
 
     let (mut raw, _) = RawClient::hello_at(node.addr, Role::Producer, 3).await;
     raw.send(Frame::StatusQuery(StatusQuery { correlation: 9 }))
