@@ -28,21 +28,14 @@ ROLE=${ROLE:-node}
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 BASE_PORT=${BASE_PORT:-17400}
 mkdir -p "$OUT"
+# shellcheck source=benches/waits.sh
+source "$(dirname "$0")/waits.sh"
 
 cells=("$@")
 if [ ${#cells[@]} -eq 0 ]; then
     cells=(64:1:1000 64:256:8000 16384:1:500 16384:256:2000 65536:1:300 65536:256:1000
         1048576:1:60 1048576:64:120)
 fi
-
-wait_port() {
-    for _ in $(seq 1 600); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-        sleep 0.1
-    done
-    echo "port $1 never opened" >&2
-    return 1
-}
 
 # Total instructions in a callgrind dump file.
 total_of() { awk '/^(summary|totals):/ { print $2; exit }' "$1"; }
@@ -51,17 +44,6 @@ total_of() { awk '/^(summary|totals):/ { print $2; exit }' "$1"; }
 copies_of() {
     callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
         awk '/mem(cpy|move)/ { gsub(",", "", $1); if ($1 + 0 > best) best = $1 + 0 } END { print best + 0 }'
-}
-
-# Waits until a dispatch in namespace `bench` completes through the node at port $1.
-wait_worker() {
-    for _ in $(seq 1 300); do
-        if "$BIN" dispatch --connect "127.0.0.1:$1" --namespace bench --activity echo \
-            --input x >/dev/null 2>&1; then return 0; fi
-        sleep 0.2
-    done
-    echo "no worker registered at port $1" >&2
-    return 1
 }
 
 # Runs "$@" under callgrind with instrumentation off when its role ($1) is the one measured.

@@ -21,31 +21,13 @@ WORKERS=${WORKERS:-1}
 PORT=${PORT:-17600}
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 mkdir -p "$OUT"
+# shellcheck source=benches/waits.sh
+source "$(dirname "$0")/waits.sh"
 
 cells=("$@")
 if [ ${#cells[@]} -eq 0 ]; then
     cells=(64:256:20000)
 fi
-
-wait_port() {
-    for _ in $(seq 1 600); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-        sleep 0.1
-    done
-    echo "port $1 never opened" >&2
-    return 1
-}
-
-# Waits until a dispatch in namespace `bench` completes.
-wait_worker() {
-    for _ in $(seq 1 300); do
-        if "$BIN" dispatch --connect "127.0.0.1:$PORT" --namespace bench --activity echo \
-            --input x >/dev/null 2>&1; then return 0; fi
-        sleep 0.2
-    done
-    echo "no worker registered" >&2
-    return 1
-}
 
 # Calls in an `strace -c` summary: the total, or syscall $2's.
 calls_of() {
@@ -89,7 +71,7 @@ run_cell() {
             --concurrency 512 >"$OUT/$tag.worker$index.log" 2>&1 &
         workers+=($!)
     done
-    wait_worker
+    wait_worker "$PORT"
     local bench=("$BIN" bench --connect "127.0.0.1:$PORT" --workers 0 --payload "$payload"
         --concurrency "$flight" --threads 1 --duration 6000)
     "${bench[@]}" --count $((flight * 4 > 200 ? flight * 4 : 200)) >"$OUT/$tag.warm.log" 2>&1
