@@ -8,8 +8,9 @@
 //!
 //! One std mutex with short critical sections, never held across an `.await`; a session is
 //! dropped (which takes the registry's lock) outside it. At most `worker_resume_max_sessions`
-//! are parked (a superseded one makes room once the bound is reached), and one live session per registered connection, keyed by tokens the node made,
-//! so nothing a socket sends grows the maps.
+//! are parked (a superseded one makes room once the bound is reached), and one live session
+//! per registered connection, keyed by tokens the node made, so nothing a socket sends grows
+//! the maps.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

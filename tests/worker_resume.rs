@@ -90,6 +90,15 @@ async fn register_with_session(client: &mut RawClient, capacity: u32) -> (u64, S
     }
 }
 
+/// Sends `registration` and reads `Registered`; returns the worker id.
+async fn registered_as(client: &mut RawClient, registration: lintel::wire::Register) -> u64 {
+    client.send(Frame::from(registration)).await;
+    match next_frame(client).await {
+        Some(Frame::Registered(registered)) => registered.worker_id,
+        other => panic!("expected Registered, got {other:?}"),
+    }
+}
+
 /// The next `n` pushes `client` is sent.
 async fn pushes(client: &mut RawClient, n: usize) -> Vec<Push> {
     let mut pushes = Vec::with_capacity(n);
@@ -355,11 +364,7 @@ async fn older_workers_and_ones_not_listing_worker_resume_get_no_session_and_los
         } else {
             RawClient::hello_at(proxy.addr, Role::Worker, 3).await.0
         };
-        worker.send(Frame::from(register("ns", "echo", 1))).await;
-        assert!(matches!(
-            next_frame(&mut worker).await,
-            Some(Frame::Registered(_))
-        ));
+        registered_as(&mut worker, register("ns", "echo", 1)).await;
         let handles = dispatches(&node, 1);
         // The push comes right behind `Registered`: no `Session` between them.
         let _held = pushes(&mut worker, 1).await;
@@ -418,11 +423,7 @@ async fn a_registration_of_the_same_instance_supersedes_a_kept_session() {
         ..register("ns", "echo", 2)
     };
     let mut worker = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
-    worker.send(Frame::from(instance.clone())).await;
-    let worker_id = match next_frame(&mut worker).await {
-        Some(Frame::Registered(registered)) => registered.worker_id,
-        other => panic!("expected Registered, got {other:?}"),
-    };
+    let worker_id = registered_as(&mut worker, instance.clone()).await;
     let Some(Frame::Session(session)) = next_frame(&mut worker).await else {
         panic!("expected a session");
     };
@@ -433,11 +434,7 @@ async fn a_registration_of_the_same_instance_supersedes_a_kept_session() {
 
     // The instance restarted: what the kept session held is gone.
     let mut restarted = connect(node.addr, None, FeatureSet::WORKER_RESUME).await;
-    restarted.send(Frame::from(instance)).await;
-    assert!(matches!(
-        next_frame(&mut restarted).await,
-        Some(Frame::Registered(_))
-    ));
+    registered_as(&mut restarted, instance).await;
     for handle in handles {
         let result = outcome_of(handle).await;
         assert!(
@@ -733,23 +730,16 @@ async fn a_kept_session_superseded_by_its_instance_leaves_room_for_another() {
         ..register("ns", "echo", 1)
     };
     let mut first = connect(proxy.addr, None, FeatureSet::WORKER_RESUME).await;
-    first.send(Frame::from(instance.clone())).await;
-    let Some(Frame::Registered(registered)) = next_frame(&mut first).await else {
-        panic!("expected Registered");
-    };
+    let first_id = registered_as(&mut first, instance).await;
     proxy.reset();
-    parked(&node, registered.worker_id).await;
+    parked(&node, first_id).await;
     // The instance restarts serving another activity, so the next push goes elsewhere.
     let mut restarted = connect(node.addr, None, FeatureSet::WORKER_RESUME).await;
     let elsewhere = lintel::wire::Register {
         instance_id: Some("pod-7".into()),
         ..register("ns", "idle", 1)
     };
-    restarted.send(Frame::from(elsewhere)).await;
-    assert!(matches!(
-        next_frame(&mut restarted).await,
-        Some(Frame::Registered(_))
-    ));
+    registered_as(&mut restarted, elsewhere).await;
     // The only kept session is superseded: another lost connection's session takes its room.
     let other_proxy = Proxy::start(node.addr).await;
     let mut other = connect(other_proxy.addr, None, FeatureSet::WORKER_RESUME).await;
