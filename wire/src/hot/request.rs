@@ -81,13 +81,11 @@ impl<'a> RequestRef<'a> {
             input: input.payload()?,
             deadline_unix_ms: input.opt_u64()?,
         };
-        // Only a varint written longer than it needs makes the head longer than its canonical
-        // encoding: such a head is encoded again rather than passed on, as senders must write
-        // canonical varints.
-        let canonical = head.len() == fields.head_len();
+        // A head holding a varint written longer than it needs is encoded again rather than
+        // passed on: senders must write canonical varints.
         Ok(RequestRef {
             fields,
-            head: canonical.then_some(head),
+            head: (!input.read_overlong()).then_some(head),
         })
     }
 
