@@ -75,7 +75,10 @@ class Connection:
         self.writer = writer
         self.welcome = welcome
         self.version = welcome.version
+        #: What this side listed in ``Features``: what the node may send it.
         self.listed = frozenset(handshake.listed) if welcome.version >= 4 else frozenset()
+        #: What the node implements: what it may be sent (the reader of what this side writes).
+        self.node_features = frozenset(welcome.features)
         self.address = address
         self.read_limit = handshake.max_frame_len
         self.write_limit = min(handshake.max_frame_len, welcome.limits.max_frame_len)
@@ -89,7 +92,7 @@ class Connection:
 
         Raises :class:`~lintel.errors.EncodeError` when it cannot be carried or is too long.
         """
-        lowered = lower_frame(frame, self.version, self.listed)
+        lowered = lower_frame(frame, self.version, self.node_features)
         if lowered is None:
             return None
         return encode_frame(lowered, self.write_limit)
