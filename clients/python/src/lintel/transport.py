@@ -217,13 +217,21 @@ async def _handshake(
     writer.write(encode_frame(hello))
     decoder = FrameDecoder(handshake.max_frame_len)
     frame: Any = None
-    while frame is None:
-        data = await reader.read(READ_CHUNK)
-        if not data:
-            decoder.finish()
-            raise ConnectError(f"{address}: the node closed the connection during the handshake")
-        decoder.feed(data)
-        frame = decoder.next_frame()
+    first = b""
+    try:
+        while frame is None:
+            data = await reader.read(READ_CHUNK)
+            first = first or data
+            if not data:
+                decoder.finish()
+                raise ConnectError(f"{address}: the node closed the connection during the handshake")
+            decoder.feed(data)
+            frame = decoder.next_frame()
+    except WireError:
+        # A TLS alert record (content type 21, version 3.x) answering a plaintext Hello.
+        if handshake.ssl is None and first[:2] == b"\x15\x03":
+            raise ConnectError(f"{address}: the node speaks TLS: connect with an ssl context") from None
+        raise
     match frame:
         case f.Welcome3():
             welcome = Welcomed(frame.version, frame.node_id, frame.pid, frame.limits, frame.header_limits, frame.features)

@@ -42,6 +42,11 @@ class Worker:
         self.config = config
         self.handler = handler
         self.worker_id: int | None = None
+        #: The node id and protocol version of the node the worker registered with last.
+        self.node_id: str | None = None
+        self.version: int | None = None
+        #: True once the worker stopped because its node drained it (``leave_on_node_drain``).
+        self.drained_by_node = False
         self._runtime: Runtime | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -85,8 +90,10 @@ class Worker:
         def apply() -> None:
             assert self._registered is not None and self._stopped is not None
             if what == "registered":
-                self.worker_id = value
+                self.worker_id, self.node_id, self.version = value
                 self._registered.set()
+            elif what == "node-drained":
+                self.drained_by_node = True
             elif what == "unregistered":
                 self._registered.clear()
             elif what == "fatal":

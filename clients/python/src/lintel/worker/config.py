@@ -22,7 +22,8 @@ class WorkerConfig:
     ``activity_types`` are required. ``concurrency`` is the most requests run at once.
     ``deployment`` and ``instance_id`` need a version-3 node (a later worker with the same
     pair supersedes an earlier one). ``ssl`` speaks TLS (a client certificate loaded in it
-    is mutual TLS).
+    is mutual TLS). ``leave_on_node_drain`` stops the worker when its node drains it (by
+    default it moves to another node).
     """
 
     nodes: list[str]
@@ -41,6 +42,8 @@ class WorkerConfig:
     handshake_timeout: float = 10.0
     backoff: Backoff = field(default_factory=Backoff)
     max_frame_len: int = DEFAULT_MAX_FRAME_LEN
+    #: Stop once a node has drained this worker, instead of moving to another node.
+    leave_on_node_drain: bool = False
 
     def check(self) -> None:
         """Raises :class:`WorkerConfigError` when the configuration cannot register."""

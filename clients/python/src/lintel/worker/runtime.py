@@ -214,6 +214,9 @@ class Runtime:
                 if end is End.SUPERSEDED:
                     self.notify("fatal", RegistrationRefused("Superseded", "a later registration replaced this worker"))
                     return
+                if end is End.NODE_DRAINED and self.config.leave_on_node_drain:
+                    self.notify("node-drained", None)
+                    return
                 if end is End.NODE_DRAINED:
                     avoid = conn.address
                     self.draining = None
@@ -353,7 +356,7 @@ class Runtime:
                 self._proven(nonce)
             case f.Registered(worker_id):
                 self.registered = True
-                self.notify("registered", worker_id)
+                self.notify("registered", (worker_id, conn.welcome.node_id, conn.version))
                 if self.capacity != self.config.concurrency:
                     conn.write(f.CapacityUpdate(self.capacity))
                 if self.draining is not None and self.draining.by_handle:
@@ -407,7 +410,7 @@ class Runtime:
 
     def _resumed(self, conn: Connection, worker_id: int, attached: list[int], unknown: list[int]) -> None:
         self.registered = True
-        self.notify("registered", worker_id)
+        self.notify("registered", (worker_id, conn.welcome.node_id, conn.version))
         if self.held.session is not None:
             self.held.session.lost_at = None
             self.held.session.address = conn.address
