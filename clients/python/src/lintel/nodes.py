@@ -29,7 +29,7 @@ class Backoff:
     max: float = 10.0
 
     def delay(self, failures: int) -> float:
-        base = min(self.max, self.initial * (2 ** min(failures, 30)))
+        base = float(min(self.max, self.initial * (2 ** min(failures, 30))))
         return base / 2 + random.uniform(0, base / 2)
 
 
@@ -102,10 +102,10 @@ class Nodes:
                 done, _ = await asyncio.wait(dialling, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     target, address = dialling.pop(task)
-                    err = task.exception()
-                    if err is None:
+                    error = task.exception()
+                    if error is None:
                         return task.result()
-                    failed.append((address if target == address else f"{target} ({address})", err))
+                    failed.append((address if target == address else f"{target} ({address})", error))
                     if waiting:
                         dial_next()
                 if not done and waiting:

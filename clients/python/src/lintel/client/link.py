@@ -216,9 +216,9 @@ class Link:
             case _:
                 from ..errors import UnexpectedFrame
 
-                err = UnexpectedFrame(f"{type(frame).__name__} on a producer connection")
-                self.conn.fail(err)
-                self._end(str(err))
+                unexpected = UnexpectedFrame(f"{type(frame).__name__} on a producer connection")
+                self.conn.fail(unexpected)
+                self._end(str(unexpected))
                 return False
         return True
 

@@ -4,6 +4,7 @@ cancels it when told, and posts each outcome back to the connection thread."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Union
@@ -50,7 +51,7 @@ class Runner:
         for item in items:
             if isinstance(item, Start):
                 ticket = item.ticket
-                request = Request(item.request, item.extras, lambda d, t=ticket: self._beat(t, d))
+                request = Request(item.request, item.extras, functools.partial(self._beat, ticket))
                 task = self.loop.create_task(self._run(ticket, request))
                 self.tasks[ticket] = (task, request)
             else:
