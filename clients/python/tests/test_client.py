@@ -259,3 +259,33 @@ def test_an_unknown_outcome_variant_fails_that_dispatch_and_the_connection_goes_
         server.close()
 
     asyncio.run(scenario())
+
+
+def test_a_node_closing_mid_frame_fails_the_dispatch_without_a_hang() -> None:
+    async def fake_node(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder()
+        limits = t.Limits(1 << 22, 1024, 60000, 3, 255, 64)
+        while data := await reader.read(65536):
+            decoder.feed(data)
+            while (frame := decoder.next_frame()) is not None:
+                if isinstance(frame, f.Hello):
+                    writer.write(encode_frame(f.Welcome3(4, "fake", 1, limits, t.HeaderLimits(32, 8192), [])))
+                elif isinstance(frame, f.Submit3):
+                    done = f.ServedOutcome(frame.correlation, "fake", Completed(t.DispatchResponse("", 0, None, Success(b"ok"))))
+                    writer.write(encode_frame(done)[:9])  # half the frame, then the close
+                    await writer.drain()
+                    writer.close()
+                    return
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(fake_node, "127.0.0.1", 0)
+        addr = "127.0.0.1:%d" % server.sockets[0].getsockname()[1]
+        client = await Client.connect(addr)
+        with pytest.raises(ConnectionLost) as caught:
+            await bounded(10, client.dispatch(Dispatch("py", "run"), DispatchOptions(retry=RetryPolicy.never())))
+        assert caught.value.may_have_run
+        assert "the stream ended 5 bytes into a frame" in caught.value.reason, caught.value.reason
+        await client.close()
+        server.close()
+
+    asyncio.run(scenario())
