@@ -437,7 +437,7 @@ class Runtime:
             return
         while self._pings and next(iter(self._pings)) <= nonce:
             self._pings.popitem(last=False)
-        for correlation in [c for c, (_, s) in self.held.unproven.items() if s < seq]:
+        for correlation in [c for c, (_, s) in self.held.unproven.items() if s <= seq]:
             del self.held.unproven[correlation]
 
     # Answers from the handlers -----------------------------------------------------------------
