@@ -289,3 +289,18 @@ def test_a_node_closing_mid_frame_fails_the_dispatch_without_a_hang() -> None:
         server.close()
 
     asyncio.run(scenario())
+
+
+def test_the_frame_bound_is_the_one_negotiated_with_the_node(nodes: Any) -> None:
+    node = nodes(env={"LINTEL_MAX_FRAME_LEN": "65536"})
+
+    async def scenario() -> None:
+        async with await Client.connect(node.addr) as client:
+            assert client.welcome.limits.max_frame_len == 65536
+            assert client._link.conn.read_limit == 65536
+            with pytest.raises(InvalidDispatch):
+                await client.dispatch(Dispatch("py", "run", b"x" * (65536 - 16384 + 1)))
+            fits = await client.dispatch(Dispatch("py", "run", b"x" * 1000))
+            assert isinstance(fits, NoWorker3)
+
+    asyncio.run(scenario())

@@ -80,8 +80,9 @@ class Connection:
         #: What the node implements: what it may be sent (the reader of what this side writes).
         self.node_features = frozenset(welcome.features)
         self.address = address
-        self.read_limit = handshake.max_frame_len
-        self.write_limit = min(handshake.max_frame_len, welcome.limits.max_frame_len)
+        # The negotiated bound: the node sends no body over its own maximum, nor may we.
+        self.read_limit = min(handshake.max_frame_len, welcome.limits.max_frame_len)
+        self.write_limit = self.read_limit
         self._decoder = FrameDecoder(self.read_limit)
         self.closed = False
 
@@ -250,7 +251,7 @@ async def _handshake(
     conn = Connection(reader, writer, welcome, handshake, address)
     # Bytes after the welcome (a frame sent right behind it) stay with the connection.
     conn._decoder = decoder
-    decoder.max_frame_len = handshake.max_frame_len
+    decoder.max_frame_len = conn.read_limit
     if welcome.version >= 4:
         conn.write(f.Features(sorted(handshake.listed), []))
     return conn
