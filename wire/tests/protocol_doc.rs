@@ -3332,6 +3332,45 @@ fn the_vectors_file_holds_every_example() {
 }
 
 #[test]
+fn every_vector_decodes_and_encodes_again_to_its_bytes() {
+    let text = std::fs::read_to_string(vectors_path()).unwrap_or_default();
+    let document: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let vectors = document["vectors"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        vectors.len(),
+        examples().len(),
+        "vectors.json holds every example"
+    );
+    for vector in vectors {
+        let name = vector["name"].as_str().unwrap_or_default();
+        let hex = vector["hex"].as_str().unwrap_or_default();
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .filter_map(|at| u8::from_str_radix(hex.get(at..at + 2)?, 16).ok())
+            .collect();
+        let version = vector["version"]
+            .as_u64()
+            .and_then(|v| u16::try_from(v).ok());
+        let listed = vector["listed"].as_array().cloned().unwrap_or_default();
+        let listed = FeatureSet::named(listed.iter().filter_map(|name| name.as_str()));
+        let dialect = Dialect::new(version.unwrap_or_default(), listed);
+        let mut buf = BytesMut::from(&bytes[..]);
+        let Ok(Some(frame)) = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN) else {
+            panic!("vector `{name}` does not decode");
+        };
+        assert_eq!(
+            frame
+                .kind_at(dialect.version())
+                .ok()
+                .map(|kind| kind as u64),
+            vector["kind"].as_u64(),
+            "vector `{name}`: the kind"
+        );
+        assert_eq!(encode(&frame, dialect), bytes, "vector `{name}`");
+    }
+}
+
+#[test]
 fn every_example_decodes_back() {
     for (name, dialect, frame, read) in examples() {
         let mut buf = BytesMut::from(&encode(&frame, dialect)[..]);
