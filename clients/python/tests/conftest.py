@@ -1,0 +1,1 @@
+from support import nodes  # noqa: F401  (the fixture)

@@ -1,0 +1,178 @@
+"""Test support: a real ``lintel serve`` on an ephemeral port, a cuttable TCP proxy, bounded
+waits, and a throwaway PKI made with the ``openssl`` command."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+T = TypeVar("T")
+
+
+def lintel_bin() -> str:
+    """``LINTEL_BIN``, else the repo's debug then release build; fails the test when none."""
+    found = os.environ.get("LINTEL_BIN")
+    if found:
+        return found
+    for profile in ("debug", "release"):
+        path = REPO / "target" / profile / "lintel"
+        if path.exists():
+            return str(path)
+    pytest.fail("no lintel node binary: set LINTEL_BIN or run `cargo build --bin lintel` first")
+
+
+class Node:
+    """``lintel serve`` on 127.0.0.1, port chosen by the OS; ``env`` adds LINTEL_* settings."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None, listen: str = "127.0.0.1:0"):
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("LINTEL_")}
+        clean.update(env or {})
+        self.proc = subprocess.Popen(
+            [lintel_bin(), "serve", "--listen", listen, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean,
+        )
+        self.lines: list[str] = []
+        found = threading.Event()
+        self.addr = ""
+
+        def read() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                m = re.search(r"listening addr=(\S+)", line)
+                if m and not self.addr:
+                    self.addr = m.group(1)
+                    found.set()
+            found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not found.wait(20) or not self.addr:
+            self.stop()
+            raise RuntimeError("the node did not start:\n" + "".join(self.lines))
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def nodes() -> Any:
+    """Starts nodes (``nodes(*args, env=...)``) and kills them after the test."""
+    started: list[Node] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> Node:
+        node = Node(*args, env=env)
+        started.append(node)
+        return node
+
+    yield start
+    for node in started:
+        node.stop()
+
+
+async def within(seconds: float, what: str, check: Callable[[], bool]) -> None:
+    """Waits until ``check()`` holds, polling, at most ``seconds``; fails naming ``what``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"{what}: not within {seconds} s")
+        await asyncio.sleep(0.01)
+
+
+async def bounded(seconds: float, awaitable: Awaitable[T]) -> T:
+    return await asyncio.wait_for(awaitable, seconds)
+
+
+class Proxy:
+    """A TCP proxy to ``target`` on an ephemeral port: :meth:`cut` closes every connection
+    through it; while ``refusing`` it closes new ones at once."""
+
+    def __init__(self, target: str):
+        self.target = target
+        self.refusing = False
+        self.links: list[asyncio.StreamWriter] = []
+        self.server: asyncio.Server | None = None
+        self.addr = ""
+        self.accepted = 0
+
+    async def start(self) -> "Proxy":
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.addr = "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.refusing:
+            writer.close()
+            return
+        self.accepted += 1
+        host, port = self.target.rsplit(":", 1)
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        self.links += [writer, up_writer]
+
+        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            try:
+                while data := await r.read(65536):
+                    w.write(data)
+                    await w.drain()
+            except (OSError, ConnectionError):
+                pass
+            finally:
+                w.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def cut(self) -> None:
+        for w in self.links:
+            transport = w.transport
+            transport.abort()
+        self.links.clear()
+
+    async def close(self) -> None:
+        self.cut()
+        if self.server is not None:
+            self.server.close()
+
+
+class Pki:
+    """A CA, a node certificate for 127.0.0.1/localhost and client certificates."""
+
+    def __init__(self, root: Path):
+        if shutil.which("openssl") is None:
+            pytest.skip("the openssl command is not installed")
+        self.root = root
+        self._run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                  "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test-ca")  # fmt: skip
+        self.ca = str(root / "ca.pem")
+
+    def _run(self, *args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=self.root, check=True, capture_output=True)
+
+    def leaf(self, name: str, san: str) -> tuple[str, str]:
+        """Signs a certificate for ``name`` with subjectAltName ``san``; (cert, key) paths."""
+        ext = self.root / f"{name}.ext"
+        ext.write_text(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n")
+        self._run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                  "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")  # fmt: skip
+        self._run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                  "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", ext.name)  # fmt: skip
+        return str(self.root / f"{name}.pem"), str(self.root / f"{name}.key")

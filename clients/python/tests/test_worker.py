@@ -1,0 +1,326 @@
+"""The Worker against a real node: registration, the threading model, cancel, drain, sessions,
+heartbeats, several nodes, mutual TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lintel import (
+    Client,
+    ClientConfig,
+    Completed,
+    Dispatch,
+    DispatchOptions,
+    EventTopic,
+    NoWorker3,
+    Request,
+    Success,
+    Worker,
+    WorkerConfig,
+    WorkerExcluded,
+    WorkerLost,
+    client_context,
+)
+from lintel.errors import ConnectError
+from support import Pki, Proxy, bounded, within
+
+
+def config(addr: str | list[str], **kw: Any) -> WorkerConfig:
+    return WorkerConfig([addr] if isinstance(addr, str) else addr, ["py"], ["run"], **kw)
+
+
+def test_a_worker_registers_and_answers_with_headers_and_trace_context(nodes: Any) -> None:
+    node = nodes()
+
+    async def handler(req: Request) -> bytes:
+        seen = [f"{h.name}={h.value}" for h in req.headers]
+        trace = req.trace_context
+        seen.append(f"trace={trace.trace_id if trace else None}")
+        return (req.input.decode() + "|" + ",".join(seen)).encode()
+
+    async def scenario() -> None:
+        async with Worker(config(node.addr, concurrency=4), handler) as worker:
+            assert await worker.wait_registered(10) > 0
+            async with await Client.connect(node.addr) as client:
+                options = DispatchOptions(
+                    wait_for_worker_ms=5000,
+                    headers=[("x-tenant", "acme")],
+                    trace_context=__import__("lintel").TraceContext.parse(
+                        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                    ),
+                )
+                result = await client.dispatch(Dispatch("py", "run", "hi"), options)
+                match result:
+                    case Completed(response):
+                        assert response.outcome == Success(
+                            b"hi|x-tenant=acme,traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01,"
+                            b"trace=4bf92f3577b34da6a3ce929d0e0e4736"
+                        )
+                    case other:
+                        pytest.fail(f"unexpected {other}")
+
+    asyncio.run(scenario())
+
+
+def test_a_handler_blocking_the_callers_loop_leaves_the_worker_eligible(nodes: Any) -> None:
+    # Pings every 100 ms, unreachable after 300 ms: a blocked pong would exclude the worker.
+    node = nodes("--ping-interval-ms", "100", "--worker-ping-timeout-ms", "300")
+    blocking = threading.Event()
+    results: list[Any] = []
+    excluded: list[Any] = []
+
+    def handler(req: Request) -> bytes:
+        if req.input == b"block":
+            blocking.set()
+            time.sleep(2.0)  # blocks the caller's event loop, not the connection's
+        return req.input
+
+    def producer(worker_ready: threading.Event) -> None:
+        async def run() -> None:
+            async with await Client.connect(node.addr) as client:
+                events = await client.subscribe([EventTopic.Workers])
+
+                async def watch() -> None:
+                    async for event in events:
+                        if isinstance(event.event, WorkerExcluded):
+                            excluded.append(event.event)
+
+                watcher = asyncio.ensure_future(watch())
+                worker_ready.set()
+                first = asyncio.ensure_future(client.dispatch(Dispatch("py", "run", "block"), DispatchOptions(wait_for_worker_ms=5000)))
+                await asyncio.get_running_loop().run_in_executor(None, blocking.wait, 10)
+                await asyncio.sleep(1.0)  # well past the ping timeout, inside the block
+                # No wait for a worker: an excluded worker would make this NoWorker3 at once.
+                second = await client.dispatch(Dispatch("py", "run", "during"))
+                results.extend([await first, second])
+                watcher.cancel()
+
+        asyncio.run(run())
+
+    async def scenario() -> None:
+        async with Worker(config(node.addr, concurrency=2), handler) as worker:
+            await worker.wait_registered(10)
+            ready = threading.Event()
+            thread = threading.Thread(target=producer, args=(ready,))
+            thread.start()
+            await asyncio.get_running_loop().run_in_executor(None, thread.join, 30)
+
+    asyncio.run(scenario())
+    assert [type(r) for r in results] == [Completed, Completed], results
+    assert [r.response.outcome for r in results] == [Success(b"block"), Success(b"during")]
+    # The opening probation is the only exclusion.
+    assert [e.reason.name for e in excluded] in ([], ["Probation"]), excluded
+
+
+def test_cancelling_the_dispatch_cancels_the_handler(nodes: Any) -> None:
+    node = nodes()
+    started = asyncio.Event
+    seen: list[str] = []
+
+    async def scenario() -> None:
+        began = asyncio.Event()
+        observed = asyncio.Event()
+
+        async def handler(req: Request) -> bytes:
+            began.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                seen.append(f"cancelled event set: {req.cancelled.is_set()}")
+                observed.set()
+                raise
+            return b"late"
+
+        async with Worker(config(node.addr), handler) as worker:
+            await worker.wait_registered(10)
+            async with await Client.connect(node.addr) as client:
+                task = asyncio.ensure_future(client.dispatch(Dispatch("py", "run"), DispatchOptions(wait_for_worker_ms=5000)))
+                await bounded(10, began.wait())
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                await bounded(10, observed.wait())
+                # The slot is free again: the next dispatch runs.
+                began.clear()
+                again = asyncio.ensure_future(client.dispatch(Dispatch("py", "run"), DispatchOptions(wait_for_worker_ms=5000, reply_timeout_ms=300)))
+                await bounded(10, began.wait())
+                assert type(await bounded(10, again)).__name__ == "Timeout"
+
+    asyncio.run(scenario())
+    assert seen[0] == "cancelled event set: True"
+    del started
+
+
+def test_drain_finishes_what_is_in_flight_then_stops(nodes: Any) -> None:
+    node = nodes()
+
+    async def scenario() -> None:
+        began = asyncio.Event()
+
+        async def handler(req: Request) -> bytes:
+            began.set()
+            await asyncio.sleep(0.5)
+            return req.input
+
+        worker = Worker(config(node.addr), handler)
+        await worker.start()
+        await worker.wait_registered(10)
+        async with await Client.connect(node.addr) as client:
+            task = asyncio.ensure_future(client.dispatch(Dispatch("py", "run", "x"), DispatchOptions(wait_for_worker_ms=5000)))
+            await bounded(10, began.wait())
+            await bounded(10, worker.drain())
+            result = await bounded(10, task)
+            assert isinstance(result, Completed) and result.response.outcome == Success(b"x")
+            after = await client.dispatch(Dispatch("py", "run", "y"))
+            assert isinstance(after, NoWorker3), after
+
+    asyncio.run(scenario())
+
+
+def test_a_brief_disconnect_resumes_the_session_and_delivers_the_held_result(nodes: Any) -> None:
+    node = nodes()
+
+    async def scenario() -> None:
+        proxy = await Proxy(node.addr).start()
+        began = asyncio.Event()
+        release = asyncio.Event()
+
+        async def handler(req: Request) -> bytes:
+            began.set()
+            await release.wait()
+            return b"held"
+
+        async with Worker(config(proxy.addr), handler) as worker:
+            first_id = await worker.wait_registered(10)
+            async with await Client.connect(node.addr) as client:
+                task = asyncio.ensure_future(client.dispatch(Dispatch("py", "run"), DispatchOptions(wait_for_worker_ms=5000)))
+                await bounded(10, began.wait())
+                accepted = proxy.accepted
+                proxy.cut()
+                await within(10, "the worker reconnects", lambda: proxy.accepted > accepted)
+                await within(10, "the worker resumes", lambda: worker.registered)
+                assert worker.worker_id == first_id  # resumed, not registered anew
+                release.set()
+                result = await bounded(10, task)
+                assert isinstance(result, Completed) and result.response.outcome == Success(b"held"), result
+        await proxy.close()
+
+    asyncio.run(scenario())
+
+
+def test_past_the_grace_the_push_is_lost_and_the_worker_registers_anew(nodes: Any) -> None:
+    node = nodes(env={"LINTEL_WORKER_RESUME_GRACE_MS": "200"})
+
+    async def scenario() -> None:
+        proxy = await Proxy(node.addr).start()
+        began = asyncio.Event()
+        cancelled = asyncio.Event()
+
+        async def handler(req: Request) -> bytes:
+            began.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            return b""
+
+        async with Worker(config(proxy.addr), handler) as worker:
+            first_id = await worker.wait_registered(10)
+            async with await Client.connect(node.addr) as client:
+                task = asyncio.ensure_future(client.dispatch(Dispatch("py", "run"), DispatchOptions(wait_for_worker_ms=5000)))
+                await bounded(10, began.wait())
+                proxy.refusing = True
+                proxy.cut()
+                result = await bounded(10, task)
+                assert isinstance(result, WorkerLost), result
+                proxy.refusing = False
+                await within(20, "the worker registers anew", lambda: worker.registered and worker.worker_id != first_id)
+                await bounded(10, cancelled.wait())  # the held handler was dropped
+        await proxy.close()
+
+    asyncio.run(scenario())
+
+
+def test_heartbeats_reach_the_producer_as_progress(nodes: Any) -> None:
+    node = nodes()
+
+    async def handler(req: Request) -> bytes:
+        assert req.heartbeat_timeout_ms == 2000
+        for details in ("25", "50", "75"):
+            req.heartbeat(details)
+            await asyncio.sleep(0.1)
+        return b"done"
+
+    async def scenario() -> None:
+        async with Worker(config(node.addr), handler) as worker:
+            await worker.wait_registered(10)
+            async with await Client.connect(node.addr) as client:
+                progress: asyncio.Queue[bytes] = asyncio.Queue()
+                options = DispatchOptions(wait_for_worker_ms=5000, heartbeat_timeout_ms=2000, progress=progress)
+                result = await client.dispatch(Dispatch("py", "run"), options)
+                assert isinstance(result, Completed) and result.response.outcome == Success(b"done")
+                got = [progress.get_nowait() for _ in range(progress.qsize())]
+                assert got == [b"25", b"50", b"75"]
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_moves_to_another_node_when_its_node_dies(nodes: Any) -> None:
+    a = nodes()
+    b = nodes()
+
+    async def scenario() -> None:
+        async with Worker(config([a.addr, b.addr]), lambda req: b"ok") as worker:
+            await worker.wait_registered(10)
+            async with await Client.connect(a.addr) as ca, await Client.connect(b.addr) as cb:
+                on_a = isinstance(await ca.dispatch(Dispatch("py", "run"), DispatchOptions(wait_for_worker_ms=3000)), Completed)
+                first, other = (a, cb) if on_a else (b, ca)
+                first.stop()
+                result = await other.dispatch(Dispatch("py", "run"), DispatchOptions(wait_for_worker_ms=15000))
+                assert isinstance(result, Completed), result
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_and_a_producer_speak_mutual_tls(nodes: Any, tmp_path: Path) -> None:
+    pki = Pki(tmp_path)
+    cert, key = pki.leaf("node", "DNS:localhost,IP:127.0.0.1")
+    wcert, wkey = pki.leaf("py-worker", "DNS:py-worker")
+    pcert, pkey = pki.leaf("py-producer", "DNS:py-producer")
+    node = nodes("--tls-cert", cert, "--tls-key", key, "--tls-client-ca", pki.ca)
+
+    async def scenario() -> None:
+        tls = client_context(pki.ca, wcert, wkey)
+        async with Worker(config(node.addr, ssl=tls), lambda req: b"secure " + req.input) as worker:
+            await worker.wait_registered(10)
+            client = await Client.connect(node.addr, ClientConfig(ssl=client_context(pki.ca, pcert, pkey)))
+            result = await client.dispatch(Dispatch("py", "run", "hi"), DispatchOptions(wait_for_worker_ms=5000))
+            assert isinstance(result, Completed) and result.response.outcome == Success(b"secure hi")
+            await client.close()
+            # Without a client certificate the TLS handshake is refused.
+            with pytest.raises(ConnectError):
+                await Client.connect(node.addr, ClientConfig(ssl=client_context(pki.ca), handshake_timeout=5))
+
+    asyncio.run(scenario())
+
+
+def test_drain_on_a_signal(nodes: Any) -> None:
+    node = nodes()
+
+    async def scenario() -> None:
+        worker = Worker(config(node.addr), lambda req: b"")
+        await worker.start()
+        await worker.wait_registered(10)
+        worker.drain_on_signals((signal.SIGUSR1,))
+        signal.raise_signal(signal.SIGUSR1)
+        await bounded(10, worker.wait_stopped())
+
+    asyncio.run(scenario())
