@@ -152,10 +152,17 @@ impl Agent {
                 return Ok(());
             }
             if let Some(what) = line.strip_prefix("unsupported:") {
-                return Err(Problem::Unsupported {
-                    role: self.role,
-                    what: what.trim().to_owned(),
-                });
+                let what = what.trim().to_owned();
+                return match self.exit_code_within(Duration::from_secs(5)).await {
+                    Some(3) => Err(Problem::Unsupported {
+                        role: self.role,
+                        what,
+                    }),
+                    code => Err(Problem::Failed(format!(
+                        "{}: said `unsupported: {what}` but did not exit 3 ({code:?})",
+                        self.label
+                    ))),
+                };
             }
             if line.starts_with("fail:") {
                 let exit = self.exit_within(Duration::from_secs(5)).await;
@@ -220,6 +227,17 @@ impl Agent {
             .kill()
             .await
             .map_err(|err| Problem::Failed(format!("{}: kill: {err}", self.label)))
+    }
+
+    /// The agent's exit code, waiting at most `bound`; `None` when it is still running or was
+    /// ended by a signal.
+    async fn exit_code_within(&mut self, bound: Duration) -> Option<i32> {
+        let status = tokio::time::timeout(bound, self.child.wait())
+            .await
+            .ok()?
+            .ok()?;
+        lock(&self.transcript).exit = Some(status);
+        status.code()
     }
 
     /// How the agent exited, waiting at most `bound`; for messages.
