@@ -9,7 +9,7 @@ use std::time::Duration;
 use lintel_test_support::processes::signal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::sdks::Role;
@@ -83,6 +83,8 @@ pub struct Agent {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<String>,
+    /// True once the agent's stdout has ended and every line of it is in the transcript.
+    stdout_ended: watch::Receiver<bool>,
     transcript: Shared,
 }
 
@@ -103,13 +105,14 @@ impl Agent {
             ..Transcript::default()
         }));
         let (send, lines) = mpsc::unbounded_channel();
+        let (ended, stdout_ended) = watch::channel(false);
         let mut readers = Vec::new();
         if let Some(stdout) = child.stdout.take() {
-            readers.push(tokio::spawn(read_lines(
-                stdout,
-                send,
-                Arc::clone(&transcript),
-            )));
+            let reading = read_lines(stdout, send, Arc::clone(&transcript));
+            readers.push(tokio::spawn(async move {
+                reading.await;
+                ended.send_replace(true);
+            }));
         }
         if let Some(stderr) = child.stderr.take() {
             readers.push(tokio::spawn(read_stderr(stderr, Arc::clone(&transcript))));
@@ -121,6 +124,7 @@ impl Agent {
             child,
             stdin,
             lines,
+            stdout_ended,
             transcript: Arc::clone(&transcript),
         };
         Ok((agent, transcript, readers))
@@ -194,6 +198,34 @@ impl Agent {
     pub async fn passes(&mut self, bound: Duration) -> Result<(), Problem> {
         self.expect("pass", bound).await?;
         self.exits_cleanly(Duration::from_secs(10)).await
+    }
+
+    /// Waits until the agent has exited and its output is read, and tells what that ended:
+    /// its `unsupported:` or `fail:` line, or how it exited. Cancel-safe, for `select!`.
+    pub async fn ended(&mut self) -> Problem {
+        let status = match self.child.wait().await {
+            Ok(status) => status,
+            Err(err) => return Problem::Failed(format!("{}: wait: {err}", self.label)),
+        };
+        lock(&self.transcript).exit = Some(status);
+        let read = tokio::time::timeout(
+            Duration::from_secs(5),
+            self.stdout_ended.wait_for(|ended| *ended),
+        );
+        let _ = read.await;
+        let transcript = lock(&self.transcript);
+        if let Some(unsupported) = transcript.unsupported() {
+            return unsupported;
+        }
+        let said = transcript
+            .stdout
+            .iter()
+            .find(|line| line.trim().starts_with("fail:"))
+            .map_or_else(
+                || "no `fail:` line".to_owned(),
+                |line| line.trim().to_owned(),
+            );
+        Problem::Failed(format!("{}: exited {status} early: {said}", self.label))
     }
 
     /// Writes `line` to the agent's stdin.

@@ -2,6 +2,7 @@
 //! it waits for and what it does to them, for one worker SDK and one producer SDK on a node
 //! of their own.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -190,7 +191,7 @@ impl<'a> Run<'a> {
                 let mut worker = self.spawn(Role::Worker, &[])?;
                 worker.expect("ready", READY).await?;
                 let mut producer = self.spawn(Role::Producer, &[])?;
-                worker.expect("started", STARTED).await?;
+                unless_ended(worker.expect("started", STARTED), &mut producer).await?;
                 worker.kill().await?;
                 producer.passes(VERDICT).await
             }
@@ -199,7 +200,7 @@ impl<'a> Run<'a> {
                 worker.expect("ready", READY).await?;
                 let mut producer = self.spawn(Role::Producer, &[])?;
                 producer.expect("ready", READY).await?;
-                worker.expect("started", STARTED).await?;
+                unless_ended(worker.expect("started", STARTED), &mut producer).await?;
                 producer.send("go").await?;
                 worker.expect("cancelled", CANCELLED).await?;
                 producer.passes(VERDICT).await
@@ -208,7 +209,7 @@ impl<'a> Run<'a> {
                 let mut worker = self.spawn(Role::Worker, &[])?;
                 worker.expect("ready", READY).await?;
                 let mut producer = self.spawn(Role::Producer, &[])?;
-                worker.expect("started", STARTED).await?;
+                unless_ended(worker.expect("started", STARTED), &mut producer).await?;
                 worker.signal("TERM").await?;
                 producer.passes(VERDICT).await?;
                 worker.expect("drained", DRAINED).await?;
@@ -255,5 +256,16 @@ impl<'a> Run<'a> {
             .map(|transcript| lock(transcript).report())
             .collect::<Vec<_>>()
             .join("\n")
+    }
+}
+
+/// `waiting` (on one agent), unless `other` ends first: then what ended it is the problem.
+async fn unless_ended(
+    waiting: impl Future<Output = Result<(), Problem>>,
+    other: &mut Agent,
+) -> Result<(), Problem> {
+    tokio::select! {
+        result = waiting => result,
+        ended = other.ended() => Err(ended),
     }
 }
