@@ -14,7 +14,7 @@
 //! Run it with `cargo test --test feature_matrix -- --nocapture` (after `npm ci && npm run
 //! build` in `clients/typescript`); an SDK whose agent or interpreter is missing is skipped,
 //! saying so, and the README is then not checked, unless `CI_REQUIRE_SDKS=1` (as `.ci/run`
-//! sets), which fails instead. `UPDATE_MATRIX=1` rewrites the README's table;
+//! sets), which fails instead. `UPDATE_MATRIX=1` rewrites the README's table (every SDK ran);
 //! `LINTEL_MATRIX_CLIENTS=DIR` runs the agents under `DIR` instead of the repo's `clients/`.
 //!
 //! # Layout
@@ -195,7 +195,7 @@ async fn run_one(
 }
 
 /// Compares the README's matrix block with `table`: a mismatch fails, or with `UPDATE_MATRIX=1`
-/// is rewritten; with an SDK skipped the table is incomplete and is not checked.
+/// is rewritten; with an SDK skipped the table is incomplete, neither checked nor rewritten.
 fn check_readme(table: &str, skipped: &[Sdk]) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md");
     let readme = std::fs::read_to_string(&path).expect("read README.md");
@@ -210,18 +210,16 @@ fn check_readme(table: &str, skipped: &[Sdk]) {
         return;
     }
     let skipped_names: Vec<&str> = skipped.iter().map(|sdk| sdk.name()).collect();
+    if !skipped.is_empty() {
+        println!(
+            "the README's matrix table was not checked (nor rewritten): {skipped_names:?} skipped, \
+             so the table is incomplete"
+        );
+        return;
+    }
     if std::env::var_os("UPDATE_MATRIX").is_some() {
         let updated = table::replace(&readme, table).expect("the README's matrix block");
         std::fs::write(&path, updated).expect("write README.md");
-        if !skipped.is_empty() {
-            println!("README.md's matrix rewritten WITHOUT the skipped SDKs: {skipped_names:?}");
-        }
-        return;
-    }
-    if !skipped.is_empty() {
-        println!(
-            "the README's matrix table was not checked: {skipped_names:?} skipped, so the table is incomplete"
-        );
         return;
     }
     panic!(
