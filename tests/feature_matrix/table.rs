@@ -135,3 +135,81 @@ pub fn replace(readme: &str, table: &str) -> Option<String> {
 pub fn framed(table: &str) -> String {
     format!("\n{table}")
 }
+
+#[cfg(test)]
+mod behaviour {
+    use super::*;
+
+    fn ran(worker: Sdk, producer: Sdk, result: Result<(), Problem>) -> Outcome {
+        Outcome {
+            scenario: Scenario::Echo,
+            worker,
+            producer,
+            result,
+        }
+    }
+
+    fn lacks(role: Role) -> Result<(), Problem> {
+        Err(Problem::Unsupported {
+            role,
+            what: "it".to_owned(),
+        })
+    }
+
+    #[test]
+    fn a_cell_fails_when_any_pair_with_that_sdk_in_that_role_failed() {
+        let outcomes = [
+            ran(Sdk::Rust, Sdk::Rust, Ok(())),
+            ran(
+                Sdk::Rust,
+                Sdk::Python,
+                Err(Problem::Failed("no".to_owned())),
+            ),
+        ];
+        let echo = Scenario::Echo;
+        assert_eq!(cell(&outcomes, echo, Sdk::Rust, Role::Worker), Cell::Failed);
+        assert_eq!(
+            cell(&outcomes, echo, Sdk::Python, Role::Producer),
+            Cell::Failed
+        );
+        assert_eq!(cell(&outcomes, echo, Sdk::Rust, Role::Producer), Cell::Pass);
+    }
+
+    #[test]
+    fn a_cell_is_a_dash_only_where_that_sdk_lacks_the_feature_in_that_role() {
+        let outcomes = [
+            ran(Sdk::Rust, Sdk::Rust, Ok(())),
+            ran(Sdk::Python, Sdk::Rust, lacks(Role::Worker)),
+            ran(Sdk::Rust, Sdk::Python, Ok(())),
+            ran(Sdk::Python, Sdk::Python, lacks(Role::Worker)),
+        ];
+        let echo = Scenario::Echo;
+        assert_eq!(
+            cell(&outcomes, echo, Sdk::Python, Role::Worker),
+            Cell::NotApplicable
+        );
+        // Its producer passed where a worker could run, and rust's producer is not blamed.
+        assert_eq!(
+            cell(&outcomes, echo, Sdk::Python, Role::Producer),
+            Cell::Pass
+        );
+        assert_eq!(cell(&outcomes, echo, Sdk::Rust, Role::Producer), Cell::Pass);
+        let none = Scenario::NoWorker;
+        assert_eq!(
+            cell(&[], none, Sdk::Rust, Role::Worker),
+            Cell::NotApplicable
+        );
+    }
+
+    #[test]
+    fn the_readme_block_is_replaced_between_its_markers_and_read_back() {
+        let readme = format!("intro\n{OPEN}\nold\n{CLOSE}\n## Next\n");
+        let table = render(&[Sdk::Rust], &[ran(Sdk::Rust, Sdk::Rust, Ok(()))]);
+        let updated = replace(&readme, &table).expect("markers");
+        assert_eq!(block(&updated), Some(framed(&table).as_str()));
+        assert!(
+            updated.starts_with("intro\n") && updated.ends_with(&format!("{CLOSE}\n## Next\n"))
+        );
+        assert_eq!(replace("no markers", &table), None);
+    }
+}
