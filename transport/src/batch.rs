@@ -86,6 +86,16 @@ impl<F: Future> Future for Batched<F> {
     }
 }
 
+/// Runs `f` as a batching scope of its own, outside any poll: frames it queues on idle
+/// connections go out when it returns, one write per connection, and no connection stays held
+/// after it.
+pub fn batched<R>(f: impl FnOnce() -> R) -> R {
+    let scope = Scope::enter(Vec::new());
+    let result = f();
+    drop(scope.leave());
+    result
+}
+
 /// The batching scope of one poll; leaving it, even by unwinding, writes what it held.
 struct Scope {
     outer: Option<Held>,
@@ -179,7 +189,7 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
     use tokio_util::codec::FramedRead;
 
-    use super::{flush, hold, turn, Batched, HeldWrite};
+    use super::{batched, flush, hold, turn, Batched, HeldWrite};
     use crate::fixtures::ping;
     use crate::{split, Outbound};
 
@@ -235,6 +245,19 @@ mod tests {
             unreachable!("ready at once");
         };
         assert!(!seen.contains(&later), "a later poll is a new turn");
+    }
+
+    #[test]
+    fn a_closure_scope_writes_what_it_held_when_it_returns() {
+        let writer = Arc::new(Counter::default());
+        let held = batched(|| {
+            let held = hold(&writer);
+            assert_eq!(writer.writes(), 0, "held, not written, inside the closure");
+            held
+        });
+        assert!(held);
+        assert_eq!(writer.writes(), 1, "written once the closure returned");
+        assert!(!hold(&writer), "no scope after it");
     }
 
     #[test]

@@ -1,25 +1,22 @@
-//! What a worker holds across its connections: its handlers' runner, the requests it runs, the
-//! results not yet known to have reached the node, and the session that lets a new connection
-//! take them back.
+//! What a worker holds across its connections: its handlers' runner, the requests it runs and
+//! their results (the [`Ledger`], shared with the runner), and the session that lets a new
+//! connection take them back.
 //!
-//! Owned by the runtime's loop alone (no lock): a connection borrows it while it serves, and it
-//! outlives the connection, so handlers, their cancel signals and heartbeats survive a reconnect.
+//! Owned by the runtime's loop: a connection borrows it while it serves, and it outlives the
+//! connection, so handlers, their cancel signals and heartbeats survive a reconnect.
 
-use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
+use lintel_transport::Outbound;
 use lintel_wire::ResumeSession;
 use tokio::time::Instant;
 
-use super::handler::Answered;
-use super::handler::Ticket;
+use super::handler::{Answered, Handler};
+use super::heartbeat::Link;
+use super::ledger::Ledger;
 use super::runner::Runner;
-
-/// Requests in flight by the node's correlation id, with the runner's ticket for each. The ids
-/// come off the socket, so the map is seeded at random per process and per map: colliding ids
-/// cannot be computed ahead.
-pub(super) type InFlight = HashMap<u64, Ticket, foldhash::fast::RandomState>;
 
 /// The session a node gave this worker (`Session`), and when its connection was lost.
 #[derive(Debug, Clone)]
@@ -30,51 +27,42 @@ pub(super) struct Kept {
     pub(super) lost_at: Option<Instant>,
 }
 
-/// Results sent on the current connection that the node may not have read yet, kept until a
-/// `Pong` to a later `Ping` proves it read them, at most [`Held::unacked_bound`] of them.
-#[derive(Default)]
-struct Unacked {
-    /// Results in the order they were sent; the first has sequence number `first`.
-    sent: VecDeque<Answered>,
-    /// The sequence number of the first result in `sent`.
-    first: u64,
-    /// The ping sent after the results numbered below its second field, awaiting its pong.
-    probe: Option<(u64, u64)>,
-}
-
 /// The worker's work and session across connections.
 pub(super) struct Held {
     /// Where handlers run: the runtime `Worker::spawn` was called on, never the connection's.
     pub(super) runner: Runner,
-    /// Requests whose reply is still owed, by correlation id. A cancelled request leaves this
-    /// map before its handler is aborted and is answered by the cancel, so an answer that
-    /// comes anyway matches no ticket here and sends nothing more.
-    pub(super) in_flight: InFlight,
-    /// Finished requests whose reply is owed and not sent (or sent on a connection since lost,
-    /// maybe unread); at most as many as the requests accepted, so bounded by the capacity.
-    pub(super) unsent: HashMap<u64, Answered, foldhash::fast::RandomState>,
-    unacked: Unacked,
+    /// The requests held and their results, shared with the runner.
+    ledger: Arc<Mutex<Ledger>>,
     pub(super) session: Option<Kept>,
     /// The capacity the node has for this worker, which a resumed session keeps.
     pub(super) node_capacity: u32,
 }
 
 impl Held {
-    /// Nothing held; handlers will run in `runner`.
-    pub(super) fn new(runner: Runner) -> Self {
+    /// Nothing held; `handler` will run requests in a runner started on the current runtime,
+    /// its heartbeats going out on the connection `link` holds.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime, like `tokio::spawn`.
+    pub(super) fn new<H: Handler>(handler: Arc<H>, link: Link) -> Self {
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
         Self {
-            runner,
-            in_flight: InFlight::default(),
-            unsent: HashMap::default(),
-            unacked: Unacked::default(),
+            runner: Runner::spawn(handler, link, Arc::clone(&ledger)),
+            ledger,
             session: None,
             node_capacity: 0,
         }
     }
 
+    /// The requests held and their results, locked; hold it briefly, the runner waits on it.
+    pub(super) fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        // Every update leaves the ledger consistent before anything that could panic.
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Requests held: running, or finished with the reply unsent.
     pub(super) fn len(&self) -> usize {
-        self.in_flight.len() + self.unsent.len()
+        self.ledger().len()
     }
 
     /// The most results kept after sending until the node proves it read them: the capacity,
@@ -85,50 +73,37 @@ impl Held {
 
     /// Remembers results just sent, in the order sent, dropping the oldest beyond `bound`.
     pub(super) fn sent(&mut self, answers: impl IntoIterator<Item = Answered>, bound: usize) {
-        let unacked = &mut self.unacked;
-        unacked.sent.extend(answers);
-        let excess = unacked.sent.len().saturating_sub(bound);
-        if excess > 0 {
-            unacked.sent.drain(..excess);
-            unacked.first += excess as u64;
-        }
+        self.ledger().sent(answers, bound);
     }
 
     /// A `Ping` with `nonce` goes out now: its `Pong` proves every result sent before it read.
     pub(super) fn pinged(&mut self, nonce: u64) {
-        let unacked = &mut self.unacked;
-        if unacked.probe.is_none() && !unacked.sent.is_empty() {
-            unacked.probe = Some((nonce, unacked.first + unacked.sent.len() as u64));
-        }
+        self.ledger().pinged(nonce);
     }
 
     /// The node answered the `Ping` with `nonce`.
     pub(super) fn ponged(&mut self, nonce: u64) {
-        let unacked = &mut self.unacked;
-        let Some((probe, upto)) = unacked.probe else {
-            return;
-        };
-        if probe != nonce {
-            return;
-        }
-        unacked.probe = None;
-        let read = usize::try_from(upto.saturating_sub(unacked.first))
-            .unwrap_or(usize::MAX)
-            .min(unacked.sent.len());
-        unacked.sent.drain(..read);
-        unacked.first += read as u64;
+        self.ledger().ponged(nonce);
+    }
+
+    /// From now on the runner sends results on `outbound` itself, for a worker of `capacity`.
+    pub(super) fn send_directly(&self, outbound: Outbound, capacity: u32) {
+        self.ledger()
+            .send_directly(outbound, Self::unacked_bound(capacity));
+    }
+
+    /// From now on results go through the connection's loop.
+    pub(super) fn stop_sending_directly(&self) {
+        self.ledger().stop_sending_directly();
     }
 
     /// The connection was lost: results it may not have delivered become unsent again, and the
     /// session starts its grace when `resumable`; otherwise everything held is dropped.
     pub(super) fn lost(&mut self, resumable: bool) {
-        let unacked = std::mem::take(&mut self.unacked);
         match &mut self.session {
             Some(kept) if resumable => {
                 kept.lost_at.get_or_insert_with(Instant::now);
-                for answered in unacked.sent {
-                    self.unsent.insert(answered.correlation, answered);
-                }
+                self.ledger().unproved_unsent();
             }
             _ => self.drop_all(),
         }
@@ -145,12 +120,15 @@ impl Held {
     /// The correlations to list in `ResumeSession`: at most [`ResumeSession::MAX_HOLDING`];
     /// what is held beyond them is dropped.
     pub(super) fn holding(&mut self) -> Vec<u64> {
-        let mut holding: Vec<u64> = self
-            .in_flight
-            .keys()
-            .chain(self.unsent.keys())
-            .copied()
-            .collect();
+        let mut holding: Vec<u64> = {
+            let ledger = self.ledger();
+            ledger
+                .in_flight
+                .keys()
+                .chain(ledger.unsent.keys())
+                .copied()
+                .collect()
+        };
         if holding.len() > ResumeSession::MAX_HOLDING {
             for dropped in holding.split_off(ResumeSession::MAX_HOLDING) {
                 self.forget(dropped);
@@ -161,11 +139,15 @@ impl Held {
 
     /// Drops the request `correlation`: its handler is aborted, its result forgotten.
     pub(super) fn forget(&mut self, correlation: u64) {
-        if let Some(ticket) = self.in_flight.remove(&correlation) {
+        let ticket = {
+            let mut ledger = self.ledger();
+            ledger.unsent.remove(&correlation);
+            ledger.in_flight.remove(&correlation)
+        };
+        if let Some(ticket) = ticket {
             self.runner.abort(ticket);
             self.runner.flush();
         }
-        self.unsent.remove(&correlation);
     }
 
     /// Aborts every handler, forgets every result and the session.
@@ -178,9 +160,7 @@ impl Held {
         }
         self.runner.abort_all();
         self.runner.flush();
-        self.in_flight.clear();
-        self.unsent.clear();
-        self.unacked = Unacked::default();
+        self.ledger().clear();
         self.session = None;
     }
 }
@@ -194,16 +174,12 @@ mod tests {
 
     use super::{Held, Kept};
     use crate::worker::handler::{handler_fn, Answered, Request};
-    use crate::worker::runner::Runner;
 
     /// Nothing held, handlers that echo.
     fn held() -> Held {
         let echo =
             handler_fn(|request: Request| async move { ActivityOutcome::Success(request.input) });
-        Held::new(Runner::spawn(
-            Arc::new(echo),
-            tokio::sync::watch::channel(None).1,
-        ))
+        Held::new(Arc::new(echo), tokio::sync::watch::channel(None).1)
     }
 
     fn with_session(grace: Duration) -> Held {

@@ -26,6 +26,7 @@ mod config;
 mod handler;
 mod heartbeat;
 mod held;
+mod ledger;
 mod mailbox;
 mod retries;
 mod runner;
@@ -48,7 +49,6 @@ pub use handler::{
 };
 pub use heartbeat::{Heartbeat, HeartbeatError};
 use held::Held;
-use runner::Runner;
 use runtime::Runtime;
 pub use state::{Fatal, WorkerState};
 
@@ -137,7 +137,7 @@ impl Worker {
             state: state_tx,
             capacity: capacity_rx,
             drain: drain_rx,
-            held: Held::new(Runner::spawn(Arc::new(handler), link_rx)),
+            held: Held::new(Arc::new(handler), link_rx),
             link: link_tx,
         };
         let link = runtime.link.subscribe();

@@ -2,22 +2,27 @@
 //! called on, never on the connection's thread, so a handler that blocks its thread cannot
 //! hold up pings, pongs or the socket.
 //!
-//! The connection hands it requests, and it hands back answers, in batches through two
-//! [`Mailbox`]es: a burst of pushes costs one wake-up of this task, and the answers ready
-//! when it looks cost one wake-up of the connection. A handler that
+//! The connection hands it requests in batches through a [`Mailbox`]: a burst of pushes costs
+//! one wake-up of this task. It sends the answers itself on the connection the [`Ledger`]
+//! names, each batch in one write from this thread, so the connection's thread is not woken for
+//! them; an answer the connection cannot take now (its queue full, a result too large for a
+//! frame, no connection, a drain counting replies) goes back through a second mailbox to the
+//! connection's loop. A handler that
 //! [runs briefly](super::Handler::runs_briefly) is polled once in this task and answered at
 //! once when it is done; any other handler, or a brief one that must wait, runs in a task of
 //! its own on the same runtime.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt;
+use lintel_transport::batched;
 use lintel_wire::{Compact, Push};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::handler::{run_handler, Answered, Handler, Ticket};
 use super::heartbeat::{Heartbeat, Link};
+use super::ledger::Ledger;
 use super::mailbox::Mailbox;
 
 /// What the connection asks of the runner, in the order asked.
@@ -49,16 +54,21 @@ impl Drop for Runner {
 
 impl Runner {
     /// Starts the runner on the current Tokio runtime: `handler` runs each request, its
-    /// heartbeats going out on the connection `link` holds.
+    /// heartbeats going out on the connection `link` holds, its answers sent as `ledger` says.
     ///
     /// # Panics
     /// Outside a Tokio runtime, like `tokio::spawn`.
-    pub(super) fn spawn<H: Handler>(handler: Arc<H>, link: Link) -> Self {
+    pub(super) fn spawn<H: Handler>(
+        handler: Arc<H>,
+        link: Link,
+        ledger: Arc<Mutex<Ledger>>,
+    ) -> Self {
         let orders = Arc::new(Mailbox::default());
         let answers = Arc::new(Mailbox::default());
         let task = tokio::spawn(serve(
             handler,
             link,
+            ledger,
             Arc::clone(&orders),
             Arc::clone(&answers),
         ))
@@ -95,7 +105,8 @@ impl Runner {
         self.orders.put(&mut self.queued);
     }
 
-    /// Resolves when answers may be waiting for [`Runner::take_answers`]. Cancel-safe.
+    /// Resolves when answers the runner could not send may be waiting for
+    /// [`Runner::take_answers`]. Cancel-safe.
     pub(super) async fn answered(&self) {
         self.answers.filled().await;
     }
@@ -106,11 +117,13 @@ impl Runner {
     }
 }
 
-/// The runner task: runs what `orders` brings, puts answers in `answers`. Stopped by aborting
-/// it, which aborts every handler task with its `JoinSet`.
+/// The runner task: runs what `orders` brings, sends answers as `ledger` says and puts those
+/// it cannot send in `answers`. Stopped by aborting it, which aborts every handler task with
+/// its `JoinSet`.
 async fn serve<H: Handler>(
     handler: Arc<H>,
     link: Link,
+    ledger: Arc<Mutex<Ledger>>,
     orders: Arc<Mailbox<Order>>,
     answers: Arc<Mailbox<Answered>>,
 ) {
@@ -172,6 +185,16 @@ async fn serve<H: Handler>(
                     joined = tasks.try_join_next();
                 }
             }
+        }
+        if !done.is_empty() {
+            // One write for the batch, from this thread, before any handler runs again: a
+            // connection held across a handler blocking this thread would hold its pongs too.
+            batched(|| {
+                ledger
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .send_owed(&mut done);
+            });
         }
         answers.put(&mut done);
     }

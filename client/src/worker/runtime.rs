@@ -263,13 +263,16 @@ async fn join(
             // Every push held was listed (attached or unknown); anything else is not the node's.
             let attached: std::collections::HashSet<u64> =
                 resumed.attached.iter().copied().collect();
-            let strays: Vec<u64> = held
-                .in_flight
-                .keys()
-                .chain(held.unsent.keys())
-                .filter(|correlation| !attached.contains(correlation))
-                .copied()
-                .collect();
+            let strays: Vec<u64> = {
+                let ledger = held.ledger();
+                ledger
+                    .in_flight
+                    .keys()
+                    .chain(ledger.unsent.keys())
+                    .filter(|correlation| !attached.contains(correlation))
+                    .copied()
+                    .collect()
+            };
             for correlation in strays {
                 held.forget(correlation);
             }

@@ -61,15 +61,27 @@ type Flow = Result<(), SessionEnd>;
 impl Session<'_> {
     /// Sends the results held from a lost connection, then serves the frames of `reader` until
     /// the connection ends.
-    pub(super) async fn serve(mut self, mut reader: FrameReader) -> SessionEnd {
+    pub(super) async fn serve(mut self, reader: FrameReader) -> SessionEnd {
+        let end = self.serve_frames(reader).await;
+        // Whatever ended it, no result goes out on this connection from the runner any more.
+        self.held.stop_sending_directly();
+        end
+    }
+
+    async fn serve_frames(&mut self, mut reader: FrameReader) -> SessionEnd {
         let mut unsent: Vec<Answered> = self
             .held
+            .ledger()
             .unsent
             .drain()
             .map(|(_, answered)| answered)
             .collect();
         if let Err(end) = self.deliver(&mut unsent).await {
             return end;
+        }
+        if self.draining.is_none() {
+            self.held
+                .send_directly(self.outbound.clone(), self.capacity);
         }
         loop {
             if self.draining.is_some() && self.held.len() == 0 {
@@ -169,7 +181,8 @@ impl Session<'_> {
         };
         match frame {
             Frame::Cancel(cancel) => {
-                let Some(ticket) = self.held.in_flight.remove(&cancel.correlation) else {
+                let removed = self.held.ledger().in_flight.remove(&cancel.correlation);
+                let Some(ticket) = removed else {
                     return Ok(());
                 };
                 self.held.runner.abort(ticket);
@@ -245,9 +258,13 @@ impl Session<'_> {
         request: &RequestRef<'_>,
         extras: &ExtrasRef<'_>,
     ) -> Flow {
-        if self.held.in_flight.contains_key(&correlation)
-            || self.held.unsent.contains_key(&correlation)
-        {
+        let (reused, held) = {
+            let ledger = self.held.ledger();
+            let reused = ledger.in_flight.contains_key(&correlation)
+                || ledger.unsent.contains_key(&correlation);
+            (reused, ledger.len())
+        };
+        if reused {
             tracing::warn!(
                 correlation,
                 "node reused a correlation id in flight; ignoring it"
@@ -255,7 +272,7 @@ impl Session<'_> {
             return Ok(());
         }
         let capacity = usize::try_from(self.capacity).unwrap_or(usize::MAX);
-        if self.held.len() >= capacity {
+        if held >= capacity {
             tracing::warn!(correlation, capacity, "push beyond capacity refused");
             let message = format!("worker is at its capacity of {capacity} requests");
             let response = DispatchResponse {
@@ -276,8 +293,9 @@ impl Session<'_> {
             request: request.to_compact(),
             extras: extras.to_compact(),
         });
+        // The runner answers only once its orders are flushed, at the end of this turn.
         let ticket = self.held.runner.run(push);
-        self.held.in_flight.insert(correlation, ticket);
+        self.held.ledger().in_flight.insert(correlation, ticket);
         Ok(())
     }
 
@@ -286,16 +304,19 @@ impl Session<'_> {
     async fn on_answers(&mut self) -> Flow {
         let mut answers = std::mem::take(&mut self.answers);
         self.held.runner.take_answers(&mut answers);
-        let in_flight = &mut self.held.in_flight;
-        answers.retain(|answered| match in_flight.remove(&answered.correlation) {
-            Some(ticket) if ticket == answered.ticket => true,
-            // A later push under the same correlation id: still owed.
-            Some(ticket) => {
-                in_flight.insert(answered.correlation, ticket);
-                false
-            }
-            None => false,
-        });
+        {
+            let mut ledger = self.held.ledger();
+            let in_flight = &mut ledger.in_flight;
+            answers.retain(|answered| match in_flight.remove(&answered.correlation) {
+                Some(ticket) if ticket == answered.ticket => true,
+                // A later push under the same correlation id: still owed.
+                Some(ticket) => {
+                    in_flight.insert(answered.correlation, ticket);
+                    false
+                }
+                None => false,
+            });
+        }
         let flow = self.deliver(&mut answers).await;
         self.answers = answers;
         flow
@@ -308,6 +329,9 @@ impl Session<'_> {
         }
         self.capacity = capacity;
         self.held.node_capacity = capacity;
+        if self.draining.is_none() {
+            self.held.send_directly(self.outbound.clone(), capacity);
+        }
         self.send(Frame::CapacityUpdate(CapacityUpdate {
             max_concurrency: capacity,
         }))
@@ -324,6 +348,8 @@ impl Session<'_> {
     }
 
     fn begin_drain(&mut self, origin: DrainOrigin, grace: Duration) {
+        // Replies since the drain began are counted here, and the last one ends it.
+        self.held.stop_sending_directly();
         let now = Instant::now();
         let deadline = now.checked_add(grace).unwrap_or_else(|| far_future(now));
         self.draining = Some(Draining {
@@ -340,14 +366,17 @@ impl Session<'_> {
         if self.held.len() > 0 {
             tracing::warn!(in_flight = self.held.len(), "drain grace expired; aborting");
         }
-        self.held.in_flight.clear();
+        {
+            let mut ledger = self.held.ledger();
+            ledger.in_flight.clear();
+            ledger.unsent.clear();
+        }
         self.held.runner.abort_all();
-        self.held.unsent.clear();
     }
 
     /// Sends `Drained` and `Goodbye`, closes, and waits (bounded) for the writer to flush.
-    async fn finish_drain(self) -> SessionEnd {
-        let Some(draining) = self.draining else {
+    async fn finish_drain(&mut self) -> SessionEnd {
+        let Some(draining) = self.draining.take() else {
             return SessionEnd::Lost { resumable: true };
         };
         let _ = self
@@ -390,8 +419,11 @@ impl Session<'_> {
             }
             sent += 1;
         }
-        for answered in answers.drain(sent..) {
-            self.held.unsent.insert(answered.correlation, answered);
+        {
+            let mut ledger = self.held.ledger();
+            for answered in answers.drain(sent..) {
+                ledger.unsent.insert(answered.correlation, answered);
+            }
         }
         self.held
             .sent(answers.drain(..), Held::unacked_bound(self.capacity));
