@@ -1,0 +1,2 @@
+export * from "./errors.js";
+export * as codec from "./codec/index.js";
