@@ -43,8 +43,10 @@ export function lintelBin() {
  * address. Returns { addr, proc, stop() , exited }.
  */
 export async function startNode(env = {}, args = []) {
+  // The node refuses LINTEL_* variables it does not know, such as LINTEL_BIN.
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "LINTEL_BIN"));
   const proc = spawn(lintelBin(), ["serve", "--listen", "127.0.0.1:0", ...args], {
-    env: { ...process.env, LINTEL_LOG_FORMAT: "text", ...env },
+    env: { ...base, LINTEL_LOG_FORMAT: "text", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const exited = new Promise((resolve) => proc.once("exit", (code, signal) => resolve({ code, signal })));
