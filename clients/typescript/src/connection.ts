@@ -202,8 +202,18 @@ export class Connection {
     });
     const interval = Math.max(50, Number(this.welcome.limits.ping_interval_ms));
     const silence = interval * (this.welcome.limits.max_missed_pings + 1) + 1000;
+    let lastTick = Date.now();
     this.liveness = setInterval(() => {
-      if (Date.now() - this.lastHeard > silence) {
+      const now = Date.now();
+      // A tick late by far means this thread was blocked, not that the node went quiet:
+      // bytes may be waiting unread. Judge again once they have been read.
+      const blocked = now - lastTick > 2 * interval;
+      lastTick = now;
+      if (blocked) {
+        this.lastHeard = now;
+        return;
+      }
+      if (now - this.lastHeard > silence) {
         this.end(new ConnectionLostError(`${this.address} silent for ${silence} ms`, true));
       }
     }, interval);

@@ -101,7 +101,7 @@ const TOKEN = /^[a-z0-9!#$%&'*+\-.^_`|~]+$/;
 class Link {
   readonly pending = new Map<number, Pending>();
   readonly subscriptions = new Map<number, SubscriptionState>();
-  readonly queries = new Map<number, (status: unknown) => void>();
+  readonly queries = new Map<number, { resolve: (status: unknown) => void; reject: (e: unknown) => void }>();
   private next = 1;
   draining = false;
 
@@ -166,7 +166,11 @@ class Link {
         const q = this.queries.get(b.correlation);
         if (!q) return;
         this.queries.delete(b.correlation);
-        q(frame.name === "StatusDocument" ? JSON.parse(new TextDecoder().decode(b.json)) : b.status);
+        try {
+          q.resolve(frame.name === "StatusDocument" ? JSON.parse(new TextDecoder().decode(b.json)) : b.status);
+        } catch (err) {
+          q.reject(new LintelError("malformed", `status document is not JSON: ${String(err)}`));
+        }
         return;
       }
       case "Goodbye":
@@ -198,8 +202,10 @@ class Link {
     const lost = err instanceof ConnectionLostError ? err : new ConnectionLostError(err.message, true);
     for (const p of this.pending.values()) p.reject(new ConnectionLostError(lost.message, true));
     this.pending.clear();
-    for (const s of this.subscriptions.values()) s.queue.end(lost);
+    // Closed by its owner: subscriptions simply end; lost: they end with the error.
+    for (const s of this.subscriptions.values()) s.queue.end(err.code === "closed" ? undefined : lost);
     this.subscriptions.clear();
+    for (const q of this.queries.values()) q.reject(lost);
     this.queries.clear();
   }
 }
@@ -476,13 +482,11 @@ export class Client {
   private query(link: Link): Promise<unknown> {
     const correlation = link.correlation();
     return new Promise((resolve, reject) => {
-      link.queries.set(correlation, resolve);
-      const prev = link.conn.onClose;
-      link.conn.onClose = (err) => {
-        prev(err);
-        reject(err);
-      };
-      link.conn.send({ name: "StatusQuery", body: { correlation } });
+      link.queries.set(correlation, { resolve, reject });
+      if (!link.conn.send({ name: "StatusQuery", body: { correlation } })) {
+        link.queries.delete(correlation);
+        reject(new ConnectionLostError(`${link.conn.address} closed`, false));
+      }
     });
   }
 
