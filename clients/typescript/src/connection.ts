@@ -266,7 +266,7 @@ export class Connection {
 
   /** Writes one frame. Throws `EncodeError` for a frame that cannot be written; false once closed. */
   send(frame: Frame): boolean {
-    if (this.closed) return false;
+    if (this.closed || this.peerEnded()) return false;
     const bytes = encodeFrame(frame, this.dialect, this.welcome.limits.max_frame_len);
     this.written += bytes.length;
     this.socket.write(bytes);
@@ -275,13 +275,26 @@ export class Connection {
 
   /** Writes frames in one socket write. */
   sendMany(frames: readonly Frame[]): boolean {
-    if (this.closed) return false;
+    if (this.closed || this.peerEnded()) return false;
     if (frames.length === 1) return this.send(frames[0]!);
     const parts = frames.map((f) => encodeFrame(f, this.dialect, this.welcome.limits.max_frame_len));
     const all = Buffer.concat(parts);
     this.written += all.length;
     this.socket.write(all);
     return true;
+  }
+
+  /**
+   * The node closed its side (its FIN was read, the 'close' event may not have run yet): a
+   * frame written now is never read, so it is not written at all.
+   */
+  private peerEnded(): boolean {
+    const state = (this.socket as unknown as { _readableState?: { ended?: boolean } })._readableState;
+    if (this.socket.readableEnded || state?.ended === true || !this.socket.writable) {
+      this.end(new ConnectionLostError(`${this.address} closed the connection`, true));
+      return true;
+    }
+    return false;
   }
 
   private trySend(frame: Frame): void {

@@ -99,8 +99,9 @@ export class NodeError extends LintelError {
 export class ConnectionLostError extends LintelError {
   /** True when the submission was written, so the dispatch may have run. */
   readonly mayHaveRun: boolean;
-  constructor(message: string, mayHaveRun = false) {
+  constructor(message: string, mayHaveRun = false, cause?: LintelError) {
     super("connection-lost", message);
     this.mayHaveRun = mayHaveRun;
+    if (cause) this.cause = cause;
   }
 }

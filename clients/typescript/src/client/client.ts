@@ -199,8 +199,9 @@ class Link {
   }
 
   private onClose(err: LintelError): void {
-    const lost = err instanceof ConnectionLostError ? err : new ConnectionLostError(err.message, true);
-    for (const p of this.pending.values()) p.reject(new ConnectionLostError(lost.message, true));
+    // The cause (a truncated or oversize frame, the node's Error) stays readable as `cause`.
+    const lost = err instanceof ConnectionLostError ? err : new ConnectionLostError(`${this.conn.address}: ${err.message}`, true, err);
+    for (const p of this.pending.values()) p.reject(new ConnectionLostError(lost.message, true, err));
     this.pending.clear();
     // Closed by its owner: subscriptions simply end; lost: they end with the error.
     for (const s of this.subscriptions.values()) s.queue.end(err.code === "closed" ? undefined : lost);
@@ -240,6 +241,11 @@ export class Client {
     const client = new Client(options);
     await client.usable();
     return client;
+  }
+
+  /** True while the client holds an open connection to a node that is not draining. */
+  get connected(): boolean {
+    return this.link?.usable ?? false;
   }
 
   /** The node in use, if connected. */
