@@ -1,5 +1,5 @@
 //! Routing against a real node on 127.0.0.1: node pins, prefer and require, task queues,
-//! namespaces, and the round-robin rotation among the workers that qualify.
+//! namespaces, the rotation among the workers that qualify, and bursts kept on one worker.
 //!
 //! Workers are raw frame clients the test drives push by push, or auto workers that answer
 //! every push with their own name (`support::peers`). Every wait is on a frame, an outcome or
@@ -10,11 +10,13 @@ use lintel_test_support as support;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
+use futures_util::SinkExt;
 use lintel::dispatch::DispatchOptions;
-use lintel::wire::{DispatchRequest, NoWorkerReason};
+use lintel::wire::{DispatchRequest, Frame, NoWorkerReason};
 use support::{
-    count, counts, dispatch, no_worker, on_node, outcome_of, plain, registration, request,
-    request_in, served_by, spawn_dispatch, AutoWorker, RawWorker, TestNode,
+    count, counts, dispatch, next_outcome, no_worker, on_node, outcome_of, plain, producer,
+    registration, request, request_in, served_by, spawn_dispatch, submit, AutoWorker, RawClient,
+    RawWorker, TestNode,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -451,4 +453,80 @@ async fn rotation_is_kept_per_activity() {
     assert_eq!(served[0], served[1], "{served:?}");
     assert_eq!(served[2], served[3], "{served:?}");
     assert_ne!(served[0], served[2], "{served:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bursts.
+
+/// Writes `submissions` to the node in one write, so it reads them as one burst.
+async fn submit_in_one_write(
+    producer: &mut RawClient,
+    submissions: impl IntoIterator<Item = Frame>,
+) {
+    for frame in submissions {
+        SinkExt::<Frame>::feed(&mut producer.framed, frame)
+            .await
+            .expect("feed a submission");
+    }
+    SinkExt::<Frame>::flush(&mut producer.framed)
+        .await
+        .expect("write the burst");
+}
+
+/// Which worker served each of `n` outcomes, by the name it answered with.
+async fn served_names(producer: &mut RawClient, n: usize) -> Vec<String> {
+    let mut names = Vec::with_capacity(n);
+    for _ in 0..n {
+        names.push(served_by(&next_outcome(producer).await.result));
+    }
+    names
+}
+
+#[tokio::test]
+async fn dispatches_read_in_one_burst_go_to_one_worker_while_it_has_free_slots() {
+    let node = TestNode::start().await;
+    let mut workers = Vec::new();
+    for name in ["w1", "w2", "w3", "w4"] {
+        workers.push(AutoWorker::start(node.addr, plain("ns", "act", 3, name), 0).await);
+    }
+    let mut producer = producer(node.addr).await;
+    let burst = (1..=8).map(|correlation| submit(correlation, request("ns", "act", ""), None));
+    submit_in_one_write(&mut producer, burst).await;
+    let served = count(served_names(&mut producer, 8).await);
+    // Three slots each: the first worker is filled, then the next, then two on a third.
+    let mut shares: Vec<usize> = served.values().copied().collect();
+    shares.sort_unstable();
+    assert_eq!(shares, [2, 3, 3], "{served:?}");
+    assert!(workers
+        .iter()
+        .all(|worker| worker.stats.peak.load(Ordering::SeqCst) <= 3));
+}
+
+#[tokio::test]
+async fn under_steady_traffic_every_worker_of_four_takes_a_share() {
+    const DISPATCHES: u64 = 2_000;
+    const IN_FLIGHT: u64 = 32;
+    let node = TestNode::start().await;
+    let mut workers = Vec::new();
+    for name in ["w1", "w2", "w3", "w4"] {
+        workers.push(AutoWorker::start(node.addr, plain("ns", "act", 16, name), 2).await);
+    }
+    let mut producer = producer(node.addr).await;
+    let submission = |correlation| submit(correlation, request("ns", "act", ""), None);
+    submit_in_one_write(&mut producer, (1..=IN_FLIGHT).map(submission)).await;
+    let mut names = Vec::new();
+    for correlation in IN_FLIGHT + 1..=DISPATCHES + IN_FLIGHT {
+        names.push(served_by(&next_outcome(&mut producer).await.result));
+        if correlation <= DISPATCHES {
+            producer.send(submission(correlation)).await;
+        }
+    }
+    let served = count(names);
+    // A fair share is a quarter (500); each burst goes to the next worker in turn, so none is
+    // left far behind. The bound leaves room for how the node happens to read the bursts.
+    assert_eq!(served.len(), 4, "{served:?}");
+    assert!(served.values().all(|&share| share >= 200), "{served:?}");
+    assert!(workers
+        .iter()
+        .all(|worker| worker.stats.peak.load(Ordering::SeqCst) <= 16));
 }

@@ -43,8 +43,8 @@ use crate::pool_metrics::{PoolMeter, PoolMeters, DEFAULT_MAX_POOLS};
 #[derive(Debug)]
 struct Pool {
     members: Vec<Arc<WorkerCell>>,
-    /// Round-robin position per activity type, shared by pinned and unpinned lookups.
-    cursors: KeyedMap<String, usize>,
+    /// Where each activity type's rotation stands, shared by pinned and unpinned lookups.
+    cursors: KeyedMap<String, Cursor>,
     /// Where its dispatches are counted: its own meter, or `other`'s past the bound.
     meter: Arc<PoolMeter>,
 }
@@ -57,6 +57,15 @@ impl Pool {
             meter,
         }
     }
+}
+
+/// One activity's place in its pool's rotation.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    /// Where the next search starts: one past the member picked last.
+    next: usize,
+    /// The write turn ([`lintel_transport::turn`]) the last pick was made in.
+    turn: u64,
 }
 
 #[derive(Debug)]
@@ -291,7 +300,7 @@ impl Registry {
         })
     }
 
-    /// Reserves a slot on the next eligible worker for `address`, rotating per activity, for a
+    /// Reserves a slot on an eligible worker for `address` (placed as `pick` says), for a
     /// dispatch of `fairness` whose key is below its cap; on a miss, the census taken in the
     /// same critical section.
     ///
@@ -879,27 +888,46 @@ fn key_address<'a>(key: &'a WaitKey, wants: &'a Wants) -> Address<'a> {
     }
 }
 
-/// Finds the next eligible member from the activity's cursor and advances the cursor past it.
+/// Picks a member for `address`: within one write turn the member picked last while it stays
+/// eligible, so pushes placed together go out together, one write and one wake-up per
+/// worker; otherwise the next eligible member from the activity's cursor, rotating.
 fn pick(pool: &mut Pool, address: &Address<'_>, filter: NodeFilter<'_>) -> Option<Arc<WorkerCell>> {
     let activity = address.activity_type;
     let len = pool.members.len();
     if len == 0 {
         return None;
     }
-    // One look-up of the cursor: the activity name is hashed once per pick.
-    let cursor = pool.cursors.get_mut(activity);
-    let start = cursor.as_deref().copied().unwrap_or(0) % len;
+    let turn = lintel_transport::turn();
     let members = &pool.members;
-    let found = (0..len).map(|step| (start + step) % len).find(|&index| {
+    let is_eligible = |index: usize| {
         members
             .get(index)
             .is_some_and(|w| eligible(w, address, filter))
-    })?;
+    };
+    // One look-up of the cursor: the activity name is hashed once per pick.
+    let cursor = pool.cursors.get_mut(activity);
+    let next = cursor.as_deref().map_or(0, |cursor| cursor.next);
+    if let Some(last) = cursor.as_deref().and_then(|cursor| {
+        let same_turn = turn != 0 && cursor.turn == turn;
+        same_turn.then(|| next.checked_sub(1)).flatten()
+    }) {
+        if is_eligible(last) {
+            return members.get(last).cloned();
+        }
+    }
+    let start = next % len;
+    let found = (0..len)
+        .map(|step| (start + step) % len)
+        .find(|&index| is_eligible(index))?;
     let worker = members.get(found).cloned()?;
+    let moved = Cursor {
+        next: found + 1,
+        turn,
+    };
     match cursor {
-        Some(cursor) => *cursor = found + 1,
+        Some(cursor) => *cursor = moved,
         None => {
-            pool.cursors.insert(activity.to_owned(), found + 1);
+            pool.cursors.insert(activity.to_owned(), moved);
         }
     }
     Some(worker)

@@ -11,11 +11,14 @@
 //!   by itself;
 //! - [`flush`] empties the scope, calling [`HeldWrite::write_held`] once per registration;
 //! - leaving a scope, by returning or by unwinding, flushes it and restores the outer scope,
-//!   so nested [`Batched`] futures each write what they held.
+//!   so nested [`Batched`] futures each write what they held;
+//! - [`turn`] names the span between two writes of the scope polled on this thread, so a
+//!   caller can send frames of one turn together on one connection.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -31,6 +34,24 @@ type Held = Vec<Arc<dyn HeldWrite>>;
 thread_local! {
     /// Connections with held frames, while a [`Batched`] future is polled on this thread.
     static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
+    /// The current turn of the scope polled on this thread; 0 outside any scope.
+    static TURN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Turns handed out so far, across threads, so no two turns share a number.
+static TURNS: AtomicU64 = AtomicU64::new(1);
+
+/// Starts a new turn on this thread and returns the one it replaces.
+fn next_turn() -> u64 {
+    let turn = TURNS.fetch_add(1, Ordering::Relaxed);
+    TURN.try_with(|current| current.replace(turn)).unwrap_or(0)
+}
+
+/// The turn of the batching scope polled on this thread: frames queued during one turn go out
+/// together, each connection's in one write. Unique across threads; 0 outside any scope, where
+/// every frame is a turn of its own.
+pub fn turn() -> u64 {
+    TURN.try_with(Cell::get).unwrap_or(0)
 }
 
 pin_project_lite::pin_project! {
@@ -68,6 +89,7 @@ impl<F: Future> Future for Batched<F> {
 /// The batching scope of one poll; leaving it, even by unwinding, writes what it held.
 struct Scope {
     outer: Option<Held>,
+    outer_turn: u64,
     left: bool,
 }
 
@@ -77,7 +99,12 @@ impl Scope {
             .try_with(|held| held.replace(Some(list)))
             .ok()
             .flatten();
-        Self { outer, left: false }
+        let outer_turn = next_turn();
+        Self {
+            outer,
+            outer_turn,
+            left: false,
+        }
     }
 
     /// Writes what is held and hands back the emptied list for the next poll.
@@ -85,6 +112,7 @@ impl Scope {
         self.left = true;
         flush();
         let outer = self.outer.take();
+        let _ = TURN.try_with(|turn| turn.set(self.outer_turn));
         HELD.try_with(|held| held.replace(outer))
             .ok()
             .flatten()
@@ -97,6 +125,7 @@ impl Drop for Scope {
         if !self.left {
             flush();
             let outer = self.outer.take();
+            let _ = TURN.try_with(|turn| turn.set(self.outer_turn));
             let _ = HELD.try_with(|held| held.replace(outer));
         }
     }
@@ -117,11 +146,13 @@ pub(super) fn hold<W: HeldWrite + 'static>(writer: &Arc<W>) -> bool {
     .unwrap_or(false)
 }
 
-/// Writes every connection's held frames now; outside a batching scope it does nothing.
+/// Writes every connection's held frames now, and starts the scope's next turn; outside a
+/// batching scope it does nothing.
 pub(super) fn flush() {
     let Ok(Some(mut list)) = HELD.try_with(|held| held.borrow_mut().take()) else {
         return;
     };
+    next_turn();
     for writer in list.drain(..) {
         writer.write_held();
     }
@@ -148,7 +179,7 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
     use tokio_util::codec::FramedRead;
 
-    use super::{flush, hold, Batched, HeldWrite};
+    use super::{flush, hold, turn, Batched, HeldWrite};
     use crate::fixtures::ping;
     use crate::{split, Outbound};
 
@@ -166,6 +197,44 @@ mod tests {
         fn writes(&self) -> usize {
             self.0.load(Ordering::Relaxed)
         }
+    }
+
+    #[test]
+    fn a_turn_lasts_from_one_write_of_the_scope_to_the_next() {
+        assert_eq!(turn(), 0, "no turn outside a scope");
+        let mut seen = Vec::new();
+        let mut scoped = pin!(Batched::new(poll_fn(|_| {
+            let first = turn();
+            assert_ne!(first, 0);
+            assert_eq!(turn(), first, "the same turn until the scope writes");
+            flush();
+            let second = turn();
+            assert_ne!(second, first, "a write starts the next turn");
+            let mut inner = pin!(Batched::new(poll_fn(|_| Poll::Ready(turn()))));
+            let Poll::Ready(nested) = inner.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+            else {
+                unreachable!("the inner scope is ready at once");
+            };
+            assert_ne!(nested, second, "a nested scope has turns of its own");
+            assert_eq!(
+                turn(),
+                second,
+                "the outer turn goes on after the nested scope"
+            );
+            seen.push(first);
+            Poll::Ready(())
+        })));
+        assert!(scoped
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_ready());
+        assert_eq!(turn(), 0, "no turn once the scope is left");
+        let mut again = pin!(Batched::new(poll_fn(|_| Poll::Ready(turn()))));
+        let Poll::Ready(later) = again.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+        else {
+            unreachable!("ready at once");
+        };
+        assert!(!seen.contains(&later), "a later poll is a new turn");
     }
 
     #[test]

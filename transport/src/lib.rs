@@ -31,7 +31,7 @@ mod socket;
 
 use tokio::task::JoinHandle;
 
-pub use batch::Batched;
+pub use batch::{turn, Batched};
 pub use dial::{Dialer, Dialing, TcpDialer};
 pub use lanes::{Pressure, QueueLimits, DEFAULT_QUEUE_BYTES};
 pub use outbound::{Outbound, SendError, WriteMark};

@@ -28,6 +28,8 @@ pub(crate) struct Reader<'a> {
     /// The shared buffer holding `bytes`, if any, and where a payload of [`SHARE_MIN`] bytes or
     /// more read from it is kept as a slice of it, lent on as a [`PayloadRef::Shared`].
     share: Option<(&'a Bytes, &'a mut Option<Bytes>)>,
+    /// A varint written in more bytes than it needs was read.
+    overlong: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -38,7 +40,14 @@ impl<'a> Reader<'a> {
             bytes,
             pos: 0,
             share,
+            overlong: false,
         }
+    }
+
+    /// True once a varint written in more bytes than it needs was read: what was read is then
+    /// not in canonical form, and is not to be passed on as it lies.
+    pub(crate) fn read_overlong(&self) -> bool {
+        self.overlong
     }
 
     /// A reader of `bytes` alone.
@@ -112,6 +121,8 @@ impl<'a> Reader<'a> {
                 if index + 1 == max_bytes && byte > last_max {
                     return Err(Error::DeserializeBadVarint);
                 }
+                // A last group of zero adds nothing: the bytes before it would have done.
+                self.overlong |= byte == 0;
                 return Ok(value);
             }
         }

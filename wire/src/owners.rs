@@ -5,7 +5,7 @@ use compact_str::CompactString;
 
 use crate::cursor::{List, Names, PayloadRef};
 use crate::message::items::{Extension, Header};
-use crate::message::{ExtrasRef, RequestExtras};
+use crate::message::{DispatchRequest, ExtrasRef, RequestExtras, RequestRef};
 use crate::ownership::{sealed, Borrowed, Compact, Owned, Ownership};
 
 impl sealed::Sealed for Owned {}
@@ -19,6 +19,7 @@ impl Ownership for Owned {
     type Headers = Vec<Header>;
     type Extensions = Vec<Extension>;
     type Extras = RequestExtras;
+    type Request = DispatchRequest;
 }
 
 impl<'a> Ownership for Borrowed<'a> {
@@ -28,6 +29,7 @@ impl<'a> Ownership for Borrowed<'a> {
     type Headers = List<'a, Header>;
     type Extensions = List<'a, Extension>;
     type Extras = ExtrasRef<'a>;
+    type Request = RequestRef<'a>;
 }
 
 impl Ownership for Compact {
@@ -37,4 +39,5 @@ impl Ownership for Compact {
     type Headers = Vec<Header<CompactString>>;
     type Extensions = Vec<Extension>;
     type Extras = RequestExtras<Compact>;
+    type Request = DispatchRequest<Compact>;
 }

@@ -27,6 +27,8 @@ pub trait Ownership: sealed::Sealed {
     type Extensions: fmt::Debug + Clone + PartialEq + Eq + Default;
     /// A request's extras (its headers, scheduling fields, deployment, extensions).
     type Extras: fmt::Debug + Clone + PartialEq + Eq + Default;
+    /// A request in a push, a submission or a relay.
+    type Request: fmt::Debug + Clone + PartialEq + Eq;
 }
 
 /// Bodies that own their fields; what users build and what outlives a frame.

@@ -1931,7 +1931,10 @@ proptest! {
         };
         prop_assert_eq!(&copied, &request);
         let large = Bytes::from(vec![1u8; SHARE_MIN]);
-        let lent = DispatchRequest { input: PayloadRef::of(&large), ..request.view() };
+        let lent = RequestRef::new(DispatchRequest {
+            input: PayloadRef::of(&large),
+            ..(*request.view()).clone()
+        });
         prop_assert_eq!(lent.to_compact().input.as_ptr(), large.as_ptr());
     }
 }

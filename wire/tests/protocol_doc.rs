@@ -3204,6 +3204,172 @@ fn the_doc_states_the_current_constants() {
 // Claims of sections 1 and 2
 // ---------------------------------------------------------------------------------------
 
+// ---------------------------------------------------------------------------------------
+// Test vectors for other codecs: `vectors.json`
+// ---------------------------------------------------------------------------------------
+
+/// The examples above as data for codecs in other languages, beside this crate.
+fn vectors_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("vectors.json")
+}
+
+/// A kind's body read by serde as the kind lays it out, as JSON: the fields by their
+/// PROTOCOL.md names, enums externally tagged, `bytes` as arrays of numbers.
+fn body_json(kind: FrameKind, fields: &[u8]) -> serde_json::Value {
+    fn read<T: serde::de::DeserializeOwned + serde::Serialize>(fields: &[u8]) -> serde_json::Value {
+        let body: T = match postcard::from_bytes(fields) {
+            Ok(body) => body,
+            Err(error) => panic!("serde cannot read the body: {error}"),
+        };
+        match serde_json::to_value(&body) {
+            Ok(value) => value,
+            Err(error) => panic!("serde_json cannot write the body: {error}"),
+        }
+    }
+    match kind {
+        FrameKind::Hello => read::<Hello>(fields),
+        FrameKind::Welcome => read::<body::Welcome>(fields),
+        FrameKind::HelloRefused | FrameKind::RegisterRefused => read::<Refusal>(fields),
+        FrameKind::Register => read::<body::Register>(fields),
+        FrameKind::Registered => read::<Registered>(fields),
+        FrameKind::CapacityUpdate => read::<CapacityUpdate>(fields),
+        FrameKind::Push => read::<reference::Push>(fields),
+        FrameKind::Reply => read::<Reply>(fields),
+        FrameKind::Submit => read::<reference::Submit>(fields),
+        FrameKind::Outcome => read::<reference::OutcomeFrame>(fields),
+        FrameKind::Cancel => read::<Cancel>(fields),
+        FrameKind::Ping => read::<Ping>(fields),
+        FrameKind::Pong => read::<Pong>(fields),
+        FrameKind::Drain => read::<Drain>(fields),
+        FrameKind::Drained => read::<Drained>(fields),
+        FrameKind::Goodbye => read::<Goodbye>(fields),
+        FrameKind::Error => read::<ErrorFrame>(fields),
+        FrameKind::StatusQuery => read::<StatusQuery>(fields),
+        FrameKind::Status => read::<StatusReport>(fields),
+        FrameKind::PeerHello => read::<body::PeerHello>(fields),
+        FrameKind::Presence => read::<body::Presence>(fields),
+        FrameKind::Relay => read::<reference::Relay>(fields),
+        FrameKind::RelayOutcome => read::<reference::RelayOutcome>(fields),
+        FrameKind::ServedOutcome => read::<reference::ServedOutcome>(fields),
+        FrameKind::ClusterStatus => read::<ClusterStatusReport>(fields),
+        FrameKind::Submit3 => read::<reference::Submit3>(fields),
+        FrameKind::Push3 => read::<reference::Push3>(fields),
+        FrameKind::Relay3 => read::<reference::Relay3>(fields),
+        FrameKind::Register3 => read::<Register>(fields),
+        FrameKind::Welcome3 => read::<body::Welcome3>(fields),
+        FrameKind::Presence3 => read::<Presence>(fields),
+        FrameKind::PeerHello3 => read::<PeerHello>(fields),
+        FrameKind::Subscribe => read::<Subscribe>(fields),
+        FrameKind::Event => read::<Event>(fields),
+        FrameKind::SubscriptionEnded => read::<SubscriptionEnded>(fields),
+        FrameKind::StatusDocument => read::<StatusDocument>(fields),
+        FrameKind::Farewell => read::<Farewell>(fields),
+        FrameKind::RelayAck => read::<RelayAck>(fields),
+        FrameKind::Resume => read::<Resume>(fields),
+        FrameKind::Resumed => read::<Resumed>(fields),
+        FrameKind::PoolSettings => read::<PoolSettings>(fields),
+        FrameKind::Features => read::<Features>(fields),
+        FrameKind::Session => read::<Session>(fields),
+        FrameKind::ResumeSession => read::<ResumeSession>(fields),
+        FrameKind::SessionResumed => read::<SessionResumed>(fields),
+        FrameKind::Progress => read::<Progress>(fields),
+    }
+}
+
+/// Every example as a vector: its name, the dialect its bytes are written for, the kind,
+/// the fields the bytes read as, and the whole frame in hex.
+fn vectors() -> String {
+    let mut vectors = Vec::new();
+    for (name, dialect, frame, _) in examples() {
+        let bytes = encode(&frame, dialect);
+        let body = bytes.get(4..).unwrap_or_default();
+        let (discriminant, fields) = match postcard::take_from_bytes::<u32>(body) {
+            Ok(read) => read,
+            Err(error) => panic!("example `{name}` has no kind: {error}"),
+        };
+        let Some(kind) = FrameKind::from_discriminant(discriminant) else {
+            panic!("example `{name}` has an unknown kind {discriminant}");
+        };
+        vectors.push(serde_json::json!({
+            "name": name,
+            "version": dialect.version(),
+            "listed": dialect.listed().names(),
+            "kind": discriminant,
+            "frame": format!("{kind:?}"),
+            "fields": body_json(kind, fields),
+            "hex": bytes.iter().map(|byte| format!("{byte:02x}")).collect::<String>(),
+        }));
+    }
+    let document = serde_json::json!({
+        "protocol_version": PROTOCOL_VERSION,
+        "vectors": vectors,
+    });
+    match serde_json::to_string_pretty(&document) {
+        Ok(text) => text + "\n",
+        Err(error) => panic!("cannot write the vectors: {error}"),
+    }
+}
+
+#[test]
+fn the_vectors_file_holds_every_example() {
+    let expected = vectors();
+    let path = vectors_path();
+    if std::env::var_os(UPDATE_ENV).is_some_and(|value| value == "1") {
+        let staged = path.with_extension("json.update");
+        if let Err(error) =
+            std::fs::write(&staged, &expected).and_then(|()| std::fs::rename(&staged, &path))
+        {
+            panic!("cannot write {}: {error}", path.display());
+        }
+        return;
+    }
+    let found = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        found == expected,
+        "{} is stale or missing; run `{UPDATE_ENV}=1 cargo test -p lintel-wire --test protocol_doc`",
+        path.display()
+    );
+}
+
+#[test]
+fn every_vector_decodes_and_encodes_again_to_its_bytes() {
+    let text = std::fs::read_to_string(vectors_path()).unwrap_or_default();
+    let document: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let vectors = document["vectors"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        vectors.len(),
+        examples().len(),
+        "vectors.json holds every example"
+    );
+    for vector in vectors {
+        let name = vector["name"].as_str().unwrap_or_default();
+        let hex = vector["hex"].as_str().unwrap_or_default();
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .filter_map(|at| u8::from_str_radix(hex.get(at..at + 2)?, 16).ok())
+            .collect();
+        let version = vector["version"]
+            .as_u64()
+            .and_then(|v| u16::try_from(v).ok());
+        let listed = vector["listed"].as_array().cloned().unwrap_or_default();
+        let listed = FeatureSet::named(listed.iter().filter_map(|name| name.as_str()));
+        let dialect = Dialect::new(version.unwrap_or_default(), listed);
+        let mut buf = BytesMut::from(&bytes[..]);
+        let Ok(Some(frame)) = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN) else {
+            panic!("vector `{name}` does not decode");
+        };
+        assert_eq!(
+            frame
+                .kind_at(dialect.version())
+                .ok()
+                .map(|kind| kind as u64),
+            vector["kind"].as_u64(),
+            "vector `{name}`: the kind"
+        );
+        assert_eq!(encode(&frame, dialect), bytes, "vector `{name}`");
+    }
+}
+
 #[test]
 fn every_example_decodes_back() {
     for (name, dialect, frame, read) in examples() {

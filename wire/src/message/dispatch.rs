@@ -67,7 +67,7 @@ pub struct DispatchResponse<O: Ownership = Owned> {
 pub struct Push<O: Ownership = Owned> {
     /// Unique among this connection's pushes.
     pub correlation: u64,
-    pub request: DispatchRequest<O>,
+    pub request: O::Request,
     /// Version 3: the request's headers, scheduling fields and required deployment; none is
     /// the default.
     pub extras: O::Extras,
@@ -109,7 +109,7 @@ pub enum NodeRouting<O: Ownership = Owned> {
 pub struct Submit<O: Ownership = Owned> {
     /// Unique among this connection's submissions in flight.
     pub correlation: u64,
-    pub request: DispatchRequest<O>,
+    pub request: O::Request,
     /// Version 3: the request's headers, scheduling fields and required deployment; none is
     /// the default.
     pub extras: O::Extras,
@@ -288,8 +288,38 @@ pub struct OutcomeFrame<O: Ownership = Owned> {
     pub result: DispatchResult<O>,
 }
 
-/// A request read in place or lent.
-pub type RequestRef<'a> = DispatchRequest<Borrowed<'a>>;
+/// A request read in place or lent: its fields, and, when it was read from a frame, the bytes
+/// of the fields before its input, so it is written again as it came without encoding them.
+/// Two are equal when their fields are.
+#[derive(Debug, Clone)]
+pub struct RequestRef<'a> {
+    pub(crate) fields: DispatchRequest<Borrowed<'a>>,
+    /// The encoded fields from `namespace` to `attempt`, as read; `None` when lent.
+    pub(crate) head: Option<&'a [u8]>,
+}
+
+impl<'a> RequestRef<'a> {
+    /// A request lent field by field.
+    pub fn new(fields: DispatchRequest<Borrowed<'a>>) -> Self {
+        Self { fields, head: None }
+    }
+}
+
+impl PartialEq for RequestRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.fields == other.fields
+    }
+}
+
+impl Eq for RequestRef<'_> {}
+
+impl<'a> std::ops::Deref for RequestRef<'a> {
+    type Target = DispatchRequest<Borrowed<'a>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.fields
+    }
+}
 /// A response read in place or lent.
 pub type ResponseRef<'a> = DispatchResponse<Borrowed<'a>>;
 /// An outcome read in place or lent.

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::dispatch::{DispatchRequest, DispatchResult, NodeRouting};
+use super::dispatch::{DispatchResult, NodeRouting};
 use super::items::Extension;
 use crate::ownership::{Owned, Ownership};
 
@@ -47,7 +47,7 @@ pub struct PeerHello {
 pub struct Relay<O: Ownership = Owned> {
     /// Unique among the sender's relays in flight on this link.
     pub correlation: u64,
-    pub request: DispatchRequest<O>,
+    pub request: O::Request,
     /// Version 3: the request's headers, scheduling fields and required deployment.
     pub extras: O::Extras,
     pub routing: NodeRouting<O>,
