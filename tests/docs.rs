@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 const README_MAX_LINES: usize = 450;
 
 /// The documents whose links are checked, relative to the repository root.
-const DOCUMENTS: [&str; 12] = [
+const DOCUMENTS: [&str; 15] = [
     "CHANGELOG.md",
     "README.md",
     "docs/configuration.md",
@@ -19,7 +19,10 @@ const DOCUMENTS: [&str; 12] = [
     "examples/python/README.md",
     "deploy/README.md",
     "docs/metrics.md",
+    "docs/admin.md",
     "deploy/autoscaling/README.md",
+    "clients/typescript/README.md",
+    "clients/python/README.md",
 ];
 
 fn root() -> &'static Path {
