@@ -196,3 +196,36 @@ test("a client of several nodes skips one that does not answer and fails over wh
     await b.stop();
   }
 });
+
+test("a draining answer moves new work to another node; the old connection stays until its pending dispatch ends, then says goodbye", async () => {
+  let held;
+  const draining = await fakeNode((frame, socket, i) => {
+    if (frame.name !== "Submit3") return;
+    if (i === 0) held = { socket, correlation: frame.body.correlation };
+    else socket.write(served(frame.body.correlation, "Draining"));
+  });
+  const other = await fakeNode((frame, socket) => {
+    if (frame.name === "Submit3") socket.write(served(frame.body.correlation, success("elsewhere")));
+  });
+  let client;
+  try {
+    client = await Client.connect({ nodes: [draining.addr, other.addr] });
+    const first = client.dispatch("ns", "a", "first", { retry: false });
+    let poll;
+    await within(5000, new Promise((r) => (poll = setInterval(() => held && r(), 5))), "first submission at the node").finally(() => clearInterval(poll));
+    const second = await within(5000, client.dispatch("ns", "a", "second"), "second dispatch");
+    assert.equal(second.node, other.addr);
+    assert.deepEqual(second.retried, [{ node: draining.addr, reason: "draining" }]);
+    // The draining node still answers what it was given before.
+    assert.equal(draining.frames.some((f) => f.name === "Goodbye"), false, "goodbye while a dispatch is pending there");
+    held.socket.write(served(held.correlation, success("still answered")));
+    const r = await within(5000, first, "first dispatch");
+    assert.equal(r.kind, "completed", JSON.stringify(r));
+    assert.equal(r.outcome.text(), "still answered");
+    await within(5000, new Promise((res) => (poll = setInterval(() => draining.frames.some((f) => f.name === "Goodbye") && res(), 5))), "goodbye on the drained connection").finally(() => clearInterval(poll));
+  } finally {
+    client?.close();
+    draining.close();
+    other.close();
+  }
+});

@@ -104,6 +104,8 @@ class Link {
   readonly queries = new Map<number, { resolve: (status: unknown) => void; reject: (e: unknown) => void }>();
   private next = 1;
   draining = false;
+  /** Replaced after a `draining` answer: says goodbye once nothing is pending on it. */
+  private retiring = false;
 
   constructor(readonly conn: Connection) {
     conn.onFrame = (f) => this.onFrame(f);
@@ -113,6 +115,22 @@ class Link {
 
   get usable(): boolean {
     return !this.conn.isClosed && !this.draining;
+  }
+
+  /**
+   * No new work goes here: the node still answers what is pending while it drains, so the
+   * connection stays until that has ended, then says goodbye.
+   */
+  retire(): void {
+    this.retiring = true;
+    this.settled();
+  }
+
+  /** Something pending ended: a retiring link with nothing left says goodbye. */
+  settled(): void {
+    if (this.retiring && this.pending.size === 0 && this.queries.size === 0 && this.subscriptions.size === 0) {
+      this.conn.goodbye("draining");
+    }
   }
 
   correlation(): number {
@@ -137,6 +155,7 @@ class Link {
         } catch (err) {
           p.reject(err);
         }
+        this.settled();
         return;
       }
       case "Progress":
@@ -149,6 +168,7 @@ class Link {
           this.subscriptions.delete(b.correlation);
           this.conn.send({ name: "Cancel", body: { correlation: b.correlation } });
           s.queue.end(new LintelError("closed", "subscription dropped: its reader fell 4096 events behind"));
+          this.settled();
         }
         return;
       }
@@ -158,6 +178,7 @@ class Link {
         this.subscriptions.delete(b.correlation);
         if (b.code === "Cancelled") s.queue.end();
         else s.queue.end(new LintelError("refused", `subscription ended ${b.code}: ${b.reason}`));
+        this.settled();
         return;
       }
       case "StatusDocument":
@@ -171,6 +192,7 @@ class Link {
         } catch (err) {
           q.reject(new LintelError("malformed", `status document is not JSON: ${String(err)}`));
         }
+        this.settled();
         return;
       }
       case "Goodbye":
@@ -192,6 +214,7 @@ class Link {
       if (p) {
         this.pending.delete(correlation as number);
         p.reject(err);
+        this.settled();
       }
     } catch {
       // Not even the correlation reads: nothing to settle.
@@ -224,6 +247,8 @@ export interface Watched {
 
 export class Client {
   private link: Link | null = null;
+  /** Links left after a `draining` answer, open until what is pending on them ends. */
+  private readonly retiring = new Set<Link>();
   private connecting: Promise<Link> | null = null;
   private readonly nodes: string[];
   private rotation = 0;
@@ -285,7 +310,17 @@ export class Client {
           conn.goodbye("client closed");
           throw new LintelError("closed", "client closed");
         }
+        const old = this.link;
         this.link = new Link(conn);
+        if (old && !old.conn.isClosed) {
+          this.retiring.add(old);
+          const onClose = old.conn.onClose;
+          old.conn.onClose = (err) => {
+            this.retiring.delete(old);
+            onClose(err);
+          };
+          old.retire();
+        }
         this.failures = 0;
         this.notBefore = 0;
         return this.link;
@@ -430,6 +465,7 @@ export class Client {
       const onAbort = () => {
         if (link.pending.delete(correlation)) conn.send({ name: "Cancel", body: { correlation } });
         reject(signal!.reason);
+        link.settled();
       };
       link.pending.set(correlation, {
         resolve: (a) => {
@@ -470,6 +506,7 @@ export class Client {
     const correlation = link.correlation();
     const queue = new AsyncQueue<Event>(4096, () => {
       if (link.subscriptions.delete(correlation)) link.conn.send({ name: "Cancel", body: { correlation } });
+      link.settled();
     });
     link.subscriptions.set(correlation, { queue });
     link.conn.send({ name: "Subscribe", body: { correlation, topics: topics.map((t) => (t === "workers" ? "Workers" : "Peers")) } });
@@ -500,6 +537,8 @@ export class Client {
   close(): void {
     this.closed = true;
     this.link?.conn.goodbye("client closed");
+    for (const old of this.retiring) old.conn.goodbye("client closed");
+    this.retiring.clear();
   }
 }
 
