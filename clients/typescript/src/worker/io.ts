@@ -115,6 +115,7 @@ function forget(id: number): void {
   if (byCorrelation.get(job.correlation) === id) byCorrelation.delete(job.correlation);
 }
 
+/** Requests held against the capacity: running, or finished with the answer not written on this connection. */
 function running(): number {
   let n = 0;
   for (const job of jobs.values()) if (job.outcome === null || job.sentOn !== generation) n++;
@@ -153,8 +154,26 @@ function onFrame(frame: Frame): void {
   switch (frame.name) {
     case "Push":
     case "Push3": {
-      const id = nextJob++;
       const r = b.request;
+      const same = byCorrelation.get(b.correlation);
+      const held = same === undefined ? undefined : jobs.get(same);
+      if (held && (held.outcome === null || held.sentOn !== generation)) {
+        // A correlation still owed: the node's mistake, not a second request.
+        return;
+      }
+      if (running() >= config.concurrency) {
+        // Beyond the capacity registered: refused at once, so the node may place it elsewhere.
+        const message = `worker is at its capacity of ${config.concurrency} requests`;
+        conn?.send({
+          name: "Reply",
+          body: {
+            correlation: b.correlation,
+            response: { workflow_id: r.workflow_id, ordinal: r.ordinal, run_id: r.run_id, outcome: { Failure: { message, retryable: true } } },
+          },
+        });
+        return;
+      }
+      const id = nextJob++;
       jobs.set(id, {
         correlation: b.correlation,
         workflow_id: r.workflow_id,

@@ -1,0 +1,134 @@
+// The worker against fake nodes that do what a real node should not (or rarely does): pushes
+// beyond capacity, a reused correlation, no pongs, drains and drops, to check its bounds.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import * as net from "node:net";
+import { Worker, codec } from "../dist/index.js";
+import { within } from "./helpers.mjs";
+
+const { encodeFrame, decodeBody, FrameReader } = codec;
+
+const LIMITS = { max_frame_len: 4194304, max_in_flight: 1024, ping_interval_ms: 5000, max_missed_pings: 3, max_name_len: 255, max_set_len: 64 };
+
+/**
+ * A fake node for workers: shakes hands as a version-4 node and answers the worker's pings
+ * (unless `pong` is false); each connection goes to `onConnection(c)`, where `c.next(name)`
+ * waits for the next frame of that name from the worker, `c.send(frame)` writes one, and
+ * `c.frames` records them all. `connections` lists them.
+ */
+async function fakeNode(onConnection, { pong = true } = {}) {
+  const connections = [];
+  const server = net.createServer((socket) => {
+    socket.on("error", () => {});
+    const reader = new FrameReader();
+    const frames = [];
+    const waiters = [];
+    let closedResolve;
+    const c = {
+      index: connections.length,
+      at: Date.now(),
+      frames,
+      closed: new Promise((r) => (closedResolve = r)),
+      send: (frame) => socket.write(encodeFrame(frame)),
+      destroy: () => socket.destroy(),
+      next(name, ms = 5000) {
+        const seen = frames.filter((f) => f.name === name).length;
+        const want = (c.taken[name] = (c.taken[name] ?? 0) + 1);
+        if (seen >= want) return Promise.resolve(frames.filter((f) => f.name === name)[want - 1]);
+        return within(ms, new Promise((resolve) => waiters.push({ name, want, resolve })), `${name} #${want} on connection ${c.index}`);
+      },
+      taken: {},
+    };
+    connections.push(c);
+    socket.on("close", () => closedResolve());
+    socket.on("data", (chunk) => {
+      reader.push(chunk);
+      for (let body; (body = reader.next()) !== null; ) {
+        const frame = decodeBody(body);
+        frames.push(frame);
+        if (frame.name === "Hello") {
+          c.send({
+            name: "Welcome3",
+            body: { version: 4, node_id: "fake", pid: 1, limits: LIMITS, header_limits: { max_headers: 32, max_header_bytes: 8192 }, features: ["headers", "progress", "heartbeat-timeout", "worker-resume"] },
+          });
+          onConnection(c);
+        } else if (frame.name === "Ping" && pong) {
+          c.send({ name: "Pong", body: { nonce: frame.body.nonce } });
+        }
+        for (const w of waiters.splice(0)) {
+          const n = frames.filter((f) => f.name === w.name).length;
+          if (n >= w.want) w.resolve(frames.filter((f) => f.name === w.name)[w.want - 1]);
+          else waiters.push(w);
+        }
+      }
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    addr: `127.0.0.1:${server.address().port}`,
+    connections,
+    close() {
+      for (const c of connections) c.destroy();
+      server.close();
+    },
+  };
+}
+
+const push = (correlation, input) => ({
+  name: "Push3",
+  body: {
+    correlation,
+    request: { namespace: "ns", task_queue: "", activity_type: "a", node: null, workflow_id: "", ordinal: 0, run_id: null, attempt: 1, input: new TextEncoder().encode(input), deadline_unix_ms: null },
+    extras: { headers: [], priority: null, fairness_key: null, fairness_weight: null, deployment: null, extensions: [] },
+  },
+});
+
+const text = (reply) => {
+  const o = reply.body.response.outcome;
+  return o.Success ? `success ${new TextDecoder().decode(o.Success)}` : `failure ${o.Failure.retryable ? "retryable" : "final"} ${o.Failure.message}`;
+};
+
+test("a push beyond the worker's capacity is refused with a retryable failure; a correlation still owed is ignored", async () => {
+  let firstConnection;
+  const ready = new Promise((r) => (firstConnection = r));
+  const node = await fakeNode(async (c) => {
+    await c.next("Register3");
+    c.send({ name: "Registered", body: { worker_id: 7 } });
+    firstConnection(c);
+  });
+  let release;
+  const gate = new Promise((r) => (release = r));
+  const started = [];
+  const worker = new Worker({
+    nodes: node.addr,
+    namespaces: "ns",
+    activities: "a",
+    concurrency: 1,
+    handler: async (r) => {
+      started.push(r.text());
+      await gate;
+      return "done " + r.text();
+    },
+  });
+  try {
+    await within(5000, worker.registered(), "registration");
+    const c = await ready;
+    c.send(push(1, "one"));
+    c.send(push(1, "one again"));
+    c.send(push(2, "two"));
+    const refused = await c.next("Reply");
+    assert.equal(refused.body.correlation, 2);
+    assert.equal(text(refused), "failure retryable worker is at its capacity of 1 requests");
+    release();
+    const done = await c.next("Reply");
+    assert.deepEqual([done.body.correlation, text(done)], [1, "success done one"]);
+    // Capacity free again: the next push runs.
+    c.send(push(3, "three"));
+    const third = await c.next("Reply");
+    assert.deepEqual([third.body.correlation, text(third)], [3, "success done three"]);
+    assert.deepEqual(started, ["one", "three"]);
+  } finally {
+    await worker.close();
+    node.close();
+  }
+});
