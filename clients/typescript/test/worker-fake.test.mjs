@@ -132,3 +132,46 @@ test("a push beyond the worker's capacity is refused with a retryable failure; a
     node.close();
   }
 });
+
+test("answers written and never proved read by a Pong are held up to the capacity, the latest kept for a resume", async () => {
+  const conns = [];
+  let arrived;
+  let wanted = 0;
+  const node = await fakeNode(
+    async (c) => {
+      conns.push(c);
+      if (conns.length === wanted) arrived(c);
+      if (c.index === 0) {
+        await c.next("Register3");
+        c.send({ name: "Registered", body: { worker_id: 7 } });
+        c.send({ name: "Session", body: { token: new Uint8Array(16).fill(9), resume_grace_ms: 60000 } });
+      }
+    },
+    { pong: false },
+  );
+  const connection = (n) => {
+    wanted = n;
+    if (conns.length >= n) return Promise.resolve(conns[n - 1]);
+    return within(10000, new Promise((r) => (arrived = r)), `connection ${n}`);
+  };
+  const worker = new Worker({ nodes: node.addr, namespaces: "ns", activities: "a", concurrency: 2, backoffMinMs: 10, handler: (r) => "done " + r.text() });
+  try {
+    await within(5000, worker.registered(), "registration");
+    const c = await connection(1);
+    for (let i = 1; i <= 6; i++) {
+      c.send(push(i, String(i)));
+      const reply = await c.next("Reply");
+      assert.equal(reply.body.correlation, i);
+    }
+    c.destroy();
+    const again = await connection(2);
+    const resume = await again.next("ResumeSession");
+    assert.deepEqual(resume.body.holding, [5, 6]);
+    again.send({ name: "SessionResumed", body: { worker_id: 7, attached: [5, 6], unknown: [] } });
+    const redelivered = [await again.next("Reply"), await again.next("Reply")];
+    assert.deepEqual(redelivered.map((f) => [f.body.correlation, text(f)]), [[5, "success done 5"], [6, "success done 6"]]);
+  } finally {
+    await worker.close();
+    node.close();
+  }
+});

@@ -44,6 +44,11 @@ let session: Session | null = null;
 let nextJob = 1;
 const jobs = new Map<number, Job>();
 const byCorrelation = new Map<number | bigint, number>();
+/**
+ * Answers written on this connection and not yet proved read, oldest first; at most
+ * `unprovedBound()`, the oldest forgotten beyond (a resume may then lose it, as in Rust).
+ */
+const unproved = new Set<number>();
 let pingNonce = 0;
 let pingOutstanding = false;
 let draining: "none" | "ours" | "node" = "none";
@@ -78,6 +83,11 @@ function flush(ids: Iterable<number>): void {
     job.sentBefore = pingNonce + 1;
     if (draining !== "none") completedSinceDrain++;
     if (!session) forget(id);
+    else unproved.add(id);
+  }
+  for (const id of unproved) {
+    if (unproved.size <= unprovedBound()) break;
+    forget(id);
   }
   if (frames.length === 0) return;
   conn.sendMany(frames);
@@ -93,26 +103,36 @@ function proveLater(): void {
   conn.send({ name: "Ping", body: { nonce: pingNonce } });
 }
 
+/** The most answers kept after writing them until a Pong proves them read: the capacity. */
+function unprovedBound(): number {
+  return Math.max(1, config.concurrency);
+}
+
 function proved(nonce: number): void {
   pingOutstanding = false;
-  for (const [id, job] of jobs) {
-    if (job.outcome !== null && job.sentOn === generation && job.sentBefore <= nonce) forget(id);
+  for (const id of unproved) {
+    const job = jobs.get(id);
+    if (job && job.sentBefore > nonce) break;
+    forget(id);
   }
   // Answers written after that ping wait for the next one.
-  for (const job of jobs.values()) {
-    if (job.outcome !== null && job.sentOn === generation) {
-      proveLater();
-      break;
-    }
-  }
+  if (unproved.size > 0) proveLater();
   maybeDrained();
 }
 
 function forget(id: number): void {
+  unproved.delete(id);
   const job = jobs.get(id);
   if (!job) return;
   jobs.delete(id);
   if (byCorrelation.get(job.correlation) === id) byCorrelation.delete(job.correlation);
+}
+
+/** Forgets every job (the main thread is told separately, where it must be). */
+function clearJobs(): void {
+  jobs.clear();
+  byCorrelation.clear();
+  unproved.clear();
 }
 
 /** Requests held against the capacity: running, or finished with the answer not written on this connection. */
@@ -129,8 +149,7 @@ function maybeDrained(): void {
   const completed = completedSinceDrain;
   c.send({ name: "Drained", body: { completed } });
   session = null;
-  jobs.clear();
-  byCorrelation.clear();
+  clearJobs();
   if (draining === "ours") {
     stopping = true;
     c.goodbye("drained");
@@ -145,8 +164,7 @@ function maybeDrained(): void {
 /** Ends every job on the main thread's side (their results will find no push). */
 function dropAll(reason: string): void {
   if (jobs.size > 0) post({ t: "cancel", jobs: [...jobs.keys()], reason });
-  jobs.clear();
-  byCorrelation.clear();
+  clearJobs();
 }
 
 function onFrame(frame: Frame): void {
@@ -323,6 +341,8 @@ async function run(): Promise<void> {
         });
         conn = c;
         generation++;
+        // What was written on the last connection and not proved read is owed again.
+        unproved.clear();
         registered = false;
         pingOutstanding = false;
         const resumed = await register(c);
