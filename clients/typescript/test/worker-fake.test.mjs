@@ -175,3 +175,52 @@ test("answers written and never proved read by a Pong are held up to the capacit
     node.close();
   }
 });
+
+test("a drain the node asked for ends with that connection: the next node is not told Drained", async () => {
+  const conns = [];
+  const waiting = [];
+  // A connection counts once the worker is registered on it.
+  const node = await fakeNode(async (c) => {
+    await c.next("Register3");
+    c.send({ name: "Registered", body: { worker_id: 7 + c.index } });
+    conns.push(c);
+    for (const w of waiting.splice(0)) {
+      if (conns.length >= w.n) w.resolve(conns[w.n - 1]);
+      else waiting.push(w);
+    }
+  });
+  const connection = (n) =>
+    conns.length >= n ? Promise.resolve(conns[n - 1]) : within(10000, new Promise((resolve) => waiting.push({ n, resolve })), `connection ${n}`);
+  let started;
+  const startedP = new Promise((r) => (started = r));
+  const worker = new Worker({
+    nodes: node.addr,
+    namespaces: "ns",
+    activities: "a",
+    concurrency: 2,
+    backoffMinMs: 10,
+    handler: (r) => {
+      if (r.text() !== "slow") return "done " + r.text();
+      started();
+      return new Promise((_, reject) => r.signal.addEventListener("abort", () => reject(r.signal.reason)));
+    },
+  });
+  try {
+    await within(5000, worker.registered(), "registration");
+    const first = await connection(1);
+    first.send(push(1, "slow"));
+    await within(5000, startedP, "handler start");
+    first.send({ name: "Drain", body: { grace_ms: 10000 } });
+    // Lost while draining, the request still running.
+    first.destroy();
+    const second = await connection(2);
+    second.send(push(2, "two"));
+    assert.equal(text(await second.next("Reply")), "success done two");
+    second.send(push(3, "three"));
+    assert.equal(text(await second.next("Reply")), "success done three");
+    assert.deepEqual(second.frames.filter((f) => f.name === "Drained" || f.name === "Goodbye"), []);
+  } finally {
+    await worker.close();
+    node.close();
+  }
+});

@@ -343,6 +343,8 @@ async function run(): Promise<void> {
         generation++;
         // What was written on the last connection and not proved read is owed again.
         unproved.clear();
+        // A drain the last node asked for ended with it: this node did not ask.
+        if (draining === "node") draining = "none";
         registered = false;
         pingOutstanding = false;
         const resumed = await register(c);
