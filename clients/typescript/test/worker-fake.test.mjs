@@ -224,3 +224,49 @@ test("a drain the node asked for ends with that connection: the next node is not
     node.close();
   }
 });
+
+test("a drain whose node is lost with work in flight stops at once, aborting the handler, instead of waiting for a node", async () => {
+  let registeredOn;
+  const ready = new Promise((r) => (registeredOn = r));
+  const node = await fakeNode(async (c) => {
+    await c.next("Register3");
+    c.send({ name: "Registered", body: { worker_id: 7 } });
+    c.send({ name: "Session", body: { token: new Uint8Array(16).fill(3), resume_grace_ms: 60000 } });
+    registeredOn(c);
+  });
+  let started;
+  const startedP = new Promise((r) => (started = r));
+  let aborted;
+  const abortedP = new Promise((r) => (aborted = r));
+  const worker = new Worker({
+    nodes: node.addr,
+    namespaces: "ns",
+    activities: "a",
+    backoffMinMs: 10,
+    handler: (r) => {
+      started();
+      return new Promise((_, reject) =>
+        r.signal.addEventListener("abort", () => {
+          aborted(r.signal.reason);
+          reject(r.signal.reason);
+        }),
+      );
+    },
+  });
+  try {
+    await within(5000, worker.registered(), "registration");
+    const c = await ready;
+    c.send(push(1, "forever"));
+    await within(5000, startedP, "handler start");
+    const drained = worker.drain();
+    await c.next("Drain");
+    // The node goes away for good.
+    node.close();
+    await within(10000, drained, "drain");
+    const reason = await within(5000, abortedP, "handler aborted");
+    assert.match(reason.message, /drained while not connected/);
+  } finally {
+    await worker.close();
+    node.close();
+  }
+});

@@ -161,6 +161,16 @@ function maybeDrained(): void {
   }
 }
 
+/**
+ * A drain of ours with no connection to finish it on: stops at once, as the Rust worker does;
+ * the handlers still running are aborted (their answers could reach no node).
+ */
+function stopDrained(): void {
+  stopping = true;
+  dropAll("drained while not connected to a node");
+  post({ t: "drained", completed: completedSinceDrain });
+}
+
 /** Ends every job on the main thread's side (their results will find no push). */
 function dropAll(reason: string): void {
   if (jobs.size > 0) post({ t: "cancel", jobs: [...jobs.keys()], reason });
@@ -339,6 +349,11 @@ async function run(): Promise<void> {
           features: WORKER_FEATURES,
           handshakeTimeoutMs: config.handshakeTimeoutMs,
         });
+        if (stopping) {
+          // Stopped (closed or drained) while this connection was being made.
+          c.goodbye("stopped");
+          return;
+        }
         conn = c;
         generation++;
         // What was written on the last connection and not proved read is owed again.
@@ -362,6 +377,10 @@ async function run(): Promise<void> {
         conn = null;
         if (stopping) return;
         post({ t: "disconnected", reason: err.message });
+        if (draining === "ours") {
+          stopDrained();
+          return;
+        }
         if (session && err.code !== "closed") {
           session.lostAt = Date.now();
         } else if (!session) {
@@ -425,9 +444,8 @@ port.on("message", (m: ToIo) => {
         conn.send({ name: "Drain", body: { grace_ms: 0 } });
         maybeDrained();
       } else {
-        stopping = true;
         conn?.goodbye("drained");
-        post({ t: "drained", completed: 0 });
+        stopDrained();
       }
       return;
     case "stop":
