@@ -270,3 +270,23 @@ test("a drain whose node is lost with work in flight stops at once, aborting the
     node.close();
   }
 });
+
+test("a node that registers the worker and drops it at once is redialled with growing backoff", async () => {
+  const node = await fakeNode(async (c) => {
+    await c.next("Register3");
+    c.send({ name: "Registered", body: { worker_id: 7 } });
+    c.destroy();
+  });
+  const worker = new Worker({ nodes: node.addr, namespaces: "ns", activities: "a", backoffMinMs: 50, backoffMaxMs: 2000, handler: () => "" });
+  try {
+    let poll;
+    await within(20000, new Promise((r) => (poll = setInterval(() => node.connections.length >= 6 && r(), 10))), "six connections").finally(() => clearInterval(poll));
+    const at = node.connections.map((c) => c.at);
+    const gaps = at.slice(1).map((t, i) => t - at[i]);
+    // The fifth redial waits half of 50 ms doubled five times at least: 800 ms.
+    assert.ok(gaps[4] >= 400, `gaps between dials ${gaps.join(", ")} ms`);
+  } finally {
+    await worker.close();
+    node.close();
+  }
+});

@@ -365,7 +365,7 @@ async function run(): Promise<void> {
         const resumed = await register(c);
         registered = true;
         connected = true;
-        failures = 0;
+        const registeredAt = Date.now();
         c.onFrame = onFrame;
         const lost = new Promise<LintelError>((resolve) => (c.onClose = resolve));
         if (resumed) {
@@ -376,6 +376,9 @@ async function run(): Promise<void> {
         registered = false;
         conn = null;
         if (stopping) return;
+        // A connection that held for the longest backoff was a good one; one lost sooner
+        // counts as a failure, so a node that welcomes and drops is not redialled hot.
+        failures = Date.now() - registeredAt >= config.backoffMaxMs ? 0 : failures + 1;
         post({ t: "disconnected", reason: err.message });
         if (draining === "ours") {
           stopDrained();
@@ -401,7 +404,7 @@ async function run(): Promise<void> {
     if (stopping) return;
     if (!connected) failures++;
     const backoff = Math.min(config.backoffMaxMs, config.backoffMinMs * 2 ** Math.min(failures, 16));
-    await delay(connected ? config.backoffMinMs * Math.random() : backoff * (0.5 + Math.random() / 2));
+    await delay(backoff * (0.5 + Math.random() / 2));
   }
 }
 
