@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
-import { Client, ConnectionLostError, UnknownVariantError, Worker, codec } from "../dist/index.js";
+import { Client, ConnectionLostError, LintelError, UnknownVariantError, Worker, codec } from "../dist/index.js";
 import { startNode, within } from "./helpers.mjs";
 
 const { encodeFrame, decodeBody, FrameReader } = codec;
@@ -228,4 +228,22 @@ test("a draining answer moves new work to another node; the old connection stays
     draining.close();
     other.close();
   }
+});
+
+test("a status query or subscription the node never answers rejects with a typed timeout; bad options are typed invalid", async () => {
+  const silent = await fakeNode(() => {});
+  let client;
+  try {
+    client = await Client.connect({ nodes: silent.addr, requestTimeoutMs: 200 });
+    await assert.rejects(within(5000, client.status(), "status settles"), (e) => e instanceof LintelError && e.code === "timeout");
+    await assert.rejects(within(5000, client.subscribe(["workers"]), "subscribe settles"), (e) => e instanceof LintelError && e.code === "timeout");
+  } finally {
+    client?.close();
+    silent.close();
+  }
+  const invalid = (e) => e instanceof LintelError && e.code === "invalid";
+  await assert.rejects(Client.connect({ nodes: "no-port-here" }), invalid);
+  await assert.rejects(Client.connect({ nodes: "127.0.0.1:1", backoffMinMs: -1 }), invalid);
+  assert.throws(() => new Worker({ nodes: "no-port-here", namespaces: "n", activities: "a", handler: () => "" }), invalid);
+  assert.throws(() => new Worker({ nodes: "127.0.0.1:1", namespaces: "n", activities: "a" }), invalid);
 });

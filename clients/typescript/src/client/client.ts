@@ -5,7 +5,7 @@
  * marked idempotent, as the Rust client does. Runs on the caller's thread: a producer only
  * waits, so nothing it runs can hold up a `Pong`.
  */
-import { Connection, type TlsOptions } from "../connection.js";
+import { Connection, splitAddress, type TlsOptions } from "../connection.js";
 import { Reader } from "../codec/bytes.js";
 import { TAG_HEARTBEAT_TIMEOUT, TAG_PROGRESS } from "../codec/types.js";
 import { Writer } from "../codec/bytes.js";
@@ -29,6 +29,8 @@ export interface ClientOptions {
   /** Delay before dialling again after a round of nodes failed; default 100 ms doubling to 5 s. */
   backoffMinMs?: number;
   backoffMaxMs?: number;
+  /** How long `status()` and `subscribe()` wait for the node's answer; default 10000 ms. */
+  requestTimeoutMs?: number;
 }
 
 /** Which attempts a dispatch may retry. */
@@ -259,6 +261,10 @@ export class Client {
   private constructor(private readonly options: ClientOptions) {
     this.nodes = Array.isArray(options.nodes) ? options.nodes : [options.nodes];
     if (this.nodes.length === 0) throw new LintelError("invalid", "a client needs one node address at least");
+    for (const address of this.nodes) splitAddress(address);
+    for (const [name, v] of Object.entries({ handshakeTimeoutMs: options.handshakeTimeoutMs, backoffMinMs: options.backoffMinMs, backoffMaxMs: options.backoffMaxMs, requestTimeoutMs: options.requestTimeoutMs })) {
+      if (v !== undefined && !(Number.isFinite(v) && v >= 0)) throw new LintelError("invalid", `${name} is a number of milliseconds, not ${String(v)}`);
+    }
   }
 
   /** Connects to the first node of `options.nodes` that answers. Rejects with `unreachable` when none does. */
@@ -510,7 +516,12 @@ export class Client {
     });
     link.subscriptions.set(correlation, { queue });
     link.conn.send({ name: "Subscribe", body: { correlation, topics: topics.map((t) => (t === "workers" ? "Workers" : "Peers")) } });
-    await this.query(link);
+    try {
+      await this.query(link);
+    } catch (err) {
+      void queue.return();
+      throw err;
+    }
     return {
       [Symbol.asyncIterator]: () => queue,
       close: () => void queue.return(),
@@ -522,12 +533,30 @@ export class Client {
     return this.query(await this.usable());
   }
 
+  /** A status query on `link`; rejects with `timeout` when the node does not answer in `requestTimeoutMs`. */
   private query(link: Link): Promise<unknown> {
     const correlation = link.correlation();
+    const ms = this.options.requestTimeoutMs ?? 10000;
     return new Promise((resolve, reject) => {
-      link.queries.set(correlation, { resolve, reject });
+      const timer = setTimeout(() => {
+        if (!link.queries.delete(correlation)) return;
+        reject(new LintelError("timeout", `${link.conn.address} did not answer a status query within ${ms} ms`));
+        link.settled();
+      }, ms);
+      const done = () => clearTimeout(timer);
+      link.queries.set(correlation, {
+        resolve: (v) => {
+          done();
+          resolve(v);
+        },
+        reject: (e) => {
+          done();
+          reject(e);
+        },
+      });
       if (!link.conn.send({ name: "StatusQuery", body: { correlation } })) {
         link.queries.delete(correlation);
+        done();
         reject(new ConnectionLostError(`${link.conn.address} closed`, false));
       }
     });

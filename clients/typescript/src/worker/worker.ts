@@ -6,7 +6,7 @@
  */
 import { Worker as Thread } from "node:worker_threads";
 import { EventEmitter } from "node:events";
-import type { TlsOptions } from "../connection.js";
+import { splitAddress, type TlsOptions } from "../connection.js";
 import { LintelError } from "../errors.js";
 import type { FromIo, IoConfig, Outcome, PushItem, ToIo } from "./messages.js";
 
@@ -138,6 +138,12 @@ export class Worker extends EventEmitter {
     if (config.namespaces.length === 0) throw new LintelError("invalid", "a worker needs one namespace at least");
     if (config.activities.length === 0) throw new LintelError("invalid", "a worker needs one activity type at least");
     if (!Number.isInteger(config.concurrency) || config.concurrency < 1) throw new LintelError("invalid", "concurrency is a positive integer");
+    for (const address of config.nodes) splitAddress(address);
+    if (typeof options.handler !== "function") throw new LintelError("invalid", "a worker needs a handler function");
+    for (const name of ["handshakeTimeoutMs", "backoffMinMs", "backoffMaxMs"] as const) {
+      const v = config[name];
+      if (!(Number.isFinite(v) && v >= 0)) throw new LintelError("invalid", `${name} is a number of milliseconds, not ${String(v)}`);
+    }
     this.handler = options.handler;
     this.thread = new Thread(new URL("./io.js", import.meta.url), { workerData: config });
     let registered!: () => void;
