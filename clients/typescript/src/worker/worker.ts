@@ -97,7 +97,7 @@ export interface Request {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** Worker events: `registered`, `disconnected`, `error`. */
+/** Worker events: `registered`, `disconnected`, `drained` (a drain is done, `{completed}`), `error`. */
 export class Worker extends EventEmitter {
   private readonly thread: Thread;
   private readonly handler: Handler;
@@ -175,6 +175,7 @@ export class Worker extends EventEmitter {
         case "drained":
           this.finish();
           finished();
+          this.emit("drained", { completed: m.completed });
           return;
         case "stopped":
           if (m.error) {
