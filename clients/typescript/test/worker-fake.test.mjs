@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
-import { Worker, codec } from "../dist/index.js";
+import { RefusedError, Worker, codec } from "../dist/index.js";
 import { within } from "./helpers.mjs";
 
 const { encodeFrame, decodeBody, FrameReader } = codec;
@@ -285,6 +285,20 @@ test("a node that registers the worker and drops it at once is redialled with gr
     const gaps = at.slice(1).map((t, i) => t - at[i]);
     // The fifth redial waits half of 50 ms doubled five times at least: 800 ms.
     assert.ok(gaps[4] >= 400, `gaps between dials ${gaps.join(", ")} ms`);
+  } finally {
+    await worker.close();
+    node.close();
+  }
+});
+
+test("a registration the node refuses rejects registered() with a RefusedError naming the refusal", async () => {
+  const node = await fakeNode(async (c) => {
+    await c.next("Register3");
+    c.send({ name: "RegisterRefused", body: { code: "Unauthorized", reason: "no such tenant" } });
+  });
+  const worker = new Worker({ nodes: node.addr, namespaces: "ns", activities: "a", handler: () => "" });
+  try {
+    await assert.rejects(within(5000, worker.registered(), "registration settles"), (e) => e instanceof RefusedError && e.refusal === "Unauthorized" && e.reason === "no such tenant");
   } finally {
     await worker.close();
     node.close();

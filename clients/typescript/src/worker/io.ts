@@ -396,7 +396,7 @@ async function run(): Promise<void> {
         if (session && session.lostAt === null) session.lostAt = Date.now();
         if (err instanceof RefusedError && err.refusal !== "Draining" && err.refusal !== "TooManyConnections") {
           stopping = true;
-          post({ t: "stopped", reason: err.message, error: { code: err.code, message: err.message } });
+          post({ t: "stopped", reason: err.message, error: { code: err.code, message: err.message, refusal: err.refusal, refusalReason: err.reason } });
           return;
         }
       }

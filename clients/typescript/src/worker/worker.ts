@@ -7,7 +7,7 @@
 import { Worker as Thread } from "node:worker_threads";
 import { EventEmitter } from "node:events";
 import { splitAddress, type TlsOptions } from "../connection.js";
-import { LintelError } from "../errors.js";
+import { LintelError, RefusedError } from "../errors.js";
 import type { FromIo, IoConfig, Outcome, PushItem, ToIo } from "./messages.js";
 
 /** How a worker registers and runs. */
@@ -179,7 +179,8 @@ export class Worker extends EventEmitter {
           return;
         case "stopped":
           if (m.error) {
-            const err = new LintelError(m.error.code as never, m.error.message);
+            const e = m.error;
+            const err = e.refusal !== undefined ? new RefusedError(e.refusal, e.refusalReason ?? "") : new LintelError(e.code as never, e.message);
             failed(err);
             if (this.listenerCount("error") > 0) this.emit("error", err);
           }
