@@ -33,6 +33,8 @@ export type ErrorCode =
   | "unreachable"
   /** The handshake did not finish in time. */
   | "handshake-timeout"
+  /** A status query or subscription had no answer from the node in time. */
+  | "timeout"
   /** The client or worker was closed by its owner. */
   | "closed"
   /** A request the SDK checks before sending (limits, header names) is invalid. */

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
-import { Client, ConnectionLostError, UnknownVariantError, Worker, codec } from "../dist/index.js";
+import { Client, ConnectionLostError, LintelError, UnknownVariantError, Worker, codec } from "../dist/index.js";
 import { startNode, within } from "./helpers.mjs";
 
 const { encodeFrame, decodeBody, FrameReader } = codec;
@@ -195,4 +195,55 @@ test("a client of several nodes skips one that does not answer and fails over wh
     await a.stop();
     await b.stop();
   }
+});
+
+test("a draining answer moves new work to another node; the old connection stays until its pending dispatch ends, then says goodbye", async () => {
+  let held;
+  const draining = await fakeNode((frame, socket, i) => {
+    if (frame.name !== "Submit3") return;
+    if (i === 0) held = { socket, correlation: frame.body.correlation };
+    else socket.write(served(frame.body.correlation, "Draining"));
+  });
+  const other = await fakeNode((frame, socket) => {
+    if (frame.name === "Submit3") socket.write(served(frame.body.correlation, success("elsewhere")));
+  });
+  let client;
+  try {
+    client = await Client.connect({ nodes: [draining.addr, other.addr] });
+    const first = client.dispatch("ns", "a", "first", { retry: false });
+    let poll;
+    await within(5000, new Promise((r) => (poll = setInterval(() => held && r(), 5))), "first submission at the node").finally(() => clearInterval(poll));
+    const second = await within(5000, client.dispatch("ns", "a", "second"), "second dispatch");
+    assert.equal(second.node, other.addr);
+    assert.deepEqual(second.retried, [{ node: draining.addr, reason: "draining" }]);
+    // The draining node still answers what it was given before.
+    assert.equal(draining.frames.some((f) => f.name === "Goodbye"), false, "goodbye while a dispatch is pending there");
+    held.socket.write(served(held.correlation, success("still answered")));
+    const r = await within(5000, first, "first dispatch");
+    assert.equal(r.kind, "completed", JSON.stringify(r));
+    assert.equal(r.outcome.text(), "still answered");
+    await within(5000, new Promise((res) => (poll = setInterval(() => draining.frames.some((f) => f.name === "Goodbye") && res(), 5))), "goodbye on the drained connection").finally(() => clearInterval(poll));
+  } finally {
+    client?.close();
+    draining.close();
+    other.close();
+  }
+});
+
+test("a status query or subscription the node never answers rejects with a typed timeout; bad options are typed invalid", async () => {
+  const silent = await fakeNode(() => {});
+  let client;
+  try {
+    client = await Client.connect({ nodes: silent.addr, requestTimeoutMs: 200 });
+    await assert.rejects(within(5000, client.status(), "status settles"), (e) => e instanceof LintelError && e.code === "timeout");
+    await assert.rejects(within(5000, client.subscribe(["workers"]), "subscribe settles"), (e) => e instanceof LintelError && e.code === "timeout");
+  } finally {
+    client?.close();
+    silent.close();
+  }
+  const invalid = (e) => e instanceof LintelError && e.code === "invalid";
+  await assert.rejects(Client.connect({ nodes: "no-port-here" }), invalid);
+  await assert.rejects(Client.connect({ nodes: "127.0.0.1:1", backoffMinMs: -1 }), invalid);
+  assert.throws(() => new Worker({ nodes: "no-port-here", namespaces: "n", activities: "a", handler: () => "" }), invalid);
+  assert.throws(() => new Worker({ nodes: "127.0.0.1:1", namespaces: "n", activities: "a" }), invalid);
 });

@@ -5,7 +5,7 @@
  * marked idempotent, as the Rust client does. Runs on the caller's thread: a producer only
  * waits, so nothing it runs can hold up a `Pong`.
  */
-import { Connection, type TlsOptions } from "../connection.js";
+import { Connection, splitAddress, type TlsOptions } from "../connection.js";
 import { Reader } from "../codec/bytes.js";
 import { TAG_HEARTBEAT_TIMEOUT, TAG_PROGRESS } from "../codec/types.js";
 import { Writer } from "../codec/bytes.js";
@@ -29,6 +29,8 @@ export interface ClientOptions {
   /** Delay before dialling again after a round of nodes failed; default 100 ms doubling to 5 s. */
   backoffMinMs?: number;
   backoffMaxMs?: number;
+  /** How long `status()` and `subscribe()` wait for the node's answer; default 10000 ms. */
+  requestTimeoutMs?: number;
 }
 
 /** Which attempts a dispatch may retry. */
@@ -104,6 +106,8 @@ class Link {
   readonly queries = new Map<number, { resolve: (status: unknown) => void; reject: (e: unknown) => void }>();
   private next = 1;
   draining = false;
+  /** Replaced after a `draining` answer: says goodbye once nothing is pending on it. */
+  private retiring = false;
 
   constructor(readonly conn: Connection) {
     conn.onFrame = (f) => this.onFrame(f);
@@ -113,6 +117,22 @@ class Link {
 
   get usable(): boolean {
     return !this.conn.isClosed && !this.draining;
+  }
+
+  /**
+   * No new work goes here: the node still answers what is pending while it drains, so the
+   * connection stays until that has ended, then says goodbye.
+   */
+  retire(): void {
+    this.retiring = true;
+    this.settled();
+  }
+
+  /** Something pending ended: a retiring link with nothing left says goodbye. */
+  settled(): void {
+    if (this.retiring && this.pending.size === 0 && this.queries.size === 0 && this.subscriptions.size === 0) {
+      this.conn.goodbye("draining");
+    }
   }
 
   correlation(): number {
@@ -137,6 +157,7 @@ class Link {
         } catch (err) {
           p.reject(err);
         }
+        this.settled();
         return;
       }
       case "Progress":
@@ -149,6 +170,7 @@ class Link {
           this.subscriptions.delete(b.correlation);
           this.conn.send({ name: "Cancel", body: { correlation: b.correlation } });
           s.queue.end(new LintelError("closed", "subscription dropped: its reader fell 4096 events behind"));
+          this.settled();
         }
         return;
       }
@@ -158,6 +180,7 @@ class Link {
         this.subscriptions.delete(b.correlation);
         if (b.code === "Cancelled") s.queue.end();
         else s.queue.end(new LintelError("refused", `subscription ended ${b.code}: ${b.reason}`));
+        this.settled();
         return;
       }
       case "StatusDocument":
@@ -171,6 +194,7 @@ class Link {
         } catch (err) {
           q.reject(new LintelError("malformed", `status document is not JSON: ${String(err)}`));
         }
+        this.settled();
         return;
       }
       case "Goodbye":
@@ -192,6 +216,7 @@ class Link {
       if (p) {
         this.pending.delete(correlation as number);
         p.reject(err);
+        this.settled();
       }
     } catch {
       // Not even the correlation reads: nothing to settle.
@@ -224,6 +249,8 @@ export interface Watched {
 
 export class Client {
   private link: Link | null = null;
+  /** Links left after a `draining` answer, open until what is pending on them ends. */
+  private readonly retiring = new Set<Link>();
   private connecting: Promise<Link> | null = null;
   private readonly nodes: string[];
   private rotation = 0;
@@ -234,6 +261,10 @@ export class Client {
   private constructor(private readonly options: ClientOptions) {
     this.nodes = Array.isArray(options.nodes) ? options.nodes : [options.nodes];
     if (this.nodes.length === 0) throw new LintelError("invalid", "a client needs one node address at least");
+    for (const address of this.nodes) splitAddress(address);
+    for (const [name, v] of Object.entries({ handshakeTimeoutMs: options.handshakeTimeoutMs, backoffMinMs: options.backoffMinMs, backoffMaxMs: options.backoffMaxMs, requestTimeoutMs: options.requestTimeoutMs })) {
+      if (v !== undefined && !(Number.isFinite(v) && v >= 0)) throw new LintelError("invalid", `${name} is a number of milliseconds, not ${String(v)}`);
+    }
   }
 
   /** Connects to the first node of `options.nodes` that answers. Rejects with `unreachable` when none does. */
@@ -285,7 +316,17 @@ export class Client {
           conn.goodbye("client closed");
           throw new LintelError("closed", "client closed");
         }
+        const old = this.link;
         this.link = new Link(conn);
+        if (old && !old.conn.isClosed) {
+          this.retiring.add(old);
+          const onClose = old.conn.onClose;
+          old.conn.onClose = (err) => {
+            this.retiring.delete(old);
+            onClose(err);
+          };
+          old.retire();
+        }
         this.failures = 0;
         this.notBefore = 0;
         return this.link;
@@ -430,6 +471,7 @@ export class Client {
       const onAbort = () => {
         if (link.pending.delete(correlation)) conn.send({ name: "Cancel", body: { correlation } });
         reject(signal!.reason);
+        link.settled();
       };
       link.pending.set(correlation, {
         resolve: (a) => {
@@ -470,10 +512,16 @@ export class Client {
     const correlation = link.correlation();
     const queue = new AsyncQueue<Event>(4096, () => {
       if (link.subscriptions.delete(correlation)) link.conn.send({ name: "Cancel", body: { correlation } });
+      link.settled();
     });
     link.subscriptions.set(correlation, { queue });
     link.conn.send({ name: "Subscribe", body: { correlation, topics: topics.map((t) => (t === "workers" ? "Workers" : "Peers")) } });
-    await this.query(link);
+    try {
+      await this.query(link);
+    } catch (err) {
+      void queue.return();
+      throw err;
+    }
     return {
       [Symbol.asyncIterator]: () => queue,
       close: () => void queue.return(),
@@ -485,12 +533,30 @@ export class Client {
     return this.query(await this.usable());
   }
 
+  /** A status query on `link`; rejects with `timeout` when the node does not answer in `requestTimeoutMs`. */
   private query(link: Link): Promise<unknown> {
     const correlation = link.correlation();
+    const ms = this.options.requestTimeoutMs ?? 10000;
     return new Promise((resolve, reject) => {
-      link.queries.set(correlation, { resolve, reject });
+      const timer = setTimeout(() => {
+        if (!link.queries.delete(correlation)) return;
+        reject(new LintelError("timeout", `${link.conn.address} did not answer a status query within ${ms} ms`));
+        link.settled();
+      }, ms);
+      const done = () => clearTimeout(timer);
+      link.queries.set(correlation, {
+        resolve: (v) => {
+          done();
+          resolve(v);
+        },
+        reject: (e) => {
+          done();
+          reject(e);
+        },
+      });
       if (!link.conn.send({ name: "StatusQuery", body: { correlation } })) {
         link.queries.delete(correlation);
+        done();
         reject(new ConnectionLostError(`${link.conn.address} closed`, false));
       }
     });
@@ -500,6 +566,8 @@ export class Client {
   close(): void {
     this.closed = true;
     this.link?.conn.goodbye("client closed");
+    for (const old of this.retiring) old.conn.goodbye("client closed");
+    this.retiring.clear();
   }
 }
 

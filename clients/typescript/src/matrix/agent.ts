@@ -75,15 +75,15 @@ async function worker(a: ReturnType<typeof parse>): Promise<number> {
     identity: a.identity ?? `ts-matrix-${scenario}`,
     deployment: a.deployment,
     concurrency: 4,
+    // SIGTERM drains through the SDK's own signal handling.
+    drainOnSignals: true,
     handler,
   });
   let draining = false;
-  process.once("SIGTERM", () => {
+  w.once("drained", () => {
     draining = true;
-    void w.drain().then(() => {
-      say("drained");
-      process.exit(0);
-    });
+    say("drained");
+    process.exit(0);
   });
   await w.registered();
   say("ready");

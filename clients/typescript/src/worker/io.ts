@@ -44,6 +44,11 @@ let session: Session | null = null;
 let nextJob = 1;
 const jobs = new Map<number, Job>();
 const byCorrelation = new Map<number | bigint, number>();
+/**
+ * Answers written on this connection and not yet proved read, oldest first; at most
+ * `unprovedBound()`, the oldest forgotten beyond (a resume may then lose it, as in Rust).
+ */
+const unproved = new Set<number>();
 let pingNonce = 0;
 let pingOutstanding = false;
 let draining: "none" | "ours" | "node" = "none";
@@ -78,6 +83,11 @@ function flush(ids: Iterable<number>): void {
     job.sentBefore = pingNonce + 1;
     if (draining !== "none") completedSinceDrain++;
     if (!session) forget(id);
+    else unproved.add(id);
+  }
+  for (const id of unproved) {
+    if (unproved.size <= unprovedBound()) break;
+    forget(id);
   }
   if (frames.length === 0) return;
   conn.sendMany(frames);
@@ -93,28 +103,39 @@ function proveLater(): void {
   conn.send({ name: "Ping", body: { nonce: pingNonce } });
 }
 
+/** The most answers kept after writing them until a Pong proves them read: the capacity. */
+function unprovedBound(): number {
+  return Math.max(1, config.concurrency);
+}
+
 function proved(nonce: number): void {
   pingOutstanding = false;
-  for (const [id, job] of jobs) {
-    if (job.outcome !== null && job.sentOn === generation && job.sentBefore <= nonce) forget(id);
+  for (const id of unproved) {
+    const job = jobs.get(id);
+    if (job && job.sentBefore > nonce) break;
+    forget(id);
   }
   // Answers written after that ping wait for the next one.
-  for (const job of jobs.values()) {
-    if (job.outcome !== null && job.sentOn === generation) {
-      proveLater();
-      break;
-    }
-  }
+  if (unproved.size > 0) proveLater();
   maybeDrained();
 }
 
 function forget(id: number): void {
+  unproved.delete(id);
   const job = jobs.get(id);
   if (!job) return;
   jobs.delete(id);
   if (byCorrelation.get(job.correlation) === id) byCorrelation.delete(job.correlation);
 }
 
+/** Forgets every job (the main thread is told separately, where it must be). */
+function clearJobs(): void {
+  jobs.clear();
+  byCorrelation.clear();
+  unproved.clear();
+}
+
+/** Requests held against the capacity: running, or finished with the answer not written on this connection. */
 function running(): number {
   let n = 0;
   for (const job of jobs.values()) if (job.outcome === null || job.sentOn !== generation) n++;
@@ -128,8 +149,7 @@ function maybeDrained(): void {
   const completed = completedSinceDrain;
   c.send({ name: "Drained", body: { completed } });
   session = null;
-  jobs.clear();
-  byCorrelation.clear();
+  clearJobs();
   if (draining === "ours") {
     stopping = true;
     c.goodbye("drained");
@@ -141,11 +161,20 @@ function maybeDrained(): void {
   }
 }
 
+/**
+ * A drain of ours with no connection to finish it on: stops at once, as the Rust worker does;
+ * the handlers still running are aborted (their answers could reach no node).
+ */
+function stopDrained(): void {
+  stopping = true;
+  dropAll("drained while not connected to a node");
+  post({ t: "drained", completed: completedSinceDrain });
+}
+
 /** Ends every job on the main thread's side (their results will find no push). */
 function dropAll(reason: string): void {
   if (jobs.size > 0) post({ t: "cancel", jobs: [...jobs.keys()], reason });
-  jobs.clear();
-  byCorrelation.clear();
+  clearJobs();
 }
 
 function onFrame(frame: Frame): void {
@@ -153,8 +182,26 @@ function onFrame(frame: Frame): void {
   switch (frame.name) {
     case "Push":
     case "Push3": {
-      const id = nextJob++;
       const r = b.request;
+      const same = byCorrelation.get(b.correlation);
+      const held = same === undefined ? undefined : jobs.get(same);
+      if (held && (held.outcome === null || held.sentOn !== generation)) {
+        // A correlation still owed: the node's mistake, not a second request.
+        return;
+      }
+      if (running() >= config.concurrency) {
+        // Beyond the capacity registered: refused at once, so the node may place it elsewhere.
+        const message = `worker is at its capacity of ${config.concurrency} requests`;
+        conn?.send({
+          name: "Reply",
+          body: {
+            correlation: b.correlation,
+            response: { workflow_id: r.workflow_id, ordinal: r.ordinal, run_id: r.run_id, outcome: { Failure: { message, retryable: true } } },
+          },
+        });
+        return;
+      }
+      const id = nextJob++;
       jobs.set(id, {
         correlation: b.correlation,
         workflow_id: r.workflow_id,
@@ -302,14 +349,23 @@ async function run(): Promise<void> {
           features: WORKER_FEATURES,
           handshakeTimeoutMs: config.handshakeTimeoutMs,
         });
+        if (stopping) {
+          // Stopped (closed or drained) while this connection was being made.
+          c.goodbye("stopped");
+          return;
+        }
         conn = c;
         generation++;
+        // What was written on the last connection and not proved read is owed again.
+        unproved.clear();
+        // A drain the last node asked for ended with it: this node did not ask.
+        if (draining === "node") draining = "none";
         registered = false;
         pingOutstanding = false;
         const resumed = await register(c);
         registered = true;
         connected = true;
-        failures = 0;
+        const registeredAt = Date.now();
         c.onFrame = onFrame;
         const lost = new Promise<LintelError>((resolve) => (c.onClose = resolve));
         if (resumed) {
@@ -320,7 +376,14 @@ async function run(): Promise<void> {
         registered = false;
         conn = null;
         if (stopping) return;
+        // A connection that held for the longest backoff was a good one; one lost sooner
+        // counts as a failure, so a node that welcomes and drops is not redialled hot.
+        failures = Date.now() - registeredAt >= config.backoffMaxMs ? 0 : failures + 1;
         post({ t: "disconnected", reason: err.message });
+        if (draining === "ours") {
+          stopDrained();
+          return;
+        }
         if (session && err.code !== "closed") {
           session.lostAt = Date.now();
         } else if (!session) {
@@ -333,7 +396,7 @@ async function run(): Promise<void> {
         if (session && session.lostAt === null) session.lostAt = Date.now();
         if (err instanceof RefusedError && err.refusal !== "Draining" && err.refusal !== "TooManyConnections") {
           stopping = true;
-          post({ t: "stopped", reason: err.message, error: { code: err.code, message: err.message } });
+          post({ t: "stopped", reason: err.message, error: { code: err.code, message: err.message, refusal: err.refusal, refusalReason: err.reason } });
           return;
         }
       }
@@ -341,7 +404,7 @@ async function run(): Promise<void> {
     if (stopping) return;
     if (!connected) failures++;
     const backoff = Math.min(config.backoffMaxMs, config.backoffMinMs * 2 ** Math.min(failures, 16));
-    await delay(connected ? config.backoffMinMs * Math.random() : backoff * (0.5 + Math.random() / 2));
+    await delay(backoff * (0.5 + Math.random() / 2));
   }
 }
 
@@ -384,9 +447,8 @@ port.on("message", (m: ToIo) => {
         conn.send({ name: "Drain", body: { grace_ms: 0 } });
         maybeDrained();
       } else {
-        stopping = true;
         conn?.goodbye("drained");
-        post({ t: "drained", completed: 0 });
+        stopDrained();
       }
       return;
     case "stop":

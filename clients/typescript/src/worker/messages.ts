@@ -45,4 +45,4 @@ export type FromIo =
   | { t: "registered"; workerId: number | string; nodeId: string; address: string; resumed: boolean }
   | { t: "disconnected"; reason: string }
   | { t: "drained"; completed: number }
-  | { t: "stopped"; reason: string; error?: { code: string; message: string } };
+  | { t: "stopped"; reason: string; error?: { code: string; message: string; refusal?: string; refusalReason?: string } };

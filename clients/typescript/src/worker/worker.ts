@@ -6,8 +6,8 @@
  */
 import { Worker as Thread } from "node:worker_threads";
 import { EventEmitter } from "node:events";
-import type { TlsOptions } from "../connection.js";
-import { LintelError } from "../errors.js";
+import { splitAddress, type TlsOptions } from "../connection.js";
+import { LintelError, RefusedError } from "../errors.js";
 import type { FromIo, IoConfig, Outcome, PushItem, ToIo } from "./messages.js";
 
 /** How a worker registers and runs. */
@@ -97,7 +97,7 @@ export interface Request {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** Worker events: `registered`, `disconnected`, `error`. */
+/** Worker events: `registered`, `disconnected`, `drained` (a drain is done, `{completed}`), `error`. */
 export class Worker extends EventEmitter {
   private readonly thread: Thread;
   private readonly handler: Handler;
@@ -138,6 +138,12 @@ export class Worker extends EventEmitter {
     if (config.namespaces.length === 0) throw new LintelError("invalid", "a worker needs one namespace at least");
     if (config.activities.length === 0) throw new LintelError("invalid", "a worker needs one activity type at least");
     if (!Number.isInteger(config.concurrency) || config.concurrency < 1) throw new LintelError("invalid", "concurrency is a positive integer");
+    for (const address of config.nodes) splitAddress(address);
+    if (typeof options.handler !== "function") throw new LintelError("invalid", "a worker needs a handler function");
+    for (const name of ["handshakeTimeoutMs", "backoffMinMs", "backoffMaxMs"] as const) {
+      const v = config[name];
+      if (!(Number.isFinite(v) && v >= 0)) throw new LintelError("invalid", `${name} is a number of milliseconds, not ${String(v)}`);
+    }
     this.handler = options.handler;
     this.thread = new Thread(new URL("./io.js", import.meta.url), { workerData: config });
     let registered!: () => void;
@@ -169,10 +175,12 @@ export class Worker extends EventEmitter {
         case "drained":
           this.finish();
           finished();
+          this.emit("drained", { completed: m.completed });
           return;
         case "stopped":
           if (m.error) {
-            const err = new LintelError(m.error.code as never, m.error.message);
+            const e = m.error;
+            const err = e.refusal !== undefined ? new RefusedError(e.refusal, e.refusalReason ?? "") : new LintelError(e.code as never, e.message);
             failed(err);
             if (this.listenerCount("error") > 0) this.emit("error", err);
           }
