@@ -168,6 +168,45 @@ def test_a_draining_node_is_left_and_the_dispatch_retried_on_another(nodes: Any)
     asyncio.run(scenario())
 
 
+def test_dispatches_pending_on_a_draining_node_still_complete_after_the_client_moves_on(nodes: Any) -> None:
+    a = nodes()
+    b = nodes()
+
+    async def scenario() -> None:
+        holding = asyncio.Event()
+        release = asyncio.Event()
+
+        async def hold(req: Request) -> bytes:
+            holding.set()
+            await release.wait()
+            return b"from a"
+
+        async with worker(a.addr, hold) as wa, worker(b.addr, lambda req: b"from b") as wb:
+            await wa.wait_registered(10)
+            await wb.wait_registered(10)
+            for _ in range(40):
+                client = await Client.connect([a.addr, b.addr])
+                if client.node_addr == a.addr:
+                    break
+                await client.close()
+            assert client.node_addr == a.addr
+            never = DispatchOptions(wait_for_worker_ms=5000, retry=RetryPolicy.never())
+            first = asyncio.ensure_future(client.submit(Dispatch("py", "run"), never))
+            await bounded(10, holding.wait())
+            a.signal(signal.SIGINT)
+            await within(10, "node a drains", lambda: any("draining" in line for line in a.lines))
+            second = await bounded(10, client.submit(Dispatch("py", "run"), DispatchOptions(wait_for_worker_ms=5000)))
+            assert second.node == b.addr and output(second.result) == b"from b"
+            assert [r.reason for r in second.retried] == [RetryReason.DRAINING]
+            # The node answers what it took before draining: the old connection stays for it.
+            release.set()
+            held = await bounded(10, first)
+            assert held.node == a.addr and output(held.result) == b"from a"
+            await client.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_connection_lost_after_the_submission_says_it_may_have_run(nodes: Any) -> None:
     node = nodes()
 

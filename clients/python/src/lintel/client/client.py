@@ -79,6 +79,8 @@ class Client:
         self._failures = 0
         self._not_before = 0.0
         self._closed = False
+        #: Connections left for another, each closing once its pending answers are in.
+        self._retiring: dict[Link, asyncio.Task[None]] = {}
 
     @classmethod
     async def connect(cls, nodes: str | Iterable[str], config: ClientConfig | None = None) -> "Client":
@@ -102,9 +104,15 @@ class Client:
         return self._link.address
 
     async def close(self) -> None:
-        """Says goodbye; what is pending fails with ``ConnectionLost``."""
+        """Says goodbye; what is pending fails with ``ConnectionLost``, also on a connection
+        left for another (a draining node's) that was still waiting for answers."""
         self._closed = True
+        retiring = list(self._retiring.items())
+        for _, task in retiring:
+            task.cancel()
         await self._link.close()
+        for old, _ in retiring:
+            await old.close()
 
     async def __aenter__(self) -> "Client":
         return self
@@ -205,15 +213,21 @@ class Client:
                         raise Unreachable(str(err)) from err
                     self._failures = 0
                     self._not_before = 0.0
-                    old = self._link
+                    self._retire(self._link)
                     self._link = Link(conn)
-                    asyncio.ensure_future(old.close())
                     if self._closed:
                         await self._link.close()
                         raise ClientClosed("the client is closed")
                     return self._link
         except TimeoutError:
             raise Unreachable("no node could be reached within the dispatch's budget") from None
+
+    def _retire(self, old: Link) -> None:
+        """Closes ``old`` once the answers pending on it are in (a draining node still sends
+        them), keeping the task until then."""
+        task = asyncio.ensure_future(old.retire())
+        self._retiring[old] = task
+        task.add_done_callback(lambda _: self._retiring.pop(old, None))
 
     # Status and events -------------------------------------------------------------------------
 

@@ -73,6 +73,9 @@ class Link:
         self.draining = False
         self.goodbye = False
         self.lost: str | None = None
+        #: Set whenever nothing waits on an answer here.
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.reader = asyncio.ensure_future(self._read())
 
     @property
@@ -98,8 +101,10 @@ class Link:
         correlation = frame.correlation
         pending = Pending(asyncio.get_running_loop().create_future(), progress)
         self.pending[correlation] = pending
+        self._idle.clear()
         if not self.conn.write_bytes(data):
             del self.pending[correlation]
+            self._settled()
             raise ConnectionLost("the connection is closing", may_have_run=False)
         pending.written = True
         try:
@@ -111,6 +116,7 @@ class Link:
         except asyncio.CancelledError:
             if self.pending.pop(correlation, None) is not None and self.lost is None:
                 self.conn.write(f.Cancel(correlation))
+            self._settled()
             raise
 
     # Status and subscriptions ------------------------------------------------------------------
@@ -120,11 +126,13 @@ class Link:
         correlation = self.correlation()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.status_waiters[correlation] = future
+        self._idle.clear()
         self.conn.write(f.StatusQuery(correlation))
         try:
             return await asyncio.wait_for(future, timeout)
         finally:
             self.status_waiters.pop(correlation, None)
+            self._settled()
 
     def subscribe(self, topics: list[t.EventTopic]) -> tuple[int, SubscriptionState]:
         correlation = self.correlation()
@@ -235,6 +243,7 @@ class Link:
         pending = self.pending.pop(correlation, None)
         if pending is not None and not pending.future.done():
             pending.future.set_exception(UnknownOutcome(err.index))
+        self._settled()
         return True
 
     def _complete(self, correlation: int, answer: Answer) -> None:
@@ -243,9 +252,11 @@ class Link:
         pending = self.pending.pop(correlation, None)
         if pending is not None and not pending.future.done():
             pending.future.set_result(answer)
+        self._settled()
 
     def _status(self, correlation: int, read: Callable[[], Any]) -> None:
         future = self.status_waiters.pop(correlation, None)
+        self._settled()
         if future is None or future.done():
             return
         try:
@@ -280,6 +291,19 @@ class Link:
         for state in self.subscriptions.values():
             self._offer(state, ConnectionLost(reason, may_have_run=False), force=True)
         self.subscriptions.clear()
+        self._idle.set()
+
+    def _settled(self) -> None:
+        if not self.pending and not self.status_waiters:
+            self._idle.set()
+
+    async def retire(self) -> None:
+        """Says goodbye once no dispatch or status query waits on an answer here: a draining
+        node still answers what it took before it drained."""
+        while self.pending or self.status_waiters:
+            self._idle.clear()
+            await self._idle.wait()
+        await self.close()
 
     async def close(self) -> None:
         if self.lost is None:
