@@ -29,7 +29,9 @@ from lintel import (
     client_context,
 )
 from lintel.errors import ConnectError
-from support import Pki, Proxy, bounded, within
+from lintel.wire import frames as f
+from lintel.wire import types as t
+from support import FakeNode, Pki, Proxy, bounded, push, within
 
 
 def config(addr: str | list[str], **kw: Any) -> WorkerConfig:
@@ -322,5 +324,42 @@ def test_drain_on_a_signal(nodes: Any) -> None:
         worker.drain_on_signals((signal.SIGUSR1,))
         signal.raise_signal(signal.SIGUSR1)
         await bounded(10, worker.wait_stopped())
+
+    asyncio.run(scenario())
+
+
+def test_a_push_beyond_capacity_is_refused_retryable_and_a_reused_correlation_ignored() -> None:
+    async def scenario() -> None:
+        node = await FakeNode().start()
+        release = asyncio.Event()
+        ran: list[bytes] = []
+
+        async def handler(req: Request) -> bytes:
+            ran.append(req.input)
+            await release.wait()
+            return req.input
+
+        async with Worker(config(node.addr, concurrency=1), handler) as worker:
+            await worker.wait_registered(10)
+            node.send(*(push(c, b"p%d" % c) for c in range(1, 6)))
+            refused = [await node.next(f.Reply) for _ in range(4)]
+            assert sorted(r.correlation for r in refused) == [2, 3, 4, 5]
+            for reply in refused:
+                assert reply.response.outcome == t.Failure("worker is at its capacity of 1 requests", True)
+                assert reply.response.workflow_id == f"wf-{reply.correlation}"
+            # The node reusing a correlation in flight is ignored, not run nor refused; the
+            # refusal of the push behind it shows it was read.
+            node.send(push(1, b"again"), push(7, b"p7"))
+            behind = await node.next(f.Reply)
+            assert behind.correlation == 7 and isinstance(behind.response.outcome, t.Failure)
+            await within(10, "the first push runs", lambda: ran == [b"p1"])
+            release.set()
+            done = await node.next(f.Reply)
+            assert done.correlation == 1 and done.response.outcome == Success(b"p1")
+            # The slot is free again.
+            node.send(push(6, b"p6"))
+            assert (await node.next(f.Reply)).response.outcome == Success(b"p6")
+            assert ran == [b"p1", b"p6"]
+        await node.close()
 
     asyncio.run(scenario())

@@ -389,9 +389,22 @@ class Runtime:
                 self.end = End.CLOSED
 
     def _start(self, conn: Connection, correlation: int, request: DispatchRequest, extras: RequestExtras) -> None:
-        if not self.registered or correlation in self.held.by_correlation:
+        """Hands a push to the runner, or refuses it at once (retryable) beyond capacity; a
+        correlation already in flight or with its reply unsent is ignored.
+
+        Pushes that arrive while draining still run: the node sent them before it saw the
+        drain; the grace bounds them."""
+        if not self.registered:
             conn.fail(_unexpected(f.Push(correlation, request)))
             self.end = End.CLOSED
+            return
+        if correlation in self.held.by_correlation or correlation in self.held.unsent:
+            log.warning("the node reused correlation %d, in flight; ignoring it", correlation)
+            return
+        if len(self.held.tickets) + len(self.held.unsent) >= self.capacity:
+            log.warning("push %d beyond capacity refused", correlation)
+            failure = Failure(f"worker is at its capacity of {self.capacity} requests", True)
+            self._reply(f.Reply(correlation, DispatchResponse(request.workflow_id, request.ordinal, request.run_id, failure)), completed=False)
             return
         ticket = self._next_ticket
         self._next_ticket += 1
@@ -460,8 +473,10 @@ class Runtime:
             self._ping(conn)
         self._check_drain()
 
-    def _reply(self, reply: f.Reply) -> None:
-        if self.draining is not None:
+    def _reply(self, reply: f.Reply, completed: bool = True) -> None:
+        """Sends ``reply`` now, or keeps it unsent; ``completed`` counts it in a drain's
+        ``Drained`` (a handler's result, not a refusal)."""
+        if self.draining is not None and completed:
             self.draining.completed += 1
         conn = self.conn if self.registered else None
         if conn is None:
