@@ -363,3 +363,60 @@ def test_a_push_beyond_capacity_is_refused_retryable_and_a_reused_correlation_ig
         await node.close()
 
     asyncio.run(scenario())
+
+
+def test_a_drain_while_the_node_is_unreachable_stops_at_once_aborting_what_is_held() -> None:
+    async def scenario() -> None:
+        node = await FakeNode().start()
+        began = asyncio.Event()
+        cancelled = asyncio.Event()
+
+        async def handler(req: Request) -> bytes:
+            began.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            return b""
+
+        worker = Worker(config(node.addr), handler)
+        await worker.start()
+        await worker.wait_registered(10)
+        node.send(push(1))
+        await bounded(10, began.wait())
+        await node.close()  # no node to come back to
+        await within(10, "the worker loses its node", lambda: not worker.registered)
+        await bounded(10, worker.drain())
+        await bounded(10, cancelled.wait())
+
+    asyncio.run(scenario())
+
+
+def test_a_drain_whose_node_goes_away_before_it_finishes_stops_aborting_what_is_held() -> None:
+    async def scenario() -> None:
+        node = await FakeNode().start()
+        began = asyncio.Event()
+        cancelled = asyncio.Event()
+
+        async def handler(req: Request) -> bytes:
+            began.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            return b""
+
+        worker = Worker(config(node.addr), handler)
+        await worker.start()
+        await worker.wait_registered(10)
+        node.send(push(1))
+        await bounded(10, began.wait())
+        draining = asyncio.ensure_future(worker.drain())
+        await node.next(f.Drain)
+        await node.close()
+        await bounded(10, draining)
+        await bounded(10, cancelled.wait())
+
+    asyncio.run(scenario())

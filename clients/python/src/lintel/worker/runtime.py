@@ -211,6 +211,8 @@ class Runtime:
                     self._drop_held()
                 if end in (End.SELF_DRAINED, End.STOPPED):
                     return
+                if self.draining is not None and self.draining.by_handle:
+                    return  # the connection ended before the drain did: nothing to finish on
                 if end is End.SUPERSEDED:
                     self.notify("fatal", RegistrationRefused("Superseded", "a later registration replaced this worker"))
                     return
@@ -507,8 +509,14 @@ class Runtime:
     # Drain -------------------------------------------------------------------------------------
 
     def _begin_drain(self, by_handle: bool, grace: float | None) -> None:
+        """Starts a drain. The handle's, with no connection to finish on (the node is
+        unreachable), stops at once: the handlers still running are aborted on the way out."""
         assert self.loop is not None
         self.draining = Draining(by_handle)
+        if by_handle and self.conn is None:
+            self.stopping = True
+            self.wake.set()
+            return
         if grace is not None:
             self.draining.timer = self.loop.call_later(grace, self._drain_grace_over)
         if self.conn is None or not self.registered:
