@@ -420,3 +420,34 @@ def test_a_drain_whose_node_goes_away_before_it_finishes_stops_aborting_what_is_
         await bounded(10, cancelled.wait())
 
     asyncio.run(scenario())
+
+
+def test_a_drain_the_node_asked_for_ends_with_its_connection() -> None:
+    async def scenario() -> None:
+        node = await FakeNode().start()
+
+        async def handler(req: Request) -> bytes:
+            if req.input == b"hold":
+                await asyncio.sleep(60)
+            return req.input
+
+        async with Worker(config(node.addr), handler) as worker:
+            await worker.wait_registered(10)
+            node.send(push(1, b"hold"), f.Drain(60000))
+            await within(10, "the drain is read", lambda: worker._runtime is not None and worker._runtime.draining is not None)
+            node.cut()
+            await within(10, "the worker registers anew", lambda: worker.worker_id == 2)
+            node.send(push(2, b"after"))
+            reply = await node.next(f.Reply)
+            assert reply.correlation == 2 and reply.response.outcome == Success(b"after")
+            # The new connection is not draining: the worker answers a ping, says no Drained.
+            node.send(f.Ping(7))
+            while True:
+                number, frame = await bounded(10, node.received.get())
+                assert not isinstance(frame, (f.Drained, f.Goodbye)), (number, frame)
+                if isinstance(frame, f.Pong) and frame.nonce == 7:
+                    break
+            assert worker._runtime is not None and worker._runtime.draining is None
+        await node.close()
+
+    asyncio.run(scenario())

@@ -213,6 +213,7 @@ class Runtime:
                     return
                 if self.draining is not None and self.draining.by_handle:
                     return  # the connection ended before the drain did: nothing to finish on
+                self._end_node_drain()
                 if end is End.SUPERSEDED:
                     self.notify("fatal", RegistrationRefused("Superseded", "a later registration replaced this worker"))
                     return
@@ -221,7 +222,6 @@ class Runtime:
                     return
                 if end is End.NODE_DRAINED:
                     avoid = conn.address
-                    self.draining = None
                 failures = 0 if end is not End.CLOSED else failures + 1
                 await self._sleep(self.config.backoff.delay(failures) if end is End.CLOSED else 0.0)
         finally:
@@ -529,6 +529,12 @@ class Runtime:
         if by_handle:
             self.conn.write(f.Drain(0))
         self._check_drain()
+
+    def _end_node_drain(self) -> None:
+        """A drain the node asked for belongs to its connection: it ends with it."""
+        if self.draining is not None and self.draining.timer is not None:
+            self.draining.timer.cancel()
+        self.draining = None
 
     def _drain_grace_over(self) -> None:
         for ticket, pushed in list(self.held.tickets.items()):
