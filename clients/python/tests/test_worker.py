@@ -29,6 +29,7 @@ from lintel import (
     client_context,
 )
 from lintel.errors import ConnectError
+from lintel.nodes import Backoff
 from lintel.wire import frames as f
 from lintel.wire import types as t
 from support import FakeNode, Pki, Proxy, bounded, push, within
@@ -448,6 +449,23 @@ def test_a_drain_the_node_asked_for_ends_with_its_connection() -> None:
                 if isinstance(frame, f.Pong) and frame.nonce == 7:
                     break
             assert worker._runtime is not None and worker._runtime.draining is None
+        await node.close()
+
+    asyncio.run(scenario())
+
+
+def test_connections_lost_again_and_again_are_retried_after_a_growing_backoff() -> None:
+    async def scenario() -> None:
+        node = await FakeNode().start()
+        node.close_after_welcome = True  # welcomed, then lost before it registers
+        backoff = Backoff(initial=0.2, max=0.8)
+        async with Worker(config(node.addr, backoff=backoff), lambda req: b""):
+            await within(20, "five connections", lambda: node.accepted >= 5)
+        at = node.accepted_at[:5]
+        gaps = [b - a for a, b in zip(at, at[1:])]
+        # Each delay is at least half its base: 0.1, 0.2, 0.4, 0.4 s after losses 1 to 4.
+        for i, gap in enumerate(gaps):
+            assert gap >= min(0.8, 0.2 * 2**i) / 2 - 0.02, gaps
         await node.close()
 
     asyncio.run(scenario())

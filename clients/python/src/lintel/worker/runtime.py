@@ -175,7 +175,9 @@ class Runtime:
     async def main(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.runner.to_connection = Mailbox(self.loop, self._from_runner)
-        failures = 0
+        failures = 0  # failed attempts to reach a node in a row
+        losses = 0  # connections lost in a row, each within backoff.max of being made
+        backoff = self.config.backoff
         avoid: str | None = None
         try:
             while not self.stopping:
@@ -194,13 +196,14 @@ class Runtime:
                     log.warning("cannot reach a node: %s", err)
                 if conn is None:
                     self._expire_session()
-                    await self._sleep(self.config.backoff.delay(failures))
+                    await self._sleep(backoff.delay(failures))
                     failures += 1
                     continue
                 avoid = None
                 if self.stopping:
                     await conn.goodbye("worker stopped")
                     return
+                served_from = time.monotonic()
                 end = await self._serve(conn)
                 self.conn = None
                 self.registered = False
@@ -222,11 +225,32 @@ class Runtime:
                     return
                 if end is End.NODE_DRAINED:
                     avoid = conn.address
-                failures = 0 if end is not End.CLOSED else failures + 1
-                await self._sleep(self.config.backoff.delay(failures) if end is End.CLOSED else 0.0)
+                if end is End.LOST:
+                    failures = 0
+                    if time.monotonic() - served_from >= backoff.max:
+                        losses = 0
+                    delay = self._loss_delay(losses)
+                    losses += 1
+                elif end is End.CLOSED:
+                    failures += 1
+                    delay = backoff.delay(failures)
+                else:  # drained by the node: another node at once, the same one after a while
+                    failures = 0
+                    delay = 0.0 if len(self.nodes.targets) > 1 else backoff.delay(0)
+                await self._sleep(delay)
         finally:
             self.runner.loop.call_soon_threadsafe(self.runner.abort_all)
             self.notify("stopped", None)
+
+    def _loss_delay(self, losses: int) -> float:
+        """The wait before reconnecting after ``losses`` quick losses in a row: the backoff's,
+        growing with them, at most half the grace of a session kept (it is resumed in time),
+        and at least the backoff's first."""
+        delay = self.config.backoff.delay(losses)
+        session = self.held.session
+        if session is not None:
+            delay = min(delay, session.grace / 2)
+        return max(delay, self.config.backoff.delay(0))
 
     async def _sleep(self, delay: float) -> None:
         self.wake.clear()
