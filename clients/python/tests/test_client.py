@@ -31,7 +31,7 @@ from lintel import (
     WorkerConfig,
     WorkerRegistered,
 )
-from lintel.errors import ConnectionLost, InvalidDispatch, UnknownOutcome
+from lintel.errors import AnswerTimeout, ConnectionLost, InvalidDispatch, LintelError, UnknownOutcome
 from lintel.wire import FrameDecoder, encode_frame
 from lintel.wire import frames as f
 from lintel.wire import types as t
@@ -341,5 +341,33 @@ def test_the_frame_bound_is_the_one_negotiated_with_the_node(nodes: Any) -> None
                 await client.dispatch(Dispatch("py", "run", b"x" * (65536 - 16384 + 1)))
             fits = await client.dispatch(Dispatch("py", "run", b"x" * 1000))
             assert isinstance(fits, NoWorker3)
+
+    asyncio.run(scenario())
+
+
+def test_calls_without_an_answer_in_time_and_bad_options_raise_lintel_errors() -> None:
+    async def silent_node(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder()
+        limits = t.Limits(1 << 22, 1024, 60000, 3, 255, 64)
+        while data := await reader.read(65536):
+            decoder.feed(data)
+            while (frame := decoder.next_frame()) is not None:
+                if isinstance(frame, f.Hello):
+                    writer.write(encode_frame(f.Welcome3(4, "fake", 1, limits, t.HeaderLimits(32, 8192), [])))
+        writer.close()
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(silent_node, "127.0.0.1", 0)
+        addr = "127.0.0.1:%d" % server.sockets[0].getsockname()[1]
+        async with await Client.connect(addr) as client:
+            with pytest.raises(AnswerTimeout) as status:
+                await bounded(10, client.status(timeout=0.2))
+            assert isinstance(status.value, LintelError) and isinstance(status.value, TimeoutError)
+            with pytest.raises(AnswerTimeout):
+                await bounded(10, client.subscribe(timeout=0.2))
+            assert client._link.subscriptions == {}  # the timed-out subscription is gone
+            with pytest.raises(InvalidDispatch):
+                await client.dispatch(Dispatch("py", "run"), DispatchOptions(pin="a", require=["b"]))
+        server.close()
 
     asyncio.run(scenario())

@@ -28,7 +28,8 @@ from lintel import (
     WorkerLost,
     client_context,
 )
-from lintel.errors import ConnectError
+from lintel.errors import ConnectError, LintelError, ProgressTooLarge, RegistrationTimeout
+from lintel.worker import WorkerConfigError
 from lintel.nodes import Backoff
 from lintel.wire import frames as f
 from lintel.wire import types as t
@@ -469,3 +470,42 @@ def test_connections_lost_again_and_again_are_retried_after_a_growing_backoff() 
         await node.close()
 
     asyncio.run(scenario())
+
+
+def test_a_worker_not_registered_in_time_and_bad_arguments_raise_lintel_errors() -> None:
+    async def scenario() -> None:
+        async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read()  # never welcomes
+
+        server = await asyncio.start_server(mute, "127.0.0.1", 0)
+        addr = "127.0.0.1:%d" % server.sockets[0].getsockname()[1]
+        async with Worker(config(addr, handshake_timeout=1), lambda req: b"") as worker:
+            with pytest.raises(RegistrationTimeout) as caught:
+                await worker.wait_registered(0.2)
+            assert isinstance(caught.value, LintelError) and isinstance(caught.value, TimeoutError)
+            with pytest.raises(WorkerConfigError):
+                worker.set_capacity(0)
+        server.close()
+
+    asyncio.run(scenario())
+
+
+def test_heartbeat_details_too_long_raise_a_lintel_error(nodes: Any) -> None:
+    node = nodes()
+    raised: list[BaseException] = []
+
+    async def handler(req: Request) -> bytes:
+        try:
+            req.heartbeat(b"x" * 4097)
+        except Exception as err:
+            raised.append(err)
+        return b""
+
+    async def scenario() -> None:
+        async with Worker(config(node.addr), handler) as worker:
+            await worker.wait_registered(10)
+            async with await Client.connect(node.addr) as client:
+                await client.dispatch(Dispatch("py", "run"), DispatchOptions(wait_for_worker_ms=5000))
+
+    asyncio.run(scenario())
+    assert len(raised) == 1 and isinstance(raised[0], ProgressTooLarge), raised

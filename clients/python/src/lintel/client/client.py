@@ -233,16 +233,28 @@ class Client:
 
     async def status(self, timeout: float = 10.0) -> Any:
         """The node's status as operators read it: the JSON document of ``lintel status
-        --json`` (version 3+), else the status report's JSON-shaped view."""
+        --json`` (version 3+), else the status report's JSON-shaped view.
+
+        Raises :class:`~lintel.errors.AnswerTimeout` when the node does not answer within
+        ``timeout`` seconds, :class:`Unreachable` when no node could be reached in it.
+        """
         link = await self._usable(asyncio.get_running_loop().time() + timeout)
         return await link.status(timeout)
 
     async def subscribe(self, topics: Iterable[t.EventTopic] = (), timeout: float = 10.0) -> "Subscription":
         """Subscribes to the node's lifecycle events (every topic when ``topics`` is empty);
-        returns once the node has read the subscription (a status query behind it answered)."""
+        returns once the node has read the subscription (a status query behind it answered).
+
+        Raises :class:`~lintel.errors.AnswerTimeout` (the subscription is cancelled) when the
+        node does not answer within ``timeout`` seconds.
+        """
         link = await self._usable(asyncio.get_running_loop().time() + timeout)
         correlation, state = link.subscribe(list(topics))
-        await link.status(timeout)
+        try:
+            await link.status(timeout)
+        except BaseException:
+            link.forget_subscription(correlation)
+            raise
         return Subscription(link, correlation, state)
 
 

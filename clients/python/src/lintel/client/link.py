@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import (
+    AnswerTimeout,
     ConnectionLost,
     EncodeError,
     InvalidDispatch,
@@ -122,7 +123,8 @@ class Link:
     # Status and subscriptions ------------------------------------------------------------------
 
     async def status(self, timeout: float) -> Any:
-        """The node's status: the JSON document (version 3+), else the report's view."""
+        """The node's status: the JSON document (version 3+), else the report's view.
+        Raises :class:`AnswerTimeout` after ``timeout`` seconds."""
         correlation = self.correlation()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.status_waiters[correlation] = future
@@ -130,6 +132,8 @@ class Link:
         self.conn.write(f.StatusQuery(correlation))
         try:
             return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise AnswerTimeout(f"the node did not answer a status query within {timeout} s") from None
         finally:
             self.status_waiters.pop(correlation, None)
             self._settled()
@@ -144,6 +148,11 @@ class Link:
     def unsubscribe(self, correlation: int) -> None:
         if correlation in self.subscriptions and self.lost is None:
             self.conn.write(f.Cancel(correlation))
+
+    def forget_subscription(self, correlation: int) -> None:
+        """Cancels a subscription no one will read: its entry goes now."""
+        self.unsubscribe(correlation)
+        self.subscriptions.pop(correlation, None)
 
     # Reading -----------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import signal
 import threading
 from typing import Any, Iterable
 
-from ..errors import WorkerStopped
+from ..errors import RegistrationTimeout, WorkerStopped
 from .config import WorkerConfig, WorkerConfigError
 from .request import ActivityError, Request
 from .runner import Handler, Runner
@@ -122,8 +122,9 @@ class Worker:
         """Waits until the worker is registered; its worker id.
 
         Raises :class:`~lintel.errors.RegistrationRefused` when the node refused it for good,
-        :class:`~lintel.errors.WorkerStopped` when it stopped, ``TimeoutError`` after
-        ``timeout`` seconds.
+        :class:`~lintel.errors.WorkerStopped` when it stopped,
+        :class:`~lintel.errors.RegistrationTimeout` (a ``TimeoutError``) after ``timeout``
+        seconds.
         """
         assert self._registered is not None and self._stopped is not None
         registered = asyncio.ensure_future(self._registered.wait())
@@ -139,12 +140,13 @@ class Worker:
             raise self._fatal
         if self._stopped.is_set():
             raise WorkerStopped("the worker stopped before it registered")
-        raise TimeoutError(f"not registered within {timeout} s")
+        raise RegistrationTimeout(f"not registered within {timeout} s")
 
     def set_capacity(self, capacity: int) -> None:
-        """Changes the most requests run at once (``CapacityUpdate``), at least 1."""
-        if capacity < 1:
-            raise ValueError("capacity must be at least 1")
+        """Changes the most requests run at once (``CapacityUpdate``), 1 to 2^32-1; else
+        raises :class:`WorkerConfigError`."""
+        if not 1 <= capacity <= 0xFFFFFFFF:
+            raise WorkerConfigError("capacity must be 1 to 2^32-1")
         assert self._runtime is not None
         self._call(self._runtime.set_capacity, capacity)
 
