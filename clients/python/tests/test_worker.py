@@ -509,3 +509,29 @@ def test_heartbeat_details_too_long_raise_a_lintel_error(nodes: Any) -> None:
 
     asyncio.run(scenario())
     assert len(raised) == 1 and isinstance(raised[0], ProgressTooLarge), raised
+
+
+def test_a_worker_whose_callers_loop_closed_still_stops_cleanly(nodes: Any) -> None:
+    node = nodes()
+    started: list[Worker] = []
+
+    async def start() -> None:
+        worker = Worker(config(node.addr), lambda req: b"")
+        await worker.start()
+        await worker.wait_registered(10)
+        started.append(worker)
+
+    asyncio.run(start())  # the caller's loop closes while the worker runs
+    worker = started[0]
+    assert worker._conn_loop is not None and worker._runtime is not None and worker._thread is not None
+    errors: list[BaseException | None] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_value)
+    try:
+        worker._conn_loop.call_soon_threadsafe(worker._runtime.request_stop)
+        worker._thread.join(10)
+    finally:
+        threading.excepthook = previous
+    assert not worker._thread.is_alive()
+    assert errors == []
+

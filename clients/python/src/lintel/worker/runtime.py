@@ -239,7 +239,10 @@ class Runtime:
                     delay = 0.0 if len(self.nodes.targets) > 1 else backoff.delay(0)
                 await self._sleep(delay)
         finally:
-            self.runner.loop.call_soon_threadsafe(self.runner.abort_all)
+            try:
+                self.runner.loop.call_soon_threadsafe(self.runner.abort_all)
+            except RuntimeError:
+                pass  # the caller's loop is closed: its handlers ended with it
             self.notify("stopped", None)
 
     def _loss_delay(self, losses: int) -> float:
