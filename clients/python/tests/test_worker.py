@@ -28,7 +28,7 @@ from lintel import (
     WorkerLost,
     client_context,
 )
-from lintel.errors import ConnectError, LintelError, ProgressTooLarge, RegistrationTimeout
+from lintel.errors import ConnectError, LintelError, ProgressTooLarge, RegistrationTimeout, WorkerStopped
 from lintel.worker import WorkerConfigError
 from lintel.nodes import Backoff
 from lintel.wire import frames as f
@@ -535,3 +535,42 @@ def test_a_worker_whose_callers_loop_closed_still_stops_cleanly(nodes: Any) -> N
     assert not worker._thread.is_alive()
     assert errors == []
 
+
+def test_the_body_s_exception_is_not_masked_by_the_worker_closing(nodes: Any) -> None:
+    node = nodes()
+
+    async def scenario() -> None:
+        async def refused_close() -> None:
+            raise WorkerStopped("closing failed")
+
+        worker = Worker(config(node.addr), lambda req: b"")
+        real_close = worker.close
+        with pytest.raises(KeyError):
+            async with worker:
+                await worker.wait_registered(10)
+                worker.close = refused_close  # type: ignore[method-assign]
+                raise KeyError("the body's")
+        await bounded(10, real_close())
+
+    asyncio.run(scenario())
+
+
+def test_a_signal_after_the_worker_stopped_is_ignored(nodes: Any) -> None:
+    node = nodes()
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        errors: list[Any] = []
+        loop.set_exception_handler(lambda _, context: errors.append(context))
+        worker = Worker(config(node.addr), lambda req: b"")
+        await worker.start()
+        await worker.wait_registered(10)
+        worker.drain_on_signals((signal.SIGUSR1,))
+        await bounded(10, worker.drain())
+        signal.raise_signal(signal.SIGUSR1)
+        for _ in range(10):
+            await asyncio.sleep(0)  # the signal's callback runs within these turns
+        loop.remove_signal_handler(signal.SIGUSR1)
+        assert errors == []
+
+    asyncio.run(scenario())

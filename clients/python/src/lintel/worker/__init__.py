@@ -15,7 +15,7 @@ import signal
 import threading
 from typing import Any, Iterable
 
-from ..errors import RegistrationTimeout, WorkerStopped
+from ..errors import LintelError, RegistrationTimeout, WorkerStopped
 from .config import WorkerConfig, WorkerConfigError
 from .request import ActivityError, Request
 from .runner import Handler, Runner
@@ -174,15 +174,28 @@ class Worker:
             raise self._fatal
 
     def drain_on_signals(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT), grace: float | None = None) -> None:
-        """Drains when one of ``signals`` arrives (the caller's loop must be the main thread's)."""
+        """Drains when one of ``signals`` arrives (the caller's loop must be the main thread's);
+        a signal after the worker stopped is ignored."""
         assert self._loop is not None and self._runtime is not None
         runtime = self._runtime
+
+        def drain() -> None:
+            try:
+                self._call(runtime.request_drain, grace)
+            except WorkerStopped:
+                pass
+
         for sig in signals:
-            self._loop.add_signal_handler(sig, lambda: self._call(runtime.request_drain, grace))
+            self._loop.add_signal_handler(sig, drain)
 
     async def __aenter__(self) -> "Worker":
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        """Closes the worker; what stopped it is raised only when the body raised nothing."""
+        try:
+            await self.close()
+        except LintelError:
+            if exc is None:
+                raise
