@@ -77,6 +77,8 @@ def test_a_handler_blocking_the_callers_loop_leaves_the_worker_eligible(nodes: A
     # Pings every 100 ms, unreachable after 300 ms: a blocked pong would exclude the worker.
     node = nodes("--ping-interval-ms", "100", "--worker-ping-timeout-ms", "300")
     blocking = threading.Event()
+    block_over = threading.Event()
+    sent_inside_block: list[bool] = []
     results: list[Any] = []
     excluded: list[Any] = []
 
@@ -84,6 +86,7 @@ def test_a_handler_blocking_the_callers_loop_leaves_the_worker_eligible(nodes: A
         if req.input == b"block":
             blocking.set()
             time.sleep(2.0)  # blocks the caller's event loop, not the connection's
+            block_over.set()
         return req.input
 
     def producer(worker_ready: threading.Event) -> None:
@@ -102,6 +105,7 @@ def test_a_handler_blocking_the_callers_loop_leaves_the_worker_eligible(nodes: A
                 await asyncio.get_running_loop().run_in_executor(None, blocking.wait, 10)
                 await asyncio.sleep(1.0)  # well past the ping timeout, inside the block
                 # No wait for a worker: an excluded worker would make this NoWorker3 at once.
+                sent_inside_block.append(not block_over.is_set())
                 second = await client.dispatch(Dispatch("py", "run", "during"))
                 results.extend([await first, second])
                 watcher.cancel()
@@ -117,6 +121,7 @@ def test_a_handler_blocking_the_callers_loop_leaves_the_worker_eligible(nodes: A
             await asyncio.get_running_loop().run_in_executor(None, thread.join, 30)
 
     asyncio.run(scenario())
+    assert sent_inside_block == [True], "the second dispatch was sent after the block ended"
     assert [type(r) for r in results] == [Completed, Completed], results
     assert [r.response.outcome for r in results] == [Success(b"block"), Success(b"during")]
     # The opening probation is the only exclusion.
@@ -125,7 +130,6 @@ def test_a_handler_blocking_the_callers_loop_leaves_the_worker_eligible(nodes: A
 
 def test_cancelling_the_dispatch_cancels_the_handler(nodes: Any) -> None:
     node = nodes()
-    started = asyncio.Event
     seen: list[str] = []
 
     async def scenario() -> None:
@@ -159,7 +163,6 @@ def test_cancelling_the_dispatch_cancels_the_handler(nodes: Any) -> None:
 
     asyncio.run(scenario())
     assert seen[0] == "cancelled event set: True"
-    del started
 
 
 def test_drain_finishes_what_is_in_flight_then_stops(nodes: Any) -> None:
