@@ -34,6 +34,9 @@ from ..wire.view import view
 
 log = logging.getLogger("lintel.client")
 
+#: Kinds whose body opens with a dispatch's correlation and carries a ``DispatchResult``.
+OUTCOME_KINDS = frozenset(f.KIND_OF[body].number for body in (f.Outcome, f.ServedOutcome))
+
 #: Events a subscription buffers before it drops the newest.
 SUBSCRIPTION_BUFFER = 1024
 
@@ -243,7 +246,7 @@ class Link:
         """A newer node's outcome variant: that dispatch fails with :class:`UnknownOutcome`,
         the connection goes on (the frame's length bounded it)."""
         found = decode_kind(body)
-        if found is None or found[0] not in (10, 24):
+        if found is None or found[0] not in OUTCOME_KINDS:
             return False
         try:
             correlation, _ = decode_varint(body, found[1], 64)
