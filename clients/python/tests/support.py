@@ -187,12 +187,13 @@ class FakeNode:
     writes to the latest connection. ``on_hello`` may return False to close a connection
     right after its welcome."""
 
-    def __init__(self, ping_interval_ms: int = 60000, session_grace_ms: int | None = None):
+    def __init__(self, ping_interval_ms: int = 60000, session_grace_ms: int | None = None, answer_pings: bool = True):
         from lintel.wire import types as t
 
         self.limits = t.Limits(1 << 22, 1024, ping_interval_ms, 3, 255, 64)
         self.header_limits = t.HeaderLimits(32, 8192)
         self.session_grace_ms = session_grace_ms
+        self.answer_pings = answer_pings
         self.received: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
         self.accepted = 0
         self.accepted_at: list[float] = []
@@ -232,7 +233,7 @@ class FakeNode:
                             writer.write(encode_frame(f.Registered(number)))
                             if self.session_grace_ms is not None:
                                 writer.write(encode_frame(f.Session(b"t" * 16, self.session_grace_ms)))
-                        case f.Ping(nonce):
+                        case f.Ping(nonce) if self.answer_pings:
                             writer.write(encode_frame(f.Pong(nonce)))
                         case _:
                             self.received.put_nowait((number, frame))

@@ -577,3 +577,19 @@ def test_a_signal_after_the_worker_stopped_is_ignored(nodes: Any) -> None:
         assert errors == []
 
     asyncio.run(scenario())
+
+
+def test_replies_not_proved_read_are_kept_up_to_the_capacity() -> None:
+    async def scenario() -> None:
+        node = await FakeNode(answer_pings=False).start()  # nothing is proved read
+        async with Worker(config(node.addr, concurrency=2), lambda req: req.input) as worker:
+            await worker.wait_registered(10)
+            for c in (1, 2, 3):
+                node.send(push(c, b"%d" % c))
+                assert (await node.next(f.Reply)).correlation == c
+            runtime = worker._runtime
+            assert runtime is not None
+            await within(10, "the newest two are kept", lambda: list(runtime.held.unproven) == [2, 3])
+        await node.close()
+
+    asyncio.run(scenario())

@@ -105,7 +105,8 @@ class Held:
     by_correlation: dict[int, int] = field(default_factory=dict)
     #: correlation -> reply finished while no connection could take it
     unsent: "OrderedDict[int, f.Reply]" = field(default_factory=OrderedDict)
-    #: correlation -> (reply sent, sequence number): not yet proved read
+    #: correlation -> (reply sent, sequence number): not yet proved read; the newest
+    #: :func:`unproven_bound` of them, oldest dropped first
     unproven: "OrderedDict[int, tuple[f.Reply, int]]" = field(default_factory=OrderedDict)
     session: Kept | None = None
 
@@ -525,7 +526,7 @@ class Runtime:
             return
         self._seq += 1
         self.held.unproven[reply.correlation] = (reply, self._seq)
-        while len(self.held.unproven) > max(1, self.capacity):
+        while len(self.held.unproven) > unproven_bound(self.capacity):
             self.held.unproven.popitem(last=False)
 
     def _flush_runner(self) -> None:
@@ -586,6 +587,13 @@ class Runtime:
         if d.by_handle:
             self.stopping = True
         self._close(End.SELF_DRAINED if d.by_handle else End.NODE_DRAINED, goodbye="drained")
+
+
+def unproven_bound(capacity: int) -> int:
+    """Most replies kept after sending until a ``Pong`` proves them read: the capacity (at
+    least 1), as the Rust worker's ``Held::unacked_bound``. Older ones are dropped: a resume
+    cannot resend them, and the node ends them ``WorkerLost`` if it never read them."""
+    return max(1, capacity)
 
 
 def _unexpected(frame: Any) -> WireError:
