@@ -593,3 +593,17 @@ def test_replies_not_proved_read_are_kept_up_to_the_capacity() -> None:
         await node.close()
 
     asyncio.run(scenario())
+
+
+def test_draining_a_worker_that_already_stopped_returns(nodes: Any) -> None:
+    node = nodes()
+
+    async def scenario() -> None:
+        worker = Worker(config(node.addr), lambda req: b"")
+        await worker.start()
+        await worker.wait_registered(10)
+        await bounded(10, worker.drain())
+        await bounded(10, worker.drain())  # a signal's drain and the program's, say
+        await bounded(10, worker.close())
+
+    asyncio.run(scenario())

@@ -152,16 +152,23 @@ class Worker:
 
     async def drain(self, grace: float | None = None) -> None:
         """Takes no new work (``Drain``), finishes what is in flight (aborting it after
-        ``grace`` seconds, if given), says ``Drained`` and ``Goodbye``, and stops."""
+        ``grace`` seconds, if given), says ``Drained`` and ``Goodbye``, and stops. On a worker
+        already stopped (a signal's drain, say) it returns as :meth:`wait_stopped` does."""
         assert self._runtime is not None
-        self._call(self._runtime.request_drain, grace)
+        try:
+            self._call(self._runtime.request_drain, grace)
+        except WorkerStopped:
+            pass  # stopped already: wait_stopped raises what stopped it, if anything did
         await self.wait_stopped()
 
     async def close(self) -> None:
         """Stops at once: says ``Goodbye`` (the node ends what it pushed) and aborts handlers."""
         if self._runtime is None or self._stopped is None or self._stopped.is_set():
             return
-        self._call(self._runtime.request_stop)
+        try:
+            self._call(self._runtime.request_stop)
+        except WorkerStopped:
+            pass  # its thread is ending: the stop is on its way
         await self.wait_stopped()
 
     async def wait_stopped(self) -> None:
