@@ -158,6 +158,8 @@ class Pki:
 
     def __init__(self, root: Path):
         if shutil.which("openssl") is None:
+            if os.environ.get("CI_REQUIRE_SDKS") == "1":
+                pytest.fail("the openssl command is not installed (CI_REQUIRE_SDKS=1 requires it)")
             pytest.skip("the openssl command is not installed")
         self.root = root
         self._run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
@@ -176,3 +178,96 @@ class Pki:
         self._run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
                   "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", ext.name)  # fmt: skip
         return str(self.root / f"{name}.pem"), str(self.root / f"{name}.key")
+
+
+class FakeNode:
+    """A scripted version-4 node on an ephemeral port for workers: it welcomes, registers
+    (worker id = the connection's number) and answers pings by itself; every other frame a
+    worker sends goes to :attr:`received` as ``(connection number, frame)``; :meth:`send`
+    writes to the latest connection. ``on_hello`` may return False to close a connection
+    right after its welcome."""
+
+    def __init__(self, ping_interval_ms: int = 60000, session_grace_ms: int | None = None, answer_pings: bool = True):
+        from lintel.wire import types as t
+
+        self.limits = t.Limits(1 << 22, 1024, ping_interval_ms, 3, 255, 64)
+        self.header_limits = t.HeaderLimits(32, 8192)
+        self.session_grace_ms = session_grace_ms
+        self.answer_pings = answer_pings
+        self.received: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+        self.accepted = 0
+        self.accepted_at: list[float] = []
+        self.writers: list[asyncio.StreamWriter] = []
+        self.close_after_welcome = False
+        self.server: asyncio.Server | None = None
+        self.addr = ""
+
+    async def start(self) -> "FakeNode":
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.addr = "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from lintel.wire import FrameDecoder, encode_frame
+        from lintel.wire import frames as f
+
+        self.accepted += 1
+        self.accepted_at.append(asyncio.get_running_loop().time())
+        number = self.accepted
+        self.writers.append(writer)
+        decoder = FrameDecoder()
+        try:
+            while data := await reader.read(65536):
+                decoder.feed(data)
+                while (frame := decoder.next_frame()) is not None:
+                    match frame:
+                        case f.Hello():
+                            writer.write(encode_frame(f.Welcome3(4, "fake", 1, self.limits, self.header_limits, [])))
+                            if self.close_after_welcome:
+                                await writer.drain()
+                                writer.close()
+                                return
+                        case f.Features():
+                            pass
+                        case f.Register3():
+                            writer.write(encode_frame(f.Registered(number)))
+                            if self.session_grace_ms is not None:
+                                writer.write(encode_frame(f.Session(b"t" * 16, self.session_grace_ms)))
+                        case f.Ping(nonce) if self.answer_pings:
+                            writer.write(encode_frame(f.Pong(nonce)))
+                        case _:
+                            self.received.put_nowait((number, frame))
+        except (OSError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    def send(self, *frames: Any) -> None:
+        from lintel.wire import encode_frame
+
+        self.writers[-1].write(b"".join(encode_frame(frame) for frame in frames))
+
+    def cut(self) -> None:
+        for writer in self.writers:
+            writer.transport.abort()
+
+    async def next(self, kind: type, seconds: float = 10) -> Any:
+        """The next frame of type ``kind`` a worker sent (others before it are skipped)."""
+        while True:
+            _, frame = await asyncio.wait_for(self.received.get(), seconds)
+            if isinstance(frame, kind):
+                return frame
+
+    async def close(self) -> None:
+        self.cut()
+        if self.server is not None:
+            self.server.close()
+
+
+def push(correlation: int, data: bytes = b"") -> Any:
+    """A ``Push3`` of activity ``run`` in namespace ``py``."""
+    from lintel.wire import frames as f
+    from lintel.wire import types as t
+
+    request = t.DispatchRequest("py", "", "run", None, f"wf-{correlation}", 0, None, 1, data, None)
+    return f.Push3(correlation, request, t.RequestExtras())

@@ -31,7 +31,7 @@ from lintel import (
     WorkerConfig,
     WorkerRegistered,
 )
-from lintel.errors import ConnectionLost, InvalidDispatch, UnknownOutcome
+from lintel.errors import AnswerTimeout, ConnectionLost, InvalidDispatch, LintelError, UnknownOutcome
 from lintel.wire import FrameDecoder, encode_frame
 from lintel.wire import frames as f
 from lintel.wire import types as t
@@ -164,6 +164,45 @@ def test_a_draining_node_is_left_and_the_dispatch_retried_on_another(nodes: Any)
             held.cancel()
             await client.close()
             await holder.close()
+
+    asyncio.run(scenario())
+
+
+def test_dispatches_pending_on_a_draining_node_still_complete_after_the_client_moves_on(nodes: Any) -> None:
+    a = nodes()
+    b = nodes()
+
+    async def scenario() -> None:
+        holding = asyncio.Event()
+        release = asyncio.Event()
+
+        async def hold(req: Request) -> bytes:
+            holding.set()
+            await release.wait()
+            return b"from a"
+
+        async with worker(a.addr, hold) as wa, worker(b.addr, lambda req: b"from b") as wb:
+            await wa.wait_registered(10)
+            await wb.wait_registered(10)
+            for _ in range(40):
+                client = await Client.connect([a.addr, b.addr])
+                if client.node_addr == a.addr:
+                    break
+                await client.close()
+            assert client.node_addr == a.addr
+            never = DispatchOptions(wait_for_worker_ms=5000, retry=RetryPolicy.never())
+            first = asyncio.ensure_future(client.submit(Dispatch("py", "run"), never))
+            await bounded(10, holding.wait())
+            a.signal(signal.SIGINT)
+            await within(10, "node a drains", lambda: any("draining" in line for line in a.lines))
+            second = await bounded(10, client.submit(Dispatch("py", "run"), DispatchOptions(wait_for_worker_ms=5000)))
+            assert second.node == b.addr and output(second.result) == b"from b"
+            assert [r.reason for r in second.retried] == [RetryReason.DRAINING]
+            # The node answers what it took before draining: the old connection stays for it.
+            release.set()
+            held = await bounded(10, first)
+            assert held.node == a.addr and output(held.result) == b"from a"
+            await client.close()
 
     asyncio.run(scenario())
 
@@ -302,5 +341,33 @@ def test_the_frame_bound_is_the_one_negotiated_with_the_node(nodes: Any) -> None
                 await client.dispatch(Dispatch("py", "run", b"x" * (65536 - 16384 + 1)))
             fits = await client.dispatch(Dispatch("py", "run", b"x" * 1000))
             assert isinstance(fits, NoWorker3)
+
+    asyncio.run(scenario())
+
+
+def test_calls_without_an_answer_in_time_and_bad_options_raise_lintel_errors() -> None:
+    async def silent_node(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder()
+        limits = t.Limits(1 << 22, 1024, 60000, 3, 255, 64)
+        while data := await reader.read(65536):
+            decoder.feed(data)
+            while (frame := decoder.next_frame()) is not None:
+                if isinstance(frame, f.Hello):
+                    writer.write(encode_frame(f.Welcome3(4, "fake", 1, limits, t.HeaderLimits(32, 8192), [])))
+        writer.close()
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(silent_node, "127.0.0.1", 0)
+        addr = "127.0.0.1:%d" % server.sockets[0].getsockname()[1]
+        async with await Client.connect(addr) as client:
+            with pytest.raises(AnswerTimeout) as status:
+                await bounded(10, client.status(timeout=0.2))
+            assert isinstance(status.value, LintelError) and isinstance(status.value, TimeoutError)
+            with pytest.raises(AnswerTimeout):
+                await bounded(10, client.subscribe(timeout=0.2))
+            assert client._link.subscriptions == {}  # the timed-out subscription is gone
+            with pytest.raises(InvalidDispatch):
+                await client.dispatch(Dispatch("py", "run"), DispatchOptions(pin="a", require=["b"]))
+        server.close()
 
     asyncio.run(scenario())

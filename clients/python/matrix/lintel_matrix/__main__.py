@@ -101,16 +101,19 @@ async def run_worker(args: argparse.Namespace) -> int:
     worker = Worker(config, handler)
     await worker.start()
     await worker.wait_registered(10)
-    loop = asyncio.get_running_loop()
-    signalled = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, signalled.set)
+    # The SDK's own signal handling drains the worker on SIGTERM or SIGINT.
+    worker.drain_on_signals((signal.SIGTERM, signal.SIGINT), grace=1.5)
     say("ready")
-    waits = [asyncio.ensure_future(done.wait()), asyncio.ensure_future(signalled.wait())]
-    await asyncio.wait(waits, timeout=LIFETIME - 2, return_when=asyncio.FIRST_COMPLETED)
-    for w in waits:
-        w.cancel()
-    if signalled.is_set() or done.is_set():
+    finished_all = asyncio.ensure_future(done.wait())
+    stopped = asyncio.ensure_future(worker.wait_stopped())
+    await asyncio.wait([finished_all, stopped], timeout=LIFETIME - 2, return_when=asyncio.FIRST_COMPLETED)
+    finished_all.cancel()
+    if stopped.done():
+        await stopped  # raises what stopped the worker, if not a drain
+        say("drained")
+        return 0
+    stopped.cancel()
+    if done.is_set():
         await asyncio.wait_for(worker.drain(grace=1.5), 5)
         say("drained")
     else:

@@ -107,6 +107,10 @@ class FrameTooLarge(EncodeError):
         self.max_len = max_len
 
 
+class ProgressTooLarge(EncodeError, ValueError):
+    """Heartbeat details longer than the 4096 bytes a ``Progress`` carries; nothing was sent."""
+
+
 class NeedsVersion(EncodeError):
     """What is being written needs a later protocol version (or a feature) than the reader's."""
 
@@ -175,6 +179,11 @@ class InvalidDispatch(ClientError):
     """The dispatch breaks a limit the node stated at the handshake; nothing was sent."""
 
 
+class AnswerTimeout(ClientError, TimeoutError):
+    """A status query, or the status query behind a subscription, got no answer within its
+    timeout (a subscription that timed out is cancelled)."""
+
+
 class Unreachable(ClientError):
     """The connection was gone and no node could be reached again; nothing was sent."""
 
@@ -216,3 +225,7 @@ class RegistrationRefused(WorkerError):
 
 class WorkerStopped(WorkerError):
     """The worker has stopped."""
+
+
+class RegistrationTimeout(WorkerError, TimeoutError):
+    """The worker was not registered within the time waited; it goes on trying."""

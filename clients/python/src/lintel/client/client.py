@@ -79,6 +79,8 @@ class Client:
         self._failures = 0
         self._not_before = 0.0
         self._closed = False
+        #: Connections left for another, each closing once its pending answers are in.
+        self._retiring: dict[Link, asyncio.Task[None]] = {}
 
     @classmethod
     async def connect(cls, nodes: str | Iterable[str], config: ClientConfig | None = None) -> "Client":
@@ -102,9 +104,15 @@ class Client:
         return self._link.address
 
     async def close(self) -> None:
-        """Says goodbye; what is pending fails with ``ConnectionLost``."""
+        """Says goodbye; what is pending fails with ``ConnectionLost``, also on a connection
+        left for another (a draining node's) that was still waiting for answers."""
         self._closed = True
+        retiring = list(self._retiring.items())
+        for _, task in retiring:
+            task.cancel()
         await self._link.close()
+        for old, _ in retiring:
+            await old.close()
 
     async def __aenter__(self) -> "Client":
         return self
@@ -205,9 +213,8 @@ class Client:
                         raise Unreachable(str(err)) from err
                     self._failures = 0
                     self._not_before = 0.0
-                    old = self._link
+                    self._retire(self._link)
                     self._link = Link(conn)
-                    asyncio.ensure_future(old.close())
                     if self._closed:
                         await self._link.close()
                         raise ClientClosed("the client is closed")
@@ -215,20 +222,39 @@ class Client:
         except TimeoutError:
             raise Unreachable("no node could be reached within the dispatch's budget") from None
 
+    def _retire(self, old: Link) -> None:
+        """Closes ``old`` once the answers pending on it are in (a draining node still sends
+        them), keeping the task until then."""
+        task = asyncio.ensure_future(old.retire())
+        self._retiring[old] = task
+        task.add_done_callback(lambda _: self._retiring.pop(old, None))
+
     # Status and events -------------------------------------------------------------------------
 
     async def status(self, timeout: float = 10.0) -> Any:
         """The node's status as operators read it: the JSON document of ``lintel status
-        --json`` (version 3+), else the status report's JSON-shaped view."""
+        --json`` (version 3+), else the status report's JSON-shaped view.
+
+        Raises :class:`~lintel.errors.AnswerTimeout` when the node does not answer within
+        ``timeout`` seconds, :class:`Unreachable` when no node could be reached in it.
+        """
         link = await self._usable(asyncio.get_running_loop().time() + timeout)
         return await link.status(timeout)
 
     async def subscribe(self, topics: Iterable[t.EventTopic] = (), timeout: float = 10.0) -> "Subscription":
         """Subscribes to the node's lifecycle events (every topic when ``topics`` is empty);
-        returns once the node has read the subscription (a status query behind it answered)."""
+        returns once the node has read the subscription (a status query behind it answered).
+
+        Raises :class:`~lintel.errors.AnswerTimeout` (the subscription is cancelled) when the
+        node does not answer within ``timeout`` seconds.
+        """
         link = await self._usable(asyncio.get_running_loop().time() + timeout)
         correlation, state = link.subscribe(list(topics))
-        await link.status(timeout)
+        try:
+            await link.status(timeout)
+        except BaseException:
+            link.forget_subscription(correlation)
+            raise
         return Subscription(link, correlation, state)
 
 

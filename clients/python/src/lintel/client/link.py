@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import (
+    AnswerTimeout,
     ConnectionLost,
     EncodeError,
     InvalidDispatch,
@@ -32,6 +33,9 @@ from ..wire.varint import decode_kind, decode_varint
 from ..wire.view import view
 
 log = logging.getLogger("lintel.client")
+
+#: Kinds whose body opens with a dispatch's correlation and carries a ``DispatchResult``.
+OUTCOME_KINDS = frozenset(f.KIND_OF[body].number for body in (f.Outcome, f.ServedOutcome))
 
 #: Events a subscription buffers before it drops the newest.
 SUBSCRIPTION_BUFFER = 1024
@@ -73,6 +77,9 @@ class Link:
         self.draining = False
         self.goodbye = False
         self.lost: str | None = None
+        #: Set whenever nothing waits on an answer here.
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.reader = asyncio.ensure_future(self._read())
 
     @property
@@ -98,8 +105,10 @@ class Link:
         correlation = frame.correlation
         pending = Pending(asyncio.get_running_loop().create_future(), progress)
         self.pending[correlation] = pending
+        self._idle.clear()
         if not self.conn.write_bytes(data):
             del self.pending[correlation]
+            self._settled()
             raise ConnectionLost("the connection is closing", may_have_run=False)
         pending.written = True
         try:
@@ -111,20 +120,26 @@ class Link:
         except asyncio.CancelledError:
             if self.pending.pop(correlation, None) is not None and self.lost is None:
                 self.conn.write(f.Cancel(correlation))
+            self._settled()
             raise
 
     # Status and subscriptions ------------------------------------------------------------------
 
     async def status(self, timeout: float) -> Any:
-        """The node's status: the JSON document (version 3+), else the report's view."""
+        """The node's status: the JSON document (version 3+), else the report's view.
+        Raises :class:`AnswerTimeout` after ``timeout`` seconds."""
         correlation = self.correlation()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.status_waiters[correlation] = future
+        self._idle.clear()
         self.conn.write(f.StatusQuery(correlation))
         try:
             return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise AnswerTimeout(f"the node did not answer a status query within {timeout} s") from None
         finally:
             self.status_waiters.pop(correlation, None)
+            self._settled()
 
     def subscribe(self, topics: list[t.EventTopic]) -> tuple[int, SubscriptionState]:
         correlation = self.correlation()
@@ -136,6 +151,11 @@ class Link:
     def unsubscribe(self, correlation: int) -> None:
         if correlation in self.subscriptions and self.lost is None:
             self.conn.write(f.Cancel(correlation))
+
+    def forget_subscription(self, correlation: int) -> None:
+        """Cancels a subscription no one will read: its entry goes now."""
+        self.unsubscribe(correlation)
+        self.subscriptions.pop(correlation, None)
 
     # Reading -----------------------------------------------------------------------------------
 
@@ -226,7 +246,7 @@ class Link:
         """A newer node's outcome variant: that dispatch fails with :class:`UnknownOutcome`,
         the connection goes on (the frame's length bounded it)."""
         found = decode_kind(body)
-        if found is None or found[0] not in (10, 24):
+        if found is None or found[0] not in OUTCOME_KINDS:
             return False
         try:
             correlation, _ = decode_varint(body, found[1], 64)
@@ -235,6 +255,7 @@ class Link:
         pending = self.pending.pop(correlation, None)
         if pending is not None and not pending.future.done():
             pending.future.set_exception(UnknownOutcome(err.index))
+        self._settled()
         return True
 
     def _complete(self, correlation: int, answer: Answer) -> None:
@@ -243,9 +264,11 @@ class Link:
         pending = self.pending.pop(correlation, None)
         if pending is not None and not pending.future.done():
             pending.future.set_result(answer)
+        self._settled()
 
     def _status(self, correlation: int, read: Callable[[], Any]) -> None:
         future = self.status_waiters.pop(correlation, None)
+        self._settled()
         if future is None or future.done():
             return
         try:
@@ -280,6 +303,19 @@ class Link:
         for state in self.subscriptions.values():
             self._offer(state, ConnectionLost(reason, may_have_run=False), force=True)
         self.subscriptions.clear()
+        self._idle.set()
+
+    def _settled(self) -> None:
+        if not self.pending and not self.status_waiters:
+            self._idle.set()
+
+    async def retire(self) -> None:
+        """Says goodbye once no dispatch or status query waits on an answer here: a draining
+        node still answers what it took before it drained."""
+        while self.pending or self.status_waiters:
+            self._idle.clear()
+            await self._idle.wait()
+        await self.close()
 
     async def close(self) -> None:
         if self.lost is None:

@@ -9,6 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
+from ..errors import InvalidDispatch
 from ..trace import TraceContext
 from ..wire import types as t
 
@@ -141,7 +142,7 @@ class DispatchOptions:
     def routing(self) -> Any:
         chosen = [x for x in (self.pin, self.prefer, self.require) if x is not None]
         if len(chosen) > 1:
-            raise ValueError("at most one of pin, prefer and require")
+            raise InvalidDispatch("at most one of pin, prefer and require")
         if self.pin is not None:
             return t.Pin(self.pin)
         if self.prefer is not None:

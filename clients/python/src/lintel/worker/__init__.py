@@ -15,7 +15,7 @@ import signal
 import threading
 from typing import Any, Iterable
 
-from ..errors import WorkerStopped
+from ..errors import LintelError, RegistrationTimeout, WorkerStopped
 from .config import WorkerConfig, WorkerConfigError
 from .request import ActivityError, Request
 from .runner import Handler, Runner
@@ -122,8 +122,9 @@ class Worker:
         """Waits until the worker is registered; its worker id.
 
         Raises :class:`~lintel.errors.RegistrationRefused` when the node refused it for good,
-        :class:`~lintel.errors.WorkerStopped` when it stopped, ``TimeoutError`` after
-        ``timeout`` seconds.
+        :class:`~lintel.errors.WorkerStopped` when it stopped,
+        :class:`~lintel.errors.RegistrationTimeout` (a ``TimeoutError``) after ``timeout``
+        seconds.
         """
         assert self._registered is not None and self._stopped is not None
         registered = asyncio.ensure_future(self._registered.wait())
@@ -139,27 +140,35 @@ class Worker:
             raise self._fatal
         if self._stopped.is_set():
             raise WorkerStopped("the worker stopped before it registered")
-        raise TimeoutError(f"not registered within {timeout} s")
+        raise RegistrationTimeout(f"not registered within {timeout} s")
 
     def set_capacity(self, capacity: int) -> None:
-        """Changes the most requests run at once (``CapacityUpdate``), at least 1."""
-        if capacity < 1:
-            raise ValueError("capacity must be at least 1")
+        """Changes the most requests run at once (``CapacityUpdate``), 1 to 2^32-1; else
+        raises :class:`WorkerConfigError`."""
+        if not 1 <= capacity <= 0xFFFFFFFF:
+            raise WorkerConfigError("capacity must be 1 to 2^32-1")
         assert self._runtime is not None
         self._call(self._runtime.set_capacity, capacity)
 
     async def drain(self, grace: float | None = None) -> None:
         """Takes no new work (``Drain``), finishes what is in flight (aborting it after
-        ``grace`` seconds, if given), says ``Drained`` and ``Goodbye``, and stops."""
+        ``grace`` seconds, if given), says ``Drained`` and ``Goodbye``, and stops. On a worker
+        already stopped (a signal's drain, say) it returns as :meth:`wait_stopped` does."""
         assert self._runtime is not None
-        self._call(self._runtime.request_drain, grace)
+        try:
+            self._call(self._runtime.request_drain, grace)
+        except WorkerStopped:
+            pass  # stopped already: wait_stopped raises what stopped it, if anything did
         await self.wait_stopped()
 
     async def close(self) -> None:
         """Stops at once: says ``Goodbye`` (the node ends what it pushed) and aborts handlers."""
         if self._runtime is None or self._stopped is None or self._stopped.is_set():
             return
-        self._call(self._runtime.request_stop)
+        try:
+            self._call(self._runtime.request_stop)
+        except WorkerStopped:
+            pass  # its thread is ending: the stop is on its way
         await self.wait_stopped()
 
     async def wait_stopped(self) -> None:
@@ -172,15 +181,28 @@ class Worker:
             raise self._fatal
 
     def drain_on_signals(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT), grace: float | None = None) -> None:
-        """Drains when one of ``signals`` arrives (the caller's loop must be the main thread's)."""
+        """Drains when one of ``signals`` arrives (the caller's loop must be the main thread's);
+        a signal after the worker stopped is ignored."""
         assert self._loop is not None and self._runtime is not None
         runtime = self._runtime
+
+        def drain() -> None:
+            try:
+                self._call(runtime.request_drain, grace)
+            except WorkerStopped:
+                pass
+
         for sig in signals:
-            self._loop.add_signal_handler(sig, lambda: self._call(runtime.request_drain, grace))
+            self._loop.add_signal_handler(sig, drain)
 
     async def __aenter__(self) -> "Worker":
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        """Closes the worker; what stopped it is raised only when the body raised nothing."""
+        try:
+            await self.close()
+        except LintelError:
+            if exc is None:
+                raise

@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import LintelError
+from ..errors import LintelError, ProgressTooLarge
 from ..trace import TRACEPARENT, TRACESTATE, TraceContext
 from ..wire.types import DispatchRequest, Failure, Header, RequestExtras, Success
 
@@ -112,7 +112,7 @@ class Request:
         if isinstance(details, str):
             details = details.encode()
         if len(details) > 4096:
-            raise ValueError("progress details are at most 4096 bytes")
+            raise ProgressTooLarge("progress details are at most 4096 bytes")
         self._heartbeat(bytes(details))
 
 

@@ -105,7 +105,8 @@ class Held:
     by_correlation: dict[int, int] = field(default_factory=dict)
     #: correlation -> reply finished while no connection could take it
     unsent: "OrderedDict[int, f.Reply]" = field(default_factory=OrderedDict)
-    #: correlation -> (reply sent, sequence number): not yet proved read
+    #: correlation -> (reply sent, sequence number): not yet proved read; the newest
+    #: :func:`unproven_bound` of them, oldest dropped first
     unproven: "OrderedDict[int, tuple[f.Reply, int]]" = field(default_factory=OrderedDict)
     session: Kept | None = None
 
@@ -175,7 +176,9 @@ class Runtime:
     async def main(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.runner.to_connection = Mailbox(self.loop, self._from_runner)
-        failures = 0
+        failures = 0  # failed attempts to reach a node in a row
+        losses = 0  # connections lost in a row, each within backoff.max of being made
+        backoff = self.config.backoff
         avoid: str | None = None
         try:
             while not self.stopping:
@@ -194,13 +197,14 @@ class Runtime:
                     log.warning("cannot reach a node: %s", err)
                 if conn is None:
                     self._expire_session()
-                    await self._sleep(self.config.backoff.delay(failures))
+                    await self._sleep(backoff.delay(failures))
                     failures += 1
                     continue
                 avoid = None
                 if self.stopping:
                     await conn.goodbye("worker stopped")
                     return
+                served_from = time.monotonic()
                 end = await self._serve(conn)
                 self.conn = None
                 self.registered = False
@@ -211,6 +215,9 @@ class Runtime:
                     self._drop_held()
                 if end in (End.SELF_DRAINED, End.STOPPED):
                     return
+                if self.draining is not None and self.draining.by_handle:
+                    return  # the connection ended before the drain did: nothing to finish on
+                self._end_node_drain()
                 if end is End.SUPERSEDED:
                     self.notify("fatal", RegistrationRefused("Superseded", "a later registration replaced this worker"))
                     return
@@ -219,12 +226,35 @@ class Runtime:
                     return
                 if end is End.NODE_DRAINED:
                     avoid = conn.address
-                    self.draining = None
-                failures = 0 if end is not End.CLOSED else failures + 1
-                await self._sleep(self.config.backoff.delay(failures) if end is End.CLOSED else 0.0)
+                if end is End.LOST:
+                    failures = 0
+                    if time.monotonic() - served_from >= backoff.max:
+                        losses = 0
+                    delay = self._loss_delay(losses)
+                    losses += 1
+                elif end is End.CLOSED:
+                    failures += 1
+                    delay = backoff.delay(failures)
+                else:  # drained by the node: another node at once, the same one after a while
+                    failures = 0
+                    delay = 0.0 if len(self.nodes.targets) > 1 else backoff.delay(0)
+                await self._sleep(delay)
         finally:
-            self.runner.loop.call_soon_threadsafe(self.runner.abort_all)
+            try:
+                self.runner.loop.call_soon_threadsafe(self.runner.abort_all)
+            except RuntimeError:
+                pass  # the caller's loop is closed: its handlers ended with it
             self.notify("stopped", None)
+
+    def _loss_delay(self, losses: int) -> float:
+        """The wait before reconnecting after ``losses`` quick losses in a row: the backoff's,
+        growing with them, at most half the grace of a session kept (it is resumed in time),
+        and at least the backoff's first."""
+        delay = self.config.backoff.delay(losses)
+        session = self.held.session
+        if session is not None:
+            delay = min(delay, session.grace / 2)
+        return max(delay, self.config.backoff.delay(0))
 
     async def _sleep(self, delay: float) -> None:
         self.wake.clear()
@@ -389,9 +419,22 @@ class Runtime:
                 self.end = End.CLOSED
 
     def _start(self, conn: Connection, correlation: int, request: DispatchRequest, extras: RequestExtras) -> None:
-        if not self.registered or correlation in self.held.by_correlation:
+        """Hands a push to the runner, or refuses it at once (retryable) beyond capacity; a
+        correlation already in flight or with its reply unsent is ignored.
+
+        Pushes that arrive while draining still run: the node sent them before it saw the
+        drain; the grace bounds them."""
+        if not self.registered:
             conn.fail(_unexpected(f.Push(correlation, request)))
             self.end = End.CLOSED
+            return
+        if correlation in self.held.by_correlation or correlation in self.held.unsent:
+            log.warning("the node reused correlation %d, in flight; ignoring it", correlation)
+            return
+        if len(self.held.tickets) + len(self.held.unsent) >= self.capacity:
+            log.warning("push %d beyond capacity refused", correlation)
+            failure = Failure(f"worker is at its capacity of {self.capacity} requests", True)
+            self._reply(f.Reply(correlation, DispatchResponse(request.workflow_id, request.ordinal, request.run_id, failure)), completed=False)
             return
         ticket = self._next_ticket
         self._next_ticket += 1
@@ -460,8 +503,10 @@ class Runtime:
             self._ping(conn)
         self._check_drain()
 
-    def _reply(self, reply: f.Reply) -> None:
-        if self.draining is not None:
+    def _reply(self, reply: f.Reply, completed: bool = True) -> None:
+        """Sends ``reply`` now, or keeps it unsent; ``completed`` counts it in a drain's
+        ``Drained`` (a handler's result, not a refusal)."""
+        if self.draining is not None and completed:
             self.draining.completed += 1
         conn = self.conn if self.registered else None
         if conn is None:
@@ -481,7 +526,7 @@ class Runtime:
             return
         self._seq += 1
         self.held.unproven[reply.correlation] = (reply, self._seq)
-        while len(self.held.unproven) > max(1, self.capacity):
+        while len(self.held.unproven) > unproven_bound(self.capacity):
             self.held.unproven.popitem(last=False)
 
     def _flush_runner(self) -> None:
@@ -492,8 +537,14 @@ class Runtime:
     # Drain -------------------------------------------------------------------------------------
 
     def _begin_drain(self, by_handle: bool, grace: float | None) -> None:
+        """Starts a drain. The handle's, with no connection to finish on (the node is
+        unreachable), stops at once: the handlers still running are aborted on the way out."""
         assert self.loop is not None
         self.draining = Draining(by_handle)
+        if by_handle and self.conn is None:
+            self.stopping = True
+            self.wake.set()
+            return
         if grace is not None:
             self.draining.timer = self.loop.call_later(grace, self._drain_grace_over)
         if self.conn is None or not self.registered:
@@ -506,6 +557,12 @@ class Runtime:
         if by_handle:
             self.conn.write(f.Drain(0))
         self._check_drain()
+
+    def _end_node_drain(self) -> None:
+        """A drain the node asked for belongs to its connection: it ends with it."""
+        if self.draining is not None and self.draining.timer is not None:
+            self.draining.timer.cancel()
+        self.draining = None
 
     def _drain_grace_over(self) -> None:
         for ticket, pushed in list(self.held.tickets.items()):
@@ -530,6 +587,13 @@ class Runtime:
         if d.by_handle:
             self.stopping = True
         self._close(End.SELF_DRAINED if d.by_handle else End.NODE_DRAINED, goodbye="drained")
+
+
+def unproven_bound(capacity: int) -> int:
+    """Most replies kept after sending until a ``Pong`` proves them read: the capacity (at
+    least 1), as the Rust worker's ``Held::unacked_bound``. Older ones are dropped: a resume
+    cannot resend them, and the node ends them ``WorkerLost`` if it never read them."""
+    return max(1, capacity)
 
 
 def _unexpected(frame: Any) -> WireError:
