@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::agent::{lock, Agent, Problem, Shared};
+use crate::agent::{lock, Agent, Problem, Trace, Transcript, UNSUPPORTED_GRACE};
 use crate::sdks::{Agents, Role, Sdk};
 
 /// How long an agent may take to start and say `ready`.
@@ -21,6 +21,9 @@ const STARTED: Duration = Duration::from_secs(20);
 const CANCELLED: Duration = Duration::from_secs(10);
 /// How long a drained worker may take to say so and exit.
 const DRAINED: Duration = Duration::from_secs(15);
+/// How long a failed run waits for its agents' exits, to tell an unsupported feature (exit 3)
+/// from a crash.
+const EXITS: Duration = UNSUPPORTED_GRACE.saturating_add(Duration::from_secs(5));
 
 /// A scenario of the contract; each uses namespace `matrix`, its name as the task queue and
 /// activity type `run`.
@@ -107,15 +110,16 @@ impl Scenario {
 }
 
 /// One scenario for one (worker SDK, producer SDK) pair, against the node at `addr`: the
-/// agents it started and their transcripts.
+/// agents it started and their traces.
 pub struct Run<'a> {
     pub scenario: Scenario,
     pub worker: Sdk,
     pub producer: Sdk,
     addr: SocketAddr,
     agents: &'a Agents,
-    transcripts: Vec<Shared>,
-    readers: Vec<JoinHandle<()>>,
+    traces: Vec<Trace>,
+    /// The tasks that read each agent's output and reap it.
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl<'a> Run<'a> {
@@ -132,8 +136,8 @@ impl<'a> Run<'a> {
             producer,
             addr,
             agents,
-            transcripts: Vec::new(),
-            readers: Vec::new(),
+            traces: Vec::new(),
+            tasks: Vec::new(),
         }
     }
 
@@ -156,21 +160,30 @@ impl<'a> Run<'a> {
             label = format!("{label} {}", extra.join(" "));
         }
         let command = self.agents.command(sdk, &args);
-        let (agent, transcript, readers) = Agent::spawn(command, label, role)?;
-        self.transcripts.push(transcript);
-        self.readers.extend(readers);
+        let (agent, trace, tasks) = Agent::spawn(command, label, role)?;
+        self.traces.push(trace);
+        self.tasks.extend(tasks);
         Ok(agent)
     }
 
-    /// Runs the scenario's steps. A failure that an agent's `unsupported:` line explains is
-    /// that agent's unsupported feature instead.
+    /// Runs the scenario's steps. A failure is an agent's unsupported feature instead when that
+    /// agent said `unsupported:` and exited 3 (see [`explain`]).
     pub async fn steps(&mut self) -> Result<(), Problem> {
         let result = self.run_steps().await;
         match result {
-            Err(Problem::Failed(why)) => match self.said_unsupported() {
-                Some(unsupported) => Err(unsupported),
-                None => Err(Problem::Failed(why)),
-            },
+            Err(Problem::Failed(why)) => {
+                // The steps' agents are dropped, so being killed: wait for how each ended.
+                let deadline = tokio::time::Instant::now() + EXITS;
+                for trace in &mut self.traces {
+                    trace.ended_by(deadline).await;
+                }
+                let transcripts: Vec<_> = self
+                    .traces
+                    .iter()
+                    .map(|trace| lock(&trace.transcript))
+                    .collect();
+                Err(explain(why, transcripts.iter().map(|kept| &**kept)))
+            }
             other => other,
         }
     }
@@ -238,22 +251,15 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The first `unsupported:` line any of the run's agents printed, as its problem.
-    fn said_unsupported(&self) -> Option<Problem> {
-        self.transcripts
-            .iter()
-            .find_map(|transcript| lock(transcript).unsupported())
-    }
-
-    /// Every agent's transcript, once its output has ended (its process is killed by now;
-    /// bounded all the same).
+    /// Every agent's transcript, once its output has ended and it is reaped (its process is
+    /// killed by now; bounded all the same).
     pub async fn report(self) -> String {
-        for reader in self.readers {
-            let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+        for task in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
-        self.transcripts
+        self.traces
             .iter()
-            .map(|transcript| lock(transcript).report())
+            .map(|trace| lock(&trace.transcript).report())
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -267,5 +273,57 @@ async fn unless_ended(
     tokio::select! {
         result = waiting => result,
         ended = other.ended() => Err(ended),
+    }
+}
+
+/// Why a run failed: `why`, unless one of its agents said `unsupported:` and exited 3 (the only
+/// way [`Transcript::unsupported`] answers), which blames the feature on that agent's own role.
+fn explain<'t>(why: String, transcripts: impl IntoIterator<Item = &'t Transcript>) -> Problem {
+    transcripts
+        .into_iter()
+        .find_map(Transcript::unsupported)
+        .unwrap_or(Problem::Failed(why))
+}
+
+#[cfg(test)]
+mod behaviour {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    use super::*;
+
+    fn agent(role: Role, stdout: &[&str], exit: Option<ExitStatus>) -> Transcript {
+        Transcript {
+            role: Some(role),
+            stdout: stdout.iter().map(|line| (*line).to_owned()).collect(),
+            exit,
+            ..Transcript::default()
+        }
+    }
+
+    fn exited(code: i32) -> Option<ExitStatus> {
+        Some(ExitStatus::from_raw(code << 8))
+    }
+
+    #[test]
+    fn a_failed_run_is_unsupported_only_when_the_agent_that_said_so_exited_3() {
+        let why = || "the producer saw no registration".to_owned();
+        let producer = agent(Role::Producer, &["ready"], exited(1));
+        let crashed = agent(Role::Worker, &["unsupported: events"], exited(1));
+        let killed = agent(Role::Worker, &["unsupported: events"], None);
+        for worker in [crashed, killed] {
+            let problem = explain(why(), [&worker, &producer]);
+            assert!(matches!(problem, Problem::Failed(_)), "{problem:?}");
+        }
+        let lacking = agent(Role::Worker, &["unsupported: events"], exited(3));
+        let problem = explain(why(), [&producer, &lacking]);
+        assert!(
+            matches!(&problem, Problem::Unsupported { role: Role::Worker, what } if what == "events"),
+            "{problem:?}"
+        );
+        // Exit 3 without the line is a failure too.
+        let silent = agent(Role::Worker, &["ready"], exited(3));
+        let problem = explain(why(), [&silent, &producer]);
+        assert!(matches!(problem, Problem::Failed(_)), "{problem:?}");
     }
 }

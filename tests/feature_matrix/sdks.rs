@@ -17,6 +17,12 @@ pub const CLIENTS_VAR: &str = "LINTEL_MATRIX_CLIENTS";
 /// The name of the one test in this binary, which a Rust agent runs again.
 pub const TEST: &str = "every_sdk_passes_every_scenario_against_every_other";
 
+/// The oldest Python the SDK supports, and a program that prints the interpreter's version and
+/// exits 0 only when it is that or newer.
+const PYTHON_SUPPORTED: &str = "3.11";
+const PYTHON_CHECK: &str =
+    "import sys; print(sys.version.split()[0]); sys.exit(sys.version_info < (3, 11))";
+
 /// An SDK with a matrix agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Sdk {
@@ -86,6 +92,11 @@ impl Agents {
         if !agent.is_file() {
             return Some(format!("no agent at {}", agent.display()));
         }
+        if sdk == Sdk::Python {
+            let mut check = std::process::Command::new(program);
+            check.args(["-c", PYTHON_CHECK]);
+            return unsupported_interpreter(program, check, PYTHON_SUPPORTED);
+        }
         None
     }
 
@@ -145,6 +156,34 @@ impl Agents {
     }
 }
 
+/// Why `program` is not an interpreter the SDK supports, running `check`, which prints its
+/// version and exits 0 when it is `oldest` or newer; `None` when it is.
+fn unsupported_interpreter(
+    program: &str,
+    mut check: std::process::Command,
+    oldest: &str,
+) -> Option<String> {
+    let output = match check.stdin(Stdio::null()).output() {
+        Ok(output) => output,
+        Err(err) => return Some(format!("`{program}` does not run: {err}")),
+    };
+    if output.status.success() {
+        return None;
+    }
+    let version = String::from_utf8_lossy(&output.stdout);
+    let version = version.trim();
+    if output.status.code() == Some(1) && !version.is_empty() {
+        return Some(format!(
+            "`{program}` is {version}; the SDK needs {oldest} or newer"
+        ));
+    }
+    Some(format!(
+        "`{program}` failed its version check ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    ))
+}
+
 /// True when an executable file `program` is in a directory on `PATH`.
 fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|path| {
@@ -156,4 +195,43 @@ fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     path.metadata()
         .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod behaviour {
+    use super::*;
+
+    fn sh(script: &str) -> std::process::Command {
+        let mut command = std::process::Command::new("sh");
+        command.args(["-c", script]);
+        command
+    }
+
+    #[test]
+    fn an_interpreter_older_than_the_sdk_needs_is_unavailable_saying_its_version() {
+        let old = unsupported_interpreter("python3", sh("echo 3.9.2; exit 1"), "3.11");
+        assert_eq!(
+            old.as_deref(),
+            Some("`python3` is 3.9.2; the SDK needs 3.11 or newer")
+        );
+        let new = unsupported_interpreter("python3", sh("echo 3.12.1"), "3.11");
+        assert_eq!(new, None);
+    }
+
+    #[test]
+    fn an_interpreter_that_cannot_run_its_check_is_unavailable_saying_why() {
+        let broken = unsupported_interpreter("python3", sh("echo oops >&2; exit 2"), "3.11");
+        assert!(
+            broken.as_deref().is_some_and(|why| why.contains("oops")),
+            "{broken:?}"
+        );
+        let missing = std::process::Command::new("/nonexistent/python3");
+        let absent = unsupported_interpreter("python3", missing, "3.11");
+        assert!(
+            absent
+                .as_deref()
+                .is_some_and(|why| why.contains("does not run")),
+            "{absent:?}"
+        );
+    }
 }

@@ -36,32 +36,33 @@ impl Cell {
     }
 }
 
-/// The cell of `sdk` in `role` for `scenario`: failed when any run with it in that role failed;
-/// — when it said it lacks the feature there (or `no-worker`'s worker); pass when a run with it
-/// there passed.
+/// The cell of `sdk` in `role` for `scenario`, whatever order the runs finished in: failed when
+/// any run with it in that role failed; else — when it said it lacks the feature there (or
+/// `no-worker`'s worker); else pass when a run with it there passed.
 pub fn cell(outcomes: &[Outcome], scenario: Scenario, sdk: Sdk, role: Role) -> Cell {
     if role == Role::Worker && !scenario.has_worker() {
         return Cell::NotApplicable;
     }
-    let mut runs = outcomes.iter().filter(|outcome| {
+    let runs = outcomes.iter().filter(|outcome| {
         outcome.scenario == scenario
             && match role {
                 Role::Worker => outcome.worker == sdk,
                 Role::Producer => outcome.producer == sdk,
             }
     });
-    let mut cell = Cell::NotApplicable;
-    for run in runs.by_ref() {
+    let (mut lacks, mut passed) = (false, false);
+    for run in runs {
         match &run.result {
             Err(Problem::Failed(_)) => return Cell::Failed,
-            Err(Problem::Unsupported { role: lacking, .. }) if *lacking == role => {
-                return Cell::NotApplicable
-            }
-            Err(Problem::Unsupported { .. }) => {}
-            Ok(()) => cell = Cell::Pass,
+            Err(Problem::Unsupported { role: lacking, .. }) => lacks |= *lacking == role,
+            Ok(()) => passed = true,
         }
     }
-    cell
+    if lacks || !passed {
+        Cell::NotApplicable
+    } else {
+        Cell::Pass
+    }
 }
 
 /// The README block's text between its markers: which pairs ran, then the table over `sdks`.
@@ -199,6 +200,35 @@ mod behaviour {
             cell(&[], none, Sdk::Rust, Role::Worker),
             Cell::NotApplicable
         );
+    }
+
+    #[test]
+    fn a_failed_run_fails_the_cell_even_after_that_sdk_said_it_lacks_the_feature() {
+        let failed = || Err(Problem::Failed("crashed".to_owned()));
+        let echo = Scenario::Echo;
+        for outcomes in [
+            [
+                ran(Sdk::Python, Sdk::Rust, lacks(Role::Worker)),
+                ran(Sdk::Python, Sdk::Python, failed()),
+            ],
+            [
+                ran(Sdk::Python, Sdk::Python, failed()),
+                ran(Sdk::Python, Sdk::Rust, lacks(Role::Worker)),
+            ],
+        ] {
+            assert_eq!(
+                cell(&outcomes, echo, Sdk::Python, Role::Worker),
+                Cell::Failed
+            );
+            assert_eq!(
+                cell(&outcomes, echo, Sdk::Python, Role::Producer),
+                Cell::Failed
+            );
+            assert_eq!(
+                cell(&outcomes, echo, Sdk::Rust, Role::Producer),
+                Cell::NotApplicable
+            );
+        }
     }
 
     #[test]
