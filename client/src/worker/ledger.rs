@@ -163,3 +163,72 @@ impl Ledger {
         self.unacked = Unacked::default();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+    use lintel_wire::{Frame, FrameCodec, DEFAULT_MAX_FRAME_LEN};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio_util::codec::FramedRead;
+
+    use super::Ledger;
+    use crate::worker::handler::Answered;
+
+    /// A ledger sending on a real connection, and the other end reading its frames.
+    async fn connected() -> (
+        Ledger,
+        FramedRead<tokio::net::tcp::OwnedReadHalf, FrameCodec>,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (_reader, outbound, _writer) =
+            lintel_transport::split(client, DEFAULT_MAX_FRAME_LEN, 64);
+        let mut ledger = Ledger::default();
+        ledger.send_directly(outbound, 8);
+        let (read, _write) = server.into_split();
+        (
+            ledger,
+            FramedRead::new(read, FrameCodec::new(DEFAULT_MAX_FRAME_LEN)),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_result_still_owed_is_sent_and_kept_until_proved_read_and_others_are_dropped() {
+        let (mut ledger, mut frames) = connected().await;
+        ledger.in_flight.insert(1, 0);
+        // Correlation 2 was cancelled; 3 went to a later push under another ticket.
+        ledger.in_flight.insert(3, 9);
+        let mut answers = vec![Answered::echo(1), Answered::echo(2), Answered::echo(3)];
+        ledger.send_owed(&mut answers);
+        assert!(answers.is_empty(), "nothing left for the connection's loop");
+        assert!(!ledger.in_flight.contains_key(&1), "answered");
+        assert_eq!(
+            ledger.in_flight.get(&3),
+            Some(&9),
+            "the later push is still owed"
+        );
+        let Some(Ok(Frame::Reply(reply))) = frames.next().await else {
+            panic!("expected the reply");
+        };
+        assert_eq!(reply.correlation, 1);
+        ledger.unproved_unsent();
+        assert!(
+            ledger.unsent.contains_key(&1),
+            "not yet proved read: listed again"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_connection_to_send_on_results_go_to_the_connections_loop() {
+        let (mut ledger, _frames) = connected().await;
+        ledger.stop_sending_directly();
+        ledger.in_flight.insert(1, 0);
+        let mut answers = vec![Answered::echo(1)];
+        ledger.send_owed(&mut answers);
+        assert_eq!(answers.len(), 1, "left for the connection's loop");
+        assert!(ledger.in_flight.contains_key(&1), "still owed");
+    }
+}
