@@ -871,6 +871,89 @@ async fn a_dropped_connection_fails_every_pending_dispatch_as_lost_after_it_ran_
     );
 }
 
+/// Submits one dispatch through `client`, has the fake node read it and write `bytes` in its
+/// place, raw, then close when `close` (else it stays open and silent); returns how the
+/// dispatch ended, which must be well within `WAIT`.
+async fn answered_with_raw_bytes(
+    mut peer: Peer,
+    client: &Client,
+    bytes: &[u8],
+    close: bool,
+) -> Result<(), ClientError> {
+    let options = DispatchOptions::default()
+        .wait_for_worker(Duration::from_secs(60))
+        .reply_timeout(Duration::from_secs(60));
+    let dispatch = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .submit(
+                    &support::dispatch_of(request("echo", "wf-raw", b"")),
+                    &options,
+                )
+                .await
+                .map(drop)
+        })
+    };
+    peer.recv_submit().await;
+    let stream = peer.framed.get_mut();
+    stream.write_all(bytes).await.unwrap();
+    stream.flush().await.unwrap();
+    let held_open = if close {
+        drop(peer);
+        None
+    } else {
+        Some(peer)
+    };
+    let ended = timeout(WAIT, dispatch)
+        .await
+        .expect("the dispatch outlived bytes it cannot read")
+        .unwrap();
+    drop(held_open);
+    ended
+}
+
+#[tokio::test]
+async fn a_node_closing_in_the_middle_of_a_frame_ends_the_dispatch_as_lost() {
+    let (_node, peer, client) = connected_client().await;
+    // A length prefix of 20, then 5 of those bytes, then the end of the stream.
+    let cut = [0, 0, 0, 20, 24, 1, 1, b'n', 0];
+    let ended = answered_with_raw_bytes(peer, &client, &cut, true).await;
+    assert_eq!(
+        ended,
+        Err(ClientError::ConnectionLost { may_have_run: true })
+    );
+}
+
+#[tokio::test]
+async fn a_frame_longer_than_the_limit_ends_the_connection_without_waiting_for_its_body() {
+    let (_node, peer, client) = connected_client().await;
+    // A prefix announcing 4 GiB less one byte, on a connection that stays open: refused from
+    // the prefix, its body neither awaited nor allocated.
+    let oversize = [0xff, 0xff, 0xff, 0xff, 24];
+    let ended = answered_with_raw_bytes(peer, &client, &oversize, false).await;
+    assert_eq!(
+        ended,
+        Err(ClientError::ConnectionLost { may_have_run: true })
+    );
+}
+
+#[tokio::test]
+async fn an_outcome_variant_from_a_newer_node_ends_the_connection_as_lost() {
+    let (_node, peer, client) = connected_client().await;
+    // `ServedOutcome` (kind 24) for correlation 1, served by "n", with result variant 99: a
+    // variant no version this client speaks has. The connection stays open: the client ends
+    // it because it cannot read the frame.
+    let body = [24, 1, 1, b'n', 99];
+    let mut frame = vec![0, 0, 0, body.len() as u8];
+    frame.extend_from_slice(&body);
+    let ended = answered_with_raw_bytes(peer, &client, &frame, false).await;
+    assert_eq!(
+        ended,
+        Err(ClientError::ConnectionLost { may_have_run: true })
+    );
+}
+
 #[tokio::test]
 async fn a_submission_still_queued_when_the_connection_drops_is_lost_without_having_run() {
     let (_node, mut peer, client) = connected_client().await;
