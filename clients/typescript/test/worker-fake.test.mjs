@@ -273,7 +273,9 @@ test("a drain whose node is lost with work in flight stops at once, aborting the
 
 test("a node that registers the worker and drops it at once is redialled with growing backoff", async () => {
   const node = await fakeNode(async (c) => {
-    await c.next("Register3");
+    // The worker may be closed between a dial and its Register3: that connection just ends.
+    const register = await c.next("Register3").catch(() => null);
+    if (!register) return;
     c.send({ name: "Registered", body: { worker_id: 7 } });
     c.destroy();
   });
