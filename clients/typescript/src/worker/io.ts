@@ -53,6 +53,8 @@ let pingNonce = 0;
 let pingOutstanding = false;
 let draining: "none" | "ours" | "node" = "none";
 let completedSinceDrain = 0;
+/** The running drain's grace: when it fires, the work still in flight is aborted. */
+let grace: { timer: NodeJS.Timeout; deadline: number } | null = null;
 let stopping = false;
 let failures = 0;
 let nodeIndex = 0;
@@ -142,9 +144,37 @@ function running(): number {
   return n;
 }
 
+/** Starts (or shortens) the drain's grace: `ms` from now, the work still in flight is aborted. */
+function startGrace(ms: number): void {
+  const deadline = Date.now() + ms;
+  if (grace && grace.deadline <= deadline) return;
+  endGrace();
+  const timer = setTimeout(graceOver, Math.min(ms, 2 ** 31 - 1));
+  grace = { timer, deadline };
+}
+
+function endGrace(): void {
+  if (grace) clearTimeout(grace.timer);
+  grace = null;
+}
+
+/**
+ * The drain's grace passed: the handlers still running are aborted and their requests
+ * forgotten, answered nothing (the node ends those dispatches); then `Drained` goes out.
+ */
+function graceOver(): void {
+  grace = null;
+  if (draining === "none") return;
+  const held = [...jobs].filter(([, job]) => job.outcome === null || job.sentOn !== generation).map(([id]) => id);
+  if (held.length > 0) post({ t: "cancel", jobs: held, reason: "the drain's grace passed" });
+  for (const id of held) forget(id);
+  maybeDrained();
+}
+
 function maybeDrained(): void {
   if (draining === "none" || !conn || conn.isClosed) return;
   if (running() > 0) return;
+  endGrace();
   const c = conn;
   const completed = completedSinceDrain;
   c.send({ name: "Drained", body: { completed } });
@@ -167,6 +197,7 @@ function maybeDrained(): void {
  */
 function stopDrained(): void {
   stopping = true;
+  endGrace();
   dropAll("drained while not connected to a node");
   post({ t: "drained", completed: completedSinceDrain });
 }
@@ -231,6 +262,7 @@ function onFrame(frame: Frame): void {
       if (draining === "none") {
         draining = "node";
         completedSinceDrain = 0;
+        startGrace(Number(b.grace_ms));
         maybeDrained();
       }
       return;
@@ -375,6 +407,8 @@ async function run(): Promise<void> {
         const err = await lost;
         registered = false;
         conn = null;
+        // A drain's grace belongs to its connection: the node's drain ends with it, and ours stops below.
+        endGrace();
         if (stopping) return;
         // A connection that held for the longest backoff was a good one; one lost sooner
         // counts as a failure, so a node that welcomes and drops is not redialled hot.
@@ -444,7 +478,8 @@ port.on("message", (m: ToIo) => {
       draining = "ours";
       completedSinceDrain = 0;
       if (conn && registered) {
-        conn.send({ name: "Drain", body: { grace_ms: 0 } });
+        conn.send({ name: "Drain", body: { grace_ms: m.graceMs ?? 0 } });
+        if (m.graceMs !== null) startGrace(m.graceMs);
         maybeDrained();
       } else {
         conn?.goodbye("drained");
@@ -453,6 +488,7 @@ port.on("message", (m: ToIo) => {
       return;
     case "stop":
       stopping = true;
+      endGrace();
       conn?.goodbye(m.reason);
       post({ t: "stopped", reason: m.reason });
       return;

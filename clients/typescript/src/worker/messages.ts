@@ -36,7 +36,8 @@ export type Outcome = { Success: Uint8Array } | { Failure: { message: string; re
 export type ToIo =
   | { t: "results"; items: { job: number; outcome: Outcome }[] }
   | { t: "progress"; job: number; details: Uint8Array }
-  | { t: "drain" }
+  /** `graceMs` null: wait for in-flight work however long it takes. */
+  | { t: "drain"; graceMs: number | null }
   | { t: "stop"; reason: string };
 
 export type FromIo =

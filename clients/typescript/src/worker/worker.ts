@@ -34,6 +34,8 @@ export interface WorkerOptions {
   tls?: TlsOptions;
   /** Drain on SIGTERM and SIGINT (finish in-flight work, then exit the connection). Default false. */
   drainOnSignals?: boolean;
+  /** The grace of a drain given none (`drain()`, a signal's): past it in-flight work is aborted. Default none: wait for it. */
+  drainGraceMs?: number;
   /** Default 5000 ms. */
   handshakeTimeoutMs?: number;
   /** Reconnect backoff bounds; default 100 ms to 5 s. */
@@ -107,6 +109,7 @@ export class Worker extends EventEmitter {
   private readonly ready: Promise<void>;
   private readonly done: Promise<void>;
   private drainRequested = false;
+  private readonly drainGraceMs: number | null;
   private stopped = false;
   private readonly signalHandler?: () => void;
   /** The worker id the node gave, once registered. */
@@ -144,6 +147,7 @@ export class Worker extends EventEmitter {
       const v = config[name];
       if (!(Number.isFinite(v) && v >= 0)) throw new LintelError("invalid", `${name} is a number of milliseconds, not ${String(v)}`);
     }
+    this.drainGraceMs = graceOf(options.drainGraceMs, "drainGraceMs");
     this.handler = options.handler;
     this.thread = new Thread(new URL("./io.js", import.meta.url), { workerData: config });
     let registered!: () => void;
@@ -212,13 +216,14 @@ export class Worker extends EventEmitter {
   }
 
   /**
-   * Takes no more work, finishes what is in flight, says `Drained` and closes. Resolves once
-   * done.
+   * Takes no more work, finishes what is in flight (aborting what is left once `graceMs`, default
+   * the `drainGraceMs` option, passes), says `Drained` and closes. Resolves once done.
    */
-  drain(): Promise<void> {
+  drain(options: { graceMs?: number } = {}): Promise<void> {
+    const graceMs = options.graceMs === undefined ? this.drainGraceMs : graceOf(options.graceMs, "graceMs");
     if (!this.drainRequested && !this.stopped) {
       this.drainRequested = true;
-      this.send({ t: "drain" });
+      this.send({ t: "drain", graceMs });
     }
     return this.done;
   }
@@ -316,6 +321,13 @@ export class Worker extends EventEmitter {
     this.results = [];
     this.send({ t: "results", items });
   }
+}
+
+/** A grace in milliseconds, or null for none; anything else is invalid. */
+function graceOf(v: number | undefined, name: string): number | null {
+  if (v === undefined) return null;
+  if (!(typeof v === "number" && Number.isFinite(v) && v >= 0)) throw new LintelError("invalid", `${name} is a number of milliseconds, not ${String(v)}`);
+  return v;
 }
 
 function outcomeOf(v: Uint8Array | string | Failure): Outcome {
