@@ -1163,11 +1163,16 @@ impl Inner {
     }
 
     /// What the caller of a submission the outbound refused hears: the outbound refuses one
-    /// past the bound both sides accept, and any once the connection is closing.
+    /// past the bound both sides accept, and any once the connection is closing. A closing
+    /// outbound marks the connection gone at once, before its reader notices: a retry then
+    /// connects again instead of trying this connection until its attempts run out.
     fn send_failed(&self, err: SendError) -> ClientError {
         match err {
             SendError::TooLarge { len, max, .. } => ClientError::Oversize { len, max },
-            _ => self.shared.lost(false),
+            _ => {
+                self.shared.gone.store(true, Ordering::Release);
+                self.shared.lost(false)
+            }
         }
     }
 
