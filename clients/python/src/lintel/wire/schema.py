@@ -17,7 +17,7 @@ import typing
 from typing import Annotated, Any, Callable, Optional, TypeVar, Union, get_args, get_origin
 
 from ..errors import EncodeError, Malformed, UnknownVariant
-from .varint import LIMITS, encode_varint
+from .varint import decode_varint, encode_varint
 
 
 class Int:
@@ -171,38 +171,18 @@ def _int(bits: int) -> Codec:
             return data[pos], pos + 1
 
         return Codec(enc8, dec8)
-    most, last_max = LIMITS[bits]
     top = 1 << bits
 
     def enc(v: Any, out: bytearray) -> None:
         if type(v) is not int or not 0 <= v < top:
             raise EncodeError(f"{v!r} is not a u{bits}")
-        while v >= 0x80:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        out.append(v)
+        out += encode_varint(v, bits)
 
     def dec(data: bytes, pos: int) -> tuple[int, int]:
         # Fast path: one byte.
         if pos < len(data) and data[pos] < 0x80:
             return data[pos], pos + 1
-        value = 0
-        shift = 0
-        end = len(data)
-        for i in range(most):
-            if pos >= end:
-                raise Malformed(f"u{bits} varint cut short")
-            byte = data[pos]
-            pos += 1
-            if i == most - 1:
-                if byte > last_max:
-                    raise Malformed(f"u{bits} varint overflows")
-                return value | (byte << shift), pos
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value, pos
-            shift += 7
-        raise Malformed(f"u{bits} varint too long")  # pragma: no cover
+        return decode_varint(data, pos, bits)
 
     return Codec(enc, dec)
 
