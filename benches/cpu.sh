@@ -45,6 +45,7 @@ run_cell() {
         pids+=($!)
     done
     wait_worker "$PORT"
+    wait_workers "$PORT" "$workers"
     local bench=("$BIN" bench --connect "127.0.0.1:$PORT" --workers 0 --payload "$payload"
         --concurrency "$flight" --threads 1 --duration 6000)
     "${bench[@]}" --count $((flight * 40)) >"$OUT/$tag.warm.log" 2>&1

@@ -13,7 +13,7 @@
 # (on the last node) and a native `lintel bench --workers 0` warms up, then instrumentation is
 # switched on, counters zeroed, `count` dispatches run, and the counters are dumped. Printed per
 # node: instructions per dispatch, and the inclusive share of memcpy/memmove per dispatch.
-# ROLE=worker counts the `lintel worker` the same way instead. ROLE=producer runs the bench
+# ROLE=worker counts every `lintel worker` the same way instead, and their sum. ROLE=producer runs the bench
 # itself (`--threads 1`) under callgrind for `count` and for twice `count` dispatches and prints
 # the difference per dispatch, so start-up and the first dispatches cancel out.
 # Needs a release build (`cargo build --release`); BIN overrides the binary.
@@ -76,16 +76,16 @@ run_cell() {
         wait_port "$port_b"
         worker_port=$port_b
     fi
-    # With ROLE=worker only the first worker is counted; the others run natively.
-    local role=worker
+    # With ROLE=worker every worker is counted: all run under callgrind alike, so the node
+    # spreads the load over them as it would natively.
     for index in $(seq 1 "$WORKERS"); do
-        start_as "$role" "$OUT/$tag.w$index" "$BIN" worker --connect "127.0.0.1:$worker_port" \
+        start_as worker "$OUT/$tag.w$index" "$BIN" worker --connect "127.0.0.1:$worker_port" \
             --namespace bench --activity echo --concurrency 512 \
             >"$OUT/$tag.worker$index.log" 2>&1 &
-        if [ "$ROLE" = "$role" ]; then pids+=($!); names+=("worker"); else others+=($!); fi
-        role=other-worker
+        if [ "$ROLE" = worker ]; then pids+=($!); names+=("worker$index"); else others+=($!); fi
     done
     wait_worker "$port_a"
+    wait_workers "$worker_port" "$WORKERS"
     local bench=("$BIN" bench --connect "127.0.0.1:$port_a" --workers 0 --payload "$payload"
         --concurrency "$flight")
     # Warm-up: registration and presence settle, buffers grow, code paths are touched.
@@ -110,18 +110,26 @@ run_cell() {
         done
         "${bench[@]}" --count "$count" --duration 6000 >"$OUT/$tag.run.log" 2>&1 ||
             { cat "$OUT/$tag.run.log" >&2; }
-        local index=0
+        local index=0 sum=0 sum_copied=0
         for pid in "${pids[@]}"; do
             callgrind_control -d "$tag" "$pid" >/dev/null 2>&1
-            local dump
-            dump=$(ls -t "$OUT/$tag".*."$pid".* 2>/dev/null | grep -v '\.log$' | head -1 || true)
+            local dump="" candidate
+            for candidate in "$OUT/$tag".*."$pid".*; do
+                case $candidate in *.log) continue ;; esac
+                [ -z "$dump" ] || [ "$candidate" -nt "$dump" ] && dump=$candidate
+            done
             local total copied
             total=$(total_of "$dump")
             copied=$(copies_of "$dump")
             line+=$(printf "  %s %d instr/dispatch (memcpy+memmove %d)" "${names[$index]}" \
                 $((total / count)) $((copied / count)))
+            sum=$((sum + total)) sum_copied=$((sum_copied + copied))
             index=$((index + 1))
         done
+        if [ "${#pids[@]}" -gt 1 ] && [ "$ROLE" = worker ]; then
+            line+=$(printf "  workers together %d instr/dispatch (memcpy+memmove %d)" \
+                $((sum / count)) $((sum_copied / count)))
+        fi
     fi
     echo "$line"
     for pid in "${others[@]}" "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done

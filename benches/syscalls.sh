@@ -72,6 +72,7 @@ run_cell() {
         workers+=($!)
     done
     wait_worker "$PORT"
+    wait_workers "$PORT" "$WORKERS"
     local bench=("$BIN" bench --connect "127.0.0.1:$PORT" --workers 0 --payload "$payload"
         --concurrency "$flight" --threads 1 --duration 6000)
     "${bench[@]}" --count $((flight * 4 > 200 ? flight * 4 : 200)) >"$OUT/$tag.warm.log" 2>&1
