@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use lintel::dispatch::DispatchOptions;
 use lintel::sdk::status::Standing;
-use lintel::sdk::{Handler, Request, Worker, WorkerConfigBuilder, WorkerHandle, WorkerState};
+use lintel::sdk::{
+    ConnectionThread, Handler, Request, Worker, WorkerConfigBuilder, WorkerHandle, WorkerState,
+};
 use lintel::wire::{ActivityOutcome, DispatchResult};
 use lintel::NodeConfig;
 use support::faulty::Proxy;
@@ -508,4 +510,53 @@ async fn a_handler_blocking_its_thread_for_several_ping_timeouts_leaves_the_work
 #[tokio::test]
 async fn a_brief_handler_blocking_its_thread_leaves_the_worker_eligible() {
     stays_eligible_while_a_handler_blocks(true).await;
+}
+
+#[tokio::test]
+async fn a_connection_sharing_the_handlers_thread_goes_unanswered_while_a_handler_blocks_it() {
+    let node = TestNode::with_config(impatient()).await;
+    let app = AppRuntime::start();
+    let started = Arc::new(watch::channel(0).0);
+    let blocking = Blocking {
+        brief: false,
+        started: Arc::clone(&started),
+    };
+    let config = worker_builder(node.addr.to_string(), register("ns", "block", 2))
+        .connection_thread(ConnectionThread::Shared)
+        .build()
+        .expect("a config");
+    let worker = {
+        let _app = app.handle.enter();
+        Worker::spawn(config, blocking)
+    };
+    let worker_id = within(
+        "registered",
+        worker.wait_registered(Duration::from_secs(10)),
+    )
+    .await
+    .expect("registered");
+    node.wait_registry("the worker eligible", |registry| {
+        registry.states().contains(&(worker_id, Standing::Eligible))
+    })
+    .await;
+
+    let _first = spawn_dispatch(&node, request("ns", "block", "first"), patient());
+    within(
+        "the handler blocking",
+        started.subscribe().wait_for(|n| *n >= 1),
+    )
+    .await
+    .expect("counted");
+    let blocked_at = std::time::Instant::now();
+    // The blocked thread is the connection's too: its pongs stop, and the node takes the
+    // worker out of selection before the handler ends.
+    node.wait_registry("the worker out of selection", |registry| {
+        !registry.states().contains(&(worker_id, Standing::Eligible))
+    })
+    .await;
+    assert!(
+        blocked_at.elapsed() < BLOCKED,
+        "out of selection only after the handler ended"
+    );
+    drop(worker);
 }

@@ -63,7 +63,7 @@ pub use options::{
 pub use subscription::{Subscription, SubscriptionError};
 pub use tls::{ClientTls, PemIdentity, TlsError};
 pub use worker::{
-    handler_fn, handler_fn_with, Backoff, CancelSignal, Extras, Fatal, FnHandler, FnHandlerWith,
-    Handler, Heartbeat, HeartbeatError, Request, Worker, WorkerConfig, WorkerConfigBuilder,
-    WorkerConfigError, WorkerError, WorkerHandle, WorkerState,
+    handler_fn, handler_fn_with, Backoff, CancelSignal, ConnectionThread, Extras, Fatal, FnHandler,
+    FnHandlerWith, Handler, Heartbeat, HeartbeatError, Request, Worker, WorkerConfig,
+    WorkerConfigBuilder, WorkerConfigError, WorkerError, WorkerHandle, WorkerState,
 };

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lintel::activities::{BuiltIn, BUILT_IN};
-use lintel_client::{ActivityOutcome, Extras, Handler, Request, Worker, WorkerConfig, WorkerState};
+use lintel_client::{
+    ActivityOutcome, ConnectionThread, Extras, Handler, Request, Worker, WorkerConfig, WorkerState,
+};
 
 use super::connect::NodeArgs;
 use super::signal::{count, seconds, Stops, INTERRUPTED};
@@ -81,7 +83,9 @@ pub(super) async fn run(args: Args) -> ExitCode {
         .task_queue(args.task_queue)
         .activities(args.activities)
         .identity(identity)
-        .concurrency(args.concurrency);
+        .concurrency(args.concurrency)
+        // The built-in activities never block their thread: the connection can share it.
+        .connection_thread(ConnectionThread::Shared);
     if let Some(label) = args.label.or(args.node) {
         builder = builder.label(label);
     }

@@ -66,6 +66,22 @@ pub struct WorkerConfig {
     /// Speak TLS to the node; `None` is plaintext. The node's certificate is checked against
     /// the TLS server name, else the host of the address it was given.
     pub tls: Option<ClientTls>,
+    /// Where its connection runs; see [`ConnectionThread`].
+    pub connection_thread: ConnectionThread,
+}
+
+/// Where a worker's connection (its socket, pings and pongs) runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectionThread {
+    /// A thread of its own: a handler that blocks its thread holds up neither pongs nor the
+    /// socket. The default.
+    #[default]
+    Own,
+    /// The runtime the handlers run on: no hand-over between threads for each request, so a
+    /// lower latency, for handlers that never block their thread. One that does holds up the
+    /// pongs too, and the node takes the worker for unreachable.
+    Shared,
 }
 
 impl WorkerConfig {
@@ -82,6 +98,7 @@ impl WorkerConfig {
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             queue_len: 1024,
             tls: None,
+            connection_thread: ConnectionThread::Own,
         }
     }
 
@@ -134,6 +151,7 @@ pub struct WorkerConfigBuilder {
     max_frame_len: Option<usize>,
     queue_len: Option<usize>,
     tls: Option<ClientTls>,
+    connection_thread: ConnectionThread,
 }
 
 /// What a [`WorkerConfigBuilder`] lacks to make a worker the node would register.
@@ -171,6 +189,7 @@ impl WorkerConfig {
             max_frame_len: None,
             queue_len: None,
             tls: None,
+            connection_thread: ConnectionThread::Own,
         }
     }
 }
@@ -334,6 +353,12 @@ impl WorkerConfigBuilder {
         self
     }
 
+    /// Where the connection runs. Default: [`ConnectionThread::Own`].
+    pub fn connection_thread(mut self, thread: ConnectionThread) -> Self {
+        self.connection_thread = thread;
+        self
+    }
+
     /// The config; what was not set takes the defaults each method names.
     ///
     /// # Errors
@@ -357,6 +382,7 @@ impl WorkerConfigBuilder {
         }
         config.auth_token = self.auth_token;
         config.tls = self.tls;
+        config.connection_thread = self.connection_thread;
         if let Some(timeout) = self.handshake_timeout {
             config.handshake_timeout = timeout;
         }

@@ -7,7 +7,8 @@
 //! each failed attempt is logged, rate-limited.
 //!
 //! The connection (socket, reader, writer, pings and pongs) runs on a thread of its own with a
-//! current-thread Tokio runtime; handlers run on the caller's runtime, brief ones included, so
+//! current-thread Tokio runtime, unless configured to share the handlers' runtime
+//! ([`ConnectionThread`]); handlers run on the caller's runtime, brief ones included, so
 //! a handler that blocks its thread cannot starve the connection. Requests cross to the
 //! handlers' runtime, and answers back, in batches: one wake-up each way per burst, not per
 //! request. A lost connection's session is resumed within its grace, handlers running on
@@ -43,7 +44,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use cancel::CancelSignal;
-pub use config::{Backoff, WorkerConfig, WorkerConfigBuilder, WorkerConfigError};
+pub use config::{Backoff, ConnectionThread, WorkerConfig, WorkerConfigBuilder, WorkerConfigError};
 pub use handler::{
     handler_fn, handler_fn_with, Extras, FnHandler, FnHandlerWith, Handler, Request,
 };
@@ -75,9 +76,10 @@ pub enum WorkerError {
 pub struct Worker;
 
 impl Worker {
-    /// Starts the worker: its connection on a thread of its own (named `lintel-worker`, with a
-    /// current-thread Tokio runtime), its handlers on the current Tokio runtime. It stops when
-    /// that runtime shuts down, or its handle is dropped.
+    /// Starts the worker: its handlers on the current Tokio runtime, its connection on a thread
+    /// of its own (named `lintel-worker`, with a current-thread Tokio runtime) or, with
+    /// [`ConnectionThread::Shared`], beside them. It stops when that runtime shuts down, or its
+    /// handle is dropped.
     ///
     /// # Examples
     /// A worker serving `upper` in namespace `demo`, four requests at a time, then draining:
@@ -144,6 +146,7 @@ impl Worker {
         let stop = shutdown.clone();
         let done = finished.clone();
         let (failed, thread_failed) = (runtime.state.clone(), runtime.state.clone());
+        let connection_thread = runtime.config.connection_thread;
         let serve = async move {
             let state = runtime.state.clone();
             // Cancel-safe: dropping `run` drops the connection and aborts every handler task.
@@ -160,24 +163,34 @@ impl Worker {
             };
             state.send_replace(last);
         };
-        let spawned = std::thread::Builder::new()
-            .name("lintel-worker".into())
-            .spawn(move || {
-                let _done = done.drop_guard();
-                match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(connection) => connection.block_on(serve),
-                    Err(err) => {
-                        drop(serve);
-                        failed.send_replace(WorkerState::Failed(Fatal::new(err.into())));
-                    }
+        match connection_thread {
+            ConnectionThread::Shared => {
+                tokio::spawn(async move {
+                    let _done = done.drop_guard();
+                    serve.await;
+                });
+            }
+            ConnectionThread::Own => {
+                let spawned = std::thread::Builder::new()
+                    .name("lintel-worker".into())
+                    .spawn(move || {
+                        let _done = done.drop_guard();
+                        match tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                        {
+                            Ok(connection) => connection.block_on(serve),
+                            Err(err) => {
+                                drop(serve);
+                                failed.send_replace(WorkerState::Failed(Fatal::new(err.into())));
+                            }
+                        }
+                    });
+                if let Err(err) = spawned {
+                    thread_failed.send_replace(WorkerState::Failed(Fatal::new(err.into())));
+                    finished.cancel();
                 }
-            });
-        if let Err(err) = spawned {
-            thread_failed.send_replace(WorkerState::Failed(Fatal::new(err.into())));
-            finished.cancel();
+            }
         }
         // The worker stops with the runtime its handlers run on, as a task of it would.
         let (stop, done) = (shutdown.clone(), finished.clone());
