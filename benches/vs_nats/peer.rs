@@ -13,10 +13,12 @@ use crate::measure::{self, Sample};
 use crate::nats::{self, NatsTarget};
 use crate::process::{self, Role};
 
-/// Runs `role` on a multi-threaded runtime like the harness's, to its end.
+/// Runs `role` to its end on one thread, as `lintel serve`, `lintel worker` and `lintel bench
+/// --workers 0` run by default: every system's pieces are deployed alike (on two cores, a pool
+/// of threads made NATS's requester and responders slower, not faster).
 pub fn run(role: Role) -> ExitCode {
     let name = role.name();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
