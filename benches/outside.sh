@@ -21,9 +21,10 @@
 #   CELLS     IN_FLIGHT:WORKERS:PAYLOAD_BYTES ... [256:1:64 256:4:64 1:1:64]
 #   ROUNDS    rounds per cell [5]
 #   DURATION  seconds each producer runs [5]
+#   WARMUP    seconds a producer runs first, unmeasured, on the fresh pieces of each round [2]
 #   BUILD     1: run `cargo build --release` even when target/release/lintel exists [0]
-# Writes bench-results/outside-<shortcommit>.json and prints markdown tables on stdout;
-# progress goes to stderr.
+#   OUT       where the JSON goes [bench-results/outside-<shortcommit>.json]
+# Prints markdown tables on stdout; progress goes to stderr.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,6 +33,9 @@ cd "$root"
 CELLS=${CELLS:-"256:1:64 256:4:64 1:1:64"}
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-5}
+# Fresh processes run slower for their first seconds (nats-server's most: with 5 s rounds and no
+# warm-up, four responders carried about a tenth less than warm ones).
+WARMUP=${WARMUP:-2}
 BUILD=${BUILD:-0}
 
 # Capacity of each lintel worker: the harness's (WORKER_CAPACITY in benches/vs_nats/lintel.rs).
@@ -57,6 +61,7 @@ die() {
 if [[ ! $DURATION =~ ^[0-9]+([.][0-9]+)?$ || $DURATION =~ ^0+([.]0+)?$ ]]; then
     die "DURATION must be a positive number of seconds, not '$DURATION'"
 fi
+[[ $WARMUP =~ ^[0-9]+([.][0-9]+)?$ ]] || die "WARMUP must be a number of seconds, not '$WARMUP'"
 read -r -a cells <<<"$CELLS"
 ((${#cells[@]} > 0)) || die "CELLS names no cell"
 for cell in "${cells[@]}"; do
@@ -219,6 +224,16 @@ run_producer() {
     unset 'pids[${#pids[@]}-1]'
 }
 
+# Runs a producer command for WARMUP seconds first, its report discarded; "$@" ends with the
+# duration flag's name, which this appends the value to.
+warm_up() {
+    local dir=$1 what=$2
+    shift 2
+    awk -v w="$WARMUP" 'BEGIN { exit !(w > 0) }' || return 0
+    run_producer "$dir/warm.out" "$dir/warm.err" "$@" "$WARMUP"
+    ((status == 0)) || die "$what's warm-up exited with status $status: $(tail -n 5 "$dir/warm.err")"
+}
+
 # Checks a producer's report and appends one line to rounds.jsonl:
 # SYSTEM ROUND CELL OUT ERR STATUS TICKS_BEFORE TICKS_AFTER.
 record() {
@@ -302,6 +317,8 @@ sys.exit(0 if len(eligible) >= want else 1)
             die "the $workers lintel workers were not all eligible on $addr within ${REGISTER_WAIT}s: $(tail -n 3 "$dir/status.err")"
         sleep 0.1
     done
+    warm_up "$dir" "lintel bench" "$LINTEL" bench --connect "$addr" --workers 0 \
+        --namespace "$NAMESPACE" --concurrency "$in_flight" --payload "$payload" --json - --duration
     before=$(cpu_ticks "$server")
     run_producer "$dir/bench.json" "$dir/bench.err" \
         "$LINTEL" bench --connect "$addr" --workers 0 --namespace "$NAMESPACE" \
@@ -332,6 +349,8 @@ run_nats() {
         # It prints `subscribed` once the server has its subscription (a flush after SUB).
         wait_for_line "$dir/responder-$i.out" '^subscribed$' "$!" "NATS responder $i" "$REGISTER_WAIT"
     done
+    warm_up "$dir" "the NATS requester" "$PEER" requester --url "$url" --subject "$SUBJECT" \
+        --concurrency "$in_flight" --payload "$payload" --duration
     before=$(cpu_ticks "$server")
     run_producer "$dir/requester.json" "$dir/requester.err" \
         "$PEER" requester --url "$url" --subject "$SUBJECT" \
@@ -344,8 +363,10 @@ run_nats() {
 # ---- the rounds -------------------------------------------------------------------------------
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# Result files written beside this one change nothing measured.
 dirty=false
-[[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]] && dirty=true
+[[ -n $(git status --porcelain --untracked-files=no -- . ':!bench-results' 2>/dev/null) ]] &&
+    dirty=true
 echo "outside layout at $commit: cells ${cells[*]}, $ROUNDS rounds of ${DURATION}s; $NATS_VERSION" >&2
 : >"$work/rounds.jsonl"
 for ((rnd = 1; rnd <= ROUNDS; rnd++)); do
@@ -359,9 +380,9 @@ done
 
 # ---- the report -------------------------------------------------------------------------------
 
-out=bench-results/outside-$commit.json
+out=${OUT:-bench-results/outside-$commit.json}
 OUTSIDE_COMMIT=$commit OUTSIDE_DIRTY=$dirty OUTSIDE_STALE=$stale OUTSIDE_CELLS="${cells[*]}" OUTSIDE_ROUNDS=$ROUNDS \
-    OUTSIDE_DURATION=$DURATION OUTSIDE_NATS=$NATS_VERSION OUTSIDE_CLK_TCK=$CLK_TCK \
+    OUTSIDE_DURATION=$DURATION OUTSIDE_WARMUP=$WARMUP OUTSIDE_NATS=$NATS_VERSION OUTSIDE_CLK_TCK=$CLK_TCK \
     OUTSIDE_LINTEL=$("$LINTEL" --version 2>/dev/null | head -n 1) OUTSIDE_CORES=$(nproc) \
     OUTSIDE_CAPACITY=$WORKER_CAPACITY \
     python3 - "$work/rounds.jsonl" "$out" <<'EOF' || die "cannot write the report"
@@ -422,6 +443,7 @@ result = {
     "lintel": env["OUTSIDE_LINTEL"],
     "lintel_binary_older_than_sources": env["OUTSIDE_STALE"] == "true",
     "round_seconds": float(env["OUTSIDE_DURATION"]),
+    "warmup_seconds": float(env["OUTSIDE_WARMUP"]),
     "rounds_per_cell": int(env["OUTSIDE_ROUNDS"]),
     "clk_tck": int(env["OUTSIDE_CLK_TCK"]),
     "lintel_worker_capacity": int(env["OUTSIDE_CAPACITY"]),
