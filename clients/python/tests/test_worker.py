@@ -607,3 +607,80 @@ def test_draining_a_worker_that_already_stopped_returns(nodes: Any) -> None:
         await bounded(10, worker.close())
 
     asyncio.run(scenario())
+
+
+async def frames_until(node: FakeNode, kind: type, seconds: float = 10) -> list[Any]:
+    """Every frame a worker sent up to and including the first of type ``kind``, in order."""
+    seen: list[Any] = []
+    while not seen or not isinstance(seen[-1], kind):
+        _, frame = await asyncio.wait_for(node.received.get(), seconds)
+        seen.append(frame)
+    return seen
+
+
+def test_a_nodes_drain_with_no_grace_aborts_what_runs_at_once_and_answers_nothing_for_it() -> None:
+    async def scenario() -> None:
+        node = await FakeNode().start()
+        began = asyncio.Event()
+        cancelled = asyncio.Event()
+
+        async def handler(req: Request) -> bytes:
+            began.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            return b"late"
+
+        async with Worker(config(node.addr), handler) as worker:
+            await worker.wait_registered(10)
+            node.send(push(1))
+            await bounded(10, began.wait())
+            node.send(f.Drain(0))
+            sent = await frames_until(node, f.Drained)
+            assert not any(isinstance(frame, f.Reply) for frame in sent), sent
+            assert sent[-1] == f.Drained(0)
+            assert isinstance(await node.next(f.Goodbye), f.Goodbye)
+            await bounded(10, cancelled.wait())
+
+    asyncio.run(scenario())
+
+
+def test_a_nodes_drain_waits_its_grace_for_a_handler_then_aborts_it_answering_nothing() -> None:
+    async def scenario() -> None:
+        node = await FakeNode().start()
+        began = asyncio.Event()
+
+        async def handler(req: Request) -> bytes:
+            began.set()
+            await asyncio.sleep(60)
+            return b"late"
+
+        async with Worker(config(node.addr), handler) as worker:
+            await worker.wait_registered(10)
+            node.send(push(1))
+            await bounded(10, began.wait())
+            drained_at = time.monotonic()
+            node.send(f.Drain(300))
+            sent = await frames_until(node, f.Drained)
+            assert time.monotonic() - drained_at >= 0.3
+            assert not any(isinstance(frame, f.Reply) for frame in sent), sent
+            assert sent[-1] == f.Drained(0)
+
+    asyncio.run(scenario())
+
+
+def test_the_workers_own_drain_tells_the_node_its_grace() -> None:
+    async def scenario() -> None:
+        node = await FakeNode().start()
+        worker = Worker(config(node.addr), lambda req: b"")
+        await worker.start()
+        await worker.wait_registered(10)
+        draining = asyncio.ensure_future(worker.drain(grace=1.5))
+        assert await node.next(f.Drain) == f.Drain(1500)
+        assert await node.next(f.Drained) == f.Drained(0)
+        await bounded(10, draining)
+        await node.close()
+
+    asyncio.run(scenario())

@@ -408,7 +408,7 @@ class Runtime:
                     self._close(End.STOPPED)
             case f.Drain(grace_ms):
                 if self.draining is None:
-                    self._begin_drain(by_handle=False, grace=grace_ms / 1000 if grace_ms else None)
+                    self._begin_drain(by_handle=False, grace=grace_ms / 1000)
             case f.Goodbye(reason):
                 self._close(End.SUPERSEDED if reason == "superseded" else End.CLOSED)
             case f.ErrorFrame(code, reason):
@@ -555,7 +555,7 @@ class Runtime:
                     self._close(End.SELF_DRAINED, goodbye="drained")
             return
         if by_handle:
-            self.conn.write(f.Drain(0))
+            self.conn.write(f.Drain(0 if grace is None else round(grace * 1000)))
         self._check_drain()
 
     def _end_node_drain(self) -> None:
@@ -565,12 +565,16 @@ class Runtime:
         self.draining = None
 
     def _drain_grace_over(self) -> None:
+        """The grace passed: the handlers still running are aborted and their requests, with
+        the results not yet sent, forgotten, answered nothing (the node ends those dispatches,
+        as the Rust and TypeScript workers leave them); then ``Drained`` goes out."""
+        if self.held.tickets:
+            log.warning("drain grace expired; aborting %d requests in flight", len(self.held.tickets))
         for ticket, pushed in list(self.held.tickets.items()):
             self._to_runner.append(Abort(ticket))
             del self.held.tickets[ticket]
             self.held.by_correlation.pop(pushed.correlation, None)
-            failure = Failure("the worker's drain grace ran out", True)
-            self._reply(f.Reply(pushed.correlation, DispatchResponse(pushed.workflow_id, pushed.ordinal, pushed.run_id, failure)))
+        self.held.unsent.clear()
         self._flush_runner()
         self._check_drain()
 
