@@ -684,3 +684,24 @@ def test_the_workers_own_drain_tells_the_node_its_grace() -> None:
         await node.close()
 
     asyncio.run(scenario())
+
+
+def test_a_requests_deadline_sets_its_signal_and_the_handler_still_answers() -> None:
+    async def scenario() -> None:
+        node = await FakeNode().start()
+
+        async def handler(req: Request) -> bytes:
+            await req.cancelled.wait()
+            return b"past the deadline"
+
+        async with Worker(config(node.addr), handler) as worker:
+            await worker.wait_registered(10)
+            deadline = int(time.time() * 1000) + 300
+            request = t.DispatchRequest("py", "", "run", None, "wf-1", 0, None, 1, b"", deadline)
+            node.send(f.Push3(1, request, t.RequestExtras()))
+            reply = await node.next(f.Reply)
+            assert reply.correlation == 1
+            assert reply.response.outcome == Success(b"past the deadline")
+            assert time.time() * 1000 >= deadline
+
+    asyncio.run(scenario())

@@ -26,8 +26,10 @@ class Request:
 
     ``cancelled`` is set when the node cancels the push (the producer cancelled, its reply
     timeout passed, the worker drains past its grace); the handler's task is then cancelled
-    too, so ``asyncio.CancelledError`` is raised at its next ``await``. A handler that does
-    blocking work in a thread polls ``cancelled.is_set()`` (thread-safe to read).
+    too, so ``asyncio.CancelledError`` is raised at its next ``await``. It is also set when
+    the request's deadline passes, the task left running: the handler decides what to do
+    then, as with the Rust and TypeScript SDKs. A handler that does blocking work in a thread
+    polls ``cancelled.is_set()`` (thread-safe to read).
     """
 
     def __init__(
@@ -40,6 +42,8 @@ class Request:
         self.extras = extras
         self.cancelled = asyncio.Event()
         self._heartbeat = heartbeat
+        # Set when the worker aborts the handler, which then answers nothing.
+        self._aborted = False
 
     # The request's fields ----------------------------------------------------------------------
 

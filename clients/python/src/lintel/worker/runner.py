@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Union
 
@@ -57,9 +58,7 @@ class Runner:
             else:
                 found = self.tasks.pop(item.ticket, None)
                 if found is not None:
-                    task, request = found
-                    request.cancelled.set()
-                    task.cancel()
+                    abort(*found)
 
     def _beat(self, ticket: int, details: bytes) -> None:
         if self.to_connection is not None:
@@ -67,13 +66,18 @@ class Runner:
 
     async def _run(self, ticket: int, request: Request) -> None:
         outcome: Success | Failure
+        deadline = request.deadline_unix_ms
+        # The deadline sets the signal on this machine's clock; the task runs on.
+        timer = None
+        if deadline is not None:
+            timer = self.loop.call_later(max(0.0, deadline / 1000 - time.time()), request.cancelled.set)
         try:
             result = self.handler(request)
             if inspect.isawaitable(result):
                 result = await result
             outcome = to_outcome(result)
         except asyncio.CancelledError:
-            if request.cancelled.is_set():
+            if request._aborted:
                 return  # aborted: the connection thread has answered already
             raise
         except ActivityError as err:
@@ -81,12 +85,20 @@ class Runner:
         except Exception as err:  # a handler's bug is the activity's failure, not the worker's
             outcome = Failure(f"{type(err).__name__}: {err}", False)
         finally:
+            if timer is not None:
+                timer.cancel()
             self.tasks.pop(ticket, None)
         if self.to_connection is not None:
             self.to_connection.post((Answer(ticket, outcome),))
 
     def abort_all(self) -> None:
         for task, request in self.tasks.values():
-            request.cancelled.set()
-            task.cancel()
+            abort(task, request)
         self.tasks.clear()
+
+
+def abort(task: asyncio.Task[None], request: Request) -> None:
+    """Cancels a handler whose answer is no longer wanted, setting its signal first."""
+    request._aborted = True
+    request.cancelled.set()
+    task.cancel()
