@@ -89,6 +89,8 @@ export class Connection {
   /** Bytes of frames handed to the socket since the connection opened. */
   written = 0;
   private closed: LintelError | null = null;
+  /** The node's FIN was read ('end'), before 'close' may have run. */
+  private finRead = false;
   private lastHeard = Date.now();
   private liveness: NodeJS.Timeout | null = null;
 
@@ -191,6 +193,9 @@ export class Connection {
   /** Wires the socket to the frame loop once the handshake is done (bytes past the welcome included). */
   private attach(): void {
     this.socket.on("data", (chunk: Buffer) => this.read(chunk));
+    this.socket.on("end", () => {
+      this.finRead = true;
+    });
     this.socket.on("error", (e) => this.end(new ConnectionLostError(`${this.address}: ${e.message}`, true)));
     this.socket.on("close", () => {
       try {
@@ -289,8 +294,7 @@ export class Connection {
    * frame written now is never read, so it is not written at all.
    */
   private peerEnded(): boolean {
-    const state = (this.socket as unknown as { _readableState?: { ended?: boolean } })._readableState;
-    if (this.socket.readableEnded || state?.ended === true || !this.socket.writable) {
+    if (this.finRead || this.socket.readableEnded || !this.socket.writable) {
       this.end(new ConnectionLostError(`${this.address} closed the connection`, true));
       return true;
     }
