@@ -107,7 +107,7 @@ enum PeerError {
     Histogram(#[from] CreationError),
     #[error("cannot write the report: {0}")]
     Report(#[from] serde_json::Error),
-    #[error("--duration must be a finite number of seconds, not {0}")]
+    #[error("--duration must be a finite number of seconds this clock can reach, not {0}")]
     Duration(f64),
 }
 
@@ -165,10 +165,10 @@ fn main() -> ExitCode {
                 payload,
                 duration,
             } => {
-                if !duration.is_finite() || duration < 0.0 {
-                    return Err(PeerError::Duration(duration));
-                }
-                let duration = Duration::from_secs_f64(duration);
+                let seconds = duration;
+                let Ok(duration) = Duration::try_from_secs_f64(seconds) else {
+                    return Err(PeerError::Duration(seconds));
+                };
                 let report = request(&url, subject, concurrency, payload, duration).await?;
                 println!("{}", serde_json::to_string(&report)?);
                 Ok(report.errors == 0)
@@ -259,7 +259,9 @@ async fn request(
     let input = Bytes::from(vec![b'x'; payload]);
     let concurrency = concurrency.max(1);
     let started = Instant::now();
-    let deadline = started + duration;
+    let deadline = started
+        .checked_add(duration)
+        .ok_or(PeerError::Duration(duration.as_secs_f64()))?;
     let lanes: Vec<_> = (0..concurrency)
         .map(|_| {
             let lane = Lane {
