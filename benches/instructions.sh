@@ -13,9 +13,10 @@
 # (on the last node) and a native `lintel bench --workers 0` warms up, then instrumentation is
 # switched on, counters zeroed, `count` dispatches run, and the counters are dumped. Printed per
 # node: instructions per dispatch, and the inclusive share of memcpy/memmove per dispatch.
-# ROLE=worker counts every `lintel worker` the same way instead, and their sum. ROLE=producer runs the bench
-# itself (`--threads 1`) under callgrind for `count` and for twice `count` dispatches and prints
-# the difference per dispatch, so start-up and the first dispatches cancel out.
+# ROLE=worker counts every `lintel worker` the same way instead, and their sum. ROLE=producer
+# runs the bench itself (`--threads 1`) under callgrind for `count` and for twice `count`
+# dispatches and prints the difference per dispatch, so start-up and the first dispatches
+# cancel out.
 # Needs a release build (`cargo build --release`); BIN overrides the binary.
 set -euo pipefail
 
