@@ -436,9 +436,18 @@ impl Drop for AppRuntime {
     }
 }
 
-/// Runs one blocking handler (`brief` or not) for [`BLOCKED`] and asserts the worker stayed
-/// eligible throughout, its dispatch completed, and a second one was pushed meanwhile.
-async fn stays_eligible_while_a_handler_blocks(brief: bool) {
+/// A node pinging as [`impatient`] says and a worker on an [`AppRuntime`], its connection where
+/// `thread` says, whose handler (`brief` or not) blocks the app's thread for [`BLOCKED`]: the
+/// worker is eligible and the handler of its first dispatch is blocking.
+struct BlockedHandler {
+    node: TestNode,
+    app: AppRuntime,
+    worker: WorkerHandle,
+    worker_id: u64,
+    first: JoinHandle<DispatchResult>,
+}
+
+async fn block_a_handler(brief: bool, thread: ConnectionThread) -> BlockedHandler {
     let node = TestNode::with_config(impatient()).await;
     let app = AppRuntime::start();
     let started = Arc::new(watch::channel(0).0);
@@ -446,7 +455,10 @@ async fn stays_eligible_while_a_handler_blocks(brief: bool) {
         brief,
         started: Arc::clone(&started),
     };
-    let config = worker_config(node.addr.to_string(), register("ns", "block", 2));
+    let config = worker_builder(node.addr.to_string(), register("ns", "block", 2))
+        .connection_thread(thread)
+        .build()
+        .expect("a config");
     let worker = {
         let _app = app.handle.enter();
         Worker::spawn(config, blocking)
@@ -461,7 +473,6 @@ async fn stays_eligible_while_a_handler_blocks(brief: bool) {
         registry.states().contains(&(worker_id, Standing::Eligible))
     })
     .await;
-
     let first = spawn_dispatch(&node, request("ns", "block", "first"), patient());
     within(
         "the handler blocking",
@@ -469,6 +480,25 @@ async fn stays_eligible_while_a_handler_blocks(brief: bool) {
     )
     .await
     .expect("counted");
+    BlockedHandler {
+        node,
+        app,
+        worker,
+        worker_id,
+        first,
+    }
+}
+
+/// Runs one blocking handler (`brief` or not) for [`BLOCKED`] and asserts the worker stayed
+/// eligible throughout, its dispatch completed, and a second one was pushed meanwhile.
+async fn stays_eligible_while_a_handler_blocks(brief: bool) {
+    let BlockedHandler {
+        node,
+        app: _app,
+        worker,
+        worker_id,
+        first,
+    } = block_a_handler(brief, ConnectionThread::Own).await;
     // While the handler blocks the app's thread, the worker answers every ping: it is never
     // out of selection, and a second dispatch is pushed to it.
     let registry = node.registry();
@@ -514,39 +544,13 @@ async fn a_brief_handler_blocking_its_thread_leaves_the_worker_eligible() {
 
 #[tokio::test]
 async fn a_connection_sharing_the_handlers_thread_goes_unanswered_while_a_handler_blocks_it() {
-    let node = TestNode::with_config(impatient()).await;
-    let app = AppRuntime::start();
-    let started = Arc::new(watch::channel(0).0);
-    let blocking = Blocking {
-        brief: false,
-        started: Arc::clone(&started),
-    };
-    let config = worker_builder(node.addr.to_string(), register("ns", "block", 2))
-        .connection_thread(ConnectionThread::Shared)
-        .build()
-        .expect("a config");
-    let worker = {
-        let _app = app.handle.enter();
-        Worker::spawn(config, blocking)
-    };
-    let worker_id = within(
-        "registered",
-        worker.wait_registered(Duration::from_secs(10)),
-    )
-    .await
-    .expect("registered");
-    node.wait_registry("the worker eligible", |registry| {
-        registry.states().contains(&(worker_id, Standing::Eligible))
-    })
-    .await;
-
-    let _first = spawn_dispatch(&node, request("ns", "block", "first"), patient());
-    within(
-        "the handler blocking",
-        started.subscribe().wait_for(|n| *n >= 1),
-    )
-    .await
-    .expect("counted");
+    let BlockedHandler {
+        node,
+        app: _app,
+        worker,
+        worker_id,
+        first: _first,
+    } = block_a_handler(false, ConnectionThread::Shared).await;
     let blocked_at = std::time::Instant::now();
     // The blocked thread is the connection's too: its pongs stop, and the node takes the
     // worker out of selection before the handler ends.

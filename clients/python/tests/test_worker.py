@@ -40,6 +40,24 @@ def config(addr: str | list[str], **kw: Any) -> WorkerConfig:
     return WorkerConfig([addr] if isinstance(addr, str) else addr, ["py"], ["run"], **kw)
 
 
+class Stuck:
+    """A handler that sleeps until it is cancelled: ``began`` is set when it starts and
+    ``cancelled`` when it is cancelled."""
+
+    def __init__(self) -> None:
+        self.began = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def __call__(self, req: Request) -> bytes:
+        self.began.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return b""
+
+
 def test_a_worker_registers_and_answers_with_headers_and_trace_context(nodes: Any) -> None:
     node = nodes()
 
@@ -227,30 +245,20 @@ def test_past_the_grace_the_push_is_lost_and_the_worker_registers_anew(nodes: An
 
     async def scenario() -> None:
         proxy = await Proxy(node.addr).start()
-        began = asyncio.Event()
-        cancelled = asyncio.Event()
-
-        async def handler(req: Request) -> bytes:
-            began.set()
-            try:
-                await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                cancelled.set()
-                raise
-            return b""
+        handler = Stuck()
 
         async with Worker(config(proxy.addr), handler) as worker:
             first_id = await worker.wait_registered(10)
             async with await Client.connect(node.addr) as client:
                 task = asyncio.ensure_future(client.dispatch(Dispatch("py", "run"), DispatchOptions(wait_for_worker_ms=5000)))
-                await bounded(10, began.wait())
+                await bounded(10, handler.began.wait())
                 proxy.refusing = True
                 proxy.cut()
                 result = await bounded(10, task)
                 assert isinstance(result, WorkerLost), result
                 proxy.refusing = False
                 await within(20, "the worker registers anew", lambda: worker.registered and worker.worker_id != first_id)
-                await bounded(10, cancelled.wait())  # the held handler was dropped
+                await bounded(10, handler.cancelled.wait())  # the held handler was dropped
         await proxy.close()
 
     asyncio.run(scenario())
@@ -373,27 +381,17 @@ def test_a_push_beyond_capacity_is_refused_retryable_and_a_reused_correlation_ig
 def test_a_drain_while_the_node_is_unreachable_stops_at_once_aborting_what_is_held() -> None:
     async def scenario() -> None:
         node = await FakeNode().start()
-        began = asyncio.Event()
-        cancelled = asyncio.Event()
-
-        async def handler(req: Request) -> bytes:
-            began.set()
-            try:
-                await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                cancelled.set()
-                raise
-            return b""
+        handler = Stuck()
 
         worker = Worker(config(node.addr), handler)
         await worker.start()
         await worker.wait_registered(10)
         node.send(push(1))
-        await bounded(10, began.wait())
+        await bounded(10, handler.began.wait())
         await node.close()  # no node to come back to
         await within(10, "the worker loses its node", lambda: not worker.registered)
         await bounded(10, worker.drain())
-        await bounded(10, cancelled.wait())
+        await bounded(10, handler.cancelled.wait())
 
     asyncio.run(scenario())
 
@@ -401,28 +399,18 @@ def test_a_drain_while_the_node_is_unreachable_stops_at_once_aborting_what_is_he
 def test_a_drain_whose_node_goes_away_before_it_finishes_stops_aborting_what_is_held() -> None:
     async def scenario() -> None:
         node = await FakeNode().start()
-        began = asyncio.Event()
-        cancelled = asyncio.Event()
-
-        async def handler(req: Request) -> bytes:
-            began.set()
-            try:
-                await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                cancelled.set()
-                raise
-            return b""
+        handler = Stuck()
 
         worker = Worker(config(node.addr), handler)
         await worker.start()
         await worker.wait_registered(10)
         node.send(push(1))
-        await bounded(10, began.wait())
+        await bounded(10, handler.began.wait())
         draining = asyncio.ensure_future(worker.drain())
         await node.next(f.Drain)
         await node.close()
         await bounded(10, draining)
-        await bounded(10, cancelled.wait())
+        await bounded(10, handler.cancelled.wait())
 
     asyncio.run(scenario())
 
@@ -621,28 +609,18 @@ async def frames_until(node: FakeNode, kind: type, seconds: float = 10) -> list[
 def test_a_nodes_drain_with_no_grace_aborts_what_runs_at_once_and_answers_nothing_for_it() -> None:
     async def scenario() -> None:
         node = await FakeNode().start()
-        began = asyncio.Event()
-        cancelled = asyncio.Event()
-
-        async def handler(req: Request) -> bytes:
-            began.set()
-            try:
-                await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                cancelled.set()
-                raise
-            return b"late"
+        handler = Stuck()
 
         async with Worker(config(node.addr), handler) as worker:
             await worker.wait_registered(10)
             node.send(push(1))
-            await bounded(10, began.wait())
+            await bounded(10, handler.began.wait())
             node.send(f.Drain(0))
             sent = await frames_until(node, f.Drained)
             assert not any(isinstance(frame, f.Reply) for frame in sent), sent
             assert sent[-1] == f.Drained(0)
             assert isinstance(await node.next(f.Goodbye), f.Goodbye)
-            await bounded(10, cancelled.wait())
+            await bounded(10, handler.cancelled.wait())
 
     asyncio.run(scenario())
 
