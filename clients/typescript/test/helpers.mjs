@@ -92,3 +92,10 @@ export function within(ms, promise, what = "operation") {
     }),
   ]);
 }
+
+/** A promise and the function that resolves it, for a test to wait on an event it signals. */
+export function deferred() {
+  let resolve;
+  const promise = new Promise((r) => (resolve = r));
+  return { promise, resolve };
+}

@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
 import { RefusedError, Worker, codec } from "../dist/index.js";
-import { within } from "./helpers.mjs";
+import { within, deferred } from "./helpers.mjs";
 
 const { encodeFrame, decodeBody, FrameReader } = codec;
 
@@ -89,15 +89,13 @@ const text = (reply) => {
 };
 
 test("a push beyond the worker's capacity is refused with a retryable failure; a correlation still owed is ignored", async () => {
-  let firstConnection;
-  const ready = new Promise((r) => (firstConnection = r));
+  const { promise: ready, resolve: firstConnection } = deferred();
   const node = await fakeNode(async (c) => {
     await c.next("Register3");
     c.send({ name: "Registered", body: { worker_id: 7 } });
     firstConnection(c);
   });
-  let release;
-  const gate = new Promise((r) => (release = r));
+  const { promise: gate, resolve: release } = deferred();
   const started = [];
   const worker = new Worker({
     nodes: node.addr,
@@ -191,8 +189,7 @@ test("a drain the node asked for ends with that connection: the next node is not
   });
   const connection = (n) =>
     conns.length >= n ? Promise.resolve(conns[n - 1]) : within(10000, new Promise((resolve) => waiting.push({ n, resolve })), `connection ${n}`);
-  let started;
-  const startedP = new Promise((r) => (started = r));
+  const { promise: startedP, resolve: started } = deferred();
   const worker = new Worker({
     nodes: node.addr,
     namespaces: "ns",
@@ -226,38 +223,8 @@ test("a drain the node asked for ends with that connection: the next node is not
 });
 
 test("a drain whose node is lost with work in flight stops at once, aborting the handler, instead of waiting for a node", async () => {
-  let registeredOn;
-  const ready = new Promise((r) => (registeredOn = r));
-  const node = await fakeNode(async (c) => {
-    await c.next("Register3");
-    c.send({ name: "Registered", body: { worker_id: 7 } });
-    c.send({ name: "Session", body: { token: new Uint8Array(16).fill(3), resume_grace_ms: 60000 } });
-    registeredOn(c);
-  });
-  let started;
-  const startedP = new Promise((r) => (started = r));
-  let aborted;
-  const abortedP = new Promise((r) => (aborted = r));
-  const worker = new Worker({
-    nodes: node.addr,
-    namespaces: "ns",
-    activities: "a",
-    backoffMinMs: 10,
-    handler: (r) => {
-      started();
-      return new Promise((_, reject) =>
-        r.signal.addEventListener("abort", () => {
-          aborted(r.signal.reason);
-          reject(r.signal.reason);
-        }),
-      );
-    },
-  });
+  const { node, c, worker, abortedP } = await stuckHandler({ session: true });
   try {
-    await within(5000, worker.registered(), "registration");
-    const c = await ready;
-    c.send(push(1, "forever"));
-    await within(5000, startedP, "handler start");
     const drained = worker.drain();
     await c.next("Drain");
     // The node goes away for good.
@@ -308,21 +275,20 @@ test("a registration the node refuses rejects registered() with a RefusedError n
 });
 
 /**
- * A worker on a fake node, registered, running one handler that ignores its AbortSignal and
- * never resolves; returns the connection, the worker and a promise of the signal's reason.
+ * A worker on a fake node, registered (given a session when `session`), running one handler
+ * that ignores its AbortSignal and never resolves; `extra` goes to the worker's options.
+ * Returns the connection, the worker and a promise of the signal's reason.
  */
-async function stuckHandler(extra = {}) {
-  let registeredOn;
-  const ready = new Promise((r) => (registeredOn = r));
+async function stuckHandler({ session = false, ...extra } = {}) {
+  const { promise: ready, resolve: registeredOn } = deferred();
   const node = await fakeNode(async (c) => {
     await c.next("Register3");
     c.send({ name: "Registered", body: { worker_id: 7 } });
+    if (session) c.send({ name: "Session", body: { token: new Uint8Array(16).fill(3), resume_grace_ms: 60000 } });
     registeredOn(c);
   });
-  let started;
-  const startedP = new Promise((r) => (started = r));
-  let aborted;
-  const abortedP = new Promise((r) => (aborted = r));
+  const { promise: startedP, resolve: started } = deferred();
+  const { promise: abortedP, resolve: aborted } = deferred();
   const worker = new Worker({
     nodes: node.addr,
     namespaces: "ns",

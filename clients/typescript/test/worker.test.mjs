@@ -6,7 +6,7 @@ import * as net from "node:net";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { Client, Worker, failure } from "../dist/index.js";
-import { PACKAGE, startNode, within } from "./helpers.mjs";
+import { PACKAGE, startNode, within, deferred } from "./helpers.mjs";
 
 /** Waits for the first event of `sub` that `pred` accepts; every event read goes to `seen`. */
 async function eventWhere(sub, pred, seen = []) {
@@ -48,10 +48,8 @@ test("a handler that spins longer than the ping timeout leaves the worker eligib
 
 test("a cancelled dispatch aborts the handler's signal; the producer's abort rejects with AbortError", async () => {
   const node = await startNode();
-  let started;
-  const startedP = new Promise((r) => (started = r));
-  let aborted;
-  const abortedP = new Promise((r) => (aborted = r));
+  const { promise: startedP, resolve: started } = deferred();
+  const { promise: abortedP, resolve: aborted } = deferred();
   const worker = new Worker({
     nodes: node.addr,
     namespaces: "c",
@@ -114,10 +112,8 @@ test("a request's deadline aborts its signal; headers and trace context reach th
 
 test("drain finishes the request in flight, takes no new one, and the worker leaves", async () => {
   const node = await startNode();
-  let release;
-  const gate = new Promise((r) => (release = r));
-  let started;
-  const startedP = new Promise((r) => (started = r));
+  const { promise: gate, resolve: release } = deferred();
+  const { promise: startedP, resolve: started } = deferred();
   const worker = new Worker({
     nodes: node.addr,
     namespaces: "dr",
@@ -192,10 +188,8 @@ async function proxy(target) {
 test("a worker whose connection drops resumes its session and delivers the result it held", async () => {
   const node = await startNode();
   const px = await proxy(node.addr);
-  let release;
-  const gate = new Promise((r) => (release = r));
-  let started;
-  const startedP = new Promise((r) => (started = r));
+  const { promise: gate, resolve: release } = deferred();
+  const { promise: startedP, resolve: started } = deferred();
   const worker = new Worker({
     nodes: px.addr,
     namespaces: "rs",
@@ -232,10 +226,8 @@ test("a worker whose connection drops resumes its session and delivers the resul
 test("past the session's grace the dispatch ends worker-lost, the handler is aborted and the worker registers anew", async () => {
   const node = await startNode({ LINTEL_WORKER_RESUME_GRACE_MS: "200" });
   const px = await proxy(node.addr);
-  let aborted;
-  const abortedP = new Promise((r) => (aborted = r));
-  let started;
-  const startedP = new Promise((r) => (started = r));
+  const { promise: abortedP, resolve: aborted } = deferred();
+  const { promise: startedP, resolve: started } = deferred();
   const worker = new Worker({
     nodes: px.addr,
     namespaces: "rg",
