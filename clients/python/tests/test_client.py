@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Any
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -36,6 +36,26 @@ from lintel.wire import FrameDecoder, encode_frame
 from lintel.wire import frames as f
 from lintel.wire import types as t
 from support import bounded, within
+
+
+async def producer_frames(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> AsyncIterator[Any]:
+    """The frames a producer sends a fake version-4 node, its ``Hello`` answered with a
+    ``Welcome3``; ends with the stream."""
+    decoder = FrameDecoder()
+    limits = t.Limits(1 << 22, 1024, 60000, 3, 255, 64)
+    while data := await reader.read(65536):
+        decoder.feed(data)
+        while (frame := decoder.next_frame()) is not None:
+            if isinstance(frame, f.Hello):
+                writer.write(encode_frame(f.Welcome3(4, "fake", 1, limits, t.HeaderLimits(32, 8192), [])))
+            else:
+                yield frame
+
+
+async def fake_node_at(serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]) -> tuple[asyncio.Server, str]:
+    """A fake node serving each connection with ``serve`` on an ephemeral loopback port."""
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, "127.0.0.1:%d" % server.sockets[0].getsockname()[1]
 
 
 def worker(addr: str, handler: Any, **kw: Any) -> Worker:
@@ -268,28 +288,21 @@ def test_a_subscription_sees_a_worker_register(nodes: Any) -> None:
 
 def test_an_unknown_outcome_variant_fails_that_dispatch_and_the_connection_goes_on() -> None:
     async def fake_node(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = FrameDecoder()
-        limits = t.Limits(1 << 22, 1024, 60000, 3, 255, 64)
         answered = 0
-        while data := await reader.read(65536):
-            decoder.feed(data)
-            while (frame := decoder.next_frame()) is not None:
-                if isinstance(frame, f.Hello):
-                    writer.write(encode_frame(f.Welcome3(4, "fake", 1, limits, t.HeaderLimits(32, 8192), [])))
-                elif isinstance(frame, f.Submit3):
-                    if answered == 0:
-                        # ServedOutcome with DispatchResult variant 11, from a newer node.
-                        body = bytes([24]) + bytes([frame.correlation]) + b"\x04fake" + bytes([11, 42])
-                        writer.write(len(body).to_bytes(4, "big") + body)
-                    else:
-                        done = f.ServedOutcome(frame.correlation, "fake", Completed(t.DispatchResponse("", 0, None, Success(b"ok"))))
-                        writer.write(encode_frame(done))
-                    answered += 1
+        async for frame in producer_frames(reader, writer):
+            if isinstance(frame, f.Submit3):
+                if answered == 0:
+                    # ServedOutcome with DispatchResult variant 11, from a newer node.
+                    body = bytes([24]) + bytes([frame.correlation]) + b"\x04fake" + bytes([11, 42])
+                    writer.write(len(body).to_bytes(4, "big") + body)
+                else:
+                    done = f.ServedOutcome(frame.correlation, "fake", Completed(t.DispatchResponse("", 0, None, Success(b"ok"))))
+                    writer.write(encode_frame(done))
+                answered += 1
         writer.close()
 
     async def scenario() -> None:
-        server = await asyncio.start_server(fake_node, "127.0.0.1", 0)
-        addr = "127.0.0.1:%d" % server.sockets[0].getsockname()[1]
+        server, addr = await fake_node_at(fake_node)
         async with await Client.connect(addr) as client:
             with pytest.raises(UnknownOutcome) as caught:
                 await bounded(10, client.dispatch(Dispatch("py", "run")))
@@ -302,23 +315,16 @@ def test_an_unknown_outcome_variant_fails_that_dispatch_and_the_connection_goes_
 
 def test_a_node_closing_mid_frame_fails_the_dispatch_without_a_hang() -> None:
     async def fake_node(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = FrameDecoder()
-        limits = t.Limits(1 << 22, 1024, 60000, 3, 255, 64)
-        while data := await reader.read(65536):
-            decoder.feed(data)
-            while (frame := decoder.next_frame()) is not None:
-                if isinstance(frame, f.Hello):
-                    writer.write(encode_frame(f.Welcome3(4, "fake", 1, limits, t.HeaderLimits(32, 8192), [])))
-                elif isinstance(frame, f.Submit3):
-                    done = f.ServedOutcome(frame.correlation, "fake", Completed(t.DispatchResponse("", 0, None, Success(b"ok"))))
-                    writer.write(encode_frame(done)[:9])  # half the frame, then the close
-                    await writer.drain()
-                    writer.close()
-                    return
+        async for frame in producer_frames(reader, writer):
+            if isinstance(frame, f.Submit3):
+                done = f.ServedOutcome(frame.correlation, "fake", Completed(t.DispatchResponse("", 0, None, Success(b"ok"))))
+                writer.write(encode_frame(done)[:9])  # half the frame, then the close
+                await writer.drain()
+                writer.close()
+                return
 
     async def scenario() -> None:
-        server = await asyncio.start_server(fake_node, "127.0.0.1", 0)
-        addr = "127.0.0.1:%d" % server.sockets[0].getsockname()[1]
+        server, addr = await fake_node_at(fake_node)
         client = await Client.connect(addr)
         with pytest.raises(ConnectionLost) as caught:
             await bounded(10, client.dispatch(Dispatch("py", "run"), DispatchOptions(retry=RetryPolicy.never())))
@@ -347,18 +353,12 @@ def test_the_frame_bound_is_the_one_negotiated_with_the_node(nodes: Any) -> None
 
 def test_calls_without_an_answer_in_time_and_bad_options_raise_lintel_errors() -> None:
     async def silent_node(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = FrameDecoder()
-        limits = t.Limits(1 << 22, 1024, 60000, 3, 255, 64)
-        while data := await reader.read(65536):
-            decoder.feed(data)
-            while (frame := decoder.next_frame()) is not None:
-                if isinstance(frame, f.Hello):
-                    writer.write(encode_frame(f.Welcome3(4, "fake", 1, limits, t.HeaderLimits(32, 8192), [])))
+        async for _ in producer_frames(reader, writer):
+            pass  # answers nothing
         writer.close()
 
     async def scenario() -> None:
-        server = await asyncio.start_server(silent_node, "127.0.0.1", 0)
-        addr = "127.0.0.1:%d" % server.sockets[0].getsockname()[1]
+        server, addr = await fake_node_at(silent_node)
         async with await Client.connect(addr) as client:
             with pytest.raises(AnswerTimeout) as status:
                 await bounded(10, client.status(timeout=0.2))
